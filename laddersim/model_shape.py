@@ -1,0 +1,167 @@
+"""Model shapes: Llama-style decoders (RMSNorm, RoPE, GQA attention, SwiGLU MLP, untied LM head).
+
+One small frozen config plus a dict of named presets, as in gpt-fast's ``ModelArgs``; any other
+shape arrives as a Hugging Face ``config.json``. Names follow the paper: ``dim``, ``n_heads``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from laddersim.errors import UserInputError
+
+
+class ModelShape(BaseModel):
+    """Shape of a Llama-style decoder. All sizes are element counts, not bytes."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    n_layers: int = Field(gt=0)
+    dim: int = Field(gt=0)
+    n_heads: int = Field(gt=0)
+    n_kv_heads: int = Field(gt=0)
+    intermediate_size: int = Field(gt=0)
+    vocab_size: int = Field(gt=0)
+    head_dim: int = Field(default=0, ge=0, description="0 means dim // n_heads")
+    tie_embeddings: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> "ModelShape":
+        if self.head_dim == 0:
+            if self.dim % self.n_heads:
+                raise ValueError(f"dim ({self.dim}) must be a multiple of n_heads ({self.n_heads})")
+            object.__setattr__(self, "head_dim", self.dim // self.n_heads)
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(
+                f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads})"
+            )
+        return self
+
+    # ---- tensor-parallel split -------------------------------------------------------------
+    def check_tp(self, tp: int) -> None:
+        """Raise UserInputError unless ``tp`` can shard this model the way serving engines do."""
+        if tp < 1:
+            raise UserInputError(f"tp: must be a positive integer, got {tp}")
+        allowed = [d for d in range(1, self.n_heads + 1) if self.n_heads % d == 0]
+        if self.n_heads % tp:
+            raise UserInputError(
+                f"tp: {tp} does not divide the {self.n_heads} attention heads of {self.name}; "
+                f"allowed: {', '.join(map(str, allowed))}"
+            )
+        if self.n_kv_heads % tp and tp % self.n_kv_heads:
+            raise UserInputError(
+                f"tp: {tp} neither divides nor is a multiple of the {self.n_kv_heads} KV heads of "
+                f"{self.name}; allowed: {', '.join(map(str, allowed))}"
+            )
+        if self.intermediate_size % tp:
+            raise UserInputError(
+                f"tp: {tp} does not divide intermediate_size {self.intermediate_size} of {self.name}"
+            )
+
+    def heads_per_rank(self, tp: int) -> int:
+        return self.n_heads // tp
+
+    def kv_heads_per_rank(self, tp: int) -> int:
+        """KV heads each rank holds; with fewer KV heads than ranks each rank keeps one replica."""
+        return max(1, self.n_kv_heads // tp)
+
+    def vocab_per_rank(self, tp: int) -> int:
+        """Vocab-parallel LM head rows per rank (the last shard padded, as Megatron/vLLM do)."""
+        return -(-self.vocab_size // tp)
+
+    def intermediate_per_rank(self, tp: int) -> int:
+        return self.intermediate_size // tp
+
+    # ---- sizes -----------------------------------------------------------------------------
+    def layer_params_per_rank(self, tp: int) -> int:
+        """Parameters of one decoder layer held by one rank (QKV, O, gate/up, down, two norms)."""
+        hd = self.head_dim
+        qkv = self.dim * (self.heads_per_rank(tp) + 2 * self.kv_heads_per_rank(tp)) * hd
+        o = self.heads_per_rank(tp) * hd * self.dim
+        mlp = 3 * self.dim * self.intermediate_per_rank(tp)
+        return qkv + o + mlp + 2 * self.dim
+
+    def params_per_rank(self, tp: int) -> int:
+        """All parameters one rank holds: layers, embedding and LM head shards, final norm."""
+        emb = self.vocab_per_rank(tp) * self.dim
+        head = 0 if self.tie_embeddings else emb
+        return self.n_layers * self.layer_params_per_rank(tp) + emb + head + self.dim
+
+    def total_params(self) -> int:
+        return self.params_per_rank(1)
+
+    def kv_bytes_per_token_per_rank(self, tp: int, dtype_bytes: int) -> int:
+        """KV-cache bytes one token adds on one rank, over all layers (K and V)."""
+        return 2 * self.n_layers * self.kv_heads_per_rank(tp) * self.head_dim * dtype_bytes
+
+
+PRESETS: dict[str, ModelShape] = {
+    # Shapes from ../shared/docs/ladder-residual.md (the Llama 3.1 model cards' config.json).
+    "llama-3.1-8b": ModelShape(
+        name="llama-3.1-8b", n_layers=32, dim=4096, n_heads=32, n_kv_heads=8,
+        intermediate_size=14336, vocab_size=128256,
+    ),
+    "llama-3.1-70b": ModelShape(
+        name="llama-3.1-70b", n_layers=80, dim=8192, n_heads=64, n_kv_heads=8,
+        intermediate_size=28672, vocab_size=128256,
+    ),
+    "llama-3.1-405b": ModelShape(
+        name="llama-3.1-405b", n_layers=126, dim=16384, n_heads=128, n_kv_heads=8,
+        intermediate_size=53248, vocab_size=128256,
+    ),
+}
+
+# Hugging Face config.json field -> ModelShape field.
+_HF_FIELDS = {
+    "num_hidden_layers": "n_layers",
+    "hidden_size": "dim",
+    "num_attention_heads": "n_heads",
+    "intermediate_size": "intermediate_size",
+    "vocab_size": "vocab_size",
+}
+
+
+def from_hf_config(path: str | Path) -> ModelShape:
+    """Read a Llama-style Hugging Face ``config.json``; other keys in the file are ignored."""
+    path = Path(path)
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserInputError(f"model: cannot read config.json {path}: {exc}") from None
+    if not isinstance(raw, dict):
+        raise UserInputError(f"model: {path} is not a JSON object")
+    fields: dict = {"name": raw.get("_name_or_path") or path.parent.name or path.stem}
+    for hf_key, ours in _HF_FIELDS.items():
+        if hf_key not in raw:
+            raise UserInputError(f"model: {path} lacks the field '{hf_key}'")
+        fields[ours] = raw[hf_key]
+    fields["n_kv_heads"] = raw.get("num_key_value_heads") or raw["num_attention_heads"]
+    if raw.get("head_dim"):
+        fields["head_dim"] = raw["head_dim"]
+    fields["tie_embeddings"] = bool(raw.get("tie_word_embeddings", False))
+    try:
+        return ModelShape(**fields)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"]) or "config"
+        raise UserInputError(f"model: {path}: {loc}: {err['msg']}") from None
+
+
+def load_model_shape(name_or_path: str | Path) -> ModelShape:
+    """A preset name (``llama-3.1-70b``) or a path to a Hugging Face ``config.json``."""
+    key = str(name_or_path)
+    if key in PRESETS:
+        return PRESETS[key]
+    path = Path(key)
+    if path.is_dir():
+        path = path / "config.json"
+    if path.suffix == ".json" and path.exists():
+        return from_hf_config(path)
+    raise UserInputError(
+        f"model: unknown preset '{key}' and no such config.json; allowed: {', '.join(PRESETS)} "
+        "or a path to a Hugging Face config.json"
+    )
