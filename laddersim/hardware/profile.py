@@ -1,0 +1,296 @@
+"""Hardware profiles: one YAML file per system under ``hardware_profiles/``.
+
+Every number in a profile is a ``Sourced`` value: the number in the file's human unit (the unit
+is in the field name: ``_tflops``, ``_gbps`` = GB/s (1e9 B/s), ``_us``, ``_gb``) and where it
+came from (a measured table with file and rows, a datasheet, or a fit with its data and command).
+Properties ending in SI units (``_s``, ``_bytes_per_s``, ``_flops_per_s``, ``_bytes``) convert
+once, here; nothing else in laddersim sees human units.
+
+Measured tables (AllReduce times, GEMM times) live beside the profile as small CSV files with
+``#`` comment lines citing their source; a profile names them by relative path.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from laddersim.errors import UserInputError
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class Sourced(BaseModel):
+    """A number and where it came from."""
+
+    model_config = _FROZEN
+
+    value: float
+    source: str = Field(min_length=3)
+
+
+class GpuSpec(BaseModel):
+    """One GPU: peak rates (datasheet), achievable efficiencies (fits), capacity."""
+
+    model_config = _FROZEN
+
+    name: str
+    peak_tflops: Sourced  # dense fp16/bf16 tensor-core peak, 1e12 FLOP/s
+    memory_bandwidth_gbps: Sourced  # HBM/GDDR peak, GB/s
+    memory_gb: Sourced  # capacity, 1e9 bytes
+    # GEMM model: t = launch + max(flops / (peak * compute_eff), bytes / (bw * memory_eff)),
+    # blended by a p-norm of order ``gemm_blend_order`` (see laddersim.costs.gemm).
+    gemm_compute_efficiency: Sourced
+    gemm_memory_efficiency: Sourced
+    gemm_blend_order: Sourced = Sourced(value=4.0, source="default p-norm blend of roofline terms")
+    gemm_tile_m: Sourced = Sourced(value=64, source="default M tile (cuBLAS/CUTLASS 64-row tiles)")
+    # Memory-bound kernels (norms, elementwise, KV-cache reads): fraction of peak bandwidth.
+    elementwise_memory_efficiency: Sourced
+    attention_compute_efficiency: Sourced  # prefill flash-attention, fraction of peak_tflops
+    kernel_launch_us: Sourced  # floor per kernel inside a CUDA graph
+    usable_memory_fraction: Sourced = Sourced(
+        value=0.9, source="default: 10% of HBM kept for CUDA context, allocator slack, workspace"
+    )
+
+    @property
+    def peak_flops_per_s(self) -> float:
+        return self.peak_tflops.value * 1e12
+
+    @property
+    def memory_bandwidth_bytes_per_s(self) -> float:
+        return self.memory_bandwidth_gbps.value * 1e9
+
+    @property
+    def memory_capacity_bytes(self) -> float:
+        return self.memory_gb.value * 1e9
+
+    @property
+    def kernel_launch_s(self) -> float:
+        return self.kernel_launch_us.value * 1e-6
+
+
+class NodeSpec(BaseModel):
+    """GPUs in one node and the fabric joining them."""
+
+    model_config = _FROZEN
+
+    gpus_per_node: int = Field(gt=0)
+    fabric: Literal["nvswitch", "nvlink-pairs", "pcie"]
+    description: str = ""
+
+
+class AlphaBeta(BaseModel):
+    """NCCL-style cost of an AllReduce over one tier: latency per algorithm step plus bytes/bandwidth.
+
+    ``algorithm`` = ring: 2(n-1) steps, 2(n-1)/n of the bytes over each link;
+    tree: 2 log2(n) steps, the bytes twice over the bottleneck link;
+    nvls / one-shot: a constant number of steps (``fixed_steps``), 2(n-1)/n of the bytes.
+    """
+
+    model_config = _FROZEN
+
+    algorithm: Literal["ring", "tree", "nvls"]
+    base_latency_us: Sourced  # fixed cost of launching the collective
+    step_latency_us: Sourced  # per algorithm step
+    bus_bandwidth_gbps: Sourced  # achieved busbw at large sizes, nccl-tests convention
+    fixed_steps: int = 2
+
+
+class NetworkSpec(BaseModel):
+    """The inter-node network."""
+
+    model_config = _FROZEN
+
+    nics_per_node: Sourced
+    nic_bandwidth_gbps: Sourced  # per NIC, GB/s (400 Gb/s NDR = 50 GB/s)
+    allreduce: AlphaBeta  # the inter-node tier of a hierarchical AllReduce
+
+    @property
+    def node_bandwidth_bytes_per_s(self) -> float:
+        return self.nics_per_node.value * self.nic_bandwidth_gbps.value * 1e9
+
+
+class MeasuredTable(BaseModel):
+    """A resampled measured table shipped beside the profile (CSV with ``#`` source comments)."""
+
+    model_config = _FROZEN
+
+    file: str
+    source: str = Field(min_length=3)
+    mode: Literal["eager", "graph"] = "eager"  # timed eagerly or captured in a CUDA graph
+    library: str = ""  # e.g. "NCCL 2.29.2"
+
+
+class CollectiveSpec(BaseModel):
+    """How AllReduce time is computed for this system."""
+
+    model_config = _FROZEN
+
+    mode: Literal["eager", "graph"] = "graph"  # the regime simulated (compiled decode = graph)
+    # Added per collective when simulating ``eager`` from a ``graph`` table, and subtracted the
+    # other way round: host launch cost not hidden by CUDA-graph replay.
+    eager_launch_us: Sourced = Sourced(value=0.0, source="default: no launch-cost correction")
+    intra_node: AlphaBeta
+    tables: list[MeasuredTable] = []
+
+
+class InterferenceSpec(BaseModel):
+    """Mutual slowdown of compute and communication while they overlap on one GPU."""
+
+    model_config = _FROZEN
+
+    compute_slowdown: Sourced  # fraction: a GEMM takes (1 + x) longer while an AllReduce runs
+    comm_slowdown: Sourced  # fraction: an AllReduce takes (1 + x) longer while compute runs
+
+
+class FrameworkSpec(BaseModel):
+    """Fixed per-step costs of the serving framework (gpt-fast style compiled decode)."""
+
+    model_config = _FROZEN
+
+    step_overhead_us: Sourced  # per forward pass: graph launch, host sync, input prep
+    sampling_us: Sourced  # top-k sampling of one batch of logits, fixed part
+    kernels_per_layer_extra: Sourced = Sourced(
+        value=0, source="default: no extra small kernels per layer beyond the modelled ops"
+    )
+
+
+class HardwareProfile(BaseModel):
+    """A whole system: GPU, node, optional network, collectives, interference, framework."""
+
+    model_config = _FROZEN
+
+    name: str
+    description: str = ""
+    measured: bool = True  # False for forward-looking what-ifs built from datasheets only
+    gpu: GpuSpec
+    node: NodeSpec
+    network: NetworkSpec | None = None
+    collectives: CollectiveSpec
+    interference: InterferenceSpec
+    framework: FrameworkSpec
+    provenance: dict[str, str] = {}  # free-form: who made it, how (calibration runs, fits)
+
+    # Directory the profile was loaded from (tables are relative to it); not part of the file.
+    base_dir: str = Field(default="", exclude=True)
+
+    @model_validator(mode="after")
+    def _check_tables_exist(self) -> "HardwareProfile":
+        for table in self.collectives.tables:
+            if self.base_dir and not (Path(self.base_dir) / table.file).exists():
+                raise ValueError(f"collectives.tables: file not found: {table.file}")
+        return self
+
+    def max_tp(self) -> int:
+        if self.network is None:
+            return self.node.gpus_per_node
+        return 1 << 30
+
+    def nodes_for(self, tp: int) -> int:
+        """Nodes a TP group of ``tp`` ranks spans (ranks packed onto as few nodes as possible)."""
+        per_node = self.node.gpus_per_node
+        if tp <= per_node:
+            return 1
+        if self.network is None:
+            raise UserInputError(
+                f"tp: {tp} exceeds the {per_node} GPUs of one {self.name} node and the profile has "
+                f"no inter-node network; allowed: 1..{per_node}"
+            )
+        if tp % per_node:
+            raise UserInputError(
+                f"tp: {tp} spans nodes but is not a multiple of gpus_per_node ({per_node})"
+            )
+        return tp // per_node
+
+    @cached_property
+    def allreduce_tables(self) -> list[tuple[MeasuredTable, pd.DataFrame]]:
+        """Loaded measured AllReduce tables: columns gpus, nodes, size_bytes, time_s."""
+        out = []
+        for table in self.collectives.tables:
+            frame = read_table_csv(Path(self.base_dir) / table.file)
+            out.append((table, frame))
+        return out
+
+
+def read_table_csv(path: Path) -> pd.DataFrame:
+    """Read a shipped table: ``#`` comment lines, then gpus,nodes,size_bytes,time_us columns."""
+    try:
+        frame = pd.read_csv(path, comment="#")
+    except (OSError, pd.errors.ParserError) as exc:
+        raise UserInputError(f"table: cannot read {path}: {exc}") from None
+    missing = {"gpus", "nodes", "size_bytes", "time_us"} - set(frame.columns)
+    if missing:
+        raise UserInputError(f"table: {path} lacks columns {sorted(missing)}")
+    frame = frame.astype({"gpus": int, "nodes": int, "size_bytes": float, "time_us": float})
+    frame["time_s"] = frame["time_us"] * 1e-6
+    if not np.isfinite(frame["time_s"]).all() or (frame["time_s"] <= 0).any():
+        raise UserInputError(f"table: {path} has non-positive or non-finite times")
+    return frame.sort_values(["gpus", "nodes", "size_bytes"]).reset_index(drop=True)
+
+
+def profiles_dir() -> Path:
+    """Where named profiles live: $LADDERSIM_PROFILES, else the repo's ``hardware_profiles/``."""
+    env = os.environ.get("LADDERSIM_PROFILES")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[2] / "hardware_profiles"
+
+
+def list_profiles() -> list[str]:
+    return sorted(p.stem for p in profiles_dir().glob("*.yaml"))
+
+
+def _resolve(name_or_path: str | Path) -> Path:
+    path = Path(name_or_path)
+    if path.is_dir() and (path / "profile.yaml").exists():
+        return path / "profile.yaml"
+    if path.suffix in (".yaml", ".yml") and path.exists():
+        return path
+    named = profiles_dir() / f"{name_or_path}.yaml"
+    if named.exists():
+        return named
+    raise UserInputError(
+        f"hardware: unknown profile '{name_or_path}'; allowed: {', '.join(list_profiles())} "
+        "or a path to a profile .yaml (or a calibration run directory)"
+    )
+
+
+def format_validation_error(exc: ValidationError, where: str) -> str:
+    """One line naming the first bad field (dotted path) and what is wrong with it."""
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "profile"
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field"
+    elif err["type"] == "literal_error":
+        msg = f"{msg} (got {err.get('input')!r})"
+    return f"{where}: {loc}: {msg}"
+
+
+def parse_profile(raw: dict, base_dir: Path, where: str = "hardware") -> HardwareProfile:
+    if not isinstance(raw, dict):
+        raise UserInputError(f"{where}: profile must be a YAML mapping")
+    try:
+        return HardwareProfile(**raw, base_dir=str(base_dir))
+    except ValidationError as exc:
+        raise UserInputError(format_validation_error(exc, where)) from None
+    except TypeError as exc:
+        raise UserInputError(f"{where}: {exc}") from None
+
+
+def load_profile(name_or_path: str | Path) -> HardwareProfile:
+    """A profile by name (``h100-sxm-nvswitch``), by path, or a calibration run directory."""
+    path = _resolve(name_or_path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserInputError(f"hardware: cannot parse {path}: {first}") from None
+    return parse_profile(raw, path.parent, where=f"hardware {path.name}")

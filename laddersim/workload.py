@@ -1,0 +1,40 @@
+"""What is being run: batch, prompt and generation lengths, dtype, KV-cache layout."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "fp8": 1}
+
+
+class Workload(BaseModel):
+    """One generation request batch: prefill of ``prompt_len`` tokens, then ``gen_len`` decode steps.
+
+    ``kv_cache`` = ``static`` is gpt-fast's preallocated cache of prompt_len + gen_len positions
+    that every decode step attends over in full (masked); ``dynamic`` reads only the positions
+    written so far (paged / FlashDecoding engines), so attention grows each step.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    batch: int = Field(gt=0)
+    prompt_len: int = Field(gt=0)
+    gen_len: int = Field(gt=0)
+    dtype: Literal["float16", "bfloat16", "float32", "fp8"] = "bfloat16"
+    kv_cache: Literal["static", "dynamic"] = "static"
+
+    @property
+    def dtype_bytes(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def max_seq_len(self) -> int:
+        return self.prompt_len + self.gen_len
+
+    def kv_len_at_decode_step(self, step: int) -> int:
+        """Positions attended over at decode step ``step`` (0-based; step 0 follows the prefill)."""
+        if self.kv_cache == "static":
+            return self.max_seq_len
+        return self.prompt_len + step + 1
