@@ -1,0 +1,701 @@
+"""Real tensor-parallel generation benchmark: standard, parallel, ladder and upper_bound schedules.
+
+A Llama-shaped decoder with random weights in the compact gpt-fast style (pytorch-labs/gpt-fast
+``model.py`` + ``tp.py``), sharded Megatron-style over a torch.distributed group, and timed the way
+the Ladder Residual paper (Zhang et al., arXiv 2501.06589) timed its gpt-fast fork: prefill of a
+synthetic prompt, then ``gen_len`` new tokens with top-k sampling,
+``tokens_per_s = batch * gen_len / (prefill_s + decode_s)``.
+
+Run under ``torchrun`` (NCCL on GPUs), or alone: it then spawns ``--world-size`` local gloo ranks.
+The math is testable in-process: :func:`rank_logits` runs one rank's forward given a ``Comm``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import os
+import socket
+import statistics
+import sys
+import tempfile
+import time
+import zlib
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+try:
+    from laddersim.errors import UserInputError
+    from laddersim.model_shape import ModelShape, load_model_shape
+except ImportError:  # run as `python calibration/ladder_bench.py` from a checkout, not installed
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from laddersim.errors import UserInputError
+    from laddersim.model_shape import ModelShape, load_model_shape
+
+SCHEDULES = ("standard", "parallel", "ladder", "upper_bound")
+# Column order of ../shared/validation/ladder_70b_tp_sweep.csv, then our extra columns.
+CSV_COLUMNS = (
+    "model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "tokens_per_s",
+    "prefill_s", "decode_s", "backend", "device", "dtype", "repeats",
+)
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+ROPE_BASE = 500000.0  # Llama 3 rope_theta
+NORM_EPS = 1e-5
+
+
+def log(msg: str) -> None:
+    print(f"[ladder_bench] {msg}", file=sys.stderr, flush=True)
+
+
+# ---- random weights ------------------------------------------------------------------------
+# Every full (unsharded) tensor comes from its own generator seeded by (seed, name), so a rank's
+# shard is the same numbers whatever the TP degree, and tests can rebuild the unsharded model.
+
+def _randn(seed: int, name: str, size: Sequence[int], std: float, device, dtype) -> Tensor:
+    g = torch.Generator(device=device)
+    g.manual_seed(zlib.crc32(f"{seed}:{name}".encode()))
+    return torch.randn(*size, generator=g, device=device, dtype=dtype).mul_(std)
+
+
+def full_layer_weights(shape: ModelShape, layer: int, seed: int, device="cpu",
+                       dtype=torch.float32) -> dict[str, Tensor]:
+    """Unsharded weights of one decoder layer, nn.Linear layout ``[out_features, in_features]``."""
+    d, hd, inter = shape.dim, shape.head_dim, shape.intermediate_size
+    q_out, kv_out = shape.n_heads * hd, shape.n_kv_heads * hd
+
+    def w(name, size, std):
+        return _randn(seed, f"layers.{layer}.{name}", size, std, device, dtype)
+
+    return {
+        "wq": w("wq", (q_out, d), d ** -0.5),
+        "wk": w("wk", (kv_out, d), d ** -0.5),
+        "wv": w("wv", (kv_out, d), d ** -0.5),
+        "wo": w("wo", (d, q_out), q_out ** -0.5),
+        "w1": w("w1", (inter, d), d ** -0.5),  # gate
+        "w3": w("w3", (inter, d), d ** -0.5),  # up
+        "w2": w("w2", (d, inter), inter ** -0.5),  # down
+        # Norm weights near 1 but not 1, so a test notices a norm applied in the wrong place.
+        "attention_norm": w("attention_norm", (d,), 0.1).add_(1.0),
+        "ffn_norm": w("ffn_norm", (d,), 0.1).add_(1.0),
+    }
+
+
+def full_global_weights(shape: ModelShape, seed: int, device="cpu",
+                        dtype=torch.float32) -> dict[str, Tensor]:
+    """Unsharded embedding, final norm and (untied) LM head."""
+    d, v = shape.dim, shape.vocab_size
+    return {
+        "tok_embeddings": _randn(seed, "tok_embeddings", (v, d), 1.0, device, dtype),
+        "norm": _randn(seed, "norm", (d,), 0.1, device, dtype).add_(1.0),
+        "output": _randn(seed, "output", (v, d), d ** -0.5, device, dtype),
+    }
+
+
+def kv_heads_of_rank(shape: ModelShape, tp: int, rank: int) -> range:
+    """KV heads rank ``rank`` holds: its own slice, or one replica when KV heads < ranks."""
+    n = shape.kv_heads_per_rank(tp)
+    if shape.n_kv_heads >= tp:
+        return range(rank * n, (rank + 1) * n)
+    # tp is a multiple of n_kv_heads: ranks [j*tp/n_kv, (j+1)*tp/n_kv) serve the query heads
+    # that share KV head j (query head h uses KV head h // (n_heads / n_kv_heads)).
+    head = rank // (tp // shape.n_kv_heads)
+    return range(head, head + 1)
+
+
+# ---- model (one rank's shard) --------------------------------------------------------------
+
+def rms_norm(x: Tensor, weight: Tensor, eps: float = NORM_EPS) -> Tensor:
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).type_as(x) * weight
+
+
+def precompute_freqs_cis(seq_len: int, head_dim: int, base: float = ROPE_BASE) -> Tensor:
+    """gpt-fast's RoPE table: ``[seq_len, head_dim // 2, 2]`` holding (cos, sin)."""
+    freqs = 1.0 / (base ** (torch.arange(0, head_dim, 2)[: head_dim // 2].float() / head_dim))
+    angles = torch.outer(torch.arange(seq_len).float(), freqs)
+    return torch.stack([torch.cos(angles), torch.sin(angles)], dim=-1)
+
+
+def apply_rotary_emb(x: Tensor, freqs_cis: Tensor) -> Tensor:
+    """Rotate consecutive pairs of ``x [B, S, H, head_dim]`` by ``freqs_cis [S, head_dim//2, 2]``."""
+    xs = x.float().reshape(*x.shape[:-1], -1, 2)
+    fc = freqs_cis.view(1, xs.size(1), 1, xs.size(3), 2)
+    out = torch.stack([
+        xs[..., 0] * fc[..., 0] - xs[..., 1] * fc[..., 1],
+        xs[..., 1] * fc[..., 0] + xs[..., 0] * fc[..., 1],
+    ], dim=-1)
+    return out.flatten(3).type_as(x)
+
+
+class TransformerBlock(nn.Module):
+    """One layer's shard. ``w_in`` stacks column-parallel ``wqkv``, ``w1`` (gate), ``w3`` (up) so
+    the parallel schedule can run them as one matmul; the others use row-slice views of it."""
+
+    def __init__(self, shape: ModelShape, tp: int, batch: int, max_seq: int, device, dtype):
+        super().__init__()
+        self.n_head = shape.heads_per_rank(tp)
+        self.n_local_heads = shape.kv_heads_per_rank(tp)
+        self.head_dim = shape.head_dim
+        self.n_qkv = (self.n_head + 2 * self.n_local_heads) * self.head_dim
+        self.n_ff = shape.intermediate_per_rank(tp)
+        kw = {"device": device, "dtype": dtype}
+        d = shape.dim
+        self.register_buffer("w_in", torch.empty(self.n_qkv + 2 * self.n_ff, d, **kw), False)
+        self.register_buffer("wo", torch.empty(d, self.n_head * self.head_dim, **kw), False)
+        self.register_buffer("w2", torch.empty(d, self.n_ff, **kw), False)
+        self.register_buffer("attention_norm", torch.empty(d, **kw), False)
+        self.register_buffer("ffn_norm", torch.empty(d, **kw), False)
+        cache = (batch, self.n_local_heads, max_seq, self.head_dim)
+        self.register_buffer("k_cache", torch.zeros(cache, **kw), False)
+        self.register_buffer("v_cache", torch.zeros(cache, **kw), False)
+
+    @property
+    def wqkv(self) -> Tensor:
+        return self.w_in[: self.n_qkv]
+
+    @property
+    def w1(self) -> Tensor:
+        return self.w_in[self.n_qkv: self.n_qkv + self.n_ff]
+
+    @property
+    def w3(self) -> Tensor:
+        return self.w_in[self.n_qkv + self.n_ff:]
+
+    def attention(self, x: Tensor, freqs_cis: Tensor, mask: Tensor, input_pos: Tensor) -> Tensor:
+        """This rank's partial sum of the attention output (row-parallel ``wo``, not reduced)."""
+        return self._attend(F.linear(x, self.wqkv), freqs_cis, mask, input_pos)
+
+    def feed_forward(self, x: Tensor) -> Tensor:
+        """This rank's partial sum of the SwiGLU MLP output (row-parallel ``w2``, not reduced)."""
+        return F.linear(F.silu(F.linear(x, self.w1)) * F.linear(x, self.w3), self.w2)
+
+    def fused(self, x: Tensor, freqs_cis: Tensor, mask: Tensor, input_pos: Tensor) -> Tensor:
+        """GPT-J/PaLM parallel block: attention + MLP partial sums from one input matmul."""
+        qkv, gate, up = F.linear(x, self.w_in).split([self.n_qkv, self.n_ff, self.n_ff], dim=-1)
+        return self._attend(qkv, freqs_cis, mask, input_pos) + F.linear(F.silu(gate) * up, self.w2)
+
+    def _attend(self, qkv: Tensor, freqs_cis: Tensor, mask: Tensor, input_pos: Tensor) -> Tensor:
+        bsz, seqlen, _ = qkv.shape
+        kv_size = self.n_local_heads * self.head_dim
+        q, k, v = qkv.split([self.n_head * self.head_dim, kv_size, kv_size], dim=-1)
+        q = apply_rotary_emb(q.view(bsz, seqlen, self.n_head, self.head_dim), freqs_cis)
+        k = apply_rotary_emb(k.view(bsz, seqlen, self.n_local_heads, self.head_dim), freqs_cis)
+        v = v.view(bsz, seqlen, self.n_local_heads, self.head_dim)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        self.k_cache[:, :, input_pos] = k  # gpt-fast KVCache.update: preallocated, index_put
+        self.v_cache[:, :, input_pos] = v
+        rep = self.n_head // self.n_local_heads
+        k = self.k_cache.repeat_interleave(rep, dim=1)
+        v = self.v_cache.repeat_interleave(rep, dim=1)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        y = y.transpose(1, 2).reshape(bsz, seqlen, self.n_head * self.head_dim)
+        return F.linear(y, self.wo)
+
+
+class Transformer(nn.Module):
+    """One rank's shard of the decoder: replicated embedding, vocab-parallel LM head."""
+
+    def __init__(self, shape: ModelShape, tp: int, batch: int, max_seq: int, device, dtype):
+        super().__init__()
+        self.shape, self.tp, self.max_seq = shape, tp, max_seq
+        kw = {"device": device, "dtype": dtype}
+        d = shape.dim
+        self.register_buffer("tok_embeddings", torch.empty(shape.vocab_size, d, **kw), False)
+        self.layers = nn.ModuleList(
+            TransformerBlock(shape, tp, batch, max_seq, device, dtype) for _ in range(shape.n_layers)
+        )
+        self.register_buffer("norm", torch.empty(d, **kw), False)
+        self.register_buffer("output", torch.empty(shape.vocab_per_rank(tp), d, **kw), False)
+        self.register_buffer(
+            "freqs_cis", precompute_freqs_cis(max_seq, shape.head_dim).to(device=device, dtype=dtype), False
+        )
+        self.register_buffer(
+            "causal_mask", torch.tril(torch.ones(max_seq, max_seq, dtype=torch.bool, device=device)), False
+        )
+
+
+@torch.no_grad()
+def build_model(shape: ModelShape, rank: int, tp: int, batch: int, max_seq: int, seed: int,
+                device="cpu", dtype=torch.float32) -> Transformer:
+    """Allocate rank ``rank``'s shard and fill it, one layer of full weights at a time
+    (column-parallel wqkv/w1/w3 split by rows, row-parallel wo/w2 by columns, as Megatron)."""
+    model = Transformer(shape, tp, batch, max_seq, device, dtype)
+    hd, nh = shape.head_dim, shape.heads_per_rank(tp)
+    q_rows = slice(rank * nh * hd, (rank + 1) * nh * hd)
+    kv = kv_heads_of_rank(shape, tp, rank)
+    kv_rows = slice(kv.start * hd, kv.stop * hd)
+    nff = shape.intermediate_per_rank(tp)
+    ff_rows = slice(rank * nff, (rank + 1) * nff)
+    for i, block in enumerate(model.layers):
+        w = full_layer_weights(shape, i, seed, device, dtype)
+        block.w_in.copy_(torch.cat([w["wq"][q_rows], w["wk"][kv_rows], w["wv"][kv_rows],
+                                    w["w1"][ff_rows], w["w3"][ff_rows]]))
+        block.wo.copy_(w["wo"][:, q_rows])
+        block.w2.copy_(w["w2"][:, ff_rows])
+        block.attention_norm.copy_(w["attention_norm"])
+        block.ffn_norm.copy_(w["ffn_norm"])
+        del w
+    g = full_global_weights(shape, seed, device, dtype)
+    model.tok_embeddings.copy_(g["tok_embeddings"])
+    model.norm.copy_(g["norm"])
+    vpr = shape.vocab_per_rank(tp)
+    shard = g["output"][rank * vpr: (rank + 1) * vpr]  # the last shard may be short: pad with 0
+    model.output.zero_()
+    model.output[: shard.shape[0]].copy_(shard)
+    return model
+
+
+# ---- communication -------------------------------------------------------------------------
+
+class _Done:
+    """A finished (or lazily finished) reduction."""
+
+    def __init__(self, t: Tensor):
+        self.t = t
+
+    def wait(self) -> Tensor:
+        return self.t
+
+
+class _Work:
+    """An in-flight ``dist.all_reduce(..., async_op=True)``."""
+
+    def __init__(self, t: Tensor, work):
+        self.t, self.work = t, work
+
+    def wait(self) -> Tensor:
+        self.work.wait()
+        return self.t
+
+
+class Comm:
+    """Collectives one rank needs: ``start`` an AllReduce (sum) of a partial output, and
+    ``gather_vocab`` the vocab-parallel logits. This base class is the world-size-1 identity."""
+
+    rank, world_size = 0, 1
+
+    def start(self, t: Tensor):
+        return _Done(t)
+
+    def all_reduce(self, t: Tensor) -> Tensor:
+        return self.start(t).wait()
+
+    def gather_vocab(self, t: Tensor) -> Tensor:
+        return t
+
+
+class DistComm(Comm):
+    """Eager torch.distributed: async AllReduce, waited on when the caller needs the sum."""
+
+    def __init__(self, group=None):
+        self.group = group
+        self.rank, self.world_size = dist.get_rank(group), dist.get_world_size(group)
+
+    def start(self, t: Tensor):
+        return _Work(t, dist.all_reduce(t, group=self.group, async_op=True))
+
+    def gather_vocab(self, t: Tensor) -> Tensor:
+        parts = [torch.empty_like(t) for _ in range(self.world_size)]
+        dist.all_gather(parts, t.contiguous(), group=self.group)
+        return torch.cat(parts, dim=-1)
+
+
+class FuncolComm(DistComm):
+    """Functional collectives, for ``torch.compile`` (as gpt-fast's tp.py does): the result is
+    an AsyncCollectiveTensor whose wait is issued at its first use, i.e. where ``wait()`` is."""
+
+    def start(self, t: Tensor):
+        import torch.distributed._functional_collectives as funcol
+        return _Done(funcol.all_reduce(t, "sum", self.group or dist.group.WORLD))
+
+    def gather_vocab(self, t: Tensor) -> Tensor:
+        import torch.distributed._functional_collectives as funcol
+        g = funcol.all_gather_tensor(t.contiguous(), 0, self.group or dist.group.WORLD)
+        return torch.cat(torch.chunk(g, self.world_size, dim=0), dim=-1)
+
+
+NO_COMM = Comm()
+
+
+# ---- schedules -----------------------------------------------------------------------------
+# Each takes the embedded input and returns the residual stream before the final norm.
+
+def standard(model: Transformer, x: Tensor, rope: tuple, comm: Comm) -> Tensor:
+    for layer in model.layers:
+        x = x + comm.all_reduce(layer.attention(rms_norm(x, layer.attention_norm), *rope))
+        x = x + comm.all_reduce(layer.feed_forward(rms_norm(x, layer.ffn_norm)))
+    return x
+
+
+def parallel(model: Transformer, x: Tensor, rope: tuple, comm: Comm) -> Tensor:
+    for layer in model.layers:
+        x = x + comm.all_reduce(layer.fused(rms_norm(x, layer.attention_norm), *rope))
+    return x
+
+
+def ladder(model: Transformer, x: Tensor, rope: tuple, comm: Comm) -> Tensor:
+    """Module i (attn of layer i//2 if i is even, else its MLP) reads the residual before module
+    i-1's output is added; AR(y_i) is waited on only just before module i+2 runs."""
+    pending = []
+    for i in range(2 * len(model.layers)):
+        layer = model.layers[i // 2]
+        if i >= 2:
+            x = x + pending[i - 2].wait()
+        if i % 2 == 0:
+            y = layer.attention(rms_norm(x, layer.attention_norm), *rope)
+        else:
+            y = layer.feed_forward(rms_norm(x, layer.ffn_norm))
+        pending.append(comm.start(y))
+    for p in pending[-2:]:
+        x = x + p.wait()
+    return x
+
+
+def upper_bound(model: Transformer, x: Tensor, rope: tuple, comm: Comm) -> Tensor:
+    """Standard with every AllReduce dropped: each rank adds its own partial sum (ranks diverge)."""
+    return standard(model, x, rope, NO_COMM)
+
+
+SCHEDULE_FNS: dict[str, Callable] = {
+    "standard": standard, "parallel": parallel, "ladder": ladder, "upper_bound": upper_bound,
+}
+
+
+def forward(model: Transformer, tokens: Tensor, input_pos: Tensor, schedule: str, comm: Comm,
+            last_only: bool = False) -> Tensor:
+    """Logits ``[B, S, vocab]`` (``S = 1`` if ``last_only``) for ``tokens [B, S]`` at
+    positions ``input_pos [S]``; writes those positions into the KV caches."""
+    x = F.embedding(tokens, model.tok_embeddings)
+    rope = (model.freqs_cis[input_pos], model.causal_mask[None, None, input_pos], input_pos)
+    x = SCHEDULE_FNS[schedule](model, x, rope, comm)
+    if last_only:
+        x = x[:, -1:]
+    logits = comm.gather_vocab(F.linear(rms_norm(x, model.norm), model.output))
+    return logits[..., : model.shape.vocab_size]  # drop the padding rows of the last shard
+
+
+@torch.no_grad()
+def rank_logits(shape: ModelShape, rank: int, world_size: int, comm: Comm, schedule: str,
+                tokens: Tensor, prompt_len: int, seed: int = 0, dtype=torch.float32) -> Tensor:
+    """One rank's logits ``[B, T, vocab]`` for ``tokens [B, T]``: a prefill of the first
+    ``prompt_len`` tokens, then teacher-forced one-token decode steps through the KV cache."""
+    model = build_model(shape, rank, world_size, tokens.shape[0], tokens.shape[1], seed,
+                        tokens.device, dtype)
+    out = [forward(model, tokens[:, :prompt_len], torch.arange(prompt_len), schedule, comm)]
+    for pos in range(prompt_len, tokens.shape[1]):
+        out.append(forward(model, tokens[:, pos: pos + 1], torch.tensor([pos]), schedule, comm))
+    return torch.cat(out, dim=1)
+
+
+# ---- generation ----------------------------------------------------------------------------
+
+def sample(logits: Tensor, temperature: float, top_k: int) -> Tensor:
+    """gpt-fast's top-k sampling of the last position; ``[B, 1]`` token ids. Uses the global
+    generator, seeded identically on every rank, so ranks with equal logits pick equal tokens."""
+    logits = logits[:, -1] / max(temperature, 1e-5)
+    v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+    logits = torch.where(logits < v[:, -1:], -float("inf"), logits)
+    probs = torch.softmax(logits, dim=-1)
+    q = torch.empty_like(probs).exponential_(1)  # Gumbel-style sampling without a CPU sync
+    return torch.argmax(probs / q, dim=-1, keepdim=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchConfig:
+    model: str
+    schedules: tuple[str, ...]
+    batch: int
+    prompt_len: int
+    gen_len: int
+    warmup: int
+    repeats: int
+    backend: str
+    device: str  # "cpu" or "cuda"
+    dtype: str
+    out: str | None
+    seed: int
+    top_k: int
+    temperature: float
+    compile: bool
+    nodes: int
+    p2p: str
+
+
+@torch.no_grad()
+def generate_once(model: Transformer, comm: Comm, schedule: str, prompt: Tensor, gen_len: int,
+                  decode_one: Callable, cfg: BenchConfig, sync: Callable) -> tuple[float, float, Tensor]:
+    """One timed generation: ``gen_len`` new tokens, the first from the prefill and
+    ``gen_len - 1`` from decode steps (gpt-fast's ``generate``). Returns (prefill_s, decode_s, tokens)."""
+    bsz, plen = prompt.shape
+    new = torch.empty(bsz, gen_len, dtype=torch.long, device=prompt.device)
+    sync()
+    t0 = time.perf_counter()
+    logits = forward(model, prompt, torch.arange(plen, device=prompt.device), schedule, comm, True)
+    tok = sample(logits, cfg.temperature, cfg.top_k)
+    sync()
+    t1 = time.perf_counter()
+    new[:, :1] = tok
+    input_pos = torch.tensor([plen], device=prompt.device)
+    for i in range(1, gen_len):
+        tok = decode_one(tok, input_pos).clone()  # clone: CUDA-graph outputs get overwritten
+        input_pos += 1
+        new[:, i: i + 1] = tok
+    sync()
+    t2 = time.perf_counter()
+    return t1 - t0, t2 - t1, new
+
+
+def bench_rank(cfg: BenchConfig, rank: int, world_size: int, device: torch.device) -> None:
+    """Build this rank's shard, then for each schedule: warm up, time, and (rank 0) write a row."""
+    shape = load_model_shape(cfg.model)
+    dtype = DTYPES[cfg.dtype]
+    max_seq = cfg.prompt_len + cfg.gen_len
+    if device.type == "cuda":
+        sync = torch.cuda.synchronize
+    else:
+        sync = lambda: None  # noqa: E731  CPU ops (and waited gloo work) are synchronous
+    t = time.perf_counter()
+    model = build_model(shape, rank, world_size, cfg.batch, max_seq, cfg.seed, device, dtype)
+    if rank == 0:
+        log(f"{shape.name}: built rank shards in {time.perf_counter() - t:.1f} s "
+            f"(tp={world_size}, {cfg.backend}, {device.type}, {cfg.dtype})")
+    eager = DistComm()
+    for schedule in cfg.schedules:
+        comm = FuncolComm() if cfg.compile else eager
+
+        def decode_one(tok, input_pos, schedule=schedule, comm=comm):
+            logits = forward(model, tok, input_pos, schedule, comm)
+            return sample(logits, cfg.temperature, cfg.top_k)
+
+        if cfg.compile:
+            decode_one = torch.compile(decode_one, mode="reduce-overhead", fullgraph=True)
+        prefill, decode = [], []
+        for run in range(cfg.warmup + cfg.repeats):
+            torch.manual_seed(cfg.seed + run)  # same prompt and sampling noise on every rank
+            prompt = torch.randint(0, shape.vocab_size, (cfg.batch, cfg.prompt_len), device=device)
+            dist.barrier()
+            p_s, d_s, tokens = generate_once(model, eager, schedule, prompt, cfg.gen_len,
+                                             decode_one, cfg, sync)
+            if run >= cfg.warmup:
+                prefill.append(p_s)
+                decode.append(d_s)
+            if rank == 0:
+                kind = "warmup" if run < cfg.warmup else "run"
+                log(f"{schedule}: {kind} {run + 1}/{cfg.warmup + cfg.repeats} "
+                    f"prefill {p_s:.4f} s decode {d_s:.4f} s")
+        if schedule != "upper_bound" and not _tokens_agree(tokens, eager):
+            log(f"{schedule}: WARNING ranks sampled different tokens (logits differ across ranks)")
+        if rank == 0:
+            p_s, d_s = statistics.median(prefill), statistics.median(decode)
+            row = {
+                "model": shape.name, "tp": world_size, "nodes": cfg.nodes, "batch": cfg.batch,
+                "prompt_len": cfg.prompt_len, "gen_len": cfg.gen_len, "p2p": cfg.p2p,
+                "schedule": schedule,
+                "tokens_per_s": round(cfg.batch * cfg.gen_len / (p_s + d_s), 4),
+                "prefill_s": round(p_s, 6), "decode_s": round(d_s, 6), "backend": cfg.backend,
+                "device": device.type, "dtype": cfg.dtype, "repeats": cfg.repeats,
+            }
+            log(f"{schedule}: {row['tokens_per_s']} tokens/s (median of {cfg.repeats})")
+            if cfg.out:
+                append_row(cfg.out, row)
+
+
+def _tokens_agree(tokens: Tensor, comm: DistComm) -> bool:
+    lo, hi = tokens.clone(), tokens.clone()
+    dist.all_reduce(lo, op=dist.ReduceOp.MIN)
+    dist.all_reduce(hi, op=dist.ReduceOp.MAX)
+    return bool(torch.equal(lo, hi))
+
+
+def append_row(path: str, row: dict) -> None:
+    """Append one row; the header is written only when the file is new or empty."""
+    with open(path, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+        if f.tell() == 0:
+            writer.writeheader()
+        writer.writerow(row)
+
+
+# ---- process groups ------------------------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _init_group(backend: str, rank: int, world_size: int, init_method: str | None,
+                local_world_size: int) -> None:
+    if backend == "gloo":
+        # Share the cores among the local ranks instead of every rank using all of them.
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world_size))
+    dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world_size)
+
+
+def _spawned_bench(rank: int, world_size: int, cfg: BenchConfig, init_method: str) -> None:
+    _init_group(cfg.backend, rank, world_size, init_method, world_size)
+    try:
+        bench_rank(cfg, rank, world_size, torch.device("cpu"))
+    finally:
+        dist.destroy_process_group()
+
+
+def _spawned_trace(rank: int, world_size: int, init_method: str, model: str,
+                   schedules: Sequence[str], tokens: Tensor, prompt_len: int, seed: int,
+                   outdir: str) -> None:
+    _init_group("gloo", rank, world_size, init_method, world_size)
+    try:
+        comm = DistComm()
+        result = {s: rank_logits(load_model_shape(model), rank, world_size, comm, s, tokens,
+                                 prompt_len, seed) for s in schedules}
+        torch.save(result, Path(outdir) / f"rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def trace_logits(model: str, world_size: int, schedules: Sequence[str], tokens: Tensor,
+                 prompt_len: int, seed: int = 0) -> dict[str, list[Tensor]]:
+    """Run :func:`rank_logits` on ``world_size`` spawned gloo ranks (float32, CPU);
+    returns ``{schedule: [logits of rank 0, rank 1, ...]}``."""
+    with tempfile.TemporaryDirectory() as outdir:
+        mp.spawn(_spawned_trace, nprocs=world_size, join=True, args=(
+            world_size, f"tcp://127.0.0.1:{_free_port()}", model, tuple(schedules), tokens,
+            prompt_len, seed, outdir))
+        per_rank = [torch.load(Path(outdir) / f"rank{r}.pt") for r in range(world_size)]
+    return {s: [r[s] for r in per_rank] for s in schedules}
+
+
+# ---- command line --------------------------------------------------------------------------
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2, no usage dump
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(description=__doc__.split("\n\n")[0],
+                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--model", default="llama-3.1-8b",
+                   help="preset (llama-3.1-8b/70b/405b) or path to a Hugging Face config.json")
+    p.add_argument("--schedule", action="append", choices=SCHEDULES,
+                   help="repeatable; default: all four")
+    p.add_argument("--world-size", type=int, default=2,
+                   help="local ranks to spawn when not under torchrun (= TP degree)")
+    p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
+    p.add_argument("--dtype", choices=tuple(DTYPES), default=None,
+                   help="default: float32 on CPU, bfloat16 on GPU")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--prompt-len", type=int, default=1024)
+    p.add_argument("--gen-len", type=int, default=512,
+                   help="new tokens per sequence: 1 from the prefill + gen_len-1 decode steps")
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--repeats", type=int, default=3, help="timed runs; the median is reported")
+    p.add_argument("--top-k", type=int, default=200)
+    p.add_argument("--temperature", type=float, default=0.8)
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile(mode='reduce-overhead') the decode step")
+    p.add_argument("--out", default=None, help="CSV to append rows to (header written once)")
+    return p
+
+
+def _positive(name: str, value: int, minimum: int = 1) -> None:
+    if value < minimum:
+        raise UserInputError(f"{name}: must be an integer >= {minimum}, got {value}")
+
+
+def _launched() -> bool:
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+def make_config(args: argparse.Namespace, world_size: int, check_out: bool) -> BenchConfig:
+    """Validate the flags (UserInputError naming the flag) and resolve backend/device/dtype."""
+    _positive("--world-size", world_size)
+    try:
+        shape = load_model_shape(args.model)
+    except UserInputError as exc:
+        raise UserInputError(f"--model: {str(exc).removeprefix('model: ')}") from None
+    try:
+        shape.check_tp(world_size)
+    except UserInputError as exc:
+        raise UserInputError(f"--world-size (the TP degree): {str(exc).removeprefix('tp: ')}") from None
+    for name in ("batch", "prompt_len", "gen_len", "repeats", "top_k"):
+        _positive("--" + name.replace("_", "-"), getattr(args, name))
+    _positive("--warmup", args.warmup, 0)
+    if args.temperature < 0:
+        raise UserInputError(f"--temperature: must be >= 0, got {args.temperature}")
+    cuda = torch.cuda.is_available()
+    backend = args.backend if args.backend != "auto" else ("nccl" if cuda else "gloo")
+    if backend == "nccl" and not cuda:
+        raise UserInputError("--backend: nccl needs CUDA and none is available; allowed here: auto, gloo")
+    if backend == "nccl" and not _launched():
+        raise UserInputError("--backend: nccl runs under torchrun (one process per GPU); "
+                             "without a launcher allowed: gloo, auto")
+    device = "cuda" if backend == "nccl" else "cpu"
+    dtype = args.dtype or ("bfloat16" if device == "cuda" else "float32")
+    if check_out and args.out:
+        _check_out(args.out)
+    nodes = int(os.environ.get("GROUP_WORLD_SIZE")
+                or world_size // int(os.environ.get("LOCAL_WORLD_SIZE", world_size)) or 1)
+    return BenchConfig(
+        model=args.model, schedules=tuple(dict.fromkeys(args.schedule or SCHEDULES)),
+        batch=args.batch, prompt_len=args.prompt_len, gen_len=args.gen_len, warmup=args.warmup,
+        repeats=args.repeats, backend=backend, device=device, dtype=dtype, out=args.out,
+        seed=args.seed, top_k=args.top_k, temperature=args.temperature, compile=args.compile,
+        nodes=nodes, p2p="off" if os.environ.get("NCCL_P2P_DISABLE") == "1" else "on",
+    )
+
+
+def _check_out(path: str) -> None:
+    try:
+        with open(path, "a", newline="") as f:
+            empty = f.tell() == 0
+    except OSError as exc:
+        raise UserInputError(f"--out: cannot write {path}: {exc.strerror}") from None
+    if not empty:
+        with open(path, newline="") as f:
+            header = next(csv.reader(f), [])
+        if tuple(header) != CSV_COLUMNS:
+            raise UserInputError(f"--out: {path} exists with other columns; expected "
+                                 f"{','.join(CSV_COLUMNS)}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    launched = _launched()
+    rank = int(os.environ.get("RANK", 0))
+    world_size = int(os.environ["WORLD_SIZE"]) if launched else args.world_size
+    try:
+        cfg = make_config(args, world_size, check_out=rank == 0)
+    except UserInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if launched:
+        local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        if cfg.device == "cuda":
+            torch.cuda.set_device(local_rank)
+            device = torch.device("cuda", local_rank)
+        else:
+            device = torch.device("cpu")
+        _init_group(cfg.backend, rank, world_size, "env://",
+                    int(os.environ.get("LOCAL_WORLD_SIZE", world_size)))
+        try:
+            bench_rank(cfg, rank, world_size, device)
+        finally:
+            dist.destroy_process_group()
+    else:
+        init_method = f"tcp://127.0.0.1:{_free_port()}"
+        mp.spawn(_spawned_bench, args=(world_size, cfg, init_method), nprocs=world_size, join=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
