@@ -1,0 +1,248 @@
+"""calibration/ladder_bench.py: sharded schedules against plain unsharded references, and the CLI.
+
+The references below are written from the equations in ../shared/docs/ladder-residual.md with
+full (unsharded) weights, complex-number RoPE and explicit softmax attention, sharing nothing
+with the benchmark but the random weights.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # calibration/ is not an installed package
+
+from calibration import ladder_bench as lb  # noqa: E402
+from laddersim.model_shape import load_model_shape  # noqa: E402
+
+SEED = 7
+PROMPT_LEN = 8
+TOL = {"rtol": 1e-4, "atol": 1e-4}
+
+
+def _write_config(path: Path, **overrides) -> Path:
+    cfg = {
+        "hidden_size": 64, "num_hidden_layers": 3, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "intermediate_size": 128,
+        "vocab_size": 255,  # odd: the vocab-parallel head's last shard is padded
+    }
+    cfg.update(overrides)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps(cfg))
+    return path / "config.json"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    return _write_config(tmp_path_factory.mktemp("m") / "tiny")
+
+
+@pytest.fixture(scope="module")
+def tokens() -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    return torch.randint(0, 255, (2, PROMPT_LEN + 4), generator=g)  # prefill 8, decode 4
+
+
+@pytest.fixture(scope="module")
+def gloo2(tiny, tokens) -> dict[str, list[torch.Tensor]]:
+    """Logits of every schedule from two real gloo processes (one spawn for all tests)."""
+    return lb.trace_logits(str(tiny), 2, lb.SCHEDULES, tokens, PROMPT_LEN, SEED)
+
+
+# ---- plain unsharded reference -------------------------------------------------------------
+
+class Reference:
+    def __init__(self, config: Path):
+        self.s = load_model_shape(config)
+        self.layers = [lb.full_layer_weights(self.s, i, SEED) for i in range(self.s.n_layers)]
+        self.g = lb.full_global_weights(self.s, SEED)
+
+    @staticmethod
+    def norm(x, w):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w
+
+    def rope(self, x):  # x [B, T, H, hd]; rotate pair (2j, 2j+1) by angle t * base^(-2j/hd)
+        t, hd = x.shape[1], x.shape[-1]
+        inv = 1.0 / lb.ROPE_BASE ** (torch.arange(0, hd, 2).float() / hd)
+        rot = torch.polar(torch.ones(t, hd // 2), torch.outer(torch.arange(t).float(), inv))
+        xc = torch.view_as_complex(x.reshape(*x.shape[:-1], hd // 2, 2).contiguous())
+        return torch.view_as_real(xc * rot[None, :, None, :]).flatten(3)
+
+    def attn(self, w, x):
+        b, t, _ = x.shape
+        h, kv, hd = self.s.n_heads, self.s.n_kv_heads, self.s.head_dim
+        q = self.rope((x @ w["wq"].T).view(b, t, h, hd))
+        k = self.rope((x @ w["wk"].T).view(b, t, kv, hd))
+        v = (x @ w["wv"].T).view(b, t, kv, hd)
+        kv_of_head = torch.arange(h) // (h // kv)
+        k, v = k[:, :, kv_of_head], v[:, :, kv_of_head]
+        scores = torch.einsum("bthd,bshd->bhts", q, k) / math.sqrt(hd)
+        scores = scores.masked_fill(~torch.ones(t, t, dtype=torch.bool).tril(), float("-inf"))
+        out = torch.einsum("bhts,bshd->bthd", scores.softmax(-1), v).reshape(b, t, h * hd)
+        return out @ w["wo"].T
+
+    @staticmethod
+    def mlp(w, x):
+        return (F.silu(x @ w["w1"].T) * (x @ w["w3"].T)) @ w["w2"].T
+
+    def head(self, x):
+        return self.norm(x, self.g["norm"]) @ self.g["output"].T
+
+    def standard(self, tokens):
+        x = self.g["tok_embeddings"][tokens]
+        for w in self.layers:
+            x = x + self.attn(w, self.norm(x, w["attention_norm"]))
+            x = x + self.mlp(w, self.norm(x, w["ffn_norm"]))
+        return self.head(x)
+
+    def parallel(self, tokens):
+        x = self.g["tok_embeddings"][tokens]
+        for w in self.layers:
+            n = self.norm(x, w["attention_norm"])
+            x = x + self.attn(w, n) + self.mlp(w, n)
+        return self.head(x)
+
+    def ladder(self, tokens):
+        # modules i = 0..2L-1; module i reads r before y_{i-1} is added; y_{i-2} added first.
+        r = self.g["tok_embeddings"][tokens]
+        ys = []
+        for i in range(2 * self.s.n_layers):
+            w = self.layers[i // 2]
+            if i >= 2:
+                r = r + ys[i - 2]
+            if i % 2 == 0:
+                ys.append(self.attn(w, self.norm(r, w["attention_norm"])))
+            else:
+                ys.append(self.mlp(w, self.norm(r, w["ffn_norm"])))
+        return self.head(r + ys[-2] + ys[-1])
+
+
+# ---- math over real gloo processes ---------------------------------------------------------
+
+@pytest.mark.parametrize("schedule", ["standard", "parallel", "ladder"])
+def test_tp2_gloo_matches_unsharded_reference(gloo2, tiny, tokens, schedule):
+    expected = getattr(Reference(tiny), schedule)(tokens)
+    for rank_logits in gloo2[schedule]:  # both ranks see the full, gathered vocab
+        assert rank_logits.shape == (2, tokens.shape[1], 255)
+        torch.testing.assert_close(rank_logits, expected, **TOL)
+
+
+def test_ladder_is_a_different_model_from_standard(gloo2):
+    diff = (gloo2["ladder"][0] - gloo2["standard"][0]).abs().max().item()
+    assert diff > 0.05
+
+
+def test_upper_bound_drops_the_allreduce_at_tp2(gloo2, tiny, tokens):
+    up = gloo2["upper_bound"][0]
+    assert (up - gloo2["standard"][0]).abs().max().item() > 0.05
+    assert torch.isfinite(up).all()
+
+
+def test_upper_bound_equals_standard_at_tp1(tiny, tokens):
+    shape = load_model_shape(tiny)
+    logits = {s: lb.rank_logits(shape, 0, 1, lb.Comm(), s, tokens, PROMPT_LEN, SEED)
+              for s in ("standard", "upper_bound")}
+    torch.testing.assert_close(logits["upper_bound"], logits["standard"], rtol=0, atol=0)
+    torch.testing.assert_close(logits["standard"], Reference(tiny).standard(tokens), **TOL)
+
+
+def test_replicated_kv_head_when_fewer_kv_heads_than_ranks(tmp_path, tokens):
+    one_kv = _write_config(tmp_path / "mqa", num_key_value_heads=1, num_hidden_layers=2)
+    got = lb.trace_logits(str(one_kv), 2, ["standard"], tokens, PROMPT_LEN, SEED)["standard"][0]
+    torch.testing.assert_close(got, Reference(one_kv).standard(tokens), **TOL)
+
+
+def test_kv_heads_of_rank():
+    s = load_model_shape("llama-3.1-70b")  # 8 KV heads
+    assert list(lb.kv_heads_of_rank(s, 4, 3)) == [6, 7]
+    assert [list(lb.kv_heads_of_rank(s, 16, r)) for r in (0, 1, 2, 15)] == [[0], [0], [1], [7]]
+
+
+# ---- CSV and command line ------------------------------------------------------------------
+
+def _run_cli(*args, cwd=REPO):
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    return subprocess.run([sys.executable, "calibration/ladder_bench.py", *args], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_cli_end_to_end_two_gloo_ranks(tiny, tmp_path):
+    out = tmp_path / "out.csv"
+    res = _run_cli("--backend", "gloo", "--world-size", "2", "--model", str(tiny), "--batch", "1",
+                   "--prompt-len", "16", "--gen-len", "4", "--schedule", "standard",
+                   "--schedule", "ladder", "--out", str(out), "--repeats", "2")
+    assert res.returncode == 0, res.stderr
+    with open(out, newline="") as f:
+        header = next(csv.reader(f))
+        f.seek(0)
+        rows = list(csv.DictReader(f))
+    assert tuple(header) == lb.CSV_COLUMNS
+    # the column order of shared/validation/ladder_70b_tp_sweep.csv
+    assert ",".join(header[:9]) == "model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s"
+    assert [r["schedule"] for r in rows] == ["standard", "ladder"]
+    for r in rows:
+        assert (r["model"], r["tp"], r["nodes"], r["batch"], r["prompt_len"], r["gen_len"]) == (
+            "tiny", "2", "1", "1", "16", "4")
+        assert (r["backend"], r["device"], r["dtype"], r["repeats"]) == ("gloo", "cpu", "float32", "2")
+        assert r["p2p"] in ("on", "off")
+        prefill, decode = float(r["prefill_s"]), float(r["decode_s"])
+        assert prefill > 0 and decode > 0
+        assert float(r["tokens_per_s"]) == pytest.approx(4 / (prefill + decode), rel=1e-3)
+    assert "ranks sampled different tokens" not in res.stderr
+
+
+def test_cli_bad_schedule_is_one_line_exit_2(tiny):
+    res = _run_cli("--model", str(tiny), "--schedule", "sideways")
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ")
+    assert "--schedule" in lines[0] and all(s in lines[0] for s in lb.SCHEDULES)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--world-size", "0"], ["--world-size", ">= 1"]),
+    (["--world-size", "3"], ["--world-size", "allowed: 1, 2, 4"]),
+    (["--model", "no/such/config.json"], ["--model", "llama-3.1-70b"]),
+    (["--out", "/nonexistent-dir/x.csv"], ["--out", "/nonexistent-dir/x.csv"]),
+    (["--gen-len", "0"], ["--gen-len", ">= 1"]),
+])
+def test_bad_input_exits_2_naming_the_flag(tiny, capsys, args, words):
+    argv = ["--model", str(tiny), "--backend", "gloo", *args]
+    assert lb.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ")
+    assert all(w in err[0] for w in words), err[0]
+
+
+def test_out_with_other_columns_is_refused(tiny, tmp_path, capsys):
+    out = tmp_path / "other.csv"
+    out.write_text("a,b\n1,2\n")
+    assert lb.main(["--model", str(tiny), "--backend", "gloo", "--out", str(out)]) == 2
+    assert "--out" in capsys.readouterr().err
+
+
+def test_append_row_writes_header_once(tmp_path):
+    out = tmp_path / "rows.csv"
+    row = dict.fromkeys(lb.CSV_COLUMNS, 1)
+    lb.append_row(str(out), row)
+    lb.append_row(str(out), {**row, "schedule": "ladder"})
+    lines = out.read_text().splitlines()
+    assert lines[0] == ",".join(lb.CSV_COLUMNS)
+    assert len(lines) == 3 and lines[2].split(",")[7] == "ladder"
+
+
+def test_sample_picks_within_top_k():
+    logits = torch.arange(10.0).repeat(3, 1)[:, None, :]  # [B=3, S=1, V=10]
+    torch.manual_seed(0)
+    picks = torch.cat([lb.sample(logits, 1.0, 2) for _ in range(50)])
+    assert set(picks.flatten().tolist()) == {8, 9}
