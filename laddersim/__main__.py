@@ -1,0 +1,5 @@
+import sys
+
+from laddersim.cli import main
+
+sys.exit(main())

@@ -1,0 +1,79 @@
+"""``laddersim simulate``: one scenario under one or more schedules; a table or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from laddersim.cli.args import add_scenario_args, non_negative_float
+from laddersim.errors import UserInputError
+from laddersim.simulate import SimOptions, make_scenario, simulate
+from laddersim.tables import format_table
+
+
+def register(sub) -> None:
+    p = sub.add_parser("simulate", help="simulate one scenario under one or more schedules")
+    add_scenario_args(p)
+    p.add_argument("--schedule", action="append", default=None,
+                   help="standard, parallel, ladder, upper_bound, desync_half, hybrid:N (repeatable; default standard and ladder)")
+    p.add_argument("--json", action="store_true", help="print a JSON array, one object per schedule")
+    p.add_argument("--jitter", type=non_negative_float("jitter"), default=0.0,
+                   help="sigma of per-rank lognormal op-time noise (simulates every rank and step)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace of the first schedule")
+    p.add_argument("--trace-steps", default="3",
+                   help="decode steps in the trace after the prefill: a count or 'all' (default 3)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    schedules = args.schedule or ["standard", "ladder"]
+    rows = []
+    first = None
+    for schedule in schedules:
+        scenario = make_scenario(args.model, args.hardware, args.tp, args.batch, args.prompt_len,
+                                 args.gen_len, schedule, args.dtype, args.kv_cache)
+        result = simulate(scenario, SimOptions(jitter=args.jitter, seed=args.seed))
+        first = first or result
+        rows.append(result.summary())
+    base = next((r["tokens_per_s"] for r in rows if r["schedule"] == "standard"), None)
+    for row in rows:
+        row["speedup_vs_standard"] = row["tokens_per_s"] / base if base else None
+    if args.trace:
+        _write_trace(first, args.trace, args.trace_steps)
+    if args.json:
+        json.dump(rows, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(format_table(rows, [
+            ("schedule", "schedule", "{}"), ("tp", "tp", "{}"), ("nodes", "nodes", "{}"),
+            ("batch", "batch", "{}"), ("prefill_s", "prefill s", "{:.3f}"), ("decode_s", "decode s", "{:.3f}"),
+            ("tpot_s", "ms/token", "{:.3f}", 1e3), ("tokens_per_s", "tokens/s", "{:.1f}"),
+            ("speedup_vs_standard", "vs standard", "{:.3f}x"),
+            ("exposed_comm_s", "exposed comm s", "{:.3f}"),
+        ]))
+    return 0
+
+
+def _write_trace(result, path: str, steps: str) -> None:
+    from laddersim.trace import write_chrome_trace
+
+    n = len(result.decode_metrics)
+    if steps == "all":
+        wanted = list(range(n))
+    elif steps.isdigit():
+        wanted = list(range(min(int(steps), n)))
+    else:
+        raise UserInputError(f"trace-steps: '{steps}' is not a count or 'all'")
+    frames = result.timeline("prefill")
+    if wanted:
+        frames = pd.concat([frames, result.timeline(wanted)], ignore_index=True)
+    try:
+        write_chrome_trace(frames, path, title=f"{result.scenario.model.name} {result.scenario.schedule}")
+    except OSError as exc:
+        raise UserInputError(f"trace: cannot write {path}: {exc.strerror}") from None
+    print(f"trace: {Path(path)} ({len(frames)} spans)", file=sys.stderr)

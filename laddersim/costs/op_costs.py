@@ -1,0 +1,124 @@
+"""Time of every op kind one rank runs in one forward pass (prefill or a decode step).
+
+Shapes are the model's divided by TP (column-parallel QKV and gate/up, row-parallel O and down,
+vocab-parallel LM head). ``tokens`` is the GEMM M dimension: batch * prompt_len in prefill, batch
+in decode. Each function returns seconds; decode-step attention takes an array of KV lengths so a
+whole generation is costed in one call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from laddersim.costs.collectives import allgather_time_s, allreduce_time_s
+from laddersim.costs.gemm import gemm_time_s, memory_bound_time_s
+from laddersim.hardware.profile import HardwareProfile
+from laddersim.model_shape import ModelShape
+from laddersim.workload import Workload
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One forward pass: ``prefill`` over the prompt or one ``decode`` step."""
+
+    name: str  # "prefill" | "decode"
+    batch: int
+    new_tokens_per_seq: int  # prompt_len in prefill, 1 in decode
+
+    @property
+    def tokens(self) -> int:
+        return self.batch * self.new_tokens_per_seq
+
+
+# Op kinds that are collectives, and those counted as fixed framework overhead.
+COLLECTIVE_KINDS = frozenset({"allreduce", "allreduce_fused", "allgather_logits"})
+OVERHEAD_KINDS = frozenset({"sampling", "step_overhead"})
+
+
+def op_times_s(
+    model: ModelShape,
+    hw: HardwareProfile,
+    work: Workload,
+    tp: int,
+    phase: Phase,
+    kv_lens: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """Seconds per op kind, each an array over ``kv_lens`` (positions attended per sequence).
+
+    Only ``attention`` depends on the KV length; the others are broadcast to the same shape.
+    """
+    gpu = hw.gpu
+    b = work.dtype_bytes
+    t = phase.tokens
+    d = model.dim
+    hd = model.head_dim
+    h_r = model.heads_per_rank(tp)
+    kv_r = model.kv_heads_per_rank(tp)
+    i_r = model.intermediate_per_rank(tp)
+    v_r = model.vocab_per_rank(tp)
+    qkv_n = (h_r + 2 * kv_r) * hd
+    kv_lens = np.asarray(kv_lens, dtype=float)
+
+    def norm(rows: int) -> float:  # RMSNorm: read and write rows x dim
+        return float(memory_bound_time_s(gpu, 2 * rows * d * b))
+
+    elementwise_add = float(memory_bound_time_s(gpu, 3 * t * d * b))
+    times = {
+        "embedding": float(memory_bound_time_s(gpu, 2 * t * d * b)),
+        "attn_norm": norm(t),
+        "mlp_norm": norm(t),
+        "norm": norm(t),
+        "final_norm": norm(phase.batch),
+        "qkv": float(gemm_time_s(gpu, t, qkv_n, d, b)),
+        # RoPE on q and k, and the new k, v written into the cache.
+        "rope": float(memory_bound_time_s(gpu, t * (2 * (h_r + kv_r) + 2 * kv_r) * hd * b)),
+        "o_proj": float(gemm_time_s(gpu, t, d, h_r * hd, b)),
+        "gate_up": float(gemm_time_s(gpu, t, 2 * i_r, d, b)),
+        "qkv_gate_up": float(gemm_time_s(gpu, t, qkv_n + 2 * i_r, d, b)),
+        "act": float(memory_bound_time_s(gpu, 3 * t * i_r * b)),  # SiLU(gate) * up
+        "down": float(gemm_time_s(gpu, t, d, i_r, b)),
+        "residual_add": elementwise_add,
+        "partial_add": elementwise_add,
+        # Logits of the last position of each sequence only.
+        "lm_head": float(gemm_time_s(gpu, phase.batch, v_r, d, b)),
+        "sampling": hw.framework.sampling_us.value * 1e-6
+        + float(memory_bound_time_s(gpu, 4 * phase.batch * model.vocab_size * 4, kernels=0)),
+        "step_overhead": hw.framework.step_overhead_us.value * 1e-6,
+        "allreduce": float(allreduce_time_s(hw, tp, t * d * b)),
+        "allreduce_fused": float(allreduce_time_s(hw, tp, t * d * b)),
+        "allgather_logits": float(allgather_time_s(hw, tp, phase.batch * v_r * tp * b)),
+        "layer_extra": hw.framework.kernels_per_layer_extra.value * gpu.kernel_launch_s,
+    }
+    out = {kind: np.full(kv_lens.shape, value) for kind, value in times.items()}
+    out["attention"] = attention_time_s(model, hw, work, tp, phase, kv_lens)
+    return out
+
+
+def attention_time_s(
+    model: ModelShape, hw: HardwareProfile, work: Workload, tp: int, phase: Phase, kv_lens
+) -> np.ndarray:
+    """Attention core (softmax(QK^T)V) on one rank.
+
+    Prefill: causal flash attention, compute-bound: 4 * B * S^2 * h_r * hd / 2 FLOPs.
+    Decode: reading the KV cache dominates: B * kv_len * 2 * kv_r * hd elements, FLOPs
+    4 * B * kv_len * h_r * hd; the slower of the two at the profile's efficiencies.
+    """
+    gpu = hw.gpu
+    b = work.dtype_bytes
+    hd = model.head_dim
+    h_r = model.heads_per_rank(tp)
+    kv_r = model.kv_heads_per_rank(tp)
+    kv_lens = np.asarray(kv_lens, dtype=float)
+    attn_peak = gpu.peak_flops_per_s * gpu.attention_compute_efficiency.value
+    bandwidth = gpu.memory_bandwidth_bytes_per_s * gpu.elementwise_memory_efficiency.value
+    if phase.name == "prefill":
+        s = phase.new_tokens_per_seq
+        flops = 4.0 * phase.batch * s * s * h_r * hd / 2.0
+        moved = phase.tokens * (2 * h_r + 2 * kv_r) * hd * b
+        body = np.maximum(flops / attn_peak, moved / bandwidth)
+        return gpu.kernel_launch_s + np.full(kv_lens.shape, body)
+    flops = 4.0 * phase.batch * kv_lens * h_r * hd
+    moved = phase.batch * (kv_lens * 2 * kv_r * hd + 2 * h_r * hd) * b
+    return gpu.kernel_launch_s + np.maximum(flops / attn_peak, moved / bandwidth)

@@ -1,0 +1,95 @@
+"""Turn a module plan into the op program one rank runs for one forward pass.
+
+Every rank of a TP group runs the same program. Ops on one stream run in program order (like a
+CUDA stream); ``deps`` lists the ops on the *other* stream an op must wait for. Collectives are
+matched across ranks by op index.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from laddersim.schedules.plan import Module, module_plan
+
+Stream = Literal["compute", "comm"]
+
+# The ops inside each kind of module, in launch order (cost kinds from laddersim.costs.op_costs).
+MODULE_OPS: dict[str, tuple[str, ...]] = {
+    "attn": ("attn_norm", "qkv", "rope", "attention", "o_proj"),
+    "mlp": ("mlp_norm", "gate_up", "act", "down"),
+    # GPT-J / PaLM: one norm, QKV and gate/up fused, both row-parallel outputs summed locally.
+    "parallel": ("norm", "qkv_gate_up", "rope", "attention", "act", "o_proj", "down", "partial_add"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    index: int
+    name: str  # display name, e.g. "L3.attn.qkv"
+    kind: str  # cost key
+    stream: Stream
+    layer: int  # -1 for per-step ops (embedding, LM head, sampling)
+    deps: tuple[int, ...] = ()  # ops on the other stream that must finish first
+
+    @property
+    def is_collective(self) -> bool:
+        return self.stream == "comm"
+
+
+@dataclass(frozen=True)
+class Program:
+    schedule: str
+    phase: str
+    ops: tuple[Op, ...]
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(op.kind for op in self.ops)
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.ops: list[Op] = []
+
+    def add(self, name: str, kind: str, stream: Stream, layer: int, deps: tuple[int, ...] = ()) -> int:
+        self.ops.append(Op(len(self.ops), name, kind, stream, layer, deps))
+        return len(self.ops) - 1
+
+
+def build_program(schedule: str, n_layers: int, tp: int, phase: str = "decode") -> Program:
+    """Ops of one forward pass on one rank. With ``tp == 1`` there are no collectives."""
+    modules = module_plan(schedule, n_layers)
+    b = _Builder()
+    b.add("step_overhead", "step_overhead", "compute", -1)
+    b.add("embedding", "embedding", "compute", -1)
+    # pending[target module index] -> ops whose output the residual stream takes in before it
+    pending: dict[int, list[tuple[Module, int]]] = {}
+
+    def take_in(entries: list[tuple[Module, int]]) -> None:
+        for module, producer in entries:
+            producer_op = b.ops[producer]
+            deps = (producer,) if producer_op.is_collective else ()
+            b.add(f"L{module.layer}.{module.kind}.residual_add", "residual_add", "compute", module.layer, deps)
+
+    for i, module in enumerate(modules):
+        take_in(pending.pop(i, []))
+        last = -1
+        for kind in MODULE_OPS[module.kind]:
+            last = b.add(f"L{module.layer}.{module.kind}.{kind}", kind, "compute", module.layer)
+        if module.allreduce and tp > 1:
+            last = b.add(f"L{module.layer}.{module.kind}.allreduce", "allreduce", "comm", module.layer, (last,))
+        pending.setdefault(i + module.lag, []).append((module, last))
+    for target in sorted(pending):
+        take_in(pending[target])
+
+    b.add("final_norm", "final_norm", "compute", -1)
+    lm_head = b.add("lm_head", "lm_head", "compute", -1)
+    deps: tuple[int, ...] = ()
+    if tp > 1:
+        deps = (b.add("allgather_logits", "allgather_logits", "comm", -1, (lm_head,)),)
+    b.add("sampling", "sampling", "compute", -1, deps)
+    return Program(schedule, phase, tuple(b.ops))

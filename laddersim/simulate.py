@@ -1,0 +1,248 @@
+"""Simulate one scenario: prefill, then every decode step with its own KV length.
+
+Exact shortcuts, both tested against the plain simulation:
+
+* **rank symmetry**: without jitter every rank of the TP group runs the same program with the
+  same durations, so one rank stands for all (a collective of a symmetric group starts the moment
+  its one simulated member arrives, as it would for all of them).
+* **step interpolation**: op durations are affine in the KV length, and for a fixed order of
+  engine events every event time is linear in the durations (rates change only at events). If
+  two simulated decode steps have the same event order (signature) and the durations of every
+  step between them lie on the line joining theirs, then every step between them has that order
+  too (a linear function non-negative at both ends is non-negative between), so its spans are
+  the linear interpolation of the two. Otherwise the interval is bisected and simulated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from laddersim.costs.memory_fit import MemoryUse, check_fits
+from laddersim.costs.op_costs import Phase, op_times_s
+from laddersim.engine.simulator import EngineResult, RankWork, run_engine
+from laddersim.hardware.profile import HardwareProfile
+from laddersim.model_shape import ModelShape
+from laddersim.results import METRICS, StreamMasks, step_metrics, timeline_frame
+from laddersim.schedules.plan import parse_schedule
+from laddersim.schedules.program import Program, build_program
+from laddersim.workload import Workload
+
+
+@dataclass(frozen=True)
+class Scenario:
+    model: ModelShape
+    hardware: HardwareProfile
+    workload: Workload
+    tp: int
+    schedule: str
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    jitter: float = 0.0  # sigma of a per-rank, per-op lognormal duration multiplier
+    seed: int = 0
+    all_ranks: bool = False  # simulate every rank even when they are symmetric
+    exact_steps: bool = False  # simulate every decode step instead of interpolating
+
+
+@dataclass
+class SimResult:
+    scenario: Scenario
+    nodes: int
+    program: Program
+    memory: MemoryUse
+    sim_ranks: int  # ranks simulated (1 under symmetry)
+    prefill: EngineResult
+    prefill_metrics: np.ndarray  # METRICS of the prefill
+    decode_metrics: np.ndarray  # (steps, METRICS)
+    # Per decode step: anchor steps (simulated) and the interpolation weight between them.
+    step_lo: np.ndarray
+    step_hi: np.ndarray
+    step_frac: np.ndarray
+    anchors: dict[int, EngineResult] = field(default_factory=dict)
+
+    @property
+    def simulated_steps(self) -> int:
+        return len(self.anchors) + 1
+
+    @property
+    def engine_events(self) -> int:
+        return len(self.prefill.signature) + sum(len(a.signature) for a in self.anchors.values())
+
+    def decode_spans(self, step: int) -> tuple[np.ndarray, np.ndarray]:
+        lo, hi, frac = int(self.step_lo[step]), int(self.step_hi[step]), float(self.step_frac[step])
+        a, b = self.anchors[lo], self.anchors[hi]
+        if lo == hi or frac == 0.0:
+            return a.start_s, a.end_s
+        return a.start_s + (b.start_s - a.start_s) * frac, a.end_s + (b.end_s - a.end_s) * frac
+
+    def summary(self) -> dict:
+        s = self.scenario
+        w = s.workload
+        prefill_s = float(self.prefill_metrics[0])
+        decode_s = float(self.decode_metrics[:, 0].sum())
+        total_s = prefill_s + decode_s
+        both = self.prefill_metrics + self.decode_metrics.sum(axis=0)
+        n_decode = len(self.decode_metrics)
+        return {
+            "schedule": s.schedule,
+            "model": s.model.name,
+            "hardware": s.hardware.name,
+            "tp": s.tp,
+            "nodes": self.nodes,
+            "batch": w.batch,
+            "prompt_len": w.prompt_len,
+            "gen_len": w.gen_len,
+            "dtype": w.dtype,
+            "kv_cache": w.kv_cache,
+            "prefill_s": prefill_s,
+            "decode_s": decode_s,
+            "total_s": total_s,
+            # The paper's metric: batch * generated tokens / (prefill + decode).
+            "tokens_per_s": w.batch * w.gen_len / total_s,
+            "ttft_s": prefill_s,
+            "tpot_s": decode_s / n_decode if n_decode else 0.0,
+            "decode_step_s": decode_s / n_decode if n_decode else 0.0,
+            "compute_s": float(both[1]),
+            "overhead_s": float(both[2]),
+            "comm_s": float(both[3]),
+            "exposed_comm_s": float(both[4]),
+            "memory_per_gpu_gib": self.memory.total_bytes / 2**30,
+        }
+
+    def timeline(self, steps: str | list[int] = "all", ranks: list[int] | None = None) -> pd.DataFrame:
+        """Spans as rows: phase, step, rank, stream, layer, op, kind, start_s, end_s (absolute).
+
+        ``steps``: "all", "prefill" (prefill only), or a list of decode step indices. Under rank
+        symmetry every requested rank gets the simulated rank's spans.
+        """
+        tp = self.scenario.tp
+        ranks = list(range(tp)) if ranks is None else ranks
+        def rows(arr: np.ndarray) -> np.ndarray:
+            return arr[[r if self.sim_ranks > 1 else 0 for r in ranks]]
+        frames = []
+        if steps in ("all", "prefill"):
+            frames.append(timeline_frame(self.program, rows(self.prefill.start_s), rows(self.prefill.end_s),
+                                         ranks, -1, "prefill", 0.0))
+        wanted = range(len(self.decode_metrics)) if steps == "all" else ([] if steps == "prefill" else steps)
+        offsets = float(self.prefill_metrics[0]) + np.concatenate([[0.0], np.cumsum(self.decode_metrics[:, 0])])
+        for step in wanted:
+            start, end = self.decode_spans(step)
+            frames.append(timeline_frame(self.program, rows(start), rows(end), ranks, step, "decode",
+                                         float(offsets[step])))
+        return pd.concat(frames, ignore_index=True)
+
+
+def _rank_works(program: Program, durations: np.ndarray, n_ranks: int, rng, jitter: float) -> list[RankWork]:
+    streams = [op.stream for op in program.ops]
+    deps = [op.deps for op in program.ops]
+    works = []
+    for _ in range(n_ranks):
+        d = durations
+        if jitter > 0.0:
+            d = durations * rng.lognormal(0.0, jitter, size=durations.shape)
+        works.append(RankWork(streams, deps, d))
+    return works
+
+
+def _affine_between(durations: np.ndarray, lo: int, hi: int) -> bool:
+    """Do the durations of steps lo..hi lie on the line joining steps lo and hi?"""
+    if hi - lo < 2:
+        return True
+    frac = (np.arange(lo, hi + 1) - lo) / (hi - lo)
+    line = durations[lo] + np.outer(frac, durations[hi] - durations[lo])
+    scale = max(float(np.abs(durations[lo:hi + 1]).max()), 1e-30)
+    return bool(np.abs(durations[lo:hi + 1] - line).max() <= 1e-12 * scale)
+
+
+def simulate(scenario: Scenario, options: SimOptions | None = None) -> SimResult:
+    options = options or SimOptions()
+    model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
+    model.check_tp(tp)
+    nodes = hw.nodes_for(tp)
+    parse_schedule(scenario.schedule, model.n_layers)
+    memory = check_fits(model, hw, work, tp)
+    program = build_program(scenario.schedule, model.n_layers, tp)
+    kinds = program.kinds
+    rng = np.random.default_rng(options.seed)
+    stochastic = options.jitter > 0.0
+    n_ranks = tp if (stochastic or options.all_ranks) else 1
+    masks = StreamMasks.of(program)
+    links = {0: tuple(f"node{i}" for i in range(nodes)) + (("network",) if nodes > 1 else ())}
+
+    def run(durations: np.ndarray) -> EngineResult:
+        return run_engine(
+            _rank_works(program, durations, n_ranks, rng, options.jitter),
+            hw.interference.compute_slowdown.value,
+            hw.interference.comm_slowdown.value,
+            group_links=links,
+        )
+
+    # Prefill.
+    prefill_phase = Phase("prefill", work.batch, work.prompt_len)
+    prefill_costs = op_times_s(model, hw, work, tp, prefill_phase, np.array([work.prompt_len]))
+    prefill = run(np.array([prefill_costs[k][0] for k in kinds]))
+    prefill_metrics = step_metrics(prefill, masks)
+
+    # Decode: gen_len - 1 steps (the prefill already produced the first token).
+    n_steps = work.gen_len - 1
+    kv_lens = np.array([work.kv_len_at_decode_step(s) for s in range(n_steps)])
+    decode_phase = Phase("decode", work.batch, 1)
+    costs = op_times_s(model, hw, work, tp, decode_phase, kv_lens)
+    durations = np.stack([costs[k] for k in kinds], axis=1) if n_steps else np.zeros((0, len(kinds)))
+
+    anchors: dict[int, EngineResult] = {}
+    metrics = np.zeros((n_steps, len(METRICS)))
+    step_lo = np.arange(n_steps)
+    step_hi = np.arange(n_steps)
+    step_frac = np.zeros(n_steps)
+
+    def anchor(step: int) -> EngineResult:
+        if step not in anchors:
+            anchors[step] = run(durations[step])
+            metrics[step] = step_metrics(anchors[step], masks)
+        return anchors[step]
+
+    if n_steps and (stochastic or options.exact_steps):
+        for step in range(n_steps):
+            anchor(step)
+    elif n_steps:
+        stack = [(0, n_steps - 1)]
+        while stack:
+            lo, hi = stack.pop()
+            a, b = anchor(lo), anchor(hi)
+            if hi - lo < 2:
+                continue
+            if a.signature == b.signature and _affine_between(durations, lo, hi):
+                inner = np.arange(lo + 1, hi)
+                frac = (inner - lo) / (hi - lo)
+                step_lo[inner], step_hi[inner], step_frac[inner] = lo, hi, frac
+                metrics[inner] = metrics[lo] + np.outer(frac, metrics[hi] - metrics[lo])
+            else:
+                mid = (lo + hi) // 2
+                stack.extend([(mid, hi), (lo, mid)])
+    return SimResult(scenario, nodes, program, memory, n_ranks, prefill, prefill_metrics, metrics,
+                     step_lo, step_hi, step_frac, anchors)
+
+
+def make_scenario(model, hardware, tp: int, batch: int, prompt_len: int, gen_len: int, schedule: str,
+                  dtype: str = "bfloat16", kv_cache: str = "static") -> Scenario:
+    """A Scenario from names or objects (model preset / config.json path, profile name / path)."""
+    from pydantic import ValidationError
+
+    from laddersim.errors import UserInputError
+    from laddersim.hardware.profile import HardwareProfile, load_profile
+    from laddersim.model_shape import load_model_shape
+
+    shape = model if isinstance(model, ModelShape) else load_model_shape(model)
+    profile = hardware if isinstance(hardware, HardwareProfile) else load_profile(hardware)
+    try:
+        work = Workload(batch=batch, prompt_len=prompt_len, gen_len=gen_len, dtype=dtype, kv_cache=kv_cache)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise UserInputError(f"{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+    parse_schedule(schedule, shape.n_layers)
+    return Scenario(shape, profile, work, tp, schedule)
