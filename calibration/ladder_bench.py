@@ -317,7 +317,9 @@ class FuncolComm(DistComm):
 
     def gather_vocab(self, t: Tensor) -> Tensor:
         import torch.distributed._functional_collectives as funcol
-        g = funcol.all_gather_tensor(t.contiguous(), 0, self.group or dist.group.WORLD)
+        # all_gather_single replaces the deprecated all_gather_tensor in recent torch.
+        gather = getattr(funcol, "all_gather_single", None) or funcol.all_gather_tensor
+        g = gather(t.contiguous(), 0, self.group or dist.group.WORLD)
         return torch.cat(torch.chunk(g, self.world_size, dim=0), dim=-1)
 
 

@@ -170,8 +170,10 @@ def test_kv_heads_of_rank():
 
 # ---- CSV and command line ------------------------------------------------------------------
 
-def _run_cli(*args, cwd=REPO):
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+def _run_cli(*args, cwd=REPO, **extra_env):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "NCCL_P2P_DISABLE")}
+    env.update(extra_env)
     return subprocess.run([sys.executable, "calibration/ladder_bench.py", *args], cwd=cwd,
                           env=env, capture_output=True, text=True, timeout=120)
 
@@ -180,7 +182,8 @@ def test_cli_end_to_end_two_gloo_ranks(tiny, tmp_path):
     out = tmp_path / "out.csv"
     res = _run_cli("--backend", "gloo", "--world-size", "2", "--model", str(tiny), "--batch", "1",
                    "--prompt-len", "16", "--gen-len", "4", "--schedule", "standard",
-                   "--schedule", "ladder", "--out", str(out), "--repeats", "2")
+                   "--schedule", "ladder", "--out", str(out), "--repeats", "2",
+                   NCCL_P2P_DISABLE="1")
     assert res.returncode == 0, res.stderr
     with open(out, newline="") as f:
         header = next(csv.reader(f))
@@ -194,7 +197,7 @@ def test_cli_end_to_end_two_gloo_ranks(tiny, tmp_path):
         assert (r["model"], r["tp"], r["nodes"], r["batch"], r["prompt_len"], r["gen_len"]) == (
             "tiny", "2", "1", "1", "16", "4")
         assert (r["backend"], r["device"], r["dtype"], r["repeats"]) == ("gloo", "cpu", "float32", "2")
-        assert r["p2p"] in ("on", "off")
+        assert r["p2p"] == "off"  # NCCL_P2P_DISABLE=1 in the environment
         prefill, decode = float(r["prefill_s"]), float(r["decode_s"])
         assert prefill > 0 and decode > 0
         assert float(r["tokens_per_s"]) == pytest.approx(4 / (prefill + decode), rel=1e-3)

@@ -31,12 +31,14 @@ def _algorithm_steps(tier: AlphaBeta, n: int) -> float:
     return float(tier.fixed_steps)
 
 
-def alpha_beta_time_s(tier: AlphaBeta, n: int, size_bytes, bandwidth_scale: float = 1.0):
+def alpha_beta_time_s(tier: AlphaBeta, n: int, size_bytes, bandwidth_scale: float = 1.0,
+                      latency_scale: float = 1.0):
     """AllReduce over one tier of ``n`` participants, ``size_bytes`` each (array-friendly)."""
     size = np.asarray(size_bytes, dtype=float)
     if n <= 1:
         return np.zeros_like(size)
-    latency_s = (tier.base_latency_us.value + _algorithm_steps(tier, n) * tier.step_latency_us.value) * 1e-6
+    latency_us = tier.base_latency_us.value + _algorithm_steps(tier, n) * tier.step_latency_us.value
+    latency_s = latency_us * 1e-6 * latency_scale
     busbw = tier.bus_bandwidth_gbps.value * 1e9 * bandwidth_scale
     return latency_s + 2.0 * (n - 1) / n * size / busbw
 
@@ -74,16 +76,28 @@ def _mode_correction_s(profile: HardwareProfile, table: MeasuredTable) -> float:
     return launch if profile.collectives.mode == "eager" else -launch
 
 
+def _scaled_table_s(sizes, times, size_bytes, bandwidth_scale: float, latency_scale: float):
+    """Table time with the what-if scalings: floor * latency_scale + rest / bandwidth_scale."""
+    t = interpolate_table_s(sizes, times, size_bytes)
+    if bandwidth_scale == 1.0 and latency_scale == 1.0:
+        return t
+    floor = times.min()
+    return floor * latency_scale + np.maximum(t - floor, 0.0) / bandwidth_scale
+
+
 def intra_node_allreduce_s(profile: HardwareProfile, gpus: int, size_bytes):
     """AllReduce among ``gpus`` ranks of one node."""
     if gpus <= 1:
         return np.zeros_like(np.asarray(size_bytes, dtype=float))
+    w = profile.what_if
     found = _table_for(profile, gpus, 1)
     if found is not None:
         table, sizes, times = found
         floor = 0.5 * times[0]  # never let a launch correction make a collective nearly free
-        return np.maximum(interpolate_table_s(sizes, times, size_bytes) + _mode_correction_s(profile, table), floor)
-    return alpha_beta_time_s(profile.collectives.intra_node, gpus, size_bytes)
+        t = _scaled_table_s(sizes, times, size_bytes, w.intra_bandwidth_scale, w.intra_latency_scale)
+        return np.maximum(t + _mode_correction_s(profile, table), floor * w.intra_latency_scale)
+    return alpha_beta_time_s(profile.collectives.intra_node, gpus, size_bytes,
+                             w.intra_bandwidth_scale, w.intra_latency_scale)
 
 
 def allreduce_time_s(profile: HardwareProfile, tp: int, size_bytes):
@@ -94,14 +108,19 @@ def allreduce_time_s(profile: HardwareProfile, tp: int, size_bytes):
     nodes = profile.nodes_for(tp)
     if nodes == 1:
         return intra_node_allreduce_s(profile, tp, size)
+    w = profile.what_if
     found = _table_for(profile, tp, nodes)
     if found is not None:
         table, sizes, times = found
-        return interpolate_table_s(sizes, times, size) + _mode_correction_s(profile, table)
+        # A multi-node table mixes both tiers; the inter-node tier is the bottleneck, so its
+        # what-if scalings apply.
+        t = _scaled_table_s(sizes, times, size, w.inter_bandwidth_scale, w.inter_latency_scale)
+        return t + _mode_correction_s(profile, table)
     gpus_per_node = tp // nodes
     intra = intra_node_allreduce_s(profile, gpus_per_node, size)
     assert profile.network is not None  # nodes_for() refuses multi-node without a network
-    inter = alpha_beta_time_s(profile.network.allreduce, nodes, size / gpus_per_node)
+    inter = alpha_beta_time_s(profile.network.allreduce, nodes, size / gpus_per_node,
+                              w.inter_bandwidth_scale, w.inter_latency_scale)
     return intra + inter
 
 

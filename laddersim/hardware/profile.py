@@ -162,6 +162,26 @@ class FrameworkSpec(BaseModel):
     )
 
 
+class WhatIf(BaseModel):
+    """Scalings applied on top of the measured/fitted collective costs, for what-if sweeps.
+
+    Bandwidth scales divide the bandwidth-bound part of a collective's time, latency scales
+    multiply the latency part; for a measured table the latency part is the table's floor (its
+    smallest-size time) and the rest is bandwidth-bound.
+    """
+
+    model_config = _FROZEN
+
+    intra_bandwidth_scale: float = Field(default=1.0, gt=0)
+    intra_latency_scale: float = Field(default=1.0, ge=0)
+    inter_bandwidth_scale: float = Field(default=1.0, gt=0)
+    inter_latency_scale: float = Field(default=1.0, ge=0)
+
+    @property
+    def is_identity(self) -> bool:
+        return self == WhatIf()
+
+
 class HardwareProfile(BaseModel):
     """A whole system: GPU, node, optional network, collectives, interference, framework."""
 
@@ -177,6 +197,7 @@ class HardwareProfile(BaseModel):
     interference: InterferenceSpec
     framework: FrameworkSpec
     provenance: dict[str, str] = {}  # free-form: who made it, how (calibration runs, fits)
+    what_if: WhatIf = WhatIf()  # scalings for what-if studies; identity in shipped profiles
 
     # Directory the profile was loaded from (tables are relative to it); not part of the file.
     base_dir: str = Field(default="", exclude=True)

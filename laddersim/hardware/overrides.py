@@ -1,0 +1,49 @@
+"""What-if variants of a profile: scale or set interconnect bandwidth and latency, NIC count,
+interference. Returns a new frozen profile; the original is untouched."""
+
+from __future__ import annotations
+
+from laddersim.errors import UserInputError
+from laddersim.hardware.profile import HardwareProfile, Sourced
+
+OVERRIDE_KEYS = (
+    "intra_bandwidth_scale", "intra_latency_scale", "inter_bandwidth_scale", "inter_latency_scale",
+    "nics_per_node", "compute_slowdown", "comm_slowdown",
+)
+
+
+def with_overrides(profile: HardwareProfile, **overrides) -> HardwareProfile:
+    """A copy of ``profile`` with what-if changes applied (keys: OVERRIDE_KEYS; None = unchanged).
+
+    ``nics_per_node`` scales the inter-node bandwidth in proportion to the NIC count.
+    """
+    unknown = set(overrides) - set(OVERRIDE_KEYS)
+    if unknown:
+        raise UserInputError(f"override: unknown {sorted(unknown)}; allowed: {', '.join(OVERRIDE_KEYS)}")
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    for key, value in overrides.items():
+        if not isinstance(value, (int, float)) or value < 0 or (key.endswith("bandwidth_scale") and value == 0):
+            raise UserInputError(f"override: {key} must be a positive number, got {value!r}")
+    what_if = profile.what_if.model_dump()
+    for key in ("intra_bandwidth_scale", "intra_latency_scale", "inter_bandwidth_scale", "inter_latency_scale"):
+        if key in overrides:
+            what_if[key] *= float(overrides[key])
+    update: dict = {}
+    network = profile.network
+    if "nics_per_node" in overrides:
+        if network is None:
+            raise UserInputError(f"override: nics_per_node needs a profile with a network; {profile.name} has none")
+        nics = float(overrides["nics_per_node"])
+        if nics <= 0:
+            raise UserInputError("override: nics_per_node must be positive")
+        what_if["inter_bandwidth_scale"] *= nics / network.nics_per_node.value
+        network = network.model_copy(update={"nics_per_node": Sourced(value=nics, source="what-if override")})
+        update["network"] = network
+    interference = profile.interference
+    for key in ("compute_slowdown", "comm_slowdown"):
+        if key in overrides:
+            interference = interference.model_copy(
+                update={key: Sourced(value=float(overrides[key]), source="what-if override")})
+    update["interference"] = interference
+    update["what_if"] = profile.what_if.model_validate(what_if)
+    return profile.model_copy(update=update)
