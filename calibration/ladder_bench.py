@@ -390,9 +390,11 @@ def rank_logits(shape: ModelShape, rank: int, world_size: int, comm: Comm, sched
     ``prompt_len`` tokens, then teacher-forced one-token decode steps through the KV cache."""
     model = build_model(shape, rank, world_size, tokens.shape[0], tokens.shape[1], seed,
                         tokens.device, dtype)
-    out = [forward(model, tokens[:, :prompt_len], torch.arange(prompt_len), schedule, comm)]
+    dev = tokens.device
+    out = [forward(model, tokens[:, :prompt_len], torch.arange(prompt_len, device=dev), schedule, comm)]
     for pos in range(prompt_len, tokens.shape[1]):
-        out.append(forward(model, tokens[:, pos: pos + 1], torch.tensor([pos]), schedule, comm))
+        step = torch.tensor([pos], device=dev)
+        out.append(forward(model, tokens[:, pos: pos + 1], step, schedule, comm))
     return torch.cat(out, dim=1)
 
 
