@@ -12,6 +12,7 @@ Measured tables (AllReduce times, GEMM times) live beside the profile as small C
 
 from __future__ import annotations
 
+import difflib
 import os
 from functools import cached_property
 from pathlib import Path
@@ -284,12 +285,19 @@ def _resolve(name_or_path: str | Path) -> Path:
 
 
 def format_validation_error(exc: ValidationError, where: str) -> str:
-    """One line naming the first bad field (dotted path) and what is wrong with it."""
-    err = exc.errors()[0]
+    """One line naming the bad field (dotted path) and what is wrong with it.
+
+    An unknown field (usually a typo) is reported before the missing field it causes, with the
+    closest known name as a suggestion.
+    """
+    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+    err = errors[0]
     loc = ".".join(str(p) for p in err["loc"]) or "profile"
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
-        msg = "unknown field"
+        missing = [e["loc"][-1] for e in errors if e["type"] == "missing" and e["loc"][:-1] == err["loc"][:-1]]
+        close = difflib.get_close_matches(str(err["loc"][-1]), [str(m) for m in missing], n=1)
+        msg = "unknown field" + (f" (did you mean '{close[0]}'?)" if close else "")
     elif err["type"] == "literal_error":
         msg = f"{msg} (got {err.get('input')!r})"
     return f"{where}: {loc}: {msg}"

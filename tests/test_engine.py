@@ -1,0 +1,73 @@
+"""The SimPy engine on tiny hand-built programs: exact (op, time) logs, as SimPy's own tests do."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from laddersim.engine.simulator import RankWork, run_engine
+
+
+def spans(result, rank=0):
+    return [(round(s, 12), round(e, 12)) for s, e in zip(result.start_s[rank], result.end_s[rank])]
+
+
+def test_compute_stream_runs_in_program_order():
+    work = RankWork(["compute"] * 3, [(), (), ()], np.array([1.0, 2.0, 3.0]))
+    assert spans(run_engine([work])) == [(0, 1), (1, 3), (3, 6)]
+
+
+def test_comm_waits_for_its_dependency_and_compute_waits_for_comm():
+    # compute a (2s) -> allreduce (1s) -> compute b (1s) that needs the allreduce
+    work = RankWork(["compute", "comm", "compute"], [(), (0,), (1,)], np.array([2.0, 1.0, 1.0]))
+    assert spans(run_engine([work])) == [(0, 2), (2, 3), (3, 4)]
+
+
+def test_overlap_without_dependency():
+    # the allreduce of op 0 overlaps op 2, which does not need it
+    work = RankWork(["compute", "comm", "compute"], [(), (0,), ()], np.array([1.0, 3.0, 1.0]))
+    assert spans(run_engine([work])) == [(0, 1), (1, 4), (1, 2)]
+
+
+def test_collective_starts_when_last_rank_arrives():
+    slow = RankWork(["compute", "comm"], [(), (0,)], np.array([5.0, 1.0]))
+    fast = RankWork(["compute", "comm"], [(), (0,)], np.array([1.0, 1.0]))
+    result = run_engine([slow, fast])
+    assert result.ready_s[1, 1] == 1.0  # the fast rank reached it at t=1
+    assert result.start_s[1, 1] == 5.0 and result.end_s[1, 1] == 6.0  # but waited for the straggler
+    assert result.end_s[0, 1] == 6.0
+
+
+def test_interference_slows_both_only_while_overlapped():
+    # compute 2s and comm 2s fully overlapped with slowdowns 0.25 (compute) and 1.0 (comm):
+    # compute rate 0.8, comm rate 0.5 while both run. Compute ends at 2.5 s, having let comm do
+    # 1.25 s of work; the remaining 0.75 s of comm runs alone: ends at 3.25 s.
+    c0 = RankWork(["compute", "comm", "compute"], [(), (0,), ()], np.array([1e-9, 2.0, 2.0]))
+    result = run_engine([c0], compute_slowdown=0.25, comm_slowdown=1.0)
+    assert result.end_s[0, 2] == pytest.approx(1e-9 + 2.5, abs=1e-9)
+    assert result.end_s[0, 1] == pytest.approx(1e-9 + 3.25, abs=1e-9)
+
+
+def test_concurrent_collectives_share_a_link():
+    # two groups of one rank each; both collectives (2 s alone) cross the same link: each takes 4 s
+    a = RankWork(["comm"], [()], np.array([2.0]), group=0)
+    b = RankWork(["comm"], [()], np.array([2.0]), group=1)
+    result = run_engine([a, b], group_links={0: ("net",), 1: ("net",)})
+    assert result.end_s[0, 0] == pytest.approx(4.0) and result.end_s[1, 0] == pytest.approx(4.0)
+    separate = run_engine([a, b], group_links={0: ("net0",), 1: ("net1",)})
+    assert separate.end_s[0, 0] == pytest.approx(2.0)
+
+
+def test_shared_link_bandwidth_returns_when_one_finishes():
+    a = RankWork(["comm"], [()], np.array([1.0]), group=0)
+    b = RankWork(["comm"], [()], np.array([3.0]), group=1)
+    result = run_engine([a, b], group_links={0: ("net",), 1: ("net",)})
+    # both at half speed until a finishes at t=2 (b did 1 s of work); b's last 2 s run alone
+    assert result.end_s[0, 0] == pytest.approx(2.0)
+    assert result.end_s[1, 0] == pytest.approx(4.0)
+
+
+def test_dependency_cycle_is_reported():
+    work = RankWork(["compute", "comm"], [(1,), (0,)], np.array([1.0, 1.0]))
+    with pytest.raises(RuntimeError, match="deadlock"):
+        run_engine([work])
