@@ -1,0 +1,144 @@
+"""Reading a results table for plotting: keep ok rows, check columns, derive the speedup column.
+
+A results table is tidy: one row per (scenario, schedule), input columns (model, hardware, tp,
+batch, ..., what-if override columns) and the metric columns of ``SimResult.summary()``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from laddersim.errors import UserInputError
+
+# Columns that are outputs, not inputs: two rows differing only in these are the same scenario.
+OUTPUT_COLUMNS = frozenset({
+    "schedule", "status", "error", "message", "nodes",
+    "prefill_s", "decode_s", "total_s", "tokens_per_s", "ttft_s", "tpot_s", "decode_step_s",
+    "compute_s", "overhead_s", "comm_s", "exposed_comm_s", "memory_per_gpu_gib",
+    "speedup_vs_standard",
+})
+
+
+def read_results(path: str | Path) -> pd.DataFrame:
+    """A results table from ``.parquet`` or ``.csv`` (chosen by extension)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".parquet", ".csv"):
+        raise UserInputError(f"results: '{path}' has extension '{suffix}'; allowed: .parquet, .csv")
+    if not path.is_file():
+        raise UserInputError(f"results: no such file '{path}'")
+    try:
+        return pd.read_parquet(path) if suffix == ".parquet" else pd.read_csv(path)
+    except (OSError, ValueError) as exc:
+        raise UserInputError(f"results: cannot read '{path}': {exc}") from None
+
+
+def parse_where(clauses: list[str] | None) -> dict[str, str]:
+    """``["tp=8", "model=llama-3.1-70b"]`` -> {"tp": "8", ...}."""
+    where: dict[str, str] = {}
+    for clause in clauses or []:
+        column, sep, value = clause.partition("=")
+        if not sep or not column:
+            raise UserInputError(f"where: '{clause}' is not COLUMN=VALUE")
+        where[column.strip()] = value.strip()
+    return where
+
+
+def select(frame: pd.DataFrame, where: dict[str, str]) -> pd.DataFrame:
+    """Rows whose ``column`` equals each value (compared as text, so 8 matches 8 and 8.0 matches 8.0)."""
+    for column, value in where.items():
+        if column not in frame.columns:
+            raise UserInputError(f"where: no column '{column}'; allowed: {', '.join(map(str, frame.columns))}")
+        as_text = frame[column].astype(str)
+        matches = as_text == value
+        if not matches.any():
+            # 1 should select 1.0 in a float column: compare numerically when both sides are numbers.
+            try:
+                matches = pd.to_numeric(frame[column], errors="coerce") == float(value)
+            except ValueError:
+                pass
+        frame = frame[matches]
+    return frame
+
+
+def ok_rows(frame: pd.DataFrame, kind: str, needed: list[str]) -> pd.DataFrame:
+    """Rows with status ok (all rows if there is no status column); errors name the missing columns."""
+    missing = [c for c in needed if c not in frame.columns]
+    if missing:
+        raise UserInputError(f"results: the {kind} plot needs column(s) {', '.join(missing)}; "
+                             f"the table has: {', '.join(map(str, frame.columns))}")
+    if "status" in frame.columns:
+        frame = frame[frame["status"] == "ok"]
+    frame = frame.dropna(subset=needed)
+    if frame.empty:
+        raise UserInputError(f"results: no rows with status ok and values for {', '.join(needed)} to plot")
+    return frame
+
+
+def input_columns(frame: pd.DataFrame) -> list[str]:
+    """Columns that identify a scenario (everything but the schedule and the outputs)."""
+    return [c for c in frame.columns if c not in OUTPUT_COLUMNS]
+
+
+def with_speedup(frame: pd.DataFrame) -> pd.DataFrame:
+    """``speedup_vs_standard`` = tokens/s over the standard schedule's on the same inputs.
+
+    Kept as is when the table already has it; otherwise derived (NaN where there is no standard row).
+    """
+    if "speedup_vs_standard" in frame.columns and frame["speedup_vs_standard"].notna().any():
+        return frame
+    if "schedule" not in frame.columns or "tokens_per_s" not in frame.columns:
+        raise UserInputError("results: speedup needs columns schedule and tokens_per_s")
+    keys = input_columns(frame)
+    base = frame[frame["schedule"] == "standard"][keys + ["tokens_per_s"]]
+    base = base.rename(columns={"tokens_per_s": "_standard_tokens_per_s"})
+    # Keys may hold NaN (an override column unused by some rows): merge on text to match NaN to NaN.
+    left = frame.assign(_key=frame[keys].astype(str).agg("|".join, axis=1)) if keys else frame.assign(_key="")
+    right = base.assign(_key=base[keys].astype(str).agg("|".join, axis=1)) if keys else base.assign(_key="")
+    right = right.drop_duplicates("_key")[["_key", "_standard_tokens_per_s"]]
+    merged = left.merge(right, on="_key", how="left")
+    merged.index = frame.index
+    out = frame.copy()
+    out["speedup_vs_standard"] = merged["tokens_per_s"] / merged["_standard_tokens_per_s"]
+    return out
+
+
+def varying(frame: pd.DataFrame, columns: list[str]) -> list[str]:
+    """The columns among ``columns`` (present in the frame) that take more than one value."""
+    return [c for c in columns if c in frame.columns and frame[c].nunique(dropna=False) > 1]
+
+
+def label(values: dict) -> str:
+    """'llama-3.1-70b, TP 8, batch 16' from a dict of column values."""
+    names = {"tp": "TP", "batch": "batch", "nodes": "nodes", "prompt_len": "prompt",
+             "gen_len": "gen"}
+    parts = []
+    for column, value in values.items():
+        if column in ("model", "hardware", "schedule", "dtype", "kv_cache"):
+            parts.append(str(value))
+        elif column in names:
+            parts.append(f"{names[column]} {_number(value)}")
+        else:
+            parts.append(f"{column}={_number(value)}")
+    return ", ".join(parts)
+
+
+def _number(value) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def as_tuple(value) -> tuple:
+    """pandas groupby keys: a tuple for several columns, a scalar for one."""
+    return value if isinstance(value, tuple) else (value,)
+
+
+def titled(title: str, rows: pd.DataFrame, shown: list[str]) -> str:
+    """``title`` plus the inputs that are constant over ``rows`` and not shown elsewhere."""
+    keep = [c for c in ("model", "hardware", "tp", "batch", "prompt_len", "gen_len")
+            if c in rows.columns and c not in shown and rows[c].nunique() == 1]
+    fixed = label({c: rows[c].iloc[0] for c in keep})
+    return f"{title}\n{fixed}" if fixed else title

@@ -1,0 +1,63 @@
+"""Tokens/s per schedule at each TP degree, as grouped bars (the style of the paper's figures).
+
+One panel per batch size (and per model / hardware / override when those vary). Bars of
+non-standard schedules carry their speedup over standard.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from laddersim.errors import UserInputError
+from laddersim.plots.figure_io import new_figure, save_figure, schedule_color, styled
+from laddersim.plots.frames import as_tuple, input_columns, label, ok_rows, titled, varying, with_speedup
+
+MAX_PANELS = 16
+SCHEDULE_ORDER = ("standard", "parallel", "ladder", "upper_bound", "desync_half")
+
+
+def schedule_order(schedules) -> list[str]:
+    """Known schedules in a fixed order, then the rest (hybrid:N ...) sorted."""
+    present = set(map(str, schedules))
+    return [s for s in SCHEDULE_ORDER if s in present] + sorted(present - set(SCHEDULE_ORDER))
+
+
+def plot_throughput(frame: pd.DataFrame, out_base: str | Path, *, title: str | None = None) -> list[Path]:
+    """Tokens/s (batch x generated tokens / (prefill + decode)) vs TP, a bar per schedule."""
+    rows = with_speedup(ok_rows(frame, "throughput", ["schedule", "tokens_per_s", "tp"]))
+    panel_keys = varying(rows, [c for c in input_columns(rows) if c != "tp"])
+    panels = list(rows.groupby(panel_keys, sort=True)) if panel_keys else [((), rows)]
+    if len(panels) > MAX_PANELS:
+        raise UserInputError(f"throughput: {len(panels)} panels (columns {', '.join(panel_keys)} vary); "
+                             f"at most {MAX_PANELS}: narrow the table with --where COLUMN=VALUE")
+    schedules = schedule_order(rows["schedule"].unique())
+    width = 0.8 / len(schedules)
+    with styled():
+        fig, axes = new_figure(len(panels), panel_w_in=max(3.6, 1.0 + 0.35 * len(schedules) * rows["tp"].nunique()))
+        for ax, (panel_value, panel) in zip(axes, panels):
+            tps = sorted(panel["tp"].unique())
+            top = float(panel["tokens_per_s"].max())
+            for k, schedule in enumerate(schedules):
+                mine = panel[panel["schedule"] == schedule].groupby("tp")[["tokens_per_s", "speedup_vs_standard"]].mean()
+                xs = np.array([tps.index(tp) for tp in mine.index]) + (k - (len(schedules) - 1) / 2) * width
+                ax.bar(xs, mine["tokens_per_s"], width, label=schedule, color=schedule_color(schedule, k))
+                if schedule == "standard":
+                    continue
+                for x, (tokens, speedup) in zip(xs, mine.itertuples(index=False)):
+                    if not np.isnan(speedup):
+                        ax.text(x, tokens + 0.01 * top, f"{speedup:.2f}x", ha="center", va="bottom",
+                                fontsize=6, rotation=90)
+            ax.set_xticks(range(len(tps)), [str(t) for t in tps])
+            ax.set_xlabel("TP degree (GPUs)")
+            ax.set_ylabel("throughput (tokens/s)")
+            ax.set_ylim(0, top * 1.22)
+            ax.set_title(label(dict(zip(panel_keys, as_tuple(panel_value)))) or "tokens/s")
+            ax.grid(axis="x", visible=False)
+        handles, names = axes[0].get_legend_handles_labels()
+        fig.legend(handles, names, loc="outside lower center", ncol=len(schedules))
+        fig.suptitle(titled(title or "Throughput by TP degree and schedule (labels: speedup over standard)",
+                            rows, panel_keys + ["tp"]))
+        return save_figure(fig, out_base)
