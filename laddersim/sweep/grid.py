@@ -1,0 +1,161 @@
+"""The sweep grid: lists of values whose cross product is the set of points to simulate.
+
+A grid file is YAML, every key a list (a single value stands for a one-element list)::
+
+    models: [llama-3.1-70b]
+    hardware: [h100-sxm-nvswitch]
+    tp: [2, 4, 8]
+    batch: [1, 16]
+    schedules: [standard, ladder]
+    overrides:
+      intra_bandwidth_gbps: [100, 200, 400]
+
+Override keys come in "scale" and "set" pairs (see laddersim.sweep.overrides for how a set value
+becomes a scale of the profile); one grid gives at most one of each pair.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from laddersim.errors import UserInputError
+from laddersim.hardware.profile import format_validation_error
+from laddersim.schedules.plan import SCHEDULE_NAMES
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+# Override columns of every result row, in table order. Each "set" key sits after its "scale" key.
+OVERRIDE_COLUMNS = (
+    "intra_bandwidth_scale", "intra_bandwidth_gbps", "intra_latency_scale", "intra_latency_us",
+    "inter_bandwidth_scale", "inter_bandwidth_gbps", "inter_latency_scale", "inter_latency_us",
+    "nics_per_node", "compute_slowdown", "comm_slowdown",
+)
+# (scale key, set key): two ways to say the same thing, so a grid may use only one of them.
+EXCLUSIVE_PAIRS = (
+    ("intra_bandwidth_scale", "intra_bandwidth_gbps"), ("intra_latency_scale", "intra_latency_us"),
+    ("inter_bandwidth_scale", "inter_bandwidth_gbps"), ("inter_latency_scale", "inter_latency_us"),
+)
+
+def _as_list(value):
+    """A scalar in a grid means a one-element list."""
+    if value is None or isinstance(value, list):
+        return value
+    if isinstance(value, tuple):
+        return list(value)
+    return [value]
+
+
+class Overrides(BaseModel):
+    """What-if values to sweep; unset keys leave the profile as it is."""
+
+    model_config = _FROZEN
+
+    intra_bandwidth_scale: list[float] | None = None  # x the intra-node bus bandwidth
+    intra_bandwidth_gbps: list[float] | None = None  # intra-node bus bandwidth, GB/s
+    intra_latency_scale: list[float] | None = None  # x the intra-node latency terms
+    intra_latency_us: list[float] | None = None  # intra-node base latency, us
+    inter_bandwidth_scale: list[float] | None = None
+    inter_bandwidth_gbps: list[float] | None = None  # inter-node (network) bus bandwidth, GB/s
+    inter_latency_scale: list[float] | None = None
+    inter_latency_us: list[float] | None = None  # inter-node base latency, us
+    nics_per_node: list[float] | None = None
+    compute_slowdown: list[float] | None = None  # fraction, see InterferenceSpec
+    comm_slowdown: list[float] | None = None
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _wrap(cls, value):
+        return _as_list(value)
+
+    @field_validator("*")
+    @classmethod
+    def _check_values(cls, values, info):
+        if values is None:
+            return values
+        if not values:
+            raise ValueError("must list at least one value")
+        strictly_positive = "bandwidth" in info.field_name or info.field_name == "nics_per_node"
+        for value in values:
+            if not (value > 0 if strictly_positive else value >= 0) or value != value:
+                raise ValueError(f"must be {'> 0' if strictly_positive else '>= 0'}, got {value}")
+        return [float(v) for v in values]
+
+    @model_validator(mode="after")
+    def _one_of_each_pair(self) -> "Overrides":
+        for scale_key, set_key in EXCLUSIVE_PAIRS:
+            if getattr(self, scale_key) is not None and getattr(self, set_key) is not None:
+                raise ValueError(f"give {scale_key} or {set_key}, not both")
+        return self
+
+    def swept(self) -> dict[str, list[float]]:
+        """The keys given, in OVERRIDE_COLUMNS order."""
+        return {k: getattr(self, k) for k in OVERRIDE_COLUMNS if getattr(self, k) is not None}
+
+
+class SweepGrid(BaseModel):
+    """Lists of scenario inputs; the sweep is their cross product."""
+
+    model_config = _FROZEN
+
+    models: list[str] = Field(min_length=1)  # presets or paths to config.json
+    hardware: list[str] = Field(min_length=1)  # profile names or paths
+    tp: list[int] = Field(min_length=1)
+    batch: list[int] = Field(default=[1], min_length=1)
+    prompt_len: list[int] = Field(default=[1024], min_length=1)
+    gen_len: list[int] = Field(default=[512], min_length=1)
+    schedules: list[str] = Field(default=["standard", "ladder"], min_length=1)
+    dtype: list[Literal["bfloat16", "float16", "float32", "fp8"]] = Field(default=["bfloat16"], min_length=1)
+    kv_cache: list[Literal["static", "dynamic"]] = Field(default=["static"], min_length=1)
+    overrides: Overrides = Overrides()
+
+    # Directory relative paths in the grid are taken from (the grid file's); not part of the grid.
+    base_dir: str = Field(default="", exclude=True)
+
+    @field_validator("models", "hardware", "tp", "batch", "prompt_len", "gen_len", "schedules", "dtype",
+                     "kv_cache", mode="before")
+    @classmethod
+    def _wrap(cls, value):
+        return _as_list(value)
+
+    @field_validator("tp", "batch", "prompt_len", "gen_len")
+    @classmethod
+    def _positive(cls, values: list[int]) -> list[int]:
+        for value in values:
+            if value < 1:
+                raise ValueError(f"must be positive integers, got {value}")
+        return values
+
+    @field_validator("schedules")
+    @classmethod
+    def _known_schedules(cls, values: list[str]) -> list[str]:
+        for name in values:
+            hybrid = name.startswith("hybrid:") and name.split(":", 1)[1].isdigit()
+            if name not in SCHEDULE_NAMES[:-1] and not hybrid:
+                raise ValueError(f"unknown schedule '{name}'; allowed: {', '.join(SCHEDULE_NAMES)}")
+        return values
+
+
+def parse_grid(raw, where: str = "grid", base_dir: str | Path = "") -> SweepGrid:
+    if not isinstance(raw, dict):
+        raise UserInputError(f"{where}: must be a YAML mapping of lists")
+    try:
+        return SweepGrid(**raw, base_dir=str(base_dir))
+    except ValidationError as exc:
+        raise UserInputError(format_validation_error(exc, where)) from None
+    except TypeError as exc:
+        raise UserInputError(f"{where}: {exc}") from None
+
+
+def load_grid(path: str | Path) -> SweepGrid:
+    """Read a grid YAML file; relative model/profile paths in it are relative to the file."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserInputError(f"grid: cannot read {path}: {first}") from None
+    return parse_grid(raw, where=f"grid {path.name}", base_dir=path.resolve().parent)

@@ -1,0 +1,93 @@
+"""Grid -> points: the cross product, each point keyed by a stable hash of its input columns."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from laddersim.hardware.profile import load_profile
+from laddersim.model_shape import PRESETS, load_model_shape
+from laddersim.sweep.grid import OVERRIDE_COLUMNS, SweepGrid
+
+SCENARIO_COLUMNS = ("model", "hardware", "tp", "batch", "prompt_len", "gen_len", "schedule", "dtype", "kv_cache")
+# Every input of a point, in table order; the result table is sorted by these.
+INPUT_COLUMNS = SCENARIO_COLUMNS + OVERRIDE_COLUMNS
+
+
+@dataclass(frozen=True)
+class Point:
+    """One scenario of a sweep. ``model``/``hardware`` are as written in the grid (they key the
+    point); ``model_ref``/``hardware_ref`` are what workers load (file paths made absolute)."""
+
+    model: str
+    hardware: str
+    tp: int
+    batch: int
+    prompt_len: int
+    gen_len: int
+    schedule: str
+    dtype: str
+    kv_cache: str
+    overrides: tuple[tuple[str, float | None], ...]  # (column, value or None), OVERRIDE_COLUMNS order
+    model_ref: str
+    hardware_ref: str
+
+    def inputs(self) -> dict:
+        """The input columns of this point's result row."""
+        row = {c: getattr(self, c) for c in SCENARIO_COLUMNS}
+        row.update(self.overrides)
+        return row
+
+    @property
+    def key(self) -> str:
+        """Stable across runs and machines: a hash of the input columns only."""
+        return point_key(self.inputs())
+
+
+def point_key(inputs: dict) -> str:
+    text = json.dumps([[c, inputs[c]] for c in INPUT_COLUMNS], separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def _ref(name: str, base_dir: str, suffixes: tuple[str, ...]) -> str:
+    """An existing file path (relative to the grid file, else to the working directory) made
+    absolute so worker processes anywhere load the same file; names pass through."""
+    for root in ([Path(base_dir)] if base_dir else []) + [Path.cwd()]:
+        path = root / name
+        if path.exists() and (path.is_dir() or path.suffix in suffixes):
+            return str(path.resolve())
+    return name
+
+
+def check_names(grid: SweepGrid) -> tuple[dict[str, str], dict[str, str]]:
+    """Load every model and profile once, so a typo fails the sweep at once with the allowed names
+    instead of filling the table with errors. Returns the load references by grid name."""
+    models, profiles = {}, {}
+    for name in grid.models:
+        models[name] = name if name in PRESETS else _ref(name, grid.base_dir, (".json",))
+        load_model_shape(models[name])
+    for name in grid.hardware:
+        profiles[name] = _ref(name, grid.base_dir, (".yaml", ".yml"))
+        load_profile(profiles[name])
+    return models, profiles
+
+
+def expand_grid(grid: SweepGrid) -> list[Point]:
+    """The cross product, in grid order, without duplicates (a repeated value adds nothing)."""
+    model_refs, profile_refs = check_names(grid)
+    swept = grid.overrides.swept()
+    override_values = list(itertools.product(*swept.values()))
+    points: dict[str, Point] = {}
+    for model, hw, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache, values in itertools.product(
+        grid.models, grid.hardware, grid.tp, grid.batch, grid.prompt_len, grid.gen_len, grid.schedules,
+        grid.dtype, grid.kv_cache, override_values,
+    ):
+        chosen = dict(zip(swept, values))
+        overrides = tuple((c, chosen.get(c)) for c in OVERRIDE_COLUMNS)
+        point = Point(model, hw, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache, overrides,
+                      model_refs[model], profile_refs[hw])
+        points.setdefault(point.key, point)
+    return list(points.values())

@@ -1,0 +1,66 @@
+"""The resumable store: one JSON line per finished point in ``DIR/points.jsonl``.
+
+Each line is written whole and flushed the moment its point finishes, so a sweep killed at any
+instant loses at most the points still running. A line cut short by the kill (no trailing
+newline) is dropped on the next open. Python's json writes floats with ``repr``, which round-trips
+exactly, so a row read back is bit-identical to the row computed. A key seen twice (two runs
+writing one directory) keeps its first row.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from laddersim.errors import UserInputError
+
+STORE_FILE = "points.jsonl"
+
+
+class PointStore:
+    """Finished rows by point key; ``add`` appends and flushes one line."""
+
+    def __init__(self, out_dir: str | Path):
+        self.path = Path(out_dir) / STORE_FILE
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.rows: dict[str, dict] = {}
+        self._load()
+        self._file = self.path.open("a", encoding="utf-8")
+
+    def _load(self) -> None:
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        complete = data.rfind(b"\n") + 1
+        if complete < len(data):  # a line torn by a kill: cut it so appends start on a fresh line
+            with self.path.open("r+b") as f:
+                f.truncate(complete)
+        for number, line in enumerate(data[:complete].splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                raise UserInputError(f"out: {self.path} line {number} is not a result row; "
+                                     "remove that line (or the directory) and re-run") from None
+            self.rows.setdefault(row["key"], row)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.rows
+
+    def add(self, row: dict) -> None:
+        if row["key"] in self.rows:
+            return
+        line = json.dumps(row, separators=(",", ":"))
+        self._file.write(line + "\n")
+        self._file.flush()
+        self.rows[row["key"]] = json.loads(line)  # exactly what a later run will read back
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> "PointStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,83 @@
+"""A sweep into a directory: skip points already stored, run the rest, store each as it finishes,
+consolidate the grid's rows into ``results.parquet`` / ``results.csv`` at the end or on Ctrl-C.
+
+Layout of DIR: ``points.jsonl`` (the store, see laddersim.sweep.store), ``grid.yaml`` (the grid of
+the last run), ``results.parquet``, ``results.csv``. The table holds the points of the grid that
+was run; a directory reused with another grid keeps serving the points the two share.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import yaml
+from tqdm import tqdm
+
+from laddersim.sweep.grid import SweepGrid
+from laddersim.sweep.points import Point, expand_grid
+from laddersim.sweep.runner import run_points
+from laddersim.sweep.store import PointStore
+from laddersim.sweep.table import results_frame, write_results
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    points: int  # in the grid
+    computed: int  # by this run
+    reused: int  # found in the store
+    frame: pd.DataFrame  # the results table
+    parquet: Path
+    csv: Path
+    complete: bool  # False when interrupted
+
+    def status_counts(self) -> dict[str, int]:
+        return {s: int(n) for s, n in self.frame["status"].value_counts().sort_index().items()}
+
+
+def _write_grid(grid: SweepGrid, out_dir: Path) -> None:
+    text = yaml.safe_dump(grid.model_dump(exclude_none=True), sort_keys=False)
+    (out_dir / "grid.yaml").write_text(text)
+
+
+def run_sweep(grid: SweepGrid, out_dir: str | Path, workers: int = 1, scheduler: str | None = None,
+              progress: bool = True) -> SweepReport:
+    points = expand_grid(grid)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _write_grid(grid, out_dir)
+    return run_points_into(points, out_dir, workers, scheduler, progress)
+
+
+def run_points_into(points: list[Point], out_dir: Path, workers: int = 1, scheduler: str | None = None,
+                    progress: bool = True) -> SweepReport:
+    with PointStore(out_dir) as store:
+        todo = [p for p in points if p.key not in store]
+        reused = len(points) - len(todo)
+        computed = 0
+        bar = tqdm(total=len(points), initial=reused, desc="sweep", unit="pt", file=sys.stderr,
+                   disable=not progress, dynamic_ncols=True)
+        try:
+            for rows in run_points(todo, workers, scheduler) if todo else ():
+                for row in rows:
+                    store.add(row)
+                computed += len(rows)
+                bar.update(len(rows))
+        except KeyboardInterrupt:
+            bar.close()
+            _consolidate(points, store, out_dir, reused, computed, complete=False)
+            raise
+        bar.close()
+        return _consolidate(points, store, out_dir, reused, computed, complete=True)
+
+
+def _consolidate(points: list[Point], store: PointStore, out_dir: Path, reused: int, computed: int,
+                 complete: bool) -> SweepReport:
+    # Rows always come from the store, never from memory, so a table is the same whether its
+    # points were computed now, earlier, or in pieces.
+    rows = [store.rows[p.key] for p in points if p.key in store]
+    frame = results_frame(rows)
+    parquet, csv = write_results(frame, out_dir)
+    return SweepReport(len(points), computed, reused, frame, parquet, csv, complete)

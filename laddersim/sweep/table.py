@@ -1,0 +1,69 @@
+"""Stored rows -> the tidy results table (one row per point), written as Parquet and CSV.
+
+Columns: the input columns (INPUT_COLUMNS; override columns empty where the grid does not sweep
+them), ``status``, ``error``, the metrics, and ``speedup_vs_standard`` = tokens/s over tokens/s of
+the same point under schedule ``standard`` (empty where that point is not in the table or did not
+run). Rows are sorted by the input columns, so the same points give byte-identical files however
+the sweep was run, split or interrupted.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from laddersim.sweep.evaluate import METRIC_COLUMNS
+from laddersim.sweep.grid import OVERRIDE_COLUMNS
+from laddersim.sweep.points import INPUT_COLUMNS, SCENARIO_COLUMNS
+
+_INT_COLUMNS = ("tp", "batch", "prompt_len", "gen_len")
+
+
+def _same_point_key(row: dict) -> tuple:
+    """The row's inputs except the schedule; None and NaN both mean "not set"."""
+    def norm(v):
+        return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
+    return tuple(norm(row[c]) for c in INPUT_COLUMNS if c != "schedule")
+
+
+def add_speedup(rows: list[dict]) -> None:
+    standard = {_same_point_key(r): r["tokens_per_s"] for r in rows
+                if r["schedule"] == "standard" and r["status"] == "ok"}
+    for row in rows:
+        base = standard.get(_same_point_key(row))
+        row["speedup_vs_standard"] = row["tokens_per_s"] / base if base and row["status"] == "ok" else None
+
+
+def results_frame(rows: list[dict]) -> pd.DataFrame:
+    """The table of ``rows`` (store rows; their ``key`` is dropped)."""
+    rows = [dict(r) for r in rows]
+    add_speedup(rows)
+    extra = sorted({k for r in rows for k in r} - set(INPUT_COLUMNS) - set(METRIC_COLUMNS)
+                   - {"key", "status", "error", "speedup_vs_standard"})
+    columns = list(INPUT_COLUMNS) + ["status", "error"] + list(METRIC_COLUMNS) + extra + ["speedup_vs_standard"]
+    frame = pd.DataFrame([{c: r.get(c) for c in columns} for r in rows], columns=columns)
+    # Fixed dtypes, so a table with no infeasible rows (or no ok rows) has the same schema.
+    types = {c: "string" for c in SCENARIO_COLUMNS if c not in _INT_COLUMNS}
+    types.update({c: "int64" for c in _INT_COLUMNS})
+    types.update({c: "float64" for c in OVERRIDE_COLUMNS})
+    types.update({"status": "string", "error": "string", "nodes": "Int64"})
+    types.update({c: "float64" for c in METRIC_COLUMNS if c != "nodes"})
+    types["speedup_vs_standard"] = "float64"
+    frame = frame.astype(types)
+    frame = frame.sort_values(list(INPUT_COLUMNS), na_position="first", kind="mergesort")
+    return frame.reset_index(drop=True)
+
+
+def write_results(frame: pd.DataFrame, out_dir: str | Path) -> tuple[Path, Path]:
+    """``results.parquet`` and ``results.csv`` (floats at full precision: they round-trip)."""
+    out_dir = Path(out_dir)
+    parquet, csv = out_dir / "results.parquet", out_dir / "results.csv"
+    # Write to a temporary name and rename, so a Ctrl-C never leaves a half-written table.
+    for path, write in ((parquet, lambda p: frame.to_parquet(p, index=False)),
+                        (csv, lambda p: frame.to_csv(p, index=False, lineterminator="\n"))):
+        tmp = path.with_name(path.name + ".tmp")
+        write(tmp)
+        tmp.replace(path)
+    return parquet, csv
