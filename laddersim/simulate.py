@@ -98,6 +98,7 @@ class SimResult:
             "gen_len": w.gen_len,
             "dtype": w.dtype,
             "kv_cache": w.kv_cache,
+            "kv_reads": w.kv_reads,
             "prefill_s": prefill_s,
             "decode_s": decode_s,
             "total_s": total_s,
@@ -229,7 +230,8 @@ def simulate(scenario: Scenario, options: SimOptions | None = None) -> SimResult
 
 
 def make_scenario(model, hardware, tp: int, batch: int, prompt_len: int, gen_len: int, schedule: str,
-                  dtype: str = "bfloat16", kv_cache: str = "static") -> Scenario:
+                  dtype: str = "bfloat16", kv_cache: str = "static",
+                  kv_reads: str = "per_query_head") -> Scenario:
     """A Scenario from names or objects (model preset / config.json path, profile name / path)."""
     from pydantic import ValidationError
 
@@ -240,7 +242,8 @@ def make_scenario(model, hardware, tp: int, batch: int, prompt_len: int, gen_len
     shape = model if isinstance(model, ModelShape) else load_model_shape(model)
     profile = hardware if isinstance(hardware, HardwareProfile) else load_profile(hardware)
     try:
-        work = Workload(batch=batch, prompt_len=prompt_len, gen_len=gen_len, dtype=dtype, kv_cache=kv_cache)
+        work = Workload(batch=batch, prompt_len=prompt_len, gen_len=gen_len, dtype=dtype, kv_cache=kv_cache,
+                        kv_reads=kv_reads)
     except ValidationError as exc:
         err = exc.errors()[0]
         raise UserInputError(f"{'.'.join(map(str, err['loc']))}: {err['msg']}") from None

@@ -15,6 +15,10 @@ class Workload(BaseModel):
     ``kv_cache`` = ``static`` is gpt-fast's preallocated cache of prompt_len + gen_len positions
     that every decode step attends over in full (masked); ``dynamic`` reads only the positions
     written so far (paged / FlashDecoding engines), so attention grows each step.
+
+    ``kv_reads`` = ``per_query_head`` is gpt-fast's GQA: K and V are repeated to every query head
+    (``repeat_interleave``) before attention, so each query head streams its own copy of the
+    cache; ``per_kv_head`` is a GQA-aware kernel reading each KV head once for its query group.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -24,6 +28,7 @@ class Workload(BaseModel):
     gen_len: int = Field(gt=0)
     dtype: Literal["float16", "bfloat16", "float32", "fp8"] = "bfloat16"
     kv_cache: Literal["static", "dynamic"] = "static"
+    kv_reads: Literal["per_query_head", "per_kv_head"] = "per_query_head"
 
     @property
     def dtype_bytes(self) -> int:

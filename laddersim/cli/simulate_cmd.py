@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     first = None
     for schedule in schedules:
         scenario = make_scenario(args.model, args.hardware, args.tp, args.batch, args.prompt_len,
-                                 args.gen_len, schedule, args.dtype, args.kv_cache)
+                                 args.gen_len, schedule, args.dtype, args.kv_cache, args.kv_reads)
         result = simulate(scenario, SimOptions(jitter=args.jitter, seed=args.seed))
         first = first or result
         rows.append(result.summary())

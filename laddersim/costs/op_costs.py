@@ -33,7 +33,7 @@ class Phase:
 
 
 # Op kinds that are collectives, and those counted as fixed framework overhead.
-COLLECTIVE_KINDS = frozenset({"allreduce", "allreduce_fused", "allgather_logits"})
+COLLECTIVE_KINDS = frozenset({"allreduce", "allgather_logits"})
 OVERHEAD_KINDS = frozenset({"sampling", "step_overhead"})
 
 
@@ -65,6 +65,7 @@ def op_times_s(
         return float(memory_bound_time_s(gpu, 2 * rows * d * b))
 
     elementwise_add = float(memory_bound_time_s(gpu, 3 * t * d * b))
+    sync_s = hw.framework.collective_sync_us.value * 1e-6 if tp > 1 else 0.0
     times = {
         "embedding": float(memory_bound_time_s(gpu, 2 * t * d * b)),
         "attn_norm": norm(t),
@@ -86,10 +87,8 @@ def op_times_s(
         "sampling": hw.framework.sampling_us.value * 1e-6
         + float(memory_bound_time_s(gpu, 4 * phase.batch * model.vocab_size * 4, kernels=0)),
         "step_overhead": hw.framework.step_overhead_us.value * 1e-6,
-        "allreduce": float(allreduce_time_s(hw, tp, t * d * b)),
-        "allreduce_fused": float(allreduce_time_s(hw, tp, t * d * b)),
-        "allgather_logits": float(allgather_time_s(hw, tp, phase.batch * v_r * tp * b)),
-        "layer_extra": hw.framework.kernels_per_layer_extra.value * gpu.kernel_launch_s,
+        "allreduce": float(allreduce_time_s(hw, tp, t * d * b)) + sync_s,
+        "allgather_logits": float(allgather_time_s(hw, tp, phase.batch * v_r * tp * b)) + sync_s,
     }
     out = {kind: np.full(kv_lens.shape, value) for kind, value in times.items()}
     out["attention"] = attention_time_s(model, hw, work, tp, phase, kv_lens)
@@ -101,24 +100,33 @@ def attention_time_s(
 ) -> np.ndarray:
     """Attention core (softmax(QK^T)V) on one rank.
 
-    Prefill: causal flash attention, compute-bound: 4 * B * S^2 * h_r * hd / 2 FLOPs.
-    Decode: reading the KV cache dominates: B * kv_len * 2 * kv_r * hd elements, FLOPs
-    4 * B * kv_len * h_r * hd; the slower of the two at the profile's efficiencies.
+    Prefill: compute-bound. A static cache (gpt-fast) runs masked attention over all
+    ``max_seq_len`` cache positions, 4 * B * S * max_seq_len * h_r * hd FLOPs; a dynamic cache runs
+    causal flash attention, 4 * B * S^2 * h_r * hd / 2 FLOPs.
+    Decode: streaming the KV cache dominates: B * kv_len * 2 * hd elements per KV head read, where
+    ``kv_reads`` says whether every query head reads its own repeated copy (gpt-fast) or each KV
+    head is read once; FLOPs 4 * B * kv_len * h_r * hd; the slower of the two at the profile's
+    efficiencies.
     """
     gpu = hw.gpu
     b = work.dtype_bytes
     hd = model.head_dim
     h_r = model.heads_per_rank(tp)
     kv_r = model.kv_heads_per_rank(tp)
+    heads_read = h_r if work.kv_reads == "per_query_head" else kv_r
     kv_lens = np.asarray(kv_lens, dtype=float)
     attn_peak = gpu.peak_flops_per_s * gpu.attention_compute_efficiency.value
     bandwidth = gpu.memory_bandwidth_bytes_per_s * gpu.elementwise_memory_efficiency.value
     if phase.name == "prefill":
         s = phase.new_tokens_per_seq
-        flops = 4.0 * phase.batch * s * s * h_r * hd / 2.0
-        moved = phase.tokens * (2 * h_r + 2 * kv_r) * hd * b
+        if work.kv_cache == "static":
+            flops = 4.0 * phase.batch * s * work.max_seq_len * h_r * hd
+            moved = phase.batch * (2 * s * h_r + 2 * work.max_seq_len * heads_read) * hd * b
+        else:
+            flops = 4.0 * phase.batch * s * s * h_r * hd / 2.0
+            moved = phase.tokens * (2 * h_r + 2 * heads_read) * hd * b
         body = np.maximum(flops / attn_peak, moved / bandwidth)
         return gpu.kernel_launch_s + np.full(kv_lens.shape, body)
     flops = 4.0 * phase.batch * kv_lens * h_r * hd
-    moved = phase.batch * (kv_lens * 2 * kv_r * hd + 2 * h_r * hd) * b
+    moved = phase.batch * (kv_lens * 2 * heads_read * hd + 2 * h_r * hd) * b
     return gpu.kernel_launch_s + np.maximum(flops / attn_peak, moved / bandwidth)

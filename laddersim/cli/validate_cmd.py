@@ -1,0 +1,61 @@
+"""``laddersim validate [MEASURED.csv]``: simulate every measured row, print and write a report."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+import pandas as pd
+
+from laddersim.simulate import make_scenario, simulate
+from laddersim.tables import format_table
+from laddersim.validation.core import ValidationSetup, error_summary, read_measured, validate
+from laddersim.validation.report import write_report
+
+
+def register(sub) -> None:
+    p = sub.add_parser("validate", help="compare predictions with measured tokens/s (default: the paper's 70B figure)")
+    p.add_argument("measured", nargs="?", help="CSV with model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s")
+    p.add_argument("--hardware", default="h100-sxm-nvswitch", help="profile for rows with p2p=on")
+    p.add_argument("--hardware-p2p-off", default="h100-sxm-p2p-off", help="profile for rows with p2p=off")
+    p.add_argument("--dtype", default="float16", choices=["bfloat16", "float16", "float32", "fp8"])
+    p.add_argument("--kv-cache", default="static", choices=["static", "dynamic"])
+    p.add_argument("--kv-reads", default="per_query_head", choices=["per_query_head", "per_kv_head"])
+    p.add_argument("--out", default="reports/validation", help="report directory (default reports/validation)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    setup = ValidationSetup(args.hardware, args.hardware_p2p_off, args.dtype, args.kv_cache, args.kv_reads)
+    measured = read_measured(args.measured)
+    print(f"validating {len(measured)} rows ...", file=sys.stderr)
+    frame = validate(measured, setup)
+    tp1 = _tp1_check(frame, setup)
+    command = "laddersim validate " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["validate"] else "laddersim validate"
+    path = write_report(frame, args.out, command, tp1)
+    cols = [("p2p", "p2p", "{}"), ("tp", "tp", "{}"), ("batch", "batch", "{}"), ("schedule", "schedule", "{}"),
+            ("tokens_per_s", "measured", "{:.1f}"), ("predicted_tokens_per_s", "predicted", "{:.1f}"),
+            ("rel_error", "error", "{:+.1%}"), ("measured_speedup", "meas. speedup", "{:.3f}"),
+            ("predicted_speedup", "pred. speedup", "{:.3f}")]
+    print(format_table(frame.to_dict("records"), cols))
+    print()
+    summary = error_summary(frame)
+    print(summary.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print(f"\nreport: {path}", file=sys.stderr)
+    return 0
+
+
+def _tp1_check(frame: pd.DataFrame, setup: ValidationSetup) -> pd.DataFrame | None:
+    """Ladder vs standard at TP 1 for each (model, batch) with a p2p=on profile that fits at TP 1."""
+    rows = []
+    for (model, batch, prompt, gen), _ in frame.groupby(["model", "batch", "prompt_len", "gen_len"]):
+        try:
+            out = {s: simulate(make_scenario(model, setup.hardware, 1, int(batch), int(prompt), int(gen), s,
+                                             setup.dtype, setup.kv_cache, setup.kv_reads)).summary()["tokens_per_s"]
+                   for s in ("standard", "ladder")}
+        except Exception:  # noqa: BLE001 - the model may not fit on one GPU; then there is no TP-1 row
+            continue
+        rows.append({"model": model, "batch": batch, "standard_tokens_per_s": out["standard"],
+                     "ladder_tokens_per_s": out["ladder"], "ladder_speedup": out["ladder"] / out["standard"]})
+    return pd.DataFrame(rows) if rows else None

@@ -1,0 +1,122 @@
+"""Simulate every row of a measured tokens/s table and compare.
+
+The measured table has the columns of the paper's figure
+(``model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s``) and optionally a
+``hardware`` column. Without it, rows with ``p2p = on`` use the ``hardware`` profile and rows
+with ``p2p = off`` the ``hardware_p2p_off`` profile (NCCL_P2P_DISABLE=1 on the same machine).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from laddersim.errors import UserInputError
+from laddersim.hardware.profile import HardwareProfile, load_profile
+from laddersim.simulate import make_scenario, simulate
+
+BUILTIN_MEASURED = Path(__file__).resolve().parents[1] / "data" / "validation" / "ladder_70b_tp_sweep.csv"
+REQUIRED_COLUMNS = ("model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "tokens_per_s")
+SETTING = ["model", "hardware", "tp", "nodes", "batch", "prompt_len", "gen_len"]
+
+
+@dataclass(frozen=True)
+class ValidationSetup:
+    """How measured rows become scenarios: profiles for P2P on/off and the benchmark's workload."""
+
+    hardware: str | HardwareProfile = "h100-sxm-nvswitch"
+    hardware_p2p_off: str | HardwareProfile = "h100-sxm-p2p-off"
+    dtype: str = "float16"  # the paper ran fp16 weights
+    kv_cache: str = "static"  # gpt-fast's preallocated cache
+    kv_reads: str = "per_query_head"  # gpt-fast repeats K/V to every query head
+
+
+def read_measured(path: str | Path | None = None) -> pd.DataFrame:
+    """The measured table (the built-in copy of the paper's 70B figure when ``path`` is None)."""
+    path = Path(path) if path else BUILTIN_MEASURED
+    try:
+        frame = pd.read_csv(path, comment="#")
+    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise UserInputError(f"measured: cannot read {path}: {exc}") from None
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise UserInputError(f"measured: {path} lacks columns {missing}; required: {', '.join(REQUIRED_COLUMNS)}")
+    bad_p2p = sorted(set(frame["p2p"].astype(str)) - {"on", "off"})
+    if bad_p2p:
+        raise UserInputError(f"measured: p2p values {bad_p2p} in {path}; allowed: on, off")
+    if frame.empty:
+        raise UserInputError(f"measured: {path} has no rows")
+    if (pd.to_numeric(frame["tokens_per_s"], errors="coerce") <= 0).any() or frame["tokens_per_s"].isna().any():
+        raise UserInputError(f"measured: {path}: tokens_per_s must be positive numbers")
+    return frame.reset_index(drop=True)
+
+
+def _profile_for(row, setup: ValidationSetup, cache: dict) -> HardwareProfile:
+    key = getattr(row, "hardware", None)
+    if not isinstance(key, str) or not key:
+        key = setup.hardware if row.p2p == "on" else setup.hardware_p2p_off
+    if isinstance(key, HardwareProfile):
+        return key
+    if key not in cache:
+        cache[key] = load_profile(key)
+    return cache[key]
+
+
+def validate(measured: pd.DataFrame | None = None, setup: ValidationSetup | None = None) -> pd.DataFrame:
+    """The measured rows plus ``hardware``, ``predicted_tokens_per_s``, ``rel_error``,
+    ``measured_speedup``, ``predicted_speedup`` (over ``standard`` at the same setting and p2p)
+    and ``speedup_error_pp`` (percentage points)."""
+    setup = setup or ValidationSetup()
+    frame = (read_measured() if measured is None else measured).copy()
+    cache: dict = {}
+    predicted, hardware, nodes = [], [], []
+    for row in frame.itertuples(index=False):
+        profile = _profile_for(row, setup, cache)
+        scenario = make_scenario(row.model, profile, int(row.tp), int(row.batch), int(row.prompt_len),
+                                 int(row.gen_len), row.schedule, setup.dtype, setup.kv_cache, setup.kv_reads)
+        result = simulate(scenario)
+        if result.nodes != int(row.nodes):
+            raise UserInputError(
+                f"measured: row tp={row.tp} says nodes={row.nodes} but {profile.name} packs it on {result.nodes}"
+            )
+        predicted.append(result.summary()["tokens_per_s"])
+        hardware.append(profile.name)
+        nodes.append(result.nodes)
+    frame["hardware"] = hardware
+    frame["predicted_tokens_per_s"] = predicted
+    frame["rel_error"] = frame["predicted_tokens_per_s"] / frame["tokens_per_s"] - 1.0
+    keys = SETTING + ["p2p"]
+    base = frame[frame["schedule"] == "standard"].set_index(keys)
+    measured_base, predicted_base = [], []
+    for row in frame.itertuples(index=False):
+        key = tuple(getattr(row, k) for k in keys)
+        if key in base.index:
+            measured_base.append(float(base.loc[key, "tokens_per_s"]))
+            predicted_base.append(float(base.loc[key, "predicted_tokens_per_s"]))
+        else:
+            measured_base.append(np.nan)
+            predicted_base.append(np.nan)
+    frame["measured_speedup"] = frame["tokens_per_s"] / np.array(measured_base)
+    frame["predicted_speedup"] = frame["predicted_tokens_per_s"] / np.array(predicted_base)
+    frame["speedup_error_pp"] = (frame["predicted_speedup"] - frame["measured_speedup"]) * 100.0
+    return frame
+
+
+def error_summary(frame: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
+    """Median and worst absolute tokens/s error (%) and speedup error (points), overall or by a column."""
+    def summarize(part: pd.DataFrame) -> dict:
+        other = part[part["schedule"] != "standard"].dropna(subset=["speedup_error_pp"])
+        return {
+            "rows": len(part),
+            "tokens_per_s_median_abs_err_pct": float(part["rel_error"].abs().median() * 100),
+            "tokens_per_s_worst_abs_err_pct": float(part["rel_error"].abs().max() * 100),
+            "speedup_median_abs_err_pp": float(other["speedup_error_pp"].abs().median()) if len(other) else np.nan,
+            "speedup_worst_abs_err_pp": float(other["speedup_error_pp"].abs().max()) if len(other) else np.nan,
+        }
+    if by is None:
+        return pd.DataFrame([{"group": "all", **summarize(frame)}])
+    rows = [{"group": f"{by}={value}", **summarize(part)} for value, part in frame.groupby(by, sort=True)]
+    return pd.DataFrame(rows)

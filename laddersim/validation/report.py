@@ -1,0 +1,83 @@
+"""Write the validation report: per-row table, speedups, error tables, figure, trend checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from laddersim.validation.core import error_summary
+from laddersim.validation.figure import paper_figure
+
+
+def _markdown(frame: pd.DataFrame, floatfmt: str = ".2f") -> str:
+    cols = list(frame.columns)
+    def fmt(v):
+        if isinstance(v, float):
+            return "-" if pd.isna(v) else format(v, floatfmt)
+        return str(v)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def trend_checks(frame: pd.DataFrame) -> list[tuple[str, bool, str]]:
+    """The paper's qualitative findings, checked on the predicted (and measured) speedups."""
+    lad = frame[frame["schedule"] == "ladder"]
+    checks = []
+    for batch, part in lad[lad["p2p"] == "on"].groupby("batch"):
+        s = part.sort_values("tp")["predicted_speedup"].to_numpy()
+        checks.append((f"ladder speedup grows with TP (batch {batch}, P2P on)", bool((s[1:] >= s[:-1]).all()),
+                       " -> ".join(f"{v:.3f}" for v in s)))
+    for (tp, batch), part in lad.groupby(["tp", "batch"]):
+        if set(part["p2p"]) == {"on", "off"}:
+            on = float(part[part["p2p"] == "on"]["predicted_speedup"].iloc[0])
+            off = float(part[part["p2p"] == "off"]["predicted_speedup"].iloc[0])
+            checks.append((f"speedup larger with P2P off (TP {tp}, batch {batch})", off > on, f"{on:.3f} -> {off:.3f}"))
+    for (tp, p2p), part in lad.groupby(["tp", "p2p"]):
+        s = part.sort_values("batch")["predicted_speedup"].to_numpy()
+        if len(s) > 1:
+            checks.append((f"speedup shrinks with batch (TP {tp}, P2P {p2p})", bool(s[-1] < s[0]),
+                           " -> ".join(f"{v:.3f}" for v in s)))
+    return checks
+
+
+def write_report(frame: pd.DataFrame, out_dir: str | Path, command: str, tp1: pd.DataFrame | None = None) -> Path:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out_dir / "validation.csv", index=False, float_format="%.6g")
+    figures = paper_figure(frame, out_dir / "tokens_per_s_vs_tp")
+    overall = error_summary(frame)
+    lines = [
+        "# Validation against measured tokens/s",
+        "",
+        f"Reproduce: `{command}`",
+        "",
+        "Bars: measured; black markers: laddersim's prediction.",
+        "",
+        f"![tokens/s vs TP]({figures[0].name})",
+        "",
+        "## Errors",
+        "",
+        "Tokens/s error = predicted / measured - 1; speedup error = predicted minus measured speedup over "
+        "`standard` at the same setting, in percentage points (standard rows excluded).",
+        "",
+        _markdown(pd.concat([overall, error_summary(frame, "schedule"), error_summary(frame, "p2p"),
+                             error_summary(frame, "batch")], ignore_index=True)),
+        "",
+        "## Trends",
+        "",
+    ]
+    for name, ok, detail in trend_checks(frame):
+        lines.append(f"- {'PASS' if ok else 'MISS'}: {name}: {detail}")
+    if tp1 is not None:
+        lines += ["", "At TP 1 there is nothing to hide:", "", _markdown(tp1, ".4f")]
+    cols = ["p2p", "tp", "batch", "schedule", "tokens_per_s", "predicted_tokens_per_s", "rel_error",
+            "measured_speedup", "predicted_speedup", "speedup_error_pp"]
+    table = frame[cols].copy()
+    table["rel_error"] = table["rel_error"] * 100
+    table = table.rename(columns={"rel_error": "error_pct", "tokens_per_s": "measured", "predicted_tokens_per_s": "predicted"})
+    lines += ["", "## Every row", "", _markdown(table, ".3f"), ""]
+    path = out_dir / "index.md"
+    path.write_text("\n".join(lines))
+    return path
