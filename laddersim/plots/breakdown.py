@@ -14,7 +14,7 @@ import pandas as pd
 
 from laddersim.errors import UserInputError
 from laddersim.plots.figure_io import new_figure, save_figure, styled
-from laddersim.plots.frames import as_tuple, input_columns, label, ok_rows, titled, varying
+from laddersim.plots.frames import groups, input_columns, label, ok_rows, titled, varying
 from laddersim.plots.throughput import schedule_order
 
 MAX_PANELS = 16
@@ -33,7 +33,7 @@ def plot_breakdown(frame: pd.DataFrame, out_base: str | Path, *, title: str | No
     rows = ok_rows(frame, "breakdown", needed).copy()
     panel_keys = varying(rows, [c for c in input_columns(rows) if c != "tp"])
     rows["other_s"] = (rows["total_s"] - rows["compute_s"] - rows["exposed_comm_s"] - rows["overhead_s"]).clip(lower=0)
-    panels = list(rows.groupby(panel_keys, sort=True)) if panel_keys else [((), rows)]
+    panels = groups(rows, panel_keys)
     if len(panels) > MAX_PANELS:
         raise UserInputError(f"breakdown: {len(panels)} panels (columns {', '.join(panel_keys)} vary); "
                              f"at most {MAX_PANELS}: narrow the table with --where COLUMN=VALUE")
@@ -41,7 +41,7 @@ def plot_breakdown(frame: pd.DataFrame, out_base: str | Path, *, title: str | No
     with styled():
         bars_per_panel = rows.groupby(["tp", "schedule"]).ngroups
         fig, axes = new_figure(len(panels), panel_w_in=max(3.6, 1.2 + 0.42 * bars_per_panel), max_cols=2)
-        for ax, (panel_value, panel) in zip(axes, panels):
+        for ax, (selector, panel) in zip(axes, panels):
             means = panel.groupby(["tp", "schedule"])[[p[0] for p in PARTS] + ["total_s"]].mean()
             keys = sorted(means.index, key=lambda k: (k[0], schedules.index(k[1])))
             xs = np.arange(len(keys))
@@ -52,7 +52,7 @@ def plot_breakdown(frame: pd.DataFrame, out_base: str | Path, *, title: str | No
                 bottom += heights
             ax.set_xticks(xs, [f"{s}\nTP {tp}" for tp, s in keys], fontsize=7, rotation=0)
             ax.set_ylabel("time per request, prefill + decode (s)")
-            ax.set_title(label(dict(zip(panel_keys, as_tuple(panel_value)))) or "time breakdown")
+            ax.set_title(label(selector) or "time breakdown")
             ax.grid(axis="x", visible=False)
         handles, names = axes[0].get_legend_handles_labels()
         fig.legend(handles, names, loc="outside lower center", ncol=len(PARTS))

@@ -92,17 +92,19 @@ def with_speedup(frame: pd.DataFrame) -> pd.DataFrame:
     if "schedule" not in frame.columns or "tokens_per_s" not in frame.columns:
         raise UserInputError("results: speedup needs columns schedule and tokens_per_s")
     keys = input_columns(frame)
-    base = frame[frame["schedule"] == "standard"][keys + ["tokens_per_s"]]
-    base = base.rename(columns={"tokens_per_s": "_standard_tokens_per_s"})
-    # Keys may hold NaN (an override column unused by some rows): merge on text to match NaN to NaN.
-    left = frame.assign(_key=frame[keys].astype(str).agg("|".join, axis=1)) if keys else frame.assign(_key="")
-    right = base.assign(_key=base[keys].astype(str).agg("|".join, axis=1)) if keys else base.assign(_key="")
-    right = right.drop_duplicates("_key")[["_key", "_standard_tokens_per_s"]]
-    merged = left.merge(right, on="_key", how="left")
-    merged.index = frame.index
+    standard = {}
+    for key, schedule, tokens in zip(_row_keys(frame, keys), frame["schedule"], frame["tokens_per_s"]):
+        if schedule == "standard":
+            standard.setdefault(key, tokens)
     out = frame.copy()
-    out["speedup_vs_standard"] = merged["tokens_per_s"] / merged["_standard_tokens_per_s"]
+    out["speedup_vs_standard"] = [tokens / standard[key] if key in standard else float("nan")
+                                  for key, tokens in zip(_row_keys(frame, keys), frame["tokens_per_s"])]
     return out
+
+
+def _row_keys(frame: pd.DataFrame, keys: list[str]) -> list[tuple]:
+    """Each row's values of ``keys``; NaN (an unset override) becomes None so that it matches itself."""
+    return [tuple(None if pd.isna(v) else v for v in row) for row in frame[keys].itertuples(index=False, name=None)]
 
 
 def varying(frame: pd.DataFrame, columns: list[str]) -> list[str]:
@@ -131,9 +133,13 @@ def _number(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def as_tuple(value) -> tuple:
-    """pandas groupby keys: a tuple for several columns, a scalar for one."""
-    return value if isinstance(value, tuple) else (value,)
+def groups(frame: pd.DataFrame, keys: list[str]) -> list[tuple[dict, pd.DataFrame]]:
+    """(values of ``keys``, rows) per distinct combination, sorted; NaN is a value of its own
+    (an override a sweep left unset), not a reason to drop rows."""
+    if not keys:
+        return [({}, frame)]
+    return [(dict(zip(keys, value if isinstance(value, tuple) else (value,))), rows)
+            for value, rows in frame.groupby(keys, sort=True, dropna=False)]
 
 
 def titled(title: str, rows: pd.DataFrame, shown: list[str]) -> str:

@@ -14,7 +14,7 @@ from matplotlib.colors import TwoSlopeNorm
 
 from laddersim.errors import UserInputError
 from laddersim.plots.figure_io import new_figure, save_figure, styled
-from laddersim.plots.frames import as_tuple, input_columns, label, ok_rows, titled, varying, with_speedup
+from laddersim.plots.frames import groups, input_columns, label, ok_rows, titled, varying, with_speedup
 
 MAX_PANELS = 12
 
@@ -29,20 +29,21 @@ def plot_heatmap(frame: pd.DataFrame, out_base: str | Path, *, schedule: str = "
         have = ", ".join(sorted(frame["schedule"].astype(str).unique()))
         raise UserInputError(f"schedule: no '{schedule}' rows with a standard baseline; allowed: {have}")
     panel_keys = varying(rows, [c for c in input_columns(rows) if c not in ("tp", "batch")])
-    panels = list(rows.groupby(panel_keys, sort=True)) if panel_keys else [((), rows)]
+    panels = groups(rows, panel_keys)
     if len(panels) > MAX_PANELS:
         raise UserInputError(f"heatmap: {len(panels)} panels (columns {', '.join(panel_keys)} vary); "
                              f"at most {MAX_PANELS}: narrow the table with --where COLUMN=VALUE")
-    tps = sorted(rows["tp"].unique())
-    batches = sorted(rows["batch"].unique())
+    infeasible = infeasible[infeasible["schedule"].isin([schedule, "standard"])] if "schedule" in infeasible else infeasible
+    # Axes span the infeasible points too, so "no fit" cells show where the grid ran out of memory.
+    tps = sorted(set(rows["tp"]) | set(infeasible.get("tp", [])))
+    batches = sorted(set(rows["batch"]) | set(infeasible.get("batch", [])))
     values = rows["speedup_vs_standard"]
     # Centre the colour scale on 1.0 (no gain): red above, blue below.
     norm = TwoSlopeNorm(vcenter=1.0, vmin=min(float(values.min()), 0.99), vmax=max(float(values.max()), 1.01))
     with styled():
         fig, axes = new_figure(len(panels), panel_w_in=1.2 + 0.9 * len(tps), panel_h_in=1.2 + 0.55 * len(batches))
         image = None
-        for ax, (panel_value, panel) in zip(axes, panels):
-            selector = dict(zip(panel_keys, as_tuple(panel_value)))
+        for ax, (selector, panel) in zip(axes, panels):
             grid = panel.groupby(["batch", "tp"])["speedup_vs_standard"].mean()
             cells = np.full((len(batches), len(tps)), np.nan)
             for (batch, tp), value in grid.items():

@@ -12,7 +12,7 @@ import pandas as pd
 
 from laddersim.errors import UserInputError
 from laddersim.plots.figure_io import new_figure, save_figure, styled
-from laddersim.plots.frames import as_tuple, input_columns, label, ok_rows, titled, varying, with_speedup
+from laddersim.plots.frames import groups, input_columns, label, ok_rows, titled, varying, with_speedup
 
 BANDWIDTH_COLUMNS = (
     "intra_bandwidth_scale", "intra_bandwidth_gbps", "inter_bandwidth_scale", "inter_bandwidth_gbps",
@@ -71,17 +71,17 @@ def _plot_link(frame: pd.DataFrame, out_base, x: str, schedule: str, title: str)
     others = [c for c in input_columns(rows) if c != x]
     panel_keys = varying(rows, _PANEL_COLUMNS)
     line_keys = varying(rows, [c for c in others if c not in _PANEL_COLUMNS])
-    panels = list(rows.groupby(panel_keys, sort=True)) if panel_keys else [((), rows)]
+    panels = groups(rows, panel_keys)
     scale_axis = x.endswith("_scale")
     with styled():
         fig, axes = new_figure(len(panels), sharey=True)
-        for ax, (panel_value, panel) in zip(axes, panels):
-            groups = list(panel.groupby(line_keys, sort=True)) if line_keys else [((), panel)]
-            for i, (line_value, line) in enumerate(groups):
+        for ax, (selector, panel) in zip(axes, panels):
+            lines = groups(panel, line_keys)
+            for i, (line_selector, line) in enumerate(lines):
                 line = line.groupby(x, as_index=False)["speedup_vs_standard"].mean().sort_values(x)
                 ax.plot(line[x], line["speedup_vs_standard"], marker=_MARKERS[i % len(_MARKERS)],
                         linestyle=_DASHES[(i // len(_MARKERS)) % len(_DASHES)], markersize=4,
-                        label=label(dict(zip(line_keys, as_tuple(line_value)))) or schedule)
+                        label=label(line_selector) or schedule)
             ax.axhline(1.0, color="black", linewidth=0.8)
             if scale_axis:
                 ax.axvline(1.0, color="grey", linewidth=0.8, linestyle=":")
@@ -89,7 +89,7 @@ def _plot_link(frame: pd.DataFrame, out_base, x: str, schedule: str, title: str)
                 ax.set_xscale("log", base=2)
             ax.set_xlabel(AXIS_LABELS.get(x, x))
             ax.set_ylabel(f"{schedule} speedup over standard (x)")
-            ax.set_title(label(dict(zip(panel_keys, as_tuple(panel_value)))) or title)
+            ax.set_title(label(selector) or title)
             ax.legend(loc="best")
         fig.suptitle(titled(title, rows, panel_keys + line_keys + [x]))
         return save_figure(fig, out_base)

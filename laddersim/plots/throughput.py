@@ -13,7 +13,7 @@ import pandas as pd
 
 from laddersim.errors import UserInputError
 from laddersim.plots.figure_io import new_figure, save_figure, schedule_color, styled
-from laddersim.plots.frames import as_tuple, input_columns, label, ok_rows, titled, varying, with_speedup
+from laddersim.plots.frames import groups, input_columns, label, ok_rows, titled, varying, with_speedup
 
 MAX_PANELS = 16
 SCHEDULE_ORDER = ("standard", "parallel", "ladder", "upper_bound", "desync_half")
@@ -29,7 +29,7 @@ def plot_throughput(frame: pd.DataFrame, out_base: str | Path, *, title: str | N
     """Tokens/s (batch x generated tokens / (prefill + decode)) vs TP, a bar per schedule."""
     rows = with_speedup(ok_rows(frame, "throughput", ["schedule", "tokens_per_s", "tp"]))
     panel_keys = varying(rows, [c for c in input_columns(rows) if c != "tp"])
-    panels = list(rows.groupby(panel_keys, sort=True)) if panel_keys else [((), rows)]
+    panels = groups(rows, panel_keys)
     if len(panels) > MAX_PANELS:
         raise UserInputError(f"throughput: {len(panels)} panels (columns {', '.join(panel_keys)} vary); "
                              f"at most {MAX_PANELS}: narrow the table with --where COLUMN=VALUE")
@@ -37,7 +37,7 @@ def plot_throughput(frame: pd.DataFrame, out_base: str | Path, *, title: str | N
     width = 0.8 / len(schedules)
     with styled():
         fig, axes = new_figure(len(panels), panel_w_in=max(3.6, 1.0 + 0.35 * len(schedules) * rows["tp"].nunique()))
-        for ax, (panel_value, panel) in zip(axes, panels):
+        for ax, (selector, panel) in zip(axes, panels):
             tps = sorted(panel["tp"].unique())
             top = float(panel["tokens_per_s"].max())
             for k, schedule in enumerate(schedules):
@@ -54,7 +54,7 @@ def plot_throughput(frame: pd.DataFrame, out_base: str | Path, *, title: str | N
             ax.set_xlabel("TP degree (GPUs)")
             ax.set_ylabel("throughput (tokens/s)")
             ax.set_ylim(0, top * 1.22)
-            ax.set_title(label(dict(zip(panel_keys, as_tuple(panel_value)))) or "tokens/s")
+            ax.set_title(label(selector) or "tokens/s")
             ax.grid(axis="x", visible=False)
         handles, names = axes[0].get_legend_handles_labels()
         fig.legend(handles, names, loc="outside lower center", ncol=len(schedules))

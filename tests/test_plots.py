@@ -1,0 +1,213 @@
+"""Plots: every kind renders a real, deterministic PNG + SVG from a small table built with
+simulate(); the numbers drawn are the table's; bad tables and flags are one-line errors."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.image import imread
+
+from laddersim.cli import main
+from laddersim.errors import UserInputError
+from laddersim.hardware.overrides import with_overrides
+from laddersim.plots import PLOT_KINDS, plot_bandwidth, plot_heatmap, plot_timeline
+from laddersim.plots.frames import select, with_speedup
+from laddersim.plots.timeline import _exposed_comm_s
+from laddersim.simulate import make_scenario, simulate
+
+TABLE_KINDS = [k for k, v in PLOT_KINDS.items() if v.input == "results"]
+SCHEDULES = ("standard", "ladder", "parallel")
+
+
+@pytest.fixture(scope="module")
+def table(h100, tiny_model) -> pd.DataFrame:
+    """A results table shaped like ``laddersim sweep`` output: inputs, overrides, status, metrics."""
+    rows = []
+    for tp in (2, 4):
+        for batch in (1, 4):
+            for bw_scale in (0.5, 1.0, 2.0):
+                for lat_scale in (1.0, 4.0):
+                    hw = with_overrides(h100, intra_bandwidth_scale=bw_scale, intra_latency_scale=lat_scale)
+                    for schedule in SCHEDULES:
+                        summary = simulate(make_scenario(tiny_model, hw, tp, batch, 64, 8, schedule)).summary()
+                        summary.update(hardware=h100.name, intra_bandwidth_scale=bw_scale,
+                                       intra_latency_scale=lat_scale, status="ok", error=None)
+                        rows.append(summary)
+    # A point that did not fit: inputs and status only, as the sweep writes it.
+    rows.append({"model": "tiny", "hardware": h100.name, "tp": 1, "batch": 4, "prompt_len": 64, "gen_len": 8,
+                 "schedule": "ladder", "dtype": "bfloat16", "kv_cache": "static", "intra_bandwidth_scale": 1.0,
+                 "intra_latency_scale": 1.0, "status": "infeasible", "error": "does not fit"})
+    return with_speedup(pd.DataFrame(rows))
+
+
+@pytest.fixture(scope="module")
+def base_point(table) -> pd.DataFrame:
+    return select(table, {"intra_bandwidth_scale": "1.0", "intra_latency_scale": "1.0"})
+
+
+def _frame_for(kind: str, table: pd.DataFrame, base_point: pd.DataFrame) -> pd.DataFrame:
+    if kind == "bandwidth":
+        return select(table, {"intra_latency_scale": "1.0"})
+    if kind == "latency":
+        return select(table, {"intra_bandwidth_scale": "1.0"})
+    return base_point
+
+
+def _svg_texts(path) -> list[str]:
+    """Text of the SVG (text is drawn as paths; matplotlib keeps each string as a comment)."""
+    return re.findall(r"<!-- (.*?) -->", path.read_text())
+
+
+def assert_real_image(paths) -> None:
+    png, svg = paths
+    assert (png.suffix, svg.suffix) == (".png", ".svg")
+    pixels = imread(png)
+    assert pixels.shape[0] > 200 and pixels.shape[1] > 200
+    # Not blank: a drawn figure has many distinct colours.
+    assert len(np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0)) > 20
+    root = ET.parse(svg).getroot()
+    assert root.tag.endswith("svg")
+    assert len(root.findall(".//{http://www.w3.org/2000/svg}path")) > 20
+
+
+@pytest.mark.parametrize("kind", TABLE_KINDS)
+def test_every_table_kind_renders_deterministic_png_and_svg(kind, table, base_point, tmp_path):
+    frame = _frame_for(kind, table, base_point)
+    first = PLOT_KINDS[kind].function(frame, tmp_path / "a" / kind)
+    assert_real_image(first)
+    second = PLOT_KINDS[kind].function(frame, tmp_path / "b" / kind)
+    assert [p.read_bytes() for p in first] == [p.read_bytes() for p in second]
+
+
+def test_speedup_is_tokens_over_standard_tokens(table):
+    derived = with_speedup(table.drop(columns="speedup_vs_standard"))
+    ok = derived[derived["status"] == "ok"]
+    for _, row in ok.sample(10, random_state=0).iterrows():
+        same = ok[(ok.tp == row.tp) & (ok.batch == row.batch) & (ok.schedule == "standard")
+                  & (ok.intra_bandwidth_scale == row.intra_bandwidth_scale)
+                  & (ok.intra_latency_scale == row.intra_latency_scale)]
+        assert len(same) == 1
+        assert row.speedup_vs_standard == pytest.approx(row.tokens_per_s / same.tokens_per_s.iloc[0], rel=1e-12)
+    assert (ok[ok.schedule == "standard"].speedup_vs_standard == 1.0).all()
+    assert derived.loc[derived.status != "ok", "speedup_vs_standard"].isna().all()
+
+
+def test_heatmap_cells_are_the_table_speedups_and_mark_infeasible(base_point, tmp_path):
+    _, svg = plot_heatmap(base_point, tmp_path / "heat")
+    texts = _svg_texts(svg)
+    ladder = base_point[(base_point.schedule == "ladder") & (base_point.status == "ok")]
+    assert len(ladder) == 4
+    for value in ladder["speedup_vs_standard"]:
+        assert f"{value:.2f}" in texts
+    assert "no fit" in texts  # the infeasible TP 1 x batch 4 cell
+    assert "TP degree (GPUs)" in texts and "batch size (sequences)" in texts
+
+
+def test_bandwidth_plot_has_a_line_per_tp_and_batch_and_labelled_axes(table, tmp_path):
+    _, svg = plot_bandwidth(select(table, {"intra_latency_scale": "1.0"}), tmp_path / "bw")
+    texts = _svg_texts(svg)
+    for label in ("TP 2, batch 1", "TP 2, batch 4", "TP 4, batch 1", "TP 4, batch 4"):
+        assert label in texts
+    assert "intra-node bandwidth (x the profile's)" in texts
+    assert "ladder speedup over standard (x)" in texts
+
+
+def test_bandwidth_plot_x_defaults_to_the_column_that_varies(table, tmp_path):
+    _, svg = plot_bandwidth(select(table, {"intra_bandwidth_scale": "1.0"}).assign(intra_bandwidth_scale=1.0),
+                            tmp_path / "lat", x=None)
+    # Only latency varies here: the bandwidth kind has no bandwidth axis to draw against, so it
+    # falls back to the first bandwidth column present, whose single value still plots.
+    assert "intra-node bandwidth (x the profile's)" in _svg_texts(svg)
+
+
+def test_timeline_shows_ladder_hiding_the_allreduce(h100, tiny_model, tmp_path):
+    frames, exposed = [], {}
+    for schedule in ("standard", "ladder"):
+        result = simulate(make_scenario(tiny_model, h100, 4, 1, 64, 8, schedule))
+        spans = result.timeline([2], ranks=[0, 1])
+        # The figure's exposed-communication number is the simulator's own for that step.
+        assert _exposed_comm_s(spans[spans["rank"] == 0]) == pytest.approx(result.decode_metrics[2, 4], rel=1e-9, abs=1e-12)
+        exposed[schedule] = _exposed_comm_s(spans[spans["rank"] == 0])
+        frames.append(spans.assign(schedule=schedule))
+    assert exposed["ladder"] < 0.5 * exposed["standard"]
+    paths = plot_timeline(pd.concat(frames, ignore_index=True), tmp_path / "tl", zoom_layers=1)
+    assert_real_image(paths)
+    texts = _svg_texts(paths[1])
+    assert "rank 1 comm" in texts and "time since step start (ms)" in texts
+    assert any(t.startswith("ladder: step") for t in texts)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda t, out: plot_heatmap(t.drop(columns="tp"), out), "needs column(s) tp"),
+    (lambda t, out: plot_heatmap(t, out, schedule="hybrid:2"), "schedule: no 'hybrid:2' rows"),
+    (lambda t, out: plot_bandwidth(t, out, x="nope"), "x: no column 'nope'"),
+    (lambda t, out: plot_heatmap(t.assign(status="error"), out), "no rows with status ok"),
+    (lambda t, out: plot_timeline(t, out), "timeline: spans need column(s)"),
+])
+def test_bad_tables_raise_user_input_errors(call, message, table, tmp_path):
+    with pytest.raises(UserInputError, match=re.escape(message)):
+        call(table, tmp_path / "x")
+
+
+def test_too_many_panels_asks_for_where(h100, tmp_path):
+    frame = pd.DataFrame({"model": [f"m{i}" for i in range(13) for _ in range(2)],
+                          "tp": 2, "batch": 1, "schedule": ["standard", "ladder"] * 13,
+                          "tokens_per_s": [1.0, 1.2] * 13})
+    with pytest.raises(UserInputError, match="--where"):
+        plot_heatmap(frame, tmp_path / "h")
+
+
+# ---- command line ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("ext", ["csv", "parquet"])
+def test_cli_plots_a_results_file(ext, table, tmp_path, capsys):
+    path = tmp_path / f"results.{ext}"
+    table.to_csv(path, index=False) if ext == "csv" else table.to_parquet(path, index=False)
+    code = main(["plot", str(path), "--kind", "heatmap", "--where", "intra_bandwidth_scale=1",
+                 "--where", "intra_latency_scale=1"])
+    assert code == 0
+    written = capsys.readouterr().out.split()
+    assert written == [str(tmp_path / "results-heatmap.png"), str(tmp_path / "results-heatmap.svg")]
+    assert_real_image([tmp_path / "results-heatmap.png", tmp_path / "results-heatmap.svg"])
+
+
+def test_cli_timeline_from_scenario_flags(tmp_path, capsys):
+    out = tmp_path / "tl"
+    code = main(["plot", "--kind", "timeline", "--model", "llama-3.1-8b", "--hardware", "h100-sxm-nvswitch",
+                 "--tp", "2", "--prompt-len", "64", "--gen-len", "4", "--step", "1", "--out", str(out)])
+    assert code == 0
+    assert capsys.readouterr().out.split() == [str(out) + ".png", str(out) + ".svg"]
+    texts = _svg_texts(out.with_suffix(".svg"))
+    assert any(t.startswith("standard: step") for t in texts) and any(t.startswith("ladder: step") for t in texts)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--kind", "heatmap"], "error: results: --kind heatmap needs a RESULTS table"),
+    (["{csv}", "--kind", "throughput", "--schedule", "ladder"], "error: schedule: not used by --kind throughput"),
+    (["{csv}", "--kind", "heatmap", "--where", "tp"], "error: where: 'tp' is not COLUMN=VALUE"),
+    (["{csv}", "--kind", "heatmap", "--where", "colour=red"], "error: where: no column 'colour'"),
+    (["{csv}", "--kind", "heatmap", "--model", "llama-3.1-8b"], "error: model: scenario flags are for --kind timeline"),
+    (["{dir}/r.txt", "--kind", "heatmap"], "error: results: '{dir}/r.txt' has extension '.txt'; allowed: .parquet, .csv"),
+    (["--kind", "timeline", "--model", "llama-3.1-8b", "--hardware", "h100-sxm-nvswitch"],
+     "error: tp: --kind timeline needs --tp"),
+    (["--kind", "timeline", "--model", "llama-3.1-8b", "--hardware", "h100-sxm-nvswitch", "--tp", "2",
+      "--gen-len", "4", "--step", "3"], "error: step: 3 is not a decode step; allowed: 0..2"),
+    (["--kind", "timeline", "--model", "llama-3.1-8b", "--hardware", "h100-sxm-nvswitch", "--tp", "2",
+      "--ranks", "3"], "error: ranks: 3 is more than tp=2"),
+    (["--kind", "nope"], "error: plot: argument --kind: invalid choice"),
+])
+def test_cli_bad_input_is_one_line_and_exit_2(argv, message, table, tmp_path, capsys):
+    csv = tmp_path / "r.csv"
+    table.to_csv(csv, index=False)
+    argv = [a.format(csv=csv, dir=tmp_path) for a in argv]
+    try:
+        code = main(["plot", *argv])
+    except SystemExit as exc:  # argparse usage errors
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message.format(dir=tmp_path)) and err.count("\n") == 1
