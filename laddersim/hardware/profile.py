@@ -56,6 +56,8 @@ class GpuSpec(BaseModel):
     elementwise_memory_efficiency: Sourced
     attention_compute_efficiency: Sourced  # prefill flash-attention, fraction of peak_tflops
     kernel_launch_us: Sourced  # floor per kernel inside a CUDA graph
+    # GEMM tables (CSV m,n,k,time_us) the GEMM model is checked against (laddersim profiles check).
+    gemm_tables: list[MeasuredTable] = []
     usable_memory_fraction: Sourced = Sourced(
         value=0.9, source="default: 10% of HBM kept for CUDA context, allocator slack, workspace"
     )
@@ -104,6 +106,31 @@ class AlphaBeta(BaseModel):
     fixed_steps: int = 2
 
 
+class ProtocolTerm(BaseModel):
+    """One line of a per-GPU-count AllReduce fit: ``latency_us + 2(n-1)/n * bytes / busbw``.
+
+    NCCL picks, per size, the algorithm/protocol (LL, LL128, Simple; ring, tree, NVLS) its tuner
+    predicts fastest, each a latency plus a bandwidth term; the fit keeps that form: the time is
+    the minimum over the terms. ``protocol`` is a label only (which regime the term describes).
+    """
+
+    model_config = _FROZEN
+
+    protocol: str
+    latency_us: float = Field(gt=0)
+    bus_bandwidth_gbps: float = Field(gt=0)
+
+
+class TierFit(BaseModel):
+    """Fitted AllReduce curve of one tier for one participant count (see ``ProtocolTerm``)."""
+
+    model_config = _FROZEN
+
+    gpus: int = Field(gt=1)
+    terms: list[ProtocolTerm] = Field(min_length=1)
+    source: str = Field(min_length=3)  # the table and rows fitted, and the command that fits
+
+
 class NetworkSpec(BaseModel):
     """The inter-node network."""
 
@@ -112,6 +139,17 @@ class NetworkSpec(BaseModel):
     nics_per_node: Sourced
     nic_bandwidth_gbps: Sourced  # per NIC, GB/s (400 Gb/s NDR = 50 GB/s)
     allreduce: AlphaBeta  # the inter-node tier of a hierarchical AllReduce
+    # A flat ring over all ranks crosses each node boundary on every channel; its bandwidth is
+    # min(intra-node busbw, NICs used per node * this per-NIC busbw). None: no flat-ring option.
+    ring_nic_bus_bandwidth_gbps: Sourced | None = None
+    # Flat-ring latency: 2 passes around the ring, N node-crossing hops and n - N NVLink/PCIe hops
+    # each, at these per-hop costs (pipeline fill of NCCL's Simple protocol).
+    ring_net_step_latency_us: Sourced = Sourced(value=0.0, source="default: no per-hop ring latency")
+    ring_intra_step_latency_us: Sourced = Sourced(value=0.0, source="default: no per-hop ring latency")
+    # Largest node count for which the hierarchical (tree / NVLS-tree) shape is offered. NCCL runs
+    # Tree/NVLSTree on 2 nodes (NVIDIA/nccl-tests#196, NVIDIA/nccl#946); the public 10-node H100
+    # sweeps (nccl_tests/h100_cluster_10node_*) behave as flat rings (busbw = g * NIC, ~600 us fill).
+    tree_max_nodes: int = Field(default=2, ge=1)
 
     @property
     def node_bandwidth_bytes_per_s(self) -> float:
@@ -127,6 +165,13 @@ class MeasuredTable(BaseModel):
     source: str = Field(min_length=3)
     mode: Literal["eager", "graph"] = "eager"  # timed eagerly or captured in a CUDA graph
     library: str = ""  # e.g. "NCCL 2.29.2"
+    # model: the simulator may interpolate it; check: only compared with (laddersim profiles check).
+    use: Literal["model", "check"] = "model"
+    # loop: averaged back-to-back loop (launch hidden); single: one CUDA-event-timed call (launch
+    # and skew included); kernel: profiler kernel time.
+    timing: Literal["loop", "single", "kernel"] = "loop"
+    # Why a check is expected to miss, shown in the report (empty: it should pass).
+    expect_miss: str = ""
 
 
 class CollectiveSpec(BaseModel):
@@ -140,6 +185,11 @@ class CollectiveSpec(BaseModel):
     eager_launch_us: Sourced = Sourced(value=0.0, source="default: no launch-cost correction")
     intra_node: AlphaBeta
     tables: list[MeasuredTable] = []
+    # Fitted per-GPU-count curves of the intra-node tier (used where no model table matches, and
+    # always for the intra-node part of a multi-node AllReduce).
+    intra_node_fits: list[TierFit] = []
+    # table: interpolate a model table when one matches the group; fit: always the fitted model.
+    prefer: Literal["table", "fit"] = "table"
 
 
 class InterferenceSpec(BaseModel):
@@ -208,9 +258,16 @@ class HardwareProfile(BaseModel):
 
     @model_validator(mode="after")
     def _check_tables_exist(self) -> "HardwareProfile":
-        for table in self.collectives.tables:
-            if self.base_dir and not (Path(self.base_dir) / table.file).exists():
-                raise ValueError(f"collectives.tables: file not found: {table.file}")
+        for where, tables in (("collectives.tables", self.collectives.tables),
+                              ("gpu.gemm_tables", self.gpu.gemm_tables)):
+            for table in tables:
+                if self.base_dir and not (Path(self.base_dir) / table.file).exists():
+                    raise ValueError(f"{where}: file not found: {table.file}")
+        counts = [fit.gpus for fit in self.collectives.intra_node_fits]
+        if len(counts) != len(set(counts)):
+            raise ValueError("collectives.intra_node_fits: two fits for the same gpus count")
+        if any(fit.gpus > self.node.gpus_per_node for fit in self.collectives.intra_node_fits):
+            raise ValueError("collectives.intra_node_fits: gpus exceeds node.gpus_per_node")
         return self
 
     def max_tp(self) -> int:
@@ -243,6 +300,9 @@ class HardwareProfile(BaseModel):
             out.append((table, frame))
         return out
 
+    def intra_node_fit(self, gpus: int) -> TierFit | None:
+        return next((f for f in self.collectives.intra_node_fits if f.gpus == gpus), None)
+
 
 def read_table_csv(path: Path) -> pd.DataFrame:
     """Read a shipped table: ``#`` comment lines, then gpus,nodes,size_bytes,time_us columns."""
@@ -258,6 +318,18 @@ def read_table_csv(path: Path) -> pd.DataFrame:
     if not np.isfinite(frame["time_s"]).all() or (frame["time_s"] <= 0).any():
         raise UserInputError(f"table: {path} has non-positive or non-finite times")
     return frame.sort_values(["gpus", "nodes", "size_bytes"]).reset_index(drop=True)
+
+
+def read_gemm_table_csv(path: Path) -> pd.DataFrame:
+    """Read a shipped GEMM table: ``#`` comment lines, then m,n,k,time_us columns."""
+    try:
+        frame = pd.read_csv(path, comment="#")
+    except (OSError, pd.errors.ParserError) as exc:
+        raise UserInputError(f"table: cannot read {path}: {exc}") from None
+    missing = {"m", "n", "k", "time_us"} - set(frame.columns)
+    if missing:
+        raise UserInputError(f"table: {path} lacks columns {sorted(missing)}")
+    return frame.astype({"m": int, "n": int, "k": int, "time_us": float})
 
 
 def profiles_dir() -> Path:

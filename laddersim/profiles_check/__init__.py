@@ -1,0 +1,1 @@
+"""Checking hardware profiles against public measurements: source registry, fits, errors, report."""

@@ -1,0 +1,232 @@
+"""Registry of the public measured tables a profile is compared with, and readers for their
+ORIGINAL rows in ``../shared/reference_data`` (each folder has a PROVENANCE.md).
+
+Every reader returns the rows of one source file in a common frame
+``gpus, nodes, size_bytes, time_us`` (AllReduce) or ``m, n, k, time_us`` (GEMM), without
+resampling: duplicate runs stay as separate rows. ``tools/resample_reference.py`` turns them into
+the compact tables shipped under ``hardware_profiles/tables/``; the check compares the model with
+these original rows when ``../shared`` is present and with the shipped rows otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+KIB = 1024
+MIB = 1024 * KIB
+CHECK_MIN_BYTES = 4 * KIB  # the issue's accuracy window: 4 KiB .. 256 MiB
+CHECK_MAX_BYTES = 256 * MIB
+
+
+def shared_root() -> Path | None:
+    """``../shared/reference_data`` beside the repo (or $LADDERSIM_SHARED), None if absent."""
+    env = os.environ.get("LADDERSIM_SHARED")
+    root = Path(env) if env else Path(__file__).resolve().parents[3] / "shared"
+    data = root / "reference_data"
+    return data if data.is_dir() else None
+
+
+@dataclass(frozen=True)
+class AllReduceSource:
+    """One public AllReduce table.
+
+    ``timing``: ``loop`` = average of a back-to-back loop (host launch hidden, close to CUDA-graph
+    replay); ``single`` = one collective bracketed by CUDA events (host launch and peer skew
+    included); ``kernel`` = NCCL kernel time from the profiler (no launch).
+    """
+
+    key: str  # also the shipped file name: hardware_profiles/tables/<key>.csv
+    path: str  # relative to reference_data/
+    reader: str  # name of a reader function below
+    rows: str  # which rows were taken (filter), for the source comments
+    library: str  # library and version, as recorded (or "not recorded")
+    mode: str  # eager | graph
+    timing: str  # loop | single | kernel
+    note: str = ""
+
+
+def _aic_nccl(path: Path) -> pd.DataFrame:
+    raw = pd.read_csv(path)
+    rows = raw[(raw["op_name"] == "all_reduce") & (raw["nccl_dtype"] == "half")]
+    return pd.DataFrame({"gpus": rows["num_gpus"], "nodes": 1, "size_bytes": 2.0 * rows["message_size"],
+                         "time_us": rows["latency"] * 1e3})
+
+
+def _aic_custom_graph(path: Path) -> pd.DataFrame:
+    raw = pd.read_csv(path)
+    rows = raw[raw["kernel_source"].str.endswith("_graph") | (raw["kernel_source"] == "TRTLLM")]
+    return pd.DataFrame({"gpus": rows["num_gpus"], "nodes": 1, "size_bytes": 2.0 * rows["message_size"],
+                         "time_us": rows["latency"] * 1e3})
+
+
+def _vidur(path: Path) -> pd.DataFrame:
+    raw = pd.read_csv(path)
+    return pd.DataFrame({"gpus": raw["num_workers"], "nodes": raw["num_workers"] // raw["devices_per_node"],
+                         "size_bytes": raw["size"].astype(float),
+                         "time_us": raw["time_stats.all_reduce.median"] * 1e3})
+
+
+def _apex(path: Path) -> pd.DataFrame:
+    raw = pd.read_csv(path)
+    rows = raw[raw["dtype"] == "half"]
+    # size(kb) is int(bytes / 1024): 0 means 512 B (PROVENANCE.md); larger values are exact.
+    size = np.where(rows["size(kb)"] == 0, 512.0, rows["size(kb)"] * 1024.0)
+    return pd.DataFrame({"gpus": rows["num_nodes"] * rows["num_gpus_per_node"], "nodes": rows["num_nodes"],
+                         "size_bytes": size, "time_us": rows["time(us)"].astype(float)})
+
+
+def _nccl_tests(path: Path) -> pd.DataFrame:
+    raw = pd.read_csv(path)
+    return pd.DataFrame({"gpus": raw["ngpus"], "nodes": raw["nnodes"], "size_bytes": raw["size_bytes"].astype(float),
+                         "time_us": raw["time_us"].astype(float)})
+
+
+def _stas00(path: Path) -> pd.DataFrame:
+    raw = pd.read_csv(path)
+    return pd.DataFrame({"gpus": raw["ngpus"], "nodes": raw["nnodes"], "size_bytes": raw["size_bytes"].astype(float),
+                         "time_us": raw["time_us_derived"].astype(float)})
+
+
+def _tokenweave(path: Path) -> pd.DataFrame:
+    raw = pd.read_csv(path)
+    return pd.DataFrame({"gpus": 8, "nodes": 1, "size_bytes": raw["BL"] * raw["hidden_size"] * 2.0,
+                         "time_us": raw["pytorch_dist_ar_us"].astype(float)})
+
+
+def _ladder_point(path: Path) -> pd.DataFrame:
+    # ../shared/docs/ladder-residual.md: "an 8-GPU AllReduce of 4 MiB (1M fp32) took 78.6 us with
+    # P2P on and 135.4 us with P2P off" (authors' repo microbenchmark). Only the P2P-off number.
+    text = path.read_text()
+    if "135.4" not in text:
+        raise ValueError(f"{path}: the 135.4 us P2P-off point is no longer in the file")
+    return pd.DataFrame({"gpus": [8], "nodes": [1], "size_bytes": [4.0 * MIB], "time_us": [135.4]})
+
+
+READERS = {f.__name__.lstrip("_"): f for f in
+           (_aic_nccl, _aic_custom_graph, _vidur, _apex, _nccl_tests, _stas00, _tokenweave, _ladder_point)}
+
+_AIC_LOOP = ("nccl-tests all_reduce_perf -w 40 -n 100/60 -c 0, out-of-place time, no CUDA graphs "
+             "(aiconfigurator PROVENANCE.md)")
+
+ALLREDUCE_SOURCES: dict[str, AllReduceSource] = {s.key: s for s in (
+    AllReduceSource("aic_h100_sxm_nccl_2.29.2", "aiconfigurator/comm/h100_sxm/nccl/2.29.2/nccl_perf.csv",
+                    "aic_nccl", "op_name=all_reduce, nccl_dtype=half; bytes=2*message_size, us=latency*1e3",
+                    "NCCL 2.29.2 (version column)", "eager", "loop", _AIC_LOOP),
+    AllReduceSource("aic_h200_sxm_nccl_2.29.2", "aiconfigurator/comm/h200_sxm/nccl/2.29.2/nccl_perf.csv",
+                    "aic_nccl", "op_name=all_reduce, nccl_dtype=half; bytes=2*message_size, us=latency*1e3",
+                    "NCCL 2.29.2 (version column)", "eager", "loop", _AIC_LOOP),
+    AllReduceSource("aic_a100_sxm_nccl_2.27.3", "aiconfigurator/comm/a100_sxm/nccl/2.27.3/nccl_perf.csv",
+                    "aic_nccl", "op_name=all_reduce, nccl_dtype=half; bytes=2*message_size, us=latency*1e3",
+                    "NCCL 2.27.3 (version column)", "eager", "loop", _AIC_LOOP),
+    AllReduceSource("aic_l40s_nccl_2.27.3", "aiconfigurator/comm/l40s/nccl/2.27.3/nccl_perf.csv",
+                    "aic_nccl", "op_name=all_reduce, nccl_dtype=half; bytes=2*message_size, us=latency*1e3",
+                    "NCCL 2.27.3 (version column)", "eager", "loop",
+                    _AIC_LOOP + "; PROVENANCE: busbw collapses with GPU count, a degraded PCIe node"),
+    AllReduceSource("aic_b200_sxm_nccl_2.29.2", "aiconfigurator/comm/b200_sxm/nccl/2.29.2/nccl_perf.csv",
+                    "aic_nccl", "op_name=all_reduce, nccl_dtype=half; bytes=2*message_size, us=latency*1e3",
+                    "NCCL 2.29.2 (version column)", "eager", "loop", _AIC_LOOP),
+    AllReduceSource("aic_h100_sxm_vllm_0.24.0_graph",
+                    "aiconfigurator/comm/h100_sxm/vllm/0.24.0/custom_allreduce_perf.csv", "aic_custom_graph",
+                    "kernel_source=vLLM_custom_graph; bytes=2*message_size", "vLLM 0.24.0 custom all-reduce",
+                    "graph", "loop", "5 all-reduces per CUDA graph, 20 replays; one-/two-shot custom kernels "
+                    "for small sizes, NCCL above: a different algorithm from NCCL's"),
+    AllReduceSource("vidur_h100_dgx", "vidur/network/h100_dgx/all_reduce.csv", "vidur",
+                    "all rows; time_stats.all_reduce.median (ms) * 1e3", "NCCL via torch.distributed, version not recorded",
+                    "eager", "kernel", "NCCL kernel time from torch.profiler (Vidur PROVENANCE.md)"),
+    AllReduceSource("vidur_a100_dgx", "vidur/network/a100_dgx/all_reduce.csv", "vidur",
+                    "all rows (1 and 2 nodes); time_stats.all_reduce.median (ms) * 1e3",
+                    "NCCL via torch.distributed, version not recorded", "eager", "kernel",
+                    "NCCL kernel time; inter-node fabric undocumented (DGX A100: HDR InfiniBand)"),
+    AllReduceSource("vidur_a100_pairwise_nvlink", "vidur/network/a100_pairwise_nvlink/all_reduce.csv", "vidur",
+                    "all rows; time_stats.all_reduce.median (ms) * 1e3", "NCCL via torch.distributed, version not recorded",
+                    "eager", "kernel", "Azure NC96ads A100 v4: 4x A100 PCIe, NVLink bridges between pairs"),
+    AllReduceSource("apex_h100_sxm", "apex_plus/comm/H100-SXM-80GB/all_reduce.csv", "apex",
+                    "dtype=half; size(kb)*1024 (0 -> 512 B)", "CuPy NCCL, version not recorded (README: NCCL 2.18.3)",
+                    "eager", "loop", "host-timed loop of back-to-back collectives; times truncated to integer us"),
+    AllReduceSource("apex_h200_sxm", "apex_plus/comm/H200-SXM-141GB/all_reduce.csv", "apex",
+                    "dtype=half; size(kb)*1024 (0 -> 512 B)", "CuPy NCCL, version not recorded (README: NCCL 2.18.3)",
+                    "eager", "loop", "host-timed loop of back-to-back collectives; times truncated to integer us"),
+    AllReduceSource("nccltests_aws_p5_h100_1node", "nccl_tests/aws_p5_h100_1node_nvswitch.csv", "nccl_tests",
+                    "all rows, out-of-place time_us", "NCCL not printed", "eager", "loop", "AWS p5.48xlarge, float"),
+    AllReduceSource("nccltests_h100_cluster_1node", "nccl_tests/h100_cluster_1node_8gpu_nvswitch.csv", "nccl_tests",
+                    "all rows, out-of-place time_us", "NCCL 2.29.2", "eager", "loop", "double, 32 MiB and up"),
+    AllReduceSource("nccltests_h100_cluster_1node_4gpu", "nccl_tests/h100_cluster_1node_4gpu_nvswitch.csv",
+                    "nccl_tests", "all rows, out-of-place time_us", "NCCL 2.29.2", "eager", "loop",
+                    "double, 32 MiB and up"),
+    AllReduceSource("nccltests_h100_cluster_2node_1gpn", "nccl_tests/h100_cluster_2node_1gpn_net400.csv",
+                    "nccl_tests", "all rows, out-of-place time_us", "NCCL 2.29.2", "eager", "loop",
+                    "2 nodes x 1 GPU, 400 Gb/s-class NIC (IB NDR or RoCE, not stated)"),
+    *(AllReduceSource(f"nccltests_h100_cluster_10node_{g}gpn", f"nccl_tests/h100_cluster_10node_{g}gpn_net400.csv",
+                      "nccl_tests", "all rows, out-of-place time_us", "NCCL 2.29.2", "eager", "loop",
+                      f"10 nodes x {g} GPUs, 400 Gb/s-class NIC per GPU") for g in (1, 2, 4, 8)),
+    AllReduceSource("nccltests_aws_p5_h100_2node_efa", "nccl_tests/aws_p5_h100_2node_efa3200.csv", "nccl_tests",
+                    "all rows, out-of-place time_us", "NCCL not printed", "eager", "loop",
+                    "AWS EFA v2 (SRD), not InfiniBand"),
+    AllReduceSource("nccltests_aws_p4de_a100_2node_efa", "nccl_tests/aws_p4de_a100_2node_efa400.csv", "nccl_tests",
+                    "all rows, out-of-place time_us", "NCCL not printed", "eager", "loop",
+                    "AWS EFA v1 4x100 Gb/s per node, not 8x HDR InfiniBand"),
+    AllReduceSource("nccltests_azure_ndmv4_anchors", "nccl_tests/azure_ndmv4_a100_hdr_anchor_points.csv",
+                    "nccl_tests", "all 7 rows (1 KiB latency, 1-4 GiB busbw)", "NCCL 2.17.1", "eager", "loop",
+                    "in-place; 8x HDR InfiniBand; only 1 KiB and >= 1 GiB points exist"),
+    *(AllReduceSource(f"nccltests_rtx4090_{g}gpu_{env}", f"nccl_tests/rtx4090_pcie_1node_{g}gpu_{env}.csv",
+                      "nccl_tests", "all rows, out-of-place time_us", "NCCL not printed (pytorch:24.01 image)",
+                      "eager", "loop", "RTX 4090, GPU P2P unavailable: host-staged (SHM) transfers")
+      for g in (2, 4) for env in ("docker", "k8s")),
+    AllReduceSource("stas00_h200_1node", "torch_allreduce_bench/mlengineering_h200_1node_8gpu.csv", "stas00",
+                    "all rows, time_us_derived", "NCCL 2.27.7, torch 2.9.1", "eager", "single",
+                    "one dist.all_reduce after a barrier, CUDA events: launch and skew included"),
+    AllReduceSource("stas00_b200", "torch_allreduce_bench/mlengineering_b200_1node_vs_4node.csv", "stas00",
+                    "all rows, time_us_derived", "NCCL 2.27.7, torch 2.9.1", "eager", "single",
+                    "1 node and 4 nodes (AWS EFA v4); launch and skew included"),
+    AllReduceSource("tokenweave_h100_fig5", "tokenweave/figure_5.csv", "tokenweave",
+                    "pytorch_dist_ar_us; bytes = BL*hidden_size*2", "NCCL bundled with torch 2.6.0", "eager", "single",
+                    "median of single CUDA-event-timed torch.distributed.all_reduce, L2 flushed"),
+    AllReduceSource("ladder_paper_p2p_off_point", "../docs/ladder-residual.md", "ladder_point",
+                    "the 8-GPU 4 MiB P2P-off number (135.4 us)", "NCCL 2.20.5", "eager", "single",
+                    "authors' repo microbenchmark, NCCL_P2P_DISABLE=1"),
+)}
+
+
+def read_allreduce_source(key: str, root: Path | None = None) -> pd.DataFrame:
+    """Original rows of one registered source (needs ../shared); sorted, integer counts."""
+    src = ALLREDUCE_SOURCES[key]
+    root = root or shared_root()
+    if root is None:
+        raise FileNotFoundError("../shared/reference_data is not available on this machine")
+    frame = READERS[src.reader](root / src.path)
+    frame = frame.astype({"gpus": int, "nodes": int, "size_bytes": float, "time_us": float})
+    return frame.sort_values(["gpus", "nodes", "size_bytes"], kind="stable").reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class GemmSource:
+    key: str
+    path: str
+    rows: str
+    note: str
+
+
+GEMM_SOURCES: dict[str, GemmSource] = {s.key: s for s in (
+    GemmSource(f"aic_gemm_{gpu}_{fw}_{ver}", f"aiconfigurator/gemm/{gpu}/{fw}/{ver}/gemm_perf_bf16_m_le_8192.csv",
+               "all rows (bf16, m <= 8192 as copied); us = latency*1e3",
+               f"{fw} {ver} GEMM under a CUDA graph, several weight copies (aiconfigurator PROVENANCE.md)")
+    for gpu, fw, ver in (("h100_sxm", "vllm", "0.24.0"), ("h100_sxm", "trtllm", "1.3.0rc20"),
+                         ("h200_sxm", "vllm", "0.24.0"), ("a100_sxm", "sglang", "0.5.10"),
+                         ("l40s", "vllm", "0.24.0"), ("b200_sxm", "vllm", "0.24.0"))
+)}
+
+
+def read_gemm_source(key: str, root: Path | None = None) -> pd.DataFrame:
+    """Original rows ``m, n, k, time_us`` of one GEMM table (needs ../shared)."""
+    root = root or shared_root()
+    if root is None:
+        raise FileNotFoundError("../shared/reference_data is not available on this machine")
+    raw = pd.read_csv(root / GEMM_SOURCES[key].path, usecols=["m", "n", "k", "latency"])
+    frame = pd.DataFrame({"m": raw["m"].astype(int), "n": raw["n"].astype(int), "k": raw["k"].astype(int),
+                          "time_us": raw["latency"] * 1e3})
+    return frame.sort_values(["n", "k", "m"], kind="stable").reset_index(drop=True)

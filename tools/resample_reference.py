@@ -1,0 +1,79 @@
+"""Rebuild the compact measured tables under ``hardware_profiles/tables/`` from the original
+public tables in ``../shared/reference_data`` (the only script that needs ../shared).
+
+AllReduce: for every registered source (laddersim.profiles_check.sources) and group shape, one row
+per power-of-two size from 512 B to 1 GiB: the median of the original rows whose size is within
+5% of it (exact for power-of-two sweeps; a few neighbouring rows for Vidur's 8 KiB grid).
+GEMM: the original rows at a subset of m values (all (n, k) pairs), duplicates' median.
+
+Each file starts with ``#`` lines naming the source file, the rows taken, the library version and
+the timing method. Output is deterministic. Usage: ``python tools/resample_reference.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from laddersim.profiles_check.sources import (
+    ALLREDUCE_SOURCES, GEMM_SOURCES, read_allreduce_source, read_gemm_source, shared_root,
+)
+
+OUT = Path(__file__).resolve().parents[1] / "hardware_profiles" / "tables"
+TARGET_SIZES = [2.0**e for e in range(9, 31)]  # 512 B .. 1 GiB
+GEMM_M = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+
+
+def resample_allreduce(frame: pd.DataFrame) -> pd.DataFrame:
+    out = []
+    for (gpus, nodes), rows in frame.groupby(["gpus", "nodes"], sort=True):
+        for target in TARGET_SIZES:
+            near = rows[np.abs(np.log(rows["size_bytes"] / target)) <= np.log(1.05)]
+            if len(near):
+                out.append({"gpus": gpus, "nodes": nodes, "size_bytes": int(target),
+                            "time_us": round(float(near["time_us"].median()), 4), "source_rows": len(near)})
+    return pd.DataFrame(out)
+
+
+def _write(path: Path, header: list[str], frame: pd.DataFrame) -> None:
+    text = "".join(f"# {line}\n" for line in header) + frame.to_csv(index=False, lineterminator="\n")
+    path.write_text(text)
+
+
+def main() -> int:
+    root = shared_root()
+    if root is None:
+        print("error: ../shared/reference_data not found (set LADDERSIM_SHARED)", file=sys.stderr)
+        return 2
+    OUT.mkdir(parents=True, exist_ok=True)
+    for key, src in ALLREDUCE_SOURCES.items():
+        compact = resample_allreduce(read_allreduce_source(key, root))
+        _write(OUT / f"{key}.csv", [
+            f"source: ../shared/reference_data/{src.path}",
+            f"rows: {src.rows}",
+            f"library: {src.library}; mode: {src.mode}; timing: {src.timing}",
+            f"note: {src.note}" if src.note else "note: -",
+            "resampled by tools/resample_reference.py: per (gpus, nodes), one row per power-of-two size,",
+            "median of the original rows within 5% of it (source_rows = how many)",
+        ], compact)
+        print(f"{key}: {len(compact)} rows")
+    for key, src in GEMM_SOURCES.items():
+        frame = read_gemm_source(key, root)
+        frame = frame[frame["m"].isin(GEMM_M)]
+        frame = frame.groupby(["n", "k", "m"], sort=True, as_index=False)["time_us"].median()
+        frame["time_us"] = frame["time_us"].round(4)
+        _write(OUT / f"{key}.csv", [
+            f"source: ../shared/reference_data/{src.path}",
+            f"rows: {src.rows}; only m in {{{', '.join(map(str, GEMM_M))}}}, median of duplicates",
+            f"note: {src.note}",
+            "resampled by tools/resample_reference.py",
+        ], frame[["m", "n", "k", "time_us"]])
+        print(f"{key}: {len(frame)} rows")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
