@@ -1,0 +1,75 @@
+"""``laddersim fit MEASURED.csv --hardware BASE --out NEW``: fit a profile to your own runs."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from laddersim.errors import UserInputError
+from laddersim.fitting import fit_profiles, save_profile
+from laddersim.hardware.profile import load_profile
+from laddersim.validation.core import ValidationSetup, error_summary, read_measured
+from laddersim.validation.report import write_report
+
+
+def register(sub) -> None:
+    p = sub.add_parser("fit", help="fit framework overhead and collective floor to measured standard runs")
+    p.add_argument("measured", help="CSV with model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s")
+    p.add_argument("--hardware", required=True, help="base profile for p2p=on rows")
+    p.add_argument("--out", required=True, help="where to write the fitted profile (.yaml or a directory)")
+    p.add_argument("--hardware-p2p-off", default="h100-sxm-p2p-off", help="base profile for p2p=off rows")
+    p.add_argument("--out-p2p-off", help="fitted profile for p2p=off rows (default: OUT with -p2p-off)")
+    p.add_argument("--with-upper-bound", action="store_true", help="also fit on upper_bound rows")
+    p.add_argument("--dtype", default="float16", choices=["bfloat16", "float16", "float32", "fp8"])
+    p.add_argument("--kv-cache", default="static", choices=["static", "dynamic"])
+    p.add_argument("--kv-reads", default="per_query_head", choices=["per_query_head", "per_kv_head"])
+    p.add_argument("--report", default="reports/fit", help="report directory (default reports/fit)")
+    p.set_defaults(func=run)
+
+
+def _off_path(out: Path) -> Path:
+    if out.suffix in (".yaml", ".yml"):
+        return out.with_name(out.stem + "-p2p-off" + out.suffix)
+    return out.with_name(out.name + "-p2p-off")
+
+
+def run(args: argparse.Namespace) -> int:
+    measured = read_measured(args.measured)
+    schedules = ("standard", "upper_bound") if args.with_upper_bound else ("standard",)
+    base = {"on": load_profile(args.hardware)}
+    if "off" in set(measured["p2p"]):
+        base["off"] = load_profile(args.hardware_p2p_off)
+    setup = ValidationSetup(args.hardware, args.hardware_p2p_off, args.dtype, args.kv_cache, args.kv_reads)
+    command = "laddersim " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["fit"] else "laddersim fit"
+    out = Path(args.out)
+    out_off = Path(args.out_p2p_off) if args.out_p2p_off else _off_path(out)
+    for target in (out, out_off):
+        parent = target.parent if target.suffix else target
+        if parent.exists() and not parent.is_dir():
+            raise UserInputError(f"out: {parent} exists and is not a directory")
+
+    def progress(n: int) -> None:
+        print(f"\rfit: {n} evaluations", end="", file=sys.stderr, flush=True)
+
+    result = fit_profiles(measured, base, setup, schedules, command, progress)
+    print(file=sys.stderr)
+    written = [save_profile(result.profiles["on"], out, name=out.stem if out.suffix else out.name)]
+    if "off" in result.profiles:
+        written.append(save_profile(result.profiles["off"], out_off,
+                                    name=out_off.stem if out_off.suffix else out_off.name))
+    print("fitted parameters:")
+    for key, value in result.parameters.items():
+        print(f"  {key} = {value:.4g}")
+    print("\nresiduals on the fitted rows:")
+    print(error_summary(result.fit_rows).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    held_out = result.all_rows[~result.all_rows["schedule"].isin(schedules)]
+    if len(held_out):
+        print("\nprediction of the other schedules (held out):")
+        print(error_summary(held_out, "schedule").to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    report = write_report(result.all_rows, args.report, command)
+    for path in written:
+        print(f"profile: {path}", file=sys.stderr)
+    print(f"report: {report}", file=sys.stderr)
+    return 0

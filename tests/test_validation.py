@@ -1,0 +1,137 @@
+"""`laddersim validate` and `laddersim fit`: against the paper's measurements, and closed loops
+where the "measurements" come from a known profile so the right answer is known."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from laddersim.cli import main
+from laddersim.fitting import fit_profiles, save_profile
+from laddersim.hardware.profile import Sourced, load_profile
+from laddersim.validation import ValidationSetup, error_summary, read_measured, validate
+from laddersim.validation.core import BUILTIN_MEASURED
+
+
+def test_builtin_copy_is_the_papers_70b_figure():
+    frame = read_measured()
+    assert len(frame) == 70 and set(frame["model"]) == {"llama-3.1-70b"}
+    # Headline numbers quoted in ../shared/docs/ladder-residual.md: TP8 batch 1 ladder is 1.31x
+    # standard with P2P on and 1.60x with P2P off.
+    def tps(p2p, schedule):
+        row = frame[(frame.tp == 8) & (frame.batch == 1) & (frame.p2p == p2p) & (frame.schedule == schedule)]
+        return float(row["tokens_per_s"].iloc[0])
+    assert tps("on", "ladder") / tps("on", "standard") == pytest.approx(1.31, abs=0.01)
+    assert tps("off", "ladder") / tps("off", "standard") == pytest.approx(1.60, abs=0.01)
+
+
+@pytest.fixture(scope="module")
+def paper_validation():
+    return validate()
+
+
+def test_shipped_profiles_predict_the_paper_within_the_acceptance_bounds(paper_validation):
+    """Issue 5 acceptance: shipped profiles (no fit to these rows): tokens/s median |error| <= 10%,
+    speedup over standard median |error| <= 4 points."""
+    summary = error_summary(paper_validation).iloc[0]
+    assert summary["tokens_per_s_median_abs_err_pct"] <= 10.0
+    assert summary["speedup_median_abs_err_pp"] <= 4.0
+
+
+def test_the_papers_trends_come_out(paper_validation):
+    lad = paper_validation[paper_validation["schedule"] == "ladder"].set_index(["p2p", "tp", "batch"])["predicted_speedup"]
+    assert lad[("on", 2, 1)] < lad[("on", 4, 1)] < lad[("on", 8, 1)]  # grows with TP
+    for tp, batch in [(8, 1), (8, 16), (4, 4)]:
+        assert lad[("off", tp, batch)] > lad[("on", tp, batch)]  # grows when P2P is off
+    assert lad[("on", 8, 64)] < lad[("on", 8, 1)]  # shrinks with batch
+    std = paper_validation[paper_validation["schedule"] == "standard"]
+    assert (std["predicted_speedup"] == 1.0).all()
+
+
+def _tiny_measured(tmp_path, profile, schedules=("standard", "ladder", "parallel", "upper_bound")):
+    cfg = {"hidden_size": 1024, "num_hidden_layers": 6, "num_attention_heads": 16, "num_key_value_heads": 4,
+           "intermediate_size": 4096, "vocab_size": 32000, "_name_or_path": "tiny"}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    rows = [dict(model=str(path), tp=tp, nodes=1, batch=batch, prompt_len=64, gen_len=16, p2p="on",
+                 schedule=s, tokens_per_s=1.0)
+            for tp in (2, 4, 8) for batch in (1, 8, 32) for s in schedules]
+    frame = pd.DataFrame(rows)
+    truth = validate(frame, ValidationSetup(hardware=profile))
+    frame["tokens_per_s"] = truth["predicted_tokens_per_s"]
+    return frame
+
+
+def _perturbed(profile, step_us, sync_us, mem_scale):
+    gpu = profile.gpu.model_copy(update={
+        "gemm_memory_efficiency": Sourced(value=profile.gpu.gemm_memory_efficiency.value * mem_scale, source="test truth"),
+        "elementwise_memory_efficiency": Sourced(value=profile.gpu.elementwise_memory_efficiency.value * mem_scale,
+                                                 source="test truth")})
+    fw = profile.framework.model_copy(update={"step_overhead_us": Sourced(value=step_us, source="test truth"),
+                                              "collective_sync_us": Sourced(value=sync_us, source="test truth")})
+    return profile.model_copy(update={"gpu": gpu, "framework": fw})
+
+
+def test_fit_recovers_known_parameters_and_predicts_held_out_schedules(tmp_path, h100):
+    truth = _perturbed(h100, step_us=400.0, sync_us=12.0, mem_scale=0.9)
+    measured = _tiny_measured(tmp_path, truth)
+    result = fit_profiles(measured, {"on": h100}, ValidationSetup(), schedules=("standard", "upper_bound"))
+    assert result.parameters["step_overhead_us"] == pytest.approx(400.0, rel=0.02)
+    assert result.parameters["collective_sync_us[p2p=on]"] == pytest.approx(12.0, rel=0.05)
+    assert result.parameters["memory_efficiency_scale"] == pytest.approx(0.9, rel=0.01)
+    held_out = result.all_rows[result.all_rows["schedule"] != "standard"]
+    assert held_out["rel_error"].abs().max() < 0.005
+    assert "kept from the base profile" in result.profiles["on"].provenance["fit_interference"]
+    # The fitted profile round-trips through YAML and predicts the same.
+    path = save_profile(result.profiles["on"], tmp_path / "fitted.yaml", name="fitted")
+    again = validate(measured, ValidationSetup(hardware=load_profile(path)))
+    np.testing.assert_allclose(again["predicted_tokens_per_s"], result.all_rows["predicted_tokens_per_s"], rtol=1e-9)
+
+
+def test_standard_rows_alone_keep_the_base_step_overhead(tmp_path, h100):
+    base_step = h100.framework.step_overhead_us.value
+    truth = _perturbed(h100, step_us=base_step, sync_us=12.0, mem_scale=1.1)
+    measured = _tiny_measured(tmp_path, truth)
+    result = fit_profiles(measured, {"on": h100}, ValidationSetup(), schedules=("standard",))
+    assert result.parameters["step_overhead_us"] == base_step
+    assert "collinear" in result.profiles["on"].provenance["fit_step_overhead"]
+    assert result.parameters["collective_sync_us[p2p=on]"] == pytest.approx(12.0, rel=0.02)
+    assert result.parameters["memory_efficiency_scale"] == pytest.approx(1.1, rel=0.01)
+    assert result.all_rows["rel_error"].abs().max() < 0.005
+
+
+def test_validate_cli_writes_a_report(tmp_path, capsys, h100):
+    measured = _tiny_measured(tmp_path, h100, schedules=("standard", "ladder"))
+    csv = tmp_path / "measured.csv"
+    measured.to_csv(csv, index=False)
+    out = tmp_path / "report"
+    assert main(["validate", str(csv), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "tokens_per_s_median_abs_err_pct" in printed
+    assert (out / "index.md").exists() and (out / "tokens_per_s_vs_tp.png").stat().st_size > 10_000
+    frame = pd.read_csv(out / "validation.csv")
+    assert frame["rel_error"].abs().max() < 1e-5  # measured rows were made by this very profile
+
+
+@pytest.mark.parametrize("content,message", [
+    ("model,tp\nllama-3.1-70b,8\n", "lacks columns"),
+    ("model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s\nllama-3.1-70b,8,1,1,8,8,maybe,standard,1\n",
+     "p2p values ['maybe']"),
+])
+def test_validate_rejects_bad_tables(tmp_path, capsys, content, message):
+    path = tmp_path / "bad.csv"
+    path.write_text(content)
+    assert main(["validate", str(path), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+
+
+def test_fit_needs_standard_rows(tmp_path, capsys):
+    frame = read_measured(BUILTIN_MEASURED)
+    path = tmp_path / "no_standard.csv"
+    frame[(frame["schedule"] != "standard") & (frame["p2p"] == "on")].to_csv(path, index=False)
+    assert main(["fit", str(path), "--hardware", "h100-sxm-nvswitch", "--out", str(tmp_path / "x.yaml")]) == 2
+    assert "no 'standard' rows" in capsys.readouterr().err
