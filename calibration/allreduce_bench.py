@@ -1,0 +1,59 @@
+"""AllReduce sweep: sizes x dtypes x group sizes 2..N, eager and (on GPUs) CUDA-graph captured.
+
+Per point: ``warmup`` untimed calls, then ``repeats`` timed calls, each after a barrier of the
+group; a call's time is the slowest rank's (a collective ends when its last rank does). In graph
+mode one sample is a replay of GRAPH_INNER captured all_reduces divided by GRAPH_INNER. Standalone:
+
+    python calibration/allreduce_bench.py --backend gloo --world-size 2 --out runs/cpu
+    torchrun --nproc-per-node 8 calibration/allreduce_bench.py --out runs/h100
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+from calibration.bench_timing import DTYPES, element_count, human_bytes, runner, summarize, timer  # noqa: E402
+
+
+def measure(ctx, point: dict) -> dict | None:
+    g = point["group_size"]
+    if not ctx.in_group(g):
+        return None
+    group = ctx.group(g)
+    dtype = DTYPES[point["dtype"]]
+    buf = torch.zeros(element_count(point["size_bytes"], dtype), dtype=dtype, device=ctx.device)
+    dist.all_reduce(buf, group=group)  # communicator set-up outside any timing or capture
+    run, calls = runner(lambda: dist.all_reduce(buf, group=group), point["mode"])
+    time_s = timer(ctx.is_cuda)
+    for _ in range(ctx.opts.warmup_count):
+        run()
+    ctx.sync()
+    samples = []
+    for _ in range(ctx.opts.repeat_count):
+        dist.barrier(group=group)
+        ctx.sync()
+        samples.append(ctx.max_over(time_s(run) / calls, g))
+    return summarize(samples) if ctx.rank == 0 else None
+
+
+def describe(point: dict) -> str:
+    return (f"{point['group_size']} ranks/{point['nodes']} node(s) {point['dtype']} {point['mode']} "
+            f"{human_bytes(point['size_bytes'])}")
+
+
+def result(values: dict) -> str:
+    return f"median {values['time_us']:.1f} us"
+
+
+if __name__ == "__main__":
+    from calibration.calibrate_all import main
+
+    sys.exit(main(benchmarks=("allreduce",)))

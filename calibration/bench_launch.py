@@ -1,0 +1,182 @@
+"""Launch the calibration benchmarks on every rank and store each point as soon as it exists.
+
+Two ways in, one code path after ``init_process_group``:
+
+* under ``torchrun`` (``LOCAL_RANK`` and ``WORLD_SIZE`` set): one process per GPU, single or
+  multi-node, ``env://`` rendezvous; rank 0 prepares the run directory and tells the others
+  whether to go on;
+* alone: checks everything first (one-line errors), then spawns ``--world-size`` local ranks on
+  127.0.0.1 (``tcp://`` rendezvous on a free port).
+
+Rank 0 decides which points are still missing (resume), broadcasts them, and appends each
+measured point to ``RUN_DIR/measurements/<benchmark>.csv``. AllReduce groups are the first g
+ranks for g = 2..world size (all ranks create every group, as torch.distributed requires).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:  # run as `python calibration/x.py` from a checkout
+    sys.path.insert(0, _ROOT)
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+
+from laddersim.calibrate import runner  # noqa: E402
+from laddersim.calibrate.environment import read_manifest, write_manifest  # noqa: E402
+from laddersim.calibrate.grid import World  # noqa: E402
+from laddersim.calibrate.options import RunOptions  # noqa: E402
+from laddersim.calibrate.schema import SCHEMAS, point_key  # noqa: E402
+from laddersim.calibrate.store import PointStore, measurement_path  # noqa: E402
+from laddersim.errors import UserInputError  # noqa: E402
+
+
+@dataclass
+class Ctx:
+    """What a benchmark needs to know about this rank."""
+
+    rank: int
+    world: World
+    backend: str
+    device: torch.device
+    opts: RunOptions
+    groups: dict
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    def in_group(self, group_size: int) -> bool:
+        return self.rank < group_size
+
+    def group(self, group_size: int):
+        return self.groups[group_size]
+
+    def sync(self) -> None:
+        if self.is_cuda:
+            torch.cuda.synchronize()
+
+    def max_over(self, value: float, group_size: int) -> float:
+        """The slowest rank's value: a collective is done when its last rank is."""
+        t = torch.tensor([value], dtype=torch.float64, device=self.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.group(group_size))
+        return float(t.item())
+
+
+def _benchmark_modules() -> dict:
+    from calibration import allreduce_bench, gemm_bench, interference_bench, memory_bench
+
+    return {"allreduce": allreduce_bench, "gemm": gemm_bench, "memory": memory_bench,
+            "interference": interference_bench}
+
+
+def _broadcast(obj, src: int = 0):
+    box = [obj]
+    dist.broadcast_object_list(box, src=src)
+    return box[0]
+
+
+def run_rank(rank: int, world: World, backend: str, device: torch.device, opts: RunOptions,
+             grid: dict | None) -> None:
+    """Measure every missing point of ``grid`` (rank 0's grid, broadcast to all)."""
+    if world.device == "cpu":
+        torch.set_num_threads(runner.threads_per_rank(world))
+    groups = {g: dist.new_group(list(range(g))) for g in range(2, world.world_size)}
+    groups[world.world_size] = dist.group.WORLD
+    ctx = Ctx(rank, world, backend, device, opts, groups)
+    hosts = [None] * world.world_size
+    dist.all_gather_object(hosts, socket.gethostname())
+    if rank == 0:
+        manifest = read_manifest(opts.out)
+        manifest["hosts"] = sorted(set(hosts))
+        write_manifest(opts.out, manifest)
+    grid = _broadcast(grid)
+    modules = _benchmark_modules()
+    for name, points in grid.items():
+        schema = SCHEMAS[name]
+        store = PointStore(measurement_path(opts.out, name), schema)
+        todo = None
+        if rank == 0:
+            done = store.done_keys(repair=True)
+            todo = [i for i, p in enumerate(points) if point_key(schema, p) not in done]
+        todo = _broadcast(todo)
+        progress = runner.Progress(name, len(points), len(points) - len(todo)) if rank == 0 else None
+        for i in todo:
+            values = modules[name].measure(ctx, points[i])
+            if rank == 0:
+                store.append({**points[i], **values})
+                progress.step(modules[name].describe(points[i]), modules[name].result(values))
+        dist.barrier()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _spawned(rank: int, world: World, backend: str, opts: RunOptions, grid: dict, init: str) -> None:
+    device = torch.device("cpu")
+    if backend == "nccl":
+        torch.cuda.set_device(rank)
+        device = torch.device("cuda", rank)
+    dist.init_process_group(backend, init_method=init, rank=rank, world_size=world.world_size)
+    try:
+        run_rank(rank, world, backend, device, opts, grid if rank == 0 else None)
+    finally:
+        dist.destroy_process_group()
+
+
+def _torchrun_worker(opts: RunOptions, command: str, backend: str, device_kind: str) -> int:
+    rank = int(os.environ["RANK"])
+    world_size = int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    local_size = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
+    runner.check_local_ranks(local_size, backend)
+    device = torch.device("cpu")
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size)
+    world = World(world_size, local_size, device_kind)
+    try:
+        grid, error = None, None
+        if rank == 0:
+            try:
+                grid = runner.prepare_run_dir(opts, world, backend, command)
+            except UserInputError as exc:
+                error = str(exc)
+        error = _broadcast(error)
+        if error:
+            if rank == 0:
+                raise UserInputError(error)
+            return 2
+        run_rank(rank, world, backend, device, opts, grid)
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+def launch(opts: RunOptions, command: str) -> int:
+    """Entry point of ``laddersim calibrate run`` and ``calibration/*.py``."""
+    backend, device_kind = runner.resolve_backend(opts.backend)
+    if "LOCAL_RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        return _torchrun_worker(opts, command, backend, device_kind)
+    runner.check_local_ranks(opts.world_size, backend)
+    world = World(opts.world_size, opts.world_size, device_kind)
+    grid = runner.prepare_run_dir(opts, world, backend, command)
+    init = f"tcp://127.0.0.1:{_free_port()}"
+    if opts.world_size == 1:
+        _spawned(0, world, backend, opts, grid, init)
+    else:
+        mp.spawn(_spawned, args=(world, backend, opts, grid, init), nprocs=opts.world_size, join=True)
+    print(f"[calibrate] done: {opts.out}; next: laddersim calibrate fit {opts.out} --name NAME",
+          file=sys.stderr)
+    return 0

@@ -1,0 +1,83 @@
+"""Timing primitives shared by the calibration benchmarks.
+
+CPU: ``time.perf_counter`` around the call (the call is synchronous). GPU: CUDA events recorded
+on the current stream around the work, so host launch cost shows up only where the GPU waited
+for it (eager); ``capture`` records ``inner`` calls into a CUDA graph, the regime compiled decode
+(``torch.compile(mode="reduce-overhead")``) runs in, and a replay is timed as one unit.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+import torch
+
+DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+GRAPH_INNER = 10  # calls captured per CUDA graph; a replay's time / GRAPH_INNER is one call
+
+
+def time_host_s(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def time_cuda_s(fn: Callable[[], object]) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e-3  # elapsed_time is in milliseconds
+
+
+def timer(is_cuda: bool) -> Callable[[Callable[[], object]], float]:
+    return time_cuda_s if is_cuda else time_host_s
+
+
+def capture(fn: Callable[[], object], inner: int = GRAPH_INNER) -> "torch.cuda.CUDAGraph":
+    """A CUDA graph of ``inner`` back-to-back calls (warmed up on a side stream first, as
+    torch.cuda.graphs requires for lazily initialised kernels and NCCL communicators)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(inner):
+            fn()
+    torch.cuda.synchronize()
+    return graph
+
+
+def runner(fn: Callable[[], object], mode: str) -> tuple[Callable[[], object], int]:
+    """(callable to time, calls it makes): the call itself (eager) or a graph replay."""
+    if mode == "graph":
+        return capture(fn).replay, GRAPH_INNER
+    return fn, 1
+
+
+def summarize(samples_s: list[float]) -> dict:
+    """Median and spread of per-call times, in microseconds."""
+    us = np.asarray(samples_s, dtype=float) * 1e6
+    return {
+        "reps": len(us), "stat": "median", "time_us": float(np.median(us)),
+        "p10_us": float(np.percentile(us, 10)), "p90_us": float(np.percentile(us, 90)),
+        "min_us": float(us.min()), "max_us": float(us.max()),
+    }
+
+
+def element_count(size_bytes: int, dtype: torch.dtype) -> int:
+    return max(1, size_bytes // torch.tensor([], dtype=dtype).element_size())
+
+
+def human_bytes(size: int) -> str:
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"

@@ -1,0 +1,131 @@
+"""Curve fits behind ``calibrate fit`` (numpy only, deterministic).
+
+* ``fit_line_relative``: time = a + b * size by least squares on the *relative* error (weights
+  1/time), so the latency floor and the bandwidth slope both count, not just the largest sizes.
+* ``fit_ring_tier``: NCCL-style ring alpha-beta (laddersim.costs.collectives.alpha_beta_time_s)
+  from per-group-size lines: busbw_g = 2(g-1)/g / b_g; a_g = base + 2(g-1) * step.
+* ``fit_roofline``: the GEMM model of laddersim.costs.gemm,
+  t = launch + (t_compute^p + t_memory^p)^(1/p), by search over (p, tile_m, launch) with the two
+  efficiencies solved in closed form for each: (t - launch)^p = u * C^p + v * M^p is linear in
+  u = compute_eff^-p, v = memory_eff^-p. The pick minimises the RMS log error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+BLEND_ORDERS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
+TILES_M = (1.0, 8.0, 16.0, 32.0, 64.0, 128.0)
+EFFICIENCY_BOUNDS = (1e-3, 10.0)  # "peak" may be a measured maximum, so > 1 is possible
+
+
+def fit_line_relative(x, y) -> tuple[float, float]:
+    """(a, b) minimising sum(((a + b x) - y) / y)^2, with a >= 0 and b >= 0."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    w = 1.0 / y
+    design = np.column_stack([w, x * w])
+    (a, b), *_ = np.linalg.lstsq(design, np.ones_like(y), rcond=None)
+    if a < 0:  # no latency floor to speak of: a line through the origin
+        a, b = 0.0, float(np.sum(x / y) / np.sum((x / y) ** 2))
+    if b < 0:  # no bandwidth term (flat curve): a constant
+        a, b = float(np.sum(1 / y) / np.sum(1 / y**2)), 0.0
+    return float(a), float(b)
+
+
+@dataclass(frozen=True)
+class RingTier:
+    base_latency_s: float
+    step_latency_s: float
+    bus_bandwidth_bytes_per_s: float
+    per_group: dict  # g -> (a_s, b_s_per_byte, busbw_bytes_per_s)
+
+
+def fit_ring_tier(curves: dict[int, tuple[np.ndarray, np.ndarray]], busbw_from: int | None = None) -> RingTier:
+    """``curves``: group size -> (sizes_bytes, times_s). Busbw from ``busbw_from`` (default the
+    largest group), latency split into base + steps by a line through a_g over 2(g-1)."""
+    per_group = {}
+    for g, (sizes, times) in sorted(curves.items()):
+        a, b = fit_line_relative(sizes, times)
+        busbw = 2.0 * (g - 1) / g / b if b > 0 else float("inf")
+        per_group[g] = (a, b, busbw)
+    groups = sorted(per_group)
+    steps = np.array([2.0 * (g - 1) for g in groups])
+    a_values = np.array([per_group[g][0] for g in groups])
+    base, step = float(a_values.mean()), 0.0
+    if len(groups) >= 2:
+        step, base = (float(v) for v in np.polyfit(steps, a_values, 1))
+        if step < 0 or base < 0:  # latency does not grow with the group: constant
+            base, step = float(a_values.mean()), 0.0
+    else:
+        base = float(a_values[0] - 0.0)
+    chosen = busbw_from if busbw_from in per_group else groups[-1]
+    return RingTier(base, step, per_group[chosen][2], per_group)
+
+
+@dataclass(frozen=True)
+class Roofline:
+    compute_efficiency: float
+    memory_efficiency: float
+    blend_order: float
+    tile_m: float
+    launch_s: float
+    rms_log_error: float
+
+
+def roofline_time_s(fit: Roofline, m, n, k, dtype_bytes, peak_flops_per_s, bandwidth_bytes_per_s):
+    """Same formula as laddersim.costs.gemm.gemm_time_s, on arrays."""
+    m, n, k = (np.asarray(v, float) for v in (m, n, k))
+    m_padded = np.ceil(m / fit.tile_m) * fit.tile_m
+    t_compute = 2.0 * m_padded * n * k / (peak_flops_per_s * fit.compute_efficiency)
+    t_memory = dtype_bytes * (m * k + n * k + m * n) / (bandwidth_bytes_per_s * fit.memory_efficiency)
+    p = fit.blend_order
+    return fit.launch_s + (t_compute**p + t_memory**p) ** (1.0 / p)
+
+
+def _solve_efficiencies(c0, m0, body, p):
+    """Efficiencies given the p and the launch-free times ``body`` (relative least squares)."""
+    design = np.column_stack([c0**p, m0**p]) / body[:, None] ** p
+    (u, v), *_ = np.linalg.lstsq(design, np.ones_like(body), rcond=None)
+    lo, hi = EFFICIENCY_BOUNDS
+    ce = np.clip(u ** (-1.0 / p), lo, hi) if u > 0 else hi
+    me = np.clip(v ** (-1.0 / p), lo, hi) if v > 0 else hi
+    return float(ce), float(me)
+
+
+def fit_roofline(m, n, k, times_s, dtype_bytes: int, peak_flops_per_s: float,
+                 bandwidth_bytes_per_s: float, tiles=TILES_M, orders=BLEND_ORDERS) -> Roofline:
+    m, n, k, t = (np.asarray(v, float) for v in (m, n, k, times_s))
+    moved = dtype_bytes * (m * k + n * k + m * n)
+    m0 = moved / bandwidth_bytes_per_s  # memory time at efficiency 1
+    best = None
+    t_min = float(t.min())
+    for p in orders:
+        for tile in tiles:
+            c0 = 2.0 * np.ceil(m / tile) * tile * n * k / peak_flops_per_s
+            launches = np.linspace(0.0, 0.98 * t_min, 50)
+            for _ in range(5):  # coarse grid, then finer ones around the best launch
+                scored = []
+                for launch in launches:
+                    ce, me = _solve_efficiencies(c0, m0, t - launch, p)
+                    fit = Roofline(ce, me, p, tile, float(launch), 0.0)
+                    pred = roofline_time_s(fit, m, n, k, dtype_bytes, peak_flops_per_s, bandwidth_bytes_per_s)
+                    scored.append((float(np.sqrt(np.mean(np.log(pred / t) ** 2))), float(launch), ce, me))
+                err, launch, ce, me = min(scored)
+                step = launches[1] - launches[0]
+                launches = np.clip(np.linspace(launch - step, launch + step, 21), 0.0, 0.98 * t_min)
+            candidate = Roofline(ce, me, p, tile, launch, err)
+            if best is None or err < best.rms_log_error - 1e-12:
+                best = candidate
+    return best
+
+
+def bandwidth_efficiency(moved_bytes, times_s, launch_s: float, peak_bytes_per_s: float) -> float:
+    """Median of moved / (time - launch) / peak over the points where launch is < 20% of time."""
+    moved, t = np.asarray(moved_bytes, float), np.asarray(times_s, float)
+    keep = t > 5.0 * launch_s
+    if not keep.any():
+        keep = t >= t.max()
+    achieved = moved[keep] / np.maximum(t[keep] - launch_s, 1e-12)
+    return float(np.median(achieved) / peak_bytes_per_s)

@@ -1,0 +1,407 @@
+"""A calibration run directory to a hardware profile with provenance (``calibrate fit``).
+
+Writes ``RUN_DIR/profile.yaml`` (validated through ``HardwareProfile``) and the measured
+AllReduce medians as ``RUN_DIR/tables/allreduce.csv`` (the project's table format). Every number
+says where it came from: fitted to which file of which run by which command, measured directly,
+or copied from the base profile (what the run did not measure: network tier of a single-node
+run, framework overheads, attention efficiency, datasheet peaks of a different device).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from laddersim.calibrate.curve_fits import bandwidth_efficiency, fit_ring_tier, fit_roofline
+from laddersim.calibrate.environment import library_name, read_manifest
+from laddersim.calibrate.schema import SCHEMAS
+from laddersim.calibrate.store import PointStore, measurement_path
+from laddersim.errors import UserInputError
+from laddersim.hardware.profile import (
+    AlphaBeta, CollectiveSpec, GpuSpec, HardwareProfile, InterferenceSpec, MeasuredTable,
+    NetworkSpec, NodeSpec, Sourced, load_profile, parse_profile,
+)
+
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "double": 8, "float": 4,
+               "half": 2, "int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8}
+DTYPE_PREFERENCE = ("bfloat16", "float16", "float32", "float64")
+MIN_GEMM_POINTS = 4
+
+
+class _Fit:
+    """Shared context: the run, its manifest and rows, the base profile, how to cite them."""
+
+    def __init__(self, run_dir: str, name: str, base: str):
+        self.run_dir = run_dir
+        self.name = name
+        self.manifest = read_manifest(run_dir)
+        self.base_name = base
+        self.base = load_profile(base)
+        self.command = f"laddersim calibrate fit {run_dir} --name {name} --base {base}"
+        self.frames = {b: _frame(run_dir, b) for b in SCHEMAS}
+        self.is_cuda = self.manifest.get("device") == "cuda"
+        self.library = library_name(self.manifest)
+
+    def cite(self, benchmark: str, detail: str) -> str:
+        return (f"fit: calibration run {self.run_dir} measurements/{benchmark}.csv, {detail}; "
+                f"`{self.command}`")
+
+    def copied(self, value: Sourced, what: str = "") -> Sourced:
+        return Sourced(value=value.value,
+                       source=f"copied from base profile {self.base_name}{what}: {value.source}")
+
+
+def _frame(run_dir: str, benchmark: str) -> pd.DataFrame:
+    rows = PointStore(measurement_path(run_dir, benchmark), SCHEMAS[benchmark]).load(repair=False)
+    return pd.DataFrame(rows, columns=list(SCHEMAS[benchmark].columns))
+
+
+def _pick_dtype(dtypes, preferred: str | None = None) -> str:
+    present = list(dict.fromkeys(dtypes))
+    for dtype in ((preferred,) if preferred else ()) + DTYPE_PREFERENCE:
+        if dtype in present:
+            return dtype
+    return sorted(present)[0]
+
+
+# ---- AllReduce -------------------------------------------------------------------------------
+
+def allreduce_table(frame: pd.DataFrame, mode: str, preferred_dtype: str | None) -> pd.DataFrame:
+    """gpus, nodes, size_bytes, time_us, dtype: one dtype per group shape (preferred first)."""
+    rows = frame[frame["mode"] == mode]
+    parts = []
+    for (g, nodes), shape in rows.groupby(["group_size", "nodes"], sort=True):
+        dtype = _pick_dtype(shape["dtype"], preferred_dtype)
+        chosen = shape[shape["dtype"] == dtype].sort_values("size_bytes")
+        parts.append(pd.DataFrame({"gpus": g, "nodes": nodes, "size_bytes": chosen["size_bytes"],
+                                   "time_us": chosen["time_us"], "dtype": dtype}))
+    if not parts:
+        return pd.DataFrame(columns=["gpus", "nodes", "size_bytes", "time_us", "dtype"])
+    return pd.concat(parts, ignore_index=True)
+
+
+def _write_table(fit: _Fit, table: pd.DataFrame, mode: str, path: Path) -> str:
+    reps = fit.frames["allreduce"]["reps"]
+    stat = "/".join(sorted(set(fit.frames["allreduce"]["stat"])))
+    date = fit.manifest.get("date_utc", "unknown date")
+    shapes = ", ".join(f"{g} ranks x {n} node(s) {d}" for (g, n, d), _ in
+                       table.groupby(["gpus", "nodes", "dtype"], sort=True))
+    header = [
+        f"# AllReduce time per call ({stat} over {int(reps.min())}-{int(reps.max())} timed calls), {mode}",
+        f"# source: calibration run {fit.run_dir} measurements/allreduce.csv ({fit.library}, "
+        f"{fit.manifest.get('device_name', '?')}, {date})",
+        f"# run command: {fit.manifest.get('command_line', '?')}",
+        f"# rows: {shapes}",
+        f"# written by: {fit.command}",
+    ]
+    body = table[["gpus", "nodes", "size_bytes", "time_us"]].to_csv(index=False, lineterminator="\n",
+                                                                    float_format="%.6g")
+    _atomic_write(path, "\n".join(header) + "\n" + body)
+    return f"calibration run {fit.run_dir}: {shapes}; {fit.library}, {mode}"
+
+
+def _intra_tier(fit: _Fit, table: pd.DataFrame, mode: str) -> AlphaBeta:
+    single = table[table["nodes"] == 1]
+    curves = {int(g): (rows["size_bytes"].to_numpy(float), rows["time_us"].to_numpy(float) * 1e-6)
+              for g, rows in single.groupby("gpus") if len(rows) >= 2}
+    base_tier = fit.base.collectives.intra_node
+    if not curves:
+        return AlphaBeta(algorithm=base_tier.algorithm,
+                         base_latency_us=fit.copied(base_tier.base_latency_us, " (no single-node AllReduce measured)"),
+                         step_latency_us=fit.copied(base_tier.step_latency_us),
+                         bus_bandwidth_gbps=fit.copied(base_tier.bus_bandwidth_gbps),
+                         fixed_steps=base_tier.fixed_steps)
+    ring = fit_ring_tier(curves)
+    groups = sorted(curves)
+    sizes = single["size_bytes"]
+    what = (f"ring alpha-beta, least squares on time = a + b*size (relative error) per group size "
+            f"g={groups[0]}..{groups[-1]}, sizes {int(sizes.min())}-{int(sizes.max())} B, {mode}, "
+            f"{single['dtype'].iloc[0]}")
+    per_g = "; ".join(f"g={g}: a={v[0] * 1e6:.2f} us, busbw={v[2] / 1e9:.3f} GB/s"
+                      for g, v in ring.per_group.items())
+    return AlphaBeta(
+        algorithm="ring",
+        base_latency_us=Sourced(value=ring.base_latency_s * 1e6,
+                                source=fit.cite("allreduce", f"{what}: base = a_g at 2(g-1) = 0 ({per_g})")),
+        step_latency_us=Sourced(value=ring.step_latency_s * 1e6,
+                                source=fit.cite("allreduce", f"{what}: slope of a_g over 2(g-1) steps"
+                                                + (" (one group size: 0)" if len(groups) == 1 else ""))),
+        bus_bandwidth_gbps=Sourced(value=ring.bus_bandwidth_bytes_per_s / 1e9,
+                                   source=fit.cite("allreduce", f"{what}: 2(g-1)/g / b at g={groups[-1]}")),
+    )
+
+
+def _network(fit: _Fit, table: pd.DataFrame, intra: AlphaBeta, gpus_per_node: int) -> NetworkSpec | None:
+    """Inter-node tier fitted to the multi-node rows (time minus the intra-node part), else base."""
+    base_net = fit.base.network
+    multi = table[(table["nodes"] > 1) & (table["gpus"] == table["nodes"] * gpus_per_node)]
+    if multi.empty:
+        if base_net is None:
+            return None
+        return NetworkSpec(
+            nics_per_node=fit.copied(base_net.nics_per_node, " (only one node measured)"),
+            nic_bandwidth_gbps=fit.copied(base_net.nic_bandwidth_gbps, " (only one node measured)"),
+            allreduce=AlphaBeta(
+                algorithm=base_net.allreduce.algorithm,
+                base_latency_us=fit.copied(base_net.allreduce.base_latency_us, " (only one node measured)"),
+                step_latency_us=fit.copied(base_net.allreduce.step_latency_us, " (only one node measured)"),
+                bus_bandwidth_gbps=fit.copied(base_net.allreduce.bus_bandwidth_gbps, " (only one node measured)"),
+                fixed_steps=base_net.allreduce.fixed_steps))
+    from laddersim.costs.collectives import alpha_beta_time_s
+
+    nodes = int(multi["nodes"].max())
+    rows = multi[multi["nodes"] == nodes]
+    sizes = rows["size_bytes"].to_numpy(float)
+    intra_s = alpha_beta_time_s(intra, gpus_per_node, sizes)
+    single = table[(table["nodes"] == 1) & (table["gpus"] == gpus_per_node)]
+    if len(single) >= 2:  # the node's own measured curve where there is one
+        from laddersim.costs.collectives import interpolate_table_s
+
+        intra_s = interpolate_table_s(single["size_bytes"].to_numpy(float),
+                                      single["time_us"].to_numpy(float) * 1e-6, sizes)
+    inter_s = rows["time_us"].to_numpy(float) * 1e-6 - intra_s
+    keep = inter_s > 0
+    if keep.sum() < 2:
+        raise UserInputError(f"fit: multi-node AllReduce rows of {fit.run_dir} are not slower than "
+                             "one node's; cannot fit an inter-node tier")
+    ring = fit_ring_tier({nodes: (sizes[keep] / gpus_per_node, inter_s[keep])})
+    what = (f"ring alpha-beta over {nodes} nodes on (multi-node time - intra-node time) of each "
+            f"rank's 1/{gpus_per_node} shard, {int(keep.sum())} sizes")
+    copied = base_net or fit.base.network
+    return NetworkSpec(
+        nics_per_node=fit.copied(copied.nics_per_node) if copied else Sourced(value=1, source="unknown: not measured, assumed 1"),
+        nic_bandwidth_gbps=fit.copied(copied.nic_bandwidth_gbps) if copied else Sourced(
+            value=ring.bus_bandwidth_bytes_per_s / 1e9, source=fit.cite("allreduce", what)),
+        allreduce=AlphaBeta(
+            algorithm="ring",
+            base_latency_us=Sourced(value=ring.base_latency_s * 1e6, source=fit.cite("allreduce", f"{what}: a")),
+            step_latency_us=Sourced(value=0.0, source=fit.cite("allreduce", f"{what}: one node count, latency all in base")),
+            bus_bandwidth_gbps=Sourced(value=ring.bus_bandwidth_bytes_per_s / 1e9,
+                                       source=fit.cite("allreduce", f"{what}: 2(n-1)/n / b"))))
+
+
+def _collectives(fit: _Fit, tables_dir: Path) -> tuple[CollectiveSpec, pd.DataFrame, str | None]:
+    frame = fit.frames["allreduce"]
+    base = fit.base.collectives
+    measured_modes = set(frame["mode"])
+    primary = "graph" if "graph" in measured_modes else "eager"
+    preferred = _compute_dtype(fit)
+    tables: list[MeasuredTable] = []
+    primary_table = allreduce_table(frame, primary, preferred)
+    # The simulated regime's table is allreduce.csv; a GPU run's eager table rides along.
+    files = [(primary, "allreduce.csv")] + ([("eager", "allreduce_eager.csv")]
+                                            if primary == "graph" and "eager" in measured_modes else [])
+    for mode, file in files:
+        table = allreduce_table(frame, mode, preferred)
+        if table.empty:
+            continue
+        what = _write_table(fit, table, mode, tables_dir / file)
+        tables.append(MeasuredTable(file=f"tables/{file}", source=what, mode=mode, library=fit.library))
+    intra = _intra_tier(fit, primary_table, primary)
+    eager_launch = fit.copied(base.eager_launch_us)
+    if measured_modes >= {"eager", "graph"}:
+        eager = allreduce_table(frame, "eager", preferred)
+        merged = primary_table.merge(eager, on=["gpus", "nodes", "size_bytes"], suffixes=("_g", "_e"))
+        small = merged[merged["size_bytes"] <= 64 * 1024]
+        if not small.empty:
+            eager_launch = Sourced(
+                value=max(0.0, float(np.median(small["time_us_e"] - small["time_us_g"]))),
+                source=fit.cite("allreduce", f"median of eager minus graph time at {len(small)} points <= 64 KiB"))
+    spec = CollectiveSpec(mode=primary, eager_launch_us=eager_launch, intra_node=intra, tables=tables)
+    return spec, primary_table, primary
+
+
+# ---- GEMM, memory, interference --------------------------------------------------------------
+
+def _compute_dtype(fit: _Fit) -> str | None:
+    gemm = fit.frames["gemm"]
+    return _pick_dtype(gemm["dtype"]) if not gemm.empty else None
+
+
+def _primary_rows(frame: pd.DataFrame, dtype: str | None) -> pd.DataFrame:
+    if frame.empty:
+        return frame
+    mode = "graph" if "graph" in set(frame["mode"]) else "eager"
+    rows = frame[frame["mode"] == mode]
+    return rows[rows["dtype"] == (dtype or _pick_dtype(rows["dtype"]))]
+
+
+def _gpu(fit: _Fit) -> GpuSpec:
+    base = fit.base.gpu
+    m = fit.manifest
+    dtype = _compute_dtype(fit)
+    gemm = _primary_rows(fit.frames["gemm"], dtype)
+    memory = _primary_rows(fit.frames["memory"], dtype)
+    same_device = fit.is_cuda and _same_device(m.get("device_name", ""), base.name)
+    device_name = m.get("device_name") or base.name
+    if fit.manifest.get("source") == "nccl-tests":
+        same_device = True  # only collectives were measured; the whole GPU comes from the base
+    if same_device or gemm.empty:
+        peak = fit.copied(base.peak_tflops, "" if same_device else " (no GEMM measured)")
+    else:
+        best = gemm.loc[gemm["tflops"].idxmax()]
+        peak = Sourced(value=float(best["tflops"]), source=fit.cite(
+            "gemm", f"best measured GEMM rate (m={best['m']} n={best['n']} k={best['k']}, {dtype}, "
+                    f"{best['mode']}), used as the peak because {device_name} has no datasheet entry here"))
+    if same_device or memory.empty:
+        bandwidth = fit.copied(base.memory_bandwidth_gbps, "" if same_device else " (no memory kernels measured)")
+    else:
+        best = memory.loc[memory["gbps"].idxmax()]
+        bandwidth = Sourced(value=float(best["gbps"]), source=fit.cite(
+            "memory", f"best achieved bandwidth ({best['kernel']} {best['size_bytes']} B, {best['mode']}), "
+                      "used as the peak"))
+    if fit.is_cuda and m.get("device_memory_bytes"):
+        memory_gb = Sourced(value=m["device_memory_bytes"] / 1e9,
+                            source=f"measured: torch.cuda.get_device_properties total_memory, run {fit.run_dir}")
+    elif not fit.is_cuda and m.get("memory_total_bytes"):
+        per_rank = m["memory_total_bytes"] / max(1, m.get("ranks_per_node", 1)) / 1e9
+        memory_gb = Sourced(value=per_rank, source=f"measured: /proc/meminfo MemTotal / {m.get('ranks_per_node', 1)} "
+                                                   f"ranks per node, run {fit.run_dir}")
+    else:
+        memory_gb = fit.copied(base.memory_gb)
+    fields = dict(
+        name=device_name, peak_tflops=peak, memory_bandwidth_gbps=bandwidth, memory_gb=memory_gb,
+        attention_compute_efficiency=fit.copied(base.attention_compute_efficiency, " (not measured)"),
+        usable_memory_fraction=fit.copied(base.usable_memory_fraction),
+    )
+    if len(gemm) >= MIN_GEMM_POINTS:
+        roof = fit_roofline(gemm["m"], gemm["n"], gemm["k"], gemm["time_us"].to_numpy(float) * 1e-6,
+                            DTYPE_BYTES[dtype], peak.value * 1e12, bandwidth.value * 1e9)
+        what = (f"roofline t = launch + (t_compute^p + t_memory^p)^(1/p) (laddersim.costs.gemm) fitted "
+                f"to {len(gemm)} GEMMs ({dtype}, {gemm['mode'].iloc[0]}) against peak "
+                f"{peak.value:.4g} TFLOP/s, {bandwidth.value:.4g} GB/s; RMS log error "
+                f"{roof.rms_log_error:.3f}")
+        fields.update(
+            gemm_compute_efficiency=Sourced(value=roof.compute_efficiency, source=fit.cite("gemm", what)),
+            gemm_memory_efficiency=Sourced(value=roof.memory_efficiency, source=fit.cite("gemm", what)),
+            gemm_blend_order=Sourced(value=roof.blend_order, source=fit.cite("gemm", what)),
+            gemm_tile_m=Sourced(value=roof.tile_m, source=fit.cite("gemm", what)),
+            kernel_launch_us=Sourced(value=roof.launch_s * 1e6, source=fit.cite("gemm", f"{what}: launch term")))
+    else:
+        why = f" (fewer than {MIN_GEMM_POINTS} GEMMs measured)"
+        fields.update(gemm_compute_efficiency=fit.copied(base.gemm_compute_efficiency, why),
+                      gemm_memory_efficiency=fit.copied(base.gemm_memory_efficiency, why),
+                      gemm_blend_order=fit.copied(base.gemm_blend_order, why),
+                      gemm_tile_m=fit.copied(base.gemm_tile_m, why),
+                      kernel_launch_us=fit.copied(base.kernel_launch_us, why))
+    if not memory.empty:
+        launch_s = fields["kernel_launch_us"].value * 1e-6
+        eff = bandwidth_efficiency(memory["moved_bytes"], memory["time_us"].to_numpy(float) * 1e-6,
+                                   launch_s, bandwidth.value * 1e9)
+        kernels = ",".join(sorted(set(memory["kernel"])))
+        fields["elementwise_memory_efficiency"] = Sourced(value=eff, source=fit.cite(
+            "memory", f"median achieved bandwidth of {kernels} over points longer than 5x the kernel "
+                      f"floor, / {bandwidth.value:.4g} GB/s"))
+    else:
+        fields["elementwise_memory_efficiency"] = fit.copied(base.elementwise_memory_efficiency, " (not measured)")
+    return GpuSpec(**fields)
+
+
+def _same_device(measured: str, base_name: str) -> bool:
+    """Datasheet peaks of the base apply when its model number (H100, A100...) is in the name."""
+    tokens = [t for t in base_name.replace("(", " ").replace(")", " ").split()
+              if any(c.isdigit() for c in t) and any(c.isalpha() for c in t) and not t.endswith("GB")]
+    return bool(tokens) and tokens[0].lower() in measured.lower()
+
+
+def _interference(fit: _Fit) -> InterferenceSpec:
+    rows = fit.frames["interference"]
+    base = fit.base.interference
+    if rows.empty:
+        return InterferenceSpec(compute_slowdown=fit.copied(base.compute_slowdown, " (not measured)"),
+                                comm_slowdown=fit.copied(base.comm_slowdown, " (not measured)"))
+    points = ", ".join(f"{r.size_bytes} B with m={r.m} n={r.n} k={r.k}" for r in rows.itertuples())
+    what = f"median over {len(rows)} points ({points}), clipped at 0"
+    return InterferenceSpec(
+        compute_slowdown=Sourced(value=max(0.0, float(rows["compute_slowdown"].median())),
+                                 source=fit.cite("interference", f"GEMM slowdown during AllReduce, {what}")),
+        comm_slowdown=Sourced(value=max(0.0, float(rows["comm_slowdown"].median())),
+                              source=fit.cite("interference", f"AllReduce slowdown during GEMMs, {what}")))
+
+
+# ---- the profile ------------------------------------------------------------------------------
+
+def build_profile(run_dir: str, name: str, base: str) -> HardwareProfile:
+    fit = _Fit(run_dir, name, base)
+    m = fit.manifest
+    if all(frame.empty for frame in fit.frames.values()):
+        raise UserInputError(f"fit: {run_dir} has no measured points yet; run `laddersim calibrate run --out {run_dir}`")
+    collectives, _, _ = _collectives(fit, Path(run_dir) / "tables")
+    gpus_per_node = int(m.get("ranks_per_node") or fit.base.node.gpus_per_node)
+    primary = allreduce_table(fit.frames["allreduce"], collectives.mode, _compute_dtype(fit))
+    if fit.is_cuda:
+        node = NodeSpec(gpus_per_node=gpus_per_node, fabric=fit.base.node.fabric,
+                        description=f"{gpus_per_node} x {m.get('device_name', '?')} per node; fabric "
+                                    f"copied from base profile {base}")
+    else:
+        node = NodeSpec(gpus_per_node=gpus_per_node, fabric="pcie",
+                        description=f"{gpus_per_node} CPU ranks ({m.get('threads_per_rank', '?')} threads each) "
+                                    f"on {', '.join(m.get('hosts', [m.get('host', '?')]))}, gloo over TCP "
+                                    "loopback; fabric 'pcie' is nominal (the schema has no CPU fabric)")
+    raw = HardwareProfile(
+        name=name,
+        description=f"calibrated from {run_dir}: {m.get('device_name', '?')}, {m.get('world_size', '?')} ranks "
+                    f"x {m.get('nodes', 1)} node(s), {fit.library}",
+        measured=True,
+        gpu=_gpu(fit),
+        node=node,
+        network=_network(fit, primary, collectives.intra_node, gpus_per_node),
+        collectives=collectives,
+        interference=_interference(fit),
+        framework=fit.base.framework.model_copy(update={
+            f: fit.copied(getattr(fit.base.framework, f), " (framework overheads not measured)")
+            for f in ("step_overhead_us", "sampling_us", "kernels_per_layer_extra")}),
+        provenance=_provenance(fit),
+    )
+    return raw
+
+
+def _provenance(fit: _Fit) -> dict[str, str]:
+    m = fit.manifest
+    keys = ("source", "backend", "device", "device_name", "cpu_model", "world_size", "ranks_per_node",
+            "nodes", "hosts", "torch", "cuda", "nccl", "driver", "modes", "date_utc", "command_line", "logs")
+    out = {"kind": "calibration fit", "run_dir": str(fit.run_dir), "fit_command": fit.command,
+           "base_profile": fit.base_name, "library": fit.library}
+    for key in keys:
+        if key in m and m[key] not in ("", None, []):
+            value = m[key]
+            out[key] = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+    return out
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def profile_yaml(profile: HardwareProfile, run_dir: str) -> str:
+    data = profile.model_dump(mode="json", exclude={"base_dir"})
+    header = (f"# {profile.name}: fitted by laddersim calibrate from {run_dir}; every value cites its "
+              "source\n")
+    return header + yaml.safe_dump(data, sort_keys=False, width=120, allow_unicode=True)
+
+
+def fit_run(run_dir: str, name: str, base: str) -> HardwareProfile:
+    """Fit, write RUN_DIR/profile.yaml (+ tables/), and return the profile as loaded back."""
+    if not name or any(c in name for c in "/\\ "):
+        raise UserInputError(f"name: '{name}' must be a non-empty name without spaces or slashes")
+    if not Path(run_dir).is_dir():
+        raise UserInputError(f"run: {run_dir} is not a directory")
+    profile = build_profile(run_dir, name, base)
+    text = profile_yaml(profile, run_dir)
+    try:
+        _atomic_write(Path(run_dir) / "profile.yaml", text)
+    except OSError as exc:
+        raise UserInputError(f"run: cannot write {run_dir}/profile.yaml: {exc.strerror}") from None
+    loaded = parse_profile(yaml.safe_load(text), Path(run_dir), where="fitted profile")
+    if not all(math.isfinite(v) for v in (loaded.gpu.gemm_compute_efficiency.value,
+                                          loaded.collectives.intra_node.bus_bandwidth_gbps.value)):
+        raise UserInputError(f"fit: {run_dir} gives non-finite parameters; too few or degenerate points")
+    return loaded

@@ -1,0 +1,161 @@
+"""Which points a calibration run measures, as plain dicts of key columns (see ``schema``).
+
+The grid depends only on the request and the world's shape, so every rank builds the same list.
+GEMM shapes of a model are the ones laddersim's op program costs (laddersim.costs.op_costs):
+QKV, O, gate/up, down per layer and the vocab-parallel LM head, with m = batch (decode) or
+batch * prompt_len (prefill), sharded by TP.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from laddersim.calibrate.options import RunOptions
+from laddersim.errors import UserInputError
+from laddersim.model_shape import load_model_shape
+
+KIB, MIB = 1024, 1024**2
+
+
+@dataclass(frozen=True)
+class World:
+    world_size: int
+    ranks_per_node: int
+    device: str  # "cpu" | "cuda"
+
+    @property
+    def nodes(self) -> int:
+        return math.ceil(self.world_size / self.ranks_per_node)
+
+    def nodes_of(self, group_size: int) -> int:
+        """Nodes spanned by the first ``group_size`` ranks (torchrun packs ranks node by node)."""
+        return math.ceil(group_size / self.ranks_per_node)
+
+
+def compute_dtype(world: World) -> str:
+    """GEMM / memory / interference dtype: bf16 on GPUs; fp32 on CPUs (bf16 matmul is emulated)."""
+    return "bfloat16" if world.device == "cuda" else "float32"
+
+
+def modes(world: World, opts: RunOptions) -> tuple[str, ...]:
+    return ("eager", "graph") if world.device == "cuda" and opts.graph else ("eager",)
+
+
+def allreduce_sizes(opts: RunOptions) -> tuple[int, ...]:
+    if opts.sizes_bytes:
+        return opts.sizes_bytes
+    if opts.quick:
+        return (1 * KIB, 16 * KIB, 256 * KIB, 4 * MIB)
+    return tuple(2**e for e in range(10, 29))  # 1 KiB .. 256 MiB, log-spaced (x2)
+
+
+def allreduce_points(world: World, opts: RunOptions) -> list[dict]:
+    dtypes = opts.dtypes or ((compute_dtype(world),) if opts.quick else ("float16", "bfloat16", "float32"))
+    return [
+        {"world_size": world.world_size, "group_size": g, "nodes": world.nodes_of(g), "dtype": dtype,
+         "mode": mode, "size_bytes": size}
+        for g in range(2, world.world_size + 1)
+        for mode in modes(world, opts)
+        for dtype in dtypes
+        for size in allreduce_sizes(opts)
+    ]
+
+
+def _generic_gemm_shapes(world: World, opts: RunOptions) -> list[tuple[int, int, int]]:
+    if opts.quick:
+        ms, nks, floor = (1, 16, 128), ((128, 128), (512, 512)), ()
+    elif world.device == "cuda":
+        ms = (1, 4, 16, 64, 256, 1024, 4096, 8192)
+        nks = ((1024, 1024), (4096, 4096), (8192, 8192), (14336, 4096), (4096, 14336))
+        floor = ((1, 128, 128), (64, 128, 128))  # the kernel floor (launch inside a graph)
+    else:
+        ms = (1, 4, 16, 64, 256)
+        nks = ((256, 256), (1024, 1024), (2048, 2048))
+        floor = ((1, 64, 64),)
+    return [(m, n, k) for m in ms for n, k in nks] + list(floor)
+
+
+def model_gemm_shapes(opts: RunOptions) -> list[tuple[int, int, int, str]]:
+    """(m, n, k, origin) of every GEMM the model programs run, for each model, TP and batch."""
+    out = []
+    for name in opts.models:
+        shape = load_model_shape(name)
+        tps = opts.tp or (1, 2, 4, 8)
+        batches = opts.batch or (1, 4, 16, 64)
+        for tp in tps:
+            if tp > 1 and (shape.n_heads % tp or shape.intermediate_size % tp):
+                if opts.tp:
+                    shape.check_tp(tp)  # the user asked for it: say why it cannot be
+                continue
+            d, hd = shape.dim, shape.head_dim
+            h_r, kv_r = shape.heads_per_rank(tp), shape.kv_heads_per_rank(tp)
+            i_r, v_r = shape.intermediate_per_rank(tp), shape.vocab_per_rank(tp)
+            qkv_n = (h_r + 2 * kv_r) * hd
+            for batch in batches:
+                for phase, m in [("decode", batch)] + [(f"prefill{p}", batch * p) for p in opts.prompt_len]:
+                    tag = f"{shape.name} tp{tp} b{batch} {phase}"
+                    out += [(m, qkv_n, d, f"{tag} qkv"), (m, d, h_r * hd, f"{tag} o_proj"),
+                            (m, 2 * i_r, d, f"{tag} gate_up"), (m, d, i_r, f"{tag} down"),
+                            (batch, v_r, d, f"{tag} lm_head")]
+    return out
+
+
+def gemm_points(world: World, opts: RunOptions) -> list[dict]:
+    shapes = [(m, n, k, "generic") for m, n, k in _generic_gemm_shapes(world, opts)]
+    shapes += model_gemm_shapes(opts)
+    unique: dict[tuple, str] = {}
+    for m, n, k, origin in shapes:
+        unique.setdefault((m, n, k), origin)  # the first model op with this shape names it
+    return [
+        {"dtype": compute_dtype(world), "mode": mode, "m": m, "n": n, "k": k, "origin": origin}
+        for mode in modes(world, opts)
+        for (m, n, k), origin in unique.items()
+    ]
+
+
+MEMORY_KERNELS = ("copy", "add", "rmsnorm")
+
+
+def memory_points(world: World, opts: RunOptions) -> list[dict]:
+    if opts.quick:
+        sizes = (64 * KIB, 4 * MIB)
+    elif world.device == "cuda":
+        sizes = tuple(4**e * MIB for e in range(0, 6))  # 1 MiB .. 1 GiB
+    else:
+        sizes = tuple(4**e * 64 * KIB for e in range(0, 6))  # 64 KiB .. 64 MiB
+    return [
+        {"dtype": compute_dtype(world), "mode": mode, "kernel": kernel, "size_bytes": size}
+        for mode in modes(world, opts)
+        for kernel in MEMORY_KERNELS
+        for size in sizes
+    ]
+
+
+def interference_points(world: World, opts: RunOptions) -> list[dict]:
+    if world.world_size < 2:
+        return []
+    if opts.quick:
+        combos = [(1 * MIB, (64, 512, 512))]
+    elif world.device == "cuda":
+        combos = [(s, g) for s in (256 * KIB, 4 * MIB, 32 * MIB)
+                  for g in ((16, 8192, 8192), (4096, 8192, 8192))]
+    else:
+        combos = [(s, g) for s in (1 * MIB, 16 * MIB) for g in ((64, 1024, 1024), (256, 1024, 1024))]
+    return [
+        {"world_size": world.world_size, "group_size": world.world_size,
+         "dtype": compute_dtype(world), "mode": "eager", "size_bytes": size, "m": m, "n": n, "k": k}
+        for size, (m, n, k) in combos
+    ]
+
+
+def build_grid(world: World, opts: RunOptions) -> dict[str, list[dict]]:
+    """Points per requested benchmark, in measuring order."""
+    builders = {"allreduce": allreduce_points, "gemm": gemm_points, "memory": memory_points,
+                "interference": interference_points}
+    for name in opts.models:
+        load_model_shape(name)  # fail early, before any rank starts
+    grid = {name: builders[name](world, opts) for name in opts.benchmarks}
+    if not any(grid.values()):
+        raise UserInputError("benchmarks: nothing to measure with this world size and selection")
+    return grid

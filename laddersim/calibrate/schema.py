@@ -1,0 +1,83 @@
+"""Columns of each benchmark's measurement CSV (``RUN_DIR/measurements/<benchmark>.csv``).
+
+A point is identified by its key columns (what was measured); the value columns say what was
+found. Times are microseconds over ``reps`` timed repetitions after warm-up: ``time_us`` is the
+central value (``stat`` = median for our runs, mean for imported nccl-tests logs), the spread
+columns are percentiles of the same samples (empty when the source gives only a mean).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TIMING_VALUES = ("reps", "stat", "time_us", "p10_us", "p90_us", "min_us", "max_us")
+
+
+@dataclass(frozen=True)
+class Schema:
+    benchmark: str
+    keys: tuple[str, ...]
+    values: tuple[str, ...]
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.keys + self.values
+
+
+SCHEMAS: dict[str, Schema] = {
+    s.benchmark: s
+    for s in (
+        # AllReduce of size_bytes per rank over the first group_size ranks (spanning nodes).
+        Schema("allreduce", ("world_size", "group_size", "nodes", "dtype", "mode", "size_bytes"),
+               TIMING_VALUES),
+        # Y[m, n] = X[m, k] @ W[n, k]^T on one device; origin names the model op it stands for.
+        Schema("gemm", ("dtype", "mode", "m", "n", "k"), TIMING_VALUES + ("tflops", "origin")),
+        # Memory-bound kernels on size_bytes tensors; moved_bytes counts reads plus writes.
+        Schema("memory", ("dtype", "mode", "kernel", "size_bytes"),
+               TIMING_VALUES + ("moved_bytes", "gbps")),
+        # A batch of GEMMs on one stream/thread while a batch of AllReduces runs on another.
+        Schema("interference", ("world_size", "group_size", "dtype", "mode", "size_bytes", "m", "n", "k"),
+               ("reps", "gemm_alone_us", "gemm_overlap_us", "comm_alone_us", "comm_overlap_us",
+                "compute_slowdown", "comm_slowdown")),
+    )
+}
+BENCHMARKS = tuple(SCHEMAS)
+
+INT_COLUMNS = frozenset({"world_size", "group_size", "nodes", "size_bytes", "m", "n", "k", "reps",
+                         "moved_bytes"})
+STR_COLUMNS = frozenset({"dtype", "mode", "stat", "kernel", "origin"})
+# May be empty: an imported log gives a mean without spread.
+OPTIONAL_COLUMNS = frozenset({"p10_us", "p90_us", "min_us", "max_us", "origin"})
+MODES = ("eager", "graph")
+
+
+def point_key(schema: Schema, row: dict) -> tuple:
+    """The identity of a point: its key columns, typed (so 1024 and "1024" are one key)."""
+    return tuple(parse_cell(c, row[c]) if isinstance(row[c], str) else row[c] for c in schema.keys)
+
+
+def parse_cell(column: str, text: str):
+    """A CSV cell to its typed value; raises ValueError naming what is wrong."""
+    if text == "" and column in OPTIONAL_COLUMNS:
+        return None
+    if column in STR_COLUMNS:
+        if not text:
+            raise ValueError(f"{column} is empty")
+        return text
+    if column in INT_COLUMNS:
+        value = int(text)
+        if value < 0:
+            raise ValueError(f"{column} is negative")
+        return value
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"{column} is not finite")
+    return value
+
+
+def format_cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return format(value, ".6g")
+    return str(value)
