@@ -35,12 +35,19 @@ def _model(ref: str) -> ModelShape:
     return load_model_shape(ref)
 
 
+@lru_cache(maxsize=256)
+def _overridden(ref: str, overrides: tuple[tuple[str, float | None], ...]) -> HardwareProfile:
+    # Cached too: a copy made by with_overrides loads the profile's measured tables afresh on
+    # first use, which costs as much as a short simulation; grids repeat each override setting
+    # across many points.
+    profile = _profile(ref)
+    scales = override_scales(profile, dict(overrides))
+    return with_overrides(profile, **scales) if scales else profile
+
+
 def simulate_point(point: Point) -> dict:
     """SimResult.summary() of the point; raises UserInputError (incl. DoesNotFitError) if infeasible."""
-    profile = _profile(point.hardware_ref)
-    scales = override_scales(profile, dict(point.overrides))
-    if scales:
-        profile = with_overrides(profile, **scales)
+    profile = _overridden(point.hardware_ref, point.overrides)
     scenario = make_scenario(_model(point.model_ref), profile, point.tp, point.batch, point.prompt_len,
                              point.gen_len, point.schedule, point.dtype, point.kv_cache)
     return simulate(scenario).summary()

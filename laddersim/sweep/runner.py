@@ -16,6 +16,8 @@ from laddersim.errors import UserInputError
 from laddersim.sweep.evaluate import evaluate_points
 from laddersim.sweep.points import Point
 
+CONNECT_TIMEOUT_S = 20.0  # to reach the Dask scheduler before giving up
+
 
 def batches(points: list[Point], workers: int) -> list[list[Point]]:
     """At least ~16 batches per worker, and at most 8 points per batch."""
@@ -61,7 +63,7 @@ def run_dask(points: list[Point], address: str) -> Iterator[list[dict]]:
     except ImportError:
         raise UserInputError("scheduler: needs dask[distributed]; install laddersim[distributed]") from None
     try:
-        client = Client(address, timeout="20s")
+        client = Client(address, timeout=f"{CONNECT_TIMEOUT_S}s")
     except (OSError, TimeoutError, ValueError) as exc:
         raise UserInputError(f"scheduler: cannot connect to '{address}': {exc}") from None
     futures = []

@@ -1,0 +1,64 @@
+"""A sweep really killed (SIGKILL) half-way, then re-run, gives the same table as one that ran
+straight through, and the re-run computes only the missing points."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import yaml
+
+from laddersim.sweep import load_grid, run_sweep
+
+GRID = {"models": ["llama-3.1-70b"], "hardware": ["h100-sxm-nvswitch"], "tp": [4, 8],
+        "batch": [1, 2, 4, 8, 16, 32], "prompt_len": [512], "gen_len": [256],
+        "schedules": ["standard", "ladder", "parallel"],
+        "overrides": {"intra_bandwidth_scale": [0.25, 1.0], "intra_latency_us": [4, 8]}}
+TOTAL = 2 * 6 * 3 * 2 * 2
+
+
+def _sweep_cmd(grid, out):
+    return [sys.executable, "-m", "laddersim", "sweep", str(grid), "--out", str(out), "--workers", "2",
+            "--no-progress"]
+
+
+def _stored(out) -> int:
+    path = out / "points.jsonl"
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+def test_killed_sweep_resumes_to_the_same_table(tmp_path):
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(yaml.safe_dump(GRID))
+    reference = run_sweep(load_grid(grid), tmp_path / "straight", workers=1, progress=False)
+    assert reference.points == TOTAL
+
+    out = tmp_path / "killed"
+    # Own session, so the kill reaches the pool's worker processes too (all started here).
+    proc = subprocess.Popen(_sweep_cmd(grid, out), start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while _stored(out) < 10 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert proc.poll() is None, "sweep finished before it could be killed; make the grid larger"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    proc.stdout.close()
+    proc.stderr.close()
+    done_at_kill = _stored(out)
+    assert 10 <= done_at_kill < TOTAL
+    assert not (out / "results.csv").exists()  # killed, not consolidated
+
+    resumed = subprocess.run(_sweep_cmd(grid, out), capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    computed = TOTAL - done_at_kill
+    assert f"{TOTAL} points ({computed} computed, {done_at_kill} reused)" in resumed.stdout
+
+    for name in ("results.csv", "results.parquet"):
+        assert (out / name).read_bytes() == (tmp_path / "straight" / name).read_bytes(), name
+    keys = [json.loads(line)["key"] for line in (out / "points.jsonl").read_text().splitlines()]
+    assert len(keys) == len(set(keys)) == TOTAL
