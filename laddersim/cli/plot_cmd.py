@@ -9,8 +9,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import pandas as pd
-
 from laddersim.cli.args import positive_int
 from laddersim.errors import UserInputError
 
@@ -93,7 +91,7 @@ def _table_plot(args: argparse.Namespace, function) -> list[Path]:
 
 def _timeline(args: argparse.Namespace) -> list[Path]:
     from laddersim.plots import plot_timeline
-    from laddersim.simulate import make_scenario, simulate
+    from laddersim.plots.step_spans import decode_step_spans
 
     if args.results:
         raise UserInputError("results: --kind timeline simulates a scenario; give --model --hardware --tp, not a table")
@@ -102,21 +100,12 @@ def _timeline(args: argparse.Namespace) -> list[Path]:
         raise UserInputError(f"{missing[0][2:]}: --kind timeline needs {', '.join(missing)}")
     if args.where or args.x:
         raise UserInputError(f"{'where' if args.where else 'x'}: not used by --kind timeline")
-    if args.ranks > args.tp:
-        raise UserInputError(f"ranks: {args.ranks} is more than tp={args.tp}; allowed: 1..{args.tp}")
     if args.zoom_layers < 0:
         raise UserInputError(f"zoom-layers: must be >= 0, got {args.zoom_layers}")
-    n_steps = args.gen_len - 1
-    if not 0 <= args.step < n_steps:
-        raise UserInputError(f"step: {args.step} is not a decode step; allowed: 0..{n_steps - 1} "
-                             f"(gen-len {args.gen_len} gives {n_steps} decode steps)")
-    frames = []
-    for schedule in args.schedule or ["standard", "ladder"]:
-        scenario = make_scenario(args.model, args.hardware, args.tp, args.batch, args.prompt_len,
-                                 args.gen_len, schedule, args.dtype, args.kv_cache)
-        result = simulate(scenario)
-        frames.append(result.timeline([args.step], ranks=list(range(args.ranks))).assign(schedule=schedule))
-    spans = pd.concat(frames, ignore_index=True)
+    spans, results = decode_step_spans(args.model, args.hardware, args.tp, args.batch, args.prompt_len,
+                                       args.gen_len, args.schedule or ["standard", "ladder"], args.step,
+                                       args.ranks, args.dtype, args.kv_cache)
+    scenario = next(iter(results.values())).scenario
     title = args.title or (f"Decode step {args.step}: {scenario.model.name}, TP {args.tp}, batch {args.batch}, "
                            f"{scenario.hardware.name}")
     out = args.out or f"timeline-{scenario.model.name}-tp{args.tp}"

@@ -1,0 +1,27 @@
+"""The timeline plot's input: simulate a scenario under each schedule and keep one decode step."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from laddersim.errors import UserInputError
+from laddersim.simulate import SimResult, make_scenario, simulate
+
+
+def decode_step_spans(model, hardware, tp: int, batch: int, prompt_len: int, gen_len: int,
+                      schedules: list[str], step: int, n_ranks: int, dtype: str = "bfloat16",
+                      kv_cache: str = "static") -> tuple[pd.DataFrame, dict[str, SimResult]]:
+    """Spans (``SimResult.timeline`` rows plus ``schedule``) of decode step ``step`` on ranks
+    0..n_ranks-1, and the result of every schedule (for its summary)."""
+    n_steps = gen_len - 1
+    if not 0 <= step < n_steps:
+        raise UserInputError(f"step: {step} is not a decode step; allowed: 0..{n_steps - 1} "
+                             f"(gen-len {gen_len} gives {n_steps} decode steps)")
+    if not 1 <= n_ranks <= tp:
+        raise UserInputError(f"ranks: {n_ranks} is more than tp={tp}; allowed: 1..{tp}")
+    frames, results = [], {}
+    for schedule in schedules:
+        scenario = make_scenario(model, hardware, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache)
+        results[schedule] = simulate(scenario)
+        frames.append(results[schedule].timeline([step], ranks=list(range(n_ranks))).assign(schedule=schedule))
+    return pd.concat(frames, ignore_index=True), results
