@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -107,6 +108,7 @@ def test_tp_beyond_one_node_without_network(tmp_path, capsys):
     src = Path(__file__).resolve().parents[1] / "hardware_profiles" / "h100-sxm-nvswitch.yaml"
     raw = yaml.safe_load(src.read_text())
     raw.pop("network")
+    shutil.copytree(src.parent / "tables", tmp_path / "tables")
     path = tmp_path / "single-node.yaml"
     path.write_text(yaml.safe_dump(raw))
     code, _, err = run_cli(BASE[:3] + ["--hardware", str(path), "--tp", "16"] + BASE[7:], capsys)

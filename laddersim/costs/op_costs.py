@@ -87,8 +87,9 @@ def op_times_s(
         "sampling": hw.framework.sampling_us.value * 1e-6
         + float(memory_bound_time_s(gpu, 4 * phase.batch * model.vocab_size * 4, kernels=0)),
         "step_overhead": hw.framework.step_overhead_us.value * 1e-6,
-        "allreduce": float(allreduce_time_s(hw, tp, t * d * b)) + sync_s,
-        "allgather_logits": float(allgather_time_s(hw, tp, phase.batch * v_r * tp * b)) + sync_s,
+        "collective_launch": sync_s,
+        "allreduce": float(allreduce_time_s(hw, tp, t * d * b)),
+        "allgather_logits": float(allgather_time_s(hw, tp, phase.batch * v_r * tp * b)),
     }
     out = {kind: np.full(kv_lens.shape, value) for kind, value in times.items()}
     out["attention"] = attention_time_s(model, hw, work, tp, phase, kv_lens)

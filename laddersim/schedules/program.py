@@ -1,6 +1,9 @@
 """Turn a module plan into the op program one rank runs for one forward pass.
 
-Every rank of a TP group runs the same program. Ops on one stream run in program order (like a
+Every rank of a TP group runs the same program. Each collective is preceded on the compute
+stream by a ``collective_launch`` op: handing work to the communication stream costs the compute
+stream a kernel-boundary gap that no schedule can hide (its length is the profile's
+``framework.collective_sync_us``). Ops on one stream run in program order (like a
 CUDA stream); ``deps`` lists the ops on the *other* stream an op must wait for. Collectives are
 matched across ranks by op index.
 """
@@ -81,15 +84,18 @@ def build_program(schedule: str, n_layers: int, tp: int, phase: str = "decode") 
         for kind in MODULE_OPS[module.kind]:
             last = b.add(f"L{module.layer}.{module.kind}.{kind}", kind, "compute", module.layer)
         if module.allreduce and tp > 1:
-            last = b.add(f"L{module.layer}.{module.kind}.allreduce", "allreduce", "comm", module.layer, (last,))
+            launch = b.add(f"L{module.layer}.{module.kind}.collective_launch", "collective_launch", "compute",
+                           module.layer)
+            last = b.add(f"L{module.layer}.{module.kind}.allreduce", "allreduce", "comm", module.layer, (launch,))
         pending.setdefault(i + module.lag, []).append((module, last))
     for target in sorted(pending):
         take_in(pending[target])
 
     b.add("final_norm", "final_norm", "compute", -1)
-    lm_head = b.add("lm_head", "lm_head", "compute", -1)
+    b.add("lm_head", "lm_head", "compute", -1)
     deps: tuple[int, ...] = ()
     if tp > 1:
-        deps = (b.add("allgather_logits", "allgather_logits", "comm", -1, (lm_head,)),)
+        launch = b.add("collective_launch", "collective_launch", "compute", -1)
+        deps = (b.add("allgather_logits", "allgather_logits", "comm", -1, (launch,)),)
     b.add("sampling", "sampling", "compute", -1, deps)
     return Program(schedule, phase, tuple(b.ops))
