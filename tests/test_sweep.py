@@ -96,20 +96,24 @@ def test_infeasible_points_are_recorded_not_dropped(tmp_path):
     assert infeasible[list(METRIC_COLUMNS)].isna().all().all()
 
 
-def test_set_overrides_equal_the_matching_scales(tmp_path):
-    """intra 185 GB/s = half of the profile's 370; 16 us = twice its 8 us base latency; the
-    network's 46 GB/s busbw halved at 23."""
+def test_set_overrides_equal_the_matching_scales(tmp_path, h100):
+    """Each set value is the profile's nominal value times the scale it must equal: half the
+    bandwidth, twice the base latency, intra- and inter-node (TP 16 spans two nodes)."""
+    intra, inter = h100.collectives.intra_node, h100.network.allreduce
     base = {"models": ["llama-3.1-8b"], "hardware": [H100], "tp": [16], "prompt_len": [128],
             "gen_len": [8], "schedules": ["standard"]}
-    as_set = {"intra_bandwidth_gbps": [185], "intra_latency_us": [16], "inter_bandwidth_gbps": [23],
-              "inter_latency_us": [40]}
+    as_set = {"intra_bandwidth_gbps": [intra.bus_bandwidth_gbps.value / 2],
+              "intra_latency_us": [intra.base_latency_us.value * 2],
+              "inter_bandwidth_gbps": [inter.bus_bandwidth_gbps.value / 2],
+              "inter_latency_us": [inter.base_latency_us.value * 2]}
     as_scale = {"intra_bandwidth_scale": [0.5], "intra_latency_scale": [2], "inter_bandwidth_scale": [0.5],
                 "inter_latency_scale": [2]}
     a = run_sweep(parse_grid({**base, "overrides": as_set}), tmp_path / "a", progress=False).frame
     b = run_sweep(parse_grid({**base, "overrides": as_scale}), tmp_path / "b", progress=False).frame
     plain = run_sweep(parse_grid(base), tmp_path / "c", progress=False).frame
     assert a.nodes[0] == 2 and a.tokens_per_s[0] == b.tokens_per_s[0] < plain.tokens_per_s[0]
-    assert a.intra_bandwidth_gbps[0] == 185 and math.isnan(a.intra_bandwidth_scale[0])
+    assert a.intra_bandwidth_gbps[0] == intra.bus_bandwidth_gbps.value / 2
+    assert math.isnan(a.intra_bandwidth_scale[0])
 
 
 def test_set_override_accounts_for_a_what_if_already_in_the_profile():
@@ -187,16 +191,18 @@ def test_unknown_model_or_profile_fails_before_running():
 
 
 def test_grid_file_with_relative_profile_path(tmp_path, h100):
-    # A what-if profile written beside the grid, named by a path relative to the grid file.
+    # A variant profile written beside the grid, named by a path relative to the grid file: the
+    # H100 with half the HBM bandwidth (its measured tables shared through a symlink).
     raw = yaml.safe_load(Path(h100.base_dir, "h100-sxm-nvswitch.yaml").read_text())
     raw["name"] = "slow-h100"
-    raw["collectives"]["intra_node"]["bus_bandwidth_gbps"]["value"] = 37
+    raw["gpu"]["memory_bandwidth_gbps"]["value"] /= 2
     (tmp_path / "profiles").mkdir()
     (tmp_path / "profiles" / "slow.yaml").write_text(yaml.safe_dump(raw))
+    (tmp_path / "profiles" / "tables").symlink_to(Path(h100.base_dir, "tables"))
     grid = {**SMALL, "hardware": [H100, "profiles/slow.yaml"], "tp": [8], "batch": [1], "overrides": {}}
     (tmp_path / "grid.yaml").write_text(yaml.safe_dump(grid))
     frame = run_sweep(load_grid(tmp_path / "grid.yaml"), tmp_path / "out", progress=False).frame
-    assert set(frame.hardware) == {H100, "profiles/slow.yaml"}
+    assert set(frame.hardware) == {H100, "profiles/slow.yaml"} and (frame.status == "ok").all()
     tokens = frame.set_index(["hardware", "schedule"]).tokens_per_s
     assert tokens[("profiles/slow.yaml", "standard")] < tokens[(H100, "standard")]
 
