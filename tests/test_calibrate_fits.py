@@ -1,0 +1,58 @@
+"""Calibration fits recover the parameters that generated synthetic data (closed-form goldens)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from laddersim.calibrate.curve_fits import (
+    bandwidth_efficiency, fit_line_relative, fit_ring_tier, fit_roofline, roofline_time_s,
+)
+from laddersim.costs.collectives import alpha_beta_time_s
+from laddersim.costs.gemm import gemm_time_s
+from laddersim.hardware.profile import AlphaBeta, GpuSpec, Sourced
+
+
+def _s(value: float) -> Sourced:
+    return Sourced(value=value, source="test")
+
+
+def test_line_fit_is_exact_on_a_line_and_clamps_a_negative_intercept():
+    x = np.array([1e3, 1e5, 1e7])
+    assert fit_line_relative(x, 5e-6 + 2e-10 * x) == pytest.approx((5e-6, 2e-10), rel=1e-9)
+    a, b = fit_line_relative(x, 3e-10 * x - 1e-7)  # would need a < 0
+    assert a == 0.0 and b > 0
+
+
+def test_ring_tier_recovers_base_step_and_busbw():
+    tier = AlphaBeta(algorithm="ring", base_latency_us=_s(8.0), step_latency_us=_s(0.6),
+                     bus_bandwidth_gbps=_s(370.0))
+    sizes = 2.0 ** np.arange(10, 29)
+    curves = {g: (sizes, alpha_beta_time_s(tier, g, sizes)) for g in (2, 4, 8)}
+    fit = fit_ring_tier(curves)
+    assert fit.base_latency_s == pytest.approx(8e-6, rel=1e-6)
+    assert fit.step_latency_s == pytest.approx(0.6e-6, rel=1e-6)
+    assert fit.bus_bandwidth_bytes_per_s == pytest.approx(370e9, rel=1e-6)
+
+
+def test_roofline_fit_recovers_the_gemm_model_parameters():
+    gpu = GpuSpec(name="test", peak_tflops=_s(989.4), memory_bandwidth_gbps=_s(3350), memory_gb=_s(80),
+                  gemm_compute_efficiency=_s(0.72), gemm_memory_efficiency=_s(0.85),
+                  gemm_blend_order=_s(4.0), gemm_tile_m=_s(64), elementwise_memory_efficiency=_s(0.8),
+                  attention_compute_efficiency=_s(0.5), kernel_launch_us=_s(2.7))
+    m, n, k = (np.array(v, float) for v in zip(*[(m, n, k) for m in (1, 4, 16, 64, 256, 1024, 4096, 8192)
+                                                 for n, k in ((1024, 1024), (4096, 4096), (8192, 8192), (14336, 4096))]))
+    times = gemm_time_s(gpu, m, n, k, 2)
+    fit = fit_roofline(m, n, k, times, 2, gpu.peak_flops_per_s, gpu.memory_bandwidth_bytes_per_s)
+    assert (fit.blend_order, fit.tile_m) == (4.0, 64.0)
+    assert fit.compute_efficiency == pytest.approx(0.72, rel=0.01)
+    assert fit.memory_efficiency == pytest.approx(0.85, rel=0.01)
+    assert fit.launch_s == pytest.approx(2.7e-6, rel=0.02)
+    pred = roofline_time_s(fit, m, n, k, 2, gpu.peak_flops_per_s, gpu.memory_bandwidth_bytes_per_s)
+    assert np.max(np.abs(pred / times - 1)) < 1e-3
+
+
+def test_bandwidth_efficiency_ignores_launch_dominated_points():
+    moved = np.array([1e3, 1e8, 1e9])
+    times = 2e-6 + moved / (0.8 * 1e12)
+    assert bandwidth_efficiency(moved, times, 2e-6, 1e12) == pytest.approx(0.8, rel=1e-9)
