@@ -52,7 +52,7 @@ def test_report_links_resolve_to_real_figures(report):
     text = (out_dir / "index.md").read_text()
     links = re.findall(r"\]\(((?:figures)/[^)]+)\)", text)
     pngs = [link for link in links if link.endswith(".png")]
-    assert len(pngs) == 3  # paper figure, bandwidth what-if, timeline
+    assert len(pngs) == 5  # paper figure, bandwidth what-if, timeline, breakdown, heatmap
     for link in links:
         path = out_dir / link
         assert path.is_file() and path.stat().st_size > 1000, link
