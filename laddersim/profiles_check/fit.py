@@ -4,10 +4,10 @@ Run as ``laddersim profiles fit NAME``: prints the fitted values as YAML fragmen
 the profile; every fitted number's source string names this command. Fits use only the shipped
 compact tables (``hardware_profiles/tables``), so they are reproducible without ../shared.
 
-* intra-node: per GPU count, the minimum over 3 protocol terms (latency + moved bytes / busbw),
+* intra-node: per GPU count, the minimum over up to 4 protocol terms (latency + moved bytes / busbw),
   least squares on log(model / measured) with a soft-L1 loss, from three fixed starting points;
 * GEMM: compute efficiency, memory efficiency, p-norm blend order and kernel floor of
-  ``laddersim.costs.gemm``, same loss, over every row of the first GEMM table;
+  ``laddersim.costs.gemm``, same loss, over the rows of the first GEMM table with n, k >= 512;
 * network: base and per-step latency and busbw of the inter-node tier, and the per-NIC ring
   busbw, over the multi-node rows of the tables the profile lists without ``expect_miss``.
 """
@@ -26,7 +26,7 @@ from laddersim.hardware.profile import HardwareProfile, ProtocolTerm, Sourced, T
 from laddersim.profiles_check.sources import CHECK_MAX_BYTES
 
 FIT_MIN_BYTES = 512.0  # fit down to the smallest shipped size, so the floor is right
-_INITIAL_BUSBW_GBPS = ((1.0, 20.0, 300.0), (5.0, 50.0, 400.0), (2.0, 30.0, 150.0))
+_INITIAL_BUSBW_GBPS = ((1.0, 20.0, 300.0, 500.0), (5.0, 50.0, 400.0, 450.0), (2.0, 30.0, 150.0, 300.0))
 
 
 def _curve_us(params: np.ndarray, n: int, size: np.ndarray) -> np.ndarray:
@@ -35,7 +35,7 @@ def _curve_us(params: np.ndarray, n: int, size: np.ndarray) -> np.ndarray:
     return np.min([lat + moved / (bw * 1e3) for lat, bw in pairs], axis=0)
 
 
-def fit_protocol_terms(n: int, size_bytes, time_us, terms: int = 3) -> list[tuple[float, float]]:
+def fit_protocol_terms(n: int, size_bytes, time_us, terms: int = 4) -> list[tuple[float, float]]:
     """(latency_us, busbw_gbps) per term, sorted by latency; deterministic."""
     size = np.asarray(size_bytes, dtype=float)
     t = np.asarray(time_us, dtype=float)
@@ -64,7 +64,7 @@ def fit_intra_node(profile: HardwareProfile) -> list[TierFit]:
                 continue
             rows = rows[(rows["size_bytes"] >= FIT_MIN_BYTES) & (rows["size_bytes"] <= 2 * CHECK_MAX_BYTES)]
             pairs = fit_protocol_terms(gpus, rows["size_bytes"], rows["time_us"])
-            labels = ["ll", "ll128", "simple", "simple2"][: len(pairs)] if len(pairs) > 1 else ["simple"]
+            labels = ["ll", "ll128", "simple", "simple-large"][: len(pairs)] if len(pairs) > 1 else ["simple"]
             fits.append(TierFit(
                 gpus=gpus,
                 terms=[ProtocolTerm(protocol=lab, latency_us=round(a, 3), bus_bandwidth_gbps=round(b, 2))
@@ -81,6 +81,8 @@ def fit_gemm(profile: HardwareProfile) -> dict[str, float]:
     gpu = profile.gpu
     table = gpu.gemm_tables[0]
     frame = read_gemm_table_csv(profile_path(profile, table.file))
+    # Fit over the shapes the simulator asks about (n, k >= 512: every Llama projection at TP <= 8).
+    frame = frame[(frame["n"] >= 512) & (frame["k"] >= 512)]
     m, n, k = (frame[c].to_numpy(float) for c in ("m", "n", "k"))
     t = frame["time_us"].to_numpy() * 1e-6
 
