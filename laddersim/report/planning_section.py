@@ -65,6 +65,38 @@ def plan_table(results: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _planner_ranking(results: pd.DataFrame) -> list[str]:
+    """The same configurations ranked by the project's planner, when ``laddersim.plan`` is installed.
+
+    The planner counts decode-phase throughput only and prices GPUs from its own sourced price file,
+    so its numbers differ from the table above by design.
+    """
+    try:
+        from laddersim.plan import Target, load_prices, rank_options
+    except ImportError:  # the planner is an optional part of the package
+        return []
+    price = load_prices().prices.get(HARDWARE)
+    if price is None:
+        return []
+    options = rank_options(results.to_dict("records"), {HARDWARE: price.usd_per_gpu_hour},
+                           Target(max_token_latency_ms=TPOT_TARGET_S * 1e3))
+    if not options:
+        return []
+    ranked = pd.DataFrame([{"schedule": o.schedule, "TP": o.tp, "batch": o.batch, "ms/token": o.tpot_s * 1e3,
+                            "tokens/s per user": o.user_tokens_per_s, "tokens/s": o.total_tokens_per_s,
+                            "USD/hour": o.usd_per_hour, "USD per 1M tokens": o.usd_per_million_tokens}
+                           for o in options[:5]])
+    return [
+        "",
+        f"The project's planner (`laddersim.plan`) ranks the same configurations its own way: decode-phase "
+        f"throughput only, paying for the GPUs a replica uses, at USD {price.usd_per_gpu_hour:.2f} per GPU-hour "
+        f"from its price file ({price.source}, {price.date}). Its five cheapest within the target:",
+        "",
+        table(ranked, {"ms/token": "{:.1f}", "tokens/s per user": "{:.1f}", "tokens/s": "{:.0f}",
+                       "USD/hour": "{:.2f}", "USD per 1M tokens": "{:.2f}"}),
+    ]
+
+
 def planning_section(out_dir: Path, figures_dir: Path) -> Section:
     results = simulate_configurations()
     frame = plan_table(results)
@@ -94,6 +126,7 @@ def planning_section(out_dir: Path, figures_dir: Path) -> Section:
                 top = mine.sort_values(["USD per 1M tokens", "TP", "batch"]).iloc[0]
                 parts.append(f"- best with {schedule}: TP {top['TP']}, batch {top['batch']}, "
                              f"USD {top['USD per 1M tokens']:.2f} per million tokens")
+    parts += _planner_ranking(results)
     parts += [
         "",
         figure_link(breakdown[0], out_dir, "time breakdown per TP and schedule"),
