@@ -1,0 +1,148 @@
+"""Capacity planning: the cheapest deployments of a model that meet a serving target.
+
+A configuration is (profile, TP, schedule, batch); ``nodes`` follows from TP and the profile. One
+replica is one TP group serving ``batch`` concurrent users. Throughput is the decode phase in
+steady state (the prefill excluded), from the simulated time per output token ``tpot_s``:
+
+* per-user tokens/s = 1 / tpot_s; per-token latency = tpot_s;
+* aggregate tokens/s = replicas * batch / tpot_s;
+* replicas = the fewest that meet an aggregate target (1 without one);
+* cost per hour = replicas * TP * price per GPU-hour (a replica smaller than a node pays only for
+  its GPUs: the rest of the node serves other replicas);
+* cost per million tokens = cost per hour / (aggregate tokens/s * 3600) * 1e6.
+
+Candidates that do not fit in memory, or whose TP the model or profile does not allow, are left
+out. Options are ranked cheapest first: by cost per hour when there is an aggregate target (what
+meeting it costs), else by cost per million tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from laddersim.errors import UserInputError
+from laddersim.hardware.profile import HardwareProfile
+from laddersim.model_shape import ModelShape
+from laddersim.sweep.grid import OVERRIDE_COLUMNS
+from laddersim.sweep.points import Point
+
+RANK_KEYS = ("usd_per_hour", "usd_per_million_tokens")
+DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+@dataclass(frozen=True)
+class Target:
+    min_user_tokens_per_s: float | None = None
+    min_total_tokens_per_s: float | None = None
+    max_token_latency_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        given = {k: v for k, v in asdict(self).items() if v is not None}
+        if not given:
+            raise UserInputError("target: give at least one of --min-user-tokens-per-s, "
+                                 "--min-total-tokens-per-s, --max-token-latency-ms")
+        for key, value in given.items():
+            if not value > 0:
+                raise UserInputError(f"target: {key} must be > 0, got {value}")
+
+    @property
+    def default_rank_by(self) -> str:
+        return "usd_per_hour" if self.min_total_tokens_per_s else "usd_per_million_tokens"
+
+
+@dataclass(frozen=True)
+class PlanOption:
+    hardware: str
+    schedule: str
+    tp: int
+    nodes: int
+    batch: int
+    replicas: int
+    gpus: int
+    tpot_s: float
+    user_tokens_per_s: float
+    total_tokens_per_s: float
+    usd_per_gpu_hour: float
+    usd_per_hour: float
+    usd_per_million_tokens: float
+    memory_per_gpu_gib: float
+
+
+def candidate_tps(model: ModelShape, profile: HardwareProfile, allowed: list[int] | None = None,
+                  max_nodes: int | None = None) -> list[int]:
+    """TP degrees the model can be sharded to and the profile can host (whole nodes across nodes,
+    none beyond one node without a network), on at most ``max_nodes`` nodes."""
+    out = []
+    for tp in allowed or range(1, model.n_heads + 1):
+        try:
+            model.check_tp(tp)
+            nodes = profile.nodes_for(tp)
+        except UserInputError:
+            continue
+        if max_nodes is None or nodes <= max_nodes:
+            out.append(tp)
+    return out
+
+
+def candidate_points(model: str, model_shape: ModelShape, profiles: dict[str, tuple[str, HardwareProfile]],
+                     schedules: list[str], batches: list[int], tps: list[int] | None, prompt_len: int,
+                     gen_len: int, dtype: str, kv_cache: str, max_nodes: int | None = None) -> list[Point]:
+    """Every (profile, TP, schedule, batch) to simulate; ``profiles``: name -> (load ref, profile)."""
+    no_overrides = tuple((c, None) for c in OVERRIDE_COLUMNS)
+    points = []
+    for name, (ref, profile) in profiles.items():
+        for tp in candidate_tps(model_shape, profile, tps, max_nodes):
+            for schedule in schedules:
+                for batch in batches:
+                    points.append(Point(model, name, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache,
+                                        no_overrides, model, ref))
+    return points
+
+
+def fewest_replicas(target_tokens_per_s: float | None, replica_tokens_per_s: float) -> int:
+    if not target_tokens_per_s:
+        return 1
+    replicas = max(1, math.ceil(target_tokens_per_s / replica_tokens_per_s))
+    # Guard the division's rounding: the fewest R with R * replica >= target.
+    while replicas > 1 and (replicas - 1) * replica_tokens_per_s >= target_tokens_per_s:
+        replicas -= 1
+    while replicas * replica_tokens_per_s < target_tokens_per_s:
+        replicas += 1
+    return replicas
+
+
+def option_for(row: dict, usd_per_gpu_hour: float, target: Target) -> PlanOption | None:
+    """The deployment a simulated row gives, or None if it misses a per-user target."""
+    if row["status"] != "ok":
+        return None
+    tpot_s = row["tpot_s"]
+    user = 1.0 / tpot_s
+    if target.min_user_tokens_per_s and user < target.min_user_tokens_per_s:
+        return None
+    if target.max_token_latency_ms and tpot_s * 1e3 > target.max_token_latency_ms:
+        return None
+    replica_tokens_per_s = row["batch"] / tpot_s
+    replicas = fewest_replicas(target.min_total_tokens_per_s, replica_tokens_per_s)
+    total = replicas * replica_tokens_per_s
+    gpus = replicas * row["tp"]
+    usd_per_hour = gpus * usd_per_gpu_hour
+    return PlanOption(
+        hardware=row["hardware"], schedule=row["schedule"], tp=row["tp"], nodes=int(row["nodes"]),
+        batch=row["batch"], replicas=replicas, gpus=gpus, tpot_s=tpot_s, user_tokens_per_s=user,
+        total_tokens_per_s=total, usd_per_gpu_hour=usd_per_gpu_hour, usd_per_hour=usd_per_hour,
+        usd_per_million_tokens=usd_per_hour / (total * 3600.0) * 1e6,
+        memory_per_gpu_gib=row["memory_per_gpu_gib"],
+    )
+
+
+def rank_options(rows: list[dict], prices_by_hardware: dict[str, float], target: Target,
+                 rank_by: str | None = None) -> list[PlanOption]:
+    """Options meeting the target, cheapest first (ties: the other cost, then fewer GPUs, names)."""
+    rank_by = rank_by or target.default_rank_by
+    if rank_by not in RANK_KEYS:
+        raise UserInputError(f"rank-by: unknown '{rank_by}'; allowed: {', '.join(RANK_KEYS)}")
+    other = RANK_KEYS[1 - RANK_KEYS.index(rank_by)]
+    options = [o for r in rows if (o := option_for(r, prices_by_hardware[r["hardware"]], target))]
+    return sorted(options, key=lambda o: (getattr(o, rank_by), getattr(o, other), o.gpus, o.hardware,
+                                          o.schedule, o.tp, o.batch))

@@ -1,0 +1,54 @@
+"""GPU-hour prices by hardware profile name: the shipped defaults (laddersim/data/prices.yaml) or a
+user file in the same format (``--prices FILE``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from laddersim.errors import UserInputError
+from laddersim.hardware.profile import format_validation_error
+
+DEFAULT_PRICES = Path(__file__).resolve().parents[1] / "data" / "prices.yaml"
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class Price(BaseModel):
+    model_config = _FROZEN
+
+    usd_per_gpu_hour: float = Field(gt=0)
+    source: str = Field(min_length=3)  # where the number came from
+    date: str = Field(min_length=4)  # when it was listed, e.g. 2024-07
+
+
+class PriceFile(BaseModel):
+    model_config = _FROZEN
+
+    currency: Literal["USD"] = "USD"
+    prices: dict[str, Price]
+
+    def usd_per_gpu_hour(self, profile_name: str) -> float:
+        if profile_name not in self.prices:
+            raise UserInputError(
+                f"prices: no price for profile '{profile_name}'; priced: {', '.join(sorted(self.prices))} "
+                "(add it to a --prices file)")
+        return self.prices[profile_name].usd_per_gpu_hour
+
+
+def load_prices(path: str | Path | None = None) -> PriceFile:
+    """The price file at ``path``, or the shipped defaults."""
+    path = Path(path) if path else DEFAULT_PRICES
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserInputError(f"prices: cannot read {path}: {first}") from None
+    if not isinstance(raw, dict):
+        raise UserInputError(f"prices: {path} must be a YAML mapping with a 'prices' key")
+    try:
+        return PriceFile(**raw)
+    except ValidationError as exc:
+        raise UserInputError(format_validation_error(exc, f"prices {path.name}")) from None
