@@ -78,10 +78,12 @@ def bandwidth_section(out_dir: Path, figures_dir: Path, quick: bool, workers: in
                   + "; ".join(sorted({f'{r.model} TP {r.tp} batch {r.batch}: {r.error}' for r in not_ok.itertuples()})), ""]
     parts += [
         "**How to read this.** Each line is one model, TP degree and batch size; the y value is ladder's "
-        "tokens/s divided by standard's at the same bandwidth (above 1 = ladder faster). Moving left, "
-        "communication gets slower and a larger share of standard's step is spent waiting for AllReduces, "
-        "which ladder hides behind the next module's compute, so the gain grows until the AllReduce outlasts "
-        "the compute it hides behind. Larger batches add compute per step and usually shrink the gain.",
+        "tokens/s divided by standard's at the same bandwidth (above 1 = ladder faster; the dotted line is "
+        "the profile as it is). Moving left, AllReduces take longer: standard waits for each of them, ladder "
+        "hides them behind the next module's compute as long as they fit under it, so the gain grows. A flat "
+        "line means the AllReduces are latency-bound (small messages, e.g. batch 1), so bandwidth hardly "
+        "changes them; larger batches send larger messages and feel the bandwidth more, but also bring more "
+        "compute to hide them under.",
         "",
         "Reproduce (then plot any of the tables, or all of them concatenated):",
         "",
