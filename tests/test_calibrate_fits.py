@@ -56,3 +56,14 @@ def test_bandwidth_efficiency_ignores_launch_dominated_points():
     moved = np.array([1e3, 1e8, 1e9])
     times = 2e-6 + moved / (0.8 * 1e12)
     assert bandwidth_efficiency(moved, times, 2e-6, 1e12) == pytest.approx(0.8, rel=1e-9)
+
+
+def test_laddersim_core_and_calibrate_cli_import_without_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; from laddersim.cli import build_parser; build_parser(); "
+            "import laddersim.calibrate.fit_profile, laddersim.calibrate.nccl_tests, laddersim.calibrate.runner; "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,183 @@
+"""``laddersim calibrate`` end to end on this CPU: gloo ranks on 127.0.0.1, a reduced grid.
+
+run -> fit -> load the profile -> simulate with it; a run killed with SIGKILL mid-way resumes to
+the full point set with nothing duplicated or lost; bad input is one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from laddersim.calibrate.schema import SCHEMAS, point_key
+from laddersim.costs.collectives import allreduce_time_s
+from laddersim.hardware import load_profile
+
+pytest.importorskip("torch")
+
+TINY_MODEL = {"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000}
+# A reduced grid: 3 AllReduce sizes, the --quick GEMM/memory/interference grids, 3 repeats.
+QUICK = ["--backend", "gloo", "--world-size", "2", "--quick", "--sizes", "1KiB,64KiB,1MiB",
+         "--repeats", "3", "--warmup", "1"]
+
+
+def laddersim(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "laddersim", *args], capture_output=True, text=True,
+                          timeout=300, **kw)
+
+
+def rows(path: Path) -> list[dict]:
+    with open(path) as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cal") / "cpu"
+    model = out.parent / "config.json"
+    model.write_text(json.dumps(TINY_MODEL))
+    proc = laddersim("calibrate", "run", *QUICK, "--models", str(model), "--tp", "2", "--batch", "1",
+                     "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    fit = laddersim("calibrate", "fit", str(out), "--name", "cpu-gloo-test")
+    assert fit.returncode == 0, fit.stderr
+    return out, model, proc
+
+
+def test_run_measures_every_grid_point_and_records_the_environment(calibrated):
+    out, _, proc = calibrated
+    allreduce = rows(out / "measurements" / "allreduce.csv")
+    assert [int(r["size_bytes"]) for r in allreduce] == [1024, 65536, 1048576]
+    assert all(r["group_size"] == "2" and r["mode"] == "eager" and float(r["time_us"]) > 0 for r in allreduce)
+    assert all(float(r["min_us"]) <= float(r["time_us"]) <= float(r["max_us"]) for r in allreduce)
+    gemm = rows(out / "measurements" / "gemm.csv")
+    # 6 generic shapes + the tiny model's decode GEMMs at tp 2, batch 1: qkv (1, 256, 256),
+    # o_proj (1, 256, 128), gate_up (1, 512, 256), lm_head (1, 500, 256); down is qkv's shape.
+    assert len(gemm) == 10 and {r["origin"].split()[-1] for r in gemm} >= {"qkv", "lm_head", "generic"}
+    assert len(rows(out / "measurements" / "memory.csv")) == 6
+    interference = rows(out / "measurements" / "interference.csv")
+    assert len(interference) == 1 and float(interference[0]["gemm_overlap_us"]) > 0
+    manifest = json.loads((out / "run.json").read_text())
+    assert manifest["backend"] == "gloo" and manifest["world_size"] == 2 and manifest["modes"] == ["eager"]
+    assert manifest["torch"] and manifest["cpu_model"] and manifest["hosts"]
+    assert "calibrate run" in manifest["command_line"] and manifest["date_utc"]
+    assert "allreduce: 3/3" in proc.stderr  # progress
+
+
+def test_fitted_profile_loads_with_sources_and_reproduces_the_measured_table(calibrated):
+    out, _, _ = calibrated
+    profile = load_profile(out)
+    assert profile.name == "cpu-gloo-test" and profile.node.gpus_per_node == 2
+    table = profile.collectives.tables[0]
+    assert (table.file, table.mode) == ("tables/allreduce.csv", "eager")
+    assert table.library.startswith("gloo (torch ")
+    measured = rows(out / "measurements" / "allreduce.csv")
+    for r in measured:
+        assert allreduce_time_s(profile, 2, int(r["size_bytes"])) == pytest.approx(float(r["time_us"]) * 1e-6, rel=1e-5)
+    assert str(out) in profile.gpu.gemm_compute_efficiency.source
+    assert "measurements/gemm.csv" in profile.gpu.kernel_launch_us.source
+    assert "measurements/interference.csv" in profile.interference.compute_slowdown.source
+    assert profile.framework.step_overhead_us.source.startswith("copied from base profile h100-sxm-nvswitch")
+    assert "only one node measured" in profile.network.allreduce.bus_bandwidth_gbps.source
+    assert profile.provenance["backend"] == "gloo" and "calibrate run" in profile.provenance["command_line"]
+
+
+def test_fit_is_deterministic(calibrated):
+    out, _, _ = calibrated
+    first = (out / "profile.yaml").read_bytes(), (out / "tables" / "allreduce.csv").read_bytes()
+    assert laddersim("calibrate", "fit", str(out), "--name", "cpu-gloo-test").returncode == 0
+    assert ((out / "profile.yaml").read_bytes(), (out / "tables" / "allreduce.csv").read_bytes()) == first
+
+
+def test_simulate_with_the_calibrated_profile(calibrated):
+    out, model, _ = calibrated
+    proc = laddersim("simulate", "--hardware", str(out), "--model", str(model), "--tp", "2",
+                     "--prompt-len", "32", "--gen-len", "8", "--dtype", "float32", "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = {r["schedule"]: r for r in json.loads(proc.stdout)}
+    assert result["standard"]["hardware"] == "cpu-gloo-test"
+    # Two blocking AllReduces per layer, each at least the measured 1 KiB latency floor.
+    floor_s = float(rows(out / "measurements" / "allreduce.csv")[0]["time_us"]) * 1e-6
+    assert result["standard"]["comm_s"] >= 2 * 2 * 8 * floor_s * 0.5
+
+
+def _data_lines(path: Path) -> list[str]:
+    if not path.exists():
+        return []
+    return [line for line in path.read_text().split("\n")[1:] if line]
+
+
+def test_killed_run_resumes_without_duplicates_or_lost_points(tmp_path):
+    out = tmp_path / "resume"
+    sizes = "1KiB,4KiB,16KiB,64KiB,256KiB,1MiB,4MiB,16MiB,32MiB,64MiB"
+    args = ["calibrate", "run", "--backend", "gloo", "--world-size", "2", "--benchmarks", "allreduce",
+            "--sizes", sizes, "--dtypes", "float32", "--repeats", "5", "--warmup", "1", "--out", str(out)]
+    csv_path = out / "measurements" / "allreduce.csv"
+    victim = subprocess.Popen([sys.executable, "-m", "laddersim", *args], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while len(_data_lines(csv_path)) < 3 and victim.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.killpg(victim.pid, signal.SIGKILL)  # the run and its spawned ranks: its own session
+    victim.wait()
+    before = _data_lines(csv_path)
+    assert 3 <= len(before) < 10, "the run must be killed mid-way"
+    proc = laddersim(*args)
+    assert proc.returncode == 0, proc.stderr
+    after = _data_lines(csv_path)
+    schema = SCHEMAS["allreduce"]
+    keys = [point_key(schema, r) for r in rows(csv_path)]
+    expected = {(2, 2, 1, "float32", "eager", s) for s in
+                (1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 33554432, 67108864)}
+    assert len(keys) == len(set(keys)) == 10 and set(keys) == expected
+    complete_before = [line for line in before if line.count(",") == len(schema.columns) - 1]
+    assert after[: len(complete_before)] == complete_before  # measured points are kept as they were
+    assert "already measured, resuming" in proc.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--backend", "mpi"], "error: calibrate run: argument --backend: invalid choice: 'mpi'"),
+    (["--backend", "nccl"], "error: backend: nccl needs CUDA GPUs and none is visible; allowed: gloo, auto"),
+    (["--backend", "gloo", "--world-size", "1000"], "error: world-size: 1000 ranks on this host exceed"),
+    (["--sizes", "12parsecs"], "error: sizes: '12parsecs' is not a positive size"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    proc = laddersim("calibrate", "run", "--out", str(tmp_path / "x"), *args)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(message) and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_unwritable_out_is_one_line_and_exit_2(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    proc = laddersim("calibrate", "run", "--backend", "gloo", "--out", str(blocker / "run"))
+    assert proc.returncode == 2 and proc.stderr.startswith("error: out: cannot write to ")
+    assert proc.stderr.count("\n") == 1
+
+
+def test_corrupt_partial_csv_is_reported_with_its_line_not_dropped(tmp_path):
+    out = tmp_path / "corrupt"
+    path = out / "measurements" / "allreduce.csv"
+    path.parent.mkdir(parents=True)
+    header = ",".join(SCHEMAS["allreduce"].columns)
+    path.write_text(f"{header}\n2,2,1,float32,eager,1024,3,median,10,9,11,8,12\n2,2,1,float32,eager,garbage\n"
+                    "2,2,1,float32,eager,4096,3,median,10,9,11,8,12\n")
+    before = path.read_bytes()
+    proc = laddersim("calibrate", "run", "--backend", "gloo", "--out", str(out), "--quick")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith(f"error: out: {path}:3: corrupt line")
+    assert path.read_bytes() == before
+
+
+def test_fit_of_a_directory_that_is_not_a_run(tmp_path):
+    proc = laddersim("calibrate", "fit", str(tmp_path), "--name", "x")
+    assert proc.returncode == 2 and "has no run.json" in proc.stderr and proc.stderr.count("\n") == 1
