@@ -89,7 +89,7 @@ def _plot_link(frame: pd.DataFrame, out_base, x: str, schedule: str, title: str)
                 ax.set_xscale("log", base=2)
             ax.set_xlabel(AXIS_LABELS.get(x, x))
             ax.set_ylabel(f"{schedule} speedup over standard (x)")
-            ax.set_title(label(selector) or title)
+            ax.set_title(label(selector))  # empty with one panel: the figure title says it
             ax.legend(loc="best")
         fig.suptitle(titled(title, rows, panel_keys + line_keys + [x]))
         return save_figure(fig, out_base)
