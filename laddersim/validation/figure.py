@@ -56,6 +56,8 @@ def paper_figure(frame: pd.DataFrame, out_base: str | Path) -> list[Path]:
                 ax.scatter(x + offset, rows["predicted_tokens_per_s"], marker="D", s=14, color="black",
                            zorder=3, label="predicted" if (i, j, k) == (0, 0, 0) else None)
             ax.set_xticks(x, [f"TP{tp}" for tp in tps])
+            if i == len(p2ps) - 1:
+                ax.set_xlabel("tensor-parallel degree")
             ax.set_title(f"batch {batch}, P2P {p2p}", fontsize=9)
             if j == 0:
                 ax.set_ylabel("tokens/s")
