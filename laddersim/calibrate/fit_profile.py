@@ -143,15 +143,14 @@ def _network(fit: _Fit, table: pd.DataFrame, intra: AlphaBeta, gpus_per_node: in
     if multi.empty:
         if base_net is None:
             return None
-        return NetworkSpec(
-            nics_per_node=fit.copied(base_net.nics_per_node, " (only one node measured)"),
-            nic_bandwidth_gbps=fit.copied(base_net.nic_bandwidth_gbps, " (only one node measured)"),
-            allreduce=AlphaBeta(
-                algorithm=base_net.allreduce.algorithm,
-                base_latency_us=fit.copied(base_net.allreduce.base_latency_us, " (only one node measured)"),
-                step_latency_us=fit.copied(base_net.allreduce.step_latency_us, " (only one node measured)"),
-                bus_bandwidth_gbps=fit.copied(base_net.allreduce.bus_bandwidth_gbps, " (only one node measured)"),
-                fixed_steps=base_net.allreduce.fixed_steps))
+        # Copy the whole tier (fields added to the schema later come along), re-sourcing numbers.
+        why = " (only one node measured)"
+        tier = base_net.allreduce.model_copy(update={
+            f: fit.copied(getattr(base_net.allreduce, f), why)
+            for f in ("base_latency_us", "step_latency_us", "bus_bandwidth_gbps")})
+        return base_net.model_copy(update={
+            **{f: fit.copied(v, why) for f, v in base_net if isinstance(v, Sourced)},
+            "allreduce": tier})
     from laddersim.costs.collectives import alpha_beta_time_s
 
     nodes = int(multi["nodes"].max())
