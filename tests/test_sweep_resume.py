@@ -14,11 +14,11 @@ import yaml
 
 from laddersim.sweep import load_grid, run_sweep
 
-GRID = {"models": ["llama-3.1-70b"], "hardware": ["h100-sxm-nvswitch"], "tp": [4, 8],
-        "batch": [1, 2, 4, 8, 16, 32], "prompt_len": [512], "gen_len": [256],
+GRID = {"models": ["llama-3.1-8b"], "hardware": ["h100-sxm-nvswitch"], "tp": [4, 8],
+        "batch": [1, 4, 16, 64], "prompt_len": [256], "gen_len": [32],
         "schedules": ["standard", "ladder", "parallel"],
-        "overrides": {"intra_bandwidth_scale": [0.25, 1.0], "intra_latency_us": [4, 8]}}
-TOTAL = 2 * 6 * 3 * 2 * 2
+        "overrides": {"intra_bandwidth_scale": [0.25, 1.0]}}
+TOTAL = 2 * 4 * 3 * 2
 
 
 def _sweep_cmd(grid, out):
@@ -34,7 +34,7 @@ def _stored(out) -> int:
 def test_killed_sweep_resumes_to_the_same_table(tmp_path):
     grid = tmp_path / "grid.yaml"
     grid.write_text(yaml.safe_dump(GRID))
-    reference = run_sweep(load_grid(grid), tmp_path / "straight", workers=1, progress=False)
+    reference = run_sweep(load_grid(grid), tmp_path / "straight", workers=2, progress=False)
     assert reference.points == TOTAL
 
     out = tmp_path / "killed"
@@ -62,3 +62,31 @@ def test_killed_sweep_resumes_to_the_same_table(tmp_path):
         assert (out / name).read_bytes() == (tmp_path / "straight" / name).read_bytes(), name
     keys = [json.loads(line)["key"] for line in (out / "points.jsonl").read_text().splitlines()]
     assert len(keys) == len(set(keys)) == TOTAL
+
+
+def test_ctrl_c_keeps_finished_points_in_the_table(tmp_path):
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(yaml.safe_dump(GRID))
+    out = tmp_path / "interrupted"
+    proc = subprocess.Popen(_sweep_cmd(grid, out), start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while _stored(out) < 5 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert proc.poll() is None, "sweep finished before it could be interrupted"
+    proc.send_signal(signal.SIGINT)  # what Ctrl-C sends to the sweep process
+    try:
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130
+    assert "interrupted: finished work is kept" in stderr and "Traceback" not in stderr
+    # The partial table holds exactly the stored points, consolidated at the interrupt.
+    stored = _stored(out)
+    assert 5 <= stored < TOTAL
+    assert len((out / "results.csv").read_text().splitlines()) == stored + 1
+    resumed = subprocess.run(_sweep_cmd(grid, out), capture_output=True, text=True, timeout=120)
+    assert f"{TOTAL} points ({TOTAL - stored} computed, {stored} reused)" in resumed.stdout
+    straight = run_sweep(load_grid(grid), tmp_path / "straight", workers=2, progress=False)
+    assert (out / "results.csv").read_bytes() == straight.csv.read_bytes()
