@@ -27,7 +27,11 @@ STATUSES = ("ok", "infeasible", "error")
 
 @lru_cache(maxsize=64)
 def _profile(ref: str) -> HardwareProfile:
-    return load_profile(ref)
+    profile = load_profile(ref)
+    # Load the measured tables now: what-if copies (with_overrides) made afterwards share the
+    # loaded tables instead of reading the CSV files again, which costs about a simulation.
+    getattr(profile, "allreduce_tables", None)
+    return profile
 
 
 @lru_cache(maxsize=64)
@@ -37,9 +41,7 @@ def _model(ref: str) -> ModelShape:
 
 @lru_cache(maxsize=256)
 def _overridden(ref: str, overrides: tuple[tuple[str, float | None], ...]) -> HardwareProfile:
-    # Cached too: a copy made by with_overrides loads the profile's measured tables afresh on
-    # first use, which costs as much as a short simulation; grids repeat each override setting
-    # across many points.
+    # Grids repeat each override setting across many points.
     profile = _profile(ref)
     scales = override_scales(profile, dict(overrides))
     return with_overrides(profile, **scales) if scales else profile
