@@ -35,6 +35,13 @@ def test_ring_tier_recovers_base_step_and_busbw():
     assert fit.bus_bandwidth_bytes_per_s == pytest.approx(370e9, rel=1e-6)
 
 
+def test_ring_tier_of_a_flat_noisy_curve_stays_finite():
+    sizes = np.array([1024.0, 65536.0, 1048576.0])
+    fit = fit_ring_tier({2: (sizes, np.array([4e-3, 1e-4, 1e-4]))})  # slope would be negative
+    assert np.isfinite(fit.bus_bandwidth_bytes_per_s) and fit.bus_bandwidth_bytes_per_s > 0
+    assert fit.bus_bandwidth_bytes_per_s == pytest.approx(1048576.0 / 1e-4, rel=1e-9)
+
+
 def test_roofline_fit_recovers_the_gemm_model_parameters():
     gpu = GpuSpec(name="test", peak_tflops=_s(989.4), memory_bandwidth_gbps=_s(3350), memory_gb=_s(80),
                   gemm_compute_efficiency=_s(0.72), gemm_memory_efficiency=_s(0.85),

@@ -48,8 +48,11 @@ def fit_ring_tier(curves: dict[int, tuple[np.ndarray, np.ndarray]], busbw_from: 
     per_group = {}
     for g, (sizes, times) in sorted(curves.items()):
         a, b = fit_line_relative(sizes, times)
-        busbw = 2.0 * (g - 1) / g / b if b > 0 else float("inf")
-        per_group[g] = (a, b, busbw)
+        if b <= 0:  # flat (noisy) curve: no slope to read; bound busbw by the largest size's time
+            largest = int(np.argmax(sizes))
+            b = float(times[largest] / sizes[largest])
+            a = 0.0 if a > times.min() else a
+        per_group[g] = (a, b, 2.0 * (g - 1) / g / b)
     groups = sorted(per_group)
     steps = np.array([2.0 * (g - 1) for g in groups])
     a_values = np.array([per_group[g][0] for g in groups])
