@@ -81,8 +81,12 @@ def test_fitted_profile_loads_with_sources_and_reproduces_the_measured_table(cal
     assert (table.file, table.mode) == ("tables/allreduce.csv", "eager")
     assert table.library.startswith("gloo (torch ")
     measured = rows(out / "measurements" / "allreduce.csv")
+    first_s = float(measured[0]["time_us"]) * 1e-6
     for r in measured:
-        assert allreduce_time_s(profile, 2, int(r["size_bytes"])) == pytest.approx(float(r["time_us"]) * 1e-6, rel=1e-5)
+        # The table itself, except that laddersim.costs.collectives never goes below half the
+        # smallest size's time (on a loaded 2-core CPU gloo times are not monotone in size).
+        expected_s = max(float(r["time_us"]) * 1e-6, 0.5 * first_s)
+        assert allreduce_time_s(profile, 2, int(r["size_bytes"])) == pytest.approx(expected_s, rel=1e-5)
     assert str(out) in profile.gpu.gemm_compute_efficiency.source
     assert "measurements/gemm.csv" in profile.gpu.kernel_launch_us.source
     assert "measurements/interference.csv" in profile.interference.compute_slowdown.source
