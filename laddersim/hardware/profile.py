@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -305,7 +305,21 @@ class HardwareProfile(BaseModel):
 
 
 def read_table_csv(path: Path) -> pd.DataFrame:
-    """Read a shipped table: ``#`` comment lines, then gpus,nodes,size_bytes,time_us columns."""
+    """Read a shipped table: ``#`` comment lines, then gpus,nodes,size_bytes,time_us columns.
+
+    Cached by file identity (path, modification time, size): profile copies made for what-if
+    studies share one read. Callers must not modify the returned frame.
+    """
+    path = Path(path)
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise UserInputError(f"table: cannot read {path}: {exc.strerror}") from None
+    return _read_table_csv(path.resolve(), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=256)
+def _read_table_csv(path: Path, _mtime_ns: int, _size: int) -> pd.DataFrame:
     try:
         frame = pd.read_csv(path, comment="#")
     except (OSError, pd.errors.ParserError) as exc:

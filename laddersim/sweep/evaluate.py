@@ -27,11 +27,7 @@ STATUSES = ("ok", "infeasible", "error")
 
 @lru_cache(maxsize=64)
 def _profile(ref: str) -> HardwareProfile:
-    profile = load_profile(ref)
-    # Load the measured tables now: what-if copies (with_overrides) made afterwards share the
-    # loaded tables instead of reading the CSV files again, which costs about a simulation.
-    getattr(profile, "allreduce_tables", None)
-    return profile
+    return load_profile(ref)
 
 
 @lru_cache(maxsize=64)
