@@ -97,11 +97,16 @@ def _table_for(profile: HardwareProfile, gpus: int, nodes: int):
 
 
 def _mode_correction_s(profile: HardwareProfile, table: MeasuredTable) -> float:
-    """Launch cost to add (eager simulated from a graph table) or remove (the other way)."""
+    """Host launch cost to add (eager simulated, table without it) or remove (the other way).
+
+    Only a single eager call timed with CUDA events around it contains the host launch; an eager
+    back-to-back loop (nccl-tests, APEX+) overlaps each launch with the previous collective, so
+    like a CUDA-graph replay it measures the collective alone.
+    """
     launch = profile.collectives.eager_launch_us.value * 1e-6
-    if table.mode == profile.collectives.mode:
-        return 0.0
-    return launch if profile.collectives.mode == "eager" else -launch
+    table_has_launch = table.mode == "eager" and table.timing == "single"
+    simulated_has_launch = profile.collectives.mode == "eager"
+    return (int(simulated_has_launch) - int(table_has_launch)) * launch
 
 
 def _scaled_table_s(sizes, times, size_bytes, bandwidth_scale: float, latency_scale: float):
