@@ -1,21 +1,22 @@
 """Fit what microbenchmarks cannot pin down from a user's own end-to-end runs.
 
-"I measured my current model; what will Ladder give me?" Given measured ``standard`` (and
-optionally ``upper_bound``) rows, fit per profile:
+"I measured my current model; what will Ladder give me?" From measured ``standard`` (and
+optionally ``upper_bound``) rows the fit sets, by bounded robust least squares on
+log(predicted / measured) tokens/s:
 
-* ``framework.step_overhead_us``: fixed cost of every forward pass (shared by all profiles of
-  the measured machine: P2P on and off are the same GPUs and software). With ``standard`` rows
-  of one model at TP > 1 only, every step has the same number of collectives, so a per-step
-  cost and a per-collective cost are indistinguishable; the step overhead is then kept from the
-  base profile and only fitted when ``upper_bound`` rows, TP 1 rows or several models are given;
-* ``framework.collective_sync_us``: the effective extra cost of each collective on the critical
-  path (the AllReduce floor a compiled step really pays), one per profile;
-* a common scale of ``gpu.gemm_memory_efficiency`` and ``gpu.elementwise_memory_efficiency``
-  (how well the framework's kernels stream weights and the KV cache).
+* shared by every profile of the measured machine (P2P on and off are the same GPUs and
+  software): ``framework.step_overhead_us``, the fixed cost of a forward pass, and a common scale
+  of ``gpu.gemm_memory_efficiency`` and ``gpu.elementwise_memory_efficiency`` (how well the
+  framework's kernels stream weights and the KV cache);
+* per profile: the per-byte part of the collective hand-off that no schedule hides
+  (``framework.collective_sync_gbps``) and ``what_if.intra_latency_scale``, the effective
+  AllReduce floor as a scale of the measured collective's latency (it grows with ring steps, as
+  a slow transport's per-hop cost does).
 
-Interference is not identifiable from these rows (neither schedule overlaps compute with
-communication), so it stays as the base profile has it, and the provenance says so. The fit
-minimises log(predicted / measured) tokens/s by bounded least squares.
+Kept from the base profile, and said so in the provenance: the per-collective constant
+``framework.collective_sync_us`` (with standard rows it is indistinguishable from the per-step
+constant, and microbenchmarks measure it) and the interference fractions (neither schedule
+overlaps compute with communication, so these rows carry no information about them).
 """
 
 from __future__ import annotations
@@ -37,6 +38,18 @@ from laddersim.validation.core import ValidationSetup, validate
 FIT_SCHEDULES = ("standard", "upper_bound")
 
 
+@dataclass(frozen=True)
+class _Param:
+    """One fitted number: its name, which profile it belongs to, start value, bounds, typical step."""
+
+    name: str
+    p2p: str | None  # None: shared by every profile
+    start: float
+    lower: float
+    upper: float
+    scale: float
+
+
 @dataclass
 class FitResult:
     profiles: dict[str, HardwareProfile]  # p2p setting -> fitted profile
@@ -45,24 +58,54 @@ class FitResult:
     all_rows: pd.DataFrame  # validation frame of every row with the fitted profiles
 
 
-def _with(profile: HardwareProfile, step_us: float, sync_us: float, mem_scale: float, source: str) -> HardwareProfile:
-    gpu = profile.gpu
-    fw = profile.framework
+def _apply(profile: HardwareProfile, values: dict[str, float], source: str) -> HardwareProfile:
+    """``profile`` with the fitted values set (names as in ``_Param.name``)."""
+    gpu, fw = profile.gpu, profile.framework
+    mem = values["memory_efficiency_scale"]
     new_gpu = gpu.model_copy(update={
-        "gemm_memory_efficiency": Sourced(value=min(gpu.gemm_memory_efficiency.value * mem_scale, 1.0), source=source),
-        "elementwise_memory_efficiency": Sourced(
-            value=min(gpu.elementwise_memory_efficiency.value * mem_scale, 1.0), source=source),
+        "gemm_memory_efficiency": Sourced(value=min(gpu.gemm_memory_efficiency.value * mem, 1.0), source=source),
+        "elementwise_memory_efficiency": Sourced(value=min(gpu.elementwise_memory_efficiency.value * mem, 1.0),
+                                                 source=source),
     })
+    ns_per_kib = values["collective_sync_ns_per_kib"]
     new_fw = fw.model_copy(update={
-        "step_overhead_us": Sourced(value=step_us, source=source),
-        "collective_sync_us": Sourced(value=sync_us, source=source),
+        "step_overhead_us": Sourced(value=values["step_overhead_us"], source=source),
+        # bytes / (gbps * 1e9) s = ns_per_kib * 1e-9 s per 1024 bytes
+        "collective_sync_gbps": Sourced(value=1024.0 / ns_per_kib if ns_per_kib > 1e-9 else 0.0, source=source),
     })
-    return profile.model_copy(update={"gpu": new_gpu, "framework": new_fw})
+    what_if = profile.what_if.model_copy(update={
+        "intra_latency_scale": profile.what_if.intra_latency_scale * values["allreduce_latency_scale"],
+        "source": source})
+    return profile.model_copy(update={"gpu": new_gpu, "framework": new_fw, "what_if": what_if})
+
+
+def _parameters(base: dict[str, HardwareProfile], settings: list[str]) -> list[_Param]:
+    first = base[settings[0]]
+    best_eff = max(first.gpu.gemm_memory_efficiency.value, first.gpu.elementwise_memory_efficiency.value)
+    params = [
+        _Param("step_overhead_us", None, first.framework.step_overhead_us.value, 0.0, 20000.0, 50.0),
+        _Param("memory_efficiency_scale", None, 1.0, 0.3, 1.0 / best_eff, 0.05),
+    ]
+    for p in settings:
+        gbps = base[p].framework.collective_sync_gbps.value
+        params.append(_Param("collective_sync_ns_per_kib", p, 1024.0 / gbps if gbps > 0 else 0.0, 0.0, 1000.0, 20.0))
+        params.append(_Param("allreduce_latency_scale", p, 1.0, 0.2, 5.0, 0.2))
+    return params
+
+
+def _soft_l1(z: np.ndarray) -> np.ndarray:
+    """Robust loss rho(z) = 2(sqrt(1 + z) - 1) with its first two derivatives (scipy's layout).
+
+    Rows the model cannot explain (a measurement anomaly, an effect it lacks) pull on the fit
+    linearly instead of quadratically, so they do not drag the parameters of every other row.
+    """
+    t = 1.0 + z
+    return np.vstack([2.0 * (np.sqrt(t) - 1.0), 1.0 / np.sqrt(t), -0.5 * t ** -1.5])
 
 
 def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup: ValidationSetup,
                  schedules: tuple[str, ...] = FIT_SCHEDULES, command: str = "laddersim fit",
-                 progress=None) -> FitResult:
+                 progress=None, *, loss: str = "soft_l1") -> FitResult:
     """Fit on the rows whose schedule is in ``schedules``; ``base`` maps p2p ('on'/'off') to profiles."""
     rows = measured[measured["schedule"].isin(schedules)]
     if "standard" not in set(rows["schedule"]):
@@ -71,22 +114,20 @@ def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup
     missing = [p for p in settings if p not in base]
     if missing:
         raise UserInputError(f"fit: no base profile for p2p={missing[0]} rows")
-    n_sync = len(settings)
+    params = _parameters(base, settings)
     evaluations = [0]
-    fit_step = bool(("upper_bound" in set(rows["schedule"])) or (rows["tp"] == 1).any()
-                    or rows["model"].nunique() > 1)
-    base_step_us = base[settings[0]].framework.step_overhead_us.value
 
     def profiles_for(x: np.ndarray, source: str = "fit in progress") -> dict[str, HardwareProfile]:
-        step_us = x[0] if fit_step else base_step_us
-        mem_scale = x[1]
-        return {p: _with(base[p], step_us, x[2 + i], mem_scale, source) for i, p in enumerate(settings)}
+        out = {}
+        for p in settings:
+            values = {q.name: v for q, v in zip(params, x) if q.p2p in (None, p)}
+            out[p] = _apply(base[p], values, source)
+        return out
 
-    def frame_for(x: np.ndarray, which: pd.DataFrame) -> pd.DataFrame:
-        fitted = profiles_for(x)
-        local = ValidationSetup(fitted.get("on", setup.hardware), fitted.get("off", setup.hardware_p2p_off),
-                                setup.dtype, setup.kv_cache, setup.kv_reads)
-        return validate(which, local)
+    def frame_for(x: np.ndarray, which: pd.DataFrame, source: str = "fit in progress") -> pd.DataFrame:
+        fitted = profiles_for(x, source)
+        return validate(which, ValidationSetup(fitted.get("on", setup.hardware), fitted.get("off", setup.hardware_p2p_off),
+                                               setup.dtype, setup.kv_cache, setup.kv_reads))
 
     def residuals(x: np.ndarray) -> np.ndarray:
         evaluations[0] += 1
@@ -94,15 +135,12 @@ def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup
             progress(evaluations[0])
         return np.log1p(frame_for(x, rows)["rel_error"].to_numpy())
 
-    x0 = np.array([base_step_us, 1.0]
-                  + [base[p].framework.collective_sync_us.value for p in settings])
-    lower = np.array([0.0 if fit_step else base_step_us - 1e-9, 0.3] + [0.0] * n_sync)
-    upper = np.array([20000.0 if fit_step else base_step_us + 1e-9, 1.0 / max(base[settings[0]].gpu.gemm_memory_efficiency.value,
-                                         base[settings[0]].gpu.elementwise_memory_efficiency.value)]
-                     + [500.0] * n_sync)
-    x0 = np.clip(x0, lower, upper)
-    solution = least_squares(residuals, x0, bounds=(lower, upper), x_scale=np.array([50.0, 0.05] + [5.0] * n_sync),
-                             diff_step=1e-3, xtol=1e-6, ftol=1e-8, max_nfev=200)
+    lower = np.array([q.lower for q in params])
+    upper = np.array([q.upper for q in params])
+    x0 = np.clip([q.start for q in params], lower, upper)
+    solution = least_squares(residuals, x0, bounds=(lower, upper), loss=_soft_l1 if loss == "soft_l1" else loss,
+                             f_scale=0.03, x_scale=np.array([q.scale for q in params]),
+                             diff_step=1e-3, xtol=1e-5, ftol=1e-6, max_nfev=200)
     x = solution.x
     fit_frame = frame_for(x, rows)
     med = float(fit_frame["rel_error"].abs().median() * 100)
@@ -118,16 +156,12 @@ def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup
             "fit_rows": str(len(rows)),
             "fit_residual_median_pct": f"{med:.3f}",
             "fit_residual_worst_pct": f"{worst:.3f}",
-            "fit_interference": "not identifiable from standard/upper_bound rows; kept from the base profile",
-            "fit_step_overhead": ("fitted" if fit_step else
-                                  "kept from the base profile: with standard rows of one model at TP > 1 it is "
-                                  "collinear with the per-collective cost"),
+            "fit_kept": "collective_sync_us (indistinguishable from the per-step constant in these rows) and "
+                        "interference (no overlap in standard/upper_bound rows): from the base profile",
         }})
-    all_frame = validate(measured, ValidationSetup(fitted.get("on", setup.hardware), fitted.get("off", setup.hardware_p2p_off),
-                                                   setup.dtype, setup.kv_cache, setup.kv_reads))
-    params = {"step_overhead_us": float(x[0]) if fit_step else base_step_us, "memory_efficiency_scale": float(x[1])}
-    params.update({f"collective_sync_us[p2p={p}]": float(x[2 + i]) for i, p in enumerate(settings)})
-    return FitResult(fitted, params, fit_frame, all_frame)
+    all_frame = frame_for(x, measured, source)
+    values = {q.name + (f"[p2p={q.p2p}]" if q.p2p else ""): float(v) for q, v in zip(params, x)}
+    return FitResult(fitted, values, fit_frame, all_frame)
 
 
 def save_profile(profile: HardwareProfile, path: str | Path, name: str | None = None) -> Path:

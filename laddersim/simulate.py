@@ -231,7 +231,7 @@ def simulate(scenario: Scenario, options: SimOptions | None = None) -> SimResult
 
 def make_scenario(model, hardware, tp: int, batch: int, prompt_len: int, gen_len: int, schedule: str,
                   dtype: str = "bfloat16", kv_cache: str = "static",
-                  kv_reads: str = "per_query_head") -> Scenario:
+                  kv_reads: str = "repeat_interleave") -> Scenario:
     """A Scenario from names or objects (model preset / config.json path, profile name / path)."""
     from pydantic import ValidationError
 

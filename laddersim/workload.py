@@ -16,9 +16,11 @@ class Workload(BaseModel):
     that every decode step attends over in full (masked); ``dynamic`` reads only the positions
     written so far (paged / FlashDecoding engines), so attention grows each step.
 
-    ``kv_reads`` = ``per_query_head`` is gpt-fast's GQA: K and V are repeated to every query head
-    (``repeat_interleave``) before attention, so each query head streams its own copy of the
-    cache; ``per_kv_head`` is a GQA-aware kernel reading each KV head once for its query group.
+    ``kv_reads`` = ``repeat_interleave`` is gpt-fast's GQA: ``k.repeat_interleave(n_head //
+    n_local_heads, dim=1)`` expands K and V to every query head before attention, so each query
+    head streams its own copy of the cache (fused into the attention's loads under torch.compile);
+    ``per_kv_head`` is a
+    GQA-aware kernel reading each KV head once for its query group.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -28,7 +30,7 @@ class Workload(BaseModel):
     gen_len: int = Field(gt=0)
     dtype: Literal["float16", "bfloat16", "float32", "fp8"] = "bfloat16"
     kv_cache: Literal["static", "dynamic"] = "static"
-    kv_reads: Literal["per_query_head", "per_kv_head"] = "per_query_head"
+    kv_reads: Literal["repeat_interleave", "per_kv_head"] = "repeat_interleave"
 
     @property
     def dtype_bytes(self) -> int:

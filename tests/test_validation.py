@@ -65,42 +65,38 @@ def _tiny_measured(tmp_path, profile, schedules=("standard", "ladder", "parallel
     return frame
 
 
-def _perturbed(profile, step_us, sync_us, mem_scale):
+def _perturbed(profile, step_us, mem_scale, sync_gbps, latency_scale):
     gpu = profile.gpu.model_copy(update={
         "gemm_memory_efficiency": Sourced(value=profile.gpu.gemm_memory_efficiency.value * mem_scale, source="test truth"),
         "elementwise_memory_efficiency": Sourced(value=profile.gpu.elementwise_memory_efficiency.value * mem_scale,
                                                  source="test truth")})
     fw = profile.framework.model_copy(update={"step_overhead_us": Sourced(value=step_us, source="test truth"),
-                                              "collective_sync_us": Sourced(value=sync_us, source="test truth")})
-    return profile.model_copy(update={"gpu": gpu, "framework": fw})
+                                              "collective_sync_gbps": Sourced(value=sync_gbps, source="test truth")})
+    what_if = profile.what_if.model_copy(update={"intra_latency_scale": latency_scale})
+    return profile.model_copy(update={"gpu": gpu, "framework": fw, "what_if": what_if})
 
 
 def test_fit_recovers_known_parameters_and_predicts_held_out_schedules(tmp_path, h100):
-    truth = _perturbed(h100, step_us=400.0, sync_us=12.0, mem_scale=0.9)
-    measured = _tiny_measured(tmp_path, truth)
-    result = fit_profiles(measured, {"on": h100}, ValidationSetup(), schedules=("standard", "upper_bound"))
-    assert result.parameters["step_overhead_us"] == pytest.approx(400.0, rel=0.02)
-    assert result.parameters["collective_sync_us[p2p=on]"] == pytest.approx(12.0, rel=0.05)
-    assert result.parameters["memory_efficiency_scale"] == pytest.approx(0.9, rel=0.01)
-    held_out = result.all_rows[result.all_rows["schedule"] != "standard"]
-    assert held_out["rel_error"].abs().max() < 0.005
-    assert "kept from the base profile" in result.profiles["on"].provenance["fit_interference"]
-    # The fitted profile round-trips through YAML and predicts the same.
-    path = save_profile(result.profiles["on"], tmp_path / "fitted.yaml", name="fitted")
-    again = validate(measured, ValidationSetup(hardware=load_profile(path)))
-    np.testing.assert_allclose(again["predicted_tokens_per_s"], result.all_rows["predicted_tokens_per_s"], rtol=1e-9)
-
-
-def test_standard_rows_alone_keep_the_base_step_overhead(tmp_path, h100):
-    base_step = h100.framework.step_overhead_us.value
-    truth = _perturbed(h100, step_us=base_step, sync_us=12.0, mem_scale=1.1)
+    truth = _perturbed(h100, step_us=400.0, mem_scale=0.9, sync_gbps=50.0, latency_scale=1.4)
     measured = _tiny_measured(tmp_path, truth)
     result = fit_profiles(measured, {"on": h100}, ValidationSetup(), schedules=("standard",))
-    assert result.parameters["step_overhead_us"] == base_step
-    assert "collinear" in result.profiles["on"].provenance["fit_step_overhead"]
-    assert result.parameters["collective_sync_us[p2p=on]"] == pytest.approx(12.0, rel=0.02)
-    assert result.parameters["memory_efficiency_scale"] == pytest.approx(1.1, rel=0.01)
-    assert result.all_rows["rel_error"].abs().max() < 0.005
+    p = result.parameters
+    assert p["step_overhead_us"] == pytest.approx(400.0, rel=0.03)
+    assert p["memory_efficiency_scale"] == pytest.approx(0.9, rel=0.01)
+    assert 1024.0 / p["collective_sync_ns_per_kib[p2p=on]"] == pytest.approx(50.0, rel=0.05)
+    assert p["allreduce_latency_scale[p2p=on]"] == pytest.approx(1.4, rel=0.03)
+    held_out = result.all_rows[result.all_rows["schedule"] != "standard"]
+    assert held_out["rel_error"].abs().max() < 0.005
+    fitted = result.profiles["on"]
+    # Kept from the base, and the provenance says why.
+    assert fitted.framework.collective_sync_us == h100.framework.collective_sync_us
+    assert fitted.interference == h100.interference
+    assert "interference" in fitted.provenance["fit_kept"]
+    assert fitted.framework.step_overhead_us.source.startswith("fit: ")
+    # The fitted profile round-trips through YAML and predicts the same.
+    path = save_profile(fitted, tmp_path / "fitted.yaml", name="fitted")
+    again = validate(measured, ValidationSetup(hardware=load_profile(path)))
+    np.testing.assert_allclose(again["predicted_tokens_per_s"], result.all_rows["predicted_tokens_per_s"], rtol=1e-9)
 
 
 def test_validate_cli_writes_a_report(tmp_path, capsys, h100):

@@ -40,5 +40,5 @@ def add_scenario_args(parser: argparse.ArgumentParser, *, tp_required: bool = Tr
     parser.add_argument("--dtype", choices=["bfloat16", "float16", "float32", "fp8"], default="bfloat16")
     parser.add_argument("--kv-cache", choices=["static", "dynamic"], default="static",
                         help="static: gpt-fast preallocated cache read in full each step; dynamic: grows")
-    parser.add_argument("--kv-reads", choices=["per_query_head", "per_kv_head"], default="per_query_head",
-                        help="per_query_head: gpt-fast repeats K/V to every query head; per_kv_head: GQA-aware kernel")
+    parser.add_argument("--kv-reads", choices=["repeat_interleave", "per_kv_head"], default="repeat_interleave",
+                        help="repeat_interleave: gpt-fast copies K/V to every query head before attention; per_kv_head: GQA-aware kernel")

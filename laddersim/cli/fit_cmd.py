@@ -24,7 +24,7 @@ def register(sub) -> None:
     p.add_argument("--with-upper-bound", action="store_true", help="also fit on upper_bound rows")
     p.add_argument("--dtype", default="float16", choices=["bfloat16", "float16", "float32", "fp8"])
     p.add_argument("--kv-cache", default="static", choices=["static", "dynamic"])
-    p.add_argument("--kv-reads", default="per_query_head", choices=["per_query_head", "per_kv_head"])
+    p.add_argument("--kv-reads", default="repeat_interleave", choices=["repeat_interleave", "per_kv_head"])
     p.add_argument("--report", default="reports/fit", help="report directory (default reports/fit)")
     p.set_defaults(func=run)
 

@@ -21,7 +21,7 @@ def register(sub) -> None:
     p.add_argument("--hardware-p2p-off", default="h100-sxm-p2p-off", help="profile for rows with p2p=off")
     p.add_argument("--dtype", default="float16", choices=["bfloat16", "float16", "float32", "fp8"])
     p.add_argument("--kv-cache", default="static", choices=["static", "dynamic"])
-    p.add_argument("--kv-reads", default="per_query_head", choices=["per_query_head", "per_kv_head"])
+    p.add_argument("--kv-reads", default="repeat_interleave", choices=["repeat_interleave", "per_kv_head"])
     p.add_argument("--out", default="reports/validation", help="report directory (default reports/validation)")
     p.set_defaults(func=run)
 

@@ -66,6 +66,9 @@ def op_times_s(
 
     elementwise_add = float(memory_bound_time_s(gpu, 3 * t * d * b))
     sync_s = hw.framework.collective_sync_us.value * 1e-6 if tp > 1 else 0.0
+    sync_gbps = hw.framework.collective_sync_gbps.value
+    hidden_bytes = t * d * b  # the hidden-state AllReduce message
+    sync_bytes_s = hidden_bytes / (sync_gbps * 1e9) if (tp > 1 and sync_gbps > 0) else 0.0
     times = {
         "embedding": float(memory_bound_time_s(gpu, 2 * t * d * b)),
         "attn_norm": norm(t),
@@ -87,7 +90,7 @@ def op_times_s(
         "sampling": hw.framework.sampling_us.value * 1e-6
         + float(memory_bound_time_s(gpu, 4 * phase.batch * model.vocab_size * 4, kernels=0)),
         "step_overhead": hw.framework.step_overhead_us.value * 1e-6,
-        "collective_launch": sync_s,
+        "collective_launch": sync_s + sync_bytes_s,
         "allreduce": float(allreduce_time_s(hw, tp, t * d * b)),
         "allgather_logits": float(allgather_time_s(hw, tp, phase.batch * v_r * tp * b)),
     }
@@ -104,30 +107,32 @@ def attention_time_s(
     Prefill: compute-bound. A static cache (gpt-fast) runs masked attention over all
     ``max_seq_len`` cache positions, 4 * B * S * max_seq_len * h_r * hd FLOPs; a dynamic cache runs
     causal flash attention, 4 * B * S^2 * h_r * hd / 2 FLOPs.
-    Decode: streaming the KV cache dominates: B * kv_len * 2 * hd elements per KV head read, where
-    ``kv_reads`` says whether every query head reads its own repeated copy (gpt-fast) or each KV
-    head is read once; FLOPs 4 * B * kv_len * h_r * hd; the slower of the two at the profile's
-    efficiencies.
+    Decode: streaming K and V dominates. ``kv_reads`` = ``per_kv_head``: each KV head is read once
+    (B * kv_len * 2 * kv_r * hd elements); ``repeat_interleave`` (gpt-fast): K and V are expanded
+    to every query head; under torch.compile the expansion is fused into the attention's loads
+    (nothing is written back) but every query head still streams its own copy, B * kv_len * 2 *
+    h_r * hd elements. Long contiguous streams run at the GEMV weight-streaming efficiency
+    (``gemm_memory_efficiency``). FLOPs 4 * B * kv_len * h_r * hd; the slower of the two.
     """
     gpu = hw.gpu
     b = work.dtype_bytes
     hd = model.head_dim
     h_r = model.heads_per_rank(tp)
     kv_r = model.kv_heads_per_rank(tp)
-    heads_read = h_r if work.kv_reads == "per_query_head" else kv_r
+    heads_streamed = h_r if work.kv_reads == "repeat_interleave" else kv_r
     kv_lens = np.asarray(kv_lens, dtype=float)
     attn_peak = gpu.peak_flops_per_s * gpu.attention_compute_efficiency.value
-    bandwidth = gpu.memory_bandwidth_bytes_per_s * gpu.elementwise_memory_efficiency.value
+    stream_bw = gpu.memory_bandwidth_bytes_per_s * gpu.gemm_memory_efficiency.value
     if phase.name == "prefill":
         s = phase.new_tokens_per_seq
         if work.kv_cache == "static":
             flops = 4.0 * phase.batch * s * work.max_seq_len * h_r * hd
-            moved = phase.batch * (2 * s * h_r + 2 * work.max_seq_len * heads_read) * hd * b
+            moved = phase.batch * (2 * s * h_r + 2 * work.max_seq_len * heads_streamed) * hd * b
         else:
             flops = 4.0 * phase.batch * s * s * h_r * hd / 2.0
-            moved = phase.tokens * (2 * h_r + 2 * heads_read) * hd * b
-        body = np.maximum(flops / attn_peak, moved / bandwidth)
+            moved = phase.tokens * (2 * h_r + 2 * heads_streamed) * hd * b
+        body = np.maximum(flops / attn_peak, moved / stream_bw)
         return gpu.kernel_launch_s + np.full(kv_lens.shape, body)
     flops = 4.0 * phase.batch * kv_lens * h_r * hd
-    moved = phase.batch * (kv_lens * 2 * heads_read * hd + 2 * h_r * hd) * b
-    return gpu.kernel_launch_s + np.maximum(flops / attn_peak, moved / bandwidth)
+    moved = phase.batch * (kv_lens * 2 * heads_streamed * hd + 2 * h_r * hd) * b
+    return gpu.kernel_launch_s + np.maximum(flops / attn_peak, moved / stream_bw)

@@ -214,6 +214,9 @@ class FrameworkSpec(BaseModel):
     # A collective on the critical path of a compiled step pays its kernel start-up and the
     # compute/NCCL stream hand-off, which nccl-tests' back-to-back loop hides (added per collective).
     collective_sync_us: Sourced = Sourced(value=0.0, source="default: no per-collective sync cost")
+    # Its part that grows with the message: bytes / this bandwidth (0 = none). Staging or
+    # copying the message on the compute stream's side of the hand-off.
+    collective_sync_gbps: Sourced = Sourced(value=0.0, source="default: no per-byte hand-off cost")
 
 
 class WhatIf(BaseModel):
@@ -230,10 +233,12 @@ class WhatIf(BaseModel):
     intra_latency_scale: float = Field(default=1.0, ge=0)
     inter_bandwidth_scale: float = Field(default=1.0, gt=0)
     inter_latency_scale: float = Field(default=1.0, ge=0)
+    # Where non-identity scalings came from (a what-if override, or ``laddersim fit``).
+    source: str = ""
 
     @property
     def is_identity(self) -> bool:
-        return self == WhatIf()
+        return self.model_copy(update={"source": ""}) == WhatIf()
 
 
 class HardwareProfile(BaseModel):

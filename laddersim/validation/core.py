@@ -31,7 +31,7 @@ class ValidationSetup:
     hardware_p2p_off: str | HardwareProfile = "h100-sxm-p2p-off"
     dtype: str = "float16"  # the paper ran fp16 weights
     kv_cache: str = "static"  # gpt-fast's preallocated cache
-    kv_reads: str = "per_query_head"  # gpt-fast repeats K/V to every query head
+    kv_reads: str = "repeat_interleave"  # gpt-fast repeats K/V to every query head
 
 
 def read_measured(path: str | Path | None = None) -> pd.DataFrame:
