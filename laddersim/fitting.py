@@ -89,7 +89,7 @@ def _parameters(base: dict[str, HardwareProfile], settings: list[str]) -> list[_
     for p in settings:
         gbps = base[p].framework.collective_sync_gbps.value
         params.append(_Param("collective_sync_ns_per_kib", p, 1024.0 / gbps if gbps > 0 else 0.0, 0.0, 1000.0, 20.0))
-        params.append(_Param("allreduce_latency_scale", p, 1.0, 0.2, 5.0, 0.2))
+        params.append(_Param("allreduce_latency_scale", p, 1.0, 0.05, 100.0, 0.2))
     return params
 
 
