@@ -21,6 +21,7 @@ _GRID_FLAGS = (
     ("--schedule", "schedules", str, "schedules (default standard ladder)"),
     ("--dtype", "dtype", str, "dtypes (default bfloat16)"),
     ("--kv-cache", "kv_cache", str, "static and/or dynamic (default static)"),
+    ("--kv-reads", "kv_reads", str, "repeat_interleave and/or per_kv_head (default repeat_interleave)"),
 )
 _OVERRIDE_HELP = {
     "intra_bandwidth_scale": "x intra-node AllReduce bandwidth",

@@ -47,7 +47,8 @@ def simulate_point(point: Point) -> dict:
     """SimResult.summary() of the point; raises UserInputError (incl. DoesNotFitError) if infeasible."""
     profile = _overridden(point.hardware_ref, point.overrides)
     scenario = make_scenario(_model(point.model_ref), profile, point.tp, point.batch, point.prompt_len,
-                             point.gen_len, point.schedule, point.dtype, point.kv_cache)
+                             point.gen_len, point.schedule, point.dtype, point.kv_cache,
+                             point.kv_reads)
     return simulate(scenario).summary()
 
 

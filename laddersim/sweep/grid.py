@@ -110,13 +110,14 @@ class SweepGrid(BaseModel):
     schedules: list[str] = Field(default=["standard", "ladder"], min_length=1)
     dtype: list[Literal["bfloat16", "float16", "float32", "fp8"]] = Field(default=["bfloat16"], min_length=1)
     kv_cache: list[Literal["static", "dynamic"]] = Field(default=["static"], min_length=1)
+    kv_reads: list[Literal["repeat_interleave", "per_kv_head"]] = Field(default=["repeat_interleave"], min_length=1)
     overrides: Overrides = Overrides()
 
     # Directory relative paths in the grid are taken from (the grid file's); not part of the grid.
     base_dir: str = Field(default="", exclude=True)
 
     @field_validator("models", "hardware", "tp", "batch", "prompt_len", "gen_len", "schedules", "dtype",
-                     "kv_cache", mode="before")
+                     "kv_cache", "kv_reads", mode="before")
     @classmethod
     def _wrap(cls, value):
         return _as_list(value)

@@ -12,7 +12,8 @@ from laddersim.hardware.profile import load_profile
 from laddersim.model_shape import PRESETS, load_model_shape
 from laddersim.sweep.grid import OVERRIDE_COLUMNS, SweepGrid
 
-SCENARIO_COLUMNS = ("model", "hardware", "tp", "batch", "prompt_len", "gen_len", "schedule", "dtype", "kv_cache")
+SCENARIO_COLUMNS = ("model", "hardware", "tp", "batch", "prompt_len", "gen_len", "schedule", "dtype", "kv_cache",
+                    "kv_reads")
 # Every input of a point, in table order; the result table is sorted by these.
 INPUT_COLUMNS = SCENARIO_COLUMNS + OVERRIDE_COLUMNS
 
@@ -34,6 +35,7 @@ class Point:
     overrides: tuple[tuple[str, float | None], ...]  # (column, value or None), OVERRIDE_COLUMNS order
     model_ref: str
     hardware_ref: str
+    kv_reads: str = "repeat_interleave"
 
     def inputs(self) -> dict:
         """The input columns of this point's result row."""
@@ -81,13 +83,13 @@ def expand_grid(grid: SweepGrid) -> list[Point]:
     swept = grid.overrides.swept()
     override_values = list(itertools.product(*swept.values()))
     points: dict[str, Point] = {}
-    for model, hw, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache, values in itertools.product(
+    for model, hw, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache, kv_reads, values in itertools.product(
         grid.models, grid.hardware, grid.tp, grid.batch, grid.prompt_len, grid.gen_len, grid.schedules,
-        grid.dtype, grid.kv_cache, override_values,
+        grid.dtype, grid.kv_cache, grid.kv_reads, override_values,
     ):
         chosen = dict(zip(swept, values))
         overrides = tuple((c, chosen.get(c)) for c in OVERRIDE_COLUMNS)
         point = Point(model, hw, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache, overrides,
-                      model_refs[model], profile_refs[hw])
+                      model_refs[model], profile_refs[hw], kv_reads)
         points.setdefault(point.key, point)
     return list(points.values())
