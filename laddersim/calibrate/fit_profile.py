@@ -200,7 +200,10 @@ def _collectives(fit: _Fit, tables_dir: Path) -> tuple[CollectiveSpec, pd.DataFr
         if table.empty:
             continue
         what = _write_table(fit, table, mode, tables_dir / file)
-        tables.append(MeasuredTable(file=f"tables/{file}", source=what, mode=mode, library=fit.library))
+        # Eager points are single calls timed after a barrier (host launch included); a graph
+        # point is a replay of back-to-back captured calls (no launch).
+        tables.append(MeasuredTable(file=f"tables/{file}", source=what, mode=mode, library=fit.library,
+                                    timing="single" if mode == "eager" else "loop"))
     intra = _intra_tier(fit, primary_table, primary)
     eager_launch = fit.copied(base.eager_launch_us)
     if measured_modes >= {"eager", "graph"}:
