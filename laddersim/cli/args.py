@@ -5,28 +5,29 @@ from __future__ import annotations
 import argparse
 
 
-def positive_int(name: str):
-    def parse(text: str) -> int:
+def _number(name: str, cast, kind: str, ok):
+    """An argparse type: ``cast(text)``, refused with '<name> must be <kind>' unless ``ok``."""
+    def parse(text: str):
         try:
-            value = int(text)
+            value = cast(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a positive integer, got '{text}'") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{name} must be a positive integer, got {value}")
+            raise argparse.ArgumentTypeError(f"{name} must be {kind}, got '{text}'") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"{name} must be {kind}, got {text}")
         return value
     return parse
+
+
+def positive_int(name: str):
+    return _number(name, int, "a positive integer", lambda v: v >= 1)
+
+
+def positive_float(name: str):
+    return _number(name, float, "a number > 0", lambda v: v > 0)
 
 
 def non_negative_float(name: str):
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number >= 0, got '{text}'") from None
-        if not value >= 0:
-            raise argparse.ArgumentTypeError(f"{name} must be a number >= 0, got {text}")
-        return value
-    return parse
+    return _number(name, float, "a number >= 0", lambda v: v >= 0)
 
 
 def add_scenario_args(parser: argparse.ArgumentParser, *, tp_required: bool = True) -> None:
@@ -42,3 +43,12 @@ def add_scenario_args(parser: argparse.ArgumentParser, *, tp_required: bool = Tr
                         help="static: gpt-fast preallocated cache read in full each step; dynamic: grows")
     parser.add_argument("--kv-reads", choices=["repeat_interleave", "per_kv_head"], default="repeat_interleave",
                         help="repeat_interleave: gpt-fast copies K/V to every query head before attention; per_kv_head: GQA-aware kernel")
+
+
+def add_measured_workload_args(parser: argparse.ArgumentParser) -> None:
+    """How measured rows become scenarios (validate, fit): profiles for P2P off, the benchmark's
+    dtype and attention; defaults are the paper's gpt-fast benchmark."""
+    parser.add_argument("--hardware-p2p-off", default="h100-sxm-p2p-off", help="profile for rows with p2p=off")
+    parser.add_argument("--dtype", default="float16", choices=["bfloat16", "float16", "float32", "fp8"])
+    parser.add_argument("--kv-cache", default="static", choices=["static", "dynamic"])
+    parser.add_argument("--kv-reads", default="repeat_interleave", choices=["repeat_interleave", "per_kv_head"])

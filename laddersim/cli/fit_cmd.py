@@ -7,6 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from laddersim.cli.args import add_measured_workload_args
 from laddersim.errors import UserInputError
 from laddersim.fitting import fit_profiles, save_profile
 from laddersim.hardware.profile import load_profile
@@ -19,12 +20,9 @@ def register(sub) -> None:
     p.add_argument("measured", help="CSV with model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s")
     p.add_argument("--hardware", required=True, help="base profile for p2p=on rows")
     p.add_argument("--out", required=True, help="where to write the fitted profile (.yaml or a directory)")
-    p.add_argument("--hardware-p2p-off", default="h100-sxm-p2p-off", help="base profile for p2p=off rows")
+    add_measured_workload_args(p)
     p.add_argument("--out-p2p-off", help="fitted profile for p2p=off rows (default: OUT with -p2p-off)")
     p.add_argument("--with-upper-bound", action="store_true", help="also fit on upper_bound rows")
-    p.add_argument("--dtype", default="float16", choices=["bfloat16", "float16", "float32", "fp8"])
-    p.add_argument("--kv-cache", default="static", choices=["static", "dynamic"])
-    p.add_argument("--kv-reads", default="repeat_interleave", choices=["repeat_interleave", "per_kv_head"])
     p.add_argument("--report", default="reports/fit", help="report directory (default reports/fit)")
     p.set_defaults(func=run)
 

@@ -11,12 +11,18 @@ from dataclasses import asdict
 
 from tqdm import tqdm
 
-from laddersim.cli.args import positive_int
+from laddersim.cli.args import positive_float, positive_int
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import list_profiles, load_profile
 from laddersim.model_shape import load_model_shape
 from laddersim.plan.break_even import VARY, Scenario, break_even, parse_side
-from laddersim.plan.planner import DEFAULT_BATCHES, RANK_KEYS, Target, candidate_points, rank_options
+from laddersim.plan.planner import (
+    DEFAULT_BATCHES,
+    RANK_KEYS,
+    Target,
+    candidate_points,
+    rank_options,
+)
 from laddersim.plan.prices import DEFAULT_PRICES, load_prices
 from laddersim.sweep.runner import run_points
 from laddersim.tables import format_table
@@ -26,18 +32,6 @@ DEFINITIONS = (
     "time per token; replicas = fewest meeting --min-total-tokens-per-s; $/h = GPUs x price per "
     "GPU-hour; $/Mtok = $/h / (total tok/s x 3600) x 1e6."
 )
-
-
-def _positive_float(name: str):
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number > 0, got '{text}'") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"{name} must be a number > 0, got {text}")
-        return value
-    return parse
 
 
 def _workload_args(p: argparse.ArgumentParser) -> None:
@@ -63,9 +57,9 @@ def register(sub) -> None:
     p.add_argument("--max-nodes", type=positive_int("max-nodes"), default=4,
                    help="largest number of nodes one TP group may span (default 4)")
     _workload_args(p)
-    p.add_argument("--min-user-tokens-per-s", type=_positive_float("min-user-tokens-per-s"))
-    p.add_argument("--min-total-tokens-per-s", type=_positive_float("min-total-tokens-per-s"))
-    p.add_argument("--max-token-latency-ms", type=_positive_float("max-token-latency-ms"))
+    p.add_argument("--min-user-tokens-per-s", type=positive_float("min-user-tokens-per-s"))
+    p.add_argument("--min-total-tokens-per-s", type=positive_float("min-total-tokens-per-s"))
+    p.add_argument("--max-token-latency-ms", type=positive_float("max-token-latency-ms"))
     p.add_argument("--rank-by", choices=RANK_KEYS,
                    help="default: usd_per_hour with a total target, else usd_per_million_tokens")
     p.add_argument("--top", type=positive_int("top"), default=10, help="options shown (default 10)")
@@ -86,8 +80,8 @@ def register(sub) -> None:
     be.add_argument("--a", required=True, metavar="SCHEDULE@PROFILE", help="the side whose fabric varies")
     be.add_argument("--b", required=True, metavar="SCHEDULE@PROFILE", help="the reference side")
     be.add_argument("--vary", choices=list(VARY), default="intra_bandwidth")
-    be.add_argument("--lo", type=_positive_float("lo"), default=0.01, help="smallest scale searched (default 0.01)")
-    be.add_argument("--hi", type=_positive_float("hi"), default=100.0, help="largest scale searched (default 100)")
+    be.add_argument("--lo", type=positive_float("lo"), default=0.01, help="smallest scale searched (default 0.01)")
+    be.add_argument("--hi", type=positive_float("hi"), default=100.0, help="largest scale searched (default 100)")
     be.add_argument("--json", action="store_true")
     be.set_defaults(func=run_break_even)
 

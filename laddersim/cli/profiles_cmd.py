@@ -84,7 +84,11 @@ def _pct(x: float) -> str:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from laddersim.profiles_check.compare import check_allreduce, check_gemm, summary_frame
+    from laddersim.profiles_check.compare import (
+        check_allreduce,
+        check_gemm,
+        summary_frame,
+    )
 
     prof = load_profile(args.name)
     summary = summary_frame(check_allreduce(prof, force_shipped=args.shipped))

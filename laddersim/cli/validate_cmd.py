@@ -8,9 +8,15 @@ import sys
 
 import pandas as pd
 
+from laddersim.cli.args import add_measured_workload_args
 from laddersim.simulate import make_scenario, simulate
 from laddersim.tables import format_table
-from laddersim.validation.core import ValidationSetup, error_summary, read_measured, validate
+from laddersim.validation.core import (
+    ValidationSetup,
+    error_summary,
+    read_measured,
+    validate,
+)
 from laddersim.validation.report import write_report
 
 
@@ -18,10 +24,7 @@ def register(sub) -> None:
     p = sub.add_parser("validate", help="compare predictions with measured tokens/s (default: the paper's 70B figure)")
     p.add_argument("measured", nargs="?", help="CSV with model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s")
     p.add_argument("--hardware", default="h100-sxm-nvswitch", help="profile for rows with p2p=on")
-    p.add_argument("--hardware-p2p-off", default="h100-sxm-p2p-off", help="profile for rows with p2p=off")
-    p.add_argument("--dtype", default="float16", choices=["bfloat16", "float16", "float32", "fp8"])
-    p.add_argument("--kv-cache", default="static", choices=["static", "dynamic"])
-    p.add_argument("--kv-reads", default="repeat_interleave", choices=["repeat_interleave", "per_kv_head"])
+    add_measured_workload_args(p)
     p.add_argument("--out", default="reports/validation", help="report directory (default reports/validation)")
     p.set_defaults(func=run)
 

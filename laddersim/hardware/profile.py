@@ -12,7 +12,6 @@ Measured tables (AllReduce times, GEMM times) live beside the profile as small C
 
 from __future__ import annotations
 
-import difflib
 import os
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -20,9 +19,9 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from laddersim.config_files import build, read_yaml_mapping
 from laddersim.errors import UserInputError
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -323,16 +322,21 @@ def read_table_csv(path: Path) -> pd.DataFrame:
     return _read_table_csv(path.resolve(), stat.st_mtime_ns, stat.st_size)
 
 
-@lru_cache(maxsize=256)
-def _read_table_csv(path: Path, _mtime_ns: int, _size: int) -> pd.DataFrame:
+def _read_csv(path: Path, dtypes: dict[str, type]) -> pd.DataFrame:
+    """A shipped table: ``#`` comment lines, then at least the ``dtypes`` columns, typed."""
     try:
         frame = pd.read_csv(path, comment="#")
     except (OSError, pd.errors.ParserError) as exc:
         raise UserInputError(f"table: cannot read {path}: {exc}") from None
-    missing = {"gpus", "nodes", "size_bytes", "time_us"} - set(frame.columns)
+    missing = set(dtypes) - set(frame.columns)
     if missing:
         raise UserInputError(f"table: {path} lacks columns {sorted(missing)}")
-    frame = frame.astype({"gpus": int, "nodes": int, "size_bytes": float, "time_us": float})
+    return frame.astype(dtypes)
+
+
+@lru_cache(maxsize=256)
+def _read_table_csv(path: Path, _mtime_ns: int, _size: int) -> pd.DataFrame:
+    frame = _read_csv(path, {"gpus": int, "nodes": int, "size_bytes": float, "time_us": float})
     frame["time_s"] = frame["time_us"] * 1e-6
     if not np.isfinite(frame["time_s"]).all() or (frame["time_s"] <= 0).any():
         raise UserInputError(f"table: {path} has non-positive or non-finite times")
@@ -341,14 +345,7 @@ def _read_table_csv(path: Path, _mtime_ns: int, _size: int) -> pd.DataFrame:
 
 def read_gemm_table_csv(path: Path) -> pd.DataFrame:
     """Read a shipped GEMM table: ``#`` comment lines, then m,n,k,time_us columns."""
-    try:
-        frame = pd.read_csv(path, comment="#")
-    except (OSError, pd.errors.ParserError) as exc:
-        raise UserInputError(f"table: cannot read {path}: {exc}") from None
-    missing = {"m", "n", "k", "time_us"} - set(frame.columns)
-    if missing:
-        raise UserInputError(f"table: {path} lacks columns {sorted(missing)}")
-    return frame.astype({"m": int, "n": int, "k": int, "time_us": float})
+    return _read_csv(path, {"m": int, "n": int, "k": int, "time_us": float})
 
 
 def profiles_dir() -> Path:
@@ -378,42 +375,11 @@ def _resolve(name_or_path: str | Path) -> Path:
     )
 
 
-def format_validation_error(exc: ValidationError, where: str) -> str:
-    """One line naming the bad field (dotted path) and what is wrong with it.
-
-    An unknown field (usually a typo) is reported before the missing field it causes, with the
-    closest known name as a suggestion.
-    """
-    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
-    err = errors[0]
-    loc = ".".join(str(p) for p in err["loc"]) or "profile"
-    msg = err["msg"]
-    if err["type"] == "extra_forbidden":
-        missing = [e["loc"][-1] for e in errors if e["type"] == "missing" and e["loc"][:-1] == err["loc"][:-1]]
-        close = difflib.get_close_matches(str(err["loc"][-1]), [str(m) for m in missing], n=1)
-        msg = "unknown field" + (f" (did you mean '{close[0]}'?)" if close else "")
-    elif err["type"] == "literal_error":
-        msg = f"{msg} (got {err.get('input')!r})"
-    return f"{where}: {loc}: {msg}"
-
-
 def parse_profile(raw: dict, base_dir: Path, where: str = "hardware") -> HardwareProfile:
-    if not isinstance(raw, dict):
-        raise UserInputError(f"{where}: profile must be a YAML mapping")
-    try:
-        return HardwareProfile(**raw, base_dir=str(base_dir))
-    except ValidationError as exc:
-        raise UserInputError(format_validation_error(exc, where)) from None
-    except TypeError as exc:
-        raise UserInputError(f"{where}: {exc}") from None
+    return build(HardwareProfile, raw, where, base_dir=str(base_dir))
 
 
 def load_profile(name_or_path: str | Path) -> HardwareProfile:
     """A profile by name (``h100-sxm-nvswitch``), by path, or a calibration run directory."""
     path = _resolve(name_or_path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserInputError(f"hardware: cannot parse {path}: {first}") from None
-    return parse_profile(raw, path.parent, where=f"hardware {path.name}")
+    return parse_profile(read_yaml_mapping(path, "hardware"), path.parent, where=f"hardware {path.name}")

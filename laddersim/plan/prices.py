@@ -6,11 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from laddersim.errors import UserInputError
-from laddersim.hardware.profile import format_validation_error
+from laddersim.config_files import build, read_yaml_mapping
 
 DEFAULT_PRICES = Path(__file__).resolve().parents[1] / "data" / "prices.yaml"
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -41,14 +40,4 @@ class PriceFile(BaseModel):
 def load_prices(path: str | Path | None = None) -> PriceFile:
     """The price file at ``path``, or the shipped defaults."""
     path = Path(path) if path else DEFAULT_PRICES
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserInputError(f"prices: cannot read {path}: {first}") from None
-    if not isinstance(raw, dict):
-        raise UserInputError(f"prices: {path} must be a YAML mapping with a 'prices' key")
-    try:
-        return PriceFile(**raw)
-    except ValidationError as exc:
-        raise UserInputError(format_validation_error(exc, f"prices {path.name}")) from None
+    return build(PriceFile, read_yaml_mapping(path, "prices"), f"prices {path.name}")

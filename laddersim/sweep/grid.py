@@ -19,11 +19,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from laddersim.errors import UserInputError
-from laddersim.hardware.profile import format_validation_error
+from laddersim.config_files import build, read_yaml_mapping
 from laddersim.schedules.plan import SCHEDULE_NAMES
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -141,22 +139,10 @@ class SweepGrid(BaseModel):
 
 
 def parse_grid(raw, where: str = "grid", base_dir: str | Path = "") -> SweepGrid:
-    if not isinstance(raw, dict):
-        raise UserInputError(f"{where}: must be a YAML mapping of lists")
-    try:
-        return SweepGrid(**raw, base_dir=str(base_dir))
-    except ValidationError as exc:
-        raise UserInputError(format_validation_error(exc, where)) from None
-    except TypeError as exc:
-        raise UserInputError(f"{where}: {exc}") from None
+    return build(SweepGrid, raw, where, base_dir=str(base_dir))
 
 
 def load_grid(path: str | Path) -> SweepGrid:
     """Read a grid YAML file; relative model/profile paths in it are relative to the file."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserInputError(f"grid: cannot read {path}: {first}") from None
-    return parse_grid(raw, where=f"grid {path.name}", base_dir=path.resolve().parent)
+    return parse_grid(read_yaml_mapping(path, "grid"), where=f"grid {path.name}", base_dir=path.resolve().parent)

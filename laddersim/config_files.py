@@ -1,0 +1,63 @@
+"""Reading a YAML config file into a validated pydantic model, with one-line errors.
+
+Profiles, sweep grids and price files all go through here, so a typo anywhere is reported the
+same way: the file, the dotted field path, and what is wrong (unknown fields before the missing
+ones they cause, with the closest known name).
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from laddersim.errors import UserInputError
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def format_validation_error(exc: ValidationError, where: str) -> str:
+    """One line naming the bad field (dotted path) and what is wrong with it.
+
+    An unknown field (usually a typo) is reported before the missing field it causes, with the
+    closest known name as a suggestion.
+    """
+    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+    err = errors[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "file"
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        missing = [e["loc"][-1] for e in errors if e["type"] == "missing" and e["loc"][:-1] == err["loc"][:-1]]
+        close = difflib.get_close_matches(str(err["loc"][-1]), [str(m) for m in missing], n=1)
+        msg = "unknown field" + (f" (did you mean '{close[0]}'?)" if close else "")
+    elif err["type"] == "literal_error":
+        msg = f"{msg} (got {err.get('input')!r})"
+    return f"{where}: {loc}: {msg}"
+
+
+def read_yaml_mapping(path: str | Path, what: str) -> dict:
+    """The YAML mapping in ``path``; ``what`` names the kind of file in errors."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserInputError(f"{what}: cannot read {path}: {first}") from None
+    if not isinstance(raw, dict):
+        raise UserInputError(f"{what}: {path} must be a YAML mapping")
+    return raw
+
+
+def build(model: type[Model], raw, where: str, **extra) -> Model:
+    """``model(**raw, **extra)``, with validation errors as one-line UserInputErrors."""
+    if not isinstance(raw, dict):
+        raise UserInputError(f"{where}: must be a YAML mapping")
+    try:
+        return model(**raw, **extra)
+    except ValidationError as exc:
+        raise UserInputError(format_validation_error(exc, where)) from None
+    except TypeError as exc:
+        raise UserInputError(f"{where}: {exc}") from None
