@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from pydantic import ValidationError
 
 from laddersim.costs.memory_fit import MemoryUse, check_fits
 from laddersim.costs.op_costs import Phase, op_times_s
 from laddersim.engine.simulator import EngineResult, RankWork, run_engine
-from laddersim.hardware.profile import HardwareProfile
-from laddersim.model_shape import ModelShape
+from laddersim.errors import UserInputError
+from laddersim.hardware.profile import HardwareProfile, load_profile
+from laddersim.model_shape import ModelShape, load_model_shape
 from laddersim.results import METRICS, StreamMasks, step_metrics, timeline_frame
 from laddersim.schedules.plan import parse_schedule
 from laddersim.schedules.program import Program, build_program
@@ -233,12 +235,6 @@ def make_scenario(model, hardware, tp: int, batch: int, prompt_len: int, gen_len
                   dtype: str = "bfloat16", kv_cache: str = "static",
                   kv_reads: str = "repeat_interleave") -> Scenario:
     """A Scenario from names or objects (model preset / config.json path, profile name / path)."""
-    from pydantic import ValidationError
-
-    from laddersim.errors import UserInputError
-    from laddersim.hardware.profile import HardwareProfile, load_profile
-    from laddersim.model_shape import load_model_shape
-
     shape = model if isinstance(model, ModelShape) else load_model_shape(model)
     profile = hardware if isinstance(hardware, HardwareProfile) else load_profile(hardware)
     try:

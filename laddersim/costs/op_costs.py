@@ -32,8 +32,7 @@ class Phase:
         return self.batch * self.new_tokens_per_seq
 
 
-# Op kinds that are collectives, and those counted as fixed framework overhead.
-COLLECTIVE_KINDS = frozenset({"allreduce", "allgather_logits"})
+# Op kinds counted as fixed framework overhead (not compute) in the time breakdown.
 OVERHEAD_KINDS = frozenset({"sampling", "step_overhead"})
 
 

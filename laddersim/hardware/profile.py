@@ -207,9 +207,6 @@ class FrameworkSpec(BaseModel):
 
     step_overhead_us: Sourced  # per forward pass: graph launch, host sync, input prep
     sampling_us: Sourced  # top-k sampling of one batch of logits, fixed part
-    kernels_per_layer_extra: Sourced = Sourced(
-        value=0, source="default: no extra small kernels per layer beyond the modelled ops"
-    )
     # A collective on the critical path of a compiled step pays its kernel start-up and the
     # compute/NCCL stream hand-off, which nccl-tests' back-to-back loop hides (added per collective).
     collective_sync_us: Sourced = Sourced(value=0.0, source="default: no per-collective sync cost")
