@@ -32,7 +32,12 @@ import yaml
 from scipy.optimize import least_squares
 
 from laddersim.errors import UserInputError
-from laddersim.hardware.profile import HardwareProfile, MeasuredTable, Sourced, load_profile
+from laddersim.hardware.profile import (
+    HardwareProfile,
+    MeasuredTable,
+    Sourced,
+    load_profile,
+)
 from laddersim.validation.core import ValidationSetup, validate
 
 FIT_SCHEDULES = ("standard", "upper_bound")
@@ -180,10 +185,10 @@ def save_profile(profile: HardwareProfile, path: str | Path, name: str | None = 
             shutil.copyfile(src, path.parent / dest)
         return table.model_copy(update={"file": str(dest)})
 
-    collectives = profile.collectives.model_copy(update={"tables": [relocate(t) for t in profile.collectives.tables]})
-    update = {"collectives": collectives}
-    if hasattr(profile.gpu, "gemm_tables"):
-        update["gpu"] = profile.gpu.model_copy(update={"gemm_tables": [relocate(t) for t in profile.gpu.gemm_tables]})
+    update = {
+        "collectives": profile.collectives.model_copy(update={"tables": [relocate(t) for t in profile.collectives.tables]}),
+        "gpu": profile.gpu.model_copy(update={"gemm_tables": [relocate(t) for t in profile.gpu.gemm_tables]}),
+    }
     if name:
         update["name"] = name
     data = profile.model_copy(update=update).model_dump(mode="json", exclude={"base_dir"})

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import shlex
+import sys
 
 
 def _number(name: str, cast, kind: str, ok):
@@ -52,3 +54,12 @@ def add_measured_workload_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="float16", choices=["bfloat16", "float16", "float32", "fp8"])
     parser.add_argument("--kv-cache", default="static", choices=["static", "dynamic"])
     parser.add_argument("--kv-reads", default="repeat_interleave", choices=["repeat_interleave", "per_kv_head"])
+
+
+def invoked_command(subcommand: str) -> str:
+    """The command line as typed (``laddersim SUB ...``), for reports and provenance; just
+    ``laddersim SUB`` when the handler was called from code rather than the console."""
+    argv = sys.argv[1:]
+    if argv[:1] == [subcommand]:
+        return shlex.join(["laddersim", *argv])
+    return f"laddersim {subcommand}"

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from pathlib import Path
 
-from laddersim.cli.args import add_measured_workload_args
+from laddersim.cli.args import add_measured_workload_args, invoked_command
 from laddersim.errors import UserInputError
 from laddersim.fitting import fit_profiles, save_profile
 from laddersim.hardware.profile import load_profile
@@ -40,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     if "off" in set(measured["p2p"]):
         base["off"] = load_profile(args.hardware_p2p_off)
     setup = ValidationSetup(args.hardware, args.hardware_p2p_off, args.dtype, args.kv_cache, args.kv_reads)
-    command = "laddersim " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["fit"] else "laddersim fit"
+    command = invoked_command("fit")
     out = Path(args.out)
     out_off = Path(args.out_p2p_off) if args.out_p2p_off else _off_path(out)
     for target in (out, out_off):

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 
 import pandas as pd
 
-from laddersim.cli.args import add_measured_workload_args
+from laddersim.cli.args import add_measured_workload_args, invoked_command
 from laddersim.errors import DoesNotFitError
 from laddersim.simulate import make_scenario, simulate
 from laddersim.tables import format_table
@@ -36,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"validating {len(measured)} rows ...", file=sys.stderr)
     frame = validate(measured, setup)
     tp1 = _tp1_check(frame, setup)
-    command = "laddersim validate " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["validate"] else "laddersim validate"
+    command = invoked_command("validate")
     path = write_report(frame, args.out, command, tp1)
     cols = [("p2p", "p2p", "{}"), ("tp", "tp", "{}"), ("batch", "batch", "{}"), ("schedule", "schedule", "{}"),
             ("tokens_per_s", "measured", "{:.1f}"), ("predicted_tokens_per_s", "predicted", "{:.1f}"),
