@@ -5,18 +5,24 @@ optionally ``upper_bound``) rows the fit sets, by bounded robust least squares o
 log(predicted / measured) tokens/s:
 
 * shared by every profile of the measured machine (P2P on and off are the same GPUs and
-  software): ``framework.step_overhead_us``, the fixed cost of a forward pass, and a common scale
+  software): ``framework.step_overhead_us``, the fixed cost of a forward pass; a common scale
   of ``gpu.gemm_memory_efficiency`` and ``gpu.elementwise_memory_efficiency`` (how well the
-  framework's kernels stream weights and the KV cache);
-* per profile: the per-byte part of the collective hand-off that no schedule hides
-  (``framework.collective_sync_gbps``) and ``what_if.intra_latency_scale``, the effective
-  AllReduce floor as a scale of the measured collective's latency (it grows with ring steps, as
-  a slow transport's per-hop cost does).
+  framework's kernels stream weights and the KV cache); and, when the rows hold batch 1 and
+  larger batches, ``framework.single_token_kernel_floor_us`` (a compiled batch-1 step runs
+  other, fused kernels than an M > 1 step);
+* per profile: the effective AllReduce floor and bandwidth, as scales of the profile's
+  collective model (``what_if.intra_latency_scale``, ``what_if.intra_bandwidth_scale``).
+
+The scales of numbers the profile already measured are held by a prior: each costs, per sigma
+of log-scale, as much as one row off by the loss scale, so rows that cannot tell two
+parameters apart leave the microbenchmarked one where it was. A collective model built from
+mechanisms (no measured table) gets a weak prior.
 
 Kept from the base profile, and said so in the provenance: the per-collective constant
-``framework.collective_sync_us`` (with standard rows it is indistinguishable from the per-step
-constant, and microbenchmarks measure it) and the interference fractions (neither schedule
-overlaps compute with communication, so these rows carry no information about them).
+``framework.collective_sync_us`` and input copies (with standard rows a per-collective
+constant is indistinguishable from the per-step one; microbenchmarks and the framework's code
+fix them) and the interference fractions (neither schedule overlaps compute with
+communication, so these rows carry no information about them).
 """
 
 from __future__ import annotations
@@ -41,6 +47,9 @@ from laddersim.hardware.profile import (
 from laddersim.validation.core import ValidationSetup, validate
 
 FIT_SCHEDULES = ("standard", "upper_bound")
+LOSS_SCALE = 0.03  # a row off by ~3% is where the robust loss turns from quadratic to linear
+PRIOR_SIGMA = 0.1  # microbenchmarked scales: one sigma = 10%
+WEAK_PRIOR_SIGMA = 0.5  # scales of a collective model built from mechanisms, not a measured table
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,9 @@ class _Param:
     lower: float
     upper: float
     scale: float
+    # Scales of a microbenchmarked number: how far (log scale, one sigma) the fit may pull it
+    # before that costs as much as one measured row off by the loss scale. None: no prior.
+    prior_sigma: float | None = None
 
 
 @dataclass
@@ -72,29 +84,37 @@ def _apply(profile: HardwareProfile, values: dict[str, float], source: str) -> H
         "elementwise_memory_efficiency": Sourced(value=min(gpu.elementwise_memory_efficiency.value * mem, 1.0),
                                                  source=source),
     })
-    ns_per_kib = values["collective_sync_ns_per_kib"]
-    new_fw = fw.model_copy(update={
-        "step_overhead_us": Sourced(value=values["step_overhead_us"], source=source),
-        # bytes / (gbps * 1e9) s = ns_per_kib * 1e-9 s per 1024 bytes
-        "collective_sync_gbps": Sourced(value=1024.0 / ns_per_kib if ns_per_kib > 1e-9 else 0.0, source=source),
-    })
+    fw_update = {"step_overhead_us": Sourced(value=values["step_overhead_us"], source=source)}
+    if "single_token_kernel_floor_us" in values:
+        fw_update["single_token_kernel_floor_us"] = Sourced(value=values["single_token_kernel_floor_us"],
+                                                            source=source)
+    new_fw = fw.model_copy(update=fw_update)
     what_if = profile.what_if.model_copy(update={
         "intra_latency_scale": profile.what_if.intra_latency_scale * values["allreduce_latency_scale"],
+        "intra_bandwidth_scale": profile.what_if.intra_bandwidth_scale * values["allreduce_bandwidth_scale"],
         "source": source})
     return profile.model_copy(update={"gpu": new_gpu, "framework": new_fw, "what_if": what_if})
 
 
-def _parameters(base: dict[str, HardwareProfile], settings: list[str]) -> list[_Param]:
+def _parameters(base: dict[str, HardwareProfile], settings: list[str], batches: set[int]) -> list[_Param]:
     first = base[settings[0]]
     best_eff = max(first.gpu.gemm_memory_efficiency.value, first.gpu.elementwise_memory_efficiency.value)
     params = [
         _Param("step_overhead_us", None, first.framework.step_overhead_us.value, 0.0, 20000.0, 50.0),
-        _Param("memory_efficiency_scale", None, 1.0, 0.3, 1.0 / best_eff, 0.05),
+        _Param("memory_efficiency_scale", None, 1.0, 0.3, 1.0 / best_eff, 0.05, PRIOR_SIGMA),
     ]
+    if 1 in batches and len(batches) > 1:
+        # Batch-1 and larger-batch steps together tell the single-token kernel floor from the rest.
+        launch = first.gpu.kernel_launch_us.value
+        floor = first.framework.single_token_kernel_floor_us
+        params.append(_Param("single_token_kernel_floor_us", None, floor.value if floor else launch,
+                             0.0, 4.0 * launch, 0.5))
     for p in settings:
-        gbps = base[p].framework.collective_sync_gbps.value
-        params.append(_Param("collective_sync_ns_per_kib", p, 1024.0 / gbps if gbps > 0 else 0.0, 0.0, 1000.0, 20.0))
-        params.append(_Param("allreduce_latency_scale", p, 1.0, 0.05, 100.0, 0.2))
+        # A collective model read from measured tables is held closer than one built from mechanisms.
+        measured = any(t.use == "model" for t in base[p].collectives.tables)
+        sigma = PRIOR_SIGMA if measured else WEAK_PRIOR_SIGMA
+        params.append(_Param("allreduce_latency_scale", p, 1.0, 0.05, 100.0, 0.2, sigma))
+        params.append(_Param("allreduce_bandwidth_scale", p, 1.0, 0.1, 10.0, 0.2, sigma))
     return params
 
 
@@ -110,8 +130,9 @@ def _soft_l1(z: np.ndarray) -> np.ndarray:
 
 def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup: ValidationSetup,
                  schedules: tuple[str, ...] = FIT_SCHEDULES, command: str = "laddersim fit",
-                 progress=None, *, loss: str = "soft_l1") -> FitResult:
-    """Fit on the rows whose schedule is in ``schedules``; ``base`` maps p2p ('on'/'off') to profiles."""
+                 progress=None, *, loss: str = "soft_l1", priors: bool = True) -> FitResult:
+    """Fit on the rows whose schedule is in ``schedules``; ``base`` maps p2p ('on'/'off') to profiles.
+    ``priors=False`` drops the priors (plain least squares on the rows)."""
     rows = measured[measured["schedule"].isin(schedules)]
     if "standard" not in set(rows["schedule"]):
         raise UserInputError(f"fit: the measured table has no 'standard' rows; fitted schedules: {', '.join(schedules)}")
@@ -119,7 +140,7 @@ def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup
     missing = [p for p in settings if p not in base]
     if missing:
         raise UserInputError(f"fit: no base profile for p2p={missing[0]} rows")
-    params = _parameters(base, settings)
+    params = _parameters(base, settings, set(rows["batch"].astype(int)))
     evaluations = [0]
 
     def profiles_for(x: np.ndarray, source: str = "fit in progress") -> dict[str, HardwareProfile]:
@@ -138,13 +159,15 @@ def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup
         evaluations[0] += 1
         if progress:
             progress(evaluations[0])
-        return np.log1p(frame_for(x, rows)["rel_error"].to_numpy())
+        rows_r = np.log1p(frame_for(x, rows)["rel_error"].to_numpy())
+        held = [LOSS_SCALE * np.log(v) / q.prior_sigma for q, v in zip(params, x) if priors and q.prior_sigma]
+        return np.concatenate([rows_r, held])
 
     lower = np.array([q.lower for q in params])
     upper = np.array([q.upper for q in params])
     x0 = np.clip([q.start for q in params], lower, upper)
     solution = least_squares(residuals, x0, bounds=(lower, upper), loss=_soft_l1 if loss == "soft_l1" else loss,
-                             f_scale=0.03, x_scale=np.array([q.scale for q in params]),
+                             f_scale=LOSS_SCALE, x_scale=np.array([q.scale for q in params]),
                              diff_step=1e-3, xtol=1e-5, ftol=1e-6, max_nfev=200)
     x = solution.x
     fit_frame = frame_for(x, rows)
@@ -161,8 +184,11 @@ def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup
             "fit_rows": str(len(rows)),
             "fit_residual_median_pct": f"{med:.3f}",
             "fit_residual_worst_pct": f"{worst:.3f}",
-            "fit_kept": "collective_sync_us (indistinguishable from the per-step constant in these rows) and "
-                        "interference (no overlap in standard/upper_bound rows): from the base profile",
+            "fit_kept": "collective_sync_us and collective_input_copies (per-collective constants, "
+                        "indistinguishable from the per-step constant in these rows) and interference (no overlap "
+                        "in standard/upper_bound rows): from the base profile",
+            "fit_priors": (f"log-scale sigma {PRIOR_SIGMA} on microbenchmarked scales, {WEAK_PRIOR_SIGMA} on a "
+                           "collective model without a measured table" if priors else "none"),
         }})
     all_frame = frame_for(x, measured, source)
     values = {q.name + (f"[p2p={q.p2p}]" if q.p2p else ""): float(v) for q, v in zip(params, x)}

@@ -7,6 +7,7 @@ import pytest
 
 from laddersim.costs.op_costs import Phase, op_times_s
 from laddersim.hardware.overrides import with_overrides
+from laddersim.hardware.profile import Sourced
 from laddersim.simulate import Scenario, SimOptions, simulate
 from laddersim.workload import Workload
 
@@ -123,3 +124,36 @@ def test_timeline_columns_and_absolute_times(tiny_model, h100):
     assert len(frame) == 2 * len(result.program) * WORK.gen_len  # prefill + gen_len - 1 steps
     assert frame["end_s"].max() == pytest.approx(result.summary()["total_s"], rel=1e-12)
     assert (frame["end_s"] >= frame["start_s"]).all()
+
+
+def _framework(hw, **fields):
+    fw = hw.framework.model_copy(update={k: Sourced(value=v, source="test value") for k, v in fields.items()})
+    return hw.model_copy(update={"framework": fw})
+
+
+def test_single_token_floor_replaces_the_kernel_floor_only_in_a_one_token_pass(tiny_model, h100):
+    launch = h100.gpu.kernel_launch_s
+    fused = _framework(h100, single_token_kernel_floor_us=0.5)
+    kinds = ("attn_norm", "qkv", "rope", "o_proj", "gate_up", "act", "down", "residual_add", "lm_head")
+    one = Workload(batch=1, prompt_len=64, gen_len=6)
+    base = op_times_s(tiny_model, h100, one, 4, Phase("decode", 1, 1), np.array([64.0]))
+    new = op_times_s(tiny_model, fused, one, 4, Phase("decode", 1, 1), np.array([64.0]))
+    for kind in kinds:
+        assert base[kind][0] - new[kind][0] == pytest.approx(launch - 0.5e-6, rel=1e-9), kind
+    # Attention is an extern kernel in both paths; a batch-2 step takes the cuBLAS path.
+    assert new["attention"][0] == base["attention"][0]
+    two = op_times_s(tiny_model, fused, WORK, 4, Phase("decode", 2, 1), np.array([64.0]))
+    assert two["qkv"][0] == op_times_s(tiny_model, h100, WORK, 4, Phase("decode", 2, 1), np.array([64.0]))["qkv"][0]
+
+
+def test_collective_input_copy_is_one_memory_bound_kernel_before_each_collective(tiny_model, h100):
+    none = _framework(h100, collective_input_copies=0.0, collective_sync_gbps=0.0)
+    one = _framework(h100, collective_input_copies=1.0, collective_sync_gbps=0.0)
+    phase = Phase("decode", WORK.batch, 1)
+    message = WORK.batch * tiny_model.dim * WORK.dtype_bytes
+    bandwidth = h100.gpu.memory_bandwidth_bytes_per_s * h100.gpu.elementwise_memory_efficiency.value
+    copy = h100.gpu.kernel_launch_s + 2 * message / bandwidth  # read and write the message once
+    at = dict(kv_lens=np.array([64.0]))
+    assert (op_times_s(tiny_model, one, WORK, 4, phase, **at)["collective_launch"][0]
+            - op_times_s(tiny_model, none, WORK, 4, phase, **at)["collective_launch"][0]) == pytest.approx(copy, rel=1e-9)
+    assert op_times_s(tiny_model, one, WORK, 1, phase, **at)["collective_launch"][0] == 0.0  # TP 1: no collective

@@ -65,38 +65,55 @@ def _tiny_measured(tmp_path, profile, schedules=("standard", "ladder", "parallel
     return frame
 
 
-def _perturbed(profile, step_us, mem_scale, sync_gbps, latency_scale):
+def _perturbed(profile, step_us, mem_scale, latency_scale, bandwidth_scale=1.0, floor_us=None):
     gpu = profile.gpu.model_copy(update={
         "gemm_memory_efficiency": Sourced(value=profile.gpu.gemm_memory_efficiency.value * mem_scale, source="test truth"),
         "elementwise_memory_efficiency": Sourced(value=profile.gpu.elementwise_memory_efficiency.value * mem_scale,
                                                  source="test truth")})
-    fw = profile.framework.model_copy(update={"step_overhead_us": Sourced(value=step_us, source="test truth"),
-                                              "collective_sync_gbps": Sourced(value=sync_gbps, source="test truth")})
-    what_if = profile.what_if.model_copy(update={"intra_latency_scale": latency_scale})
+    fw_update = {"step_overhead_us": Sourced(value=step_us, source="test truth")}
+    if floor_us is not None:
+        fw_update["single_token_kernel_floor_us"] = Sourced(value=floor_us, source="test truth")
+    fw = profile.framework.model_copy(update=fw_update)
+    what_if = profile.what_if.model_copy(update={"intra_latency_scale": latency_scale,
+                                                 "intra_bandwidth_scale": bandwidth_scale})
     return profile.model_copy(update={"gpu": gpu, "framework": fw, "what_if": what_if})
 
 
 def test_fit_recovers_known_parameters_and_predicts_held_out_schedules(tmp_path, h100):
-    truth = _perturbed(h100, step_us=400.0, mem_scale=0.9, sync_gbps=50.0, latency_scale=1.4)
+    truth = _perturbed(h100, step_us=400.0, mem_scale=0.9, latency_scale=1.4, bandwidth_scale=0.7, floor_us=1.0)
     measured = _tiny_measured(tmp_path, truth)
-    result = fit_profiles(measured, {"on": h100}, ValidationSetup(), schedules=("standard",))
+    result = fit_profiles(measured, {"on": h100}, ValidationSetup(), schedules=("standard",), priors=False)
     p = result.parameters
     assert p["step_overhead_us"] == pytest.approx(400.0, rel=0.03)
     assert p["memory_efficiency_scale"] == pytest.approx(0.9, rel=0.01)
-    assert 1024.0 / p["collective_sync_ns_per_kib[p2p=on]"] == pytest.approx(50.0, rel=0.05)
+    assert p["single_token_kernel_floor_us"] == pytest.approx(1.0, abs=0.1)
     assert p["allreduce_latency_scale[p2p=on]"] == pytest.approx(1.4, rel=0.03)
+    assert p["allreduce_bandwidth_scale[p2p=on]"] == pytest.approx(0.7, rel=0.05)
     held_out = result.all_rows[result.all_rows["schedule"] != "standard"]
     assert held_out["rel_error"].abs().max() < 0.005
     fitted = result.profiles["on"]
     # Kept from the base, and the provenance says why.
     assert fitted.framework.collective_sync_us == h100.framework.collective_sync_us
+    assert fitted.framework.collective_input_copies == h100.framework.collective_input_copies
     assert fitted.interference == h100.interference
     assert "interference" in fitted.provenance["fit_kept"]
+    assert fitted.provenance["fit_priors"] == "none"
     assert fitted.framework.step_overhead_us.source.startswith("fit: ")
     # The fitted profile round-trips through YAML and predicts the same.
     path = save_profile(fitted, tmp_path / "fitted.yaml", name="fitted")
     again = validate(measured, ValidationSetup(hardware=load_profile(path)))
     np.testing.assert_allclose(again["predicted_tokens_per_s"], result.all_rows["predicted_tokens_per_s"], rtol=1e-9)
+
+
+def test_fit_priors_hold_a_microbenchmarked_scale_the_rows_barely_move(tmp_path, h100):
+    # Rows from a machine whose AllReduce floor is 40% above the table: the prior pulls the
+    # fitted scale toward the measured table (1.0) without stopping it from moving.
+    truth = _perturbed(h100, step_us=400.0, mem_scale=1.0, latency_scale=1.4)
+    measured = _tiny_measured(tmp_path, truth, schedules=("standard",))
+    result = fit_profiles(measured, {"on": h100}, ValidationSetup(), schedules=("standard",))
+    scale = result.parameters["allreduce_latency_scale[p2p=on]"]
+    assert 1.0 < scale < 1.38
+    assert "sigma" in result.profiles["on"].provenance["fit_priors"]
 
 
 def test_validate_cli_writes_a_report(tmp_path, capsys, h100):

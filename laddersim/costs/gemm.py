@@ -20,8 +20,9 @@ import numpy as np
 from laddersim.hardware.profile import GpuSpec
 
 
-def gemm_time_s(gpu: GpuSpec, m, n, k, dtype_bytes: int = 2):
-    """Seconds for one GEMM (scalars or numpy arrays broadcast together)."""
+def gemm_time_s(gpu: GpuSpec, m, n, k, dtype_bytes: int = 2, launch_s: float | None = None):
+    """Seconds for one GEMM (scalars or numpy arrays broadcast together); ``launch_s`` replaces
+    the GPU's kernel floor (a framework that runs this GEMM with another kernel)."""
     m = np.asarray(m, dtype=float)
     n = np.asarray(n, dtype=float)
     k = np.asarray(k, dtype=float)
@@ -31,10 +32,13 @@ def gemm_time_s(gpu: GpuSpec, m, n, k, dtype_bytes: int = 2):
     moved_bytes = dtype_bytes * (m * k + n * k + m * n)
     t_memory = moved_bytes / (gpu.memory_bandwidth_bytes_per_s * gpu.gemm_memory_efficiency.value)
     p = gpu.gemm_blend_order.value
-    return gpu.kernel_launch_s + (t_compute**p + t_memory**p) ** (1.0 / p)
+    launch = gpu.kernel_launch_s if launch_s is None else launch_s
+    return launch + (t_compute**p + t_memory**p) ** (1.0 / p)
 
 
-def memory_bound_time_s(gpu: GpuSpec, moved_bytes, kernels: int = 1):
-    """Seconds for ``kernels`` memory-bound kernels moving ``moved_bytes`` in total."""
+def memory_bound_time_s(gpu: GpuSpec, moved_bytes, kernels: int = 1, launch_s: float | None = None):
+    """Seconds for ``kernels`` memory-bound kernels moving ``moved_bytes`` in total (``launch_s``
+    replaces the GPU's kernel floor)."""
     bandwidth = gpu.memory_bandwidth_bytes_per_s * gpu.elementwise_memory_efficiency.value
-    return kernels * gpu.kernel_launch_s + np.asarray(moved_bytes, dtype=float) / bandwidth
+    launch = gpu.kernel_launch_s if launch_s is None else launch_s
+    return kernels * launch + np.asarray(moved_bytes, dtype=float) / bandwidth

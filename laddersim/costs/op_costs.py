@@ -60,36 +60,46 @@ def op_times_s(
     qkv_n = (h_r + 2 * kv_r) * hd
     kv_lens = np.asarray(kv_lens, dtype=float)
 
-    def norm(rows: int) -> float:  # RMSNorm: read and write rows x dim
-        return float(memory_bound_time_s(gpu, 2 * rows * d * b))
+    # A single-token pass (batch-1 decode) may run its kernels with another floor (see
+    # FrameworkSpec.single_token_kernel_floor_us); attention, embedding and sampling keep theirs.
+    floor = hw.framework.single_token_kernel_floor_us
+    launch = floor.value * 1e-6 if (floor is not None and t == 1) else None
 
-    elementwise_add = float(memory_bound_time_s(gpu, 3 * t * d * b))
+    def norm(rows: int) -> float:  # RMSNorm: read and write rows x dim
+        return float(memory_bound_time_s(gpu, 2 * rows * d * b, launch_s=launch))
+
+    def gemm(m: int, n: int, k: int) -> float:
+        return float(gemm_time_s(gpu, m, n, k, b, launch))
+
+    elementwise_add = float(memory_bound_time_s(gpu, 3 * t * d * b, launch_s=launch))
     sync_s = hw.framework.collective_sync_us.value * 1e-6 if tp > 1 else 0.0
     sync_gbps = hw.framework.collective_sync_gbps.value
     hidden_bytes = t * d * b  # the hidden-state AllReduce message
     sync_bytes_s = hidden_bytes / (sync_gbps * 1e9) if (tp > 1 and sync_gbps > 0) else 0.0
+    copies = hw.framework.collective_input_copies.value if tp > 1 else 0.0
+    copy_s = copies * float(memory_bound_time_s(gpu, 2 * hidden_bytes, launch_s=launch))
     times = {
         "embedding": float(memory_bound_time_s(gpu, 2 * t * d * b)),
         "attn_norm": norm(t),
         "mlp_norm": norm(t),
         "norm": norm(t),
         "final_norm": norm(phase.batch),
-        "qkv": float(gemm_time_s(gpu, t, qkv_n, d, b)),
+        "qkv": gemm(t, qkv_n, d),
         # RoPE on q and k, and the new k, v written into the cache.
-        "rope": float(memory_bound_time_s(gpu, t * (2 * (h_r + kv_r) + 2 * kv_r) * hd * b)),
-        "o_proj": float(gemm_time_s(gpu, t, d, h_r * hd, b)),
-        "gate_up": float(gemm_time_s(gpu, t, 2 * i_r, d, b)),
-        "qkv_gate_up": float(gemm_time_s(gpu, t, qkv_n + 2 * i_r, d, b)),
-        "act": float(memory_bound_time_s(gpu, 3 * t * i_r * b)),  # SiLU(gate) * up
-        "down": float(gemm_time_s(gpu, t, d, i_r, b)),
+        "rope": float(memory_bound_time_s(gpu, t * (2 * (h_r + kv_r) + 2 * kv_r) * hd * b, launch_s=launch)),
+        "o_proj": gemm(t, d, h_r * hd),
+        "gate_up": gemm(t, 2 * i_r, d),
+        "qkv_gate_up": gemm(t, qkv_n + 2 * i_r, d),
+        "act": float(memory_bound_time_s(gpu, 3 * t * i_r * b, launch_s=launch)),  # SiLU(gate) * up
+        "down": gemm(t, d, i_r),
         "residual_add": elementwise_add,
         "partial_add": elementwise_add,
         # Logits of the last position of each sequence only.
-        "lm_head": float(gemm_time_s(gpu, phase.batch, v_r, d, b)),
+        "lm_head": gemm(phase.batch, v_r, d),
         "sampling": hw.framework.sampling_us.value * 1e-6
         + float(memory_bound_time_s(gpu, 4 * phase.batch * model.vocab_size * 4, kernels=0)),
         "step_overhead": hw.framework.step_overhead_us.value * 1e-6,
-        "collective_launch": sync_s + sync_bytes_s,
+        "collective_launch": sync_s + sync_bytes_s + copy_s,
         "allreduce": float(allreduce_time_s(hw, tp, t * d * b)),
         "allgather_logits": float(allgather_time_s(hw, tp, phase.batch * v_r * tp * b)),
     }

@@ -213,6 +213,16 @@ class FrameworkSpec(BaseModel):
     # Its part that grows with the message: bytes / this bandwidth (0 = none). Staging or
     # copying the message on the compute stream's side of the hand-off.
     collective_sync_gbps: Sourced = Sourced(value=0.0, source="default: no per-byte hand-off cost")
+    # Copy kernels the framework runs on the compute stream before each collective: Inductor lowers
+    # a compiled (functional) all_reduce by cloning its input into a fresh buffer, one memory-bound
+    # kernel reading and writing the message. 0 for eager in-place collectives.
+    collective_input_copies: Sourced = Sourced(value=0.0, source="default: in-place collectives, no copy")
+    # Kernel floor inside a single-token forward pass (batch-1 decode, GEMM M = 1). torch.compile
+    # with coordinate-descent tuning (gpt-fast) lowers an M = 1 matmul to a generated Triton
+    # reduction instead of a cuBLAS call and fuses the norms, RoPE, activation and residual adds
+    # into those kernels, so such a step pays fewer, shorter kernel starts than any M > 1 step.
+    # None: the GPU's kernel floor (gpu.kernel_launch_us) as in every other pass.
+    single_token_kernel_floor_us: Sourced | None = None
 
 
 class WhatIf(BaseModel):
