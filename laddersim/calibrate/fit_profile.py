@@ -357,7 +357,8 @@ def build_profile(run_dir: str, name: str, base: str) -> HardwareProfile:
         interference=_interference(fit),
         framework=fit.base.framework.model_copy(update={
             f: fit.copied(getattr(fit.base.framework, f), " (framework overheads not measured)")
-            for f in ("step_overhead_us", "sampling_us", "collective_sync_us", "collective_sync_gbps")}),
+            for f in ("step_overhead_us", "sampling_us", "collective_sync_us", "collective_sync_gbps",
+                      "collective_input_copies")}),
         provenance=_provenance(fit),
     )
     return raw
