@@ -121,7 +121,7 @@ def test_validate_cli_writes_a_report(tmp_path, capsys, h100):
     csv = tmp_path / "measured.csv"
     measured.to_csv(csv, index=False)
     out = tmp_path / "report"
-    assert main(["validate", str(csv), "--out", str(out)]) == 0
+    assert main(["validate", str(csv), "--report", str(out)]) == 0  # the same flag as `laddersim fit`
     printed = capsys.readouterr().out
     assert "tokens_per_s_median_abs_err_pct" in printed
     assert (out / "index.md").exists() and (out / "tokens_per_s_vs_tp.png").stat().st_size > 10_000

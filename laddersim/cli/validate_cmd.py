@@ -25,7 +25,8 @@ def register(sub) -> None:
     p.add_argument("measured", nargs="?", help="CSV with model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s")
     p.add_argument("--hardware", default="h100-sxm-nvswitch", help="profile for rows with p2p=on")
     add_measured_workload_args(p)
-    p.add_argument("--out", default="reports/validation", help="report directory (default reports/validation)")
+    p.add_argument("--report", "--out", dest="out", default="reports/validation",
+                   help="report directory (default reports/validation; --out is the older name)")
     p.set_defaults(func=run)
 
 
