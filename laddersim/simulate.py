@@ -22,7 +22,7 @@ import pandas as pd
 from pydantic import ValidationError
 
 from laddersim.costs.memory_fit import MemoryUse, check_fits
-from laddersim.costs.op_costs import Phase, op_times_s
+from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_s
 from laddersim.engine.simulator import EngineResult, RankWork, run_engine
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import HardwareProfile, load_profile
@@ -176,24 +176,31 @@ def simulate(scenario: Scenario, options: SimOptions | None = None) -> SimResult
     masks = StreamMasks.of(program)
     links = {0: tuple(f"node{i}" for i in range(nodes)) + (("network",) if nodes > 1 else ())}
 
-    def run(durations: np.ndarray) -> EngineResult:
+    def interference(phase: Phase) -> tuple[np.ndarray, np.ndarray]:
+        """Per-op (compute, comm) slowdowns; only the collectives' entries are read."""
+        by_kind = {kind: hw.interference.at(size)
+                   for kind, size in collective_message_bytes(model, work, tp, phase).items()}
+        pairs = np.array([by_kind.get(kind, (0.0, 0.0)) for kind in kinds], dtype=float).reshape(-1, 2)
+        return pairs[:, 0], pairs[:, 1]
+
+    def run(durations: np.ndarray, slowdowns: tuple[np.ndarray, np.ndarray]) -> EngineResult:
         return run_engine(
             _rank_works(program, durations, n_ranks, rng, options.jitter),
-            hw.interference.compute_slowdown.value,
-            hw.interference.comm_slowdown.value,
+            slowdowns[0], slowdowns[1],
             group_links=links,
         )
 
     # Prefill.
     prefill_phase = Phase("prefill", work.batch, work.prompt_len)
     prefill_costs = op_times_s(model, hw, work, tp, prefill_phase, np.array([work.prompt_len]))
-    prefill = run(np.array([prefill_costs[k][0] for k in kinds]))
+    prefill = run(np.array([prefill_costs[k][0] for k in kinds]), interference(prefill_phase))
     prefill_metrics = step_metrics(prefill, masks)
 
     # Decode: gen_len - 1 steps (the prefill already produced the first token).
     n_steps = work.gen_len - 1
     kv_lens = np.array([work.kv_len_at_decode_step(s) for s in range(n_steps)])
     decode_phase = Phase("decode", work.batch, 1)
+    decode_slowdowns = interference(decode_phase)
     costs = op_times_s(model, hw, work, tp, decode_phase, kv_lens)
     durations = np.stack([costs[k] for k in kinds], axis=1) if n_steps else np.zeros((0, len(kinds)))
 
@@ -205,7 +212,7 @@ def simulate(scenario: Scenario, options: SimOptions | None = None) -> SimResult
 
     def anchor(step: int) -> EngineResult:
         if step not in anchors:
-            anchors[step] = run(durations[step])
+            anchors[step] = run(durations[step], decode_slowdowns)
             metrics[step] = step_metrics(anchors[step], masks)
         return anchors[step]
 

@@ -7,6 +7,7 @@ the full point set with nothing duplicated or lost; bad input is one line and ex
 from __future__ import annotations
 
 import csv
+import shutil
 import json
 import os
 import signal
@@ -185,3 +186,24 @@ def test_corrupt_partial_csv_is_reported_with_its_line_not_dropped(tmp_path):
 def test_fit_of_a_directory_that_is_not_a_run(tmp_path):
     proc = laddersim("calibrate", "fit", str(tmp_path), "--name", "x")
     assert proc.returncode == 2 and "has no run.json" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_fit_keeps_interference_per_message_size(calibrated, tmp_path):
+    out, _, _ = calibrated
+    run = tmp_path / "run"
+    shutil.copytree(out, run)
+    path = run / "measurements" / "interference.csv"
+    measured = rows(path)
+    first = measured[0]
+    # A second message size with other slowdowns, as a GPU grid measures (16 KiB ... 32 MiB).
+    extra = {**first, "size_bytes": str(int(first["size_bytes"]) * 16), "compute_slowdown": "0.4",
+             "comm_slowdown": "0.7"}
+    with open(path, "a", newline="") as fh:
+        csv.DictWriter(fh, fieldnames=list(first)).writerow(extra)
+    assert laddersim("calibrate", "fit", str(run), "--name", "two-sizes").returncode == 0
+    spec = load_profile(run).interference
+    assert [p.size_bytes for p in spec.by_size] == [int(first["size_bytes"]), int(extra["size_bytes"])]
+    assert spec.by_size[1].compute_slowdown == 0.4 and spec.by_size[1].comm_slowdown == 0.7
+    assert spec.by_size[0].compute_slowdown == max(0.0, float(first["compute_slowdown"]))
+    assert "measurements/interference.csv" in spec.by_size[1].source
+    assert spec.at(int(extra["size_bytes"]) * 4) == (0.4, 0.7)

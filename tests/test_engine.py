@@ -71,3 +71,23 @@ def test_dependency_cycle_is_reported():
     work = RankWork(["compute", "comm"], [(1,), (0,)], np.array([1.0, 1.0]))
     with pytest.raises(RuntimeError, match="deadlock"):
         run_engine([work])
+
+
+def test_per_collective_slowdowns_apply_while_that_collective_runs():
+    # compute 0 (1 s), then collective 1 (2 s standalone) beside compute 2 (4 s); compute 3 (1 s)
+    # after both, then collective 4 (1 s standalone) beside compute 5 (1 s). Collective 1 slows
+    # compute by 1.0 (half speed) and is itself slowed by 0.5; collective 4 disturbs nothing.
+    work = RankWork(["compute", "comm", "compute", "compute", "comm", "compute"],
+                    [(), (0,), (), (1,), (3,), ()], np.array([1.0, 2.0, 4.0, 1.0, 1.0, 1.0]))
+    compute = np.array([0.0, 1.0, 0.0, 0.0, 0.0, 0.0])
+    comm = np.array([0.0, 0.5, 0.0, 0.0, 0.0, 0.0])
+    got = spans(run_engine([work], compute, comm))
+    # t 1..4: both run, collective 1 at 1/1.5 finishes its 2 s at t = 4; compute 2 has done
+    # 3 s x 1/2 = 1.5 s of its 4 s, the remaining 2.5 s run alone: ends at t = 6.5.
+    assert got[1] == (1, 4) and got[2] == (1, 6.5)
+    # Compute 3 and 5 run at full speed next to collective 4 (no slowdown given for it).
+    assert got[3] == (6.5, 7.5) and got[4] == (7.5, 8.5) and got[5] == (7.5, 8.5)
+    # The same run with scalars applies the slowdowns to every collective.
+    scalar = spans(run_engine([work], 1.0, 0.5))
+    # Collective 4 at 1/1.5 ends at t = 9; compute 5 did 1.5 s x 1/2 = 0.75 s by then, 0.25 s alone.
+    assert scalar[4] == (7.5, 9.0) and scalar[5] == (7.5, 9.25)

@@ -7,7 +7,7 @@ import pytest
 
 from laddersim.costs.op_costs import Phase, op_times_s
 from laddersim.hardware.overrides import with_overrides
-from laddersim.hardware.profile import Sourced
+from laddersim.hardware.profile import InterferencePoint, InterferenceSpec, Sourced
 from laddersim.simulate import Scenario, SimOptions, simulate
 from laddersim.workload import Workload
 
@@ -157,3 +157,39 @@ def test_collective_input_copy_is_one_memory_bound_kernel_before_each_collective
     assert (op_times_s(tiny_model, one, WORK, 4, phase, **at)["collective_launch"][0]
             - op_times_s(tiny_model, none, WORK, 4, phase, **at)["collective_launch"][0]) == pytest.approx(copy, rel=1e-9)
     assert op_times_s(tiny_model, one, WORK, 1, phase, **at)["collective_launch"][0] == 0.0  # TP 1: no collective
+
+
+def _by_size(hw, points):
+    spec = hw.interference.model_copy(update={"by_size": [
+        InterferencePoint(size_bytes=s, compute_slowdown=c, comm_slowdown=m, source="test value") for s, c, m in points]})
+    return hw.model_copy(update={"interference": spec})
+
+
+def test_interference_by_size_is_read_at_each_collectives_message(tiny_model, h100):
+    message = WORK.batch * tiny_model.dim * WORK.dtype_bytes  # the decode AllReduce, 4 KiB
+    sized = _by_size(h100, [(message, 0.3, 0.6), (1 << 24, 0.0, 0.0)])
+    assert sized.interference.at(message) == (0.3, 0.6)
+    constant = with_overrides(h100, compute_slowdown=0.3, comm_slowdown=0.6)
+    free = with_overrides(h100, compute_slowdown=0.0, comm_slowdown=0.0)
+    ladder = {name: simulate(Scenario(tiny_model, hw, WORK, 4, "ladder")).decode_metrics
+              for name, hw in (("sized", sized), ("constant", constant), ("free", free))}
+    # Decode collectives carry the 4 KiB message (the logits gather overlaps nothing), so the
+    # per-size curve acts as the constants read at 4 KiB, and the overlap really costs something.
+    np.testing.assert_allclose(ladder["sized"], ladder["constant"], rtol=1e-12)
+    assert ladder["sized"][0, 0] > ladder["free"][0, 0] * 1.001
+
+
+def test_interference_at_interpolates_in_log_size_and_holds_beyond_the_ends(h100):
+    sized = _by_size(h100, [(1024, 0.1, 0.2), (1 << 20, 0.4, 0.8)])
+    assert sized.interference.at(32 * 1024) == pytest.approx((0.25, 0.5))  # halfway in log size
+    assert sized.interference.at(16) == (0.1, 0.2) and sized.interference.at(1 << 30) == (0.4, 0.8)
+    assert h100.interference.at(1 << 20) == (h100.interference.compute_slowdown.value,
+                                             h100.interference.comm_slowdown.value)
+    descending = [{"size_bytes": s, "compute_slowdown": 0.1, "comm_slowdown": 0.2, "source": "test value"}
+                  for s in (1 << 20, 1024)]
+    with pytest.raises(ValueError, match="increasing"):
+        InterferenceSpec.model_validate({**h100.interference.model_dump(), "by_size": descending})
+    # A what-if constant replaces that fraction at every size and keeps the other.
+    what_if = with_overrides(sized, compute_slowdown=0.05)
+    assert [p.compute_slowdown for p in what_if.interference.by_size] == [0.05, 0.05]
+    assert what_if.interference.at(32 * 1024) == pytest.approx((0.05, 0.5))

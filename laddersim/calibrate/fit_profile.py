@@ -23,7 +23,7 @@ from laddersim.calibrate.schema import SCHEMAS
 from laddersim.calibrate.store import PointStore, measurement_path
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import (
-    AlphaBeta, CollectiveSpec, GpuSpec, HardwareProfile, InterferenceSpec, MeasuredTable,
+    AlphaBeta, CollectiveSpec, GpuSpec, HardwareProfile, InterferencePoint, InterferenceSpec, MeasuredTable,
     NetworkSpec, NodeSpec, Sourced, load_profile, parse_profile,
 )
 
@@ -319,11 +319,22 @@ def _interference(fit: _Fit) -> InterferenceSpec:
                                 comm_slowdown=fit.copied(base.comm_slowdown, " (not measured)"))
     points = ", ".join(f"{r.size_bytes} B with m={r.m} n={r.n} k={r.k}" for r in rows.itertuples())
     what = f"median over {len(rows)} points ({points}), clipped at 0"
+    by_size = []
+    sizes = sorted(set(int(v) for v in rows["size_bytes"]))
+    if len(sizes) > 1:
+        for size in sizes:
+            at = rows[rows["size_bytes"] == size]
+            by_size.append(InterferencePoint(
+                size_bytes=size,
+                compute_slowdown=max(0.0, float(at["compute_slowdown"].median())),
+                comm_slowdown=max(0.0, float(at["comm_slowdown"].median())),
+                source=fit.cite("interference", f"median over the {len(at)} GEMM shapes at {size} B, clipped at 0")))
     return InterferenceSpec(
         compute_slowdown=Sourced(value=max(0.0, float(rows["compute_slowdown"].median())),
                                  source=fit.cite("interference", f"GEMM slowdown during AllReduce, {what}")),
         comm_slowdown=Sourced(value=max(0.0, float(rows["comm_slowdown"].median())),
-                              source=fit.cite("interference", f"AllReduce slowdown during GEMMs, {what}")))
+                              source=fit.cite("interference", f"AllReduce slowdown during GEMMs, {what}")),
+        by_size=by_size)
 
 
 # ---- the profile ------------------------------------------------------------------------------

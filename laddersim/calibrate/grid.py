@@ -138,7 +138,9 @@ def interference_points(world: World, opts: RunOptions) -> list[dict]:
     if opts.quick:
         combos = [(1 * MIB, (64, 512, 512))]
     elif world.device == "cuda":
-        combos = [(s, g) for s in (256 * KIB, 4 * MIB, 32 * MIB)
+        # Decode-sized messages (16 KiB-1 MiB: batch x hidden x 2 B) up to prefill-sized ones:
+        # the slowdowns change with the message, and the profile keeps them per size.
+        combos = [(s, g) for s in (16 * KIB, 64 * KIB, 256 * KIB, 1 * MIB, 4 * MIB, 32 * MIB)
                   for g in ((16, 8192, 8192), (4096, 8192, 8192))]
     else:
         combos = [(s, g) for s in (1 * MIB, 16 * MIB) for g in ((64, 1024, 1024), (256, 1024, 1024))]

@@ -78,6 +78,7 @@ def op_times_s(
     sync_bytes_s = hidden_bytes / (sync_gbps * 1e9) if (tp > 1 and sync_gbps > 0) else 0.0
     copies = hw.framework.collective_input_copies.value if tp > 1 else 0.0
     copy_s = copies * float(memory_bound_time_s(gpu, 2 * hidden_bytes, launch_s=launch))
+    messages = collective_message_bytes(model, work, tp, phase)
     times = {
         "embedding": float(memory_bound_time_s(gpu, 2 * t * d * b)),
         "attn_norm": norm(t),
@@ -100,12 +101,23 @@ def op_times_s(
         + float(memory_bound_time_s(gpu, 4 * phase.batch * model.vocab_size * 4, kernels=0)),
         "step_overhead": hw.framework.step_overhead_us.value * 1e-6,
         "collective_launch": sync_s + sync_bytes_s + copy_s,
-        "allreduce": float(allreduce_time_s(hw, tp, t * d * b)),
-        "allgather_logits": float(allgather_time_s(hw, tp, phase.batch * v_r * tp * b)),
+        "allreduce": float(allreduce_time_s(hw, tp, messages["allreduce"])),
+        "allgather_logits": float(allgather_time_s(hw, tp, 2.0 * messages["allgather_logits"])),
     }
     out = {kind: np.full(kv_lens.shape, value) for kind, value in times.items()}
     out["attention"] = attention_time_s(model, hw, work, tp, phase, kv_lens)
     return out
+
+
+def collective_message_bytes(model: ModelShape, work: Workload, tp: int, phase: Phase) -> dict[str, float]:
+    """Bytes per rank of each collective kind, as an AllReduce of that size: the hidden-state
+    AllReduce, and the logits AllGather (which moves half of what an AllReduce of its output
+    would, see ``allgather_time_s``)."""
+    b = work.dtype_bytes
+    return {
+        "allreduce": float(phase.tokens * model.dim * b),
+        "allgather_logits": float(phase.batch * model.vocab_per_rank(tp) * tp * b) / 2.0,
+    }
 
 
 def attention_time_s(

@@ -9,7 +9,9 @@ It knows ops, streams, dependencies, collectives and links; it knows nothing of 
 * Work is fluid: an op has a standalone duration and progresses at a rate that changes whenever
   the set of running ops changes. A compute op runs at 1/(1 + compute_slowdown) while a
   collective of its rank runs; a collective at 1/(1 + comm_slowdown) while any of its ranks
-  computes, and at 1/k of its speed on a link shared with k-1 other running collectives.
+  computes, and at 1/k of its speed on a link shared with k-1 other running collectives. Both
+  slowdowns may be given per collective op (a large message disturbs compute more than a small
+  one): a compute op then runs at the rate set by the most disturbing collective of its rank.
 
 Because rates only change at events, every event time is a linear function of the op durations
 for a fixed order of events; ``EngineResult.signature`` records that order so callers can
@@ -53,6 +55,8 @@ class _Activity:
     is_comm: bool
     links: tuple[str, ...]
     done: simpy.Event
+    compute_slowdown: float = 0.0  # collectives: what this one does to its ranks' compute
+    comm_slowdown: float = 0.0  # collectives: how much compute slows this one
     remaining_s: float = 0.0
     rate: float = 1.0
 
@@ -60,10 +64,8 @@ class _Activity:
 class _Fluid:
     """Progresses all running activities at their current rates; fires their ``done`` events."""
 
-    def __init__(self, env: simpy.Environment, compute_slowdown: float, comm_slowdown: float):
+    def __init__(self, env: simpy.Environment):
         self.env = env
-        self.compute_factor = 1.0 / (1.0 + compute_slowdown)
-        self.comm_factor = 1.0 / (1.0 + comm_slowdown)
         self.active: list[_Activity] = []
         self.last_t = 0.0
         self.token = 0
@@ -83,23 +85,25 @@ class _Fluid:
         self.last_t = self.env.now
 
     def _rates(self) -> None:
-        comm_ranks: set[int] = set()
+        disturbed: dict[int, float] = {}  # rank -> compute slowdown from its running collectives
         compute_ranks: set[int] = set()
         link_load: dict[str, int] = {}
         for act in self.active:
             if act.is_comm:
-                comm_ranks.update(act.ranks)
+                for rank in act.ranks:
+                    disturbed[rank] = max(disturbed.get(rank, 0.0), act.compute_slowdown)
                 for link in act.links:
                     link_load[link] = link_load.get(link, 0) + 1
             else:
                 compute_ranks.update(act.ranks)
         for act in self.active:
             if act.is_comm:
-                rate = self.comm_factor if compute_ranks.intersection(act.ranks) else 1.0
+                rate = 1.0 / (1.0 + act.comm_slowdown) if compute_ranks.intersection(act.ranks) else 1.0
                 if act.links:
                     rate /= max(link_load[link] for link in act.links)
             else:
-                rate = self.compute_factor if comm_ranks.intersection(act.ranks) else 1.0
+                slowdown = max((disturbed[r] for r in act.ranks if r in disturbed), default=None)
+                rate = 1.0 if slowdown is None else 1.0 / (1.0 + slowdown)
             act.rate = rate
 
     def _replan(self) -> None:
@@ -136,17 +140,22 @@ class _Collective:
 
 def run_engine(
     ranks: Sequence[RankWork],
-    compute_slowdown: float = 0.0,
-    comm_slowdown: float = 0.0,
+    compute_slowdown: float | Sequence[float] = 0.0,
+    comm_slowdown: float | Sequence[float] = 0.0,
     group_links: dict[int, tuple[str, ...]] | None = None,
     record_signature: bool = True,
 ) -> EngineResult:
-    """Simulate one forward pass of every rank from an idle start at t = 0."""
+    """Simulate one forward pass of every rank from an idle start at t = 0.
+
+    The slowdowns are one number for every collective or an array over op indices (read at the
+    collective ops)."""
     env = simpy.Environment()
-    fluid = _Fluid(env, compute_slowdown, comm_slowdown)
+    fluid = _Fluid(env)
     group_links = group_links or {}
     n_ranks = len(ranks)
     n_ops = len(ranks[0].streams)
+    compute_by_op = np.broadcast_to(np.asarray(compute_slowdown, dtype=float), (n_ops,))
+    comm_by_op = np.broadcast_to(np.asarray(comm_slowdown, dtype=float), (n_ops,))
     start = np.zeros((n_ranks, n_ops))
     end = np.zeros((n_ranks, n_ops))
     ready = np.zeros((n_ranks, n_ops))
@@ -183,7 +192,8 @@ def run_engine(
                 if len(coll.arrived) == coll.size:
                     work_s = max(float(ranks[r].durations_s[i]) for r in coll.arrived)
                     act = _Activity(work_s, tuple(sorted(coll.arrived)), True,
-                                    group_links.get(work.group, ()), env.event())
+                                    group_links.get(work.group, ()), env.event(),
+                                    float(compute_by_op[i]), float(comm_by_op[i]))
                     coll.started.succeed(act)
                     fluid.start(act)
                 act = yield coll.started

@@ -15,7 +15,9 @@ OVERRIDE_KEYS = (
 def with_overrides(profile: HardwareProfile, **overrides) -> HardwareProfile:
     """A copy of ``profile`` with what-if changes applied (keys: OVERRIDE_KEYS; None = unchanged).
 
-    ``nics_per_node`` scales the inter-node bandwidth in proportion to the NIC count.
+    ``nics_per_node`` scales the inter-node bandwidth in proportion to the NIC count. Setting
+    ``compute_slowdown`` or ``comm_slowdown`` makes that fraction hold for every message size
+    (a measured per-size curve keeps only the other fraction).
     """
     unknown = set(overrides) - set(OVERRIDE_KEYS)
     if unknown:
@@ -42,8 +44,11 @@ def with_overrides(profile: HardwareProfile, **overrides) -> HardwareProfile:
     interference = profile.interference
     for key in ("compute_slowdown", "comm_slowdown"):
         if key in overrides:
+            value = float(overrides[key])
+            points = [p.model_copy(update={key: value, "source": p.source + "; " + key + " what-if override"})
+                      for p in interference.by_size]
             interference = interference.model_copy(
-                update={key: Sourced(value=float(overrides[key]), source="what-if override")})
+                update={key: Sourced(value=value, source="what-if override"), "by_size": points})
     update["interference"] = interference
     update["what_if"] = profile.what_if.model_validate(what_if)
     return profile.model_copy(update=update)

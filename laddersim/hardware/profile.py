@@ -191,13 +191,48 @@ class CollectiveSpec(BaseModel):
     prefer: Literal["table", "fit"] = "table"
 
 
+class InterferencePoint(BaseModel):
+    """Measured overlap slowdowns for one AllReduce message size."""
+
+    model_config = _FROZEN
+
+    size_bytes: int = Field(gt=0)
+    compute_slowdown: float = Field(ge=0)
+    comm_slowdown: float = Field(ge=0)
+    source: str = Field(min_length=3)
+
+
 class InterferenceSpec(BaseModel):
-    """Mutual slowdown of compute and communication while they overlap on one GPU."""
+    """Mutual slowdown of compute and communication while they overlap on one GPU.
+
+    ``by_size`` (optional, from ``laddersim calibrate``): the slowdowns per message size. A
+    collective occupies more SMs and moves more data as its message grows (NCCL adds channels
+    and changes protocol), so a large AllReduce disturbs the GEMMs beside it more than a small
+    one. Interpolated in log size and held constant beyond the ends; without it the two constant
+    fractions apply to every collective.
+    """
 
     model_config = _FROZEN
 
     compute_slowdown: Sourced  # fraction: a GEMM takes (1 + x) longer while an AllReduce runs
     comm_slowdown: Sourced  # fraction: an AllReduce takes (1 + x) longer while compute runs
+    by_size: list[InterferencePoint] = []
+
+    @model_validator(mode="after")
+    def _sizes_increase(self) -> InterferenceSpec:
+        sizes = [p.size_bytes for p in self.by_size]
+        if sizes != sorted(set(sizes)):
+            raise ValueError(f"by_size: sizes must be distinct and increasing, got {sizes}")
+        return self
+
+    def at(self, size_bytes: float) -> tuple[float, float]:
+        """(compute_slowdown, comm_slowdown) while a collective of ``size_bytes`` runs."""
+        if not self.by_size:
+            return self.compute_slowdown.value, self.comm_slowdown.value
+        log_sizes = np.log([p.size_bytes for p in self.by_size])
+        x = np.log(max(float(size_bytes), 1.0))
+        return (float(np.interp(x, log_sizes, [p.compute_slowdown for p in self.by_size])),
+                float(np.interp(x, log_sizes, [p.comm_slowdown for p in self.by_size])))
 
 
 class FrameworkSpec(BaseModel):
