@@ -11,7 +11,10 @@ log(predicted / measured) tokens/s:
   larger batches, ``framework.single_token_kernel_floor_us`` (a compiled batch-1 step runs
   other, fused kernels than an M > 1 step);
 * per profile: the effective AllReduce floor and bandwidth, as scales of the profile's
-  collective model (``what_if.intra_latency_scale``, ``what_if.intra_bandwidth_scale``).
+  collective model (``what_if.intra_latency_scale``, ``what_if.intra_bandwidth_scale``). A
+  collective model built from mechanisms (no measured table, e.g. ``h100-sxm-p2p-off``) gets a
+  floor per group size instead, written as ``collectives.intra_node_fits``, when rows of a
+  measured collective on the same machine pin the per-step constant.
 
 The scales of numbers the profile already measured are held by a prior: each costs, per sigma
 of log-scale, as much as one row off by the loss scale, so rows that cannot tell two
@@ -38,10 +41,13 @@ import yaml
 from scipy.optimize import least_squares
 
 from laddersim.errors import UserInputError
+from laddersim.costs.collectives import alpha_beta_time_s
 from laddersim.hardware.profile import (
     HardwareProfile,
     MeasuredTable,
+    ProtocolTerm,
     Sourced,
+    TierFit,
     load_profile,
 )
 from laddersim.validation.core import ValidationSetup, validate
@@ -90,13 +96,37 @@ def _apply(profile: HardwareProfile, values: dict[str, float], source: str) -> H
                                                             source=source)
     new_fw = fw.model_copy(update=fw_update)
     what_if = profile.what_if.model_copy(update={
-        "intra_latency_scale": profile.what_if.intra_latency_scale * values["allreduce_latency_scale"],
+        "intra_latency_scale": profile.what_if.intra_latency_scale * values.get("allreduce_latency_scale", 1.0),
         "intra_bandwidth_scale": profile.what_if.intra_bandwidth_scale * values["allreduce_bandwidth_scale"],
         "source": source})
-    return profile.model_copy(update={"gpu": new_gpu, "framework": new_fw, "what_if": what_if})
+    per_group = {int(name.split("@")[1]): v for name, v in values.items()
+                 if name.startswith("allreduce_latency_scale@")}
+    collectives = profile.collectives
+    if per_group:
+        fits = {f.gpus: f for f in collectives.intra_node_fits}
+        for gpus, scale in per_group.items():
+            fits[gpus] = _scaled_fit(profile, gpus, scale, source)
+        collectives = collectives.model_copy(update={"intra_node_fits": [fits[g] for g in sorted(fits)]})
+    return profile.model_copy(update={"gpu": new_gpu, "framework": new_fw, "what_if": what_if,
+                                      "collectives": collectives})
 
 
-def _parameters(base: dict[str, HardwareProfile], settings: list[str], batches: set[int]) -> list[_Param]:
+def _scaled_fit(profile: HardwareProfile, gpus: int, scale: float, source: str) -> TierFit:
+    """The profile's intra-node AllReduce curve for ``gpus`` ranks with its latency scaled."""
+    fit = profile.intra_node_fit(gpus)
+    if fit is None:
+        tier = profile.collectives.intra_node
+        latency_us = float(alpha_beta_time_s(tier, gpus, 0.0)) * 1e6
+        terms = [ProtocolTerm(protocol=tier.algorithm, latency_us=latency_us,
+                              bus_bandwidth_gbps=tier.bus_bandwidth_gbps.value)]
+    else:
+        terms = list(fit.terms)
+    return TierFit(gpus=gpus, source=source, terms=[
+        t.model_copy(update={"latency_us": t.latency_us * scale}) for t in terms])
+
+
+def _parameters(base: dict[str, HardwareProfile], settings: list[str], batches: set[int],
+                group_sizes: dict[str, set[int]]) -> list[_Param]:
     first = base[settings[0]]
     best_eff = max(first.gpu.gemm_memory_efficiency.value, first.gpu.elementwise_memory_efficiency.value)
     params = [
@@ -109,11 +139,19 @@ def _parameters(base: dict[str, HardwareProfile], settings: list[str], batches: 
         floor = first.framework.single_token_kernel_floor_us
         params.append(_Param("single_token_kernel_floor_us", None, floor.value if floor else launch,
                              0.0, 4.0 * launch, 0.5))
+    measured = {p: any(t.use == "model" for t in base[p].collectives.tables) for p in settings}
     for p in settings:
-        # A collective model read from measured tables is held closer than one built from mechanisms.
-        measured = any(t.use == "model" for t in base[p].collectives.tables)
-        sigma = PRIOR_SIGMA if measured else WEAK_PRIOR_SIGMA
-        params.append(_Param("allreduce_latency_scale", p, 1.0, 0.05, 100.0, 0.2, sigma))
+        # A collective model read from measured tables is held closer than one built from
+        # mechanisms, and keeps its measured shape across group sizes. A mechanism-built one gets
+        # a floor per group size (how a transport's per-hop cost grows with the group, e.g. once
+        # a ring crosses CPU sockets, is what it does not know) when rows of a measured
+        # collective pin the per-step constant: otherwise the two trade off one for one.
+        sigma = PRIOR_SIGMA if measured[p] else WEAK_PRIOR_SIGMA
+        if measured[p] or not any(measured.values()):
+            params.append(_Param("allreduce_latency_scale", p, 1.0, 0.05, 100.0, 0.2, sigma))
+        else:
+            params += [_Param(f"allreduce_latency_scale@{tp}", p, 1.0, 0.05, 100.0, 0.2, sigma)
+                       for tp in sorted(group_sizes[p]) if tp > 1 and base[p].nodes_for(tp) == 1]
         params.append(_Param("allreduce_bandwidth_scale", p, 1.0, 0.1, 10.0, 0.2, sigma))
     return params
 
@@ -140,7 +178,8 @@ def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup
     missing = [p for p in settings if p not in base]
     if missing:
         raise UserInputError(f"fit: no base profile for p2p={missing[0]} rows")
-    params = _parameters(base, settings, set(rows["batch"].astype(int)))
+    group_sizes = {p: set(rows.loc[rows["p2p"] == p, "tp"].astype(int)) for p in settings}
+    params = _parameters(base, settings, set(rows["batch"].astype(int)), group_sizes)
     evaluations = [0]
 
     def profiles_for(x: np.ndarray, source: str = "fit in progress") -> dict[str, HardwareProfile]:

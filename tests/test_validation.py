@@ -11,7 +11,8 @@ import pytest
 
 from laddersim.cli import main
 from laddersim.fitting import fit_profiles, save_profile
-from laddersim.hardware.profile import Sourced, load_profile
+from laddersim.costs.collectives import alpha_beta_time_s
+from laddersim.hardware.profile import ProtocolTerm, Sourced, TierFit, load_profile
 from laddersim.validation import ValidationSetup, error_summary, read_measured, validate
 from laddersim.validation.core import BUILTIN_MEASURED
 
@@ -51,16 +52,16 @@ def test_the_papers_trends_come_out(paper_validation):
     assert (std["predicted_speedup"] == 1.0).all()
 
 
-def _tiny_measured(tmp_path, profile, schedules=("standard", "ladder", "parallel", "upper_bound")):
+def _tiny_measured(tmp_path, profile, schedules=("standard", "ladder", "parallel", "upper_bound"), p2p="on"):
     cfg = {"hidden_size": 1024, "num_hidden_layers": 6, "num_attention_heads": 16, "num_key_value_heads": 4,
            "intermediate_size": 4096, "vocab_size": 32000, "_name_or_path": "tiny"}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
-    rows = [dict(model=str(path), tp=tp, nodes=1, batch=batch, prompt_len=64, gen_len=16, p2p="on",
+    rows = [dict(model=str(path), tp=tp, nodes=1, batch=batch, prompt_len=64, gen_len=16, p2p=p2p,
                  schedule=s, tokens_per_s=1.0)
             for tp in (2, 4, 8) for batch in (1, 8, 32) for s in schedules]
     frame = pd.DataFrame(rows)
-    truth = validate(frame, ValidationSetup(hardware=profile))
+    truth = validate(frame, ValidationSetup(hardware=profile, hardware_p2p_off=profile))
     frame["tokens_per_s"] = truth["predicted_tokens_per_s"]
     return frame
 
@@ -148,3 +149,32 @@ def test_fit_needs_standard_rows(tmp_path, capsys):
     frame[(frame["schedule"] != "standard") & (frame["p2p"] == "on")].to_csv(path, index=False)
     assert main(["fit", str(path), "--hardware", "h100-sxm-nvswitch", "--out", str(tmp_path / "x.yaml")]) == 2
     assert "no 'standard' rows" in capsys.readouterr().err
+
+
+def test_fit_gives_a_mechanism_built_collective_a_floor_per_group_size(tmp_path, h100):
+    # A collective model without a measured table (the P2P-off profile) does not know how its
+    # floor grows with the group (a ring crossing CPU sockets); fitted beside rows of the same
+    # machine's measured collective (which pin the per-step constant), it gets one per TP size.
+    base = load_profile("h100-sxm-p2p-off")
+    tier = base.collectives.intra_node
+    truth_scales = {2: 1.6, 4: 1.2, 8: 1.5}
+    fits = [TierFit(gpus=g, source="test truth", terms=[ProtocolTerm(
+        protocol="ring", latency_us=float(alpha_beta_time_s(tier, g, 0.0)) * 1e6 * s,
+        bus_bandwidth_gbps=tier.bus_bandwidth_gbps.value)]) for g, s in truth_scales.items()]
+    truth = base.model_copy(update={"collectives": base.collectives.model_copy(update={"intra_node_fits": fits})})
+    (tmp_path / "on").mkdir()
+    (tmp_path / "off").mkdir()
+    measured = pd.concat([_tiny_measured(tmp_path / "on", h100, ("standard",)),
+                          _tiny_measured(tmp_path / "off", truth, ("standard", "ladder"), p2p="off")],
+                         ignore_index=True)
+    result = fit_profiles(measured, {"on": h100, "off": base}, ValidationSetup(), schedules=("standard",),
+                          priors=False)
+    for g, s in truth_scales.items():
+        assert result.parameters[f"allreduce_latency_scale@{g}[p2p=off]"] == pytest.approx(s, rel=0.03)
+    assert "allreduce_latency_scale[p2p=off]" not in result.parameters
+    assert "allreduce_latency_scale[p2p=on]" in result.parameters
+    fitted = result.profiles["off"]
+    assert [f.gpus for f in fitted.collectives.intra_node_fits] == [2, 4, 8]
+    assert all(f.source.startswith("fit: ") for f in fitted.collectives.intra_node_fits)
+    ladder = result.all_rows[result.all_rows["schedule"] == "ladder"]
+    assert ladder["rel_error"].abs().max() < 0.005
