@@ -13,8 +13,8 @@ log(predicted / measured) tokens/s:
 * per profile: the effective AllReduce floor and bandwidth, as scales of the profile's
   collective model (``what_if.intra_latency_scale``, ``what_if.intra_bandwidth_scale``). A
   collective model built from mechanisms (no measured table, e.g. ``h100-sxm-p2p-off``) gets a
-  floor per group size instead, written as ``collectives.intra_node_fits``, when rows of a
-  measured collective on the same machine pin the per-step constant.
+  floor and a bandwidth per group size instead, written as ``collectives.intra_node_fits``, when
+  rows of a measured collective on the same machine pin the per-step constant.
 
 The scales of numbers the profile already measured are held by a prior: each costs, per sigma
 of log-scale, as much as one row off by the loss scale, so rows that cannot tell two
@@ -97,7 +97,7 @@ def _apply(profile: HardwareProfile, values: dict[str, float], source: str) -> H
     new_fw = fw.model_copy(update=fw_update)
     what_if = profile.what_if.model_copy(update={
         "intra_latency_scale": profile.what_if.intra_latency_scale * values.get("allreduce_latency_scale", 1.0),
-        "intra_bandwidth_scale": profile.what_if.intra_bandwidth_scale * values["allreduce_bandwidth_scale"],
+        "intra_bandwidth_scale": profile.what_if.intra_bandwidth_scale * values.get("allreduce_bandwidth_scale", 1.0),
         "source": source})
     per_group = {int(name.split("@")[1]): v for name, v in values.items()
                  if name.startswith("allreduce_latency_scale@")}
@@ -105,14 +105,14 @@ def _apply(profile: HardwareProfile, values: dict[str, float], source: str) -> H
     if per_group:
         fits = {f.gpus: f for f in collectives.intra_node_fits}
         for gpus, scale in per_group.items():
-            fits[gpus] = _scaled_fit(profile, gpus, scale, source)
+            fits[gpus] = _scaled_fit(profile, gpus, scale, values[f"allreduce_bandwidth_scale@{gpus}"], source)
         collectives = collectives.model_copy(update={"intra_node_fits": [fits[g] for g in sorted(fits)]})
     return profile.model_copy(update={"gpu": new_gpu, "framework": new_fw, "what_if": what_if,
                                       "collectives": collectives})
 
 
-def _scaled_fit(profile: HardwareProfile, gpus: int, scale: float, source: str) -> TierFit:
-    """The profile's intra-node AllReduce curve for ``gpus`` ranks with its latency scaled."""
+def _scaled_fit(profile: HardwareProfile, gpus: int, scale: float, bw_scale: float, source: str) -> TierFit:
+    """The profile's intra-node AllReduce curve for ``gpus`` ranks, latency and bandwidth scaled."""
     fit = profile.intra_node_fit(gpus)
     if fit is None:
         tier = profile.collectives.intra_node
@@ -122,7 +122,9 @@ def _scaled_fit(profile: HardwareProfile, gpus: int, scale: float, source: str) 
     else:
         terms = list(fit.terms)
     return TierFit(gpus=gpus, source=source, terms=[
-        t.model_copy(update={"latency_us": t.latency_us * scale}) for t in terms])
+        t.model_copy(update={"latency_us": t.latency_us * scale,
+                             "bus_bandwidth_gbps": t.bus_bandwidth_gbps * bw_scale})
+        for t in terms])
 
 
 def _parameters(base: dict[str, HardwareProfile], settings: list[str], batches: set[int],
@@ -143,15 +145,19 @@ def _parameters(base: dict[str, HardwareProfile], settings: list[str], batches: 
     for p in settings:
         # A collective model read from measured tables is held closer than one built from
         # mechanisms, and keeps its measured shape across group sizes. A mechanism-built one gets
-        # a floor per group size (how a transport's per-hop cost grows with the group, e.g. once
-        # a ring crosses CPU sockets, is what it does not know) when rows of a measured
-        # collective pin the per-step constant: otherwise the two trade off one for one.
+        # a floor and a bandwidth per group size (how a transport's cost changes with the group,
+        # e.g. once a ring crosses CPU sockets, is what it does not know) when rows of a measured
+        # collective pin the per-step constant: otherwise floors and that constant trade off
+        # one for one.
         sigma = PRIOR_SIGMA if measured[p] else WEAK_PRIOR_SIGMA
         if measured[p] or not any(measured.values()):
             params.append(_Param("allreduce_latency_scale", p, 1.0, 0.05, 100.0, 0.2, sigma))
         else:
-            params += [_Param(f"allreduce_latency_scale@{tp}", p, 1.0, 0.05, 100.0, 0.2, sigma)
-                       for tp in sorted(group_sizes[p]) if tp > 1 and base[p].nodes_for(tp) == 1]
+            for tp in sorted(group_sizes[p]):
+                if tp > 1 and base[p].nodes_for(tp) == 1:
+                    params += [_Param(f"allreduce_latency_scale@{tp}", p, 1.0, 0.05, 100.0, 0.2, sigma),
+                               _Param(f"allreduce_bandwidth_scale@{tp}", p, 1.0, 0.1, 10.0, 0.2, sigma)]
+            continue
         params.append(_Param("allreduce_bandwidth_scale", p, 1.0, 0.1, 10.0, 0.2, sigma))
     return params
 

@@ -153,8 +153,9 @@ def test_fit_needs_standard_rows(tmp_path, capsys):
 
 def test_fit_gives_a_mechanism_built_collective_a_floor_per_group_size(tmp_path, h100):
     # A collective model without a measured table (the P2P-off profile) does not know how its
-    # floor grows with the group (a ring crossing CPU sockets); fitted beside rows of the same
-    # machine's measured collective (which pin the per-step constant), it gets one per TP size.
+    # cost changes with the group (a ring crossing CPU sockets); fitted beside rows of the same
+    # machine's measured collective (which pin the per-step constant), it gets a floor and a
+    # bandwidth per TP size (this tiny model's messages are too small to pin the bandwidth).
     base = load_profile("h100-sxm-p2p-off")
     tier = base.collectives.intra_node
     truth_scales = {2: 1.6, 4: 1.2, 8: 1.5}
@@ -175,6 +176,9 @@ def test_fit_gives_a_mechanism_built_collective_a_floor_per_group_size(tmp_path,
     assert "allreduce_latency_scale[p2p=on]" in result.parameters
     fitted = result.profiles["off"]
     assert [f.gpus for f in fitted.collectives.intra_node_fits] == [2, 4, 8]
+    for fit in fitted.collectives.intra_node_fits:
+        scale = result.parameters[f"allreduce_bandwidth_scale@{fit.gpus}[p2p=off]"]
+        assert fit.terms[0].bus_bandwidth_gbps == pytest.approx(tier.bus_bandwidth_gbps.value * scale)
     assert all(f.source.startswith("fit: ") for f in fitted.collectives.intra_node_fits)
     ladder = result.all_rows[result.all_rows["schedule"] == "ladder"]
     assert ladder["rel_error"].abs().max() < 0.005
