@@ -1,4 +1,5 @@
-"""AllReduce (and logits AllGather) time for a tensor-parallel group.
+"""AllReduce time for a tensor-parallel group (the logits AllGather is costed as its equivalent
+AllReduce, see ``laddersim.costs.op_costs.collective_message_bytes``).
 
 Three sources, in order of preference for a group of ``n`` ranks on ``nodes`` nodes:
 
@@ -209,11 +210,3 @@ def model_allreduce_s(profile: HardwareProfile, gpus: int, nodes: int, size_byte
         return intra_node_allreduce_s(profile, gpus, size, use_tables)
     return multi_node_model_s(profile, gpus, nodes, size, use_tables)
 
-
-def allgather_time_s(profile: HardwareProfile, tp: int, output_bytes):
-    """AllGather producing ``output_bytes`` on every rank.
-
-    A ring AllGather moves (n-1)/n of the output per rank, half of what an AllReduce of the same
-    buffer moves, with the same latency structure; it is costed as an AllReduce of half the size.
-    """
-    return allreduce_time_s(profile, tp, np.asarray(output_bytes, dtype=float) / 2.0)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from laddersim.costs.collectives import allgather_time_s, allreduce_time_s
+from laddersim.costs.collectives import allreduce_time_s
 from laddersim.costs.gemm import gemm_time_s, memory_bound_time_s
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.model_shape import ModelShape
@@ -65,20 +65,23 @@ def op_times_s(
     floor = hw.framework.single_token_kernel_floor_us
     launch = floor.value * 1e-6 if (floor is not None and t == 1) else None
 
+    def streamed(moved_bytes: float) -> float:  # one memory-bound kernel of this pass
+        return float(memory_bound_time_s(gpu, moved_bytes, launch_s=launch))
+
     def norm(rows: int) -> float:  # RMSNorm: read and write rows x dim
-        return float(memory_bound_time_s(gpu, 2 * rows * d * b, launch_s=launch))
+        return streamed(2 * rows * d * b)
 
     def gemm(m: int, n: int, k: int) -> float:
         return float(gemm_time_s(gpu, m, n, k, b, launch))
 
-    elementwise_add = float(memory_bound_time_s(gpu, 3 * t * d * b, launch_s=launch))
+    elementwise_add = streamed(3 * t * d * b)
+    messages = collective_message_bytes(model, work, tp, phase)
+    hidden_bytes = messages["allreduce"]  # the hidden-state AllReduce message
     sync_s = hw.framework.collective_sync_us.value * 1e-6 if tp > 1 else 0.0
     sync_gbps = hw.framework.collective_sync_gbps.value
-    hidden_bytes = t * d * b  # the hidden-state AllReduce message
     sync_bytes_s = hidden_bytes / (sync_gbps * 1e9) if (tp > 1 and sync_gbps > 0) else 0.0
     copies = hw.framework.collective_input_copies.value if tp > 1 else 0.0
-    copy_s = copies * float(memory_bound_time_s(gpu, 2 * hidden_bytes, launch_s=launch))
-    messages = collective_message_bytes(model, work, tp, phase)
+    copy_s = copies * streamed(2 * hidden_bytes)
     times = {
         "embedding": float(memory_bound_time_s(gpu, 2 * t * d * b)),
         "attn_norm": norm(t),
@@ -87,11 +90,11 @@ def op_times_s(
         "final_norm": norm(phase.batch),
         "qkv": gemm(t, qkv_n, d),
         # RoPE on q and k, and the new k, v written into the cache.
-        "rope": float(memory_bound_time_s(gpu, t * (2 * (h_r + kv_r) + 2 * kv_r) * hd * b, launch_s=launch)),
+        "rope": streamed(t * (2 * (h_r + kv_r) + 2 * kv_r) * hd * b),
         "o_proj": gemm(t, d, h_r * hd),
         "gate_up": gemm(t, 2 * i_r, d),
         "qkv_gate_up": gemm(t, qkv_n + 2 * i_r, d),
-        "act": float(memory_bound_time_s(gpu, 3 * t * i_r * b, launch_s=launch)),  # SiLU(gate) * up
+        "act": streamed(3 * t * i_r * b),  # SiLU(gate) * up
         "down": gemm(t, d, i_r),
         "residual_add": elementwise_add,
         "partial_add": elementwise_add,
@@ -101,8 +104,8 @@ def op_times_s(
         + float(memory_bound_time_s(gpu, 4 * phase.batch * model.vocab_size * 4, kernels=0)),
         "step_overhead": hw.framework.step_overhead_us.value * 1e-6,
         "collective_launch": sync_s + sync_bytes_s + copy_s,
-        "allreduce": float(allreduce_time_s(hw, tp, messages["allreduce"])),
-        "allgather_logits": float(allgather_time_s(hw, tp, 2.0 * messages["allgather_logits"])),
+        # Both collectives are costed as the AllReduce of their equivalent message.
+        **{kind: float(allreduce_time_s(hw, tp, size)) for kind, size in messages.items()},
     }
     out = {kind: np.full(kv_lens.shape, value) for kind, value in times.items()}
     out["attention"] = attention_time_s(model, hw, work, tp, phase, kv_lens)
@@ -110,9 +113,10 @@ def op_times_s(
 
 
 def collective_message_bytes(model: ModelShape, work: Workload, tp: int, phase: Phase) -> dict[str, float]:
-    """Bytes per rank of each collective kind, as an AllReduce of that size: the hidden-state
-    AllReduce, and the logits AllGather (which moves half of what an AllReduce of its output
-    would, see ``allgather_time_s``)."""
+    """Per rank, the AllReduce message each collective kind is equivalent to, for its time and
+    its interference: the hidden-state AllReduce itself, and the logits AllGather. A ring
+    AllGather moves (n-1)/n of its output per rank, half of what an AllReduce of the same buffer
+    moves, with the same latency structure, so it counts as an AllReduce of half its output."""
     b = work.dtype_bytes
     return {
         "allreduce": float(phase.tokens * model.dim * b),
