@@ -151,14 +151,12 @@ def _parameters(base: dict[str, HardwareProfile], settings: list[str], batches: 
         # one for one.
         sigma = PRIOR_SIGMA if measured[p] else WEAK_PRIOR_SIGMA
         if measured[p] or not any(measured.values()):
-            params.append(_Param("allreduce_latency_scale", p, 1.0, 0.05, 100.0, 0.2, sigma))
+            suffixes = [""]
         else:
-            for tp in sorted(group_sizes[p]):
-                if tp > 1 and base[p].nodes_for(tp) == 1:
-                    params += [_Param(f"allreduce_latency_scale@{tp}", p, 1.0, 0.05, 100.0, 0.2, sigma),
-                               _Param(f"allreduce_bandwidth_scale@{tp}", p, 1.0, 0.1, 10.0, 0.2, sigma)]
-            continue
-        params.append(_Param("allreduce_bandwidth_scale", p, 1.0, 0.1, 10.0, 0.2, sigma))
+            suffixes = [f"@{tp}" for tp in sorted(group_sizes[p]) if tp > 1 and base[p].nodes_for(tp) == 1]
+        for suffix in suffixes:
+            params += [_Param("allreduce_latency_scale" + suffix, p, 1.0, 0.05, 100.0, 0.2, sigma),
+                       _Param("allreduce_bandwidth_scale" + suffix, p, 1.0, 0.1, 10.0, 0.2, sigma)]
     return params
 
 
@@ -195,8 +193,8 @@ def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup
             out[p] = _apply(base[p], values, source)
         return out
 
-    def frame_for(x: np.ndarray, which: pd.DataFrame, source: str = "fit in progress") -> pd.DataFrame:
-        fitted = profiles_for(x, source)
+    def frame_for(x: np.ndarray, which: pd.DataFrame) -> pd.DataFrame:
+        fitted = profiles_for(x)
         return validate(which, ValidationSetup(fitted.get("on", setup.hardware), fitted.get("off", setup.hardware_p2p_off),
                                                setup.dtype, setup.kv_cache, setup.kv_reads))
 
@@ -215,7 +213,8 @@ def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup
                              f_scale=LOSS_SCALE, x_scale=np.array([q.scale for q in params]),
                              diff_step=1e-3, xtol=1e-5, ftol=1e-6, max_nfev=200)
     x = solution.x
-    fit_frame = frame_for(x, rows)
+    all_frame = frame_for(x, measured)  # every row, fitted and held out, simulated once
+    fit_frame = all_frame.loc[rows.index]
     med = float(fit_frame["rel_error"].abs().median() * 100)
     worst = float(fit_frame["rel_error"].abs().max() * 100)
     source = (f"fit: `{command}` on {len(rows)} measured rows (schedules {', '.join(sorted(set(rows['schedule'])))}), "
@@ -235,7 +234,6 @@ def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup
             "fit_priors": (f"log-scale sigma {PRIOR_SIGMA} on microbenchmarked scales, {WEAK_PRIOR_SIGMA} on a "
                            "collective model without a measured table" if priors else "none"),
         }})
-    all_frame = frame_for(x, measured, source)
     values = {q.name + (f"[p2p={q.p2p}]" if q.p2p else ""): float(v) for q, v in zip(params, x)}
     return FitResult(fitted, values, fit_frame, all_frame)
 
