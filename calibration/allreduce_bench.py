@@ -24,10 +24,9 @@ from calibration.bench_timing import DTYPES, element_count, human_bytes, runner,
 
 
 def measure(ctx, point: dict) -> dict | None:
-    g = point["group_size"]
-    if not ctx.in_group(g):
+    group = ctx.group_of(point)
+    if group is None:
         return None
-    group = ctx.group(g)
     dtype = DTYPES[point["dtype"]]
     buf = torch.zeros(element_count(point["size_bytes"], dtype), dtype=dtype, device=ctx.device)
     dist.all_reduce(buf, group=group)  # communicator set-up outside any timing or capture
@@ -40,7 +39,7 @@ def measure(ctx, point: dict) -> dict | None:
     for _ in range(ctx.opts.repeat_count):
         dist.barrier(group=group)
         ctx.sync()
-        samples.append(ctx.max_over(time_s(run) / calls, g))
+        samples.append(ctx.max_over(time_s(run) / calls, group))
     return summarize(samples) if ctx.rank == 0 else None
 
 

@@ -53,20 +53,20 @@ class Ctx:
     def is_cuda(self) -> bool:
         return self.device.type == "cuda"
 
-    def in_group(self, group_size: int) -> bool:
-        return self.rank < group_size
-
-    def group(self, group_size: int):
-        return self.groups[group_size]
+    def group_of(self, point: dict):
+        """The process group of ``point["group_size"]`` (the first g ranks), or None when this
+        rank is not in it and sits the point out."""
+        size = point["group_size"]
+        return self.groups[size] if self.rank < size else None
 
     def sync(self) -> None:
         if self.is_cuda:
             torch.cuda.synchronize()
 
-    def max_over(self, value: float, group_size: int) -> float:
-        """The slowest rank's value: a collective is done when its last rank is."""
+    def max_over(self, value: float, group) -> float:
+        """The slowest rank's value in ``group``: a collective is done when its last rank is."""
         t = torch.tensor([value], dtype=torch.float64, device=self.device)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.group(group_size))
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
         return float(t.item())
 
 

@@ -74,10 +74,9 @@ def _overlap_cuda(comm, gemms, group, comm_stream) -> tuple[float, float]:
 
 
 def measure(ctx, point: dict) -> dict | None:
-    g = point["group_size"]
-    if not ctx.in_group(g):
+    group = ctx.group_of(point)
+    if group is None:
         return None
-    group = ctx.group(g)
     dtype = DTYPES[point["dtype"]]
     m, n, k = point["m"], point["n"], point["k"]
     gen = torch.Generator(device=ctx.device).manual_seed(ctx.rank)
@@ -103,7 +102,7 @@ def measure(ctx, point: dict) -> dict | None:
     def comm_alone() -> float:
         dist.barrier(group=group)
         ctx.sync()
-        return ctx.max_over(time_s(comm), g)
+        return ctx.max_over(time_s(comm), group)
 
     comm_alone_s = statistics.median(comm_alone() for _ in range(reps))
     gemm_one_s = statistics.median(time_s(gemm) for _ in range(reps))
@@ -122,7 +121,7 @@ def measure(ctx, point: dict) -> dict | None:
         else:
             gemm_s, comm_s = _overlap_cpu(comm, gemms, group)
         gemm_over.append(gemm_s)
-        comm_over.append(ctx.max_over(comm_s, g))
+        comm_over.append(ctx.max_over(comm_s, group))
     if ctx.rank != 0:
         return None
     gemm_overlap_s, comm_overlap_s = statistics.median(gemm_over), statistics.median(comm_over)
