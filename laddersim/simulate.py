@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
+from laddersim.costs.collectives import bandwidth_share
 from laddersim.costs.memory_fit import MemoryUse, check_fits
 from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_s
 from laddersim.engine.simulator import EngineResult, RankWork, run_engine
@@ -178,7 +179,7 @@ def simulate(scenario: Scenario, options: SimOptions | None = None) -> SimResult
 
     def interference(phase: Phase) -> tuple[np.ndarray, np.ndarray]:
         """Per-op (compute, comm) slowdowns; only the collectives' entries are read."""
-        by_kind = {kind: hw.interference.at(size)
+        by_kind = {kind: hw.interference.at(size, bandwidth_share(hw, tp, size))
                    for kind, size in collective_message_bytes(model, work, tp, phase).items()}
         pairs = np.array([by_kind.get(kind, (0.0, 0.0)) for kind in kinds], dtype=float).reshape(-1, 2)
         return pairs[:, 0], pairs[:, 1]

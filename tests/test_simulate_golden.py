@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from laddersim.costs.collectives import bandwidth_share
 from laddersim.costs.op_costs import Phase, op_times_s
 from laddersim.hardware.overrides import with_overrides
 from laddersim.hardware.profile import InterferencePoint, InterferenceSpec, Sourced
@@ -193,3 +194,54 @@ def test_interference_at_interpolates_in_log_size_and_holds_beyond_the_ends(h100
     what_if = with_overrides(sized, compute_slowdown=0.05)
     assert [p.compute_slowdown for p in what_if.interference.by_size] == [0.05, 0.05]
     assert what_if.interference.at(32 * 1024) == pytest.approx((0.05, 0.5))
+
+
+def _interference(hw, **fields):
+    return hw.model_copy(update={"interference": hw.interference.model_copy(update=fields)})
+
+
+def test_bandwidth_share_is_the_time_above_the_latency_floor(h100):
+    # With the fitted curve the AllReduce is the minimum over protocol lines L + 2(n-1)/n * s / B:
+    # a one-byte message takes (about) the smallest latency, a 1 GiB one the widest line.
+    hw = h100.model_copy(update={"collectives": h100.collectives.model_copy(update={"prefer": "fit"})})
+    fit = hw.intra_node_fit(8)
+    size = float(1 << 30)
+    floor_us = min(t.latency_us + 2 * 7 / 8 / (t.bus_bandwidth_gbps * 1e3) for t in fit.terms)  # one byte
+    wide = max(fit.terms, key=lambda t: t.bus_bandwidth_gbps)
+    time_us = wide.latency_us + 2 * 7 / 8 * size / (wide.bus_bandwidth_gbps * 1e3)
+    assert bandwidth_share(hw, 8, size) == pytest.approx(1 - floor_us / time_us, rel=1e-9)
+    assert bandwidth_share(hw, 8, 1.0) == 0.0 and bandwidth_share(hw, 1, size) == 0.0
+    assert 0.9 < bandwidth_share(hw, 8, size) < 1.0
+
+
+def test_a_bandwidth_part_slowdown_is_the_whole_slowdown_scaled_by_that_share(tiny_model, h100):
+    message = WORK.batch * tiny_model.dim * WORK.dtype_bytes  # the decode AllReduce, 4 KiB
+    part = _interference(h100, compute_slowdown=Sourced(value=0.1, source="test value"),
+                         comm_slowdown=Sourced(value=1.5, source="test value"), comm_slowdown_part="bandwidth")
+    share = bandwidth_share(h100, 4, message)
+    assert part.interference.at(message, share) == pytest.approx((0.1, 1.5 * share))
+    assert part.interference.at(message) == (0.1, 1.5)  # share defaults to the whole time
+    whole = with_overrides(h100, compute_slowdown=0.1, comm_slowdown=1.5 * share)
+    assert whole.interference.comm_slowdown_part == "whole"
+    assert whole.interference.at(message, share) == pytest.approx((0.1, 1.5 * share))
+    # The decode collectives of one scenario share a message size, so the two profiles time
+    # every collective alike (the logits gather has its own message, but overlaps nothing).
+    ladder = {name: simulate(Scenario(tiny_model, hw, WORK, 4, "ladder")).decode_metrics
+              for name, hw in (("part", part), ("whole", whole))}
+    np.testing.assert_allclose(ladder["part"], ladder["whole"], rtol=1e-12)
+    # A what-if comm_slowdown stretches whole collectives again.
+    assert with_overrides(part, comm_slowdown=0.2).interference.comm_slowdown_part == "whole"
+    assert with_overrides(part, compute_slowdown=0.2).interference.comm_slowdown_part == "bandwidth"
+
+
+def test_a_latency_bound_collective_keeps_its_speed_beside_compute(tiny_model, h100):
+    """Ladder decode of a 4 KiB AllReduce hardly notices a bandwidth-part slowdown that a
+    bandwidth-bound prefill AllReduce pays nearly in full."""
+    part = _interference(h100, compute_slowdown=Sourced(value=0.0, source="test value"),
+                         comm_slowdown=Sourced(value=1.5, source="test value"), comm_slowdown_part="bandwidth")
+    free = with_overrides(h100, compute_slowdown=0.0, comm_slowdown=0.0)
+    decode_message = WORK.batch * tiny_model.dim * WORK.dtype_bytes
+    prefill_message = WORK.batch * WORK.prompt_len * tiny_model.dim * WORK.dtype_bytes
+    assert bandwidth_share(h100, 4, decode_message) < 0.1 < bandwidth_share(h100, 4, prefill_message)
+    runs = {name: simulate(Scenario(tiny_model, hw, WORK, 4, "ladder")) for name, hw in (("part", part), ("free", free))}
+    assert runs["part"].decode_metrics[0, 0] == pytest.approx(runs["free"].decode_metrics[0, 0], rel=0.02)

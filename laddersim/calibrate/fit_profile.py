@@ -316,7 +316,8 @@ def _interference(fit: _Fit) -> InterferenceSpec:
     base = fit.base.interference
     if rows.empty:
         return InterferenceSpec(compute_slowdown=fit.copied(base.compute_slowdown, " (not measured)"),
-                                comm_slowdown=fit.copied(base.comm_slowdown, " (not measured)"))
+                                comm_slowdown=fit.copied(base.comm_slowdown, " (not measured)"),
+                                comm_slowdown_part=base.comm_slowdown_part)
     points = ", ".join(f"{r.size_bytes} B with m={r.m} n={r.n} k={r.k}" for r in rows.itertuples())
     what = f"median over {len(rows)} points ({points}), clipped at 0"
     by_size = []

@@ -34,7 +34,7 @@ _OVERRIDE_HELP = {
     "inter_latency_us": "inter-node base latency, us",
     "nics_per_node": "NICs per node (inter-node bandwidth in proportion)",
     "compute_slowdown": "GEMM slowdown while an AllReduce runs (fraction)",
-    "comm_slowdown": "AllReduce slowdown while compute runs (fraction)",
+    "comm_slowdown": "AllReduce slowdown while compute runs (fraction of its whole time)",
 }
 
 

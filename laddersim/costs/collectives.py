@@ -202,6 +202,15 @@ def allreduce_time_s(profile: HardwareProfile, tp: int, size_bytes):
     return multi_node_model_s(profile, tp, nodes, size)
 
 
+def bandwidth_share(profile: HardwareProfile, tp: int, size_bytes: float) -> float:
+    """Share of an AllReduce's time above its latency floor (the time of a one-byte message):
+    0 for a latency-bound message, towards 1 for a bandwidth-bound one."""
+    if tp <= 1:
+        return 0.0
+    floor_s, time_s = allreduce_time_s(profile, tp, np.array([1.0, float(size_bytes)]))
+    return float(max(0.0, 1.0 - floor_s / time_s)) if time_s > 0 else 0.0
+
+
 def model_allreduce_s(profile: HardwareProfile, gpus: int, nodes: int, size_bytes, use_tables: bool = False):
     """AllReduce for any group shape (``gpus`` ranks on ``nodes`` nodes, even counts a TP group
     would not use), from the parametric model only unless ``use_tables``; for checks and fits."""

@@ -17,7 +17,8 @@ def with_overrides(profile: HardwareProfile, **overrides) -> HardwareProfile:
 
     ``nics_per_node`` scales the inter-node bandwidth in proportion to the NIC count. Setting
     ``compute_slowdown`` or ``comm_slowdown`` makes that fraction hold for every message size
-    (a measured per-size curve keeps only the other fraction).
+    (a measured per-size curve keeps only the other fraction); a ``comm_slowdown`` stretches the
+    whole collective, whichever part the profile's own fraction stretched.
     """
     unknown = set(overrides) - set(OVERRIDE_KEYS)
     if unknown:
@@ -47,8 +48,10 @@ def with_overrides(profile: HardwareProfile, **overrides) -> HardwareProfile:
             value = float(overrides[key])
             points = [p.model_copy(update={key: value, "source": p.source + "; " + key + " what-if override"})
                       for p in interference.by_size]
-            interference = interference.model_copy(
-                update={key: Sourced(value=value, source="what-if override"), "by_size": points})
+            update_spec = {key: Sourced(value=value, source="what-if override"), "by_size": points}
+            if key == "comm_slowdown":
+                update_spec["comm_slowdown_part"] = "whole"
+            interference = interference.model_copy(update=update_spec)
     update["interference"] = interference
     update["what_if"] = profile.what_if.model_validate(what_if)
     return profile.model_copy(update=update)

@@ -205,17 +205,27 @@ class InterferencePoint(BaseModel):
 class InterferenceSpec(BaseModel):
     """Mutual slowdown of compute and communication while they overlap on one GPU.
 
-    ``by_size`` (optional, from ``laddersim calibrate``): the slowdowns per message size. A
-    collective occupies more SMs and moves more data as its message grows (NCCL adds channels
-    and changes protocol), so a large AllReduce disturbs the GEMMs beside it more than a small
-    one. Interpolated in log size and held constant beyond the ends; without it the two constant
-    fractions apply to every collective.
+    ``comm_slowdown_part`` says which part of a collective ``comm_slowdown`` stretches:
+
+    * ``whole``: its whole time, whatever the message;
+    * ``bandwidth``: only its time above the latency floor (the time of a one-byte message). An
+      overlapped collective gets the SMs the GEMMs leave it; fewer CTAs move data more slowly,
+      but the kernel start and the hop synchronisation do not change, so a latency-bound decode
+      AllReduce keeps its speed and a bandwidth-bound prefill one slows in full (NanoFlow's
+      reduce-scatter at 8 / 16 / 32 CTAs: the same ~20 us intercept, 9.4 -> 4.3 us per MiB).
+
+    ``by_size`` (optional, from ``laddersim calibrate``): the slowdowns measured per message size,
+    each of a whole collective. A collective occupies more SMs and moves more data as its message
+    grows (NCCL adds channels and changes protocol), so a large AllReduce disturbs the GEMMs
+    beside it more than a small one. Interpolated in log size and held constant beyond the ends;
+    without it the two constant fractions apply to every collective.
     """
 
     model_config = _FROZEN
 
     compute_slowdown: Sourced  # fraction: a GEMM takes (1 + x) longer while an AllReduce runs
-    comm_slowdown: Sourced  # fraction: an AllReduce takes (1 + x) longer while compute runs
+    comm_slowdown: Sourced  # fraction: an AllReduce (or its part above, see the docstring) takes (1 + x) longer
+    comm_slowdown_part: Literal["whole", "bandwidth"] = "whole"
     by_size: list[InterferencePoint] = []
 
     @model_validator(mode="after")
@@ -225,10 +235,13 @@ class InterferenceSpec(BaseModel):
             raise ValueError(f"by_size: sizes must be distinct and increasing, got {sizes}")
         return self
 
-    def at(self, size_bytes: float) -> tuple[float, float]:
-        """(compute_slowdown, comm_slowdown) while a collective of ``size_bytes`` runs."""
+    def at(self, size_bytes: float, bandwidth_share: float = 1.0) -> tuple[float, float]:
+        """(compute_slowdown, comm_slowdown of the whole collective) while a collective of
+        ``size_bytes`` runs; ``bandwidth_share`` is the share of its time above its latency floor
+        (read only when ``comm_slowdown_part`` is ``bandwidth``)."""
         if not self.by_size:
-            return self.compute_slowdown.value, self.comm_slowdown.value
+            share = bandwidth_share if self.comm_slowdown_part == "bandwidth" else 1.0
+            return self.compute_slowdown.value, self.comm_slowdown.value * share
         log_sizes = np.log([p.size_bytes for p in self.by_size])
         x = np.log(max(float(size_bytes), 1.0))
         return (float(np.interp(x, log_sizes, [p.compute_slowdown for p in self.by_size])),
