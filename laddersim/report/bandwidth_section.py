@@ -80,10 +80,12 @@ def bandwidth_section(out_dir: Path, figures_dir: Path, quick: bool, workers: in
         "**How to read this.** Each line is one model, TP degree and batch size; the y value is ladder's "
         "tokens/s divided by standard's at the same bandwidth (above 1 = ladder faster; the dotted line is "
         "the profile as it is). Moving left, AllReduces take longer: standard waits for each of them, ladder "
-        "hides them behind the next module's compute as long as they fit under it, so the gain grows. A flat "
-        "line means the AllReduces are latency-bound (small messages, e.g. batch 1), so bandwidth hardly "
-        "changes them; larger batches send larger messages and feel the bandwidth more, but also bring more "
-        "compute to hide them under.",
+        "hides them behind the next module's compute as long as they fit under it, so the gain grows. Once "
+        "they outgrow that compute the gain turns down again: ladder then waits for them too, and an "
+        "AllReduce beside a GEMM moves its bytes more slowly (the profile's interference), so the slowest "
+        "links can show less gain than moderate ones. A flat line means the AllReduces are latency-bound "
+        "(small messages, e.g. batch 1), so bandwidth hardly changes them; larger batches send larger "
+        "messages and feel the bandwidth more, but also bring more compute to hide them under.",
         "",
         "Reproduce (then plot any of the tables, or all of them concatenated):",
         "",
