@@ -212,7 +212,7 @@ class InterferenceSpec(BaseModel):
       overlapped collective gets the SMs the GEMMs leave it; fewer CTAs move data more slowly,
       but the kernel start and the hop synchronisation do not change, so a latency-bound decode
       AllReduce keeps its speed and a bandwidth-bound prefill one slows in full (NanoFlow's
-      reduce-scatter at 8 / 16 / 32 CTAs: the same ~20 us intercept, 9.4 -> 4.3 us per MiB).
+      reduce-scatter at 8 / 16 / 32 CTAs: intercepts of 19-25 us, slopes of 9.4 -> 4.3 us per MiB).
 
     ``by_size`` (optional, from ``laddersim calibrate``): the slowdowns measured per message size,
     each of a whole collective. A collective occupies more SMs and moves more data as its message
