@@ -21,11 +21,18 @@ of log-scale, as much as one row off by the loss scale, so rows that cannot tell
 parameters apart leave the microbenchmarked one where it was. A collective model built from
 mechanisms (no measured table) gets a weak prior.
 
+Only when the fitted rows include a schedule that overlaps AllReduce with compute (``ladder``,
+``hybrid:N``; ``laddersim fit --with-ladder``), shared by every profile: the interference
+fractions ``interference.compute_slowdown`` and ``interference.comm_slowdown`` (on the part of
+the collective the base profile names), replacing any per-size curve. This is the workflow "I
+measured ladder on one setting; what will it give on the others?".
+
 Kept from the base profile, and said so in the provenance: the per-collective constant
 ``framework.collective_sync_us`` and input copies (with standard rows a per-collective
 constant is indistinguishable from the per-step one; microbenchmarks and the framework's code
-fix them) and the interference fractions (neither schedule overlaps compute with
-communication, so these rows carry no information about them).
+fix them) and, without overlapping rows, the interference fractions (``standard`` and
+``upper_bound`` never overlap compute with communication, so they carry no information about
+them).
 """
 
 from __future__ import annotations
@@ -44,12 +51,15 @@ from laddersim.errors import UserInputError
 from laddersim.costs.collectives import alpha_beta_time_s
 from laddersim.hardware.profile import (
     HardwareProfile,
+    InterferenceSpec,
     MeasuredTable,
     ProtocolTerm,
     Sourced,
     TierFit,
     load_profile,
 )
+from laddersim.model_shape import load_model_shape
+from laddersim.schedules.plan import overlaps_communication
 from laddersim.validation.core import ValidationSetup, validate
 
 FIT_SCHEDULES = ("standard", "upper_bound")
@@ -95,6 +105,12 @@ def _apply(profile: HardwareProfile, values: dict[str, float], source: str) -> H
         fw_update["single_token_kernel_floor_us"] = Sourced(value=values["single_token_kernel_floor_us"],
                                                             source=source)
     new_fw = fw.model_copy(update=fw_update)
+    interference = profile.interference
+    if "compute_slowdown" in values:
+        interference = InterferenceSpec(
+            compute_slowdown=Sourced(value=values["compute_slowdown"], source=source),
+            comm_slowdown=Sourced(value=values["comm_slowdown"], source=source),
+            comm_slowdown_part=interference.comm_slowdown_part)
     what_if = profile.what_if.model_copy(update={
         "intra_latency_scale": profile.what_if.intra_latency_scale * values.get("allreduce_latency_scale", 1.0),
         "intra_bandwidth_scale": profile.what_if.intra_bandwidth_scale * values.get("allreduce_bandwidth_scale", 1.0),
@@ -108,7 +124,7 @@ def _apply(profile: HardwareProfile, values: dict[str, float], source: str) -> H
             fits[gpus] = _scaled_fit(profile, gpus, scale, values[f"allreduce_bandwidth_scale@{gpus}"], source)
         collectives = collectives.model_copy(update={"intra_node_fits": [fits[g] for g in sorted(fits)]})
     return profile.model_copy(update={"gpu": new_gpu, "framework": new_fw, "what_if": what_if,
-                                      "collectives": collectives})
+                                      "collectives": collectives, "interference": interference})
 
 
 def _scaled_fit(profile: HardwareProfile, gpus: int, scale: float, bw_scale: float, source: str) -> TierFit:
@@ -128,7 +144,7 @@ def _scaled_fit(profile: HardwareProfile, gpus: int, scale: float, bw_scale: flo
 
 
 def _parameters(base: dict[str, HardwareProfile], settings: list[str], batches: set[int],
-                group_sizes: dict[str, set[int]]) -> list[_Param]:
+                group_sizes: dict[str, set[int]], overlapped: bool) -> list[_Param]:
     first = base[settings[0]]
     best_eff = max(first.gpu.gemm_memory_efficiency.value, first.gpu.elementwise_memory_efficiency.value)
     params = [
@@ -141,6 +157,12 @@ def _parameters(base: dict[str, HardwareProfile], settings: list[str], batches: 
         floor = first.framework.single_token_kernel_floor_us
         params.append(_Param("single_token_kernel_floor_us", None, floor.value if floor else launch,
                              0.0, 4.0 * launch, 0.5))
+    if overlapped:
+        # Rows that overlap AllReduce with compute: the two interference fractions (no prior, the
+        # shipped ones are estimates), one for the machine.
+        interference = first.interference
+        params += [_Param("compute_slowdown", None, interference.compute_slowdown.value, 0.0, 1.0, 0.02),
+                   _Param("comm_slowdown", None, interference.comm_slowdown.value, 0.0, 10.0, 0.2)]
     measured = {p: any(t.use == "model" for t in base[p].collectives.tables) for p in settings}
     for p in settings:
         # A collective model read from measured tables is held closer than one built from
@@ -183,7 +205,9 @@ def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup
     if missing:
         raise UserInputError(f"fit: no base profile for p2p={missing[0]} rows")
     group_sizes = {p: set(rows.loc[rows["p2p"] == p, "tp"].astype(int)) for p in settings}
-    params = _parameters(base, settings, set(rows["batch"].astype(int)), group_sizes)
+    overlapped = any(overlaps_communication(s, load_model_shape(m).n_layers)
+                     for s, m in set(zip(rows["schedule"], rows["model"])))
+    params = _parameters(base, settings, set(rows["batch"].astype(int)), group_sizes, overlapped)
     evaluations = [0]
 
     def profiles_for(x: np.ndarray, source: str = "fit in progress") -> dict[str, HardwareProfile]:
@@ -229,8 +253,9 @@ def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup
             "fit_residual_median_pct": f"{med:.3f}",
             "fit_residual_worst_pct": f"{worst:.3f}",
             "fit_kept": "collective_sync_us and collective_input_copies (per-collective constants, "
-                        "indistinguishable from the per-step constant in these rows) and interference (no overlap "
-                        "in standard/upper_bound rows): from the base profile",
+                        "indistinguishable from the per-step constant in these rows)"
+                        + ("" if overlapped else " and interference (no fitted row overlaps compute with "
+                                                 "communication)") + ": from the base profile",
             "fit_priors": (f"log-scale sigma {PRIOR_SIGMA} on microbenchmarked scales, {WEAK_PRIOR_SIGMA} on a "
                            "collective model without a measured table" if priors else "none"),
         }})

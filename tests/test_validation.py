@@ -182,3 +182,39 @@ def test_fit_gives_a_mechanism_built_collective_a_floor_per_group_size(tmp_path,
     assert all(f.source.startswith("fit: ") for f in fitted.collectives.intra_node_fits)
     ladder = result.all_rows[result.all_rows["schedule"] == "ladder"]
     assert ladder["rel_error"].abs().max() < 0.005
+
+
+def test_fit_with_ladder_rows_recovers_the_interference_fractions(tmp_path, h100):
+    # Rows made by a machine whose overlap costs more than the base profile says (the shipped
+    # fractions are estimates): ladder rows carry the overlap, so with them the fit sets both
+    # fractions, and standard-only rows leave them alone.
+    truth_spec = h100.interference.model_copy(update={
+        "compute_slowdown": Sourced(value=0.3, source="test truth"),
+        "comm_slowdown": Sourced(value=3.0, source="test truth")})
+    truth = _perturbed(h100, step_us=400.0, mem_scale=1.0, latency_scale=1.0).model_copy(
+        update={"interference": truth_spec})
+    measured = _tiny_measured(tmp_path, truth, schedules=("standard", "ladder"))
+    result = fit_profiles(measured, {"on": h100}, ValidationSetup(), schedules=("standard", "ladder"), priors=False)
+    p = result.parameters
+    assert p["compute_slowdown"] == pytest.approx(0.3, abs=0.02)
+    assert p["comm_slowdown"] == pytest.approx(3.0, rel=0.1)
+    fitted = result.profiles["on"].interference
+    assert fitted.comm_slowdown_part == "bandwidth" and fitted.by_size == []
+    assert fitted.compute_slowdown.source.startswith("fit: ")
+    assert result.all_rows["rel_error"].abs().max() < 0.005
+    assert "interference" not in result.profiles["on"].provenance["fit_kept"]
+    standard_only = fit_profiles(measured, {"on": h100}, ValidationSetup(), schedules=("standard",), priors=False)
+    assert "compute_slowdown" not in standard_only.parameters
+
+
+def test_fit_cli_with_ladder_writes_fitted_interference(tmp_path, capsys, h100):
+    truth = h100.model_copy(update={"interference": h100.interference.model_copy(update={
+        "compute_slowdown": Sourced(value=0.2, source="test truth")})})
+    measured = _tiny_measured(tmp_path, truth, schedules=("standard", "ladder"))
+    csv = tmp_path / "measured.csv"
+    measured.to_csv(csv, index=False)
+    out = tmp_path / "fitted.yaml"
+    assert main(["fit", str(csv), "--hardware", "h100-sxm-nvswitch", "--with-ladder", "--out", str(out),
+                 "--report", str(tmp_path / "report")]) == 0
+    assert "compute_slowdown = 0.2" in capsys.readouterr().out
+    assert load_profile(out).interference.compute_slowdown.source.startswith("fit: ")

@@ -15,13 +15,16 @@ from laddersim.validation.report import write_report
 
 
 def register(sub) -> None:
-    p = sub.add_parser("fit", help="fit framework overhead and collective floor to measured standard runs")
+    p = sub.add_parser("fit", help="fit framework overhead, collective floor (and interference) to measured runs")
     p.add_argument("measured", help="CSV with model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s")
     p.add_argument("--hardware", required=True, help="base profile for p2p=on rows")
     p.add_argument("--out", required=True, help="where to write the fitted profile (.yaml or a directory)")
     add_measured_workload_args(p)
     p.add_argument("--out-p2p-off", help="fitted profile for p2p=off rows (default: OUT with -p2p-off)")
     p.add_argument("--with-upper-bound", action="store_true", help="also fit on upper_bound rows")
+    p.add_argument("--with-ladder", action="store_true",
+                   help="also fit on ladder rows: they overlap AllReduce with compute, so the interference "
+                        "fractions are fitted too")
     p.add_argument("--report", default="reports/fit", help="report directory (default reports/fit)")
     p.set_defaults(func=run)
 
@@ -34,7 +37,8 @@ def _off_path(out: Path) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     measured = read_measured(args.measured)
-    schedules = ("standard", "upper_bound") if args.with_upper_bound else ("standard",)
+    schedules = (("standard",) + (("upper_bound",) if args.with_upper_bound else ())
+                 + (("ladder",) if args.with_ladder else ()))
     base = {"on": load_profile(args.hardware)}
     if "off" in set(measured["p2p"]):
         base["off"] = load_profile(args.hardware_p2p_off)

@@ -61,3 +61,8 @@ def module_plan(name: str, n_layers: int) -> list[Module]:
         modules.append(Module(layer, "attn", attn_ar, lag))
         modules.append(Module(layer, "mlp", mlp_ar, lag))
     return modules
+
+
+def overlaps_communication(name: str, n_layers: int) -> bool:
+    """Does any AllReduce of this schedule run beside compute (a module with lag > 1)?"""
+    return any(m.allreduce and m.lag > 1 for m in module_plan(name, n_layers))
