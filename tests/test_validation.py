@@ -218,3 +218,6 @@ def test_fit_cli_with_ladder_writes_fitted_interference(tmp_path, capsys, h100):
                  "--report", str(tmp_path / "report")]) == 0
     assert "compute_slowdown = 0.2" in capsys.readouterr().out
     assert load_profile(out).interference.compute_slowdown.source.startswith("fit: ")
+    report = (tmp_path / "report" / "index.md").read_text()
+    assert "Fitted on the `standard`, `ladder` rows; no row is held out." in report
+    assert "| compute_slowdown | 0.2 |" in report

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     if len(held_out):
         print("\nprediction of the other schedules (held out):")
         print(error_summary(held_out, "schedule").to_string(index=False, float_format=lambda v: f"{v:.2f}"))
-    report = write_report(result.all_rows, args.report, command)
+    report = write_report(result.all_rows, args.report, command, fit=(schedules, result.parameters))
     for path in written:
         print(f"profile: {path}", file=sys.stderr)
     print(f"report: {report}", file=sys.stderr)

@@ -42,7 +42,9 @@ def trend_checks(frame: pd.DataFrame) -> list[tuple[str, bool, str]]:
     return checks
 
 
-def write_report(frame: pd.DataFrame, out_dir: str | Path, command: str, tp1: pd.DataFrame | None = None) -> Path:
+def write_report(frame: pd.DataFrame, out_dir: str | Path, command: str, tp1: pd.DataFrame | None = None,
+                 fit: tuple[tuple[str, ...], dict[str, float]] | None = None) -> Path:
+    """The validation report; ``fit`` = (schedules fitted on, fitted parameters) for `laddersim fit`."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     frame.to_csv(out_dir / "validation.csv", index=False, float_format="%.6g")
@@ -57,6 +59,21 @@ def write_report(frame: pd.DataFrame, out_dir: str | Path, command: str, tp1: pd
         "",
         f"![tokens/s vs TP]({figures[0].name})",
         "",
+    ]
+    if fit is not None:
+        schedules, parameters = fit
+        held_out = sorted(set(frame["schedule"]) - set(schedules))
+        lines += [
+            "## Fit",
+            "",
+            f"Fitted on the {', '.join(f'`{s}`' for s in schedules)} rows; "
+            + (f"{', '.join(f'`{s}`' for s in held_out)} rows are predictions (held out)." if held_out
+               else "no row is held out."),
+            "",
+            _markdown(pd.DataFrame({"parameter": list(parameters), "value": list(parameters.values())}), ".4g"),
+            "",
+        ]
+    lines += [
         "## Errors",
         "",
         "Tokens/s error = predicted / measured - 1; speedup error = predicted minus measured speedup over "
