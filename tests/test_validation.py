@@ -221,3 +221,14 @@ def test_fit_cli_with_ladder_writes_fitted_interference(tmp_path, capsys, h100):
     report = (tmp_path / "report" / "index.md").read_text()
     assert "Fitted on the `standard`, `ladder` rows; no row is held out." in report
     assert "| compute_slowdown | 0.2 |" in report
+
+
+def test_an_interrupted_fit_says_nothing_was_written(tmp_path, capsys, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr("laddersim.cli.fit_cmd.fit_profiles", interrupted)
+    out = tmp_path / "x.yaml"
+    assert main(["fit", str(BUILTIN_MEASURED), "--hardware", "h100-sxm-nvswitch", "--out", str(out)]) == 130
+    assert capsys.readouterr().err.endswith("interrupted: nothing written (a fit keeps no partial state); "
+                                            "re-run the same command to fit again\n")
+    assert not out.exists()

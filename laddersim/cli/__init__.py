@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"error: {exc}\n")
         return 2
     except KeyboardInterrupt:
-        sys.stderr.write("interrupted: finished work is kept; re-run the same command to resume\n")
+        note = getattr(args, "interrupted_note", "finished work is kept; re-run the same command to resume")
+        sys.stderr.write(f"interrupted: {note}\n")
         return 130
     except BrokenPipeError:
         return 0

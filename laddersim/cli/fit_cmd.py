@@ -26,7 +26,8 @@ def register(sub) -> None:
                    help="also fit on ladder rows: they overlap AllReduce with compute, so the interference "
                         "fractions are fitted too")
     p.add_argument("--report", default="reports/fit", help="report directory (default reports/fit)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, interrupted_note="nothing written (a fit keeps no partial state); re-run the "
+                                               "same command to fit again")
 
 
 def _off_path(out: Path) -> Path:
