@@ -499,7 +499,7 @@ def bench_rank(cfg: BenchConfig, rank: int, world_size: int, device: torch.devic
         if rank == 0:
             p_s, d_s = statistics.median(prefill), statistics.median(decode)
             row = {
-                "model": shape.name, "tp": world_size, "nodes": cfg.nodes, "batch": cfg.batch,
+                "model": model_field(cfg.model, cfg.out), "tp": world_size, "nodes": cfg.nodes, "batch": cfg.batch,
                 "prompt_len": cfg.prompt_len, "gen_len": cfg.gen_len, "p2p": cfg.p2p,
                 "schedule": schedule,
                 "tokens_per_s": round(cfg.batch * cfg.gen_len / (p_s + d_s), 4),
@@ -509,6 +509,15 @@ def bench_rank(cfg: BenchConfig, rank: int, world_size: int, device: torch.devic
             log(f"{schedule}: {row['tokens_per_s']} tokens/s (median of {cfg.repeats})")
             if cfg.out:
                 append_row(cfg.out, row)
+
+
+def model_field(model: str, out: str | None) -> str:
+    """The CSV's model column: a preset by name, a config.json by its path relative to the CSV
+    (``laddersim validate`` / ``fit`` read it from there, wherever they are run)."""
+    if not Path(model).exists():
+        return model
+    base = Path(out).resolve().parent if out else Path.cwd()
+    return os.path.relpath(Path(model).resolve(), base)
 
 
 def _tokens_agree(tokens: Tensor, comm: DistComm) -> bool:

@@ -24,6 +24,7 @@ sys.path.insert(0, str(REPO))  # calibration/ is not an installed package
 
 from calibration import ladder_bench as lb  # noqa: E402
 from laddersim.model_shape import load_model_shape  # noqa: E402
+from laddersim.validation import read_measured  # noqa: E402
 
 SEED = 7
 PROMPT_LEN = 8
@@ -194,14 +195,17 @@ def test_cli_end_to_end_two_gloo_ranks(tiny, tmp_path):
     assert ",".join(header[:9]) == "model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s"
     assert [r["schedule"] for r in rows] == ["standard", "ladder"]
     for r in rows:
+        # The config by its path relative to the CSV, so validate/fit find it from anywhere.
         assert (r["model"], r["tp"], r["nodes"], r["batch"], r["prompt_len"], r["gen_len"]) == (
-            "tiny", "2", "1", "1", "16", "4")
+            os.path.relpath(Path(tiny).resolve(), tmp_path.resolve()), "2", "1", "1", "16", "4")
         assert (r["backend"], r["device"], r["dtype"], r["repeats"]) == ("gloo", "cpu", "float32", "2")
         assert r["p2p"] == "off"  # NCCL_P2P_DISABLE=1 in the environment
         prefill, decode = float(r["prefill_s"]), float(r["decode_s"])
         assert prefill > 0 and decode > 0
         assert float(r["tokens_per_s"]) == pytest.approx(4 / (prefill + decode), rel=1e-3)
     assert "ranks sampled different tokens" not in res.stderr
+    measured = read_measured(out)
+    assert load_model_shape(measured["model"].iloc[0]).n_layers == load_model_shape(tiny).n_layers
 
 
 def test_cli_bad_schedule_is_one_line_exit_2(tiny):

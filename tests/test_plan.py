@@ -175,6 +175,13 @@ def test_plan_errors(tmp_path, capsys):
     bad.write_text("prices:\n  x: {usd_per_gpu_hour: -1, source: test, date: 2025-01}\n")
     assert main(["plan", "--model", "llama-3.1-8b", "--prices", str(bad), "--min-user-tokens-per-s", "1"]) == 2
     assert "prices.x.usd_per_gpu_hour" in capsys.readouterr().err
+    # Bad inputs are one error line, not "no configuration meets the target" after a progress line.
+    for extra, words in ((["--schedule", "foo"], "schedule: unknown 'foo'"), (["--tp", "3"], "tp: 3 does not divide"),
+                         (["--model", "llama-3.1-99b"], "model: unknown preset")):
+        args = ["plan", "--model", "llama-3.1-8b", "--min-user-tokens-per-s", "1", "--no-progress"] + extra
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and words in err, err
 
 
 def test_default_prices_cite_sources_and_cover_the_shipped_h100():

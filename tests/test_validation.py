@@ -134,6 +134,19 @@ def test_validate_cli_writes_a_report(tmp_path, capsys, h100):
     ("model,tp\nllama-3.1-70b,8\n", "lacks columns"),
     ("model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s\nllama-3.1-70b,8,1,1,8,8,maybe,standard,1\n",
      "p2p values ['maybe']"),
+    ("model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s\nllama-3.1-70b,eight,1,1,8,8,on,standard,1\n",
+     "tp must be a positive whole number in every row"),
+    ("model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s\nllama-3.1-70b,8.5,1,1,8,8,on,standard,1\n",
+     "row 1 has 8.5"),
+    ("model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s\nllama-3.1-70b,8,1,1,8,8,on,standard,fast\n",
+     "tokens_per_s must be positive numbers"),
+    ("", "cannot read"),
+    ("model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s\nllama-3.1-70b,8,1,1,8,8,on,sideways,1\n",
+     "schedule: unknown 'sideways'"),
+    ("model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s\nllama-3.1-70b,3,1,1,8,8,on,standard,1\n",
+     "tp"),
+    ("model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s\nllama-3.1-70b,8,1,1,8,8,on,standard,1,5\n",
+     "more fields than its header"),
 ])
 def test_validate_rejects_bad_tables(tmp_path, capsys, content, message):
     path = tmp_path / "bad.csv"

@@ -24,6 +24,7 @@ from laddersim.plan.planner import (
     rank_options,
 )
 from laddersim.plan.prices import DEFAULT_PRICES, load_prices
+from laddersim.schedules.plan import parse_schedule
 from laddersim.sweep.runner import run_points
 from laddersim.tables import format_table
 
@@ -110,9 +111,14 @@ def run_plan(args: argparse.Namespace) -> int:
     target = Target(args.min_user_tokens_per_s, args.min_total_tokens_per_s, args.max_token_latency_ms)
     if args.gen_len < 2:
         raise UserInputError("gen-len: must be >= 2 (throughput is measured over decode steps)")
+    # Check every input before anything is printed, so a bad one is one error line.
+    shape = load_model_shape(args.model)
+    for schedule in args.schedule:
+        parse_schedule(schedule, shape.n_layers)
+    for tp in args.tp or []:
+        shape.check_tp(tp)
     prices = load_prices(args.prices)
     profiles = _candidate_profiles(args.profiles, prices)
-    shape = load_model_shape(args.model)
     points = candidate_points(args.model, shape, profiles, args.schedule, args.batch, args.tp,
                               args.prompt_len, args.gen_len, args.dtype, args.kv_cache, args.max_nodes)
     rows = []

@@ -33,8 +33,7 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     setup = ValidationSetup(args.hardware, args.hardware_p2p_off, args.dtype, args.kv_cache, args.kv_reads)
     measured = read_measured(args.measured)
-    print(f"validating {len(measured)} rows ...", file=sys.stderr)
-    frame = validate(measured, setup)
+    frame = validate(measured, setup, on_start=lambda n: print(f"validating {n} rows ...", file=sys.stderr))
     tp1 = _tp1_check(frame, setup)
     command = invoked_command("validate")
     path = write_report(frame, args.out, command, tp1)

@@ -8,7 +8,9 @@ with ``p2p = off`` the ``hardware_p2p_off`` profile (NCCL_P2P_DISABLE=1 on the s
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
+from typing import Callable
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +22,7 @@ from laddersim.simulate import make_scenario, simulate
 
 BUILTIN_MEASURED = Path(__file__).resolve().parents[1] / "data" / "validation" / "ladder_70b_tp_sweep.csv"
 REQUIRED_COLUMNS = ("model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "tokens_per_s")
+INTEGER_COLUMNS = ("tp", "nodes", "batch", "prompt_len", "gen_len")
 SETTING = ["model", "hardware", "tp", "nodes", "batch", "prompt_len", "gen_len"]
 
 
@@ -38,20 +41,44 @@ def read_measured(path: str | Path | None = None) -> pd.DataFrame:
     """The measured table (the built-in copy of the paper's 70B figure when ``path`` is None)."""
     path = Path(path) if path else BUILTIN_MEASURED
     try:
-        frame = pd.read_csv(path, comment="#")
-    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise UserInputError(f"measured: cannot read {path}: {exc}") from None
+        with warnings.catch_warnings():
+            # index_col=False would drop the extra fields of a long row with only a warning.
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            frame = pd.read_csv(path, comment="#", index_col=False)
+    except pd.errors.ParserWarning:
+        raise UserInputError(f"measured: a row of {path} has more fields than its header") from None
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise UserInputError(f"measured: cannot read {path}: {str(exc).strip().splitlines()[0]}") from None
     missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if missing:
         raise UserInputError(f"measured: {path} lacks columns {missing}; required: {', '.join(REQUIRED_COLUMNS)}")
+    if frame.empty:
+        raise UserInputError(f"measured: {path} has no rows")
+    for column in INTEGER_COLUMNS:
+        values = pd.to_numeric(frame[column], errors="coerce")
+        bad = frame.loc[values.isna() | (values != values.round()) | (values < 1), column]
+        if len(bad):
+            raise UserInputError(f"measured: {column} must be a positive whole number in every row of {path}; "
+                                 f"row {bad.index[0] + 1} has {str(frame[column].iloc[bad.index[0]])}")
+        frame[column] = values.astype(int)
     bad_p2p = sorted(set(frame["p2p"].astype(str)) - {"on", "off"})
     if bad_p2p:
         raise UserInputError(f"measured: p2p values {bad_p2p} in {path}; allowed: on, off")
-    if frame.empty:
-        raise UserInputError(f"measured: {path} has no rows")
-    if (pd.to_numeric(frame["tokens_per_s"], errors="coerce") <= 0).any() or frame["tokens_per_s"].isna().any():
+    tokens = pd.to_numeric(frame["tokens_per_s"], errors="coerce")
+    if tokens.isna().any() or (tokens <= 0).any():
         raise UserInputError(f"measured: {path}: tokens_per_s must be positive numbers")
+    frame["tokens_per_s"] = tokens.astype(float)
+    frame["model"] = [_resolve_model(str(m), path) for m in frame["model"]]
     return frame.reset_index(drop=True)
+
+
+def _resolve_model(model: str, table: Path) -> str:
+    """A model that names a config.json relative to the measured table (as ``ladder_bench.py``
+    writes it) is read from there; presets and other paths are left as they are."""
+    beside = table.parent / model
+    if not Path(model).is_absolute() and not Path(model).exists() and beside.exists():
+        return str(beside)
+    return model
 
 
 def _profile_for(row, setup: ValidationSetup, cache: dict) -> HardwareProfile:
@@ -65,27 +92,31 @@ def _profile_for(row, setup: ValidationSetup, cache: dict) -> HardwareProfile:
     return cache[key]
 
 
-def validate(measured: pd.DataFrame | None = None, setup: ValidationSetup | None = None) -> pd.DataFrame:
+def validate(measured: pd.DataFrame | None = None, setup: ValidationSetup | None = None,
+             on_start: Callable[[int], None] | None = None) -> pd.DataFrame:
     """The measured rows plus ``hardware``, ``predicted_tokens_per_s``, ``rel_error``,
     ``measured_speedup``, ``predicted_speedup`` (over ``standard`` at the same setting and p2p)
-    and ``speedup_error_pp`` (percentage points)."""
+    and ``speedup_error_pp`` (percentage points).
+
+    Every row is checked (model, schedule, TP, node count) before any is simulated; then
+    ``on_start(rows)`` is called, so a bad row is one error and nothing else."""
     setup = setup or ValidationSetup()
     frame = (read_measured() if measured is None else measured).copy()
     cache: dict = {}
-    predicted, hardware, nodes = [], [], []
+    scenarios = []
     for row in frame.itertuples(index=False):
         profile = _profile_for(row, setup, cache)
         scenario = make_scenario(row.model, profile, int(row.tp), int(row.batch), int(row.prompt_len),
                                  int(row.gen_len), row.schedule, setup.dtype, setup.kv_cache, setup.kv_reads)
-        result = simulate(scenario)
-        if result.nodes != int(row.nodes):
-            raise UserInputError(
-                f"measured: row tp={row.tp} says nodes={row.nodes} but {profile.name} packs it on {result.nodes}"
-            )
-        predicted.append(result.summary()["tokens_per_s"])
-        hardware.append(profile.name)
-        nodes.append(result.nodes)
-    frame["hardware"] = hardware
+        scenario.model.check_tp(scenario.tp)
+        if profile.nodes_for(scenario.tp) != int(row.nodes):
+            raise UserInputError(f"measured: row tp={row.tp} says nodes={row.nodes} but {profile.name} "
+                                 f"packs it on {profile.nodes_for(scenario.tp)}")
+        scenarios.append(scenario)
+    if on_start:
+        on_start(len(scenarios))
+    frame["hardware"] = [s.hardware.name for s in scenarios]
+    predicted = [simulate(s).summary()["tokens_per_s"] for s in scenarios]
     frame["predicted_tokens_per_s"] = predicted
     frame["rel_error"] = frame["predicted_tokens_per_s"] / frame["tokens_per_s"] - 1.0
     keys = SETTING + ["p2p"]
