@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from laddersim.calibrate.schema import SCHEMAS, point_key
+from laddersim.cli import main
 from laddersim.costs.collectives import allreduce_time_s
 from laddersim.hardware import load_profile
 
@@ -207,3 +208,21 @@ def test_fit_keeps_interference_per_message_size(calibrated, tmp_path):
     assert spec.by_size[0].compute_slowdown == max(0.0, float(first["compute_slowdown"]))
     assert "measurements/interference.csv" in spec.by_size[1].source
     assert spec.at(int(extra["size_bytes"]) * 4) == (0.4, 0.7)
+
+
+def test_calibrate_run_without_torch_is_one_line(tmp_path, capsys, monkeypatch):
+    import importlib.util
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    assert main(["calibrate", "run", "--backend", "gloo", "--world-size", "2", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs torch" in err and "pip install" in err
+
+
+def test_a_run_without_a_profile_says_to_fit_it(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text("{}")
+    assert main(["simulate", "--hardware", str(run), "--model", "llama-3.1-8b", "--tp", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"laddersim calibrate fit {run} --name NAME" in err

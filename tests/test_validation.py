@@ -245,3 +245,11 @@ def test_an_interrupted_fit_says_nothing_was_written(tmp_path, capsys, monkeypat
     assert capsys.readouterr().err.endswith("interrupted: nothing written (a fit keeps no partial state); "
                                             "re-run the same command to fit again\n")
     assert not out.exists()
+
+
+def test_an_interrupted_validate_does_not_promise_a_resume(capsys, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr("laddersim.cli.validate_cmd.validate", interrupted)
+    assert main(["validate"]) == 130
+    assert capsys.readouterr().err == "interrupted: stopped before it finished; re-run the same command\n"

@@ -1,5 +1,6 @@
 """Rebuild the compact measured tables under ``hardware_profiles/tables/`` from the original
-public tables in ``../shared/reference_data`` (the only script that needs ../shared).
+public tables in ``../shared/reference_data``: the only script that cannot run without
+../shared (``laddersim profiles report`` uses the original rows there when present).
 
 AllReduce: for every registered source (laddersim.profiles_check.sources) and group shape, one row
 per power-of-two size from 512 B to 1 GiB: the median of the original rows whose size is within

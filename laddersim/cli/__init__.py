@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"error: {exc}\n")
         return 2
     except KeyboardInterrupt:
-        note = getattr(args, "interrupted_note", "finished work is kept; re-run the same command to resume")
+        # Resumable commands (sweep, calibrate run) say so in their own note.
+        note = getattr(args, "interrupted_note", "stopped before it finished; re-run the same command")
         sys.stderr.write(f"interrupted: {note}\n")
         return 130
     except BrokenPipeError:

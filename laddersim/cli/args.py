@@ -63,3 +63,7 @@ def invoked_command(subcommand: str) -> str:
     if argv[:1] == [subcommand]:
         return shlex.join(["laddersim", *argv])
     return f"laddersim {subcommand}"
+
+
+# What a resumable command (sweep, calibrate run) says when interrupted; see laddersim.cli.main.
+RESUMABLE_NOTE = "finished work is kept; re-run the same command to resume"

@@ -4,9 +4,11 @@ import nccl-tests ``all_reduce_perf`` logs as a run (import-nccl-tests)."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 
-from laddersim.cli.args import positive_int
+from laddersim.cli.args import RESUMABLE_NOTE, positive_int
+from laddersim.errors import UserInputError
 
 DEFAULT_BASE = "h100-sxm-nvswitch"
 
@@ -19,7 +21,7 @@ def register(sub) -> None:
 
     run = cmds.add_parser("run", help="run the microbenchmarks (resumable); spawns local ranks or runs under torchrun")
     add_run_args(run)
-    run.set_defaults(func=_run)
+    run.set_defaults(func=_run, interrupted_note=RESUMABLE_NOTE)
 
     fit = cmds.add_parser("fit", help="fit a hardware profile (RUN_DIR/profile.yaml) from a run")
     fit.add_argument("run_dir", metavar="RUN_DIR")
@@ -39,6 +41,9 @@ def register(sub) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if importlib.util.find_spec("torch") is None:
+        raise UserInputError("calibrate run: needs torch, which is not installed; "
+                             "pip install torch (e.g. pip install -e '.[calibrate]')")
     from laddersim.calibrate.environment import command_line
     from laddersim.calibrate.options import options_from_args
     from laddersim.calibrate.runner import launch

@@ -146,6 +146,11 @@ def run_fit(args: argparse.Namespace) -> int:
 def run_report(args: argparse.Namespace) -> int:
     from laddersim.profiles_check.report import write_report
 
+    from laddersim.profiles_check.sources import shared_root
+
+    if shared_root() is None:
+        print("profiles report: ../shared/reference_data is absent; comparing with the shipped compact "
+              "tables instead of the original rows", file=sys.stderr)
     path = write_report(args.out)
     print(f"report: {path}", file=sys.stderr)
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from laddersim.cli.args import positive_int
+from laddersim.cli.args import RESUMABLE_NOTE, positive_int
 from laddersim.errors import UserInputError
 from laddersim.sweep.grid import OVERRIDE_COLUMNS, load_grid, parse_grid
 from laddersim.sweep.sweep_dir import run_sweep
@@ -55,7 +55,7 @@ def register(sub) -> None:
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="run on a Dask distributed scheduler (e.g. tcp://host:8786) instead of local cores")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, interrupted_note=RESUMABLE_NOTE)
 
 
 def grid_from_args(args: argparse.Namespace):
@@ -69,7 +69,7 @@ def grid_from_args(args: argparse.Namespace):
         return load_grid(args.grid)
     missing = [flag for flag, key, _, _ in _GRID_FLAGS[:3] if key not in flags]
     if missing:
-        raise UserInputError(f"sweep: without a GRID.yaml, {', '.join(missing)} are required")
+        raise UserInputError(f"sweep: without a GRID.yaml, give {', '.join(missing)}")
     if overrides:
         flags["overrides"] = overrides
     return parse_grid(flags, where="sweep flags")

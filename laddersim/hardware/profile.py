@@ -424,6 +424,9 @@ def _resolve(name_or_path: str | Path) -> Path:
     named = profiles_dir() / f"{name_or_path}.yaml"
     if named.exists():
         return named
+    if path.is_dir() and (path / "run.json").exists():  # laddersim.calibrate.environment.MANIFEST
+        raise UserInputError(f"hardware: {name_or_path} is a calibration run without a profile yet; "
+                             f"run `laddersim calibrate fit {name_or_path} --name NAME` first")
     raise UserInputError(
         f"hardware: unknown profile '{name_or_path}'; allowed: {', '.join(list_profiles())} "
         "or a path to a profile .yaml (or a calibration run directory)"
