@@ -35,6 +35,8 @@ def format_validation_error(exc: ValidationError, where: str) -> str:
         msg = "unknown field" + (f" (did you mean '{close[0]}'?)" if close else "")
     elif err["type"] == "literal_error":
         msg = f"{msg} (got {err.get('input')!r})"
+    elif err["type"] == "value_error":
+        msg = msg.removeprefix("Value error, ")  # our validators' own one-line messages
     return f"{where}: {loc}: {msg}"
 
 

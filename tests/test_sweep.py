@@ -173,7 +173,7 @@ def test_corrupt_store_line_is_a_user_error(tmp_path):
     ({**SMALL, "overrides": {"intra_bandwith_scale": [1]}}, "overrides.intra_bandwith_scale: unknown field"),
     ({**SMALL, "overrides": {"intra_bandwidth_scale": [1], "intra_bandwidth_gbps": [100]}}, "not both"),
     ({**SMALL, "overrides": {"intra_bandwidth_gbps": [0]}}, "intra_bandwidth_gbps"),
-    ({**SMALL, "schedules": ["ladder", "laddr"]}, "schedules: .*unknown schedule 'laddr'; allowed: standard"),
+    ({**SMALL, "schedules": ["ladder", "laddr"]}, "schedules: unknown schedule 'laddr'; allowed: standard"),
     ({**SMALL, "tp": [0]}, "tp: .*positive"),
     ({**SMALL, "dtype": ["int4"]}, "dtype.0"),
     ({**SMALL, "modles": ["x"]}, "modles: unknown field"),
