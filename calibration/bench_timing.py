@@ -62,6 +62,17 @@ def runner(fn: Callable[[], object], mode: str) -> tuple[Callable[[], object], i
     return fn, 1
 
 
+def time_alone(fn: Callable[[], object], mode: str, ctx) -> dict:
+    """``summarize`` of one rank's ``fn`` per call, no peer involved: ``ctx.opts.warmup_count``
+    untimed runs, then ``ctx.opts.repeat_count`` timed ones (each an eager call or a graph replay)."""
+    run, calls = runner(fn, mode)
+    time_s = timer(ctx.is_cuda)
+    for _ in range(ctx.opts.warmup_count):
+        run()
+    ctx.sync()
+    return summarize([time_s(run) / calls for _ in range(ctx.opts.repeat_count)])
+
+
 def summarize(samples_s: list[float]) -> dict:
     """Median and spread of per-call times, in microseconds."""
     us = np.asarray(samples_s, dtype=float) * 1e6

@@ -20,7 +20,7 @@ if _ROOT not in sys.path:
 
 import torch  # noqa: E402
 
-from calibration.bench_timing import DTYPES, runner, summarize, timer  # noqa: E402
+from calibration.bench_timing import DTYPES, time_alone  # noqa: E402
 
 
 def measure(ctx, point: dict) -> dict | None:
@@ -32,13 +32,7 @@ def measure(ctx, point: dict) -> dict | None:
     x = torch.randn(m, k, dtype=dtype, device=ctx.device, generator=gen)
     w = torch.randn(n, k, dtype=dtype, device=ctx.device, generator=gen)
     y = torch.empty(m, n, dtype=dtype, device=ctx.device)
-    run, calls = runner(lambda: torch.mm(x, w.t(), out=y), point["mode"])
-    time_s = timer(ctx.is_cuda)
-    for _ in range(ctx.opts.warmup_count):
-        run()
-    ctx.sync()
-    samples = [time_s(run) / calls for _ in range(ctx.opts.repeat_count)]
-    values = summarize(samples)
+    values = time_alone(lambda: torch.mm(x, w.t(), out=y), point["mode"], ctx)
     values["tflops"] = 2.0 * m * n * k / (values["time_us"] * 1e-6) / 1e12
     values["origin"] = point.get("origin", "generic")
     return values

@@ -16,7 +16,7 @@ if _ROOT not in sys.path:
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from calibration.bench_timing import DTYPES, element_count, human_bytes, runner, summarize, timer  # noqa: E402
+from calibration.bench_timing import DTYPES, element_count, human_bytes, time_alone  # noqa: E402
 
 NORM_DIM = 1024  # RMSNorm row width (elements); sizes in the grid are multiples of it
 MOVED_PER_BYTE = {"copy": 2, "add": 3, "rmsnorm": 2}
@@ -40,12 +40,7 @@ def measure(ctx, point: dict) -> dict | None:
     if ctx.rank != 0:
         return None
     size = point["size_bytes"]
-    run, calls = runner(_kernel(point["kernel"], size, DTYPES[point["dtype"]], ctx.device), point["mode"])
-    time_s = timer(ctx.is_cuda)
-    for _ in range(ctx.opts.warmup_count):
-        run()
-    ctx.sync()
-    values = summarize([time_s(run) / calls for _ in range(ctx.opts.repeat_count)])
+    values = time_alone(_kernel(point["kernel"], size, DTYPES[point["dtype"]], ctx.device), point["mode"], ctx)
     values["moved_bytes"] = MOVED_PER_BYTE[point["kernel"]] * size
     values["gbps"] = values["moved_bytes"] / (values["time_us"] * 1e-6) / 1e9
     return values
