@@ -150,10 +150,6 @@ class NetworkSpec(BaseModel):
     # sweeps (nccl_tests/h100_cluster_10node_*) behave as flat rings (busbw = g * NIC, ~600 us fill).
     tree_max_nodes: int = Field(default=2, ge=1)
 
-    @property
-    def node_bandwidth_bytes_per_s(self) -> float:
-        return self.nics_per_node.value * self.nic_bandwidth_gbps.value * 1e9
-
 
 class MeasuredTable(BaseModel):
     """A resampled measured table shipped beside the profile (CSV with ``#`` source comments)."""
@@ -290,10 +286,6 @@ class WhatIf(BaseModel):
     # Where non-identity scalings came from (a what-if override, or ``laddersim fit``).
     source: str = ""
 
-    @property
-    def is_identity(self) -> bool:
-        return self.model_copy(update={"source": ""}) == WhatIf()
-
 
 class HardwareProfile(BaseModel):
     """A whole system: GPU, node, optional network, collectives, interference, framework."""
@@ -328,11 +320,6 @@ class HardwareProfile(BaseModel):
         if any(fit.gpus > self.node.gpus_per_node for fit in self.collectives.intra_node_fits):
             raise ValueError("collectives.intra_node_fits: gpus exceeds node.gpus_per_node")
         return self
-
-    def max_tp(self) -> int:
-        if self.network is None:
-            return self.node.gpus_per_node
-        return 1 << 30
 
     def nodes_for(self, tp: int) -> int:
         """Nodes a TP group of ``tp`` ranks spans (ranks packed onto as few nodes as possible)."""

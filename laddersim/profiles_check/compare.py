@@ -16,7 +16,7 @@ import pandas as pd
 
 from laddersim.costs.collectives import interpolate_table_s, model_allreduce_s
 from laddersim.costs.gemm import gemm_time_s
-from laddersim.hardware.profile import HardwareProfile, MeasuredTable, read_gemm_table_csv, read_table_csv
+from laddersim.hardware.profile import HardwareProfile, MeasuredTable, read_gemm_table_csv
 from laddersim.profiles_check.sources import (
     ALLREDUCE_SOURCES, CHECK_MAX_BYTES, CHECK_MIN_BYTES, GEMM_SOURCES, read_allreduce_source, read_gemm_source,
     shared_root,
@@ -172,7 +172,3 @@ def summary_frame(checks: list[GroupCheck]) -> pd.DataFrame:
             "origin": c.origin,
         })
     return pd.DataFrame(lines)
-
-
-def read_shipped_allreduce(path: Path) -> pd.DataFrame:
-    return read_table_csv(path)
