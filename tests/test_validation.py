@@ -14,7 +14,9 @@ from laddersim.fitting import fit_profiles, save_profile
 from laddersim.costs.collectives import alpha_beta_time_s
 from laddersim.hardware.profile import ProtocolTerm, Sourced, TierFit, load_profile
 from laddersim.validation import ValidationSetup, error_summary, read_measured, validate
+from laddersim.validation import figure
 from laddersim.validation.core import BUILTIN_MEASURED
+from laddersim.validation.figure import model_label
 
 
 def test_builtin_copy_is_the_papers_70b_figure():
@@ -130,6 +132,32 @@ def test_validate_cli_writes_a_report(tmp_path, capsys, h100):
     assert frame["rel_error"].abs().max() < 1e-5  # measured rows were made by this very profile
 
 
+def test_validate_splits_figure_and_trends_by_model_and_prompt_length(tmp_path, capsys, monkeypatch, h100):
+    # A user's table rarely has one prompt length and one model: each setting gets its own panel
+    # and its own trend checks (two rows per TP and schedule in one panel used to crash the figure).
+    tiny = _tiny_measured(tmp_path, h100, schedules=("standard", "ladder"))
+    longer = tiny.assign(prompt_len=128)
+    llama = tiny[tiny["batch"] == 1].assign(model="llama-3.1-8b", prompt_len=256)
+    frame = pd.concat([tiny, longer, llama], ignore_index=True)
+    csv = tmp_path / "measured.csv"
+    frame.to_csv(csv, index=False)
+    out = tmp_path / "report"
+    assert main(["validate", str(csv), "--report", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "prompt_len" in printed and "llama-3.1-8b" in printed  # the columns that vary are shown
+    report = (out / "index.md").read_text()
+    name = model_label(tiny["model"].iloc[0])  # the config.json's folder
+    assert f"speedup shrinks with batch (TP 8, P2P on, {name}, prompt 64)" in report
+    assert f"speedup shrinks with batch (TP 8, P2P on, {name}, prompt 128)" in report
+    assert "ladder speedup grows with TP (batch 1, P2P on, llama-3.1-8b, prompt 256)" in report
+    titles = []
+    monkeypatch.setattr(figure, "save_figure", lambda fig, out_base: titles.extend(
+        ax.get_title() for ax in fig.axes if ax.get_visible()) or [])
+    figure.paper_figure(pd.read_csv(out / "validation.csv"), tmp_path / "again")
+    assert sorted(titles) == sorted([f"{name}, batch {b}, prompt {p}, P2P on" for b in (1, 8, 32) for p in (64, 128)]
+                                    + ["llama-3.1-8b, batch 1, prompt 256, P2P on"])
+
+
 @pytest.mark.parametrize("content,message", [
     ("model,tp\nllama-3.1-70b,8\n", "lacks columns"),
     ("model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s\nllama-3.1-70b,8,1,1,8,8,maybe,standard,1\n",
@@ -147,6 +175,10 @@ def test_validate_cli_writes_a_report(tmp_path, capsys, h100):
      "tp"),
     ("model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s\nllama-3.1-70b,8,1,1,8,8,on,standard,1,5\n",
      "more fields than its header"),
+    ("model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s\n"
+     "llama-3.1-70b,8,1,1,8,8,on,standard,1\nllama-3.1-70b,8,1,1,8,8,on,ladder,1\n"
+     "llama-3.1-70b,8,1,4,8,8,on,standard,1\nllama-3.1-70b,8,1,1,8,8,on,ladder,2\n",
+     "rows 2 and 4 of"),
 ])
 def test_validate_rejects_bad_tables(tmp_path, capsys, content, message):
     path = tmp_path / "bad.csv"

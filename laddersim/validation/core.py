@@ -24,6 +24,8 @@ BUILTIN_MEASURED = Path(__file__).resolve().parents[1] / "data" / "validation" /
 REQUIRED_COLUMNS = ("model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "tokens_per_s")
 INTEGER_COLUMNS = ("tp", "nodes", "batch", "prompt_len", "gen_len")
 SETTING = ["model", "hardware", "tp", "nodes", "batch", "prompt_len", "gen_len"]
+# The setting columns a figure panel or a trend holds fixed besides TP, batch and P2P.
+OTHER_SETTING = ["model", "prompt_len", "gen_len"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,15 @@ def read_measured(path: str | Path | None = None) -> pd.DataFrame:
         raise UserInputError(f"measured: {path}: tokens_per_s must be positive numbers")
     frame["tokens_per_s"] = tokens.astype(float)
     frame["model"] = [_resolve_model(str(m), path) for m in frame["model"]]
+    keys = [c for c in ["model", "hardware", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule"]
+            if c in frame.columns]
+    later = frame.index[frame.duplicated(keys)]
+    if len(later):
+        second = int(later[0])
+        same = (frame[keys] == frame.loc[second, keys]).all(axis=1)
+        first, second = int(frame.index[same][0]) + 1, second + 1
+        raise UserInputError(f"measured: rows {first} and {second} of {path} measure the same setting and schedule; "
+                             "keep one row per setting (e.g. the mean of repeated runs)")
     return frame.reset_index(drop=True)
 
 
@@ -134,6 +145,11 @@ def validate(measured: pd.DataFrame | None = None, setup: ValidationSetup | None
     frame["predicted_speedup"] = frame["predicted_tokens_per_s"] / np.array(predicted_base)
     frame["speedup_error_pp"] = (frame["predicted_speedup"] - frame["measured_speedup"]) * 100.0
     return frame
+
+
+def varying_columns(frame: pd.DataFrame, columns: list[str]) -> list[str]:
+    """Those of ``columns`` that take more than one value in ``frame`` (worth showing per row)."""
+    return [c for c in columns if frame[c].nunique() > 1]
 
 
 def error_summary(frame: pd.DataFrame, by: str | None = None) -> pd.DataFrame:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from laddersim.validation.core import error_summary
-from laddersim.validation.figure import paper_figure
+from laddersim.validation.core import OTHER_SETTING, error_summary, varying_columns
+from laddersim.validation.figure import model_label, paper_figure
 
 
 def _markdown(frame: pd.DataFrame, floatfmt: str = ".2f") -> str:
@@ -22,24 +22,35 @@ def _markdown(frame: pd.DataFrame, floatfmt: str = ".2f") -> str:
 
 
 def trend_checks(frame: pd.DataFrame) -> list[tuple[str, bool, str]]:
-    """The paper's qualitative findings, checked on the predicted (and measured) speedups."""
+    """The paper's qualitative findings, checked on the predicted (and measured) speedups, within
+    each model, prompt and generation length (named in the check when the rows hold several)."""
     lad = frame[frame["schedule"] == "ladder"]
+    others = varying_columns(frame, OTHER_SETTING)
     checks = []
-    for batch, part in lad[lad["p2p"] == "on"].groupby("batch"):
-        s = part.sort_values("tp")["predicted_speedup"].to_numpy()
-        checks.append((f"ladder speedup grows with TP (batch {batch}, P2P on)", bool((s[1:] >= s[:-1]).all()),
-                       " -> ".join(f"{v:.3f}" for v in s)))
-    for (tp, batch), part in lad.groupby(["tp", "batch"]):
-        if set(part["p2p"]) == {"on", "off"}:
-            on = float(part[part["p2p"] == "on"]["predicted_speedup"].iloc[0])
-            off = float(part[part["p2p"] == "off"]["predicted_speedup"].iloc[0])
-            checks.append((f"speedup larger with P2P off (TP {tp}, batch {batch})", off > on, f"{on:.3f} -> {off:.3f}"))
-    for (tp, p2p), part in lad.groupby(["tp", "p2p"]):
-        s = part.sort_values("batch")["predicted_speedup"].to_numpy()
-        if len(s) > 1:
-            checks.append((f"speedup shrinks with batch (TP {tp}, P2P {p2p})", bool(s[-1] < s[0]),
-                           " -> ".join(f"{v:.3f}" for v in s)))
+    for key, rows in lad.groupby(OTHER_SETTING):
+        where = _where(dict(zip(OTHER_SETTING, key)), others)
+        for batch, part in rows[rows["p2p"] == "on"].groupby("batch"):
+            s = part.sort_values("tp")["predicted_speedup"].to_numpy()
+            checks.append((f"ladder speedup grows with TP (batch {batch}, P2P on{where})",
+                           bool((s[1:] >= s[:-1]).all()), " -> ".join(f"{v:.3f}" for v in s)))
+        for (tp, batch), part in rows.groupby(["tp", "batch"]):
+            if set(part["p2p"]) == {"on", "off"}:
+                on = float(part[part["p2p"] == "on"]["predicted_speedup"].iloc[0])
+                off = float(part[part["p2p"] == "off"]["predicted_speedup"].iloc[0])
+                checks.append((f"speedup larger with P2P off (TP {tp}, batch {batch}{where})", off > on,
+                               f"{on:.3f} -> {off:.3f}"))
+        for (tp, p2p), part in rows.groupby(["tp", "p2p"]):
+            s = part.sort_values("batch")["predicted_speedup"].to_numpy()
+            if len(s) > 1:
+                checks.append((f"speedup shrinks with batch (TP {tp}, P2P {p2p}{where})", bool(s[-1] < s[0]),
+                               " -> ".join(f"{v:.3f}" for v in s)))
     return checks
+
+
+def _where(key: dict, shown: list[str]) -> str:
+    labels = {"model": lambda v: model_label(v), "prompt_len": lambda v: f"prompt {v}",
+              "gen_len": lambda v: f"gen {v}"}
+    return "".join(f", {labels[c](key[c])}" for c in shown)
 
 
 def write_report(frame: pd.DataFrame, out_dir: str | Path, command: str, tp1: pd.DataFrame | None = None,
@@ -89,7 +100,7 @@ def write_report(frame: pd.DataFrame, out_dir: str | Path, command: str, tp1: pd
         lines.append(f"- {'PASS' if ok else 'MISS'}: {name}: {detail}")
     if tp1 is not None:
         lines += ["", "At TP 1 there is nothing to hide:", "", _markdown(tp1, ".4f")]
-    cols = ["p2p", "tp", "batch", "schedule", "tokens_per_s", "predicted_tokens_per_s", "rel_error",
+    cols = varying_columns(frame, OTHER_SETTING) + ["p2p", "tp", "batch", "schedule", "tokens_per_s", "predicted_tokens_per_s", "rel_error",
             "measured_speedup", "predicted_speedup", "speedup_error_pp"]
     table = frame[cols].copy()
     table["rel_error"] = table["rel_error"] * 100
