@@ -158,6 +158,23 @@ def test_validate_splits_figure_and_trends_by_model_and_prompt_length(tmp_path, 
                                     + ["llama-3.1-8b, batch 1, prompt 256, P2P on"])
 
 
+def test_validate_keeps_rows_of_different_machines_apart(tmp_path, capsys, h100):
+    # A `hardware` column puts one setting on two machines: a panel and a trend group each.
+    tiny = _tiny_measured(tmp_path, h100, schedules=("standard", "ladder"))
+    frame = pd.concat([tiny.assign(hardware="h100-sxm-nvswitch"), tiny.assign(hardware="a100-sxm-nvswitch")],
+                      ignore_index=True)
+    csv = tmp_path / "measured.csv"
+    frame.to_csv(csv, index=False)
+    out = tmp_path / "report"
+    assert main(["validate", str(csv), "--report", str(out)]) == 0
+    report = (out / "index.md").read_text()
+    for machine in ("h100-sxm-nvswitch", "a100-sxm-nvswitch"):
+        assert f"ladder speedup grows with TP (batch 8, P2P on, {machine})" in report
+    result = pd.read_csv(out / "validation.csv")
+    h100_rows = result[result["hardware"] == "h100-sxm-nvswitch"]
+    assert h100_rows["rel_error"].abs().max() < 1e-5 and result["rel_error"].abs().max() > 0.05
+
+
 @pytest.mark.parametrize("content,message", [
     ("model,tp\nllama-3.1-70b,8\n", "lacks columns"),
     ("model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s\nllama-3.1-70b,8,1,1,8,8,maybe,standard,1\n",

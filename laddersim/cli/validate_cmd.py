@@ -12,12 +12,11 @@ from laddersim.errors import DoesNotFitError
 from laddersim.simulate import make_scenario, simulate
 from laddersim.tables import format_table
 from laddersim.validation.core import (
-    OTHER_SETTING,
     ValidationSetup,
     error_summary,
     read_measured,
+    setting_columns,
     validate,
-    varying_columns,
 )
 from laddersim.validation.report import write_report
 
@@ -39,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     tp1 = _tp1_check(frame, setup)
     command = invoked_command("validate")
     path = write_report(frame, args.out, command, tp1)
-    shown = [(c, c, "{}") for c in varying_columns(frame, OTHER_SETTING)]
+    shown = [(c, c, "{}") for c in setting_columns(frame)]
     cols = shown + [("p2p", "p2p", "{}"), ("tp", "tp", "{}"), ("batch", "batch", "{}"), ("schedule", "schedule", "{}"),
             ("tokens_per_s", "measured", "{:.1f}"), ("predicted_tokens_per_s", "predicted", "{:.1f}"),
             ("rel_error", "error", "{:+.1%}"), ("measured_speedup", "meas. speedup", "{:.3f}"),

@@ -147,9 +147,14 @@ def validate(measured: pd.DataFrame | None = None, setup: ValidationSetup | None
     return frame
 
 
-def varying_columns(frame: pd.DataFrame, columns: list[str]) -> list[str]:
-    """Those of ``columns`` that take more than one value in ``frame`` (worth showing per row)."""
-    return [c for c in columns if frame[c].nunique() > 1]
+def setting_columns(frame: pd.DataFrame) -> list[str]:
+    """The setting columns besides TP, batch and P2P in which the rows differ (worth a panel, a
+    trend group and a column of their own): ``hardware`` when rows of one P2P setting name
+    different profiles (P2P on and off rows map to their own profiles anyway), then those of
+    ``OTHER_SETTING`` that take more than one value."""
+    hardware = "hardware" in frame.columns and any(
+        part["hardware"].nunique() > 1 for _, part in frame.groupby("p2p"))
+    return (["hardware"] if hardware else []) + [c for c in OTHER_SETTING if frame[c].nunique() > 1]
 
 
 def error_summary(frame: pd.DataFrame, by: str | None = None) -> pd.DataFrame:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from laddersim.validation.core import OTHER_SETTING, error_summary, varying_columns
-from laddersim.validation.figure import model_label, paper_figure
+from laddersim.validation.core import error_summary, setting_columns
+from laddersim.validation.figure import paper_figure, setting_label
 
 
 def _markdown(frame: pd.DataFrame, floatfmt: str = ".2f") -> str:
@@ -23,14 +23,17 @@ def _markdown(frame: pd.DataFrame, floatfmt: str = ".2f") -> str:
 
 def trend_checks(frame: pd.DataFrame) -> list[tuple[str, bool, str]]:
     """The paper's qualitative findings, checked on the predicted (and measured) speedups, within
-    each model, prompt and generation length (named in the check when the rows hold several)."""
+    each hardware, model, prompt and generation length the rows differ in (named in the check)."""
     lad = frame[frame["schedule"] == "ladder"]
-    others = varying_columns(frame, OTHER_SETTING)
+    others = setting_columns(frame)
     checks = []
-    for key, rows in lad.groupby(OTHER_SETTING):
-        where = _where(dict(zip(OTHER_SETTING, key)), others)
+    groups = lad.groupby(others) if others else [((), lad)]
+    for key, rows in groups:
+        where = _where(dict(zip(others, key if isinstance(key, tuple) else (key,))))
         for batch, part in rows[rows["p2p"] == "on"].groupby("batch"):
             s = part.sort_values("tp")["predicted_speedup"].to_numpy()
+            if len(s) < 2:
+                continue
             checks.append((f"ladder speedup grows with TP (batch {batch}, P2P on{where})",
                            bool((s[1:] >= s[:-1]).all()), " -> ".join(f"{v:.3f}" for v in s)))
         for (tp, batch), part in rows.groupby(["tp", "batch"]):
@@ -47,10 +50,8 @@ def trend_checks(frame: pd.DataFrame) -> list[tuple[str, bool, str]]:
     return checks
 
 
-def _where(key: dict, shown: list[str]) -> str:
-    labels = {"model": lambda v: model_label(v), "prompt_len": lambda v: f"prompt {v}",
-              "gen_len": lambda v: f"gen {v}"}
-    return "".join(f", {labels[c](key[c])}" for c in shown)
+def _where(key: dict) -> str:
+    return "".join(f", {setting_label(c, v)}" for c, v in key.items())
 
 
 def write_report(frame: pd.DataFrame, out_dir: str | Path, command: str, tp1: pd.DataFrame | None = None,
@@ -100,7 +101,7 @@ def write_report(frame: pd.DataFrame, out_dir: str | Path, command: str, tp1: pd
         lines.append(f"- {'PASS' if ok else 'MISS'}: {name}: {detail}")
     if tp1 is not None:
         lines += ["", "At TP 1 there is nothing to hide:", "", _markdown(tp1, ".4f")]
-    cols = varying_columns(frame, OTHER_SETTING) + ["p2p", "tp", "batch", "schedule", "tokens_per_s", "predicted_tokens_per_s", "rel_error",
+    cols = setting_columns(frame) + ["p2p", "tp", "batch", "schedule", "tokens_per_s", "predicted_tokens_per_s", "rel_error",
             "measured_speedup", "predicted_speedup", "speedup_error_pp"]
     table = frame[cols].copy()
     table["rel_error"] = table["rel_error"] * 100
