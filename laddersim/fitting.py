@@ -192,11 +192,31 @@ def _soft_l1(z: np.ndarray) -> np.ndarray:
     return np.vstack([2.0 * (np.sqrt(t) - 1.0), 1.0 / np.sqrt(t), -0.5 * t ** -1.5])
 
 
+def _one_machine(measured: pd.DataFrame, base: dict[str, HardwareProfile]) -> pd.DataFrame:
+    """The rows without their ``hardware`` column, once every row is checked to name the base
+    profile of its P2P setting: a fit fits one machine, and a row naming its own profile would be
+    simulated on that profile, untouched by the fit."""
+    if "hardware" not in measured.columns:
+        return measured
+    names: dict[str, str] = {}
+    for i, (hardware, p2p) in enumerate(zip(measured["hardware"], measured["p2p"])):
+        if not isinstance(hardware, str) or not hardware or p2p not in base:
+            continue
+        if hardware not in names:
+            names[hardware] = hardware if hardware in {b.name for b in base.values()} else load_profile(hardware).name
+        if names[hardware] != base[p2p].name:
+            raise UserInputError(f"fit: row {i + 1} names hardware {hardware}, but the fit starts from "
+                                 f"{base[p2p].name} for p2p={p2p} rows; fit one machine at a time (keep its "
+                                 "rows, or drop the hardware column)")
+    return measured.drop(columns="hardware")
+
+
 def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup: ValidationSetup,
                  schedules: tuple[str, ...] = FIT_SCHEDULES, command: str = "laddersim fit",
                  progress=None, *, loss: str = "soft_l1", priors: bool = True) -> FitResult:
     """Fit on the rows whose schedule is in ``schedules``; ``base`` maps p2p ('on'/'off') to profiles.
     ``priors=False`` drops the priors (plain least squares on the rows)."""
+    measured = _one_machine(measured, base)
     rows = measured[measured["schedule"].isin(schedules)]
     if "standard" not in set(rows["schedule"]):
         raise UserInputError(f"fit: the measured table has no 'standard' rows; fitted schedules: {', '.join(schedules)}")

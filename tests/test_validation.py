@@ -213,6 +213,23 @@ def test_fit_needs_standard_rows(tmp_path, capsys):
     assert "no 'standard' rows" in capsys.readouterr().err
 
 
+def test_fit_fits_one_machine_of_a_hardware_column(tmp_path, capsys, h100):
+    # Rows naming another machine would be simulated on it, untouched by the fit: refused.
+    truth = _perturbed(h100, step_us=400.0, mem_scale=1.0, latency_scale=1.0)
+    measured = _tiny_measured(tmp_path, truth, schedules=("standard",))
+    mixed = pd.concat([measured.assign(hardware="h100-sxm-nvswitch"), measured.assign(hardware="a100-sxm-nvswitch")],
+                      ignore_index=True)
+    path = tmp_path / "mixed.csv"
+    mixed.to_csv(path, index=False)
+    assert main(["fit", str(path), "--hardware", "h100-sxm-nvswitch", "--out", str(tmp_path / "x.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"row {len(measured) + 1} names hardware a100-sxm-nvswitch" in err
+    # The base machine's own rows keep their column and are fitted.
+    one = measured.assign(hardware="h100-sxm-nvswitch")
+    result = fit_profiles(one, {"on": h100}, ValidationSetup(), schedules=("standard",))
+    assert abs(result.parameters["step_overhead_us"] - 400.0) < 20.0
+
+
 def test_fit_gives_a_mechanism_built_collective_a_floor_per_group_size(tmp_path, h100):
     # A collective model without a measured table (the P2P-off profile) does not know how its
     # cost changes with the group (a ring crossing CPU sockets); fitted beside rows of the same
