@@ -196,6 +196,8 @@ def test_validate_keeps_rows_of_different_machines_apart(tmp_path, capsys, h100)
      "llama-3.1-70b,8,1,1,8,8,on,standard,1\nllama-3.1-70b,8,1,1,8,8,on,ladder,1\n"
      "llama-3.1-70b,8,1,4,8,8,on,standard,1\nllama-3.1-70b,8,1,1,8,8,on,ladder,2\n",
      "rows 2 and 4 of"),
+    ("model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s\nllama-3.1-405b,2,1,1,8,8,on,standard,1\n",
+     "memory: llama-3.1-405b at tp=2"),
 ])
 def test_validate_rejects_bad_tables(tmp_path, capsys, content, message):
     path = tmp_path / "bad.csv"

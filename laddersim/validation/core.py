@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from laddersim.costs.memory_fit import check_fits
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import HardwareProfile, load_profile
 from laddersim.simulate import make_scenario, simulate
@@ -109,7 +110,7 @@ def validate(measured: pd.DataFrame | None = None, setup: ValidationSetup | None
     ``measured_speedup``, ``predicted_speedup`` (over ``standard`` at the same setting and p2p)
     and ``speedup_error_pp`` (percentage points).
 
-    Every row is checked (model, schedule, TP, node count) before any is simulated; then
+    Every row is checked (model, schedule, TP, memory, node count) before any is simulated; then
     ``on_start(rows)`` is called, so a bad row is one error and nothing else."""
     setup = setup or ValidationSetup()
     frame = (read_measured() if measured is None else measured).copy()
@@ -120,6 +121,7 @@ def validate(measured: pd.DataFrame | None = None, setup: ValidationSetup | None
         scenario = make_scenario(row.model, profile, int(row.tp), int(row.batch), int(row.prompt_len),
                                  int(row.gen_len), row.schedule, setup.dtype, setup.kv_cache, setup.kv_reads)
         scenario.model.check_tp(scenario.tp)
+        check_fits(scenario.model, profile, scenario.workload, scenario.tp)
         if profile.nodes_for(scenario.tp) != int(row.nodes):
             raise UserInputError(f"measured: row tp={row.tp} says nodes={row.nodes} but {profile.name} "
                                  f"packs it on {profile.nodes_for(scenario.tp)}")
