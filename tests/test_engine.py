@@ -91,3 +91,24 @@ def test_per_collective_slowdowns_apply_while_that_collective_runs():
     scalar = spans(run_engine([work], 1.0, 0.5))
     # Collective 4 at 1/1.5 ends at t = 9; compute 5 did 1.5 s x 1/2 = 0.75 s by then, 0.25 s alone.
     assert scalar[4] == (7.5, 9.0) and scalar[5] == (7.5, 9.25)
+
+
+def test_an_op_shorter_than_the_clock_resolution_late_in_a_run_finishes():
+    # At t = 1e6 s one float step is ~1.2e-10 s: a 3e-11 s op (or a remainder of that size
+    # between two overlapping ops) cannot advance the clock. It used to be rescheduled forever
+    # (a large --jitter drew such durations); it now counts as done at once.
+    import signal
+
+    def hang(_signum, _frame):
+        raise TimeoutError("engine did not finish")
+
+    old = signal.signal(signal.SIGALRM, hang)
+    signal.alarm(20)
+    try:
+        work = RankWork(["compute", "comm", "compute"], [(), (0,), ()], np.array([1e6, 3e-11, 3e-11]))
+        result = run_engine([work, work], compute_slowdown=0.5, comm_slowdown=0.5)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert result.end_s[0, 2] == pytest.approx(1e6, abs=1e-9)
+    assert result.end_s[0, 1] == pytest.approx(1e6, abs=1e-9)

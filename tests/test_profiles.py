@@ -68,6 +68,28 @@ def test_malformed_copy_is_rejected_with_one_line(name, tmp_path):
     assert len(lines) == 1 and lines[0].startswith("error: ") and "node.fabric" in lines[0]
 
 
+@pytest.mark.parametrize("where,value,message", [
+    (("collectives", "intra_node", "bus_bandwidth_gbps"), 0, "must be > 0, got 0"),  # divided by: hung simulate
+    (("collectives", "intra_node", "bus_bandwidth_gbps"), -370, "must be > 0, got -370"),  # made transfers faster
+    (("gpu", "peak_tflops"), 0, "must be > 0"),
+    (("gpu", "memory_bandwidth_gbps"), -1, "must be > 0"),
+    (("network", "nics_per_node"), 0, "must be >= 1, got 0"),
+    (("interference", "compute_slowdown"), -0.5, "must be >= 0, got -0.5"),
+    (("framework", "step_overhead_us"), -3, "must be >= 0"),
+])
+def test_impossible_numbers_are_rejected_with_one_line(tmp_path, where, value, message):
+    shutil.copytree(profiles_dir() / "tables", tmp_path / "tables")
+    raw = yaml.safe_load((profiles_dir() / "h100-sxm-nvswitch.yaml").read_text())
+    node = raw
+    for key in where:
+        node = node[key]
+    node["value"] = value
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(UserInputError, match=".".join(where) + ": value " + message):
+        load_profile(path)
+
+
 def test_missing_table_file_is_rejected(tmp_path):
     raw = yaml.safe_load((profiles_dir() / "h100-sxm-nvswitch.yaml").read_text())
     path = tmp_path / "p.yaml"

@@ -9,10 +9,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from laddersim.cli.args import add_scenario_args, non_negative_float
+from laddersim.cli.args import _number, add_scenario_args
 from laddersim.errors import UserInputError
 from laddersim.simulate import SimOptions, make_scenario, simulate
 from laddersim.tables import format_table
+
+# Largest per-op noise sigma accepted: a lognormal multiplier of exp(2) at one sigma.
+MAX_JITTER = 2.0
 
 
 def register(sub) -> None:
@@ -21,8 +24,10 @@ def register(sub) -> None:
     p.add_argument("--schedule", action="append", default=None,
                    help="standard, parallel, ladder, upper_bound, desync_half, hybrid:N (repeatable; default standard and ladder)")
     p.add_argument("--json", action="store_true", help="print a JSON array, one object per schedule")
-    p.add_argument("--jitter", type=non_negative_float("jitter"), default=0.0,
-                   help="sigma of per-rank lognormal op-time noise (simulates every rank and step)")
+    p.add_argument("--jitter", type=_number("jitter", float, f"a number from 0 to {MAX_JITTER:g}",
+                                            lambda v: 0.0 <= v <= MAX_JITTER), default=0.0,
+                   help="sigma of per-rank lognormal op-time noise (simulates every rank and step); "
+                        f"at most {MAX_JITTER:g}, where one op in six already runs 7x its time")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace of the first schedule")
     p.add_argument("--trace-steps", default="3",

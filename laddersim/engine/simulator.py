@@ -121,9 +121,12 @@ class _Fluid:
         if token != self.token:
             return  # superseded by a later start
         self._advance()
+        # Work below the clock's own resolution at this time counts as done too: far along a
+        # long run a tiny remainder would otherwise schedule a timeout that cannot advance time.
+        tolerance_s = _EPS_S + 8.0 * np.spacing(self.env.now)
         still = []
         for act in self.active:
-            if act.remaining_s <= _EPS_S:
+            if act.remaining_s <= tolerance_s * act.rate:
                 act.done.succeed()
             else:
                 still.append(act)

@@ -15,11 +15,11 @@ from __future__ import annotations
 import os
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from laddersim.config_files import build, read_yaml_mapping
 from laddersim.errors import UserInputError
@@ -36,28 +36,44 @@ class Sourced(BaseModel):
     source: str = Field(min_length=3)
 
 
+def _bounded(low: float, *, strict: bool):
+    """A validator of a ``Sourced`` value: above ``low`` (``strict``) or at least ``low``."""
+    def check(number: Sourced) -> Sourced:
+        if number.value < low or (strict and number.value == low):
+            raise ValueError(f"value must be {'>' if strict else '>='} {low:g}, got {number.value:g}")
+        return number
+    return AfterValidator(check)
+
+
+# A rate, capacity, efficiency or count that must be above zero (a zero bandwidth would divide
+# by zero, a negative one would make transfers faster), and a time or fraction that may be zero.
+Positive = Annotated[Sourced, _bounded(0.0, strict=True)]
+NonNegative = Annotated[Sourced, _bounded(0.0, strict=False)]
+AtLeastOne = Annotated[Sourced, _bounded(1.0, strict=False)]
+
+
 class GpuSpec(BaseModel):
     """One GPU: peak rates (datasheet), achievable efficiencies (fits), capacity."""
 
     model_config = _FROZEN
 
     name: str
-    peak_tflops: Sourced  # dense fp16/bf16 tensor-core peak, 1e12 FLOP/s
-    memory_bandwidth_gbps: Sourced  # HBM/GDDR peak, GB/s
-    memory_gb: Sourced  # capacity, 1e9 bytes
+    peak_tflops: Positive  # dense fp16/bf16 tensor-core peak, 1e12 FLOP/s
+    memory_bandwidth_gbps: Positive  # HBM/GDDR peak, GB/s
+    memory_gb: Positive  # capacity, 1e9 bytes
     # GEMM model: t = launch + max(flops / (peak * compute_eff), bytes / (bw * memory_eff)),
     # blended by a p-norm of order ``gemm_blend_order`` (see laddersim.costs.gemm).
-    gemm_compute_efficiency: Sourced
-    gemm_memory_efficiency: Sourced
-    gemm_blend_order: Sourced = Sourced(value=4.0, source="default p-norm blend of roofline terms")
-    gemm_tile_m: Sourced = Sourced(value=64, source="default M tile (cuBLAS/CUTLASS 64-row tiles)")
+    gemm_compute_efficiency: Positive
+    gemm_memory_efficiency: Positive
+    gemm_blend_order: Positive = Sourced(value=4.0, source="default p-norm blend of roofline terms")
+    gemm_tile_m: Positive = Sourced(value=64, source="default M tile (cuBLAS/CUTLASS 64-row tiles)")
     # Memory-bound kernels (norms, elementwise, KV-cache reads): fraction of peak bandwidth.
-    elementwise_memory_efficiency: Sourced
-    attention_compute_efficiency: Sourced  # prefill flash-attention, fraction of peak_tflops
-    kernel_launch_us: Sourced  # floor per kernel inside a CUDA graph
+    elementwise_memory_efficiency: Positive
+    attention_compute_efficiency: Positive  # prefill flash-attention, fraction of peak_tflops
+    kernel_launch_us: NonNegative  # floor per kernel inside a CUDA graph
     # GEMM tables (CSV m,n,k,time_us) the GEMM model is checked against (laddersim profiles check).
     gemm_tables: list[MeasuredTable] = []
-    usable_memory_fraction: Sourced = Sourced(
+    usable_memory_fraction: Positive = Sourced(
         value=0.9, source="default: 10% of HBM kept for CUDA context, allocator slack, workspace"
     )
 
@@ -99,9 +115,9 @@ class AlphaBeta(BaseModel):
     model_config = _FROZEN
 
     algorithm: Literal["ring", "tree", "nvls"]
-    base_latency_us: Sourced  # fixed cost of launching the collective
-    step_latency_us: Sourced  # per algorithm step
-    bus_bandwidth_gbps: Sourced  # achieved busbw at large sizes, nccl-tests convention
+    base_latency_us: NonNegative  # fixed cost of launching the collective
+    step_latency_us: NonNegative  # per algorithm step
+    bus_bandwidth_gbps: Positive  # achieved busbw at large sizes, nccl-tests convention
     fixed_steps: int = 2
 
 
@@ -135,16 +151,16 @@ class NetworkSpec(BaseModel):
 
     model_config = _FROZEN
 
-    nics_per_node: Sourced
-    nic_bandwidth_gbps: Sourced  # per NIC, GB/s (400 Gb/s NDR = 50 GB/s)
+    nics_per_node: AtLeastOne
+    nic_bandwidth_gbps: Positive  # per NIC, GB/s (400 Gb/s NDR = 50 GB/s)
     allreduce: AlphaBeta  # the inter-node tier of a hierarchical AllReduce
     # A flat ring over all ranks crosses each node boundary on every channel; its bandwidth is
     # min(intra-node busbw, NICs used per node * this per-NIC busbw). None: no flat-ring option.
-    ring_nic_bus_bandwidth_gbps: Sourced | None = None
+    ring_nic_bus_bandwidth_gbps: Positive | None = None
     # Flat-ring latency: 2 passes around the ring, N node-crossing hops and n - N NVLink/PCIe hops
     # each, at these per-hop costs (pipeline fill of NCCL's Simple protocol).
-    ring_net_step_latency_us: Sourced = Sourced(value=0.0, source="default: no per-hop ring latency")
-    ring_intra_step_latency_us: Sourced = Sourced(value=0.0, source="default: no per-hop ring latency")
+    ring_net_step_latency_us: NonNegative = Sourced(value=0.0, source="default: no per-hop ring latency")
+    ring_intra_step_latency_us: NonNegative = Sourced(value=0.0, source="default: no per-hop ring latency")
     # Largest node count for which the hierarchical (tree / NVLS-tree) shape is offered. NCCL runs
     # Tree/NVLSTree on 2 nodes (NVIDIA/nccl-tests#196, NVIDIA/nccl#946); the public 10-node H100
     # sweeps (nccl_tests/h100_cluster_10node_*) behave as flat rings (busbw = g * NIC, ~600 us fill).
@@ -177,7 +193,7 @@ class CollectiveSpec(BaseModel):
     mode: Literal["eager", "graph"] = "graph"  # the regime simulated (compiled decode = graph)
     # Added per collective when simulating ``eager`` from a ``graph`` table, and subtracted the
     # other way round: host launch cost not hidden by CUDA-graph replay.
-    eager_launch_us: Sourced = Sourced(value=0.0, source="default: no launch-cost correction")
+    eager_launch_us: NonNegative = Sourced(value=0.0, source="default: no launch-cost correction")
     intra_node: AlphaBeta
     tables: list[MeasuredTable] = []
     # Fitted per-GPU-count curves of the intra-node tier (used where no model table matches, and
@@ -219,8 +235,8 @@ class InterferenceSpec(BaseModel):
 
     model_config = _FROZEN
 
-    compute_slowdown: Sourced  # fraction: a GEMM takes (1 + x) longer while an AllReduce runs
-    comm_slowdown: Sourced  # fraction: an AllReduce (or its part above, see the docstring) takes (1 + x) longer
+    compute_slowdown: NonNegative  # fraction: a GEMM takes (1 + x) longer while an AllReduce runs
+    comm_slowdown: NonNegative  # fraction: an AllReduce (or its part above, see the docstring) takes (1 + x) longer
     comm_slowdown_part: Literal["whole", "bandwidth"] = "whole"
     by_size: list[InterferencePoint] = []
 
@@ -249,24 +265,24 @@ class FrameworkSpec(BaseModel):
 
     model_config = _FROZEN
 
-    step_overhead_us: Sourced  # per forward pass: graph launch, host sync, input prep
-    sampling_us: Sourced  # top-k sampling of one batch of logits, fixed part
+    step_overhead_us: NonNegative  # per forward pass: graph launch, host sync, input prep
+    sampling_us: NonNegative  # top-k sampling of one batch of logits, fixed part
     # A collective on the critical path of a compiled step pays its kernel start-up and the
     # compute/NCCL stream hand-off, which nccl-tests' back-to-back loop hides (added per collective).
-    collective_sync_us: Sourced = Sourced(value=0.0, source="default: no per-collective sync cost")
+    collective_sync_us: NonNegative = Sourced(value=0.0, source="default: no per-collective sync cost")
     # Its part that grows with the message: bytes / this bandwidth (0 = none). Staging or
     # copying the message on the compute stream's side of the hand-off.
-    collective_sync_gbps: Sourced = Sourced(value=0.0, source="default: no per-byte hand-off cost")
+    collective_sync_gbps: NonNegative = Sourced(value=0.0, source="default: no per-byte hand-off cost")
     # Copy kernels the framework runs on the compute stream before each collective: Inductor lowers
     # a compiled (functional) all_reduce by cloning its input into a fresh buffer, one memory-bound
     # kernel reading and writing the message. 0 for eager in-place collectives.
-    collective_input_copies: Sourced = Sourced(value=0.0, source="default: in-place collectives, no copy")
+    collective_input_copies: NonNegative = Sourced(value=0.0, source="default: in-place collectives, no copy")
     # Kernel floor inside a single-token forward pass (batch-1 decode, GEMM M = 1). torch.compile
     # with coordinate-descent tuning (gpt-fast) lowers an M = 1 matmul to a generated Triton
     # reduction instead of a cuBLAS call and fuses the norms, RoPE, activation and residual adds
     # into those kernels, so such a step pays fewer, shorter kernel starts than any M > 1 step.
     # None: the GPU's kernel floor (gpu.kernel_launch_us) as in every other pass.
-    single_token_kernel_floor_us: Sourced | None = None
+    single_token_kernel_floor_us: NonNegative | None = None
 
 
 class WhatIf(BaseModel):
