@@ -12,7 +12,7 @@ Three sources, in order of preference for a group of ``n`` ranks on ``nodes`` no
 
    * hierarchical (tree / NVLS-tree, up to ``network.tree_max_nodes`` nodes): the node's intra-node AllReduce of the full buffer plus an
      inter-node AllReduce of each rank's 1/g shard over the network tier (each GPU drives its own
-     NIC). Latencies add; the bandwidth-bound parts are pipelined chunk by chunk, so only the
+     NIC; with fewer NICs than GPUs a NIC carries g / NICs shards in turn). Latencies add; the bandwidth-bound parts are pipelined chunk by chunk, so only the
      slower one counts: ``t = lat_intra + lat_inter + max(bw_intra, bw_inter)``;
    * flat ring over all ``n`` ranks: every channel crosses the node boundary, so its bus
      bandwidth is ``min(intra-node busbw, min(g, NICs) * per-NIC ring busbw)``; its latency is
@@ -168,6 +168,7 @@ def multi_node_model_s(profile: HardwareProfile, tp: int, nodes: int, size_bytes
     intra_bw = np.maximum(intra - intra_latency, 0.0)
     inter_latency, inter_bw = _alpha_beta_parts_s(network.allreduce, nodes, size / g,
                                                   w.inter_bandwidth_scale, w.inter_latency_scale)
+    inter_bw = inter_bw * max(1.0, g / network.nics_per_node.value)  # fewer NICs than GPUs: shards share them
     hierarchical = intra_latency + inter_latency + np.maximum(intra_bw, inter_bw)
     if network.ring_nic_bus_bandwidth_gbps is None:
         return hierarchical

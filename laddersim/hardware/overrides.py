@@ -15,7 +15,9 @@ OVERRIDE_KEYS = (
 def with_overrides(profile: HardwareProfile, **overrides) -> HardwareProfile:
     """A copy of ``profile`` with what-if changes applied (keys: OVERRIDE_KEYS; None = unchanged).
 
-    ``nics_per_node`` scales the inter-node bandwidth in proportion to the NIC count. Setting
+    ``nics_per_node`` sets the NIC count the inter-node AllReduce shares (see
+    ``laddersim.costs.collectives``: a NIC per GPU at most; fewer NICs carry the GPUs' shards in
+    turn, and a flat ring crosses each node on as many channels as it has NICs). Setting
     ``compute_slowdown`` or ``comm_slowdown`` makes that fraction hold for every message size
     (a measured per-size curve keeps only the other fraction); a ``comm_slowdown`` stretches the
     whole collective, whichever part the profile's own fraction stretched.
@@ -39,7 +41,6 @@ def with_overrides(profile: HardwareProfile, **overrides) -> HardwareProfile:
         nics = float(overrides["nics_per_node"])
         if nics <= 0:
             raise UserInputError("override: nics_per_node must be positive")
-        what_if["inter_bandwidth_scale"] *= nics / network.nics_per_node.value
         network = network.model_copy(update={"nics_per_node": Sourced(value=nics, source="what-if override")})
         update["network"] = network
     interference = profile.interference
