@@ -32,7 +32,7 @@ _OVERRIDE_HELP = {
     "inter_bandwidth_gbps": "inter-node bus bandwidth, GB/s",
     "inter_latency_scale": "x inter-node AllReduce latency",
     "inter_latency_us": "inter-node base latency, us",
-    "nics_per_node": "NICs per node (inter-node bandwidth in proportion)",
+    "nics_per_node": "NICs per node (a NIC per GPU at most; fewer share the inter-node traffic)",
     "compute_slowdown": "GEMM slowdown while an AllReduce runs (fraction)",
     "comm_slowdown": "AllReduce slowdown while compute runs (fraction of its whole time)",
 }
