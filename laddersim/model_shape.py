@@ -42,25 +42,26 @@ class ModelShape(BaseModel):
         return self
 
     # ---- tensor-parallel split -------------------------------------------------------------
+    def allowed_tps(self) -> list[int]:
+        """TP degrees that shard this model the way serving engines do: dividing the attention
+        heads and the MLP width, and dividing or being a multiple of the KV heads."""
+        return [d for d in range(1, self.n_heads + 1)
+                if self.n_heads % d == 0 and self.intermediate_size % d == 0
+                and (self.n_kv_heads % d == 0 or d % self.n_kv_heads == 0)]
+
     def check_tp(self, tp: int) -> None:
         """Raise UserInputError unless ``tp`` can shard this model the way serving engines do."""
         if tp < 1:
             raise UserInputError(f"tp: must be a positive integer, got {tp}")
-        allowed = [d for d in range(1, self.n_heads + 1) if self.n_heads % d == 0]
+        allowed = f"allowed: {', '.join(map(str, self.allowed_tps()))}"
         if self.n_heads % tp:
-            raise UserInputError(
-                f"tp: {tp} does not divide the {self.n_heads} attention heads of {self.name}; "
-                f"allowed: {', '.join(map(str, allowed))}"
-            )
+            raise UserInputError(f"tp: {tp} does not divide the {self.n_heads} attention heads of {self.name}; {allowed}")
         if self.n_kv_heads % tp and tp % self.n_kv_heads:
             raise UserInputError(
-                f"tp: {tp} neither divides nor is a multiple of the {self.n_kv_heads} KV heads of "
-                f"{self.name}; allowed: {', '.join(map(str, allowed))}"
-            )
+                f"tp: {tp} neither divides nor is a multiple of the {self.n_kv_heads} KV heads of {self.name}; {allowed}")
         if self.intermediate_size % tp:
             raise UserInputError(
-                f"tp: {tp} does not divide intermediate_size {self.intermediate_size} of {self.name}"
-            )
+                f"tp: {tp} does not divide intermediate_size {self.intermediate_size} of {self.name}; {allowed}")
 
     def heads_per_rank(self, tp: int) -> int:
         return self.n_heads // tp
@@ -124,6 +125,10 @@ _HF_FIELDS = {
     "vocab_size": "vocab_size",
 }
 
+# Keys with which Hugging Face configs of mixture-of-experts models give their expert count
+# (Mixtral, Qwen-MoE / OLMoE, DeepSeek).
+_MOE_FIELDS = ("num_local_experts", "num_experts", "n_routed_experts")
+
 
 def from_hf_config(path: str | Path) -> ModelShape:
     """Read a Llama-style Hugging Face ``config.json``; other keys in the file are ignored."""
@@ -134,12 +139,19 @@ def from_hf_config(path: str | Path) -> ModelShape:
         raise UserInputError(f"model: cannot read config.json {path}: {exc}") from None
     if not isinstance(raw, dict):
         raise UserInputError(f"model: {path} is not a JSON object")
-    fields: dict = {"name": raw.get("_name_or_path") or path.parent.name or path.stem}
+    experts = {key: raw[key] for key in _MOE_FIELDS if isinstance(raw.get(key), int) and raw[key] > 1}
+    if experts:
+        key, count = next(iter(experts.items()))
+        raise UserInputError(f"model: {path} describes a mixture-of-experts model ({key} {count}); laddersim "
+                             "models dense Llama-style decoders (allowed: configs without routed experts)")
+    default_name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
+    fields: dict = {"name": raw.get("_name_or_path") or default_name}
     for hf_key, ours in _HF_FIELDS.items():
         if hf_key not in raw:
             raise UserInputError(f"model: {path} lacks the field '{hf_key}'")
         fields[ours] = raw[hf_key]
-    fields["n_kv_heads"] = raw.get("num_key_value_heads") or raw["num_attention_heads"]
+    kv_heads = raw.get("num_key_value_heads")
+    fields["n_kv_heads"] = raw["num_attention_heads"] if kv_heads is None else kv_heads  # absent: no GQA
     if raw.get("head_dim"):
         fields["head_dim"] = raw["head_dim"]
     fields["tie_embeddings"] = bool(raw.get("tie_word_embeddings", False))

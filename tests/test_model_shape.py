@@ -41,3 +41,35 @@ def test_hf_config_bad_heads(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(UserInputError, match="n_heads"):
         load_model_shape(tmp_path / "config.json")
+
+
+QWEN_LIKE = {"hidden_size": 3584, "num_hidden_layers": 2, "num_attention_heads": 28, "num_key_value_heads": 4,
+             "intermediate_size": 18944, "vocab_size": 1000}
+
+
+def test_allowed_tps_meet_every_sharding_rule_and_the_message_lists_them(tmp_path):
+    # 28 heads, 4 KV heads, MLP 18944 = 2^8 * 74: 7, 14 and 28 divide the heads but break the KV
+    # or MLP rule, so they must not be offered.
+    path = tmp_path / "qwen-like.json"
+    path.write_text(json.dumps(QWEN_LIKE))
+    shape = load_model_shape(path)
+    assert shape.name == "qwen-like"  # the file's stem, not its folder
+    assert shape.allowed_tps() == [1, 2, 4]
+    for tp in (7, 14, 28, 3):
+        with pytest.raises(UserInputError, match=r"; allowed: 1, 2, 4$"):
+            shape.check_tp(tp)
+    for tp in shape.allowed_tps():
+        shape.check_tp(tp)
+
+
+def test_mixture_of_experts_and_zero_kv_heads_are_refused(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(dict(QWEN_LIKE, num_local_experts=8, num_experts_per_tok=2)))
+    with pytest.raises(UserInputError, match="mixture-of-experts model \\(num_local_experts 8\\)"):
+        load_model_shape(path)
+    path.write_text(json.dumps(dict(QWEN_LIKE, num_key_value_heads=0)))
+    with pytest.raises(UserInputError, match="n_kv_heads"):
+        load_model_shape(path)
+    path.write_text(json.dumps({k: v for k, v in QWEN_LIKE.items() if k != "num_key_value_heads"}))
+    assert load_model_shape(path).n_kv_heads == 28  # no GQA field: one KV head per query head
+    assert load_model_shape(tmp_path).name == tmp_path.name  # a config.json is named after its folder

@@ -333,8 +333,10 @@ class HardwareProfile(BaseModel):
         counts = [fit.gpus for fit in self.collectives.intra_node_fits]
         if len(counts) != len(set(counts)):
             raise ValueError("collectives.intra_node_fits: two fits for the same gpus count")
-        if any(fit.gpus > self.node.gpus_per_node for fit in self.collectives.intra_node_fits):
-            raise ValueError("collectives.intra_node_fits: gpus exceeds node.gpus_per_node")
+        for fit in self.collectives.intra_node_fits:
+            if fit.gpus > self.node.gpus_per_node:
+                raise ValueError(f"collectives.intra_node_fits: a fit for {fit.gpus} GPUs, but node.gpus_per_node "
+                                 f"is {self.node.gpus_per_node}; allowed: gpus 2..{self.node.gpus_per_node}")
         return self
 
     def nodes_for(self, tp: int) -> int:
@@ -349,7 +351,8 @@ class HardwareProfile(BaseModel):
             )
         if tp % per_node:
             raise UserInputError(
-                f"tp: {tp} spans nodes but is not a multiple of gpus_per_node ({per_node})"
+                f"tp: {tp} spans nodes but is not a multiple of gpus_per_node ({per_node}) of {self.name}; "
+                f"allowed: 1..{per_node} on one node, or {per_node * 2}, {per_node * 3}, ... across nodes"
             )
         return tp // per_node
 
