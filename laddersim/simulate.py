@@ -108,8 +108,9 @@ class SimResult:
             # The paper's metric: batch * generated tokens / (prefill + decode).
             "tokens_per_s": w.batch * w.gen_len / total_s,
             "ttft_s": prefill_s,
-            "tpot_s": decode_s / n_decode if n_decode else 0.0,
-            "decode_step_s": decode_s / n_decode if n_decode else 0.0,
+            # None with gen_len 1: the prefill made the only token, there is no decode step.
+            "tpot_s": decode_s / n_decode if n_decode else None,
+            "decode_step_s": decode_s / n_decode if n_decode else None,
             "compute_s": float(both[1]),
             "overhead_s": float(both[2]),
             "comm_s": float(both[3]),

@@ -39,6 +39,18 @@ def test_json_contract_one_object_per_schedule(capsys):
     assert rows[1]["tokens_per_s"] > rows[0]["tokens_per_s"]  # ladder hides AllReduces at TP 8
 
 
+def test_one_generated_token_has_no_decode_step(capsys):
+    # gen_len 1: the prefill makes the only token; a per-token time of 0 would read as "free".
+    args = ["simulate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm-nvswitch", "--tp", "2",
+            "--prompt-len", "64", "--gen-len", "1", "--schedule", "standard"]
+    code, out, _ = run_cli(args + ["--json"], capsys)
+    row = json.loads(out)[0]
+    assert code == 0 and row["tpot_s"] is None and row["decode_step_s"] is None and row["decode_s"] == 0.0
+    assert row["tokens_per_s"] == pytest.approx(1 / row["prefill_s"])
+    code, out, _ = run_cli(args, capsys)
+    assert out.splitlines()[-1].split()[6] == "-"  # the ms/token column
+
+
 def test_multi_node_tp_reports_nodes(capsys):
     args = ["simulate", "--model", "llama-3.1-405b", "--hardware", "h100-sxm-nvswitch", "--tp", "16",
             "--batch", "1", "--prompt-len", "64", "--gen-len", "4", "--json"]
