@@ -175,6 +175,27 @@ def test_validate_keeps_rows_of_different_machines_apart(tmp_path, capsys, h100)
     assert h100_rows["rel_error"].abs().max() < 1e-5 and result["rel_error"].abs().max() > 0.05
 
 
+def test_validate_with_ladder_rows_only_checks_no_trend(tmp_path, h100):
+    # Without standard rows there is no speedup: no trend is a "MISS nan -> nan".
+    from laddersim.validation.report import write_report
+
+    frame = validate(_tiny_measured(tmp_path, h100, schedules=("ladder",)), ValidationSetup(h100, h100))
+    report = write_report(frame, tmp_path / "r", "test").read_text()
+    assert "nan" not in report.split("## Trends")[1].split("##")[0]
+    assert "none to check" in report
+
+
+def test_tp1_stand_in_is_one_row_per_setting():
+    # 70B and 405B fit no single GPU: llama-3.1-8b stands in, once per batch and lengths.
+    from laddersim.cli.validate_cmd import _tp1_check
+
+    frame = pd.DataFrame([dict(model=m, batch=1, prompt_len=8, gen_len=4)
+                          for m in ("llama-3.1-70b", "llama-3.1-405b")])
+    table = _tp1_check(frame, ValidationSetup())
+    assert len(table) == 1 and table["model"].iloc[0].startswith("llama-3.1-8b (stand-in")
+    assert table["ladder_speedup"].iloc[0] == pytest.approx(1.0, abs=0.01)
+
+
 @pytest.mark.parametrize("content,message", [
     ("model,tp\nllama-3.1-70b,8\n", "lacks columns"),
     ("model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s\nllama-3.1-70b,8,1,1,8,8,maybe,standard,1\n",

@@ -69,7 +69,7 @@ def _tp1_check(frame: pd.DataFrame, setup: ValidationSetup) -> pd.DataFrame | No
         except DoesNotFitError:
             continue
     if not rows:
-        for _, batch, prompt, gen in settings:
+        for batch, prompt, gen in sorted({setting[1:] for setting in settings}):
             try:
                 rows.append(row("llama-3.1-8b", batch, prompt, gen) | {"model": "llama-3.1-8b (stand-in: fits one GPU)"})
             except DoesNotFitError:

@@ -24,7 +24,7 @@ def _markdown(frame: pd.DataFrame, floatfmt: str = ".2f") -> str:
 def trend_checks(frame: pd.DataFrame) -> list[tuple[str, bool, str]]:
     """The paper's qualitative findings, checked on the predicted (and measured) speedups, within
     each hardware, model, prompt and generation length the rows differ in (named in the check)."""
-    lad = frame[frame["schedule"] == "ladder"]
+    lad = frame[(frame["schedule"] == "ladder") & frame["predicted_speedup"].notna()]  # with a standard row
     others = setting_columns(frame)
     checks = []
     groups = lad.groupby(others) if others else [((), lad)]
@@ -97,8 +97,12 @@ def write_report(frame: pd.DataFrame, out_dir: str | Path, command: str, tp1: pd
         "## Trends",
         "",
     ]
-    for name, ok, detail in trend_checks(frame):
+    checks = trend_checks(frame)
+    for name, ok, detail in checks:
         lines.append(f"- {'PASS' if ok else 'MISS'}: {name}: {detail}")
+    if not checks:
+        lines.append("- none to check: no `ladder` row has a `standard` row at its setting and a second TP, "
+                     "batch or P2P setting to compare with")
     if tp1 is not None:
         lines += ["", "At TP 1 there is nothing to hide:", "", _markdown(tp1, ".4f")]
     cols = setting_columns(frame) + ["p2p", "tp", "batch", "schedule", "tokens_per_s", "predicted_tokens_per_s", "rel_error",
