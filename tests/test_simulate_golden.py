@@ -265,3 +265,22 @@ def test_fewer_nics_than_gpus_share_the_inter_node_shards(h100):
     assert one > 2.0 * eight
     overridden = with_overrides(h100, nics_per_node=1)
     assert float(multi_node_model_s(overridden, 16, 2, np.array([size]))[0]) == pytest.approx(one, rel=1e-12)
+
+
+def test_a_dtype_runs_at_its_own_tensor_core_peak():
+    # A compute-bound GEMM takes peak(bf16) / peak(dtype) as long (the datasheet peaks); a GPU
+    # without FP8 tensor cores cannot run fp8 at all.
+    from laddersim.costs.gemm import gemm_time_s
+    from laddersim.errors import UserInputError
+    from laddersim.hardware.profile import load_profile
+    from laddersim.simulate import make_scenario
+
+    gpu = load_profile("h100-sxm-nvswitch").gpu
+    big = (8192, 8192, 8192)
+    bf16 = float(gemm_time_s(gpu, *big, 2, 0.0))
+    fp8 = float(gemm_time_s(gpu, *big, 1, 0.0, gpu.peak_flops_per_s_for("fp8")))
+    fp32 = float(gemm_time_s(gpu, *big, 4, 0.0, gpu.peak_flops_per_s_for("float32")))
+    assert fp8 == pytest.approx(bf16 * 989.4 / 1979, rel=0.02)
+    assert fp32 == pytest.approx(bf16 * 989.4 / 67, rel=0.02)
+    with pytest.raises(UserInputError, match="dtype: fp8 needs gpu.peak_tflops_fp8 .*allowed: bfloat16, float16, float32"):
+        make_scenario("llama-3.1-8b", "a100-sxm-nvswitch", 1, 1, 16, 4, "standard", dtype="fp8")

@@ -20,15 +20,18 @@ import numpy as np
 from laddersim.hardware.profile import GpuSpec
 
 
-def gemm_time_s(gpu: GpuSpec, m, n, k, dtype_bytes: int = 2, launch_s: float | None = None):
+def gemm_time_s(gpu: GpuSpec, m, n, k, dtype_bytes: int = 2, launch_s: float | None = None,
+                peak_flops_per_s: float | None = None):
     """Seconds for one GEMM (scalars or numpy arrays broadcast together); ``launch_s`` replaces
-    the GPU's kernel floor (a framework that runs this GEMM with another kernel)."""
+    the GPU's kernel floor (a framework that runs this GEMM with another kernel);
+    ``peak_flops_per_s`` the fp16/bf16 peak (another dtype's, ``GpuSpec.peak_flops_per_s_for``)."""
     m = np.asarray(m, dtype=float)
     n = np.asarray(n, dtype=float)
     k = np.asarray(k, dtype=float)
     tile = gpu.gemm_tile_m.value
     m_padded = np.ceil(m / tile) * tile
-    t_compute = 2.0 * m_padded * n * k / (gpu.peak_flops_per_s * gpu.gemm_compute_efficiency.value)
+    peak = gpu.peak_flops_per_s if peak_flops_per_s is None else peak_flops_per_s
+    t_compute = 2.0 * m_padded * n * k / (peak * gpu.gemm_compute_efficiency.value)
     moved_bytes = dtype_bytes * (m * k + n * k + m * n)
     t_memory = moved_bytes / (gpu.memory_bandwidth_bytes_per_s * gpu.gemm_memory_efficiency.value)
     p = gpu.gemm_blend_order.value

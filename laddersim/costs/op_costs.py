@@ -71,8 +71,10 @@ def op_times_s(
     def norm(rows: int) -> float:  # RMSNorm: read and write rows x dim
         return streamed(2 * rows * d * b)
 
+    peak = gpu.peak_flops_per_s_for(work.dtype)
+
     def gemm(m: int, n: int, k: int) -> float:
-        return float(gemm_time_s(gpu, m, n, k, b, launch))
+        return float(gemm_time_s(gpu, m, n, k, b, launch, peak))
 
     elementwise_add = streamed(3 * t * d * b)
     messages = collective_message_bytes(model, work, tp, phase)
@@ -146,7 +148,7 @@ def attention_time_s(
     kv_r = model.kv_heads_per_rank(tp)
     heads_streamed = h_r if work.kv_reads == "repeat_interleave" else kv_r
     kv_lens = np.asarray(kv_lens, dtype=float)
-    attn_peak = gpu.peak_flops_per_s * gpu.attention_compute_efficiency.value
+    attn_peak = gpu.peak_flops_per_s_for(work.dtype) * gpu.attention_compute_efficiency.value
     stream_bw = gpu.memory_bandwidth_bytes_per_s * gpu.gemm_memory_efficiency.value
     if phase.name == "prefill":
         s = phase.new_tokens_per_seq

@@ -59,6 +59,8 @@ class GpuSpec(BaseModel):
 
     name: str
     peak_tflops: Positive  # dense fp16/bf16 tensor-core peak, 1e12 FLOP/s
+    peak_tflops_fp8: Positive | None = None  # dense FP8 tensor-core peak; None: the GPU has no FP8
+    peak_tflops_fp32: Positive | None = None  # FP32 peak (torch matmuls run in FP32 unless TF32 is on)
     memory_bandwidth_gbps: Positive  # HBM/GDDR peak, GB/s
     memory_gb: Positive  # capacity, 1e9 bytes
     # GEMM model: t = launch + max(flops / (peak * compute_eff), bytes / (bw * memory_eff)),
@@ -80,6 +82,18 @@ class GpuSpec(BaseModel):
     @property
     def peak_flops_per_s(self) -> float:
         return self.peak_tflops.value * 1e12
+
+    def peak_flops_per_s_for(self, dtype: str) -> float:
+        """Peak FLOP/s of GEMMs and attention in ``dtype`` (a Workload dtype)."""
+        field = {"float16": "peak_tflops", "bfloat16": "peak_tflops", "fp8": "peak_tflops_fp8",
+                 "float32": "peak_tflops_fp32"}[dtype]
+        peak = getattr(self, field)
+        if peak is None:
+            allowed = ["bfloat16", "float16"] + [d for d, f in (("float32", "peak_tflops_fp32"),
+                                                                 ("fp8", "peak_tflops_fp8")) if getattr(self, f)]
+            raise UserInputError(f"dtype: {dtype} needs gpu.{field} and {self.name} gives none; "
+                                 f"allowed: {', '.join(allowed)}")
+        return peak.value * 1e12
 
     @property
     def memory_bandwidth_bytes_per_s(self) -> float:
