@@ -85,14 +85,14 @@ def allreduce_table(frame: pd.DataFrame, mode: str, preferred_dtype: str | None)
     return pd.concat(parts, ignore_index=True)
 
 
-def _write_table(fit: _Fit, table: pd.DataFrame, mode: str, path: Path) -> str:
+def _write_table(fit: _Fit, table: pd.DataFrame, mode: str, timing: str, path: Path) -> str:
     reps = fit.frames["allreduce"]["reps"]
     stat = "/".join(sorted(set(fit.frames["allreduce"]["stat"])))
     date = fit.manifest.get("date_utc", "unknown date")
     shapes = ", ".join(f"{g} ranks x {n} node(s) {d}" for (g, n, d), _ in
                        table.groupby(["gpus", "nodes", "dtype"], sort=True))
     header = [
-        f"# AllReduce time per call ({stat} over {int(reps.min())}-{int(reps.max())} timed calls), {mode}",
+        f"# AllReduce time per call ({stat} over {int(reps.min())}-{int(reps.max())} timed calls), {mode}/{timing}",
         f"# source: calibration run {fit.run_dir} measurements/allreduce.csv ({fit.library}, "
         f"{fit.manifest.get('device_name', '?')}, {date})",
         f"# run command: {fit.manifest.get('command_line', '?')}",
@@ -102,7 +102,7 @@ def _write_table(fit: _Fit, table: pd.DataFrame, mode: str, path: Path) -> str:
     body = table[["gpus", "nodes", "size_bytes", "time_us"]].to_csv(index=False, lineterminator="\n",
                                                                     float_format="%.6g")
     _atomic_write(path, "\n".join(header) + "\n" + body)
-    return f"calibration run {fit.run_dir}: {shapes}; {fit.library}, {mode}"
+    return f"calibration run {fit.run_dir}: {shapes}; {fit.library}, {mode}, timing {timing}"
 
 
 def _intra_tier(fit: _Fit, table: pd.DataFrame, mode: str) -> AlphaBeta:
@@ -184,7 +184,21 @@ def _network(fit: _Fit, table: pd.DataFrame, intra: AlphaBeta, gpus_per_node: in
                                        source=fit.cite("allreduce", f"{what}: 2(n-1)/n / b"))))
 
 
-def _collectives(fit: _Fit, tables_dir: Path) -> tuple[CollectiveSpec, pd.DataFrame, str | None]:
+def _timing(fit: _Fit, mode: str) -> str:
+    """How the run timed its AllReduce points of ``mode`` (``MeasuredTable.timing``).
+
+    ``calibrate run`` (calibration/allreduce_bench.py) times an eager point as one call after a
+    barrier with CUDA events around it, so the host launch is inside (``single``); a graph point
+    is a replay of back-to-back captured calls (``loop``). nccl-tests times ``iters`` back-to-back
+    calls, eager or graph, each launch overlapping the previous collective (``loop``).
+    """
+    if mode == "graph" or fit.manifest.get("source") == "nccl-tests":
+        return "loop"
+    return "single"
+
+
+def _collectives(fit: _Fit, tables_dir: Path) -> tuple[CollectiveSpec, pd.DataFrame, str]:
+    """(collectives, primary table, the measured mode it was taken from)."""
     frame = fit.frames["allreduce"]
     base = fit.base.collectives
     measured_modes = set(frame["mode"])
@@ -199,14 +213,18 @@ def _collectives(fit: _Fit, tables_dir: Path) -> tuple[CollectiveSpec, pd.DataFr
         table = allreduce_table(frame, mode, preferred)
         if table.empty:
             continue
-        what = _write_table(fit, table, mode, tables_dir / file)
-        # Eager points are single calls timed after a barrier (host launch included); a graph
-        # point is a replay of back-to-back captured calls (no launch).
+        what = _write_table(fit, table, mode, _timing(fit, mode), tables_dir / file)
         tables.append(MeasuredTable(file=f"tables/{file}", source=what, mode=mode, library=fit.library,
-                                    timing="single" if mode == "eager" else "loop"))
+                                    timing=_timing(fit, mode)))
+    # The regime simulated is the one the primary table was timed in: a single eager call pays
+    # the host launch (eager); a graph replay or a back-to-back loop hides it, as compiled
+    # (CUDA-graph) decode does (graph, like every shipped profile with nccl-tests tables). So the
+    # table is simulated as measured, with no eager_launch_us added or removed.
+    regime = "eager" if _timing(fit, primary) == "single" else "graph"
     intra = _intra_tier(fit, primary_table, primary)
     eager_launch = fit.copied(base.eager_launch_us)
-    if measured_modes >= {"eager", "graph"}:
+    if measured_modes >= {"eager", "graph"} and _timing(fit, "eager") == "single":
+        # eager minus graph is the launch only when the eager point is a single timed call.
         eager = allreduce_table(frame, "eager", preferred)
         merged = primary_table.merge(eager, on=["gpus", "nodes", "size_bytes"], suffixes=("_g", "_e"))
         small = merged[merged["size_bytes"] <= 64 * 1024]
@@ -214,7 +232,7 @@ def _collectives(fit: _Fit, tables_dir: Path) -> tuple[CollectiveSpec, pd.DataFr
             eager_launch = Sourced(
                 value=max(0.0, float(np.median(small["time_us_e"] - small["time_us_g"]))),
                 source=fit.cite("allreduce", f"median of eager minus graph time at {len(small)} points <= 64 KiB"))
-    spec = CollectiveSpec(mode=primary, eager_launch_us=eager_launch, intra_node=intra, tables=tables)
+    spec = CollectiveSpec(mode=regime, eager_launch_us=eager_launch, intra_node=intra, tables=tables)
     return spec, primary_table, primary
 
 
@@ -266,8 +284,16 @@ def _gpu(fit: _Fit) -> GpuSpec:
                                                    f"ranks per node, run {fit.run_dir}")
     else:
         memory_gb = fit.copied(base.memory_gb)
+    # The other dtypes' peaks: the base's datasheet values for the same device; for another device
+    # only the measured dtype's (its best GEMM rate, as for peak_tflops).
+    other_peaks = {}
+    if same_device or gemm.empty:
+        other_peaks = {f: fit.copied(getattr(base, f)) for f in ("peak_tflops_fp8", "peak_tflops_fp32")
+                       if getattr(base, f) is not None}
+    elif dtype in ("float32", "fp8"):
+        other_peaks = {"peak_tflops_fp32" if dtype == "float32" else "peak_tflops_fp8": peak}
     fields = dict(
-        name=device_name, peak_tflops=peak, memory_bandwidth_gbps=bandwidth, memory_gb=memory_gb,
+        name=device_name, peak_tflops=peak, memory_bandwidth_gbps=bandwidth, memory_gb=memory_gb, **other_peaks,
         attention_compute_efficiency=fit.copied(base.attention_compute_efficiency, " (not measured)"),
         usable_memory_fraction=fit.copied(base.usable_memory_fraction),
     )
@@ -345,9 +371,8 @@ def build_profile(run_dir: str, name: str, base: str) -> HardwareProfile:
     m = fit.manifest
     if all(frame.empty for frame in fit.frames.values()):
         raise UserInputError(f"fit: {run_dir} has no measured points yet; run `laddersim calibrate run --out {run_dir}`")
-    collectives, _, _ = _collectives(fit, Path(run_dir) / "tables")
+    collectives, primary, _ = _collectives(fit, Path(run_dir) / "tables")
     gpus_per_node = int(m.get("ranks_per_node") or fit.base.node.gpus_per_node)
-    primary = allreduce_table(fit.frames["allreduce"], collectives.mode, _compute_dtype(fit))
     if fit.is_cuda:
         node = NodeSpec(gpus_per_node=gpus_per_node, fabric=fit.base.node.fabric,
                         description=f"{gpus_per_node} x {m.get('device_name', '?')} per node; fabric "

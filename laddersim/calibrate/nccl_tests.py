@@ -2,6 +2,8 @@
 
 Parsed from the stdout nccl-tests prints (NVIDIA/nccl-tests ``src/common.cu``):
 
+* ``# Collective test starting: all_reduce_perf`` (nccl-tests >= 2.13) names the test; any other
+  test is refused;
 * ``# nThread 1 nGpus 8 minBytes ... iters: 20 ... graph: 0`` starts a run (iterations per
   point, and whether the collectives were captured in a CUDA graph: ``-G 1``);
 * ``#  Rank  0 Group  0 Pid 123 on host-a device  0 [0x..] NVIDIA H100 80GB HBM3`` lines give
@@ -11,7 +13,14 @@ Parsed from the stdout nccl-tests prints (NVIDIA/nccl-tests ``src/common.cu``):
 * ``nccl-library=22902`` (or ``NCCL version 2.29.2``) gives the library version.
 
 The out-of-place time (a mean over ``iters`` calls, in us) becomes the point's ``time_us`` with
-``stat = mean``. The run directory then fits like any other (``calibrate fit``).
+``stat = mean``. The run directory then fits like any other (``calibrate fit``); its tables are
+labelled ``timing: loop`` (nccl-tests times a back-to-back loop, so each host launch overlaps the
+previous collective and is not in the time).
+
+Refused, one line each: a log of another test (header name, a redop that is not a reduction, a
+root, or per-rank counts, as all_gather/reduce_scatter/alltoall/broadcast/reduce print), a log of
+a single rank (an AllReduce of one rank moves nothing), and a group shape whose largest message
+is below ``MIN_BANDWIDTH_BYTES`` (all latency floor: no bus bandwidth can be read from it).
 """
 
 from __future__ import annotations
@@ -31,6 +40,19 @@ NCCL_DTYPES = {"float": "float32", "double": "float64", "half": "float16", "bflo
 _RANK = re.compile(r"^#\s*Rank\s+(\d+)(?:\s+Group\s+\d+)?\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)"
                    r"\s+\[[^\]]*\]\s+(.*?)\s*$")
 _HEADER = re.compile(r"^#\s*nThread\s+\d+\s+nGpus\s+\d+")
+_TEST_NAME = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
+ALLREDUCE_TEST = "all_reduce_perf"  # also all_reduce_perf_mpi (built with NAME_SUFFIX=_mpi)
+# test_opnames of nccl-tests src/common.cu; tests without a reduction print "none".
+REDOPS = ("sum", "prod", "max", "min", "avg", "mulsum")
+NCCL_DTYPE_BYTES = {"float": 4, "double": 8, "half": 2, "bfloat16": 2, "int8": 1, "uint8": 1, "int32": 4,
+               "uint32": 4, "int64": 8, "uint64": 8, "fp8_e4m3": 1, "fp8_e5m2": 1}
+# The largest message a group shape must reach before its rows can pin a bus bandwidth. Below it
+# the time is the latency floor: 8x H100 NVSwitch (aws_p5_h100_1node_nvswitch.log) takes 12.9 us
+# at 8 B and still only 21.2 us at 512 KiB; 1 MiB (28.6 us) is the first size where the transfer
+# term is over half the time. On 2 nodes over EFA (aws_p5_h100_2node_efa3200.log) the time is flat
+# (~123 us) up to 1 MiB. A fit to smaller rows reads the floor as bandwidth (8-32 B rows give
+# ~0.005 GB/s, and a simulated decode of 0.1 tok/s).
+MIN_BANDWIDTH_BYTES = 1 << 20
 
 
 @dataclass
@@ -85,9 +107,15 @@ def _number(text: str, path: str, lineno: int, what: str) -> float:
         raise UserInputError(f"log: {path}:{lineno}: {what} '{text}' is not a number") from None
 
 
+def _not_allreduce(path: str, lineno: int, why: str) -> UserInputError:
+    return UserInputError(f"log: {path}:{lineno}: {why}; this is not all_reduce_perf output "
+                          f"(allowed: logs of nccl-tests {ALLREDUCE_TEST})")
+
+
 def _data_row(tokens: list[str], path: str, lineno: int) -> LogRow:
+    root = "-1"
     if len(tokens) == 13:  # with the root column (nccl-tests >= 2.10)
-        size, count, dtype, redop, _root, t, algbw, busbw, _w, t_ip = tokens[:10]
+        size, count, dtype, redop, root, t, algbw, busbw, _w, t_ip = tokens[:10]
     elif len(tokens) == 12:
         size, count, dtype, redop, t, algbw, busbw, _w, t_ip = tokens[:9]
     else:
@@ -95,6 +123,14 @@ def _data_row(tokens: list[str], path: str, lineno: int) -> LogRow:
                              "expected 12 or 13")
     if not size.isdigit() or not count.isdigit():
         raise UserInputError(f"log: {path}:{lineno}: size/count '{size} {count}' are not integers")
+    if redop not in REDOPS:
+        raise _not_allreduce(path, lineno, f"redop '{redop}' is not a reduction (allowed redops: "
+                                           f"{', '.join(REDOPS)})")
+    if root != "-1":
+        raise _not_allreduce(path, lineno, f"root '{root}' is set (an AllReduce has none: root -1)")
+    if dtype in NCCL_DTYPE_BYTES and int(size) != int(count) * NCCL_DTYPE_BYTES[dtype]:
+        raise _not_allreduce(path, lineno, f"size {size} B is not count {count} x {NCCL_DTYPE_BYTES[dtype]} B "
+                                           f"({dtype}), a per-rank count")
     time_us = _number(t, path, lineno, "time")
     if time_us <= 0:
         raise UserInputError(f"log: {path}:{lineno}: non-positive time {t}")
@@ -115,7 +151,11 @@ def parse_log(path: str | Path) -> AllReduceLog:
         if not stripped:
             continue
         if stripped.startswith("#"):
-            if _HEADER.match(stripped):
+            if (match := _TEST_NAME.match(stripped)) is not None:
+                test = match.group(1).rsplit("/", 1)[-1]
+                if not test.startswith(ALLREDUCE_TEST):
+                    raise _not_allreduce(str(path), lineno, f"test '{test}' in its header")
+            elif _HEADER.match(stripped):
                 iters = re.search(r"(?<!warmup )(?<!agg )\biters:\s*(\d+)", stripped)
                 graph = re.search(r"\bgraph:\s*(\d+)", stripped)
                 log.iters = int(iters.group(1)) if iters else log.iters
@@ -138,7 +178,26 @@ def parse_log(path: str | Path) -> AllReduceLog:
     if not log.ranks:
         raise UserInputError(f"log: {path}: no '#  Rank N ... on HOST device D' lines; cannot tell "
                              "ranks and nodes (keep the header nccl-tests prints)")
+    if log.world_size < 2:
+        raise UserInputError(f"log: {path}: ranks: {log.world_size} ('#  Rank' lines); an AllReduce of one "
+                             "rank moves no data (allowed: logs of 2 or more ranks)")
     return log
+
+
+def _check_bandwidth_pinned(logs: list[AllReduceLog]) -> None:
+    """Every group shape (ranks x nodes) must reach ``MIN_BANDWIDTH_BYTES`` in some log."""
+    largest: dict[tuple[int, int], tuple[int, str]] = {}
+    for log in logs:
+        size = max(row.size_bytes for row in log.rows)
+        shape = (log.world_size, log.nodes)
+        if size > largest.get(shape, (-1, ""))[0]:
+            largest[shape] = (size, log.path)
+    for (ranks, nodes), (size, path) in sorted(largest.items()):
+        if size < MIN_BANDWIDTH_BYTES:
+            raise UserInputError(
+                f"log: {path}: size: largest message {size} B ({ranks} ranks x {nodes} node(s)) is below "
+                f"MIN_BANDWIDTH_BYTES = {MIN_BANDWIDTH_BYTES} B (1 MiB), too small to pin a bus bandwidth "
+                f"(allowed: logs reaching >= {MIN_BANDWIDTH_BYTES} B, e.g. all_reduce_perf -b 8 -e 1G)")
 
 
 def import_logs(paths: list[str], out: str, name: str | None, base: str, iters: int | None = None):
@@ -146,6 +205,7 @@ def import_logs(paths: list[str], out: str, name: str | None, base: str, iters: 
     from laddersim.calibrate.fit_profile import fit_run
 
     logs = [parse_log(p) for p in paths]
+    _check_bandwidth_pinned(logs)
     out_dir = Path(out)
     try:
         (out_dir / "measurements").mkdir(parents=True, exist_ok=True)

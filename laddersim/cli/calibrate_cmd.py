@@ -74,7 +74,8 @@ def _report(profile, run_dir: str) -> None:
     print(f"  intra-node AR     {intra.base_latency_us.value:.2f} us + {intra.step_latency_us.value:.3f} us/step, "
           f"busbw {intra.bus_bandwidth_gbps.value:.3f} GB/s ({intra.algorithm})")
     for table in profile.collectives.tables:
-        print(f"  AR table          {table.file} ({table.mode}, {table.library})")
+        print(f"  AR table          {table.file} ({table.mode}, timing {table.timing}, {table.library}); "
+              f"simulated as {profile.collectives.mode}")
     print(f"  GEMM              peak {gpu.peak_tflops.value:.4g} TFLOP/s x {gpu.gemm_compute_efficiency.value:.3f}, "
           f"{gpu.memory_bandwidth_gbps.value:.4g} GB/s x {gpu.gemm_memory_efficiency.value:.3f}, "
           f"p={gpu.gemm_blend_order.value:g}, tile {gpu.gemm_tile_m.value:g}, floor {gpu.kernel_launch_us.value:.2f} us")
