@@ -199,3 +199,16 @@ def test_candidate_tps_respect_model_profile_and_nodes(tmp_path):
     assert candidate_tps(model, h100, allowed=[3, 8, 12]) == [8]
     small = load_profile(_variant(tmp_path, "four-gpu", 1.0, gpus_per_node=4))
     assert candidate_tps(model, small) == [1, 2, 4]
+
+
+def test_plan_options_that_exclude_every_configuration_are_one_error_line(capsys):
+    """TP 16 needs two 8-GPU nodes: with --max-nodes 1 nothing can be simulated, which is the
+    user's own constraints conflicting, not "no configuration meets the target"."""
+    argv = ["plan", "--model", "llama-3.1-8b", "--profiles", "h100-sxm-nvswitch", "--tp", "16", "--max-nodes", "1",
+            "--min-user-tokens-per-s", "1", "--no-progress", "--workers", "1"]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert captured.err.startswith("error: tp: no configuration to simulate: --tp 16 with --max-nodes 1 "
+                                   "(tp 16 spans at least 2 nodes)")
+    assert "allowed --tp with --max-nodes 1 on the candidate profiles: 1, 2, 4, 8" in captured.err

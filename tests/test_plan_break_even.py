@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 
+from pathlib import Path
+
 import numpy as np
 import pytest
+import yaml
 
 from laddersim.cli import main
 from laddersim.errors import UserInputError
+from laddersim.hardware import load_profile
 from laddersim.plan import Scenario, Side, break_even, parse_side
 from laddersim.sweep import run_sweep
 from laddersim.sweep.grid import parse_grid
@@ -82,3 +86,69 @@ def test_break_even_input_errors(capsys):
     assert main(["plan", "break-even", "--model", "llama-3.1-8b", "--tp", "8", "--a", "ladder@nope",
                  "--b", f"standard@{H100}"]) == 2
     assert capsys.readouterr().err.startswith("error: hardware: unknown profile 'nope'")
+
+
+@pytest.mark.parametrize("vary", ["inter_bandwidth", "inter_latency"])
+def test_an_inter_node_scale_on_one_node_is_refused(vary, capsys):
+    """TP 8 fits one 8-GPU node: no AllReduce crosses the network, so the scale changes nothing and
+    a "no crossing" answer would be meaningless."""
+    with pytest.raises(UserInputError, match=f"^vary: {vary} has no effect: TP 8 fits one {H100} node"):
+        break_even(SCENARIO, LADDER, STANDARD, vary)
+    argv = ["plan", "break-even", "--model", "llama-3.1-8b", "--tp", "8", "--batch", "4", "--prompt-len", "128",
+            "--gen-len", "16", "--a", f"ladder@{H100}", "--b", f"standard@{H100}", "--vary", vary]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"error: vary: {vary} has no effect") and captured.err.count("\n") == 1
+    assert "allowed here: intra_bandwidth, intra_latency" in captured.err
+
+
+def test_tp_1_has_nothing_to_vary():
+    with pytest.raises(UserInputError, match="^vary: intra_bandwidth has no effect: TP 1 runs no AllReduce"):
+        break_even(Scenario("llama-3.1-8b", tp=1, batch=1, prompt_len=128, gen_len=16), LADDER, STANDARD,
+                   "intra_bandwidth")
+
+
+def _fit_only_h100(tmp_path) -> Path:
+    """The H100 profile told to use its per-GPU-count fits rather than its measured table."""
+    h100 = load_profile(H100)
+    raw = yaml.safe_load(Path(h100.base_dir, f"{H100}.yaml").read_text())
+    raw["name"] = "h100-fit-only"
+    raw["collectives"]["prefer"] = "fit"
+    path = tmp_path / "h100-fit-only.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    (tmp_path / "tables").symlink_to(Path(h100.base_dir, "tables"))
+    return path
+
+
+def test_nominal_is_what_the_model_uses_for_the_group(tmp_path):
+    """Not the profile's fallback alpha-beta numbers (collectives.intra_node: 370 GB/s, 8 us base)
+    but the 8-GPU AllReduce as modelled: the fit's best term and smallest latency, or the
+    measured table's large-message bus bandwidth and latency floor."""
+    from laddersim.plan.break_even import group_nominal
+
+    fit_profile = load_profile(_fit_only_h100(tmp_path))
+    fit = fit_profile.intra_node_fit(8)
+    assert fit is not None
+    bandwidth, what = group_nominal(fit_profile, 8, "intra_bandwidth")
+    assert bandwidth == pytest.approx(max(t.bus_bandwidth_gbps for t in fit.terms), rel=1e-9)
+    assert "8-GPU" in what and "fit for 8 GPUs" in what
+    latency, what = group_nominal(fit_profile, 8, "intra_latency")
+    assert latency == pytest.approx(min(t.latency_us for t in fit.terms), rel=1e-9)
+
+    table_profile = load_profile(H100)
+    fallback = table_profile.collectives.intra_node
+    frame = next(f for t, f in table_profile.allreduce_tables if t.use == "model")
+    rows = frame[(frame.gpus == 8) & (frame.nodes == 1)].sort_values("size_bytes")
+    bandwidth, what = group_nominal(table_profile, 8, "intra_bandwidth")
+    # nccl-tests bus bandwidth of the largest measured size: 2 (n-1)/n * size / time.
+    last = rows.iloc[-1]
+    assert bandwidth == pytest.approx(2 * 7 / 8 * last.size_bytes / last.time_s / 1e9, rel=1e-9)
+    assert "measured table" in what
+    assert bandwidth != pytest.approx(fallback.bus_bandwidth_gbps.value, rel=0.01)
+    latency, _ = group_nominal(table_profile, 8, "intra_latency")
+    assert latency == pytest.approx(rows.time_s.iloc[0] * 1e6, rel=1e-9)
+    assert latency != pytest.approx(fallback.base_latency_us.value, rel=0.01)
+
+    result = break_even(SCENARIO, LADDER, STANDARD, "intra_bandwidth")
+    assert result.nominal == bandwidth and "8-GPU AllReduce" in result.nominal_is

@@ -15,7 +15,7 @@ from laddersim.cli import main
 from laddersim.errors import UserInputError
 from laddersim.hardware.overrides import with_overrides
 from laddersim.plots import PLOT_KINDS, plot_bandwidth, plot_heatmap, plot_timeline
-from laddersim.plots.frames import select, with_speedup
+from laddersim.plots.frames import parse_where, select, with_speedup
 from laddersim.plots.timeline import _exposed_comm_s
 from laddersim.simulate import make_scenario, simulate
 
@@ -199,6 +199,15 @@ def test_cli_timeline_from_scenario_flags(tmp_path, capsys):
     (["--kind", "timeline", "--model", "llama-3.1-8b", "--hardware", "h100-sxm-nvswitch", "--tp", "2",
       "--ranks", "3"], "error: ranks: 3 is more than tp=2"),
     (["--kind", "nope"], "error: plot: argument --kind: invalid choice"),
+    # --x takes numeric inputs only: text columns cannot be ordered, results are the y axis.
+    (["{csv}", "--kind", "bandwidth", "--x", "model"],
+     "error: x: 'model' is not a numeric input column to plot against; allowed: tp, batch, prompt_len, gen_len, "
+     "intra_bandwidth_scale, intra_latency_scale"),
+    (["{csv}", "--kind", "bandwidth", "--x", "tokens_per_s"], "error: x: 'tokens_per_s' is not a numeric input"),
+    (["{csv}", "--kind", "latency", "--x", "speedup_vs_standard"], "error: x: 'speedup_vs_standard' is not"),
+    (["--kind", "timeline", "--model", "llama-3.1-8b", "--hardware", "h100-sxm-nvswitch", "--tp", "2",
+      "--gen-len", "1"], "error: gen-len: 1 gives no decode step to draw (the prefill makes the first token); "
+                         "allowed: gen-len >= 2"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_2(argv, message, table, tmp_path, capsys):
     csv = tmp_path / "r.csv"
@@ -211,3 +220,53 @@ def test_cli_bad_input_is_one_line_and_exit_2(argv, message, table, tmp_path, ca
     assert code == 2
     err = capsys.readouterr().err
     assert err.startswith(message.format(dir=tmp_path)) and err.count("\n") == 1
+
+
+def test_x_may_be_a_numeric_input_such_as_tp(table, tmp_path):
+    frame = select(table, {"intra_bandwidth_scale": "1.0", "intra_latency_scale": "1.0"})
+    _, svg = plot_bandwidth(frame, tmp_path / "by-tp", x="tp")
+    texts = _svg_texts(svg)
+    assert "TP degree (GPUs)" in texts and "Speedup vs TP degree (GPUs)" in "\n".join(texts)
+    assert "batch 1" in texts and "batch 4" in texts
+
+
+def test_repeated_where_on_one_column_means_any_of_its_values(table, tmp_path, capsys):
+    assert parse_where(["tp=4", "tp=2", "batch=1", "tp=4"]) == {"tp": ["4", "2"], "batch": ["1"]}
+    chosen = select(table, parse_where(["tp=4", "tp=2", "batch=1"]))
+    assert set(chosen["tp"]) == {2, 4} and set(chosen["batch"]) == {1}
+    assert set(select(table, {"tp": "2"})["tp"]) == {2}  # a single value still works
+    csv = tmp_path / "r.csv"
+    table.to_csv(csv, index=False)
+    out = tmp_path / "heat"
+    assert main(["plot", str(csv), "--kind", "heatmap", "--where", "tp=2", "--where", "tp=4",
+                 "--where", "intra_bandwidth_scale=1", "--where", "intra_latency_scale=1", "--out", str(out)]) == 0
+    texts = _svg_texts(out.with_suffix(".svg"))
+    base = select(table, {"intra_bandwidth_scale": "1", "intra_latency_scale": "1", "schedule": "ladder",
+                          "status": "ok"})
+    for tp in (2, 4):
+        for value in base[base.tp == tp]["speedup_vs_standard"]:
+            assert f"{value:.2f}" in texts
+
+
+def test_timeline_ranks_default_shrinks_to_tp(tmp_path, capsys):
+    out = tmp_path / "tp1"
+    code = main(["plot", "--kind", "timeline", "--model", "llama-3.1-8b", "--hardware", "h100-sxm-nvswitch",
+                 "--tp", "1", "--prompt-len", "64", "--gen-len", "3", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    texts = _svg_texts(out.with_suffix(".svg"))
+    assert "rank 0 compute" in texts and "rank 1 compute" not in texts
+
+
+def test_timeline_zoom_label_is_clamped_to_the_model_layers(h100, tiny_model, tmp_path):
+    spans = simulate(make_scenario(tiny_model, h100, 2, 1, 64, 4, "ladder")).timeline([0], ranks=[0, 1])
+    _, svg = plot_timeline(spans.assign(schedule="ladder"), tmp_path / "zoom", zoom_layers=9)
+    texts = _svg_texts(svg)
+    assert f"zoom: layers 0-{tiny_model.n_layers - 1}" in texts and "zoom: layers 0-8" not in texts
+
+
+def test_panel_titles_wrap_between_parts(table, tmp_path):
+    from laddersim.plots.frames import panel_title
+
+    values = {"batch": 1, "intra_bandwidth_scale": 0.5, "intra_latency_scale": 4.0}
+    assert panel_title(values, 10.0) == "batch 1, intra_bandwidth_scale=0.5, intra_latency_scale=4"
+    assert panel_title(values, 3.0) == "batch 1\nintra_bandwidth_scale=0.5\nintra_latency_scale=4"

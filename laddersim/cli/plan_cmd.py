@@ -87,8 +87,9 @@ def register(sub) -> None:
     be.set_defaults(func=run_break_even)
 
 
-def _candidate_profiles(names: list[str] | None, prices) -> dict:
-    """name -> (load ref, profile); explicit names need a price, defaults without one are skipped."""
+def _candidate_profiles(names: list[str] | None, prices) -> tuple[dict, list[str]]:
+    """(name -> (load ref, profile), names skipped); explicit names need a price, defaults without
+    one are skipped."""
     out, skipped = {}, []
     for name in names or list_profiles():
         profile = load_profile(name)
@@ -98,11 +99,9 @@ def _candidate_profiles(names: list[str] | None, prices) -> dict:
             skipped.append(profile.name)
             continue
         out[name] = (name, profile)
-    if skipped:
-        print(f"plan: not considered (no price): {', '.join(skipped)}", file=sys.stderr)
     if not out:
         raise UserInputError("profiles: none of the candidate profiles has a price; add them to a --prices file")
-    return out
+    return out, skipped
 
 
 def run_plan(args: argparse.Namespace) -> int:
@@ -118,9 +117,11 @@ def run_plan(args: argparse.Namespace) -> int:
     for tp in args.tp or []:
         shape.check_tp(tp)
     prices = load_prices(args.prices)
-    profiles = _candidate_profiles(args.profiles, prices)
+    profiles, skipped = _candidate_profiles(args.profiles, prices)
     points = candidate_points(args.model, shape, profiles, args.schedule, args.batch, args.tp,
                               args.prompt_len, args.gen_len, args.dtype, args.kv_cache, args.max_nodes)
+    if skipped:  # only once the inputs are known good: a bad one stays a single error line
+        print(f"plan: not considered (no price): {', '.join(skipped)}", file=sys.stderr)
     rows = []
     with tqdm(total=len(points), desc="plan", unit="config", file=sys.stderr, disable=args.no_progress) as bar:
         for done in run_points(points, args.workers):
@@ -167,5 +168,5 @@ def run_break_even(args: argparse.Namespace) -> int:
         print(f"no crossing in [{result.lo:g}, {result.hi:g}] (scale of {args.vary})")
         return 0
     print(f"break-even: {result.a} matches {result.b} at {args.vary} x{result.scale:.4g} = "
-          f"{result.value:.4g} {result.unit} (nominal {result.nominal:g} {result.unit})")
+          f"{result.value:.4g} {result.unit} (nominal {result.nominal:.4g} {result.unit}: {result.nominal_is})")
     return 0

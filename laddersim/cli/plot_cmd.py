@@ -17,6 +17,7 @@ KINDS = ("bandwidth", "latency", "heatmap", "throughput", "breakdown", "timeline
 _SCHEDULE_KINDS = ("bandwidth", "latency", "heatmap")
 _X_KINDS = ("bandwidth", "latency")
 _SCENARIO_FLAGS = ("model", "hardware", "tp")
+DEFAULT_RANKS = 2  # timeline lanes drawn without --ranks (fewer when TP is smaller)
 
 
 def register(sub) -> None:
@@ -28,8 +29,12 @@ def register(sub) -> None:
     p.add_argument("--out", metavar="BASE",
                    help="output path without extension (default: <RESULTS stem>-<kind>, or timeline-<model>-tp<N>)")
     p.add_argument("--title", help="figure title")
-    p.add_argument("--where", action="append", metavar="COL=VAL", help="keep rows with COL equal to VAL (repeatable)")
-    p.add_argument("--x", metavar="COLUMN", help="bandwidth/latency: the override column on the x axis")
+    p.add_argument("--where", action="append", metavar="COL=VAL",
+                   help="keep rows with COL equal to VAL; repeatable: one column repeated means any of its "
+                        "values (--where tp=4 --where tp=8), different columns must all match")
+    p.add_argument("--x", metavar="COLUMN",
+                   help="bandwidth/latency: the column on the x axis, a numeric input (an override column, "
+                        "tp, batch, prompt_len, gen_len)")
     p.add_argument("--schedule", action="append",
                    help="bandwidth/latency/heatmap: schedule compared with standard (default ladder); "
                         "timeline: schedules shown, repeatable (default standard and ladder)")
@@ -43,7 +48,8 @@ def register(sub) -> None:
     timeline.add_argument("--dtype", default="bfloat16", help="bfloat16, float16, float32 or fp8")
     timeline.add_argument("--kv-cache", default="static", help="static or dynamic")
     timeline.add_argument("--step", type=int, default=0, help="decode step to draw (0 = first after prefill)")
-    timeline.add_argument("--ranks", type=positive_int("ranks"), default=2, help="draw ranks 0..N-1 (default 2)")
+    timeline.add_argument("--ranks", type=positive_int("ranks"),
+                          help="draw ranks 0..N-1 (default 2, or all of them when TP is smaller)")
     timeline.add_argument("--zoom-layers", type=int, default=2,
                           help="zoom panel on layers 0..N-1 (0: no zoom panel; default 2)")
     p.set_defaults(func=run)
@@ -102,9 +108,10 @@ def _timeline(args: argparse.Namespace) -> list[Path]:
         raise UserInputError(f"{'where' if args.where else 'x'}: not used by --kind timeline")
     if args.zoom_layers < 0:
         raise UserInputError(f"zoom-layers: must be >= 0, got {args.zoom_layers}")
+    ranks = args.ranks if args.ranks is not None else min(DEFAULT_RANKS, args.tp)
     spans, results = decode_step_spans(args.model, args.hardware, args.tp, args.batch, args.prompt_len,
                                        args.gen_len, args.schedule or ["standard", "ladder"], args.step,
-                                       args.ranks, args.dtype, args.kv_cache)
+                                       ranks, args.dtype, args.kv_cache)
     scenario = next(iter(results.values())).scenario
     title = args.title or (f"Decode step {args.step}: {scenario.model.name}, TP {args.tp}, batch {args.batch}, "
                            f"{scenario.hardware.name}")

@@ -4,8 +4,13 @@ delivers the tokens/s of schedule B on fabric B.
 Side A's fabric is scaled by a what-if scale ``s`` (laddersim.hardware.overrides); tokens/s (the
 paper's metric: batch * gen_len / (prefill + decode)) is monotone in ``s`` (more bandwidth or less
 latency is never slower), so the crossing is found by bisection on log ``s`` inside [lo, hi]. The
-result is reported as the scale and as the value it gives the profile's nominal alpha-beta number
-(bus bandwidth in GB/s or base latency in us; see laddersim.sweep.overrides).
+result is reported as the scale and as the value it gives the number the cost model really uses
+for side A's group (``group_nominal``): for intra-node scales, the large-message bus bandwidth
+(GB/s) or the small-message latency (us) of the ``tp / nodes``-GPU AllReduce as modelled (measured
+table, per-GPU-count fit, or the alpha-beta fallback, whichever laddersim.costs.collectives picks);
+for inter-node scales, the profile's network tier (``network.allreduce``). A scale that cannot
+change side A's tokens/s (an inter-node scale on one node, an intra-node one with one GPU per
+node) is refused: bisecting it would report a meaningless "no crossing".
 """
 
 from __future__ import annotations
@@ -13,11 +18,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
+from laddersim.costs.collectives import alpha_beta_time_s, intra_node_allreduce_s, intra_node_model_s
 from laddersim.errors import UserInputError
-from laddersim.hardware.profile import load_profile
+from laddersim.hardware.profile import HardwareProfile, load_profile
 from laddersim.sweep.evaluate import simulate_point
 from laddersim.sweep.grid import OVERRIDE_COLUMNS
-from laddersim.sweep.overrides import nominal_value
 from laddersim.sweep.points import Point
 
 # --vary value -> (scale column, set column, unit of the set column)
@@ -79,8 +86,9 @@ class BreakEven:
     a_tokens_per_s_at_hi: float
     scale: float | None  # None: no crossing in [lo, hi]
     bracket: tuple[float, float] | None  # final bisection interval around ``scale``
-    nominal: float  # side A's nominal value (GB/s or us) that the scale multiplies
+    nominal: float  # side A's value (GB/s or us) that the scale multiplies, as the model uses it
     unit: str
+    nominal_is: str  # what ``nominal`` is, e.g. "large-message bus bandwidth of the 8-GPU AllReduce (measured table)"
 
     @property
     def value(self) -> float | None:
@@ -95,16 +103,27 @@ def break_even(scenario: Scenario, a: Side, b: Side, vary: str, lo: float = 0.01
         raise UserInputError(f"vary: unknown '{vary}'; allowed: {', '.join(VARY)}")
     if not 0 < lo < hi:
         raise UserInputError(f"range: need 0 < lo < hi, got lo={lo}, hi={hi}")
-    scale_key, set_key, unit = VARY[vary]
-    nominal = nominal_value(load_profile(a.hardware), set_key)
+    scale_key, _, unit = VARY[vary]
+    profile = load_profile(a.hardware)
     target = scenario.tokens_per_s(b)
+    try:
+        profile.nodes_for(scenario.tp)
+    except UserInputError as exc:
+        raise UserInputError(f"{a}: {exc}") from None
+    nominal, nominal_is = group_nominal(profile, scenario.tp, vary)
 
     def gap(scale: float) -> float:
         return scenario.tokens_per_s(a, scale_key, scale) - target
 
     g_lo, g_hi = gap(lo), gap(hi)
+    if math.isclose(g_lo, g_hi, rel_tol=1e-12, abs_tol=0.0):
+        # Caught structurally above in the usual cases; this covers the rest (e.g. a measured
+        # multi-node table, which only the inter-node scales touch).
+        raise UserInputError(f"vary: {vary} has no effect on {a} at TP {scenario.tp}: "
+                             f"{g_lo + target:.4g} tokens/s at x{lo:g} and at x{hi:g}")
     result = dict(vary=vary, a=str(a), b=str(b), b_tokens_per_s=target, lo=lo, hi=hi,
-                  a_tokens_per_s_at_lo=g_lo + target, a_tokens_per_s_at_hi=g_hi + target, nominal=nominal, unit=unit)
+                  a_tokens_per_s_at_lo=g_lo + target, a_tokens_per_s_at_hi=g_hi + target, nominal=nominal, unit=unit,
+                  nominal_is=nominal_is)
     if g_lo == 0.0 or g_hi == 0.0:
         scale = lo if g_lo == 0.0 else hi
         return BreakEven(**result, scale=scale, bracket=(scale, scale))
@@ -122,3 +141,56 @@ def break_even(scenario: Scenario, a: Side, b: Side, vary: str, lo: float = 0.01
         else:
             right = mid
     return BreakEven(**result, scale=math.sqrt(left * right), bracket=(left, right))
+
+
+# Message sizes (bytes) far above any measured table: the AllReduce time grows linearly there, so
+# its slope is the bandwidth the model uses for large messages.
+_LARGE_BYTES = (2.0 ** 34, 2.0 ** 35)
+
+
+def group_nominal(profile: HardwareProfile, tp: int, vary: str) -> tuple[float, str]:
+    """(value, what it is) of the quantity ``vary`` scales, for a TP group of ``tp`` ranks on
+    ``profile`` as the cost model uses it: GB/s for bandwidths, us for latencies.
+
+    Raises UserInputError when the scale cannot matter for this group: inter-node scales when
+    the group fits one node, intra-node ones when each node holds one rank.
+    """
+    nodes = profile.nodes_for(tp)
+    gpus = tp // nodes
+    if tp == 1:
+        raise UserInputError(f"vary: {vary} has no effect: TP 1 runs no AllReduce; allowed: --tp 2 or more")
+    if vary.startswith("inter_"):
+        if nodes == 1:
+            raise UserInputError(
+                f"vary: {vary} has no effect: TP {tp} fits one {profile.name} node "
+                f"({profile.node.gpus_per_node} GPUs), so no AllReduce crosses the network; "
+                f"allowed here: intra_bandwidth, intra_latency")
+        tier, w = profile.network.allreduce, profile.what_if
+        if vary == "inter_bandwidth":
+            return (tier.bus_bandwidth_gbps.value * w.inter_bandwidth_scale,
+                    "bus bandwidth of the profile's network tier (network.allreduce)")
+        latency_s = float(alpha_beta_time_s(tier, nodes, 0.0, latency_scale=w.inter_latency_scale))
+        return latency_s * 1e6, f"latency of the profile's network tier (network.allreduce) across {nodes} nodes"
+    if gpus == 1:
+        raise UserInputError(
+            f"vary: {vary} has no effect: TP {tp} on {profile.name} puts one GPU on each node, so no "
+            f"AllReduce stays inside a node; allowed here: inter_bandwidth, inter_latency")
+    source = _intra_source(profile, gpus)
+    if vary == "intra_bandwidth":
+        t_small_s, t_large_s = intra_node_allreduce_s(profile, gpus, np.array(_LARGE_BYTES))
+        moved_bytes = 2.0 * (gpus - 1) / gpus * (_LARGE_BYTES[1] - _LARGE_BYTES[0])
+        return (moved_bytes / (t_large_s - t_small_s) / 1e9,
+                f"large-message bus bandwidth of the {gpus}-GPU AllReduce ({source})")
+    latency_s = float(intra_node_allreduce_s(profile, gpus, np.zeros(1))[0])
+    return latency_s * 1e6, f"small-message time of the {gpus}-GPU AllReduce ({source})"
+
+
+def _intra_source(profile: HardwareProfile, gpus: int) -> str:
+    """Where the model's intra-node AllReduce time for ``gpus`` GPUs comes from."""
+    sizes = np.geomspace(1.0, 2.0 ** 30, 16)
+    if not np.allclose(intra_node_allreduce_s(profile, gpus, sizes), intra_node_model_s(profile, gpus, sizes),
+                       rtol=1e-12, atol=0.0):
+        return "measured table"
+    if profile.intra_node_fit(gpus) is not None:
+        return f"fit for {gpus} GPUs"
+    return "alpha-beta fallback collectives.intra_node"

@@ -97,7 +97,33 @@ def candidate_points(model: str, model_shape: ModelShape, profiles: dict[str, tu
                 for batch in batches:
                     points.append(Point(model, name, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache,
                                         no_overrides, model, ref))
+    if not points:
+        raise UserInputError(no_candidates_message(model_shape, profiles, tps, max_nodes))
     return points
+
+
+def no_candidates_message(model_shape: ModelShape, profiles: dict[str, tuple[str, HardwareProfile]],
+                          tps: list[int] | None, max_nodes: int | None) -> str:
+    """Why the user's own options (--tp, --max-nodes, --profiles) leave no (profile, TP) to
+    simulate, as one line naming them and the TP degrees that would do."""
+    nodes_flag = f" with --max-nodes {max_nodes}" if max_nodes is not None else ""
+    possible = sorted({tp for _, profile in profiles.values()
+                       for tp in candidate_tps(model_shape, profile, None, max_nodes)})
+    reasons = []
+    for tp in tps or []:
+        nodes = []
+        for _, profile in profiles.values():
+            try:
+                model_shape.check_tp(tp)
+                nodes.append(profile.nodes_for(tp))
+            except UserInputError:
+                continue
+        reasons.append(f"tp {tp} spans at least {min(nodes)} nodes" if nodes
+                       else f"tp {tp} runs on none of the candidate profiles")
+    given = f"--tp {' '.join(map(str, tps))}" if tps else "the TP degrees the model allows"
+    why = f" ({'; '.join(reasons)})" if reasons else ""
+    return (f"tp: no configuration to simulate: {given}{nodes_flag}{why}; "
+            f"allowed --tp{nodes_flag} on the candidate profiles: {', '.join(map(str, possible)) or 'none'}")
 
 
 def fewest_replicas(target_tokens_per_s: float | None, replica_tokens_per_s: float) -> int:

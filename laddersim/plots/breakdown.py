@@ -14,10 +14,14 @@ import pandas as pd
 
 from laddersim.errors import UserInputError
 from laddersim.plots.figure_io import new_figure, save_figure, styled
-from laddersim.plots.frames import groups, input_columns, label, ok_rows, titled, varying
+from laddersim.plots.frames import groups, input_columns, ok_rows, panel_title, titled, varying
 from laddersim.plots.throughput import schedule_order
 
 MAX_PANELS = 16
+# Width of one character of a 7 pt tick label (DejaVu Sans averages ~0.55 em), and the part of a
+# panel the y axis label and ticks take: schedule names wider than a bar's share are drawn slanted.
+_TICK_CHAR_IN = 7 * 0.55 / 72
+_Y_AXIS_IN = 0.9
 # (column, legend label, colour); "other_s" is derived: total_s minus the rest, floored at 0.
 PARTS = (
     ("compute_s", "compute", "#4c72b0"),
@@ -40,7 +44,8 @@ def plot_breakdown(frame: pd.DataFrame, out_base: str | Path, *, title: str | No
     schedules = schedule_order(rows["schedule"].unique())
     with styled():
         bars_per_panel = rows.groupby(["tp", "schedule"]).ngroups
-        fig, axes = new_figure(len(panels), panel_w_in=max(3.6, 1.2 + 0.42 * bars_per_panel), max_cols=2)
+        panel_w_in = max(3.6, 1.2 + 0.42 * bars_per_panel)
+        fig, axes = new_figure(len(panels), panel_w_in=panel_w_in, max_cols=2)
         for ax, (selector, panel) in zip(axes, panels):
             means = panel.groupby(["tp", "schedule"])[[p[0] for p in PARTS] + ["total_s"]].mean()
             keys = sorted(means.index, key=lambda k: (k[0], schedules.index(k[1])))
@@ -50,9 +55,14 @@ def plot_breakdown(frame: pd.DataFrame, out_base: str | Path, *, title: str | No
                 heights = np.array([means.loc[k, column] for k in keys])
                 ax.bar(xs, heights, 0.7, bottom=bottom, label=name, color=color)
                 bottom += heights
-            ax.set_xticks(xs, [f"{s}\nTP {tp}" for tp, s in keys], fontsize=7, rotation=0)
-            ax.set_ylabel("time per request, prefill + decode (s)")
-            ax.set_title(label(selector) or "time breakdown")
+            ticks = [f"{s}\nTP {tp}" for tp, s in keys]
+            if max(len(s) for _, s in keys) * _TICK_CHAR_IN > (panel_w_in - _Y_AXIS_IN) / bars_per_panel:
+                # Names wider than a bar (desync_half, hybrid:40) would run into each other.
+                ax.set_xticks(xs, ticks, fontsize=7, rotation=45, ha="right", rotation_mode="anchor")
+            else:
+                ax.set_xticks(xs, ticks, fontsize=7, rotation=0)
+            ax.set_ylabel("time per request (s)\nprefill + decode")  # one line overruns a short panel
+            ax.set_title(panel_title(selector, panel_w_in - 0.6) or "time breakdown")
             ax.grid(axis="x", visible=False)
         handles, names = axes[0].get_legend_handles_labels()
         fig.legend(handles, names, loc="outside lower center", ncol=len(PARTS))

@@ -35,31 +35,42 @@ def read_results(path: str | Path) -> pd.DataFrame:
         raise UserInputError(f"results: cannot read '{path}': {exc}") from None
 
 
-def parse_where(clauses: list[str] | None) -> dict[str, str]:
-    """``["tp=8", "model=llama-3.1-70b"]`` -> {"tp": "8", ...}."""
-    where: dict[str, str] = {}
+def parse_where(clauses: list[str] | None) -> dict[str, list[str]]:
+    """``["tp=8", "tp=4", "model=llama-3.1-70b"]`` -> {"tp": ["8", "4"], "model": [...]}.
+
+    Repeating a column means "any of these values" (tp in {8, 4}); different columns must all match.
+    """
+    where: dict[str, list[str]] = {}
     for clause in clauses or []:
         column, sep, value = clause.partition("=")
-        if not sep or not column:
+        if not sep or not column.strip():
             raise UserInputError(f"where: '{clause}' is not COLUMN=VALUE")
-        where[column.strip()] = value.strip()
+        values = where.setdefault(column.strip(), [])
+        if value.strip() not in values:
+            values.append(value.strip())
     return where
 
 
-def select(frame: pd.DataFrame, where: dict[str, str]) -> pd.DataFrame:
-    """Rows whose ``column`` equals each value (compared as text, so 8 matches 8 and 8.0 matches 8.0)."""
-    for column, value in where.items():
+def select(frame: pd.DataFrame, where: dict[str, str | list[str]]) -> pd.DataFrame:
+    """Rows whose ``column`` equals one of its values (a single value or a list: any of them), for
+    every column given. Compared as text, so 8 matches 8 and 8.0 matches 8.0."""
+    for column, values in where.items():
         if column not in frame.columns:
             raise UserInputError(f"where: no column '{column}'; allowed: {', '.join(map(str, frame.columns))}")
+        if isinstance(values, str):
+            values = [values]
         as_text = frame[column].astype(str)
-        matches = as_text == value
-        if not matches.any():
-            # 1 should select 1.0 in a float column: compare numerically when both sides are numbers.
-            try:
-                matches = pd.to_numeric(frame[column], errors="coerce") == float(value)
-            except ValueError:
-                pass
-        frame = frame[matches]
+        keep = pd.Series(False, index=frame.index)
+        for value in values:
+            matches = as_text == value
+            if not matches.any():
+                # 1 should select 1.0 in a float column: compare numerically when both sides are numbers.
+                try:
+                    matches = pd.to_numeric(frame[column], errors="coerce") == float(value)
+                except ValueError:
+                    pass
+            keep |= matches
+        frame = frame[keep]
     return frame
 
 
@@ -114,6 +125,27 @@ def varying(frame: pd.DataFrame, columns: list[str]) -> list[str]:
 
 def label(values: dict) -> str:
     """'llama-3.1-70b, TP 8, batch 16' from a dict of column values."""
+    return ", ".join(_label_parts(values))
+
+
+# Characters of a panel title (axes.titlesize 10 pt, DejaVu Sans) that fit in one inch of panel.
+TITLE_CHARS_PER_IN = 11
+
+
+def panel_title(values: dict, panel_w_in: float) -> str:
+    """``label(values)`` wrapped between its parts so each line fits a panel ``panel_w_in`` wide:
+    long what-if override names would otherwise run into the neighbouring panel's title."""
+    width = max(12, int(panel_w_in * TITLE_CHARS_PER_IN))
+    lines: list[str] = []
+    for part in _label_parts(values):
+        if lines and len(lines[-1]) + 2 + len(part) <= width:
+            lines[-1] += ", " + part
+        else:
+            lines.append(part)
+    return "\n".join(lines)
+
+
+def _label_parts(values: dict) -> list[str]:
     names = {"tp": "TP", "batch": "batch", "nodes": "nodes", "prompt_len": "prompt",
              "gen_len": "gen"}
     parts = []
@@ -124,7 +156,7 @@ def label(values: dict) -> str:
             parts.append(f"{names[column]} {_number(value)}")
         else:
             parts.append(f"{column}={_number(value)}")
-    return ", ".join(parts)
+    return parts
 
 
 def _number(value) -> str:

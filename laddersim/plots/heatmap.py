@@ -14,7 +14,7 @@ from matplotlib.colors import TwoSlopeNorm
 
 from laddersim.errors import UserInputError
 from laddersim.plots.figure_io import new_figure, save_figure, styled
-from laddersim.plots.frames import groups, input_columns, label, ok_rows, titled, varying, with_speedup
+from laddersim.plots.frames import groups, input_columns, ok_rows, panel_title, titled, varying, with_speedup
 
 MAX_PANELS = 12
 
@@ -41,7 +41,8 @@ def plot_heatmap(frame: pd.DataFrame, out_base: str | Path, *, schedule: str = "
     # Centre the colour scale on 1.0 (no gain): red above, blue below.
     norm = TwoSlopeNorm(vcenter=1.0, vmin=min(float(values.min()), 0.99), vmax=max(float(values.max()), 1.01))
     with styled():
-        fig, axes = new_figure(len(panels), panel_w_in=1.2 + 0.9 * len(tps), panel_h_in=1.2 + 0.55 * len(batches))
+        panel_w_in = 1.2 + 0.9 * len(tps)
+        fig, axes = new_figure(len(panels), panel_w_in=panel_w_in, panel_h_in=1.2 + 0.55 * len(batches))
         image = None
         for ax, (selector, panel) in zip(axes, panels):
             grid = panel.groupby(["batch", "tp"])["speedup_vs_standard"].mean()
@@ -60,7 +61,7 @@ def plot_heatmap(frame: pd.DataFrame, out_base: str | Path, *, schedule: str = "
             ax.set_yticks(range(len(batches)), [str(b) for b in batches])
             ax.set_xlabel("TP degree (GPUs)")
             ax.set_ylabel("batch size (sequences)")
-            ax.set_title(label(selector) or f"{schedule} vs standard")
+            ax.set_title(panel_title(selector, panel_w_in - 0.6) or f"{schedule} vs standard")
             ax.grid(False)
         fig.colorbar(image, ax=axes, label=f"{schedule} speedup over standard (x)", shrink=0.9)
         fig.suptitle(titled(title or f"Speedup of {schedule} over standard", rows, panel_keys + ["tp", "batch"]))

@@ -12,7 +12,8 @@ import pandas as pd
 
 from laddersim.errors import UserInputError
 from laddersim.plots.figure_io import new_figure, save_figure, styled
-from laddersim.plots.frames import groups, input_columns, label, ok_rows, titled, varying, with_speedup
+from laddersim.plots.frames import groups, input_columns, label, ok_rows, panel_title, titled, varying, with_speedup
+from laddersim.sweep.grid import OVERRIDE_COLUMNS
 
 BANDWIDTH_COLUMNS = (
     "intra_bandwidth_scale", "intra_bandwidth_gbps", "inter_bandwidth_scale", "inter_bandwidth_gbps",
@@ -20,7 +21,16 @@ BANDWIDTH_COLUMNS = (
 )
 LATENCY_COLUMNS = ("intra_latency_scale", "intra_latency_us", "inter_latency_scale", "inter_latency_us")
 
+# Columns that can go on the x axis: numeric inputs of a scenario (a sweep's axes and its what-if
+# overrides). Text columns (model, schedule) cannot be ordered, and results (tokens_per_s,
+# speedup) are what the y axis shows, not something a sweep sets.
+X_COLUMNS = ("tp", "batch", "prompt_len", "gen_len", *OVERRIDE_COLUMNS)
+
 AXIS_LABELS = {
+    "tp": "TP degree (GPUs)",
+    "batch": "batch size (sequences)",
+    "prompt_len": "prompt length (tokens)",
+    "gen_len": "generated tokens",
     "intra_bandwidth_scale": "intra-node bandwidth (x the profile's)",
     "intra_bandwidth_gbps": "intra-node AllReduce bus bandwidth (GB/s)",
     "inter_bandwidth_scale": "inter-node bandwidth (x the profile's)",
@@ -40,29 +50,50 @@ _DASHES = ["-", "--", ":", "-."]
 def plot_bandwidth(frame: pd.DataFrame, out_base: str | Path, *, x: str | None = None,
                    schedule: str = "ladder", title: str | None = None) -> list[Path]:
     """Speedup (x) of ``schedule`` over standard vs a bandwidth column; writes PNG and SVG."""
-    return _plot_link(frame, out_base, x or _pick_x(frame, BANDWIDTH_COLUMNS, "bandwidth"), schedule,
-                      title or "Speedup vs interconnect bandwidth")
+    x = x or _pick_x(frame, BANDWIDTH_COLUMNS, "bandwidth")
+    return _plot_link(frame, out_base, x, schedule,
+                      title or _default_title(x, BANDWIDTH_COLUMNS, "Speedup vs interconnect bandwidth"))
 
 
 def plot_latency(frame: pd.DataFrame, out_base: str | Path, *, x: str | None = None,
                  schedule: str = "ladder", title: str | None = None) -> list[Path]:
     """Speedup (x) of ``schedule`` over standard vs a latency column; writes PNG and SVG."""
-    return _plot_link(frame, out_base, x or _pick_x(frame, LATENCY_COLUMNS, "latency"), schedule,
-                      title or "Speedup vs interconnect latency")
+    x = x or _pick_x(frame, LATENCY_COLUMNS, "latency")
+    return _plot_link(frame, out_base, x, schedule,
+                      title or _default_title(x, LATENCY_COLUMNS, "Speedup vs interconnect latency"))
+
+
+def _default_title(x: str, kind_columns: tuple[str, ...], kind_title: str) -> str:
+    """The kind's title when x is one of its columns, else one naming what --x put on the axis."""
+    return kind_title if x in kind_columns else f"Speedup vs {AXIS_LABELS.get(x, x)}"
 
 
 def _pick_x(frame: pd.DataFrame, candidates: tuple[str, ...], what: str) -> str:
     """The first candidate column that varies; else the first present."""
-    present = [c for c in candidates if c in frame.columns]
+    present = [c for c in candidates if c in frame.columns and frame[c].notna().any()]
     if not present:
-        raise UserInputError(f"results: no {what} column to plot against; allowed: {', '.join(candidates)}")
+        raise UserInputError(f"results: no {what} column with values to plot against ({', '.join(candidates)}); "
+                             f"pick another with --x")
     moving = varying(frame, present)
     return (moving or present)[0]
 
 
-def _plot_link(frame: pd.DataFrame, out_base, x: str, schedule: str, title: str) -> list[Path]:
+def check_x(frame: pd.DataFrame, x: str) -> None:
+    """Refuse an x column that is not a numeric input with values in ``frame`` (one line, naming
+    the columns that are allowed)."""
+    allowed = [c for c in X_COLUMNS if c in frame.columns and pd.to_numeric(frame[c], errors="coerce").notna().any()]
+    if x in allowed:
+        return
+    listed = ", ".join(allowed) or "none in this table"
     if x not in frame.columns:
-        raise UserInputError(f"x: no column '{x}' in the results; allowed: {', '.join(map(str, frame.columns))}")
+        raise UserInputError(f"x: no column '{x}' in the results; allowed: {listed}")
+    if x in X_COLUMNS:
+        raise UserInputError(f"x: column '{x}' has no values in the results; allowed: {listed}")
+    raise UserInputError(f"x: '{x}' is not a numeric input column to plot against; allowed: {listed}")
+
+
+def _plot_link(frame: pd.DataFrame, out_base, x: str, schedule: str, title: str) -> list[Path]:
+    check_x(frame, x)
     frame = with_speedup(ok_rows(frame, "speedup-vs-link", ["schedule", "tokens_per_s", x]))
     rows = frame[frame["schedule"] == schedule].dropna(subset=["speedup_vs_standard"])
     if rows.empty:
@@ -89,7 +120,7 @@ def _plot_link(frame: pd.DataFrame, out_base, x: str, schedule: str, title: str)
                 ax.set_xscale("log", base=2)
             ax.set_xlabel(AXIS_LABELS.get(x, x))
             ax.set_ylabel(f"{schedule} speedup over standard (x)")
-            ax.set_title(label(selector))  # empty with one panel: the figure title says it
+            ax.set_title(panel_title(selector, 3.6))  # empty with one panel: the figure title says it
             ax.legend(loc="best")
         fig.suptitle(titled(title, rows, panel_keys + line_keys + [x]))
         return save_figure(fig, out_base)

@@ -14,6 +14,9 @@ def decode_step_spans(model, hardware, tp: int, batch: int, prompt_len: int, gen
     """Spans (``SimResult.timeline`` rows plus ``schedule``) of decode step ``step`` on ranks
     0..n_ranks-1, and the result of every schedule (for its summary)."""
     n_steps = gen_len - 1
+    if n_steps < 1:
+        raise UserInputError(f"gen-len: {gen_len} gives no decode step to draw (the prefill makes the first "
+                             f"token); allowed: gen-len >= 2")
     if not 0 <= step < n_steps:
         raise UserInputError(f"step: {step} is not a decode step; allowed: 0..{n_steps - 1} "
                              f"(gen-len {gen_len} gives {n_steps} decode steps)")

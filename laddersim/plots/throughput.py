@@ -13,7 +13,7 @@ import pandas as pd
 
 from laddersim.errors import UserInputError
 from laddersim.plots.figure_io import new_figure, save_figure, schedule_color, styled
-from laddersim.plots.frames import groups, input_columns, label, ok_rows, titled, varying, with_speedup
+from laddersim.plots.frames import groups, input_columns, ok_rows, panel_title, titled, varying, with_speedup
 
 MAX_PANELS = 16
 SCHEDULE_ORDER = ("standard", "parallel", "ladder", "upper_bound", "desync_half")
@@ -36,7 +36,8 @@ def plot_throughput(frame: pd.DataFrame, out_base: str | Path, *, title: str | N
     schedules = schedule_order(rows["schedule"].unique())
     width = 0.8 / len(schedules)
     with styled():
-        fig, axes = new_figure(len(panels), panel_w_in=max(3.6, 1.0 + 0.35 * len(schedules) * rows["tp"].nunique()))
+        panel_w_in = max(3.6, 1.0 + 0.35 * len(schedules) * rows["tp"].nunique())
+        fig, axes = new_figure(len(panels), panel_w_in=panel_w_in)
         for ax, (selector, panel) in zip(axes, panels):
             tps = sorted(panel["tp"].unique())
             top = float(panel["tokens_per_s"].max())
@@ -54,7 +55,7 @@ def plot_throughput(frame: pd.DataFrame, out_base: str | Path, *, title: str | N
             ax.set_xlabel("TP degree (GPUs)")
             ax.set_ylabel("throughput (tokens/s)")
             ax.set_ylim(0, top * 1.22)
-            ax.set_title(label(selector) or "tokens/s")
+            ax.set_title(panel_title(selector, panel_w_in - 0.6) or "tokens/s")
             ax.grid(axis="x", visible=False)
         handles, names = axes[0].get_legend_handles_labels()
         fig.legend(handles, names, loc="outside lower center", ncol=len(schedules))

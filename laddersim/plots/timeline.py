@@ -80,7 +80,7 @@ def plot_timeline(spans: pd.DataFrame, out_base: str | Path, *, zoom_layers: int
                     window = mine[(mine["end_s"] > lo_s) & (mine["start_s"] < hi_s)]
                     _draw_lanes(axes[row][1], window, ranks, t0)
                     axes[row][1].set_xlim((lo_s - t0) * 1e3, (hi_s - t0) * 1e3)
-                axes[row][1].set_title(f"zoom: layers 0-{zoom_layers - 1}", loc="left")
+                axes[row][1].set_title(f"zoom: {_layers_label(zoom_layers, mine)}", loc="left")
         for row in range(len(schedules)):
             axes[row][0].set_xlim(0, longest_ms * 1.01)  # same time scale for every schedule
             for ax in axes[row]:
@@ -89,6 +89,12 @@ def plot_timeline(spans: pd.DataFrame, out_base: str | Path, *, zoom_layers: int
         fig.legend(handles=handles, loc="outside lower center", ncol=len(handles))
         fig.suptitle(title or "Decode-step timeline")
         return save_figure(fig, out_base)
+
+
+def _layers_label(zoom_layers: int, spans: pd.DataFrame) -> str:
+    """'layers 0-N' of the zoom, N clamped to the model's last layer (layer -1: outside any layer)."""
+    last = min(zoom_layers, int(spans["layer"].max()) + 1) - 1
+    return "layer 0" if last <= 0 else f"layers 0-{last}"
 
 
 def _draw_lanes(ax, spans: pd.DataFrame, ranks: list, t0: float) -> None:
