@@ -125,7 +125,7 @@ def test_nominal_is_what_the_model_uses_for_the_group(tmp_path):
     """Not the profile's fallback alpha-beta numbers (collectives.intra_node: 370 GB/s, 8 us base)
     but the 8-GPU AllReduce as modelled: the fit's best term and smallest latency, or the
     measured table's large-message bus bandwidth and latency floor."""
-    from laddersim.plan.break_even import group_nominal
+    from laddersim.costs.nominal import group_nominal
 
     fit_profile = load_profile(_fit_only_h100(tmp_path))
     fit = fit_profile.intra_node_fit(8)

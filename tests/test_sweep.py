@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
+from laddersim.costs.nominal import group_nominal
 import yaml
 
 from laddersim.cli import main
@@ -97,29 +99,44 @@ def test_infeasible_points_are_recorded_not_dropped(tmp_path):
 
 
 def test_set_overrides_equal_the_matching_scales(tmp_path, h100):
-    """Each set value is the profile's nominal value times the scale it must equal: half the
-    bandwidth, twice the base latency, intra- and inter-node (TP 16 spans two nodes)."""
-    intra, inter = h100.collectives.intra_node, h100.network.allreduce
+    """Each set value is the number the model uses for the point's group (group_nominal) times
+    the scale it must equal: half the bandwidth, twice the latency, intra- and inter-node (TP 16
+    spans two nodes of 8)."""
+    nominal = {q: group_nominal(h100, 16, q)[0] for q in ("intra_bandwidth", "intra_latency", "inter_bandwidth",
+                                                           "inter_latency")}
     base = {"models": ["llama-3.1-8b"], "hardware": [H100], "tp": [16], "prompt_len": [128],
             "gen_len": [8], "schedules": ["standard"]}
-    as_set = {"intra_bandwidth_gbps": [intra.bus_bandwidth_gbps.value / 2],
-              "intra_latency_us": [intra.base_latency_us.value * 2],
-              "inter_bandwidth_gbps": [inter.bus_bandwidth_gbps.value / 2],
-              "inter_latency_us": [inter.base_latency_us.value * 2]}
+    as_set = {"intra_bandwidth_gbps": [nominal["intra_bandwidth"] / 2],
+              "intra_latency_us": [nominal["intra_latency"] * 2],
+              "inter_bandwidth_gbps": [nominal["inter_bandwidth"] / 2],
+              "inter_latency_us": [nominal["inter_latency"] * 2]}
     as_scale = {"intra_bandwidth_scale": [0.5], "intra_latency_scale": [2], "inter_bandwidth_scale": [0.5],
                 "inter_latency_scale": [2]}
     a = run_sweep(parse_grid({**base, "overrides": as_set}), tmp_path / "a", progress=False).frame
     b = run_sweep(parse_grid({**base, "overrides": as_scale}), tmp_path / "b", progress=False).frame
     plain = run_sweep(parse_grid(base), tmp_path / "c", progress=False).frame
-    assert a.nodes[0] == 2 and a.tokens_per_s[0] == b.tokens_per_s[0] < plain.tokens_per_s[0]
-    assert a.intra_bandwidth_gbps[0] == intra.bus_bandwidth_gbps.value / 2
+    assert a.nodes[0] == 2 and a.tokens_per_s[0] == pytest.approx(b.tokens_per_s[0], rel=1e-12)
+    assert a.tokens_per_s[0] < plain.tokens_per_s[0]
+    assert a.intra_bandwidth_gbps[0] == nominal["intra_bandwidth"] / 2
     assert math.isnan(a.intra_bandwidth_scale[0])
 
 
+def test_a_set_bandwidth_is_the_bus_bandwidth_the_model_then_uses(h100):
+    # 8 H100s use the measured table (about 450 GB/s at large messages), not the 370 GB/s
+    # alpha-beta fallback: setting 900 GB/s must give a 900 GB/s AllReduce, whichever it is.
+    for tp in (2, 4, 8):
+        fast = with_overrides(h100, **override_scales(h100, {"intra_bandwidth_gbps": 900.0}, tp))
+        assert group_nominal(fast, tp, "intra_bandwidth")[0] == pytest.approx(900.0, rel=1e-6)
+    slow = with_overrides(h100, **override_scales(h100, {"intra_latency_us": 40.0}, 8))
+    assert group_nominal(slow, 8, "intra_latency")[0] == pytest.approx(40.0, rel=1e-6)
+
+
 def test_set_override_accounts_for_a_what_if_already_in_the_profile():
-    profile = with_overrides(load_profile(H100), intra_bandwidth_scale=2.0)
-    assert override_scales(profile, {"intra_bandwidth_gbps": 370.0, "nics_per_node": None}) == {
-        "intra_bandwidth_scale": 0.5}
+    base = load_profile(H100)
+    profile = with_overrides(base, intra_bandwidth_scale=2.0)
+    value = group_nominal(base, 8, "intra_bandwidth")[0]
+    assert override_scales(profile, {"intra_bandwidth_gbps": value, "nics_per_node": None}, 8) == {
+        "intra_bandwidth_scale": pytest.approx(0.5)}
 
 
 def test_more_bandwidth_is_never_slower(tmp_path):

@@ -25,13 +25,13 @@ _GRID_FLAGS = (
 )
 _OVERRIDE_HELP = {
     "intra_bandwidth_scale": "x intra-node AllReduce bandwidth",
-    "intra_bandwidth_gbps": "intra-node bus bandwidth, GB/s (as a scale of the profile's)",
+    "intra_bandwidth_gbps": "intra-node large-message AllReduce bus bandwidth of the TP group, GB/s",
     "intra_latency_scale": "x intra-node AllReduce latency",
-    "intra_latency_us": "intra-node base latency, us (as a scale of the profile's)",
+    "intra_latency_us": "intra-node small-message AllReduce time of the TP group, us",
     "inter_bandwidth_scale": "x inter-node AllReduce bandwidth",
-    "inter_bandwidth_gbps": "inter-node bus bandwidth, GB/s",
+    "inter_bandwidth_gbps": "inter-node (network tier) bus bandwidth, GB/s",
     "inter_latency_scale": "x inter-node AllReduce latency",
-    "inter_latency_us": "inter-node base latency, us",
+    "inter_latency_us": "inter-node (network tier) latency across the nodes, us",
     "nics_per_node": "NICs per node (a NIC per GPU at most; fewer share the inter-node traffic)",
     "compute_slowdown": "GEMM slowdown while an AllReduce runs (fraction)",
     "comm_slowdown": "AllReduce slowdown while compute runs (fraction of its whole time)",

@@ -36,16 +36,17 @@ def _model(ref: str) -> ModelShape:
 
 
 @lru_cache(maxsize=256)
-def _overridden(ref: str, overrides: tuple[tuple[str, float | None], ...]) -> HardwareProfile:
-    # Grids repeat each override setting across many points.
+def _overridden(ref: str, overrides: tuple[tuple[str, float | None], ...], tp: int) -> HardwareProfile:
+    # Grids repeat each override setting across many points. Set values are converted for the
+    # point's TP group (the number they replace depends on it).
     profile = _profile(ref)
-    scales = override_scales(profile, dict(overrides))
+    scales = override_scales(profile, dict(overrides), tp)
     return with_overrides(profile, **scales) if scales else profile
 
 
 def simulate_point(point: Point) -> dict:
     """SimResult.summary() of the point; raises UserInputError (incl. DoesNotFitError) if infeasible."""
-    profile = _overridden(point.hardware_ref, point.overrides)
+    profile = _overridden(point.hardware_ref, point.overrides, point.tp)
     scenario = make_scenario(_model(point.model_ref), profile, point.tp, point.batch, point.prompt_len,
                              point.gen_len, point.schedule, point.dtype, point.kv_cache,
                              point.kv_reads)

@@ -1,21 +1,22 @@
 """Sweep override columns -> the scales ``laddersim.hardware.overrides.with_overrides`` takes.
 
-"Set" columns are converted to scales of the profile's nominal alpha-beta numbers:
+"Set" columns are converted to scales of the number the cost model really uses for the point's
+TP group (``laddersim.costs.nominal.group_nominal``), so the set value is the one simulated:
 
-* ``intra_bandwidth_gbps``: scale = value / ``collectives.intra_node.bus_bandwidth_gbps``;
-* ``inter_bandwidth_gbps``: scale = value / ``network.allreduce.bus_bandwidth_gbps``;
-* ``intra_latency_us`` / ``inter_latency_us``: scale = value / the tier's ``base_latency_us``; the
-  per-step latency scales by the same factor, so the value is the new base latency and the
-  latency structure (steps per algorithm) is kept.
+* ``intra_bandwidth_gbps``: the large-message bus bandwidth of the group's intra-node AllReduce
+  (its measured table, per-GPU-count fit or alpha-beta fallback, whichever the model picks);
+* ``intra_latency_us``: that AllReduce's small-message time (its latency floor);
+* ``inter_bandwidth_gbps`` / ``inter_latency_us``: the network tier's bus bandwidth, and its
+  latency across the group's nodes.
 
-Where the profile ships a measured AllReduce table the scale applies to the table (its bandwidth-
-bound part, or its latency floor; see laddersim.costs.collectives), so a set value there means
-"the table, scaled as the nominal bandwidth (latency) would be to reach this value". Any what-if
-scale already in the profile is taken into account, so the set value is the one simulated.
+A set value that cannot matter for the point (an inter-node one when the group fits one node)
+is converted against the profile's own tier number instead; it changes nothing either way. Any
+what-if scale already in the profile is taken into account.
 """
 
 from __future__ import annotations
 
+from laddersim.costs.nominal import NoEffect, group_nominal
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import HardwareProfile
 
@@ -28,29 +29,32 @@ SET_TO_SCALE = {
 }
 
 
-def nominal_value(profile: HardwareProfile, set_key: str) -> float:
-    """The profile's current value of a set column (GB/s or us), what-if scales included."""
-    w = profile.what_if
-    if set_key.startswith("intra_"):
-        tier, bw_scale, lat_scale = profile.collectives.intra_node, w.intra_bandwidth_scale, w.intra_latency_scale
-    else:
-        if profile.network is None:
-            raise UserInputError(f"override: {set_key} needs a profile with a network; {profile.name} has none")
-        tier, bw_scale = profile.network.allreduce, w.inter_bandwidth_scale
-        lat_scale = w.inter_latency_scale
-    if set_key.endswith("_gbps"):
-        return tier.bus_bandwidth_gbps.value * bw_scale
-    return tier.base_latency_us.value * lat_scale
+def nominal_value(profile: HardwareProfile, set_key: str, tp: int) -> float:
+    """The value (GB/s or us) a set column replaces for a TP group of ``tp`` on ``profile``."""
+    if set_key.startswith("inter_") and profile.network is None:
+        raise UserInputError(f"override: {set_key} needs a profile with a network; {profile.name} has none")
+    try:
+        return group_nominal(profile, tp, set_key.rsplit("_", 1)[0])[0]
+    except NoEffect:  # nothing to set for this group: the tier's own number
+        w = profile.what_if
+        if set_key.startswith("intra_"):
+            tier, bw_scale, lat_scale = profile.collectives.intra_node, w.intra_bandwidth_scale, w.intra_latency_scale
+        else:
+            tier, bw_scale, lat_scale = profile.network.allreduce, w.inter_bandwidth_scale, w.inter_latency_scale
+        if set_key.endswith("_gbps"):
+            return tier.bus_bandwidth_gbps.value * bw_scale
+        return tier.base_latency_us.value * lat_scale
 
 
-def override_scales(profile: HardwareProfile, overrides: dict[str, float | None]) -> dict[str, float]:
-    """Keyword arguments for ``with_overrides``: set columns converted, unset columns dropped."""
+def override_scales(profile: HardwareProfile, overrides: dict[str, float | None], tp: int) -> dict[str, float]:
+    """Keyword arguments for ``with_overrides`` at a TP group of ``tp``: set columns converted,
+    unset columns dropped."""
     out: dict[str, float] = {}
     for key, value in overrides.items():
         if value is None or value != value:  # None or NaN: not swept
             continue
         if key in SET_TO_SCALE:
-            nominal = nominal_value(profile, key)
+            nominal = nominal_value(profile, key, tp)
             if nominal <= 0:
                 raise UserInputError(f"override: {key} cannot be set on {profile.name}: its nominal value is 0")
             out[SET_TO_SCALE[key]] = value / nominal
