@@ -19,11 +19,29 @@ from laddersim.errors import UserInputError
 Model = TypeVar("Model", bound=BaseModel)
 
 
-def format_validation_error(exc: ValidationError, where: str) -> str:
+def _fields_at(model: type[BaseModel] | None, loc: tuple) -> list[str]:
+    """Field names of the (nested) model at ``loc`` inside ``model``; [] when it cannot be told."""
+    for part in loc:
+        if model is None:
+            return []
+        if isinstance(part, int):
+            continue  # a list item: same model
+        field = model.model_fields.get(str(part))
+        model = None
+        if field is not None:
+            for candidate in (field.annotation, *getattr(field.annotation, "__args__", ())):
+                inner = getattr(candidate, "__args__", None)
+                for kind in (candidate, *(inner or ())):
+                    if isinstance(kind, type) and issubclass(kind, BaseModel):
+                        model = kind
+    return [name for name, f in model.model_fields.items() if not f.exclude] if model is not None else []
+
+
+def format_validation_error(exc: ValidationError, where: str, model: type[BaseModel] | None = None) -> str:
     """One line naming the bad field (dotted path) and what is wrong with it.
 
     An unknown field (usually a typo) is reported before the missing field it causes, with the
-    closest known name as a suggestion.
+    closest known name as a suggestion and, when ``model`` is given, the allowed names.
     """
     errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
     err = errors[0]
@@ -31,8 +49,11 @@ def format_validation_error(exc: ValidationError, where: str) -> str:
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
         missing = [e["loc"][-1] for e in errors if e["type"] == "missing" and e["loc"][:-1] == err["loc"][:-1]]
-        close = difflib.get_close_matches(str(err["loc"][-1]), [str(m) for m in missing], n=1)
+        known = _fields_at(model, err["loc"][:-1]) or [str(m) for m in missing]
+        close = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
         msg = "unknown field" + (f" (did you mean '{close[0]}'?)" if close else "")
+        if _fields_at(model, err["loc"][:-1]):
+            msg += f"; allowed: {', '.join(known)}"
     elif err["type"] == "literal_error":
         msg = f"{msg} (got {err.get('input')!r})"
     elif err["type"] == "value_error":
@@ -60,6 +81,6 @@ def build(model: type[Model], raw, where: str, **extra) -> Model:
     try:
         return model(**raw, **extra)
     except ValidationError as exc:
-        raise UserInputError(format_validation_error(exc, where)) from None
+        raise UserInputError(format_validation_error(exc, where, model)) from None
     except TypeError as exc:
         raise UserInputError(f"{where}: {exc}") from None

@@ -194,6 +194,10 @@ def test_corrupt_store_line_is_a_user_error(tmp_path):
     ({**SMALL, "tp": [0]}, "tp: .*positive"),
     ({**SMALL, "dtype": ["int4"]}, "dtype.0"),
     ({**SMALL, "modles": ["x"]}, "modles: unknown field"),
+    # A field with a default is suggested too (only missing ones were), and the allowed names listed.
+    ({**{k: v for k, v in SMALL.items() if k != "schedules"}, "schedule": ["ladder"]},
+     r"schedule: unknown field \(did you mean 'schedules'\?\); allowed: models, hardware, tp"),
+    ({**SMALL, "overrides": {"intra_bandwith_scale": [1]}}, r"did you mean 'intra_bandwidth_scale'\?\); allowed: "),
 ])
 def test_bad_grid_names_the_field(raw, message):
     with pytest.raises(UserInputError, match=message):

@@ -36,7 +36,7 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    schedules = args.schedule or ["standard", "ladder"]
+    schedules = list(dict.fromkeys(args.schedule or ["standard", "ladder"]))  # each once, in the order given
     rows = []
     first = None
     for schedule in schedules:
