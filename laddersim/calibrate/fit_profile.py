@@ -163,7 +163,12 @@ def _network(fit: _Fit, table: pd.DataFrame, intra: AlphaBeta, gpus_per_node: in
 
         intra_s = interpolate_table_s(single["size_bytes"].to_numpy(float),
                                       single["time_us"].to_numpy(float) * 1e-6, sizes)
-    inter_s = rows["time_us"].to_numpy(float) * 1e-6 - intra_s
+    # The hierarchical AllReduce the simulator runs (laddersim.costs.collectives) adds the two
+    # tiers' latencies but overlaps their bandwidth-bound parts, chunk by chunk: only the slower
+    # counts. So the inter-node tier is the multi-node time minus the node's latency floor alone
+    # (subtracting the node's whole time would also remove the part that overlaps the network).
+    intra_floor_s = float(np.min(intra_s[np.argsort(sizes)[:1]])) if len(sizes) else 0.0
+    inter_s = rows["time_us"].to_numpy(float) * 1e-6 - intra_floor_s
     keep = inter_s > 0
     if keep.sum() < 2:
         raise UserInputError(f"fit: multi-node AllReduce rows of {fit.run_dir} are not slower than "
