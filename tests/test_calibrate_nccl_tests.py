@@ -279,3 +279,15 @@ def test_a_two_node_log_alone_fits_a_network_tier_of_the_right_size(tmp_path):
     assert 5.0 < tier.bus_bandwidth_gbps.value < 60.0  # at most the 50 GB/s a GPU's NIC share gives
     (check,) = check_allreduce(profile)
     assert check.model_median < 0.4
+
+
+def test_a_single_node_curve_gets_a_protocol_fit_that_follows_it(tmp_path):
+    """One ring line cannot follow NCCL's protocol switches (the import's model column missed its
+    8x1 rows by 10.4% median, 40.9% worst); the per-GPU-count minimum of protocol lines, as the
+    shipped profiles carry, does."""
+    import_logs([str(ONE_NODE)], str(tmp_path / "p5"), "p5", "h100-sxm-nvswitch")
+    profile = load_profile(tmp_path / "p5")
+    fit = profile.intra_node_fit(8)
+    assert fit is not None and len(fit.terms) >= 2 and "min of protocol lines" in fit.source
+    (check,) = check_allreduce(profile)
+    assert check.model_median < 0.05 and check.model_worst < 0.2

@@ -1,4 +1,4 @@
-"""Curve fits behind ``calibrate fit`` (numpy only, deterministic).
+"""Curve fits behind ``calibrate fit`` and ``profiles fit`` (deterministic).
 
 * ``fit_line_relative``: time = a + b * size by least squares on the *relative* error (weights
   1/time), so the latency floor and the bandwidth slope both count, not just the largest sizes.
@@ -8,6 +8,9 @@
   t = launch + (t_compute^p + t_memory^p)^(1/p), by search over (p, tile_m, launch) with the two
   efficiencies solved in closed form for each: (t - launch)^p = u * C^p + v * M^p is linear in
   u = compute_eff^-p, v = memory_eff^-p. The pick minimises the RMS log error.
+* ``fit_protocol_terms``: an AllReduce curve as the minimum over up to 4 protocol lines
+  (latency + moved bytes / busbw, as NCCL's tuner picks per size), soft-L1 least squares on
+  log(model / measured) from three fixed starting points.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import least_squares
 
 BLEND_ORDERS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
 TILES_M = (1.0, 8.0, 16.0, 32.0, 64.0, 128.0)
@@ -132,3 +136,32 @@ def bandwidth_efficiency(moved_bytes, times_s, launch_s: float, peak_bytes_per_s
         keep = t >= t.max()
     achieved = moved[keep] / np.maximum(t[keep] - launch_s, 1e-12)
     return float(np.median(achieved) / peak_bytes_per_s)
+
+
+PROTOCOL_FIT_MIN_BYTES = 512.0  # fit protocol lines down to here, so the latency floor is right
+_INITIAL_BUSBW_GBPS = ((1.0, 20.0, 300.0, 500.0), (5.0, 50.0, 400.0, 450.0), (2.0, 30.0, 150.0, 300.0))
+
+
+def _curve_us(params: np.ndarray, n: int, size: np.ndarray) -> np.ndarray:
+    moved = 2.0 * (n - 1) / n * size
+    pairs = np.exp(params).reshape(-1, 2)  # (latency_us, busbw_gbps) per term
+    return np.min([lat + moved / (bw * 1e3) for lat, bw in pairs], axis=0)
+
+
+def fit_protocol_terms(n: int, size_bytes, time_us, terms: int = 4) -> list[tuple[float, float]]:
+    """(latency_us, busbw_gbps) per term, sorted by latency; deterministic."""
+    size = np.asarray(size_bytes, dtype=float)
+    t = np.asarray(time_us, dtype=float)
+    best = None
+    for start in _INITIAL_BUSBW_GBPS:
+        x0 = np.log([[t.min() * (1 + i), start[i]] for i in range(terms)]).ravel()
+        res = least_squares(lambda p: np.log(_curve_us(p, n, size) / t), x0, loss="soft_l1", f_scale=0.05)
+        if best is None or res.cost < best.cost:
+            best = res
+    pairs = sorted((float(a), float(b)) for a, b in np.exp(best.x).reshape(-1, 2))
+    # Drop terms that never win inside the fitted range (they carry no information).
+    grid = np.geomspace(size.min(), size.max(), 200)
+    moved = 2.0 * (n - 1) / n * grid
+    lines = np.array([lat + moved / (bw * 1e3) for lat, bw in pairs])
+    winners = set(np.argmin(lines, axis=0).tolist())
+    return [pairs[i] for i in sorted(winners)]

@@ -17,14 +17,20 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from laddersim.calibrate.curve_fits import bandwidth_efficiency, fit_ring_tier, fit_roofline
+from laddersim.calibrate.curve_fits import (
+    PROTOCOL_FIT_MIN_BYTES,
+    bandwidth_efficiency,
+    fit_protocol_terms,
+    fit_ring_tier,
+    fit_roofline,
+)
 from laddersim.calibrate.environment import library_name, read_manifest
 from laddersim.calibrate.schema import SCHEMAS
 from laddersim.calibrate.store import PointStore, measurement_path
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import (
     AlphaBeta, CollectiveSpec, GpuSpec, HardwareProfile, InterferencePoint, InterferenceSpec, MeasuredTable,
-    NetworkSpec, NodeSpec, Sourced, load_profile, parse_profile,
+    NetworkSpec, NodeSpec, ProtocolTerm, Sourced, TierFit, load_profile, parse_profile,
 )
 
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "double": 8, "float": 4,
@@ -103,6 +109,34 @@ def _write_table(fit: _Fit, table: pd.DataFrame, mode: str, timing: str, path: P
                                                                     float_format="%.6g")
     _atomic_write(path, "\n".join(header) + "\n" + body)
     return f"calibration run {fit.run_dir}: {shapes}; {fit.library}, {mode}, timing {timing}"
+
+
+# A per-GPU-count protocol fit needs a curve from the latency floor to the bandwidth regime.
+FIT_MIN_ROWS = 6
+FIT_SPAN_BYTES = (4 * 1024, 1 << 20)  # smallest size at most, largest size at least
+
+
+def _intra_fits(fit: _Fit, table: pd.DataFrame, mode: str) -> list[TierFit]:
+    """Per single-node GPU count with a full curve: the minimum of protocol lines (what the
+    shipped profiles carry), which follows NCCL's protocol switches where one ring line cannot.
+    The simulator reads the measured table itself for that GPU count; the fit serves the
+    intra-node part of a multi-node AllReduce and ``profiles check``'s model column."""
+    fits = []
+    for gpus, rows in table[table["nodes"] == 1].groupby("gpus"):
+        rows = rows[rows["size_bytes"] >= PROTOCOL_FIT_MIN_BYTES]
+        if gpus < 2 or len(rows) < FIT_MIN_ROWS or rows["size_bytes"].min() > FIT_SPAN_BYTES[0] \
+                or rows["size_bytes"].max() < FIT_SPAN_BYTES[1]:
+            continue
+        pairs = fit_protocol_terms(int(gpus), rows["size_bytes"], rows["time_us"])
+        labels = ["ll", "ll128", "simple", "simple-large"][: len(pairs)] if len(pairs) > 1 else ["simple"]
+        fits.append(TierFit(
+            gpus=int(gpus),
+            terms=[ProtocolTerm(protocol=lab, latency_us=round(a, 3), bus_bandwidth_gbps=round(b, 2))
+                   for lab, (a, b) in zip(labels, pairs)],
+            source=fit.cite("allreduce", f"min of protocol lines fitted to gpus={int(gpus)} nodes=1, "
+                                         f"{int(rows['size_bytes'].min())}-{int(rows['size_bytes'].max())} B "
+                                         f"({len(rows)} rows, {mode})")))
+    return fits
 
 
 def _intra_tier(fit: _Fit, table: pd.DataFrame, mode: str) -> AlphaBeta:
@@ -237,7 +271,8 @@ def _collectives(fit: _Fit, tables_dir: Path) -> tuple[CollectiveSpec, pd.DataFr
             eager_launch = Sourced(
                 value=max(0.0, float(np.median(small["time_us_e"] - small["time_us_g"]))),
                 source=fit.cite("allreduce", f"median of eager minus graph time at {len(small)} points <= 64 KiB"))
-    spec = CollectiveSpec(mode=regime, eager_launch_us=eager_launch, intra_node=intra, tables=tables)
+    spec = CollectiveSpec(mode=regime, eager_launch_us=eager_launch, intra_node=intra, tables=tables,
+                          intra_node_fits=_intra_fits(fit, primary_table, primary))
     return spec, primary_table, primary
 
 

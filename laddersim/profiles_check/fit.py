@@ -20,39 +20,11 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
+from laddersim.calibrate.curve_fits import PROTOCOL_FIT_MIN_BYTES, fit_protocol_terms
 from laddersim.costs import collectives
 from laddersim.costs.gemm import gemm_time_s
 from laddersim.hardware.profile import HardwareProfile, ProtocolTerm, Sourced, TierFit, read_gemm_table_csv
 from laddersim.profiles_check.sources import CHECK_MAX_BYTES
-
-FIT_MIN_BYTES = 512.0  # fit down to the smallest shipped size, so the floor is right
-_INITIAL_BUSBW_GBPS = ((1.0, 20.0, 300.0, 500.0), (5.0, 50.0, 400.0, 450.0), (2.0, 30.0, 150.0, 300.0))
-
-
-def _curve_us(params: np.ndarray, n: int, size: np.ndarray) -> np.ndarray:
-    moved = 2.0 * (n - 1) / n * size
-    pairs = np.exp(params).reshape(-1, 2)  # (latency_us, busbw_gbps) per term
-    return np.min([lat + moved / (bw * 1e3) for lat, bw in pairs], axis=0)
-
-
-def fit_protocol_terms(n: int, size_bytes, time_us, terms: int = 4) -> list[tuple[float, float]]:
-    """(latency_us, busbw_gbps) per term, sorted by latency; deterministic."""
-    size = np.asarray(size_bytes, dtype=float)
-    t = np.asarray(time_us, dtype=float)
-    best = None
-    for start in _INITIAL_BUSBW_GBPS:
-        x0 = np.log([[t.min() * (1 + i), start[i]] for i in range(terms)]).ravel()
-        res = least_squares(lambda p: np.log(_curve_us(p, n, size) / t), x0, loss="soft_l1", f_scale=0.05)
-        if best is None or res.cost < best.cost:
-            best = res
-    pairs = sorted((float(a), float(b)) for a, b in np.exp(best.x).reshape(-1, 2))
-    # Drop terms that never win inside the fitted range (they carry no information).
-    grid = np.geomspace(size.min(), size.max(), 200)
-    moved = 2.0 * (n - 1) / n * grid
-    lines = np.array([lat + moved / (bw * 1e3) for lat, bw in pairs])
-    winners = set(np.argmin(lines, axis=0).tolist())
-    return [pairs[i] for i in sorted(winners)]
-
 
 def fit_intra_node(profile: HardwareProfile) -> list[TierFit]:
     fits = []
@@ -62,7 +34,7 @@ def fit_intra_node(profile: HardwareProfile) -> list[TierFit]:
         for (gpus, nodes), rows in frame.groupby(["gpus", "nodes"]):
             if nodes != 1 or gpus < 2 or any(f.gpus == gpus for f in fits):
                 continue
-            rows = rows[(rows["size_bytes"] >= FIT_MIN_BYTES) & (rows["size_bytes"] <= 2 * CHECK_MAX_BYTES)]
+            rows = rows[(rows["size_bytes"] >= PROTOCOL_FIT_MIN_BYTES) & (rows["size_bytes"] <= 2 * CHECK_MAX_BYTES)]
             pairs = fit_protocol_terms(gpus, rows["size_bytes"], rows["time_us"])
             labels = ["ll", "ll128", "simple", "simple-large"][: len(pairs)] if len(pairs) > 1 else ["simple"]
             fits.append(TierFit(
