@@ -118,10 +118,17 @@ def run_plan(args: argparse.Namespace) -> int:
         shape.check_tp(tp)
     prices = load_prices(args.prices)
     profiles, skipped = _candidate_profiles(args.profiles, prices)
+    no_dtype = [name for name, (_, profile) in profiles.items() if not _runs_dtype(profile, args.dtype)]
+    profiles = {name: entry for name, entry in profiles.items() if name not in no_dtype}
+    if not profiles:
+        raise UserInputError(f"dtype: no candidate profile has a {args.dtype} peak "
+                             f"({', '.join(no_dtype)}); allowed: another --dtype or --profiles")
     points = candidate_points(args.model, shape, profiles, args.schedule, args.batch, args.tp,
                               args.prompt_len, args.gen_len, args.dtype, args.kv_cache, args.max_nodes)
     if skipped:  # only once the inputs are known good: a bad one stays a single error line
         print(f"plan: not considered (no price): {', '.join(skipped)}", file=sys.stderr)
+    if no_dtype:
+        print(f"plan: not considered (no {args.dtype} peak): {', '.join(no_dtype)}", file=sys.stderr)
     rows = []
     with tqdm(total=len(points), desc="plan", unit="config", file=sys.stderr, disable=args.no_progress) as bar:
         for done in run_points(points, args.workers):
@@ -170,3 +177,12 @@ def run_break_even(args: argparse.Namespace) -> int:
     print(f"break-even: {result.a} matches {result.b} at {args.vary} x{result.scale:.4g} = "
           f"{result.value:.4g} {result.unit} (nominal {result.nominal:.4g} {result.unit}: {result.nominal_is})")
     return 0
+
+
+def _runs_dtype(profile, dtype: str) -> bool:
+    """Does the profile's GPU have a compute peak for ``dtype`` (fp8 needs FP8 tensor cores)?"""
+    try:
+        profile.gpu.peak_flops_per_s_for(dtype)
+    except UserInputError:
+        return False
+    return True
