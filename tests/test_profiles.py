@@ -90,6 +90,25 @@ def test_impossible_numbers_are_rejected_with_one_line(tmp_path, where, value, m
         load_profile(path)
 
 
+@pytest.mark.parametrize("value", [".nan", ".inf"])
+def test_non_finite_numbers_are_rejected(tmp_path, value):
+    # A NaN or infinite value stalled the engine's clock (simulate hung) or passed silently.
+    shutil.copytree(profiles_dir() / "tables", tmp_path / "tables")
+    text = (profiles_dir() / "h100-sxm-nvswitch.yaml").read_text()
+    text = text.replace("gemm_compute_efficiency: {value: 0.814,", f"gemm_compute_efficiency: {{value: {value},")
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(UserInputError, match=r"gpu\.gemm_compute_efficiency\.value: Input should be a finite number"):
+        load_profile(path)
+
+
+def test_profiles_report_out_must_be_a_file_path(tmp_path):
+    proc = _cli("profiles", "report", "--out", str(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [f"error: out: {tmp_path} is a directory; allowed: a Markdown "
+                                                f"file path such as {tmp_path / 'collectives.md'}"]
+
+
 def test_missing_table_file_is_rejected(tmp_path):
     raw = yaml.safe_load((profiles_dir() / "h100-sxm-nvswitch.yaml").read_text())
     path = tmp_path / "p.yaml"

@@ -196,6 +196,15 @@ def test_tp1_stand_in_is_one_row_per_setting():
     assert table["ladder_speedup"].iloc[0] == pytest.approx(1.0, abs=0.01)
 
 
+def test_a_dtype_column_is_simulated_in_its_own_dtype(tmp_path, h100):
+    # ladder_bench writes the dtype it ran; validate used to simulate --dtype's default instead.
+    frame = _tiny_measured(tmp_path, h100, schedules=("standard",))
+    as_fp32 = validate(frame, ValidationSetup(h100, h100, dtype="float32"))
+    with_column = validate(frame.assign(dtype="float32"), ValidationSetup(h100, h100, dtype="float16"))
+    np.testing.assert_allclose(with_column["predicted_tokens_per_s"], as_fp32["predicted_tokens_per_s"])
+    assert not np.allclose(with_column["predicted_tokens_per_s"], frame["tokens_per_s"])
+
+
 @pytest.mark.parametrize("content,message", [
     ("model,tp\nllama-3.1-70b,8\n", "lacks columns"),
     ("model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s\nllama-3.1-70b,8,1,1,8,8,maybe,standard,1\n",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from pathlib import Path
 
 import yaml
 
@@ -148,6 +149,15 @@ def run_report(args: argparse.Namespace) -> int:
 
     from laddersim.profiles_check.sources import shared_root
 
+    if args.out:  # a Markdown file path; its figures go in a folder beside it
+        target = Path(args.out)
+        if target.is_dir():
+            raise UserInputError(f"out: {target} is a directory; allowed: a Markdown file path such as "
+                                 f"{target / 'collectives.md'}")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserInputError(f"out: cannot create {target.parent}: {exc.strerror}") from None
     if shared_root() is None:
         print("profiles report: ../shared/reference_data is absent; comparing with the shipped compact "
               "tables instead of the original rows", file=sys.stderr)

@@ -32,7 +32,7 @@ class Sourced(BaseModel):
 
     model_config = _FROZEN
 
-    value: float
+    value: float = Field(allow_inf_nan=False)  # a NaN or infinity would stall the engine's clock
     source: str = Field(min_length=3)
 
 
@@ -146,8 +146,8 @@ class ProtocolTerm(BaseModel):
     model_config = _FROZEN
 
     protocol: str
-    latency_us: float = Field(gt=0)
-    bus_bandwidth_gbps: float = Field(gt=0)
+    latency_us: float = Field(gt=0, allow_inf_nan=False)
+    bus_bandwidth_gbps: float = Field(gt=0, allow_inf_nan=False)
 
 
 class TierFit(BaseModel):
@@ -223,8 +223,8 @@ class InterferencePoint(BaseModel):
     model_config = _FROZEN
 
     size_bytes: int = Field(gt=0)
-    compute_slowdown: float = Field(ge=0)
-    comm_slowdown: float = Field(ge=0)
+    compute_slowdown: float = Field(ge=0, allow_inf_nan=False)
+    comm_slowdown: float = Field(ge=0, allow_inf_nan=False)
     source: str = Field(min_length=3)
 
 

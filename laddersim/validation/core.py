@@ -118,8 +118,10 @@ def validate(measured: pd.DataFrame | None = None, setup: ValidationSetup | None
     scenarios = []
     for row in frame.itertuples(index=False):
         profile = _profile_for(row, setup, cache)
+        dtype = getattr(row, "dtype", None)  # a table's own dtype column (ladder_bench writes one) wins
+        dtype = dtype if isinstance(dtype, str) and dtype else setup.dtype
         scenario = make_scenario(row.model, profile, int(row.tp), int(row.batch), int(row.prompt_len),
-                                 int(row.gen_len), row.schedule, setup.dtype, setup.kv_cache, setup.kv_reads)
+                                 int(row.gen_len), row.schedule, dtype, setup.kv_cache, setup.kv_reads)
         scenario.model.check_tp(scenario.tp)
         check_fits(scenario.model, profile, scenario.workload, scenario.tp)
         if profile.nodes_for(scenario.tp) != int(row.nodes):
