@@ -49,11 +49,11 @@ def format_validation_error(exc: ValidationError, where: str, model: type[BaseMo
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
         missing = [e["loc"][-1] for e in errors if e["type"] == "missing" and e["loc"][:-1] == err["loc"][:-1]]
-        known = _fields_at(model, err["loc"][:-1]) or [str(m) for m in missing]
-        close = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
+        fields = _fields_at(model, err["loc"][:-1])
+        close = difflib.get_close_matches(str(err["loc"][-1]), fields or [str(m) for m in missing], n=1)
         msg = "unknown field" + (f" (did you mean '{close[0]}'?)" if close else "")
-        if _fields_at(model, err["loc"][:-1]):
-            msg += f"; allowed: {', '.join(known)}"
+        if fields:
+            msg += f"; allowed: {', '.join(fields)}"
     elif err["type"] == "literal_error":
         msg = f"{msg} (got {err.get('input')!r})"
     elif err["type"] == "value_error":

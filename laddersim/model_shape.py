@@ -130,6 +130,12 @@ _HF_FIELDS = {
 _MOE_FIELDS = ("num_local_experts", "num_experts", "n_routed_experts")
 
 
+def config_file_name(path: str | Path) -> str:
+    """A config file's model name when it gives none: its stem, or its folder's for ``config.json``."""
+    path = Path(path)
+    return path.parent.name if path.name == "config.json" and path.parent.name else path.stem
+
+
 def from_hf_config(path: str | Path) -> ModelShape:
     """Read a Llama-style Hugging Face ``config.json``; other keys in the file are ignored."""
     path = Path(path)
@@ -144,8 +150,7 @@ def from_hf_config(path: str | Path) -> ModelShape:
         key, count = next(iter(experts.items()))
         raise UserInputError(f"model: {path} describes a mixture-of-experts model ({key} {count}); laddersim "
                              "models dense Llama-style decoders (allowed: configs without routed experts)")
-    default_name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
-    fields: dict = {"name": raw.get("_name_or_path") or default_name}
+    fields: dict = {"name": raw.get("_name_or_path") or config_file_name(path)}
     for hf_key, ours in _HF_FIELDS.items():
         if hf_key not in raw:
             raise UserInputError(f"model: {path} lacks the field '{hf_key}'")

@@ -12,7 +12,7 @@ from laddersim.costs.collectives import allreduce_time_s, fit_time_s, intra_node
 from laddersim.hardware.overrides import with_overrides
 from laddersim.hardware.profile import ProtocolTerm, TierFit, load_profile
 from laddersim.profiles_check.compare import check_allreduce
-from laddersim.profiles_check.fit import fit_protocol_terms
+from laddersim.calibrate.curve_fits import fit_protocol_terms
 
 MIB = 1 << 20
 

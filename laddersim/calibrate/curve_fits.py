@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
+from laddersim.hardware.profile import ProtocolTerm, TierFit
+
 BLEND_ORDERS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
 TILES_M = (1.0, 8.0, 16.0, 32.0, 64.0, 128.0)
 EFFICIENCY_BOUNDS = (1e-3, 10.0)  # "peak" may be a measured maximum, so > 1 is possible
@@ -165,3 +167,12 @@ def fit_protocol_terms(n: int, size_bytes, time_us, terms: int = 4) -> list[tupl
     lines = np.array([lat + moved / (bw * 1e3) for lat, bw in pairs])
     winners = set(np.argmin(lines, axis=0).tolist())
     return [pairs[i] for i in sorted(winners)]
+
+
+def protocol_tier_fit(gpus: int, size_bytes, time_us, source: str) -> TierFit:
+    """``fit_protocol_terms`` as a profile's per-GPU-count fit, terms labelled by protocol."""
+    pairs = fit_protocol_terms(gpus, size_bytes, time_us)
+    labels = ["ll", "ll128", "simple", "simple-large"][: len(pairs)] if len(pairs) > 1 else ["simple"]
+    return TierFit(gpus=gpus, source=source,
+                   terms=[ProtocolTerm(protocol=lab, latency_us=round(a, 3), bus_bandwidth_gbps=round(b, 2))
+                          for lab, (a, b) in zip(labels, pairs)])

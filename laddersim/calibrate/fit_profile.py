@@ -20,9 +20,9 @@ import yaml
 from laddersim.calibrate.curve_fits import (
     PROTOCOL_FIT_MIN_BYTES,
     bandwidth_efficiency,
-    fit_protocol_terms,
     fit_ring_tier,
     fit_roofline,
+    protocol_tier_fit,
 )
 from laddersim.calibrate.environment import library_name, read_manifest
 from laddersim.calibrate.schema import SCHEMAS
@@ -30,7 +30,7 @@ from laddersim.calibrate.store import PointStore, measurement_path
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import (
     AlphaBeta, CollectiveSpec, GpuSpec, HardwareProfile, InterferencePoint, InterferenceSpec, MeasuredTable,
-    NetworkSpec, NodeSpec, ProtocolTerm, Sourced, TierFit, load_profile, parse_profile,
+    NetworkSpec, NodeSpec, PEAK_FIELD_BY_DTYPE, Sourced, TierFit, load_profile, parse_profile,
 )
 
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "double": 8, "float": 4,
@@ -127,15 +127,11 @@ def _intra_fits(fit: _Fit, table: pd.DataFrame, mode: str) -> list[TierFit]:
         if gpus < 2 or len(rows) < FIT_MIN_ROWS or rows["size_bytes"].min() > FIT_SPAN_BYTES[0] \
                 or rows["size_bytes"].max() < FIT_SPAN_BYTES[1]:
             continue
-        pairs = fit_protocol_terms(int(gpus), rows["size_bytes"], rows["time_us"])
-        labels = ["ll", "ll128", "simple", "simple-large"][: len(pairs)] if len(pairs) > 1 else ["simple"]
-        fits.append(TierFit(
-            gpus=int(gpus),
-            terms=[ProtocolTerm(protocol=lab, latency_us=round(a, 3), bus_bandwidth_gbps=round(b, 2))
-                   for lab, (a, b) in zip(labels, pairs)],
-            source=fit.cite("allreduce", f"min of protocol lines fitted to gpus={int(gpus)} nodes=1, "
-                                         f"{int(rows['size_bytes'].min())}-{int(rows['size_bytes'].max())} B "
-                                         f"({len(rows)} rows, {mode})")))
+        fits.append(protocol_tier_fit(
+            int(gpus), rows["size_bytes"], rows["time_us"],
+            fit.cite("allreduce", f"min of protocol lines fitted to gpus={int(gpus)} nodes=1, "
+                                  f"{int(rows['size_bytes'].min())}-{int(rows['size_bytes'].max())} B "
+                                  f"({len(rows)} rows, {mode})")))
     return fits
 
 
@@ -201,7 +197,7 @@ def _network(fit: _Fit, table: pd.DataFrame, intra: AlphaBeta, gpus_per_node: in
     # tiers' latencies but overlaps their bandwidth-bound parts, chunk by chunk: only the slower
     # counts. So the inter-node tier is the multi-node time minus the node's latency floor alone
     # (subtracting the node's whole time would also remove the part that overlaps the network).
-    intra_floor_s = float(np.min(intra_s[np.argsort(sizes)[:1]])) if len(sizes) else 0.0
+    intra_floor_s = float(intra_s[np.argmin(sizes)])
     inter_s = rows["time_us"].to_numpy(float) * 1e-6 - intra_floor_s
     keep = inter_s > 0
     if keep.sum() < 2:
@@ -252,9 +248,10 @@ def _collectives(fit: _Fit, tables_dir: Path) -> tuple[CollectiveSpec, pd.DataFr
         table = allreduce_table(frame, mode, preferred)
         if table.empty:
             continue
-        what = _write_table(fit, table, mode, _timing(fit, mode), tables_dir / file)
+        timing = _timing(fit, mode)
+        what = _write_table(fit, table, mode, timing, tables_dir / file)
         tables.append(MeasuredTable(file=f"tables/{file}", source=what, mode=mode, library=fit.library,
-                                    timing=_timing(fit, mode)))
+                                    timing=timing))
     # The regime simulated is the one the primary table was timed in: a single eager call pays
     # the host launch (eager); a graph replay or a back-to-back loop hides it, as compiled
     # (CUDA-graph) decode does (graph, like every shipped profile with nccl-tests tables). So the
@@ -326,12 +323,12 @@ def _gpu(fit: _Fit) -> GpuSpec:
         memory_gb = fit.copied(base.memory_gb)
     # The other dtypes' peaks: the base's datasheet values for the same device; for another device
     # only the measured dtype's (its best GEMM rate, as for peak_tflops).
+    other_fields = ("peak_tflops_fp8", "peak_tflops_fp32")
     other_peaks = {}
     if same_device or gemm.empty:
-        other_peaks = {f: fit.copied(getattr(base, f)) for f in ("peak_tflops_fp8", "peak_tflops_fp32")
-                       if getattr(base, f) is not None}
-    elif dtype in ("float32", "fp8"):
-        other_peaks = {"peak_tflops_fp32" if dtype == "float32" else "peak_tflops_fp8": peak}
+        other_peaks = {f: fit.copied(getattr(base, f)) for f in other_fields if getattr(base, f) is not None}
+    elif PEAK_FIELD_BY_DTYPE.get(dtype) in other_fields:
+        other_peaks = {PEAK_FIELD_BY_DTYPE[dtype]: peak}
     fields = dict(
         name=device_name, peak_tflops=peak, memory_bandwidth_gbps=bandwidth, memory_gb=memory_gb, **other_peaks,
         attention_compute_efficiency=fit.copied(base.attention_compute_efficiency, " (not measured)"),

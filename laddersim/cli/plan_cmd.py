@@ -118,7 +118,7 @@ def run_plan(args: argparse.Namespace) -> int:
         shape.check_tp(tp)
     prices = load_prices(args.prices)
     profiles, skipped = _candidate_profiles(args.profiles, prices)
-    no_dtype = [name for name, (_, profile) in profiles.items() if not _runs_dtype(profile, args.dtype)]
+    no_dtype = [name for name, (_, profile) in profiles.items() if args.dtype not in profile.gpu.dtypes()]
     profiles = {name: entry for name, entry in profiles.items() if name not in no_dtype}
     if not profiles:
         raise UserInputError(f"dtype: no candidate profile has a {args.dtype} peak "
@@ -177,12 +177,3 @@ def run_break_even(args: argparse.Namespace) -> int:
     print(f"break-even: {result.a} matches {result.b} at {args.vary} x{result.scale:.4g} = "
           f"{result.value:.4g} {result.unit} (nominal {result.nominal:.4g} {result.unit}: {result.nominal_is})")
     return 0
-
-
-def _runs_dtype(profile, dtype: str) -> bool:
-    """Does the profile's GPU have a compute peak for ``dtype`` (fp8 needs FP8 tensor cores)?"""
-    try:
-        profile.gpu.peak_flops_per_s_for(dtype)
-    except UserInputError:
-        return False
-    return True

@@ -146,7 +146,6 @@ def run_fit(args: argparse.Namespace) -> int:
 
 def run_report(args: argparse.Namespace) -> int:
     from laddersim.profiles_check.report import write_report
-
     from laddersim.profiles_check.sources import shared_root
 
     if args.out:  # a Markdown file path; its figures go in a folder beside it

@@ -52,6 +52,11 @@ NonNegative = Annotated[Sourced, _bounded(0.0, strict=False)]
 AtLeastOne = Annotated[Sourced, _bounded(1.0, strict=False)]
 
 
+# The GpuSpec field holding each Workload dtype's compute peak.
+PEAK_FIELD_BY_DTYPE = {"bfloat16": "peak_tflops", "float16": "peak_tflops", "float32": "peak_tflops_fp32",
+                       "fp8": "peak_tflops_fp8"}
+
+
 class GpuSpec(BaseModel):
     """One GPU: peak rates (datasheet), achievable efficiencies (fits), capacity."""
 
@@ -83,16 +88,17 @@ class GpuSpec(BaseModel):
     def peak_flops_per_s(self) -> float:
         return self.peak_tflops.value * 1e12
 
+    def dtypes(self) -> list[str]:
+        """The Workload dtypes this GPU has a compute peak for."""
+        return [dtype for dtype, field in PEAK_FIELD_BY_DTYPE.items() if getattr(self, field) is not None]
+
     def peak_flops_per_s_for(self, dtype: str) -> float:
         """Peak FLOP/s of GEMMs and attention in ``dtype`` (a Workload dtype)."""
-        field = {"float16": "peak_tflops", "bfloat16": "peak_tflops", "fp8": "peak_tflops_fp8",
-                 "float32": "peak_tflops_fp32"}[dtype]
+        field = PEAK_FIELD_BY_DTYPE[dtype]
         peak = getattr(self, field)
         if peak is None:
-            allowed = ["bfloat16", "float16"] + [d for d, f in (("float32", "peak_tflops_fp32"),
-                                                                 ("fp8", "peak_tflops_fp8")) if getattr(self, f)]
             raise UserInputError(f"dtype: {dtype} needs gpu.{field} and {self.name} gives none; "
-                                 f"allowed: {', '.join(allowed)}")
+                                 f"allowed: {', '.join(self.dtypes())}")
         return peak.value * 1e12
 
     @property

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-
 from laddersim.costs.nominal import group_nominal
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import load_profile

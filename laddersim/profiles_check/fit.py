@@ -20,10 +20,10 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from laddersim.calibrate.curve_fits import PROTOCOL_FIT_MIN_BYTES, fit_protocol_terms
+from laddersim.calibrate.curve_fits import PROTOCOL_FIT_MIN_BYTES, protocol_tier_fit
 from laddersim.costs import collectives
 from laddersim.costs.gemm import gemm_time_s
-from laddersim.hardware.profile import HardwareProfile, ProtocolTerm, Sourced, TierFit, read_gemm_table_csv
+from laddersim.hardware.profile import HardwareProfile, Sourced, TierFit, read_gemm_table_csv
 from laddersim.profiles_check.sources import CHECK_MAX_BYTES
 
 def fit_intra_node(profile: HardwareProfile) -> list[TierFit]:
@@ -35,16 +35,11 @@ def fit_intra_node(profile: HardwareProfile) -> list[TierFit]:
             if nodes != 1 or gpus < 2 or any(f.gpus == gpus for f in fits):
                 continue
             rows = rows[(rows["size_bytes"] >= PROTOCOL_FIT_MIN_BYTES) & (rows["size_bytes"] <= 2 * CHECK_MAX_BYTES)]
-            pairs = fit_protocol_terms(gpus, rows["size_bytes"], rows["time_us"])
-            labels = ["ll", "ll128", "simple", "simple-large"][: len(pairs)] if len(pairs) > 1 else ["simple"]
-            fits.append(TierFit(
-                gpus=gpus,
-                terms=[ProtocolTerm(protocol=lab, latency_us=round(a, 3), bus_bandwidth_gbps=round(b, 2))
-                       for lab, (a, b) in zip(labels, pairs)],
-                source=(f"fit: laddersim profiles fit {profile.name} -> min of protocol lines fitted to "
-                        f"{table.file} rows gpus={gpus} nodes=1, {int(rows['size_bytes'].min())} B..."
-                        f"{int(rows['size_bytes'].max()) >> 20} MiB ({len(rows)} rows; {table.library}, {table.mode})"),
-            ))
+            fits.append(protocol_tier_fit(
+                gpus, rows["size_bytes"], rows["time_us"],
+                f"fit: laddersim profiles fit {profile.name} -> min of protocol lines fitted to "
+                f"{table.file} rows gpus={gpus} nodes=1, {int(rows['size_bytes'].min())} B..."
+                f"{int(rows['size_bytes'].max()) >> 20} MiB ({len(rows)} rows; {table.library}, {table.mode})"))
     return sorted(fits, key=lambda f: f.gpus)
 
 

@@ -72,8 +72,7 @@ def read_measured(path: str | Path | None = None) -> pd.DataFrame:
         raise UserInputError(f"measured: {path}: tokens_per_s must be positive numbers")
     frame["tokens_per_s"] = tokens.astype(float)
     frame["model"] = [_resolve_model(str(m), path) for m in frame["model"]]
-    keys = [c for c in ["model", "hardware", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule"]
-            if c in frame.columns]
+    keys = [c for c in SETTING + ["p2p", "schedule"] if c in frame.columns]
     later = frame.index[frame.duplicated(keys)]
     if len(later):
         second = int(later[0])

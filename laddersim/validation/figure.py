@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from laddersim.model_shape import config_file_name  # noqa: E402
 from laddersim.validation.core import setting_columns  # noqa: E402
 
 SCHEDULE_ORDER = ["standard", "parallel", "ladder", "desync_half", "upper_bound"]
@@ -41,11 +42,8 @@ PANEL_ORDER = ["hardware", "model", "batch", "prompt_len", "gen_len"]
 
 
 def model_label(model: str) -> str:
-    """A preset's name, or a config.json's file stem (its folder's name for ``config.json``)."""
-    path = Path(str(model))
-    if path.suffix != ".json":
-        return str(model)
-    return path.parent.name if path.name == "config.json" and path.parent.name else path.stem
+    """A preset's name, or a config file's (``laddersim.model_shape.config_file_name``)."""
+    return config_file_name(model) if Path(str(model)).suffix == ".json" else str(model)
 
 
 def setting_label(column: str, value) -> str:
