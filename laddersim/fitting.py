@@ -51,7 +51,6 @@ from laddersim.errors import UserInputError
 from laddersim.costs.collectives import alpha_beta_time_s
 from laddersim.hardware.profile import (
     HardwareProfile,
-    InterferenceSpec,
     MeasuredTable,
     ProtocolTerm,
     Sourced,
@@ -107,10 +106,10 @@ def _apply(profile: HardwareProfile, values: dict[str, float], source: str) -> H
     new_fw = fw.model_copy(update=fw_update)
     interference = profile.interference
     if "compute_slowdown" in values:
-        interference = InterferenceSpec(
-            compute_slowdown=Sourced(value=values["compute_slowdown"], source=source),
-            comm_slowdown=Sourced(value=values["comm_slowdown"], source=source),
-            comm_slowdown_part=interference.comm_slowdown_part)
+        interference = interference.model_copy(update={  # the channel rule, if any, is kept
+            "compute_slowdown": Sourced(value=values["compute_slowdown"], source=source),
+            "comm_slowdown": Sourced(value=values["comm_slowdown"], source=source),
+            "by_size": []})
     what_if = profile.what_if.model_copy(update={
         "intra_latency_scale": profile.what_if.intra_latency_scale * values.get("allreduce_latency_scale", 1.0),
         "intra_bandwidth_scale": profile.what_if.intra_bandwidth_scale * values.get("allreduce_bandwidth_scale", 1.0),

@@ -180,7 +180,7 @@ def simulate(scenario: Scenario, options: SimOptions | None = None) -> SimResult
 
     def interference(phase: Phase) -> tuple[np.ndarray, np.ndarray]:
         """Per-op (compute, comm) slowdowns; only the collectives' entries are read."""
-        by_kind = {kind: hw.interference.at(size, bandwidth_share(hw, tp, size))
+        by_kind = {kind: hw.interference.at(size, bandwidth_share(hw, tp, size), tp)
                    for kind, size in collective_message_bytes(model, work, tp, phase).items()}
         pairs = np.array([by_kind.get(kind, (0.0, 0.0)) for kind in kinds], dtype=float).reshape(-1, 2)
         return pairs[:, 0], pairs[:, 1]

@@ -170,7 +170,9 @@ def test_interference_by_size_is_read_at_each_collectives_message(tiny_model, h1
     message = WORK.batch * tiny_model.dim * WORK.dtype_bytes  # the decode AllReduce, 4 KiB
     sized = _by_size(h100, [(message, 0.3, 0.6), (1 << 24, 0.0, 0.0)])
     assert sized.interference.at(message) == (0.3, 0.6)
-    constant = with_overrides(h100, compute_slowdown=0.3, comm_slowdown=0.6)
+    # A measured curve already holds NCCL's channel rule, so it is compared with constants that
+    # apply at every size (no rule).
+    constant = _interference(with_overrides(h100, compute_slowdown=0.3, comm_slowdown=0.6), collective_channels=None)
     free = with_overrides(h100, compute_slowdown=0.0, comm_slowdown=0.0)
     ladder = {name: simulate(Scenario(tiny_model, hw, WORK, 4, "ladder")).decode_metrics
               for name, hw in (("sized", sized), ("constant", constant), ("free", free))}
@@ -284,3 +286,35 @@ def test_a_dtype_runs_at_its_own_tensor_core_peak():
     assert fp32 == pytest.approx(bf16 * 989.4 / 67, rel=0.02)
     with pytest.raises(UserInputError, match="dtype: fp8 needs gpu.peak_tflops_fp8 .*allowed: bfloat16, float16, float32"):
         make_scenario("llama-3.1-8b", "a100-sxm-nvswitch", 1, 1, 16, 4, "standard", dtype="fp8")
+
+
+def test_nccl_channel_rule_gives_a_small_collective_its_share_of_the_compute_slowdown(h100):
+    # h100-sxm-nvswitch: 32 channels, 4096 B per rank per channel (LL's 512 threads x 8 B). On 8
+    # ranks a channel needs 32 KiB, so NCCL runs 16 KiB on 1 channel, 64 KiB on 2, 1 MiB on 32.
+    spec = h100.interference
+    assert spec.collective_channels.value == 32 and spec.channel_bytes_per_rank.value == 4096
+    full = spec.compute_slowdown.value
+    assert spec.channel_share(16 * 1024, 8) == 1 / 32
+    assert spec.channel_share(64 * 1024, 8) == 2 / 32
+    assert spec.channel_share(96 * 1024 - 1, 8) == 2 / 32  # NCCL drops a channel it cannot fill
+    assert spec.channel_share(1 << 20, 8) == 1.0 and spec.channel_share(1 << 30, 8) == 1.0
+    assert spec.channel_share(16 * 1024, 2) == 2 / 32  # a ring's threshold is per rank
+    assert spec.channel_share(16 * 1024, 1) == 1.0
+    assert spec.at(64 * 1024, 0.5, 8) == pytest.approx((full * 2 / 32, spec.comm_slowdown.value * 0.5))
+    assert spec.at(64 * 1024, 0.5) == pytest.approx((full, spec.comm_slowdown.value * 0.5))  # no rank count
+    assert spec.model_copy(update={"collective_channels": None}).at(64 * 1024, 0.5, 8)[0] == full
+    # A measured per-size curve wins over the rule.
+    sized = _by_size(h100, [(1024, 0.1, 0.2), (1 << 20, 0.4, 0.8)])
+    assert sized.interference.at(1024, 1.0, 8) == (0.1, 0.2)
+
+
+def test_channel_rule_speeds_up_small_batch_ladder_and_leaves_standard_alone(tiny_model, h100):
+    # The tiny model's decode AllReduce is 4 KiB: one channel of 32, so the GEMMs beside it lose
+    # 1/32 of the full-size slowdown; standard overlaps nothing and cannot change.
+    without = _interference(h100, collective_channels=None)
+    runs = {(name, schedule): simulate(Scenario(tiny_model, hw, WORK, 4, schedule)).summary()["decode_s"]
+            for name, hw in (("rule", h100), ("without", without)) for schedule in ("standard", "ladder")}
+    assert runs[("rule", "standard")] == runs[("without", "standard")]
+    assert runs[("rule", "ladder")] < runs[("without", "ladder")] * 0.999
+    free = with_overrides(h100, compute_slowdown=0.0)
+    assert simulate(Scenario(tiny_model, free, WORK, 4, "ladder")).summary()["decode_s"] <= runs[("rule", "ladder")]

@@ -311,6 +311,7 @@ def test_fit_with_ladder_rows_recovers_the_interference_fractions(tmp_path, h100
     assert p["comm_slowdown"] == pytest.approx(3.0, rel=0.1)
     fitted = result.profiles["on"].interference
     assert fitted.comm_slowdown_part == "bandwidth" and fitted.by_size == []
+    assert fitted.collective_channels == h100.interference.collective_channels  # the channel rule is kept
     assert fitted.compute_slowdown.source.startswith("fit: ")
     assert result.all_rows["rel_error"].abs().max() < 0.005
     assert "interference" not in result.profiles["on"].provenance["fit_kept"]

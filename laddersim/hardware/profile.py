@@ -251,6 +251,15 @@ class InterferenceSpec(BaseModel):
     grows (NCCL adds channels and changes protocol), so a large AllReduce disturbs the GEMMs
     beside it more than a small one. Interpolated in log size and held constant beyond the ends;
     without it the two constant fractions apply to every collective.
+
+    ``collective_channels`` (optional, without ``by_size``): NCCL's channel rule, the mechanism
+    behind that growth. A collective runs one CTA per channel, and NCCL gives a message only as
+    many of the communicator's channels as it fills (``src/enqueue.cc``: while ``nBytes <
+    nChannels * nThreads * threadThreshold`` drop a channel; a ring's threshold is per rank, so a
+    channel needs ``ranks * channel_bytes_per_rank`` bytes). ``compute_slowdown`` is then that of a
+    collective on all the channels, and a smaller one takes its share: a 16 KiB decode AllReduce
+    on 8 GPUs runs on 1 CTA of 32 and barely disturbs the GEMMs, a 1 MiB one on all 32. The
+    collective's own slowdown is not scaled: its CTAs meet the GEMMs' whatever their number.
     """
 
     model_config = _FROZEN
@@ -259,6 +268,11 @@ class InterferenceSpec(BaseModel):
     comm_slowdown: NonNegative  # fraction: an AllReduce (or its part above, see the docstring) takes (1 + x) longer
     comm_slowdown_part: Literal["whole", "bandwidth"] = "whole"
     by_size: list[InterferencePoint] = []
+    collective_channels: AtLeastOne | None = None  # NCCL channels of a full-size collective
+    channel_bytes_per_rank: Positive = Sourced(
+        value=4096, source="NCCL src/graph/tuning.cc (thread threshold of the LL protocol, NCCL_LL_THREAD_"
+                           "THRESHOLD 8 B, times nRanks for a ring) x LL's 512 threads (NCCL_LL_MAX_NTHREADS), "
+                           "read by src/enqueue.cc's channel loop")
 
     @model_validator(mode="after")
     def _sizes_increase(self) -> InterferenceSpec:
@@ -267,13 +281,23 @@ class InterferenceSpec(BaseModel):
             raise ValueError(f"by_size: sizes must be distinct and increasing, got {sizes}")
         return self
 
-    def at(self, size_bytes: float, bandwidth_share: float = 1.0) -> tuple[float, float]:
+    def channel_share(self, size_bytes: float, ranks: int) -> float:
+        """Share of the full channel count NCCL gives a collective of ``size_bytes`` over
+        ``ranks`` ranks (1 without ``collective_channels``, or for one rank)."""
+        if self.collective_channels is None or ranks <= 1:
+            return 1.0
+        full = self.collective_channels.value
+        per_channel = ranks * self.channel_bytes_per_rank.value
+        return min(full, max(1.0, float(np.floor(size_bytes / per_channel)))) / full
+
+    def at(self, size_bytes: float, bandwidth_share: float = 1.0, ranks: int = 1) -> tuple[float, float]:
         """(compute_slowdown, comm_slowdown of the whole collective) while a collective of
-        ``size_bytes`` runs; ``bandwidth_share`` is the share of its time above its latency floor
-        (read only when ``comm_slowdown_part`` is ``bandwidth``)."""
+        ``size_bytes`` over ``ranks`` ranks runs; ``bandwidth_share`` is the share of its time above
+        its latency floor (read only when ``comm_slowdown_part`` is ``bandwidth``)."""
         if not self.by_size:
             share = bandwidth_share if self.comm_slowdown_part == "bandwidth" else 1.0
-            return self.compute_slowdown.value, self.comm_slowdown.value * share
+            return (self.compute_slowdown.value * self.channel_share(size_bytes, ranks),
+                    self.comm_slowdown.value * share)
         log_sizes = np.log([p.size_bytes for p in self.by_size])
         x = np.log(max(float(size_bytes), 1.0))
         return (float(np.interp(x, log_sizes, [p.compute_slowdown for p in self.by_size])),
