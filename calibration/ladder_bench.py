@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import io
 import os
 import socket
 import statistics
@@ -45,9 +46,17 @@ CSV_COLUMNS = (
     "model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "tokens_per_s",
     "prefill_s", "decode_s", "backend", "device", "dtype", "repeats",
 )
+# A row already in --out with these values is not measured again (laddersim validate's setting
+# columns, plus dtype: a float32 and a bfloat16 run are different measurements).
+RESUME_KEY = ("model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "dtype")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 ROPE_BASE = 500000.0  # Llama 3 rope_theta
 NORM_EPS = 1e-5
+GIB = 2 ** 30
+# Memory pre-check: a rank's torch runtime, communicator buffers and allocator slack on top of
+# its tensors, and a relative margin on the whole estimate.
+RANK_OVERHEAD_BYTES = GIB // 2
+MEMORY_MARGIN = 0.10
 
 
 def log(msg: str) -> None:
@@ -250,6 +259,95 @@ def build_model(shape: ModelShape, rank: int, tp: int, batch: int, max_seq: int,
     model.output.zero_()
     model.output[: shard.shape[0]].copy_(shard)
     return model
+
+
+# ---- memory pre-check ----------------------------------------------------------------------
+
+def model_bytes_per_rank(shape: ModelShape, tp: int, batch: int, max_seq: int, dtype_bytes: int) -> int:
+    """Bytes of the buffers :func:`build_model` allocates on one rank: the weight shards (the
+    embedding replicated, the LM head's last shard padded), KV cache, RoPE table, causal mask."""
+    d = shape.dim
+    weights = (shape.n_layers * shape.layer_params_per_rank(tp) + shape.vocab_size * d
+               + shape.vocab_per_rank(tp) * d + d)
+    kv_cache = batch * max_seq * shape.kv_bytes_per_token_per_rank(tp, dtype_bytes)
+    rope = max_seq * shape.head_dim * dtype_bytes
+    mask = max_seq * max_seq  # torch.bool
+    return weights * dtype_bytes + kv_cache + rope + mask
+
+
+def peak_bytes_per_rank(shape: ModelShape, tp: int, batch: int, prompt_len: int, gen_len: int,
+                        dtype_bytes: int) -> int:
+    """Estimated peak of one rank: :func:`model_bytes_per_rank`, plus the larger of what lives
+    only while building (the unsharded weights :func:`build_model` shards: one layer, or
+    embedding + LM head) or only while running (one layer's prefill activations: QKV, gate/up,
+    K/V repeated to every query head, residuals, and the ``2 * n_layers`` module outputs
+    :func:`ladder` keeps until the forward ends), plus ``MEMORY_MARGIN`` and
+    ``RANK_OVERHEAD_BYTES``."""
+    max_seq = prompt_len + gen_len
+    d, hd, heads = shape.dim, shape.head_dim, shape.heads_per_rank(tp)
+    build = max(shape.layer_params_per_rank(1) + shape.layer_params_per_rank(tp),
+                2 * shape.vocab_size * d + d)
+    qkv = (heads + 2 * shape.kv_heads_per_rank(tp)) * hd
+    per_token = (2 * shape.n_layers + 6) * d + qkv + 3 * shape.intermediate_per_rank(tp)
+    activations = batch * prompt_len * per_token + 2 * batch * heads * max_seq * hd
+    total = (model_bytes_per_rank(shape, tp, batch, max_seq, dtype_bytes)
+             + max(build, activations) * dtype_bytes)
+    return int(total * (1 + MEMORY_MARGIN)) + RANK_OVERHEAD_BYTES
+
+
+def available_host_bytes() -> int | None:
+    """Memory the host can still give: ``MemAvailable`` of /proc/meminfo (else the free pages
+    from sysconf), capped by a cgroup v2 limit; None if unknown."""
+    available = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    if available is None:
+        try:
+            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return None
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit != "max":
+            used = int(Path("/sys/fs/cgroup/memory.current").read_text())
+            available = min(available, int(limit) - used)
+    except (OSError, ValueError):
+        pass
+    return available
+
+
+def check_memory(cfg: BenchConfig, tp: int, device: torch.device, local_ranks: int) -> None:
+    """Raise UserInputError (one line) unless :func:`peak_bytes_per_rank` fits: on CUDA in this
+    rank's free GPU memory, on CPU times ``local_ranks`` (the ranks sharing this host) in
+    :func:`available_host_bytes`. Nothing is allocated before this check."""
+    shape = load_model_shape(cfg.model)
+    rank_bytes = peak_bytes_per_rank(shape, tp, cfg.batch, cfg.prompt_len, cfg.gen_len,
+                                     DTYPES[cfg.dtype].itemsize)
+    need = f"an estimated {rank_bytes / GIB:.1f} GiB per rank (weights, KV cache, margin)"
+    if device.type == "cuda":
+        need_bytes = rank_bytes
+        free_bytes, _ = torch.cuda.mem_get_info(device)
+        where = f"GPU {device.index} has {free_bytes / GIB:.1f} GiB free"
+        bigger_tp = "a higher TP degree, "
+    else:
+        need_bytes = rank_bytes * local_ranks
+        free_bytes = available_host_bytes()
+        if free_bytes is None:
+            return
+        need += f" x {local_ranks} ranks on this host = {need_bytes / GIB:.1f} GiB"
+        where = f"only {free_bytes / GIB:.1f} GiB is available"
+        bigger_tp = ""  # the ranks share the host: more of them do not need less in total
+    if need_bytes > free_bytes:
+        raise UserInputError(
+            f"--model: {cfg.model} at tp={tp}, batch={cfg.batch}, prompt_len+gen_len="
+            f"{cfg.prompt_len + cfg.gen_len}, {cfg.dtype} needs {need}, but {where}; use a smaller "
+            f"model (a smaller preset, or a config.json with fewer layers or a smaller hidden_size), "
+            f"{bigger_tp}or a smaller --batch/--prompt-len/--gen-len")
 
 
 # ---- communication -------------------------------------------------------------------------
@@ -499,16 +597,22 @@ def bench_rank(cfg: BenchConfig, rank: int, world_size: int, device: torch.devic
         if rank == 0:
             p_s, d_s = statistics.median(prefill), statistics.median(decode)
             row = {
-                "model": model_field(cfg.model, cfg.out), "tp": world_size, "nodes": cfg.nodes, "batch": cfg.batch,
-                "prompt_len": cfg.prompt_len, "gen_len": cfg.gen_len, "p2p": cfg.p2p,
-                "schedule": schedule,
+                **setting_fields(cfg, world_size), "schedule": schedule,
                 "tokens_per_s": round(cfg.batch * cfg.gen_len / (p_s + d_s), 4),
                 "prefill_s": round(p_s, 6), "decode_s": round(d_s, 6), "backend": cfg.backend,
-                "device": device.type, "dtype": cfg.dtype, "repeats": cfg.repeats,
+                "device": device.type, "repeats": cfg.repeats,
             }
             log(f"{schedule}: {row['tokens_per_s']} tokens/s (median of {cfg.repeats})")
             if cfg.out:
                 append_row(cfg.out, row)
+
+
+def setting_fields(cfg: BenchConfig, tp: int) -> dict:
+    """The row's columns that say what was measured, but for the schedule (see ``RESUME_KEY``)."""
+    return {
+        "model": model_field(cfg.model, cfg.out), "tp": tp, "nodes": cfg.nodes, "batch": cfg.batch,
+        "prompt_len": cfg.prompt_len, "gen_len": cfg.gen_len, "p2p": cfg.p2p, "dtype": cfg.dtype,
+    }
 
 
 def model_field(model: str, out: str | None) -> str:
@@ -527,13 +631,71 @@ def _tokens_agree(tokens: Tensor, comm: DistComm) -> bool:
     return bool(torch.equal(lo, hi))
 
 
+# ---- output CSV ----------------------------------------------------------------------------
+
+def _csv_lines(path: str) -> list[str]:
+    """The lines of ``path`` holding CSV, i.e. not blank and not ``#`` comments; [] if missing."""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return []
+    return [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def read_rows(path: str) -> tuple[tuple[str, ...], list[dict[str, str]]]:
+    """Header and rows of an existing CSV; ``((), [])`` if it is missing or has no header."""
+    lines = _csv_lines(path)
+    if not lines:
+        return (), []
+    reader = csv.DictReader(lines)
+    return tuple(reader.fieldnames or ()), list(reader)
+
+
+def row_key(row: dict) -> tuple[str, ...]:
+    """A row's ``RESUME_KEY`` values as text, whether read from the CSV or about to be written."""
+    return tuple(str(row.get(c) or "").strip() for c in RESUME_KEY)
+
+
+def _ends_with_newline(path: str) -> bool:
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) in (b"\n", b"\r")
+
+
 def append_row(path: str, row: dict) -> None:
-    """Append one row; the header is written only when the file is new or empty."""
-    with open(path, "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
-        if f.tell() == 0:
-            writer.writeheader()
-        writer.writerow(row)
+    """Append one row in a single write, flushed and fsynced, so an interrupted run keeps every
+    row written before and never leaves part of one. The header is written only when the file
+    has none (new, empty, or only comments); a last line without its newline is ended first."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS)
+    if not _csv_lines(path):
+        writer.writeheader()
+    writer.writerow(row)
+    text = buf.getvalue()
+    with open(path, "ab") as f:
+        if f.tell() > 0 and not _ends_with_newline(path):
+            text = writer.writer.dialect.lineterminator + text
+        f.write(text.encode())
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def pending_schedules(cfg: BenchConfig, tp: int) -> tuple[str, ...]:
+    """``cfg.schedules`` but those whose row (same ``RESUME_KEY``) is already in ``cfg.out``;
+    logs one line per skipped schedule. Deleting a row from the CSV measures it again."""
+    if not cfg.out:
+        return cfg.schedules
+    done = {row_key(r) for r in read_rows(cfg.out)[1]}
+    setting = setting_fields(cfg, tp)
+    pending = []
+    for schedule in cfg.schedules:
+        if row_key({**setting, "schedule": schedule}) in done:
+            log(f"{schedule}: already measured in {cfg.out} (tp={tp}, batch={cfg.batch}, "
+                f"prompt_len={cfg.prompt_len}, gen_len={cfg.gen_len}, p2p={cfg.p2p}, {cfg.dtype}); "
+                "skipped (delete its row to measure it again)")
+        else:
+            pending.append(schedule)
+    return tuple(pending)
 
 
 # ---- process groups ------------------------------------------------------------------------
@@ -668,17 +830,32 @@ def make_config(args: argparse.Namespace, world_size: int, check_out: bool) -> B
 
 
 def _check_out(path: str) -> None:
+    """--out must be writable and, if it already has a header, have exactly ``CSV_COLUMNS``."""
     try:
-        with open(path, "a", newline="") as f:
-            empty = f.tell() == 0
-    except OSError as exc:
-        raise UserInputError(f"--out: cannot write {path}: {exc.strerror}") from None
-    if not empty:
-        with open(path, newline="") as f:
-            header = next(csv.reader(f), [])
-        if tuple(header) != CSV_COLUMNS:
-            raise UserInputError(f"--out: {path} exists with other columns; expected "
-                                 f"{','.join(CSV_COLUMNS)}")
+        with open(path, "a", newline=""):
+            pass
+        header, _ = read_rows(path)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise UserInputError(f"--out: cannot use {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    if header and header != CSV_COLUMNS:
+        raise UserInputError(f"--out: {path} exists with other columns; expected "
+                             f"{','.join(CSV_COLUMNS)} (write to a new file)")
+
+
+def _rank_device(cfg: BenchConfig, launched: bool) -> torch.device:
+    """This process's device: under torchrun on CUDA the GPU of ``LOCAL_RANK`` (made current)."""
+    if launched and cfg.device == "cuda":
+        local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        torch.cuda.set_device(local_rank)
+        return torch.device("cuda", local_rank)
+    return torch.device("cpu")
+
+
+def _agreed_schedules(cfg: BenchConfig, rank: int, tp: int) -> BenchConfig:
+    """Rank 0's :func:`pending_schedules` (only it reads ``--out``), broadcast to every rank."""
+    pending = [pending_schedules(cfg, tp) if rank == 0 else None]
+    dist.broadcast_object_list(pending, src=0)
+    return dataclasses.replace(cfg, schedules=pending[0])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -686,27 +863,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     launched = _launched()
     rank = int(os.environ.get("RANK", 0))
     world_size = int(os.environ["WORLD_SIZE"]) if launched else args.world_size
+    local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", world_size)) if launched else world_size
     try:
         cfg = make_config(args, world_size, check_out=rank == 0)
+        device = _rank_device(cfg, launched)
+        check_memory(cfg, world_size, device, local_ranks)
     except UserInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if launched:
-        local_rank = int(os.environ.get("LOCAL_RANK", 0))
-        if cfg.device == "cuda":
-            torch.cuda.set_device(local_rank)
-            device = torch.device("cuda", local_rank)
-        else:
-            device = torch.device("cpu")
-        _init_group(cfg.backend, rank, world_size, "env://",
-                    int(os.environ.get("LOCAL_WORLD_SIZE", world_size)))
+        _init_group(cfg.backend, rank, world_size, "env://", local_ranks)
         try:
-            bench_rank(cfg, rank, world_size, device)
+            cfg = _agreed_schedules(cfg, rank, world_size)
+            if cfg.schedules:
+                bench_rank(cfg, rank, world_size, device)
         finally:
             dist.destroy_process_group()
     else:
-        init_method = f"tcp://127.0.0.1:{_free_port()}"
-        mp.spawn(_spawned_bench, args=(world_size, cfg, init_method), nprocs=world_size, join=True)
+        cfg = dataclasses.replace(cfg, schedules=pending_schedules(cfg, world_size))
+        if cfg.schedules:
+            init_method = f"tcp://127.0.0.1:{_free_port()}"
+            mp.spawn(_spawned_bench, args=(world_size, cfg, init_method), nprocs=world_size, join=True)
+    if not cfg.schedules and rank == 0:
+        log(f"nothing to measure: every requested schedule is already in {cfg.out}")
     return 0
 
 

@@ -8,11 +8,13 @@ with the benchmark but the random weights.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -179,12 +181,21 @@ def _run_cli(*args, cwd=REPO, **extra_env):
                           env=env, capture_output=True, text=True, timeout=120)
 
 
-def test_cli_end_to_end_two_gloo_ranks(tiny, tmp_path):
-    out = tmp_path / "out.csv"
-    res = _run_cli("--backend", "gloo", "--world-size", "2", "--model", str(tiny), "--batch", "1",
-                   "--prompt-len", "16", "--gen-len", "4", "--schedule", "standard",
-                   "--schedule", "ladder", "--out", str(out), "--repeats", "2",
-                   NCCL_P2P_DISABLE="1")
+E2E_ARGS = ("--backend", "gloo", "--world-size", "2", "--batch", "1", "--prompt-len", "16",
+            "--gen-len", "4", "--schedule", "standard", "--schedule", "ladder", "--repeats", "2")
+
+
+@pytest.fixture(scope="module")
+def e2e(tiny, tmp_path_factory):
+    """One run of two gloo ranks writing a standard and a ladder row: (result, CSV, its text)."""
+    out = tmp_path_factory.mktemp("e2e") / "out.csv"
+    res = _run_cli(*E2E_ARGS, "--model", str(tiny), "--out", str(out), NCCL_P2P_DISABLE="1")
+    return res, out, out.read_text() if out.exists() else ""
+
+
+def test_cli_end_to_end_two_gloo_ranks(e2e, tiny):
+    res, out, _ = e2e
+    tmp_path = out.parent
     assert res.returncode == 0, res.stderr
     with open(out, newline="") as f:
         header = next(csv.reader(f))
@@ -235,7 +246,19 @@ def test_out_with_other_columns_is_refused(tiny, tmp_path, capsys):
     out = tmp_path / "other.csv"
     out.write_text("a,b\n1,2\n")
     assert lb.main(["--model", str(tiny), "--backend", "gloo", "--out", str(out)]) == 2
-    assert "--out" in capsys.readouterr().err
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --out: ")
+    assert str(out) in err[0] and ",".join(lb.CSV_COLUMNS) in err[0]
+    assert out.read_text() == "a,b\n1,2\n"
+
+
+def test_out_header_after_comment_lines_is_accepted(tmp_path):
+    out = tmp_path / "commented.csv"
+    out.write_text("# measured on host x\n" + ",".join(lb.CSV_COLUMNS) + "\n")
+    lb._check_out(str(out))  # no error
+    out.write_text("# measured on host x\nmodel,tp\n")
+    with pytest.raises(lb.UserInputError, match="other columns"):
+        lb._check_out(str(out))
 
 
 def test_append_row_writes_header_once(tmp_path):
@@ -246,6 +269,132 @@ def test_append_row_writes_header_once(tmp_path):
     lines = out.read_text().splitlines()
     assert lines[0] == ",".join(lb.CSV_COLUMNS)
     assert len(lines) == 3 and lines[2].split(",")[7] == "ladder"
+
+
+ROW = dict(zip(lb.CSV_COLUMNS, ["m", 2, 1, 1, 16, 4, "on", "standard", 10.0, 0.1, 0.3,
+                                "gloo", "cpu", "float32", 1]))
+
+
+def _csv_rows(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+
+
+def test_append_row_starts_a_new_line_after_a_last_line_without_newline(tmp_path):
+    out = tmp_path / "rows.csv"
+    lb.append_row(str(out), ROW)
+    out.write_bytes(out.read_bytes().rstrip(b"\r\n"))  # e.g. saved by an editor
+    lb.append_row(str(out), {**ROW, "schedule": "ladder"})
+    rows = _csv_rows(out)
+    assert [r["schedule"] for r in rows] == ["standard", "ladder"]
+    assert all(None not in r and None not in r.values() for r in rows)  # no glued or short row
+    assert [r["repeats"] for r in rows] == ["1", "1"]
+    assert out.read_bytes().endswith(b"\n")
+
+
+def test_append_row_header_only_when_the_file_has_none(tmp_path):
+    header_only = tmp_path / "header.csv"
+    header_only.write_text(",".join(lb.CSV_COLUMNS))  # header, no newline
+    lb.append_row(str(header_only), ROW)
+    lines = header_only.read_text().splitlines()
+    assert len(lines) == 2 and lines[0] == ",".join(lb.CSV_COLUMNS)
+    assert lines[1].split(",")[7] == "standard"
+    comments = tmp_path / "comments.csv"
+    comments.write_text("# a note, no header yet\n")
+    lb.append_row(str(comments), ROW)
+    lines = comments.read_text().splitlines()
+    assert lines[:2] == ["# a note, no header yet", ",".join(lb.CSV_COLUMNS)] and len(lines) == 3
+
+
+def test_rerun_measures_only_the_missing_schedules(e2e, tiny):
+    res, measured, text = e2e
+    assert res.returncode == 0, res.stderr
+    out = measured.with_name("resume.csv")  # beside it: the model column stays the same
+    out.write_text(text)
+
+    def rerun(*extra):
+        return _run_cli(*E2E_ARGS, *extra, "--model", str(tiny), "--out", str(out),
+                        NCCL_P2P_DISABLE="1")
+
+    again = rerun("--schedule", "parallel")
+    assert again.returncode == 0, again.stderr
+    skipped = [line for line in again.stderr.splitlines() if "already measured" in line]
+    assert len(skipped) == 2 and all(str(out) in line for line in skipped)
+    assert "standard:" in skipped[0] and "ladder:" in skipped[1]
+    assert out.read_text().startswith(text)  # the earlier rows are kept as they were
+    assert [r["schedule"] for r in _csv_rows(out)] == ["standard", "ladder", "parallel"]
+    assert len(read_measured(out)) == 3  # laddersim validate's check: no repeated setting
+    after = out.read_text()
+    done = rerun("--schedule", "parallel")
+    assert done.returncode == 0, done.stderr
+    assert "nothing to measure" in done.stderr and "built rank shards" not in done.stderr
+    assert out.read_text() == after
+
+
+def test_pending_schedules_keys_on_the_whole_setting(tiny, tmp_path):
+    out = tmp_path / "keys.csv"
+    args = lb.build_parser().parse_args(["--model", str(tiny), "--backend", "gloo", "--out", str(out)])
+    cfg = lb.make_config(args, 2, check_out=True)
+    assert lb.pending_schedules(cfg, 2) == lb.SCHEDULES  # new file: everything
+    lb.append_row(str(out), {**ROW, **lb.setting_fields(cfg, 2), "schedule": "ladder"})
+    assert lb.pending_schedules(cfg, 2) == ("standard", "parallel", "upper_bound")
+    for other in ({"batch": 2}, {"prompt_len": 7}, {"gen_len": 3}, {"dtype": "bfloat16"},
+                  {"p2p": "off"}, {"nodes": 2}):
+        assert lb.pending_schedules(dataclasses.replace(cfg, **other), 2) == lb.SCHEDULES, other
+    assert lb.pending_schedules(cfg, 1) == lb.SCHEDULES  # another TP degree
+
+
+# ---- memory pre-check ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("tp, dtype, kv_heads", [
+    (1, torch.float32, 2), (2, torch.float32, 2), (2, torch.bfloat16, 2), (2, torch.float32, 1),
+])
+def test_model_bytes_per_rank_is_what_build_model_allocates(tmp_path, tp, dtype, kv_heads):
+    shape = load_model_shape(_write_config(tmp_path / "m", num_key_value_heads=kv_heads))
+    model = lb.build_model(shape, tp - 1, tp, 3, 12, SEED, dtype=dtype)
+    allocated = sum(b.numel() * b.element_size() for b in model.buffers())
+    assert lb.model_bytes_per_rank(shape, tp, 3, 12, dtype.itemsize) == allocated
+
+
+def test_peak_estimate_adds_to_the_model_and_grows_with_the_workload():
+    s = load_model_shape("llama-3.1-8b")
+    model = lb.model_bytes_per_rank(s, 2, 1, 1024 + 512, 2)
+    peak = lb.peak_bytes_per_rank(s, 2, 1, 1024, 512, 2)
+    assert model < peak < 1.5 * model
+    assert lb.peak_bytes_per_rank(s, 2, 8, 1024, 512, 2) > peak
+    assert lb.peak_bytes_per_rank(s, 4, 1, 1024, 512, 2) < peak
+    # Why the 405B test below fails everywhere: its fp32 weights alone are > 800 GB per rank at TP=2.
+    assert lb.model_bytes_per_rank(load_model_shape("llama-3.1-405b"), 2, 1, 1, 4) > 800e9
+
+
+def test_check_memory_counts_every_local_rank(tiny, monkeypatch):
+    args = lb.build_parser().parse_args(["--model", str(tiny), "--backend", "gloo"])
+    cfg = lb.make_config(args, 2, check_out=False)
+    per_rank = lb.peak_bytes_per_rank(load_model_shape(tiny), 2, cfg.batch, cfg.prompt_len,
+                                      cfg.gen_len, 4)
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(lb, "available_host_bytes", lambda: 2 * per_rank)
+    lb.check_memory(cfg, 2, cpu, 2)  # fits exactly
+    monkeypatch.setattr(lb, "available_host_bytes", lambda: 2 * per_rank - 1)
+    with pytest.raises(lb.UserInputError, match=r"x 2 ranks on this host"):
+        lb.check_memory(cfg, 2, cpu, 2)
+    monkeypatch.setattr(lb, "available_host_bytes", lambda: None)  # unknown: no check
+    lb.check_memory(cfg, 2, cpu, 2)
+
+
+def test_model_too_large_for_the_host_exits_2_before_allocating(tmp_path):
+    out = tmp_path / "big.csv"
+    t0 = time.monotonic()
+    res = _run_cli("--model", "llama-3.1-405b", "--backend", "gloo", "--world-size", "2",
+                   "--out", str(out))
+    assert time.monotonic() - t0 < 60  # no weights were built
+    assert res.returncode == 2
+    assert "Traceback" not in res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --model: llama-3.1-405b at tp=2, batch=1")
+    assert "GiB" in lines[0] and "available" in lines[0]
+    assert "smaller model" in lines[0] and "config.json" in lines[0]
+    assert not out.exists() or out.read_text() == ""
 
 
 def test_sample_picks_within_top_k():
