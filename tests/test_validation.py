@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from laddersim.cli import main
+from laddersim.errors import UserInputError
 from laddersim.fitting import fit_profiles, save_profile
 from laddersim.costs.collectives import alpha_beta_time_s
 from laddersim.hardware.profile import ProtocolTerm, Sourced, TierFit, load_profile
@@ -203,6 +204,30 @@ def test_a_dtype_column_is_simulated_in_its_own_dtype(tmp_path, h100):
     with_column = validate(frame.assign(dtype="float32"), ValidationSetup(h100, h100, dtype="float16"))
     np.testing.assert_allclose(with_column["predicted_tokens_per_s"], as_fp32["predicted_tokens_per_s"])
     assert not np.allclose(with_column["predicted_tokens_per_s"], frame["tokens_per_s"])
+
+
+def test_two_dtypes_of_one_setting_are_two_settings(tmp_path, h100):
+    # ladder_bench resumes per dtype, so a table can hold a float32 and a bfloat16 run of one
+    # setting: each is its own row, its speedup taken over the standard row of its dtype.
+    frame = _tiny_measured(tmp_path, h100, schedules=("standard", "ladder"))
+    both = pd.concat([frame.assign(dtype="float32"), frame.assign(dtype="bfloat16")], ignore_index=True)
+    csv = tmp_path / "both.csv"
+    both.to_csv(csv, index=False)
+    result = validate(read_measured(csv), ValidationSetup(h100, h100))
+    for dtype in ("float32", "bfloat16"):
+        alone = validate(frame.assign(dtype=dtype), ValidationSetup(h100, h100))
+        np.testing.assert_allclose(result.loc[result["dtype"] == dtype, "predicted_speedup"],
+                                   alone["predicted_speedup"], rtol=1e-12)
+    assert not np.allclose(result.loc[result["dtype"] == "float32", "predicted_tokens_per_s"],
+                           result.loc[result["dtype"] == "bfloat16", "predicted_tokens_per_s"])
+    # The report gives each dtype its figure panels and trend checks.
+    assert main(["validate", str(csv), "--out", str(tmp_path / "report")]) == 0
+    report = (tmp_path / "report" / "index.md").read_text()
+    assert "batch 1, P2P on, float32)" in report and "batch 1, P2P on, bfloat16)" in report
+    repeated = tmp_path / "repeated.csv"
+    pd.concat([both, both.iloc[:1]], ignore_index=True).to_csv(repeated, index=False)
+    with pytest.raises(UserInputError, match="same setting and schedule"):
+        read_measured(repeated)
 
 
 @pytest.mark.parametrize("content,message", [

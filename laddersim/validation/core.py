@@ -24,9 +24,11 @@ from laddersim.simulate import make_scenario, simulate
 BUILTIN_MEASURED = Path(__file__).resolve().parents[1] / "data" / "validation" / "ladder_70b_tp_sweep.csv"
 REQUIRED_COLUMNS = ("model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "tokens_per_s")
 INTEGER_COLUMNS = ("tp", "nodes", "batch", "prompt_len", "gen_len")
-SETTING = ["model", "hardware", "tp", "nodes", "batch", "prompt_len", "gen_len"]
+# A measured setting; ``hardware`` and ``dtype`` count where the table has them (ladder_bench
+# writes dtype: a float32 and a bfloat16 run of one setting are two settings).
+SETTING = ["model", "hardware", "tp", "nodes", "batch", "prompt_len", "gen_len", "dtype"]
 # The setting columns a figure panel or a trend holds fixed besides TP, batch and P2P.
-OTHER_SETTING = ["model", "prompt_len", "gen_len"]
+OTHER_SETTING = ["model", "prompt_len", "gen_len", "dtype"]
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,7 @@ def validate(measured: pd.DataFrame | None = None, setup: ValidationSetup | None
     predicted = [simulate(s).summary()["tokens_per_s"] for s in scenarios]
     frame["predicted_tokens_per_s"] = predicted
     frame["rel_error"] = frame["predicted_tokens_per_s"] / frame["tokens_per_s"] - 1.0
-    keys = SETTING + ["p2p"]
+    keys = [c for c in SETTING + ["p2p"] if c in frame.columns]
     base = frame[frame["schedule"] == "standard"].set_index(keys)
     measured_base, predicted_base = [], []
     for row in frame.itertuples(index=False):
@@ -157,7 +159,7 @@ def setting_columns(frame: pd.DataFrame) -> list[str]:
     ``OTHER_SETTING`` that take more than one value."""
     hardware = "hardware" in frame.columns and any(
         part["hardware"].nunique() > 1 for _, part in frame.groupby("p2p"))
-    return (["hardware"] if hardware else []) + [c for c in OTHER_SETTING if frame[c].nunique() > 1]
+    return (["hardware"] if hardware else []) + [c for c in OTHER_SETTING if c in frame.columns and frame[c].nunique() > 1]
 
 
 def error_summary(frame: pd.DataFrame, by: str | None = None) -> pd.DataFrame:

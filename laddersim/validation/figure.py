@@ -38,7 +38,7 @@ def save_figure(fig, out_base: str | Path) -> list[Path]:
 
 
 MAX_PANEL_COLUMNS = 4
-PANEL_ORDER = ["hardware", "model", "batch", "prompt_len", "gen_len"]
+PANEL_ORDER = ["hardware", "model", "batch", "prompt_len", "gen_len", "dtype"]
 
 
 def model_label(model: str) -> str:
