@@ -718,6 +718,8 @@ def _spawned_bench(rank: int, world_size: int, cfg: BenchConfig, init_method: st
     _init_group(cfg.backend, rank, world_size, init_method, world_size)
     try:
         bench_rank(cfg, rank, world_size, torch.device("cpu"))
+    except KeyboardInterrupt:  # Ctrl-C reaches every rank: the parent says it once
+        os._exit(130)
     finally:
         dist.destroy_process_group()
 
@@ -832,8 +834,15 @@ def make_config(args: argparse.Namespace, world_size: int, check_out: bool) -> B
 def _check_out(path: str) -> None:
     """--out must be writable and, if it already has a header, have exactly ``CSV_COLUMNS``."""
     try:
-        with open(path, "a", newline=""):
-            pass
+        if Path(path).exists():
+            with open(path, "a", newline=""):
+                pass
+        else:  # do not leave an empty file behind a run that fails before its first row
+            parent = Path(path).resolve().parent
+            if not parent.is_dir():
+                raise FileNotFoundError(2, "no such directory", str(parent))
+            if not os.access(parent, os.W_OK):
+                raise PermissionError(13, "directory not writable", str(parent))
         header, _ = read_rows(path)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise UserInputError(f"--out: cannot use {path}: {getattr(exc, 'strerror', None) or exc}") from None
@@ -883,7 +892,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = dataclasses.replace(cfg, schedules=pending_schedules(cfg, world_size))
         if cfg.schedules:
             init_method = f"tcp://127.0.0.1:{_free_port()}"
-            mp.spawn(_spawned_bench, args=(world_size, cfg, init_method), nprocs=world_size, join=True)
+            try:
+                mp.spawn(_spawned_bench, args=(world_size, cfg, init_method), nprocs=world_size, join=True)
+            except (KeyboardInterrupt, mp.ProcessExitedException) as exc:
+                if isinstance(exc, mp.ProcessExitedException) and exc.exit_code not in (130, -2):
+                    raise
+                kept = f"rows already written are kept in {cfg.out}; re-run the same command to measure the rest" \
+                    if cfg.out else "nothing was written (no --out)"
+                print(f"interrupted: {kept}", file=sys.stderr)
+                return 130
     if not cfg.schedules and rank == 0:
         log(f"nothing to measure: every requested schedule is already in {cfg.out}")
     return 0
