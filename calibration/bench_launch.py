@@ -16,8 +16,10 @@ ranks for g = 2..world size (all ranks create every group, as torch.distributed 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,7 +167,20 @@ def _torchrun_worker(opts: RunOptions, command: str, backend: str, device_kind: 
 
 
 def launch(opts: RunOptions, command: str) -> int:
-    """Entry point of ``laddersim calibrate run`` and ``calibration/*.py``."""
+    """Entry point of ``laddersim calibrate run`` and ``calibration/*.py``.
+
+    Ctrl-C: the finished points are already on disk; the caller prints one line and exits 130.
+    From the first interrupt on, further ones are ignored, so an impatient second Ctrl-C cannot
+    break the (short, bounded) shutdown with a traceback.
+    """
+    try:
+        return _launch(opts, command)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise
+
+
+def _launch(opts: RunOptions, command: str) -> int:
     backend, device_kind = runner.resolve_backend(opts.backend)
     if "LOCAL_RANK" in os.environ and "WORLD_SIZE" in os.environ:
         return _torchrun_worker(opts, command, backend, device_kind)
@@ -176,7 +191,45 @@ def launch(opts: RunOptions, command: str) -> int:
     if opts.world_size == 1:
         _spawned(0, world, backend, opts, grid, init)
     else:
-        mp.spawn(_spawned, args=(world, backend, opts, grid, init), nprocs=opts.world_size, join=True)
+        _spawn_ranks(opts.world_size, (world, backend, opts, grid, init))
     print(f"[calibrate] done: {opts.out}; next: laddersim calibrate fit {opts.out} --name NAME",
           file=sys.stderr)
     return 0
+
+
+STOP_TIMEOUT_S = 5.0  # after Ctrl-C, how long the ranks get to die of SIGTERM before SIGKILL
+
+
+def _spawn_ranks(nprocs: int, args: tuple) -> None:
+    """Run ``_spawned`` on ``nprocs`` local processes and wait for them.
+
+    The ranks start with SIGINT ignored (the disposition is inherited through the spawn), so a
+    Ctrl-C on the terminal reaches only this parent, which then stops them itself: SIGTERM, and
+    SIGKILL for any still alive after STOP_TIMEOUT_S. A rank cut mid-append leaves at most a
+    last line without its newline, which the next run reports and measures again.
+    """
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        context = mp.spawn(_spawned, args=args, nprocs=nprocs, join=False)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    try:
+        while not context.join():
+            pass
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _stop(context.processes)
+        raise
+
+
+def _stop(processes: list) -> None:
+    """Terminate ``processes`` (SIGTERM, then SIGKILL after STOP_TIMEOUT_S) and reap them."""
+    for proc in processes:
+        if proc.is_alive():
+            proc.terminate()
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    for proc in processes:
+        proc.join(max(0.0, deadline - time.monotonic()))
+        if proc.is_alive():
+            proc.kill()
+            proc.join()

@@ -14,6 +14,8 @@ from typing import Callable
 import numpy as np
 import torch
 
+from laddersim.calibrate.grid import human_bytes  # noqa: F401  (re-exported for the benchmarks)
+
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 GRAPH_INNER = 10  # calls captured per CUDA graph; a replay's time / GRAPH_INNER is one call
 
@@ -84,11 +86,9 @@ def summarize(samples_s: list[float]) -> dict:
 
 
 def element_count(size_bytes: int, dtype: torch.dtype) -> int:
-    return max(1, size_bytes // torch.tensor([], dtype=dtype).element_size())
-
-
-def human_bytes(size: int) -> str:
-    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if size >= scale and size % scale == 0:
-            return f"{size // scale} {unit}"
-    return f"{size} B"
+    """Elements of ``dtype`` in ``size_bytes``, which must be a positive whole number of them
+    (the grid rounds AllReduce sizes up; a recorded size is always the bytes really moved)."""
+    elements, rest = divmod(size_bytes, torch.tensor([], dtype=dtype).element_size())
+    if elements < 1 or rest:
+        raise ValueError(f"{size_bytes} B is not a whole number of {dtype} elements")
+    return elements

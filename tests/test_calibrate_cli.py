@@ -226,3 +226,166 @@ def test_a_run_without_a_profile_says_to_fit_it(tmp_path, capsys):
     assert main(["simulate", "--hardware", str(run), "--model", "llama-3.1-8b", "--tp", "2"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"laddersim calibrate fit {run} --name NAME" in err
+
+
+# ---- options that would be silently unused ------------------------------------------------------
+
+@pytest.mark.parametrize("args, message", [
+    (["--tp", "2", "--prompt-len", "16"],
+     "error: tp, prompt-len: --tp, --prompt-len need --models (used only for the model GEMM shapes); "
+     "allowed: with --models MODEL[,MODEL...], or drop them"),
+    (["--batch", "4"], "error: batch: --batch needs --models"),
+    (["--models", "llama-3.1-8b", "--benchmarks", "allreduce"],
+     "error: models: --models needs the gemm benchmark, which this run does not measure (benchmarks: allreduce)"),
+    (["--sizes", "1KiB", "--dtypes", "float32", "--benchmarks", "gemm,memory"],
+     "error: sizes, dtypes: --sizes, --dtypes need the allreduce benchmark"),
+])
+def test_options_that_would_be_unused_are_one_line_errors(tmp_path, capsys, args, message):
+    out = tmp_path / "x"
+    assert main(["calibrate", "run", "--backend", "gloo", "--out", str(out), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1, err
+    assert not out.exists()  # refused before anything was created
+
+
+def test_single_benchmark_script_refuses_options_of_another_benchmark(tmp_path, capsys):
+    from calibration.calibrate_all import main as script_main
+
+    assert script_main(["--backend", "gloo", "--out", str(tmp_path / "x"), "--sizes", "1KiB"],
+                       benchmarks=("memory",)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: sizes: --sizes needs the allreduce benchmark") and err.count("\n") == 1
+
+
+# ---- AllReduce sizes are whole elements ---------------------------------------------------------
+
+def test_sizes_are_rounded_up_to_whole_elements_and_recorded_as_moved(tmp_path):
+    import torch
+
+    from calibration.bench_timing import element_count
+
+    out = tmp_path / "odd"
+    proc = laddersim("calibrate", "run", "--backend", "gloo", "--world-size", "2", "--benchmarks", "allreduce",
+                     "--sizes", "3,4,6", "--dtypes", "float32,float16", "--repeats", "1", "--warmup", "0",
+                     "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    measured = [(r["dtype"], int(r["size_bytes"])) for r in rows(out / "measurements" / "allreduce.csv")]
+    # float32: 3 and 4 B are one 4 B element, 6 B is two (8 B); float16: 3 B is two elements (4 B).
+    assert measured == [("float32", 4), ("float32", 8), ("float16", 4), ("float16", 6)]
+    notes = [line for line in proc.stderr.splitlines() if "rounded up to whole elements" in line]
+    assert notes == ["[calibrate] allreduce: sizes rounded up to whole elements, measured and recorded as "
+                     "such: 3 B -> 4 B (float32, float16), 6 B -> 8 B (float32)"]
+    assert element_count(8, torch.float32) == 2
+    with pytest.raises(ValueError, match="not a whole number of torch.float32 elements"):
+        element_count(6, torch.float32)  # the buffer must move exactly the recorded bytes
+
+
+# ---- a partial run's summary says what was not measured ------------------------------------------
+
+def _fit_copy(calibrated, tmp_path, capsys, drop: tuple[str, ...]) -> tuple[Path, list[str]]:
+    """Fit a copy of the calibrated run without the measurement files of ``drop``: (run, stdout lines)."""
+    out, _, _ = calibrated
+    run = tmp_path / "partial"
+    shutil.copytree(out, run)
+    for benchmark in drop:
+        (run / "measurements" / f"{benchmark}.csv").unlink()
+    assert main(["calibrate", "fit", str(run), "--name", "partial"]) == 0
+    return run, capsys.readouterr().out.splitlines()
+
+
+def _summary_line(lines: list[str], label: str) -> str:
+    return next(line for line in lines if line.startswith(f"  {label} "))
+
+
+def test_summary_of_a_partial_run_marks_values_copied_from_the_base(calibrated, tmp_path, capsys):
+    run, lines = _fit_copy(calibrated, tmp_path, capsys, ("gemm", "memory", "interference"))
+    base = "(from base h100-sxm-nvswitch: "
+    peaks = _summary_line(lines, "peaks")
+    assert f" TFLOP/s {base}no GEMM measured), " in peaks
+    assert peaks.endswith(f" GB/s memory {base}no memory kernels measured)")
+    assert _summary_line(lines, "GEMM").endswith(f"{base}fewer than 4 GEMMs measured)")
+    assert _summary_line(lines, "elementwise").endswith(f"{base}not measured)")
+    assert _summary_line(lines, "interference").endswith(f"{base}not measured)")
+    assert _summary_line(lines, "inter-node AR").endswith(f"{base}only one node measured)")
+    assert "framework overheads" in _summary_line(lines, "also from base")
+    assert "from base" not in _summary_line(lines, "intra-node AR")  # measured
+    # The profile's sources say the same.
+    profile = load_profile(run)
+    assert profile.gpu.peak_tflops.source.startswith("copied from base profile h100-sxm-nvswitch (no GEMM measured)")
+    assert profile.interference.comm_slowdown.source.startswith("copied from base profile h100-sxm-nvswitch (not measured)")
+    assert str(run) in profile.collectives.intra_node.bus_bandwidth_gbps.source
+
+
+def test_summary_marks_an_unmeasured_allreduce_and_not_measured_values(calibrated, tmp_path, capsys):
+    run, lines = _fit_copy(calibrated, tmp_path, capsys, ("allreduce",))
+    assert _summary_line(lines, "intra-node AR").endswith(
+        "(from base h100-sxm-nvswitch: no single-node AllReduce measured)")
+    assert not any(line.startswith("  AR table") for line in lines)
+    for label in ("peaks", "GEMM", "elementwise", "interference"):  # a CPU: rates and fits measured
+        assert "from base" not in _summary_line(lines, label), label
+    source = load_profile(run).collectives.intra_node.step_latency_us.source
+    assert source.startswith("copied from base profile h100-sxm-nvswitch (no single-node AllReduce measured)")
+
+
+# ---- Ctrl-C twice ---------------------------------------------------------------------------------
+
+def test_second_ctrl_c_exits_quietly_and_keeps_the_finished_points(tmp_path):
+    from laddersim.calibrate.store import PointStore
+
+    out = tmp_path / "interrupted"
+    sizes = "1KiB,4KiB,16KiB,64KiB,256KiB,1MiB,4MiB,16MiB,32MiB,64MiB"
+    args = ["calibrate", "run", "--backend", "gloo", "--world-size", "2", "--benchmarks", "allreduce",
+            "--sizes", sizes, "--dtypes", "float32", "--repeats", "5", "--warmup", "1", "--out", str(out)]
+    csv_path = out / "measurements" / "allreduce.csv"
+    proc = subprocess.Popen([sys.executable, "-m", "laddersim", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while len(_data_lines(csv_path)) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    before = _data_lines(csv_path)
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C on a terminal: the whole foreground group
+    time.sleep(0.1)  # the second one lands while the first is shutting the run down
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+    except ProcessLookupError:
+        pass
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert [line for line in err.splitlines() if not line.startswith("[calibrate] ")] == [
+        "interrupted: finished work is kept; re-run the same command to resume"], err
+    assert 2 <= len(before) < 10, "the run must be interrupted mid-way"
+    kept = PointStore(csv_path, SCHEMAS["allreduce"]).load()  # whole, valid lines
+    assert [format(r["size_bytes"]) for r in kept][: len(before)] == [line.split(",")[5] for line in before]
+
+
+# ---- noisy tables ---------------------------------------------------------------------------------
+
+def _rewrite_times(path: Path, time_of) -> None:
+    """Set every row's time_us to ``time_of(row)`` (a synthetic, fully controlled table)."""
+    table = rows(path)
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(table[0]), lineterminator="\n")
+        writer.writeheader()
+        for row in table:
+            writer.writerow({**row, "time_us": format(time_of(row), "g")})
+
+
+def test_fit_warns_once_per_table_whose_times_fall_with_size(calibrated, tmp_path, capsys):
+    out, _, _ = calibrated
+    run = tmp_path / "noisy"
+    shutil.copytree(out, run)
+    allreduce, memory = run / "measurements" / "allreduce.csv", run / "measurements" / "memory.csv"
+    _rewrite_times(memory, lambda r: 10 + int(r["size_bytes"]) / 1e3)  # monotone: no warning
+    _rewrite_times(allreduce, lambda r: 100 + int(r["size_bytes"]) / 1e4)
+    assert main(["calibrate", "fit", str(run), "--name", "clean"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    # 1 MiB timed 30% below 64 KiB (106.5 us): what a loaded CPU does to a --quick table.
+    _rewrite_times(allreduce, lambda r: {1024: 100.0, 65536: 106.5536, 1048576: 74.5875}[int(r["size_bytes"])])
+    before = allreduce.read_bytes()
+    assert main(["calibrate", "fit", str(run), "--name", "noisy"]) == 0
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        "warning: measurements/allreduce.csv (group_size=2, nodes=1, dtype=float32, mode=eager): 1 MiB took "
+        "74.59 us, 30% less than 64 KiB (106.6 us); times should grow with size, this table is noisy: re-run "
+        "into a new --out without --quick or with more --repeats (the same --out only measures missing points)"]
+    assert allreduce.read_bytes() == before  # measurements are kept as they are

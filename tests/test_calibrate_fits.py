@@ -74,3 +74,26 @@ def test_laddersim_core_and_calibrate_cli_import_without_torch():
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_size_decreases_flags_only_drops_beyond_the_margin_below_any_smaller_size():
+    from laddersim.calibrate.fit_profile import size_decreases
+
+    sizes = [1024, 4096, 16384, 65536, 262144]
+    # 16 KiB is 19% below 4 KiB (kept: within the margin); 64 KiB is 26.7% below 4 KiB, the slowest
+    # smaller size; unsorted input is sorted by size first.
+    times = [100.0, 150.0, 121.5, 110.0, 400.0]
+    assert size_decreases(sizes[::-1], times[::-1]) == [(65536, 110.0, 4096, 150.0)]
+    assert size_decreases(sizes, sorted(times)) == []
+    assert size_decreases(sizes, times, drop=0.1) == [(16384, 121.5, 4096, 150.0), (65536, 110.0, 4096, 150.0)]
+
+
+def test_copied_reason_reads_what_the_fit_wrote_for_that_base_only():
+    from laddersim.calibrate.fit_profile import COPIED_PREFIX, copied_reason
+
+    base = "h100-sxm-nvswitch"
+    assert copied_reason(Sourced(value=1, source=f"{COPIED_PREFIX}{base} (no GEMM measured): datasheet (x)"),
+                         base) == "no GEMM measured"
+    assert copied_reason(Sourced(value=1, source=f"{COPIED_PREFIX}{base}: datasheet (SXM5)"), base) == "not measured"
+    assert copied_reason(Sourced(value=1, source=f"{COPIED_PREFIX}{base}-other: x"), base) is None
+    assert copied_reason(Sourced(value=1, source="fit: calibration run r measurements/gemm.csv"), base) is None

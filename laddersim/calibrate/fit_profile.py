@@ -25,6 +25,7 @@ from laddersim.calibrate.curve_fits import (
     protocol_tier_fit,
 )
 from laddersim.calibrate.environment import library_name, read_manifest
+from laddersim.calibrate.grid import human_bytes
 from laddersim.calibrate.schema import SCHEMAS
 from laddersim.calibrate.store import PointStore, measurement_path
 from laddersim.errors import UserInputError
@@ -58,8 +59,21 @@ class _Fit:
                 f"`{self.command}`")
 
     def copied(self, value: Sourced, what: str = "") -> Sourced:
-        return Sourced(value=value.value,
-                       source=f"copied from base profile {self.base_name}{what}: {value.source}")
+        """``value`` of the base profile; ``what`` is " (why)" or empty (see ``copied_reason``)."""
+        return Sourced(value=value.value, source=f"{COPIED_PREFIX}{self.base_name}{what}: {value.source}")
+
+
+COPIED_PREFIX = "copied from base profile "
+
+
+def copied_reason(value: Sourced, base: str) -> str | None:
+    """Why a fit copied ``value`` from base profile ``base`` (the "(why)" of its source, else
+    "not measured"), or None when the value was measured or fitted."""
+    prefix = f"{COPIED_PREFIX}{base}"
+    if not value.source.startswith(prefix + " (") and not value.source.startswith(prefix + ":"):
+        return None
+    rest = value.source[len(prefix):]
+    return rest[2:].split("):", 1)[0] if rest.startswith(" (") else "not measured"
 
 
 def _frame(run_dir: str, benchmark: str) -> pd.DataFrame:
@@ -141,10 +155,11 @@ def _intra_tier(fit: _Fit, table: pd.DataFrame, mode: str) -> AlphaBeta:
               for g, rows in single.groupby("gpus") if len(rows) >= 2}
     base_tier = fit.base.collectives.intra_node
     if not curves:
+        why = " (no single-node AllReduce measured)"
         return AlphaBeta(algorithm=base_tier.algorithm,
-                         base_latency_us=fit.copied(base_tier.base_latency_us, " (no single-node AllReduce measured)"),
-                         step_latency_us=fit.copied(base_tier.step_latency_us),
-                         bus_bandwidth_gbps=fit.copied(base_tier.bus_bandwidth_gbps),
+                         base_latency_us=fit.copied(base_tier.base_latency_us, why),
+                         step_latency_us=fit.copied(base_tier.step_latency_us, why),
+                         bus_bandwidth_gbps=fit.copied(base_tier.bus_bandwidth_gbps, why),
                          fixed_steps=base_tier.fixed_steps)
     ring = fit_ring_tier(curves)
     groups = sorted(curves)
@@ -399,6 +414,55 @@ def _interference(fit: _Fit) -> InterferenceSpec:
         comm_slowdown=Sourced(value=max(0.0, float(rows["comm_slowdown"].median())),
                               source=fit.cite("interference", f"AllReduce slowdown during GEMMs, {what}")),
         by_size=by_size)
+
+
+# ---- noisy tables ------------------------------------------------------------------------------
+
+# A time this much below the slowest smaller size of the same curve is noise, not the hardware.
+NOISY_DROP_FRACTION = 0.2
+# Curves with a size axis: benchmark -> the key columns of one curve (time should grow with size).
+SIZE_CURVES = {"allreduce": ("group_size", "nodes", "dtype", "mode"), "memory": ("kernel", "dtype", "mode")}
+
+
+def size_decreases(sizes, times_us, drop: float = NOISY_DROP_FRACTION) -> list[tuple[int, float, int, float]]:
+    """(size, time, smaller size, its time) wherever a time is more than ``drop`` (a fraction)
+    below the slowest time at a smaller size, in size order."""
+    out, slowest = [], None
+    for size, time_us in sorted(zip(sizes, times_us)):
+        if slowest is not None and time_us < (1 - drop) * slowest[1]:
+            out.append((int(size), float(time_us), int(slowest[0]), float(slowest[1])))
+        if slowest is None or time_us > slowest[1]:
+            slowest = (size, time_us)
+    return out
+
+
+def _rerun_hint(manifest: dict) -> str:
+    if manifest.get("source") == "nccl-tests":
+        return "re-run all_reduce_perf with more iterations (-n) and import again"
+    quick = (manifest.get("options") or {}).get("quick")
+    return ("re-run into a new --out " + ("without --quick or " if quick else "") + "with more --repeats "
+            "(the same --out only measures missing points)")
+
+
+def noisy_table_warnings(run_dir: str) -> list[str]:
+    """One line per measured curve (AllReduce per group/dtype/mode, memory kernel per dtype/mode)
+    whose time falls with size by more than NOISY_DROP_FRACTION: the measurements are kept as they
+    are, but such a table is noise more than hardware."""
+    manifest, lines = read_manifest(run_dir), []
+    for benchmark, keys in SIZE_CURVES.items():
+        frame = _frame(run_dir, benchmark)
+        for key, curve in frame.groupby(list(keys), sort=True):
+            drops = size_decreases(curve["size_bytes"], curve["time_us"])
+            if not drops:
+                continue
+            size, time_us, smaller, smaller_us = max(drops, key=lambda d: 1 - d[1] / d[3])
+            what = ", ".join(f"{c}={v}" for c, v in zip(keys, key))
+            more = f" (and {len(drops) - 1} more decrease(s) > {NOISY_DROP_FRACTION:.0%})" if len(drops) > 1 else ""
+            lines.append(f"warning: measurements/{benchmark}.csv ({what}): {human_bytes(size)} took "
+                         f"{time_us:.4g} us, {1 - time_us / smaller_us:.0%} less than {human_bytes(smaller)} "
+                         f"({smaller_us:.4g} us){more}; times should grow with size, this table is noisy: "
+                         f"{_rerun_hint(manifest)}")
+    return lines
 
 
 # ---- the profile ------------------------------------------------------------------------------

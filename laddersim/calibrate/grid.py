@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from laddersim.calibrate.options import RunOptions
+from laddersim.calibrate.options import DTYPE_BYTES, RunOptions
 from laddersim.errors import UserInputError
 from laddersim.model_shape import load_model_shape
 
@@ -33,6 +33,14 @@ class World:
         return math.ceil(group_size / self.ranks_per_node)
 
 
+def human_bytes(size: int) -> str:
+    """1024 -> '1 KiB', 1536 -> '1536 B' (only whole KiB/MiB/GiB are abbreviated)."""
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
+
+
 def compute_dtype(world: World) -> str:
     """GEMM / memory / interference dtype: bf16 on GPUs; fp32 on CPUs (bf16 matmul is emulated)."""
     return "bfloat16" if world.device == "cuda" else "float32"
@@ -50,15 +58,44 @@ def allreduce_sizes(opts: RunOptions) -> tuple[int, ...]:
     return tuple(2**e for e in range(10, 29))  # 1 KiB .. 256 MiB, log-spaced (x2)
 
 
+def whole_elements_bytes(size_bytes: int, dtype: str) -> int:
+    """``size_bytes`` rounded up to a whole number of ``dtype`` elements: what an AllReduce of
+    that many bytes really moves (3 B of float32 is one 4 B element)."""
+    element = DTYPE_BYTES[dtype]
+    return -(-size_bytes // element) * element
+
+
+def allreduce_dtypes(world: World, opts: RunOptions) -> tuple[str, ...]:
+    return opts.dtypes or ((compute_dtype(world),) if opts.quick else ("float16", "bfloat16", "float32"))
+
+
+def allreduce_dtype_sizes(dtype: str, opts: RunOptions) -> tuple[int, ...]:
+    """The sizes measured in ``dtype``: the requested ones, each rounded up to whole elements."""
+    return tuple(sorted({whole_elements_bytes(size, dtype) for size in allreduce_sizes(opts)}))
+
+
+def rounded_sizes_note(world: World, opts: RunOptions) -> str | None:
+    """One line listing the requested sizes that are not a whole number of elements of a
+    measured dtype and what they are measured and recorded as; None when there are none."""
+    changes: dict[tuple[int, int], list[str]] = {}
+    for dtype in allreduce_dtypes(world, opts):
+        for size in allreduce_sizes(opts):
+            if whole_elements_bytes(size, dtype) != size:
+                changes.setdefault((size, whole_elements_bytes(size, dtype)), []).append(dtype)
+    if not changes:
+        return None
+    listed = ", ".join(f"{size} B -> {real} B ({', '.join(dtypes)})" for (size, real), dtypes in changes.items())
+    return f"sizes rounded up to whole elements, measured and recorded as such: {listed}"
+
+
 def allreduce_points(world: World, opts: RunOptions) -> list[dict]:
-    dtypes = opts.dtypes or ((compute_dtype(world),) if opts.quick else ("float16", "bfloat16", "float32"))
     return [
         {"world_size": world.world_size, "group_size": g, "nodes": world.nodes_of(g), "dtype": dtype,
          "mode": mode, "size_bytes": size}
         for g in range(2, world.world_size + 1)
         for mode in modes(world, opts)
-        for dtype in dtypes
-        for size in allreduce_sizes(opts)
+        for dtype in allreduce_dtypes(world, opts)
+        for size in allreduce_dtype_sizes(dtype, opts)
     ]
 
 

@@ -13,6 +13,7 @@ from laddersim.errors import UserInputError
 
 BACKENDS = ("auto", "gloo", "nccl")
 DTYPES = ("float16", "bfloat16", "float32")
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}  # element size of each of DTYPES
 _UNITS = {"": 1, "B": 1, "K": 1024, "KIB": 1024, "KB": 1000, "M": 1024**2, "MIB": 1024**2,
           "MB": 1000**2, "G": 1024**3, "GIB": 1024**3, "GB": 1000**3}
 
@@ -110,7 +111,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
     if args.warmup < 0 or args.repeats < 0:
         raise UserInputError("warmup/repeats: must be >= 0 (0 = default)")
     sizes = tuple(parse_size_bytes(s) for text in args.sizes or [] for s in _csv_list(text))
-    return RunOptions(
+    opts = RunOptions(
         backend=args.backend, world_size=args.world_size, out=args.out, quick=args.quick,
         benchmarks=_choices("benchmarks", args.benchmarks, BENCHMARKS) or BENCHMARKS,
         sizes_bytes=tuple(sorted(set(sizes))),
@@ -120,3 +121,36 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         prompt_len=_ints("prompt-len", args.prompt_len),
         warmup=args.warmup, repeats=args.repeats, graph=args.graph,
     )
+    check_unused_options(opts)
+    return opts
+
+
+# Options that only refine another one: (fields, what they need). The flag of a field is its
+# name with '-' for '_' ('sizes_bytes' is --sizes).
+_DEPENDENT_OPTIONS = (
+    (("tp", "batch", "prompt_len"), "models"),  # the model GEMM shapes
+    (("models",), "gemm"),
+    (("sizes_bytes", "dtypes"), "allreduce"),
+)
+
+
+def _flag(field: str) -> str:
+    return {"sizes_bytes": "sizes"}.get(field, field).replace("_", "-")
+
+
+def check_unused_options(opts: RunOptions) -> None:
+    """Refuse options that this request would silently ignore: --tp/--batch/--prompt-len without
+    --models, --models without the gemm benchmark, --sizes/--dtypes without allreduce."""
+    for fields, needs in _DEPENDENT_OPTIONS:
+        unused = [_flag(f) for f in fields if getattr(opts, f)]
+        if not unused:
+            continue
+        names, flags = ", ".join(unused), ", ".join(f"--{name}" for name in unused)
+        verb, them = ("need", "them") if len(unused) > 1 else ("needs", "it")
+        if needs == "models" and not opts.models:
+            raise UserInputError(f"{names}: {flags} {verb} --models (used only for the model GEMM "
+                                 f"shapes); allowed: with --models MODEL[,MODEL...], or drop {them}")
+        if needs in BENCHMARKS and needs not in opts.benchmarks:
+            raise UserInputError(f"{names}: {flags} {verb} the {needs} benchmark, which this run does not "
+                                 f"measure (benchmarks: {','.join(opts.benchmarks)}); allowed: with "
+                                 f"{needs} in --benchmarks, or drop {them}")

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from laddersim.calibrate.environment import describe_host, merge_manifest, now_utc, write_manifest
-from laddersim.calibrate.grid import World, build_grid
+from laddersim.calibrate.grid import World, build_grid, rounded_sizes_note
 from laddersim.calibrate.options import RunOptions
 from laddersim.calibrate.schema import SCHEMAS
 from laddersim.calibrate.store import PointStore, measurement_path
@@ -83,6 +83,9 @@ def prepare_run_dir(opts: RunOptions, world: World, backend: str, command: str) 
         raise UserInputError(f"out: {out} exists and is not a directory")
     _check_writable(out)
     grid = build_grid(world, opts)
+    note = rounded_sizes_note(world, opts) if grid.get("allreduce") else None
+    if note:
+        print(f"[calibrate] allreduce: {note}", file=sys.stderr, flush=True)
     for name in SCHEMAS:
         PointStore(measurement_path(out, name), SCHEMAS[name]).load(repair=True)
     fresh = describe_host(backend, world.device)

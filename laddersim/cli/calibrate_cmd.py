@@ -56,6 +56,7 @@ def _fit(args: argparse.Namespace) -> int:
 
     profile = fit_run(args.run_dir, args.name, args.base or DEFAULT_BASE)
     _report(profile, args.run_dir)
+    _warn_noisy(args.run_dir)
     return 0
 
 
@@ -64,22 +65,66 @@ def _import(args: argparse.Namespace) -> int:
 
     profile = import_logs(args.logs, args.out, args.name, args.base or DEFAULT_BASE, args.iters)
     _report(profile, args.out)
+    _warn_noisy(args.out)
     return 0
 
 
+def _warn_noisy(run_dir: str) -> None:
+    """On stderr, one line per measured table whose times fall with size (noise, kept as is)."""
+    from laddersim.calibrate.fit_profile import noisy_table_warnings
+
+    for warning in noisy_table_warnings(run_dir):
+        print(warning, file=sys.stderr)
+
+
 def _report(profile, run_dir: str) -> None:
+    """The fitted profile in a few lines; a value the fit copied from the base profile (its
+    benchmark was not run, or the base is the same device's datasheet) is marked
+    "(from base PROFILE: why)", so it cannot pass for a measurement."""
+    from laddersim.calibrate.fit_profile import copied_reason
+
+    base = profile.provenance.get("base_profile", DEFAULT_BASE)
+
+    def line(label: str, *parts) -> str:
+        """``parts``: (text, Sourced) pairs; one mark at the end when every value has the same."""
+        notes = [f" (from base {base}: {why})" if (why := copied_reason(value, base)) else ""
+                 for _, value in parts]
+        if len(set(notes)) == 1:
+            body = ", ".join(text for text, _ in parts) + notes[0]
+        else:
+            body = ", ".join(text + note for (text, _), note in zip(parts, notes))
+        return f"  {label:<18}{body}"
+
     gpu, intra = profile.gpu, profile.collectives.intra_node
-    print(f"profile {profile.name}: {run_dir}/profile.yaml")
-    print(f"  device            {gpu.name}, {profile.node.gpus_per_node} per node")
-    print(f"  intra-node AR     {intra.base_latency_us.value:.2f} us + {intra.step_latency_us.value:.3f} us/step, "
-          f"busbw {intra.bus_bandwidth_gbps.value:.3f} GB/s ({intra.algorithm})")
+    inter = profile.network.allreduce if profile.network else None
+    out = [f"profile {profile.name}: {run_dir}/profile.yaml",
+           f"  {'device':<18}{gpu.name}, {profile.node.gpus_per_node} per node",
+           line("intra-node AR", (f"{intra.base_latency_us.value:.2f} us + {intra.step_latency_us.value:.3f} us/step",
+                                  intra.base_latency_us),
+                (f"busbw {intra.bus_bandwidth_gbps.value:.3f} GB/s ({intra.algorithm})", intra.bus_bandwidth_gbps))]
     for table in profile.collectives.tables:
-        print(f"  AR table          {table.file} ({table.mode}, timing {table.timing}, {table.library}); "
-              f"simulated as {profile.collectives.mode}")
-    print(f"  GEMM              peak {gpu.peak_tflops.value:.4g} TFLOP/s x {gpu.gemm_compute_efficiency.value:.3f}, "
-          f"{gpu.memory_bandwidth_gbps.value:.4g} GB/s x {gpu.gemm_memory_efficiency.value:.3f}, "
-          f"p={gpu.gemm_blend_order.value:g}, tile {gpu.gemm_tile_m.value:g}, floor {gpu.kernel_launch_us.value:.2f} us")
-    print(f"  elementwise       {gpu.elementwise_memory_efficiency.value:.3f} of memory bandwidth")
-    print(f"  interference      compute +{profile.interference.compute_slowdown.value:.3f}, "
-          f"comm +{profile.interference.comm_slowdown.value:.3f}")
+        out.append(f"  {'AR table':<18}{table.file} ({table.mode}, timing {table.timing}, {table.library}); "
+                   f"simulated as {profile.collectives.mode}")
+    if inter is not None:
+        out.append(line("inter-node AR", (f"{inter.base_latency_us.value:.2f} us + {inter.step_latency_us.value:.3f} "
+                                          "us/step", inter.base_latency_us),
+                        (f"busbw {inter.bus_bandwidth_gbps.value:.3f} GB/s", inter.bus_bandwidth_gbps)))
+    out += [
+        line("peaks", (f"{gpu.peak_tflops.value:.4g} TFLOP/s", gpu.peak_tflops),
+             (f"{gpu.memory_bandwidth_gbps.value:.4g} GB/s memory", gpu.memory_bandwidth_gbps)),
+        line("GEMM", (f"x {gpu.gemm_compute_efficiency.value:.3f} compute, x {gpu.gemm_memory_efficiency.value:.3f} "
+                      f"memory, p={gpu.gemm_blend_order.value:g}, tile {gpu.gemm_tile_m.value:g}, "
+                      f"floor {gpu.kernel_launch_us.value:.2f} us", gpu.gemm_compute_efficiency)),
+        line("elementwise", (f"{gpu.elementwise_memory_efficiency.value:.3f} of memory bandwidth",
+                             gpu.elementwise_memory_efficiency)),
+        line("interference", (f"compute +{profile.interference.compute_slowdown.value:.3f}", profile.interference.compute_slowdown),
+             (f"comm +{profile.interference.comm_slowdown.value:.3f}", profile.interference.comm_slowdown)),
+    ]
+    others = {"eager launch": profile.collectives.eager_launch_us, "device memory": gpu.memory_gb,
+              "attention efficiency": gpu.attention_compute_efficiency,
+              "framework overheads": profile.framework.step_overhead_us}
+    copied = [what for what, value in others.items() if copied_reason(value, base)]
+    if copied:
+        out.append(f"  {'also from base':<18}{', '.join(copied)} (from base {base}: not measured)")
+    print("\n".join(out))
     sys.stdout.flush()
