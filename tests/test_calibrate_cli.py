@@ -122,17 +122,23 @@ def _data_lines(path: Path) -> list[str]:
     return [line for line in path.read_text().split("\n")[1:] if line]
 
 
-def test_killed_run_resumes_without_duplicates_or_lost_points(tmp_path):
-    out = tmp_path / "resume"
+def _start_allreduce_run(out: Path, min_points: int, stderr=subprocess.DEVNULL):
+    """A 10-size gloo AllReduce run in its own session, once ``min_points`` lines are on disk
+    (or it ended, or 120 s passed): (process, its arguments, its measurement file)."""
     sizes = "1KiB,4KiB,16KiB,64KiB,256KiB,1MiB,4MiB,16MiB,32MiB,64MiB"
     args = ["calibrate", "run", "--backend", "gloo", "--world-size", "2", "--benchmarks", "allreduce",
             "--sizes", sizes, "--dtypes", "float32", "--repeats", "5", "--warmup", "1", "--out", str(out)]
     csv_path = out / "measurements" / "allreduce.csv"
-    victim = subprocess.Popen([sys.executable, "-m", "laddersim", *args], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-m", "laddersim", *args], stdout=subprocess.DEVNULL,
+                            stderr=stderr, text=True, start_new_session=True)
     deadline = time.monotonic() + 120
-    while len(_data_lines(csv_path)) < 3 and victim.poll() is None and time.monotonic() < deadline:
+    while len(_data_lines(csv_path)) < min_points and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
+    return proc, args, csv_path
+
+
+def test_killed_run_resumes_without_duplicates_or_lost_points(tmp_path):
+    victim, args, csv_path = _start_allreduce_run(tmp_path / "resume", 3)
     os.killpg(victim.pid, signal.SIGKILL)  # the run and its spawned ranks: its own session
     victim.wait()
     before = _data_lines(csv_path)
@@ -332,16 +338,7 @@ def test_summary_marks_an_unmeasured_allreduce_and_not_measured_values(calibrate
 def test_second_ctrl_c_exits_quietly_and_keeps_the_finished_points(tmp_path):
     from laddersim.calibrate.store import PointStore
 
-    out = tmp_path / "interrupted"
-    sizes = "1KiB,4KiB,16KiB,64KiB,256KiB,1MiB,4MiB,16MiB,32MiB,64MiB"
-    args = ["calibrate", "run", "--backend", "gloo", "--world-size", "2", "--benchmarks", "allreduce",
-            "--sizes", sizes, "--dtypes", "float32", "--repeats", "5", "--warmup", "1", "--out", str(out)]
-    csv_path = out / "measurements" / "allreduce.csv"
-    proc = subprocess.Popen([sys.executable, "-m", "laddersim", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = time.monotonic() + 120
-    while len(_data_lines(csv_path)) < 2 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
+    proc, _, csv_path = _start_allreduce_run(tmp_path / "interrupted", 2, stderr=subprocess.PIPE)
     before = _data_lines(csv_path)
     os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C on a terminal: the whole foreground group
     time.sleep(0.1)  # the second one lands while the first is shutting the run down
