@@ -319,6 +319,9 @@ def test_summary_of_a_partial_run_marks_values_copied_from_the_base(calibrated, 
     profile = load_profile(run)
     assert profile.gpu.peak_tflops.source.startswith("copied from base profile h100-sxm-nvswitch (no GEMM measured)")
     assert profile.interference.comm_slowdown.source.startswith("copied from base profile h100-sxm-nvswitch (not measured)")
+    # The copied fractions are the base's full-size ones: its channel rule comes with them.
+    assert profile.interference.collective_channels.value == 32
+    assert profile.interference.collective_channels.source.startswith("copied from base profile h100-sxm-nvswitch")
     assert str(run) in profile.collectives.intra_node.bus_bandwidth_gbps.source
 
 

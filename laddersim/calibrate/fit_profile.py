@@ -393,9 +393,12 @@ def _interference(fit: _Fit) -> InterferenceSpec:
     rows = fit.frames["interference"]
     base = fit.base.interference
     if rows.empty:
+        channels = base.collective_channels  # the fractions are the full-size ones of the base's rule
         return InterferenceSpec(compute_slowdown=fit.copied(base.compute_slowdown, " (not measured)"),
                                 comm_slowdown=fit.copied(base.comm_slowdown, " (not measured)"),
-                                comm_slowdown_part=base.comm_slowdown_part)
+                                comm_slowdown_part=base.comm_slowdown_part,
+                                collective_channels=channels and fit.copied(channels, " (not measured)"),
+                                channel_bytes_per_rank=fit.copied(base.channel_bytes_per_rank, " (not measured)"))
     points = ", ".join(f"{r.size_bytes} B with m={r.m} n={r.n} k={r.k}" for r in rows.itertuples())
     what = f"median over {len(rows)} points ({points}), clipped at 0"
     by_size = []
