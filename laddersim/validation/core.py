@@ -18,6 +18,7 @@ import pandas as pd
 
 from laddersim.costs.memory_fit import check_fits
 from laddersim.errors import UserInputError
+from laddersim.workload import DTYPE_BYTES
 from laddersim.hardware.profile import HardwareProfile, load_profile
 from laddersim.simulate import make_scenario, simulate
 
@@ -73,6 +74,8 @@ def read_measured(path: str | Path | None = None) -> pd.DataFrame:
     if tokens.isna().any() or (tokens <= 0).any():
         raise UserInputError(f"measured: {path}: tokens_per_s must be positive numbers")
     frame["tokens_per_s"] = tokens.astype(float)
+    if "dtype" in frame.columns:
+        _check_dtypes(frame, path)
     frame["model"] = [_resolve_model(str(m), path) for m in frame["model"]]
     keys = [c for c in SETTING + ["p2p", "schedule"] if c in frame.columns]
     later = frame.index[frame.duplicated(keys)]
@@ -83,6 +86,20 @@ def read_measured(path: str | Path | None = None) -> pd.DataFrame:
         raise UserInputError(f"measured: rows {first} and {second} of {path} measure the same setting and schedule; "
                              "keep one row per setting (e.g. the mean of repeated runs)")
     return frame.reset_index(drop=True)
+
+
+def _check_dtypes(frame: pd.DataFrame, path: Path) -> None:
+    """A ``dtype`` column names one of the simulator's dtypes in every row: a blank one (a row cut
+    short mid-write, or a mix of tables) would be keyed apart from the setting it really is."""
+    text = frame["dtype"].astype("string").str.strip()
+    bad = text.isna() | ~text.isin(list(DTYPE_BYTES))
+    if bad.any():
+        row = int(bad.to_numpy().nonzero()[0][0])
+        value = "blank" if pd.isna(text.iloc[row]) or not text.iloc[row] else repr(str(text.iloc[row]))
+        raise UserInputError(f"measured: dtype in row {row + 1} of {path} is {value}; allowed: "
+                             f"{', '.join(DTYPE_BYTES)} in every row (a row cut short mid-write lacks it: "
+                             "delete that row), or no dtype column")
+    frame["dtype"] = text.astype(str)
 
 
 def _resolve_model(model: str, table: Path) -> str:
