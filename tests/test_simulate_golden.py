@@ -162,7 +162,8 @@ def test_collective_input_copy_is_one_memory_bound_kernel_before_each_collective
 
 def _by_size(hw, points):
     spec = hw.interference.model_copy(update={"by_size": [
-        InterferencePoint(size_bytes=s, compute_slowdown=c, comm_slowdown=m, source="test value") for s, c, m in points]})
+        InterferencePoint(size_bytes=s, compute_slowdown=c, comm_slowdown=m, source="test value") for s, c, m in points],
+        "collective_channels": None})  # a profile has a curve or the channel rule
     return hw.model_copy(update={"interference": spec})
 
 
@@ -170,9 +171,9 @@ def test_interference_by_size_is_read_at_each_collectives_message(tiny_model, h1
     message = WORK.batch * tiny_model.dim * WORK.dtype_bytes  # the decode AllReduce, 4 KiB
     sized = _by_size(h100, [(message, 0.3, 0.6), (1 << 24, 0.0, 0.0)])
     assert sized.interference.at(message) == (0.3, 0.6)
-    # A measured curve already holds NCCL's channel rule, so it is compared with constants that
-    # apply at every size (no rule).
-    constant = _interference(with_overrides(h100, compute_slowdown=0.3, comm_slowdown=0.6), collective_channels=None)
+    # A what-if constant applies at every size (it drops NCCL's channel rule), as a curve does.
+    constant = with_overrides(h100, compute_slowdown=0.3, comm_slowdown=0.6)
+    assert constant.interference.collective_channels is None
     free = with_overrides(h100, compute_slowdown=0.0, comm_slowdown=0.0)
     ladder = {name: simulate(Scenario(tiny_model, hw, WORK, 4, "ladder")).decode_metrics
               for name, hw in (("sized", sized), ("constant", constant), ("free", free))}
@@ -219,7 +220,8 @@ def test_bandwidth_share_is_the_time_above_the_latency_floor(h100):
 def test_a_bandwidth_part_slowdown_is_the_whole_slowdown_scaled_by_that_share(tiny_model, h100):
     message = WORK.batch * tiny_model.dim * WORK.dtype_bytes  # the decode AllReduce, 4 KiB
     part = _interference(h100, compute_slowdown=Sourced(value=0.1, source="test value"),
-                         comm_slowdown=Sourced(value=1.5, source="test value"), comm_slowdown_part="bandwidth")
+                         comm_slowdown=Sourced(value=1.5, source="test value"), comm_slowdown_part="bandwidth",
+                         collective_channels=None)  # as the what-if constants below
     share = bandwidth_share(h100, 4, message)
     assert part.interference.at(message, share) == pytest.approx((0.1, 1.5 * share))
     assert part.interference.at(message) == (0.1, 1.5)  # share defaults to the whole time
@@ -240,7 +242,8 @@ def test_a_latency_bound_collective_keeps_its_speed_beside_compute(tiny_model, h
     """Ladder decode of a 4 KiB AllReduce hardly notices a bandwidth-part slowdown that a
     bandwidth-bound prefill AllReduce pays nearly in full."""
     part = _interference(h100, compute_slowdown=Sourced(value=0.0, source="test value"),
-                         comm_slowdown=Sourced(value=1.5, source="test value"), comm_slowdown_part="bandwidth")
+                         comm_slowdown=Sourced(value=1.5, source="test value"), comm_slowdown_part="bandwidth",
+                         collective_channels=None)  # as the what-if constants below
     free = with_overrides(h100, compute_slowdown=0.0, comm_slowdown=0.0)
     decode_message = WORK.batch * tiny_model.dim * WORK.dtype_bytes
     prefill_message = WORK.batch * WORK.prompt_len * tiny_model.dim * WORK.dtype_bytes
@@ -303,9 +306,12 @@ def test_nccl_channel_rule_gives_a_small_collective_its_share_of_the_compute_slo
     assert spec.at(64 * 1024, 0.5, 8) == pytest.approx((full * 2 / 32, spec.comm_slowdown.value * 0.5))
     assert spec.at(64 * 1024, 0.5) == pytest.approx((full, spec.comm_slowdown.value * 0.5))  # no rank count
     assert spec.model_copy(update={"collective_channels": None}).at(64 * 1024, 0.5, 8)[0] == full
-    # A measured per-size curve wins over the rule.
-    sized = _by_size(h100, [(1024, 0.1, 0.2), (1 << 20, 0.4, 0.8)])
-    assert sized.interference.at(1024, 1.0, 8) == (0.1, 0.2)
+    # A measured per-size curve already holds the rule: a profile gives one or the other.
+    points = [{"size_bytes": 1024, "compute_slowdown": 0.1, "comm_slowdown": 0.2, "source": "test value"}]
+    with pytest.raises(ValueError, match="collective_channels: not with by_size"):
+        InterferenceSpec.model_validate({**spec.model_dump(), "by_size": points})
+    with pytest.raises(ValueError, match="a whole number of channels, got 2.5"):
+        InterferenceSpec.model_validate({**spec.model_dump(), "collective_channels": {"value": 2.5, "source": "test"}})
 
 
 def test_channel_rule_speeds_up_small_batch_ladder_and_leaves_standard_alone(tiny_model, h100):

@@ -19,8 +19,9 @@ def with_overrides(profile: HardwareProfile, **overrides) -> HardwareProfile:
     ``laddersim.costs.collectives``: a NIC per GPU at most; fewer NICs carry the GPUs' shards in
     turn, and a flat ring crosses each node on as many channels as it has NICs). Setting
     ``compute_slowdown`` or ``comm_slowdown`` makes that fraction hold for every message size
-    (a measured per-size curve keeps only the other fraction); a ``comm_slowdown`` stretches the
-    whole collective, whichever part the profile's own fraction stretched.
+    (a measured per-size curve keeps only the other fraction, and a ``compute_slowdown`` drops
+    NCCL's channel rule, which would scale it down for small collectives); a ``comm_slowdown``
+    stretches the whole collective, whichever part the profile's own fraction stretched.
     """
     unknown = set(overrides) - set(OVERRIDE_KEYS)
     if unknown:
@@ -52,6 +53,8 @@ def with_overrides(profile: HardwareProfile, **overrides) -> HardwareProfile:
             update_spec = {key: Sourced(value=value, source="what-if override"), "by_size": points}
             if key == "comm_slowdown":
                 update_spec["comm_slowdown_part"] = "whole"
+            else:
+                update_spec["collective_channels"] = None
             interference = interference.model_copy(update=update_spec)
     update["interference"] = interference
     update["what_if"] = profile.what_if.model_validate(what_if)

@@ -279,6 +279,12 @@ class InterferenceSpec(BaseModel):
         sizes = [p.size_bytes for p in self.by_size]
         if sizes != sorted(set(sizes)):
             raise ValueError(f"by_size: sizes must be distinct and increasing, got {sizes}")
+        channels = self.collective_channels
+        if channels is not None and channels.value != int(channels.value):
+            raise ValueError(f"collective_channels: a whole number of channels, got {channels.value:g}")
+        if channels is not None and self.by_size:
+            raise ValueError("collective_channels: not with by_size (a measured per-size curve already holds "
+                             "NCCL's channel rule); allowed: one of them")
         return self
 
     def channel_share(self, size_bytes: float, ranks: int) -> float:
