@@ -191,7 +191,7 @@ def _launch(opts: RunOptions, command: str) -> int:
     if opts.world_size == 1:
         _spawned(0, world, backend, opts, grid, init)
     else:
-        _spawn_ranks(opts.world_size, (world, backend, opts, grid, init))
+        spawn_ranks(_spawned, opts.world_size, (world, backend, opts, grid, init))
     print(f"[calibrate] done: {opts.out}; next: laddersim calibrate fit {opts.out} --name NAME",
           file=sys.stderr)
     return 0
@@ -200,20 +200,24 @@ def _launch(opts: RunOptions, command: str) -> int:
 STOP_TIMEOUT_S = 5.0  # after Ctrl-C, how long the ranks get to die of SIGTERM before SIGKILL
 
 
-def _spawn_ranks(nprocs: int, args: tuple) -> None:
-    """Run ``_spawned`` on ``nprocs`` local processes and wait for them.
+def spawn_ranks(target, nprocs: int, args: tuple) -> None:
+    """Run ``target(rank, *args)`` on ``nprocs`` local processes and wait for them (also used by
+    ``ladder_bench.py``).
 
     The ranks start with SIGINT ignored (the disposition is inherited through the spawn), so a
-    Ctrl-C on the terminal reaches only this parent, which then stops them itself: SIGTERM, and
-    SIGKILL for any still alive after STOP_TIMEOUT_S. A rank cut mid-append leaves at most a
-    last line without its newline, which the next run reports and measures again.
+    Ctrl-C on the terminal, or a SIGINT sent to this parent alone, reaches only the parent, which
+    then stops them itself: SIGTERM, and SIGKILL for any still alive after STOP_TIMEOUT_S. A
+    rank cut mid-append leaves at most a last line without its newline, which the next run
+    reports and measures again. A Ctrl-C while the ranks are being started is not seen.
     """
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        context = mp.spawn(_spawned, args=args, nprocs=nprocs, join=False)
-    finally:
+        context = mp.spawn(target, args=args, nprocs=nprocs, join=False)
+    except BaseException:
         signal.signal(signal.SIGINT, previous)
-    try:
+        raise
+    try:  # entered before SIGINT is restored: an interrupt from here on stops the ranks
+        signal.signal(signal.SIGINT, previous)
         while not context.join():
             pass
     except KeyboardInterrupt:

@@ -32,13 +32,12 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-try:
-    from laddersim.errors import UserInputError
-    from laddersim.model_shape import ModelShape, load_model_shape
-except ImportError:  # run as `python calibration/ladder_bench.py` from a checkout, not installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from laddersim.errors import UserInputError
-    from laddersim.model_shape import ModelShape, load_model_shape
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:  # run as `python calibration/ladder_bench.py` from a checkout
+    sys.path.insert(0, _ROOT)
+from calibration.bench_launch import spawn_ranks  # noqa: E402
+from laddersim.errors import UserInputError  # noqa: E402
+from laddersim.model_shape import ModelShape, load_model_shape  # noqa: E402
 
 SCHEDULES = ("standard", "parallel", "ladder", "upper_bound")
 # Column order of ../shared/validation/ladder_70b_tp_sweep.csv, then our extra columns.
@@ -718,8 +717,6 @@ def _spawned_bench(rank: int, world_size: int, cfg: BenchConfig, init_method: st
     _init_group(cfg.backend, rank, world_size, init_method, world_size)
     try:
         bench_rank(cfg, rank, world_size, torch.device("cpu"))
-    except KeyboardInterrupt:  # Ctrl-C reaches every rank: the parent says it once
-        os._exit(130)
     finally:
         dist.destroy_process_group()
 
@@ -892,13 +889,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = dataclasses.replace(cfg, schedules=pending_schedules(cfg, world_size))
         if cfg.schedules:
             init_method = f"tcp://127.0.0.1:{_free_port()}"
-            try:
-                mp.spawn(_spawned_bench, args=(world_size, cfg, init_method), nprocs=world_size, join=True)
-            except (KeyboardInterrupt, mp.ProcessExitedException) as exc:
-                if isinstance(exc, mp.ProcessExitedException) and exc.exit_code not in (130, -2):
-                    raise
-                kept = f"rows already written are kept in {cfg.out}; re-run the same command to measure the rest" \
-                    if cfg.out else "nothing was written (no --out)"
+            rows_before = len(read_rows(cfg.out)[1]) if cfg.out else 0
+            try:  # the ranks ignore Ctrl-C; this parent stops them (see bench_launch.spawn_ranks)
+                spawn_ranks(_spawned_bench, world_size, (world_size, cfg, init_method))
+            except KeyboardInterrupt:
+                written = len(read_rows(cfg.out)[1]) - rows_before if cfg.out else 0
+                kept = (f"{written} row(s) written to {cfg.out} are kept; re-run the same command to measure "
+                        "the rest" if written else "no row written by this run")
                 print(f"interrupted: {kept}", file=sys.stderr)
                 return 130
     if not cfg.schedules and rank == 0:

@@ -396,10 +396,12 @@ def test_model_too_large_for_the_host_exits_2_before_allocating(tmp_path):
     assert not out.exists()  # no empty file left behind
 
 
-def test_ctrl_c_keeps_the_rows_written_and_says_so_once(tmp_path, tiny):
-    # Ctrl-C reaches the whole process group (parent and spawned ranks): one line, exit 130, no
-    # traceback, and the rows already in --out untouched. A first run writes the standard row;
-    # the second skips it and is interrupted while it measures ladder.
+@pytest.mark.parametrize("whole_group", [True, False], ids=["ctrl-c", "sigint-to-parent"])
+def test_ctrl_c_keeps_the_rows_written_and_says_so_once(tmp_path, tiny, whole_group):
+    # Ctrl-C reaches the whole process group (parent and spawned ranks); a job runner may signal
+    # the parent alone. Either way: the ranks are stopped, one line, exit 130, no traceback, and
+    # the rows already in --out untouched. A first run writes the standard row; the second skips
+    # it and is interrupted while it measures ladder.
     out, log = tmp_path / "out.csv", tmp_path / "stderr.txt"
     common = ["--backend", "gloo", "--world-size", "2", "--model", str(tiny), "--batch", "1",
               "--prompt-len", "16", "--gen-len", "32", "--schedule", "standard", "--out", str(out)]
@@ -416,17 +418,44 @@ def test_ctrl_c_keeps_the_rows_written_and_says_so_once(tmp_path, tiny):
                     break
                 time.sleep(0.1)
             assert proc.poll() is None, log.read_text()
-            os.killpg(proc.pid, signal.SIGINT)
+            ranks = _children(proc.pid)
+            assert len(ranks) == 2
+            if whole_group:
+                os.killpg(proc.pid, signal.SIGINT)
+            else:
+                os.kill(proc.pid, signal.SIGINT)
             proc.wait(timeout=60)
+            assert not [pid for pid in ranks if _alive(pid)], "a rank outlived the run"
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
     text = log.read_text()
     assert proc.returncode == 130, text
     assert "Traceback" not in text and "standard: already measured" in text
-    assert text.strip().splitlines()[-1] == (f"interrupted: rows already written are kept in {out}; "
-                                             "re-run the same command to measure the rest")
+    assert text.strip().splitlines()[-1] == "interrupted: no row written by this run"
     assert out.read_text() == before
+
+
+def _children(pid: int) -> list[int]:
+    """The spawned ranks of ``pid``: its children running multiprocessing's spawn_main (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            command = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if parent == pid and b"spawn_main" in command:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Running (not a zombie awaiting its reaper)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def test_sample_picks_within_top_k():
