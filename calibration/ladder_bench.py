@@ -43,11 +43,13 @@ SCHEDULES = ("standard", "parallel", "ladder", "upper_bound")
 # Column order of ../shared/validation/ladder_70b_tp_sweep.csv, then our extra columns.
 CSV_COLUMNS = (
     "model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "tokens_per_s",
-    "prefill_s", "decode_s", "backend", "device", "dtype", "repeats",
+    "prefill_s", "decode_s", "backend", "device", "dtype", "repeats", "mode",
 )
 # A row already in --out with these values is not measured again (laddersim validate's setting
 # columns, plus dtype: a float32 and a bfloat16 run are different measurements).
-RESUME_KEY = ("model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "dtype")
+RESUME_KEY = ("model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "dtype", "mode")
+# The mode column: a torch.compile'd (CUDA-graph) decode step or an eager one.
+MODES = {True: "compile", False: "eager"}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 ROPE_BASE = 500000.0  # Llama 3 rope_theta
 NORM_EPS = 1e-5
@@ -611,6 +613,7 @@ def setting_fields(cfg: BenchConfig, tp: int) -> dict:
     return {
         "model": model_field(cfg.model, cfg.out), "tp": tp, "nodes": cfg.nodes, "batch": cfg.batch,
         "prompt_len": cfg.prompt_len, "gen_len": cfg.gen_len, "p2p": cfg.p2p, "dtype": cfg.dtype,
+        "mode": MODES[cfg.compile],
     }
 
 
@@ -690,7 +693,8 @@ def pending_schedules(cfg: BenchConfig, tp: int) -> tuple[str, ...]:
     for schedule in cfg.schedules:
         if row_key({**setting, "schedule": schedule}) in done:
             log(f"{schedule}: already measured in {cfg.out} (tp={tp}, batch={cfg.batch}, "
-                f"prompt_len={cfg.prompt_len}, gen_len={cfg.gen_len}, p2p={cfg.p2p}, {cfg.dtype}); "
+                f"prompt_len={cfg.prompt_len}, gen_len={cfg.gen_len}, p2p={cfg.p2p}, {cfg.dtype}, "
+                f"{MODES[cfg.compile]}); "
                 "skipped (delete its row to measure it again)")
         else:
             pending.append(schedule)

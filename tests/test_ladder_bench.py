@@ -273,7 +273,7 @@ def test_append_row_writes_header_once(tmp_path):
 
 
 ROW = dict(zip(lb.CSV_COLUMNS, ["m", 2, 1, 1, 16, 4, "on", "standard", 10.0, 0.1, 0.3,
-                                "gloo", "cpu", "float32", 1]))
+                                "gloo", "cpu", "float32", 1, "eager"]))
 
 
 def _csv_rows(path: Path) -> list[dict]:
@@ -340,7 +340,7 @@ def test_pending_schedules_keys_on_the_whole_setting(tiny, tmp_path):
     lb.append_row(str(out), {**ROW, **lb.setting_fields(cfg, 2), "schedule": "ladder"})
     assert lb.pending_schedules(cfg, 2) == ("standard", "parallel", "upper_bound")
     for other in ({"batch": 2}, {"prompt_len": 7}, {"gen_len": 3}, {"dtype": "bfloat16"},
-                  {"p2p": "off"}, {"nodes": 2}):
+                  {"p2p": "off"}, {"nodes": 2}, {"compile": True}):  # an eager row is no compiled run
         assert lb.pending_schedules(dataclasses.replace(cfg, **other), 2) == lb.SCHEDULES, other
     assert lb.pending_schedules(cfg, 1) == lb.SCHEDULES  # another TP degree
 

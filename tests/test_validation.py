@@ -232,6 +232,9 @@ def test_two_dtypes_of_one_setting_are_two_settings(tmp_path, h100):
 
 @pytest.mark.parametrize("content,message", [
     ("model,tp\nllama-3.1-70b,8\n", "lacks columns"),
+    ("model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s,mode\n"
+     "llama-3.1-70b,8,1,1,8,8,on,standard,1,eager\nllama-3.1-70b,8,1,1,8,8,on,standard,2,compile\n",
+     "mixes mode values (compile, eager); validate one mode at a time"),
     ("model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s,dtype\n"
      "llama-3.1-70b,8,1,1,8,8,on,standard,1,bfloat16\nllama-3.1-70b,8,1,1,8,8,on,ladder,12.\n",
      "dtype in row 2 of"),  # a row cut short mid-write: keyed apart, it crashed the figure

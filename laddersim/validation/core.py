@@ -76,6 +76,10 @@ def read_measured(path: str | Path | None = None) -> pd.DataFrame:
     frame["tokens_per_s"] = tokens.astype(float)
     if "dtype" in frame.columns:
         _check_dtypes(frame, path)
+    if "mode" in frame.columns and frame["mode"].nunique(dropna=False) > 1:
+        modes = ", ".join(sorted(frame["mode"].astype(str).unique()))
+        raise UserInputError(f"measured: {path} mixes mode values ({modes}); validate one mode at a time "
+                             "(a profile is simulated in its own timing regime, collectives.mode)")
     frame["model"] = [_resolve_model(str(m), path) for m in frame["model"]]
     keys = [c for c in SETTING + ["p2p", "schedule"] if c in frame.columns]
     later = frame.index[frame.duplicated(keys)]
