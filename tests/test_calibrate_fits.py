@@ -85,7 +85,11 @@ def test_size_decreases_flags_only_drops_beyond_the_margin_below_any_smaller_siz
     times = [100.0, 150.0, 121.5, 110.0, 400.0]
     assert size_decreases(sizes[::-1], times[::-1]) == [(65536, 110.0, 4096, 150.0)]
     assert size_decreases(sizes, sorted(times)) == []
-    assert size_decreases(sizes, times, drop=0.1) == [(16384, 121.5, 4096, 150.0), (65536, 110.0, 4096, 150.0)]
+    # One slow point is one drop (the deepest below it), not one per point after it.
+    assert size_decreases(sizes, times, drop=0.1) == [(65536, 110.0, 4096, 150.0)]
+    assert size_decreases(sizes, [10.0, 30.0, 11.0, 12.0, 13.0]) == [(16384, 11.0, 4096, 30.0)]
+    assert size_decreases(sizes, [10.0, 30.0, 11.0, 40.0, 20.0]) == [(16384, 11.0, 4096, 30.0),
+                                                                      (262144, 20.0, 65536, 40.0)]
 
 
 def test_copied_reason_reads_what_the_fit_wrote_for_that_base_only():

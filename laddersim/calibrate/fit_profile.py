@@ -427,16 +427,18 @@ NOISY_DROP_FRACTION = 0.2
 SIZE_CURVES = {"allreduce": ("group_size", "nodes", "dtype", "mode"), "memory": ("kernel", "dtype", "mode")}
 
 
-def size_decreases(sizes, times_us, drop: float = NOISY_DROP_FRACTION) -> list[tuple[int, float, int, float]]:
-    """(size, time, smaller size, its time) wherever a time is more than ``drop`` (a fraction)
-    below the slowest time at a smaller size, in size order."""
-    out, slowest = [], None
-    for size, time_us in sorted(zip(sizes, times_us)):
-        if slowest is not None and time_us < (1 - drop) * slowest[1]:
-            out.append((int(size), float(time_us), int(slowest[0]), float(slowest[1])))
-        if slowest is None or time_us > slowest[1]:
-            slowest = (size, time_us)
-    return out
+def size_decreases(sizes_bytes, times_us, drop: float = NOISY_DROP_FRACTION) -> list[tuple[int, float, int, float]]:
+    """(size, time, peak size, peak time): for each running peak of the curve (a time above every
+    smaller size's), its deepest later point more than ``drop`` (a fraction) below it, in size
+    order. One slow outlier is one entry, not one per point after it."""
+    out, peak, deepest = [], None, None
+    for size, time_us in sorted(zip(sizes_bytes, times_us)):
+        if peak is None or time_us > peak[1]:
+            out += [deepest] if deepest else []
+            peak, deepest = (int(size), float(time_us)), None
+        elif time_us < (1 - drop) * peak[1] and (deepest is None or time_us < deepest[1]):
+            deepest = (int(size), float(time_us), *peak)
+    return out + ([deepest] if deepest else [])
 
 
 def _rerun_hint(manifest: dict) -> str:
@@ -460,7 +462,7 @@ def noisy_table_warnings(run_dir: str) -> list[str]:
                 continue
             size, time_us, smaller, smaller_us = max(drops, key=lambda d: 1 - d[1] / d[3])
             what = ", ".join(f"{c}={v}" for c, v in zip(keys, key))
-            more = f" (and {len(drops) - 1} more decrease(s) > {NOISY_DROP_FRACTION:.0%})" if len(drops) > 1 else ""
+            more = f" (and {len(drops) - 1} more such drop(s))" if len(drops) > 1 else ""
             lines.append(f"warning: measurements/{benchmark}.csv ({what}): {human_bytes(size)} took "
                          f"{time_us:.4g} us, {1 - time_us / smaller_us:.0%} less than {human_bytes(smaller)} "
                          f"({smaller_us:.4g} us){more}; times should grow with size, this table is noisy: "

@@ -10,10 +10,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from laddersim.calibrate.schema import BENCHMARKS
 from laddersim.errors import UserInputError
+from laddersim.workload import DTYPE_BYTES as WORKLOAD_DTYPE_BYTES
 
 BACKENDS = ("auto", "gloo", "nccl")
 DTYPES = ("float16", "bfloat16", "float32")
-DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}  # element size of each of DTYPES
+DTYPE_BYTES = {d: WORKLOAD_DTYPE_BYTES[d] for d in DTYPES}  # element size of each of DTYPES
 _UNITS = {"": 1, "B": 1, "K": 1024, "KIB": 1024, "KB": 1000, "M": 1024**2, "MIB": 1024**2,
           "MB": 1000**2, "G": 1024**3, "GIB": 1024**3, "GB": 1000**3}
 
