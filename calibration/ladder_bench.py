@@ -13,9 +13,7 @@ The math is testable in-process: :func:`rank_logits` runs one rank's forward giv
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
-import io
 import os
 import socket
 import statistics
@@ -36,30 +34,17 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:  # run as `python calibration/ladder_bench.py` from a checkout
     sys.path.insert(0, _ROOT)
 from calibration.bench_launch import spawn_ranks  # noqa: E402
+from calibration.ladder_csv import append_row, check_out_csv, read_rows, row_key  # noqa: E402
+from calibration.ladder_memory import GIB, available_host_bytes, peak_bytes_per_rank  # noqa: E402
 from laddersim.errors import UserInputError  # noqa: E402
 from laddersim.model_shape import ModelShape, load_model_shape  # noqa: E402
 
 SCHEDULES = ("standard", "parallel", "ladder", "upper_bound")
-# Column order of ../shared/validation/ladder_70b_tp_sweep.csv, then our extra columns.
-CSV_COLUMNS = (
-    "model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "tokens_per_s",
-    "prefill_s", "decode_s", "backend", "device", "dtype", "repeats", "mode",
-)
-# A row already in --out with these values is not measured again (laddersim validate's setting
-# columns, plus dtype: a float32 and a bfloat16 run are different measurements).
-RESUME_KEY = ("model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "dtype", "mode")
 # The mode column: a torch.compile'd (CUDA-graph) decode step or an eager one.
 MODES = {True: "compile", False: "eager"}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 ROPE_BASE = 500000.0  # Llama 3 rope_theta
 NORM_EPS = 1e-5
-GIB = 2 ** 30
-# Memory pre-check: a rank's torch runtime, communicator buffers and allocator slack on top of
-# its tensors, and a relative margin on the whole estimate.
-RANK_OVERHEAD_BYTES = GIB // 2
-MEMORY_MARGIN = 0.10
-
-
 def log(msg: str) -> None:
     print(f"[ladder_bench] {msg}", file=sys.stderr, flush=True)
 
@@ -264,64 +249,6 @@ def build_model(shape: ModelShape, rank: int, tp: int, batch: int, max_seq: int,
 
 # ---- memory pre-check ----------------------------------------------------------------------
 
-def model_bytes_per_rank(shape: ModelShape, tp: int, batch: int, max_seq: int, dtype_bytes: int) -> int:
-    """Bytes of the buffers :func:`build_model` allocates on one rank: the weight shards (the
-    embedding replicated, the LM head's last shard padded), KV cache, RoPE table, causal mask."""
-    d = shape.dim
-    weights = (shape.n_layers * shape.layer_params_per_rank(tp) + shape.vocab_size * d
-               + shape.vocab_per_rank(tp) * d + d)
-    kv_cache = batch * max_seq * shape.kv_bytes_per_token_per_rank(tp, dtype_bytes)
-    rope = max_seq * shape.head_dim * dtype_bytes
-    mask = max_seq * max_seq  # torch.bool
-    return weights * dtype_bytes + kv_cache + rope + mask
-
-
-def peak_bytes_per_rank(shape: ModelShape, tp: int, batch: int, prompt_len: int, gen_len: int,
-                        dtype_bytes: int) -> int:
-    """Estimated peak of one rank: :func:`model_bytes_per_rank`, plus the larger of what lives
-    only while building (the unsharded weights :func:`build_model` shards: one layer, or
-    embedding + LM head) or only while running (one layer's prefill activations: QKV, gate/up,
-    K/V repeated to every query head, residuals, and the ``2 * n_layers`` module outputs
-    :func:`ladder` keeps until the forward ends), plus ``MEMORY_MARGIN`` and
-    ``RANK_OVERHEAD_BYTES``."""
-    max_seq = prompt_len + gen_len
-    d, hd, heads = shape.dim, shape.head_dim, shape.heads_per_rank(tp)
-    build = max(shape.layer_params_per_rank(1) + shape.layer_params_per_rank(tp),
-                2 * shape.vocab_size * d + d)
-    qkv = (heads + 2 * shape.kv_heads_per_rank(tp)) * hd
-    per_token = (2 * shape.n_layers + 6) * d + qkv + 3 * shape.intermediate_per_rank(tp)
-    activations = batch * prompt_len * per_token + 2 * batch * heads * max_seq * hd
-    total = (model_bytes_per_rank(shape, tp, batch, max_seq, dtype_bytes)
-             + max(build, activations) * dtype_bytes)
-    return int(total * (1 + MEMORY_MARGIN)) + RANK_OVERHEAD_BYTES
-
-
-def available_host_bytes() -> int | None:
-    """Memory the host can still give: ``MemAvailable`` of /proc/meminfo (else the free pages
-    from sysconf), capped by a cgroup v2 limit; None if unknown."""
-    available = None
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    available = int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    if available is None:
-        try:
-            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):
-            return None
-    try:
-        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
-        if limit != "max":
-            used = int(Path("/sys/fs/cgroup/memory.current").read_text())
-            available = min(available, int(limit) - used)
-    except (OSError, ValueError):
-        pass
-    return available
-
-
 def check_memory(cfg: BenchConfig, tp: int, device: torch.device, local_ranks: int) -> None:
     """Raise UserInputError (one line) unless :func:`peak_bytes_per_rank` fits: on CUDA in this
     rank's free GPU memory, on CPU times ``local_ranks`` (the ranks sharing this host) in
@@ -348,7 +275,8 @@ def check_memory(cfg: BenchConfig, tp: int, device: torch.device, local_ranks: i
             f"--model: {cfg.model} at tp={tp}, batch={cfg.batch}, prompt_len+gen_len="
             f"{cfg.prompt_len + cfg.gen_len}, {cfg.dtype} needs {need}, but {where}; use a smaller "
             f"model (a smaller preset, or a config.json with fewer layers or a smaller hidden_size), "
-            f"{bigger_tp}or a smaller --batch/--prompt-len/--gen-len")
+            f"{bigger_tp}{'--dtype bfloat16, ' if cfg.dtype == 'float32' else ''}"
+            f"or a smaller --batch/--prompt-len/--gen-len")
 
 
 # ---- communication -------------------------------------------------------------------------
@@ -609,7 +537,7 @@ def bench_rank(cfg: BenchConfig, rank: int, world_size: int, device: torch.devic
 
 
 def setting_fields(cfg: BenchConfig, tp: int) -> dict:
-    """The row's columns that say what was measured, but for the schedule (see ``RESUME_KEY``)."""
+    """The row's columns that say what was measured, but for the schedule (see ``ladder_csv.RESUME_KEY``)."""
     return {
         "model": model_field(cfg.model, cfg.out), "tp": tp, "nodes": cfg.nodes, "batch": cfg.batch,
         "prompt_len": cfg.prompt_len, "gen_len": cfg.gen_len, "p2p": cfg.p2p, "dtype": cfg.dtype,
@@ -635,55 +563,8 @@ def _tokens_agree(tokens: Tensor, comm: DistComm) -> bool:
 
 # ---- output CSV ----------------------------------------------------------------------------
 
-def _csv_lines(path: str) -> list[str]:
-    """The lines of ``path`` holding CSV, i.e. not blank and not ``#`` comments; [] if missing."""
-    try:
-        text = Path(path).read_text()
-    except FileNotFoundError:
-        return []
-    return [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
-
-
-def read_rows(path: str) -> tuple[tuple[str, ...], list[dict[str, str]]]:
-    """Header and rows of an existing CSV; ``((), [])`` if it is missing or has no header."""
-    lines = _csv_lines(path)
-    if not lines:
-        return (), []
-    reader = csv.DictReader(lines)
-    return tuple(reader.fieldnames or ()), list(reader)
-
-
-def row_key(row: dict) -> tuple[str, ...]:
-    """A row's ``RESUME_KEY`` values as text, whether read from the CSV or about to be written."""
-    return tuple(str(row.get(c) or "").strip() for c in RESUME_KEY)
-
-
-def _ends_with_newline(path: str) -> bool:
-    with open(path, "rb") as f:
-        f.seek(-1, os.SEEK_END)
-        return f.read(1) in (b"\n", b"\r")
-
-
-def append_row(path: str, row: dict) -> None:
-    """Append one row in a single write, flushed and fsynced, so an interrupted run keeps every
-    row written before and never leaves part of one. The header is written only when the file
-    has none (new, empty, or only comments); a last line without its newline is ended first."""
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS)
-    if not _csv_lines(path):
-        writer.writeheader()
-    writer.writerow(row)
-    text = buf.getvalue()
-    with open(path, "ab") as f:
-        if f.tell() > 0 and not _ends_with_newline(path):
-            text = writer.writer.dialect.lineterminator + text
-        f.write(text.encode())
-        f.flush()
-        os.fsync(f.fileno())
-
-
 def pending_schedules(cfg: BenchConfig, tp: int) -> tuple[str, ...]:
-    """``cfg.schedules`` but those whose row (same ``RESUME_KEY``) is already in ``cfg.out``;
+    """``cfg.schedules`` but those whose row (same ``ladder_csv.RESUME_KEY``) is already in ``cfg.out``;
     logs one line per skipped schedule. Deleting a row from the CSV measures it again."""
     if not cfg.out:
         return cfg.schedules
@@ -820,7 +701,7 @@ def make_config(args: argparse.Namespace, world_size: int, check_out: bool) -> B
     device = "cuda" if backend == "nccl" else "cpu"
     dtype = args.dtype or ("bfloat16" if device == "cuda" else "float32")
     if check_out and args.out:
-        _check_out(args.out)
+        check_out_csv(args.out)
     nodes = int(os.environ.get("GROUP_WORLD_SIZE")
                 or world_size // int(os.environ.get("LOCAL_WORLD_SIZE", world_size)) or 1)
     return BenchConfig(
@@ -830,26 +711,6 @@ def make_config(args: argparse.Namespace, world_size: int, check_out: bool) -> B
         seed=args.seed, top_k=args.top_k, temperature=args.temperature, compile=args.compile,
         nodes=nodes, p2p="off" if os.environ.get("NCCL_P2P_DISABLE") == "1" else "on",
     )
-
-
-def _check_out(path: str) -> None:
-    """--out must be writable and, if it already has a header, have exactly ``CSV_COLUMNS``."""
-    try:
-        if Path(path).exists():
-            with open(path, "a", newline=""):
-                pass
-        else:  # do not leave an empty file behind a run that fails before its first row
-            parent = Path(path).resolve().parent
-            if not parent.is_dir():
-                raise FileNotFoundError(2, "no such directory", str(parent))
-            if not os.access(parent, os.W_OK):
-                raise PermissionError(13, "directory not writable", str(parent))
-        header, _ = read_rows(path)
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise UserInputError(f"--out: cannot use {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    if header and header != CSV_COLUMNS:
-        raise UserInputError(f"--out: {path} exists with other columns; expected "
-                             f"{','.join(CSV_COLUMNS)} (write to a new file)")
 
 
 def _rank_device(cfg: BenchConfig, launched: bool) -> torch.device:
