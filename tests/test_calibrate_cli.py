@@ -311,7 +311,8 @@ def test_summary_of_a_partial_run_marks_values_copied_from_the_base(calibrated, 
     assert peaks.endswith(f" GB/s memory {base}no memory kernels measured)")
     assert _summary_line(lines, "GEMM").endswith(f"{base}fewer than 4 GEMMs measured)")
     assert _summary_line(lines, "elementwise").endswith(f"{base}not measured)")
-    assert _summary_line(lines, "interference").endswith(f"{base}not measured)")
+    assert _summary_line(lines, "interference").endswith(
+        f"compute scaled by NCCL's channel share of 32 {base}not measured)")
     assert _summary_line(lines, "inter-node AR").endswith(f"{base}only one node measured)")
     assert "framework overheads" in _summary_line(lines, "also from base")
     assert "from base" not in _summary_line(lines, "intra-node AR")  # measured
