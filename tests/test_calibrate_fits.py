@@ -101,3 +101,34 @@ def test_copied_reason_reads_what_the_fit_wrote_for_that_base_only():
     assert copied_reason(Sourced(value=1, source=f"{COPIED_PREFIX}{base}: datasheet (SXM5)"), base) == "not measured"
     assert copied_reason(Sourced(value=1, source=f"{COPIED_PREFIX}{base}-other: x"), base) is None
     assert copied_reason(Sourced(value=1, source="fit: calibration run r measurements/gemm.csv"), base) is None
+
+
+def _interference_fit(is_cuda: bool, sizes_bytes, compute_slowdowns):
+    """A stand-in for calibrate fit's context: interference rows on 8 ranks, base h100-sxm-nvswitch."""
+    import types
+
+    import pandas as pd
+
+    from laddersim.hardware.profile import load_profile
+
+    rows = pd.DataFrame({"group_size": 8, "size_bytes": sizes_bytes, "compute_slowdown": compute_slowdowns,
+                         "comm_slowdown": 0.5, "m": 1, "n": 1024, "k": 1024})
+    return types.SimpleNamespace(
+        frames={"interference": rows}, base=load_profile("h100-sxm-nvswitch"), is_cuda=is_cuda,
+        cite=lambda benchmark, detail: f"fit: test {benchmark}, {detail}",
+        copied=lambda value, what="": Sourced(value=value.value, source=f"copied from base profile test{what}"))
+
+
+def test_interference_measured_at_one_size_on_gpus_keeps_the_channel_rule():
+    from laddersim.calibrate.fit_profile import _interference
+
+    # 64 KiB on 8 ranks ran on 2 of NCCL's 32 channels: the measured 0.01 is 2/32 of the full-size one.
+    gpu = _interference(_interference_fit(True, [65536], [0.01]))
+    assert gpu.collective_channels.value == 32 and gpu.by_size == []
+    assert gpu.compute_slowdown.value == pytest.approx(0.01 * 32 / 2)
+    assert gpu.at(65536, 1.0, 8)[0] == pytest.approx(0.01)  # its own point is reproduced
+    assert gpu.at(1 << 20, 1.0, 8)[0] == pytest.approx(0.16)
+    # gloo has no channels; several sizes give a measured curve instead.
+    assert _interference(_interference_fit(False, [65536], [0.01])).collective_channels is None
+    curve = _interference(_interference_fit(True, [65536, 1 << 20], [0.01, 0.1]))
+    assert curve.collective_channels is None and len(curve.by_size) == 2

@@ -411,12 +411,24 @@ def _interference(fit: _Fit) -> InterferenceSpec:
                 compute_slowdown=max(0.0, float(at["compute_slowdown"].median())),
                 comm_slowdown=max(0.0, float(at["comm_slowdown"].median())),
                 source=fit.cite("interference", f"median over the {len(at)} GEMM shapes at {size} B, clipped at 0")))
+    compute = max(0.0, float(rows["compute_slowdown"].median()))
+    rule: dict = {}
+    if not by_size and fit.is_cuda and base.collective_channels is not None:
+        # One size measured on GPUs: NCCL's channel rule (the base's channel count) carries it to
+        # the other sizes; the measured fraction is that of the channels its message got.
+        ranks = int(rows["group_size"].median())
+        share = base.channel_share(sizes[0], ranks)
+        compute /= share
+        what += f"; / {share:g}, the channel share of {sizes[0]} B on {ranks} ranks"
+        rule = {"collective_channels": fit.copied(base.collective_channels, " (NCCL's channel rule, interference "
+                                                                            "measured at one size)"),
+                "channel_bytes_per_rank": fit.copied(base.channel_bytes_per_rank)}
     return InterferenceSpec(
-        compute_slowdown=Sourced(value=max(0.0, float(rows["compute_slowdown"].median())),
+        compute_slowdown=Sourced(value=compute,
                                  source=fit.cite("interference", f"GEMM slowdown during AllReduce, {what}")),
         comm_slowdown=Sourced(value=max(0.0, float(rows["comm_slowdown"].median())),
                               source=fit.cite("interference", f"AllReduce slowdown during GEMMs, {what}")),
-        by_size=by_size)
+        by_size=by_size, **rule)
 
 
 # ---- noisy tables ------------------------------------------------------------------------------
