@@ -20,7 +20,8 @@ if _ROOT not in sys.path:
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from calibration.bench_timing import DTYPES, element_count, human_bytes, runner, summarize, timer  # noqa: E402
+from calibration.bench_timing import DTYPES, element_count, runner, summarize, timer  # noqa: E402
+from laddersim.calibrate.grid import human_bytes  # noqa: E402
 
 
 def measure(ctx, point: dict) -> dict | None:

@@ -14,8 +14,6 @@ from typing import Callable
 import numpy as np
 import torch
 
-from laddersim.calibrate.grid import human_bytes  # noqa: F401  (re-exported for the benchmarks)
-
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 GRAPH_INNER = 10  # calls captured per CUDA graph; a replay's time / GRAPH_INNER is one call
 

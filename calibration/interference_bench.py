@@ -28,7 +28,8 @@ if _ROOT not in sys.path:
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from calibration.bench_timing import DTYPES, element_count, human_bytes, timer  # noqa: E402
+from calibration.bench_timing import DTYPES, element_count, timer  # noqa: E402
+from laddersim.calibrate.grid import human_bytes  # noqa: E402
 
 COMM_BATCH = 4  # all_reduces per batch: long enough to overlap several GEMMs
 

@@ -45,6 +45,8 @@ MODES = {True: "compile", False: "eager"}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 ROPE_BASE = 500000.0  # Llama 3 rope_theta
 NORM_EPS = 1e-5
+
+
 def log(msg: str) -> None:
     print(f"[ladder_bench] {msg}", file=sys.stderr, flush=True)
 

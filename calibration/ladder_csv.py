@@ -16,7 +16,8 @@ CSV_COLUMNS = (
     "prefill_s", "decode_s", "backend", "device", "dtype", "repeats", "mode",
 )
 # A row already in --out with these values is not measured again (laddersim validate's setting
-# columns, plus dtype: a float32 and a bfloat16 run are different measurements).
+# columns, plus dtype and mode: a float32 and a bfloat16 run, or an eager and a compiled one, are
+# different measurements).
 RESUME_KEY = ("model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "dtype", "mode")
 
 

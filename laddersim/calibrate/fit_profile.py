@@ -35,7 +35,8 @@ from laddersim.hardware.profile import (
 )
 
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "double": 8, "float": 4,
-               "half": 2, "int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8}
+               "half": 2, "int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8,
+               "fp8_e4m3": 1, "fp8_e5m2": 1}
 DTYPE_PREFERENCE = ("bfloat16", "float16", "float32", "float64")
 MIN_GEMM_POINTS = 4
 
@@ -392,13 +393,11 @@ def _same_device(measured: str, base_name: str) -> bool:
 def _interference(fit: _Fit) -> InterferenceSpec:
     rows = fit.frames["interference"]
     base = fit.base.interference
-    if rows.empty:
-        channels = base.collective_channels  # the fractions are the full-size ones of the base's rule
+    if rows.empty:  # the base's fractions are the full-size ones of its channel rule: copy both
         return InterferenceSpec(compute_slowdown=fit.copied(base.compute_slowdown, " (not measured)"),
                                 comm_slowdown=fit.copied(base.comm_slowdown, " (not measured)"),
                                 comm_slowdown_part=base.comm_slowdown_part,
-                                collective_channels=channels and fit.copied(channels, " (not measured)"),
-                                channel_bytes_per_rank=fit.copied(base.channel_bytes_per_rank, " (not measured)"))
+                                **_base_channel_rule(fit, " (not measured)"))
     points = ", ".join(f"{r.size_bytes} B with m={r.m} n={r.n} k={r.k}" for r in rows.itertuples())
     what = f"median over {len(rows)} points ({points}), clipped at 0"
     by_size = []
@@ -420,15 +419,23 @@ def _interference(fit: _Fit) -> InterferenceSpec:
         share = base.channel_share(sizes[0], ranks)
         compute /= share
         what += f"; / {share:g}, the channel share of {sizes[0]} B on {ranks} ranks"
-        rule = {"collective_channels": fit.copied(base.collective_channels, " (NCCL's channel rule, interference "
-                                                                            "measured at one size)"),
-                "channel_bytes_per_rank": fit.copied(base.channel_bytes_per_rank)}
+        rule = _base_channel_rule(fit, " (NCCL's channel rule, interference measured at one size)")
     return InterferenceSpec(
         compute_slowdown=Sourced(value=compute,
                                  source=fit.cite("interference", f"GEMM slowdown during AllReduce, {what}")),
         comm_slowdown=Sourced(value=max(0.0, float(rows["comm_slowdown"].median())),
                               source=fit.cite("interference", f"AllReduce slowdown during GEMMs, {what}")),
         by_size=by_size, **rule)
+
+
+def _base_channel_rule(fit: _Fit, why: str) -> dict:
+    """The base profile's NCCL channel rule as ``InterferenceSpec`` fields copied with ``why``
+    (none when the base has no rule)."""
+    base = fit.base.interference
+    if base.collective_channels is None:
+        return {}
+    return {"collective_channels": fit.copied(base.collective_channels, why),
+            "channel_bytes_per_rank": fit.copied(base.channel_bytes_per_rank, why)}
 
 
 # ---- noisy tables ------------------------------------------------------------------------------

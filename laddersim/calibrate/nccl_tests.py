@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from laddersim.calibrate.environment import command_line, write_manifest
+from laddersim.calibrate.fit_profile import DTYPE_BYTES, fit_run
 from laddersim.calibrate.schema import SCHEMAS, point_key
 from laddersim.calibrate.store import PointStore, measurement_path
 from laddersim.errors import UserInputError
@@ -44,8 +45,6 @@ _TEST_NAME = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
 ALLREDUCE_TEST = "all_reduce_perf"  # also all_reduce_perf_mpi (built with NAME_SUFFIX=_mpi)
 # test_opnames of nccl-tests src/common.cu; tests without a reduction print "none".
 REDOPS = ("sum", "prod", "max", "min", "avg", "mulsum")
-NCCL_DTYPE_BYTES = {"float": 4, "double": 8, "half": 2, "bfloat16": 2, "int8": 1, "uint8": 1, "int32": 4,
-               "uint32": 4, "int64": 8, "uint64": 8, "fp8_e4m3": 1, "fp8_e5m2": 1}
 # The largest message a group shape must reach before its rows can pin a bus bandwidth. Below it
 # the time is the latency floor: 8x H100 NVSwitch (aws_p5_h100_1node_nvswitch.log) takes 12.9 us
 # at 8 B and still only 21.2 us at 512 KiB; 1 MiB (28.6 us) is the first size where the transfer
@@ -128,8 +127,9 @@ def _data_row(tokens: list[str], path: str, lineno: int) -> LogRow:
                                            f"{', '.join(REDOPS)})")
     if root != "-1":
         raise _not_allreduce(path, lineno, f"root '{root}' is set (an AllReduce has none: root -1)")
-    if dtype in NCCL_DTYPE_BYTES and int(size) != int(count) * NCCL_DTYPE_BYTES[dtype]:
-        raise _not_allreduce(path, lineno, f"size {size} B is not count {count} x {NCCL_DTYPE_BYTES[dtype]} B "
+    element = DTYPE_BYTES.get(NCCL_DTYPES.get(dtype, dtype))
+    if element and int(size) != int(count) * element:
+        raise _not_allreduce(path, lineno, f"size {size} B is not count {count} x {element} B "
                                            f"({dtype}), a per-rank count")
     time_us = _number(t, path, lineno, "time")
     if time_us <= 0:
@@ -202,8 +202,6 @@ def _check_bandwidth_pinned(logs: list[AllReduceLog]) -> None:
 
 def import_logs(paths: list[str], out: str, name: str | None, base: str, iters: int | None = None):
     """Parse ``paths`` into ``out`` (run.json + measurements/allreduce.csv), then fit a profile."""
-    from laddersim.calibrate.fit_profile import fit_run
-
     logs = [parse_log(p) for p in paths]
     _check_bandwidth_pinned(logs)
     out_dir = Path(out)

@@ -97,7 +97,7 @@ def _table_for(profile: HardwareProfile, gpus: int, nodes: int):
     return None
 
 
-def _mode_correction_s(profile: HardwareProfile, table: MeasuredTable) -> float:
+def mode_correction_s(profile: HardwareProfile, table: MeasuredTable) -> float:
     """Host launch cost to add (eager simulated, table without it) or remove (the other way).
 
     Only a single eager call timed with CUDA events around it contains the host launch; an eager
@@ -142,7 +142,7 @@ def intra_node_allreduce_s(profile: HardwareProfile, gpus: int, size_bytes, use_
         table, sizes, times = found
         floor = 0.5 * times[0]  # never let a launch correction make a collective nearly free
         t = _scaled_table_s(sizes, times, size_bytes, w.intra_bandwidth_scale, w.intra_latency_scale)
-        return np.maximum(t + _mode_correction_s(profile, table), floor * w.intra_latency_scale)
+        return np.maximum(t + mode_correction_s(profile, table), floor * w.intra_latency_scale)
     return intra_node_model_s(profile, gpus, size_bytes)
 
 
@@ -199,7 +199,7 @@ def allreduce_time_s(profile: HardwareProfile, tp: int, size_bytes):
         # A multi-node table mixes both tiers; the inter-node tier is the bottleneck, so its
         # what-if scalings apply.
         t = _scaled_table_s(sizes, times, size, w.inter_bandwidth_scale, w.inter_latency_scale)
-        return t + _mode_correction_s(profile, table)
+        return t + mode_correction_s(profile, table)
     return multi_node_model_s(profile, tp, nodes, size)
 
 

@@ -275,7 +275,7 @@ class InterferenceSpec(BaseModel):
                            "read by src/enqueue.cc's channel loop")
 
     @model_validator(mode="after")
-    def _sizes_increase(self) -> InterferenceSpec:
+    def _check_curve_and_channels(self) -> InterferenceSpec:
         sizes = [p.size_bytes for p in self.by_size]
         if sizes != sorted(set(sizes)):
             raise ValueError(f"by_size: sizes must be distinct and increasing, got {sizes}")

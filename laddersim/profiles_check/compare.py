@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from laddersim.costs.collectives import _mode_correction_s, interpolate_table_s, model_allreduce_s
+from laddersim.costs.collectives import interpolate_table_s, mode_correction_s, model_allreduce_s
 from laddersim.costs.gemm import gemm_time_s
 from laddersim.hardware.profile import HardwareProfile, MeasuredTable, read_gemm_table_csv
 from laddersim.profiles_check.sources import (
@@ -99,7 +99,7 @@ def check_allreduce(profile: HardwareProfile, force_shipped: bool = False) -> li
         # The model is in the simulated regime; a table's rows in the regime they were timed in (a
         # single CUDA-event-timed eager call pays the host launch that a graph replay or a
         # back-to-back loop hides). Convert the model as the simulator converts a table, backwards.
-        launch_us = -_mode_correction_s(profile, table) * 1e6
+        launch_us = -mode_correction_s(profile, table) * 1e6
         for (gpus, nodes), rows in measured.groupby(["gpus", "nodes"], sort=True):
             inside = rows[(rows["size_bytes"] >= CHECK_MIN_BYTES) & (rows["size_bytes"] <= CHECK_MAX_BYTES)]
             # Anchor-point tables with no row in the window are still compared (and reported as
@@ -114,7 +114,7 @@ def check_allreduce(profile: HardwareProfile, force_shipped: bool = False) -> li
             model = model_allreduce_s(profile, int(gpus), int(nodes), size) * 1e6 + launch_us
             compact_table, compact = model_tables.get((gpus, nodes), (None, None))
             # The compact table in this table's timing regime (nothing to add when it is this table).
-            shift_us = (_mode_correction_s(profile, compact_table) - _mode_correction_s(profile, table)) * 1e6 \
+            shift_us = (mode_correction_s(profile, compact_table) - mode_correction_s(profile, table)) * 1e6 \
                 if compact_table is not None else 0.0
             table_us = (interpolate_table_s(compact["size_bytes"].to_numpy(), compact["time_s"].to_numpy(), size)
                         * 1e6 + shift_us if compact is not None else np.full(len(size), np.nan))
