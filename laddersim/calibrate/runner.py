@@ -20,6 +20,7 @@ from laddersim.calibrate.options import RunOptions
 from laddersim.calibrate.schema import SCHEMAS
 from laddersim.calibrate.store import PointStore, measurement_path
 from laddersim.errors import UserInputError
+from laddersim.resources import calibration_module
 
 # gloo ranks time-share the CPU cores; beyond this many per core a run measures the OS scheduler.
 GLOO_RANKS_PER_CORE = 4
@@ -124,20 +125,7 @@ class Progress:
                   f"({time.monotonic() - self.started:.1f} s)")
 
 
-def calibration_dir() -> Path:
-    """``calibration/`` of the source checkout this laddersim runs from."""
-    path = Path(__file__).resolve().parents[2] / "calibration"
-    if not (path / "calibrate_all.py").exists():
-        raise UserInputError("calibrate: the calibration programs (calibration/*.py) are not next "
-                             "to this laddersim install; run from a source checkout")
-    return path
-
-
 def launch(opts: RunOptions, command: str) -> int:
-    """Run the calibration benchmarks (spawning local ranks, or as a torchrun worker)."""
-    root = str(calibration_dir().parent)
-    if root not in sys.path:
-        sys.path.insert(0, root)
-    from calibration.bench_launch import launch as launch_ranks
-
-    return launch_ranks(opts, command)
+    """Run the calibration benchmarks (spawning local ranks, or as a torchrun worker) with the
+    programs shipped with this laddersim (``laddersim.resources``)."""
+    return calibration_module("bench_launch").launch(opts, command)

@@ -23,6 +23,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from laddersim.config_files import build, read_yaml_mapping
 from laddersim.errors import UserInputError
+from laddersim.resources import resource_path
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -460,11 +461,11 @@ def read_gemm_table_csv(path: Path) -> pd.DataFrame:
 
 
 def profiles_dir() -> Path:
-    """Where named profiles live: $LADDERSIM_PROFILES, else the repo's ``hardware_profiles/``."""
+    """Where named profiles live: $LADDERSIM_PROFILES, else the shipped ``hardware_profiles/``."""
     env = os.environ.get("LADDERSIM_PROFILES")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2] / "hardware_profiles"
+    return resource_path("hardware_profiles")
 
 
 def list_profiles() -> list[str]:

@@ -9,9 +9,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from laddersim.errors import UserInputError
+from laddersim.resources import data_path
 from laddersim.config_files import build, read_yaml_mapping
 
-DEFAULT_PRICES = Path(__file__).resolve().parents[1] / "data" / "prices.yaml"
+DEFAULT_PRICES = data_path("prices.yaml")
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 

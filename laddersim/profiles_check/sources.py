@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from laddersim.resources import source_checkout
+
 KIB = 1024
 MIB = 1024 * KIB
 CHECK_MIN_BYTES = 4 * KIB  # the issue's accuracy window: 4 KiB .. 256 MiB
@@ -26,7 +28,10 @@ CHECK_MAX_BYTES = 256 * MIB
 def shared_root() -> Path | None:
     """``../shared/reference_data`` beside the repo (or $LADDERSIM_SHARED), None if absent."""
     env = os.environ.get("LADDERSIM_SHARED")
-    root = Path(env) if env else Path(__file__).resolve().parents[3] / "shared"
+    checkout = source_checkout()
+    if not env and checkout is None:  # an installed wheel has no ../shared
+        return None
+    root = Path(env) if env else checkout.parent / "shared"
     data = root / "reference_data"
     return data if data.is_dir() else None
 

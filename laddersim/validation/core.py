@@ -18,11 +18,12 @@ import pandas as pd
 
 from laddersim.costs.memory_fit import check_fits
 from laddersim.errors import UserInputError
+from laddersim.resources import data_path
 from laddersim.workload import DTYPE_BYTES
 from laddersim.hardware.profile import HardwareProfile, load_profile
 from laddersim.simulate import make_scenario, simulate
 
-BUILTIN_MEASURED = Path(__file__).resolve().parents[1] / "data" / "validation" / "ladder_70b_tp_sweep.csv"
+BUILTIN_MEASURED = data_path("validation", "ladder_70b_tp_sweep.csv")
 REQUIRED_COLUMNS = ("model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "tokens_per_s")
 INTEGER_COLUMNS = ("tp", "nodes", "batch", "prompt_len", "gen_len")
 # A measured setting; ``hardware`` and ``dtype`` count where the table has them (ladder_bench
