@@ -1,4 +1,5 @@
-"""Chrome-trace JSON (opens in Perfetto / chrome://tracing): one process per rank, one thread per stream."""
+"""Chrome-trace JSON (opens in Perfetto / chrome://tracing): one process per schedule, named by
+it, holding one thread per rank and stream."""
 
 from __future__ import annotations
 
@@ -10,20 +11,31 @@ import pandas as pd
 _TID = {"compute": 0, "comm": 1}
 
 
+def _tid(rank: int, stream: str) -> int:
+    return int(rank) * len(_TID) + _TID[stream]
+
+
 def chrome_trace(timeline: pd.DataFrame, title: str = "laddersim") -> dict:
-    """Trace events for a timeline DataFrame (times in microseconds, as the format wants)."""
+    """Trace events for a timeline DataFrame (times in microseconds, as the format wants).
+
+    Spans of several schedules (a ``schedule`` column, as ``laddersim.timeline`` returns) become
+    one process each, pid in order of first appearance; without the column, one process named
+    ``title``."""
+    groups = timeline["schedule"] if "schedule" in timeline else pd.Series(title, index=timeline.index)
+    pids = {name: pid for pid, name in enumerate(dict.fromkeys(groups))}
     events: list[dict] = []
-    for rank in sorted(timeline["rank"].unique()):
-        events.append({"ph": "M", "name": "process_name", "pid": int(rank), "tid": 0,
-                       "args": {"name": f"rank {rank}"}})
-        for stream, tid in _TID.items():
-            events.append({"ph": "M", "name": "thread_name", "pid": int(rank), "tid": tid,
-                           "args": {"name": stream}})
-    for row in timeline.itertuples(index=False):
+    for name, pid in pids.items():
+        events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
+        events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
+        for rank in sorted(timeline.loc[groups == name, "rank"].unique()):
+            for stream in _TID:
+                events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": _tid(rank, stream),
+                               "args": {"name": f"rank {rank} {stream}"}})
+    for row, group in zip(timeline.itertuples(index=False), groups):
         events.append({
-            "ph": "X", "name": row.op, "cat": row.kind, "pid": int(row.rank), "tid": _TID[row.stream],
+            "ph": "X", "name": row.op, "cat": row.kind, "pid": pids[group], "tid": _tid(row.rank, row.stream),
             "ts": row.start_s * 1e6, "dur": (row.end_s - row.start_s) * 1e6,
-            "args": {"phase": row.phase, "step": int(row.step), "layer": int(row.layer)},
+            "args": {"rank": int(row.rank), "phase": row.phase, "step": int(row.step), "layer": int(row.layer)},
         })
     return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": {"title": title}}
 

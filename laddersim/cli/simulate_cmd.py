@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from laddersim.api import DEFAULT_SCHEDULES, simulate_schedules
 from laddersim.cli.args import _number, add_scenario_args
 from laddersim.errors import UserInputError
-from laddersim.simulate import SimOptions, make_scenario, simulate
 from laddersim.tables import format_table
 
 # Largest per-op noise sigma accepted: a lognormal multiplier of exp(2) at one sigma.
@@ -29,27 +29,25 @@ def register(sub) -> None:
                    help="sigma of per-rank lognormal op-time noise (simulates every rank and step); "
                         f"at most {MAX_JITTER:g}, where one op in six already runs 7x its time")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace of the first schedule")
+    p.add_argument("--out", metavar="FILE", help="also write the rows to FILE.csv, FILE.parquet or FILE.json")
+    p.add_argument("--trace", metavar="OUT.json",
+                   help="write a Chrome/Perfetto trace: every schedule, each its own process")
     p.add_argument("--trace-steps", default="3",
                    help="decode steps in the trace after the prefill: a count or 'all' (default 3)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    schedules = list(dict.fromkeys(args.schedule or ["standard", "ladder"]))  # each once, in the order given
-    rows = []
-    first = None
-    for schedule in schedules:
-        scenario = make_scenario(args.model, args.hardware, args.tp, args.batch, args.prompt_len,
-                                 args.gen_len, schedule, args.dtype, args.kv_cache, args.kv_reads)
-        result = simulate(scenario, SimOptions(jitter=args.jitter, seed=args.seed))
-        first = first or result
-        rows.append(result.summary())
-    base = next((r["tokens_per_s"] for r in rows if r["schedule"] == "standard"), None)
-    for row in rows:
-        row["speedup_vs_standard"] = row["tokens_per_s"] / base if base else None
+    if args.out:
+        out_format(args.out)  # a bad suffix fails before the simulation
+    rows, results = simulate_schedules(args.model, args.hardware, args.tp, args.batch, args.prompt_len,
+                                       args.gen_len, args.schedule or DEFAULT_SCHEDULES, dtype=args.dtype,
+                                       kv_cache=args.kv_cache, kv_reads=args.kv_reads,
+                                       jitter=args.jitter, seed=args.seed)
     if args.trace:
-        _write_trace(first, args.trace, args.trace_steps)
+        _write_trace(results, args.trace, args.trace_steps)
+    if args.out:
+        write_rows(rows, args.out)
     if args.json:
         json.dump(rows, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -64,21 +62,49 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_trace(result, path: str, steps: str) -> None:
+OUT_FORMATS = (".csv", ".parquet", ".json")
+
+
+def out_format(path: str) -> str:
+    suffix = Path(path).suffix.lower()
+    if suffix not in OUT_FORMATS:
+        raise UserInputError(f"out: '{path}' has no known format; allowed: a file ending in {', '.join(OUT_FORMATS)}")
+    return suffix
+
+
+def write_rows(rows: list[dict], path: str) -> None:
+    """The rows --json prints, as CSV, Parquet or the same JSON array."""
+    suffix = out_format(path)
+    try:
+        if suffix == ".json":
+            Path(path).write_text(json.dumps(rows, indent=2) + "\n")
+        elif suffix == ".csv":
+            pd.DataFrame(rows).to_csv(path, index=False)
+        else:
+            pd.DataFrame(rows).to_parquet(path, index=False)
+    except OSError as exc:
+        raise UserInputError(f"out: cannot write {path}: {exc.strerror}") from None
+    print(f"out: {Path(path)} ({len(rows)} rows)", file=sys.stderr)
+
+
+def _write_trace(results, path: str, steps: str) -> None:
     from laddersim.trace import write_chrome_trace
 
-    n = len(result.decode_metrics)
-    if steps == "all":
-        wanted = list(range(n))
-    elif steps.isdigit():
-        wanted = list(range(min(int(steps), n)))
-    else:
-        raise UserInputError(f"trace-steps: '{steps}' is not a count or 'all'")
-    frames = result.timeline("prefill")
-    if wanted:
-        frames = pd.concat([frames, result.timeline(wanted)], ignore_index=True)
+    frames = []
+    for result in results:
+        n = len(result.decode_metrics)
+        if steps == "all":
+            wanted = list(range(n))
+        elif steps.isdigit():
+            wanted = list(range(min(int(steps), n)))
+        else:
+            raise UserInputError(f"trace-steps: '{steps}' is not a count or 'all'")
+        frames.append(result.timeline("prefill").assign(schedule=result.scenario.schedule))
+        if wanted:
+            frames.append(result.timeline(wanted).assign(schedule=result.scenario.schedule))
+    spans = pd.concat(frames, ignore_index=True)
     try:
-        write_chrome_trace(frames, path, title=f"{result.scenario.model.name} {result.scenario.schedule}")
+        write_chrome_trace(spans, path, title=f"{results[0].scenario.model.name} on {results[0].scenario.hardware.name}")
     except OSError as exc:
         raise UserInputError(f"trace: cannot write {path}: {exc.strerror}") from None
-    print(f"trace: {Path(path)} ({len(frames)} spans)", file=sys.stderr)
+    print(f"trace: {Path(path)} ({len(spans)} spans, {len(results)} schedules)", file=sys.stderr)
