@@ -45,6 +45,16 @@ def resource_path(folder: str, *parts: str) -> Path:
     return resource_root().joinpath(folder, *parts)
 
 
+def given_or_shipped(path: str | Path) -> Path:
+    """``path`` as given when it exists; else, for ``examples/...``, the shipped example (so the
+    README's ``laddersim sweep examples/sweep_bandwidth.yaml`` works from any folder)."""
+    given = Path(path)
+    if given.exists() or given.is_absolute() or given.parts[:1] != ("examples",):
+        return given
+    shipped = resource_path(*given.parts)
+    return shipped if shipped.exists() else given
+
+
 def data_path(*parts: str) -> Path:
     """A file of the package's own data (``laddersim/data/...``)."""
     return PACKAGE_DIR.joinpath("data", *parts)

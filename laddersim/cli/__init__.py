@@ -29,6 +29,9 @@ class OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="laddersim", description=__doc__.splitlines()[0])
+    from laddersim.provenance import laddersim_version
+
+    parser.add_argument("--version", action="version", version=f"laddersim {laddersim_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     for name in COMMAND_MODULES:
         try:

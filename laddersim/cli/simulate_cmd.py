@@ -76,6 +76,7 @@ def write_rows(rows: list[dict], path: str) -> None:
     """The rows --json prints, as CSV, Parquet or the same JSON array."""
     suffix = out_format(path)
     try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         if suffix == ".json":
             Path(path).write_text(json.dumps(rows, indent=2) + "\n")
         elif suffix == ".csv":
@@ -104,6 +105,7 @@ def _write_trace(results, path: str, steps: str) -> None:
             frames.append(result.timeline(wanted).assign(schedule=result.scenario.schedule))
     spans = pd.concat(frames, ignore_index=True)
     try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         write_chrome_trace(spans, path, title=f"{results[0].scenario.model.name} on {results[0].scenario.hardware.name}")
     except OSError as exc:
         raise UserInputError(f"trace: cannot write {path}: {exc.strerror}") from None

@@ -7,6 +7,7 @@ import os
 
 from laddersim.cli.args import RESUMABLE_NOTE, positive_int
 from laddersim.errors import UserInputError
+from laddersim.resources import given_or_shipped
 from laddersim.sweep.grid import OVERRIDE_COLUMNS, load_grid, parse_grid
 from laddersim.sweep.sweep_dir import run_sweep
 
@@ -66,7 +67,7 @@ def grid_from_args(args: argparse.Namespace):
         if flags or overrides:
             given = sorted(flags) + sorted(overrides)
             raise UserInputError(f"sweep: give a GRID.yaml or grid flags, not both (flags given: {', '.join(given)})")
-        return load_grid(args.grid)
+        return load_grid(given_or_shipped(args.grid))
     missing = [flag for flag, key, _, _ in _GRID_FLAGS[:3] if key not in flags]
     if missing:
         raise UserInputError(f"sweep: without a GRID.yaml, give {', '.join(missing)}")
