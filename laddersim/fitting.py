@@ -58,6 +58,7 @@ from laddersim.hardware.profile import (
     load_profile,
 )
 from laddersim.model_shape import load_model_shape
+from laddersim.provenance import laddersim_version, profile_sha256
 from laddersim.schedules.plan import overlaps_communication
 from laddersim.validation.core import ValidationSetup, validate
 
@@ -267,6 +268,8 @@ def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup
         fitted[p] = fitted[p].model_copy(update={"provenance": {
             **base[p].provenance,
             "fitted_from": base[p].name,
+            "fitted_from_sha256": profile_sha256(base[p]),
+            "laddersim_version": laddersim_version(),
             "fit_command": command,
             "fit_rows": str(len(rows)),
             "fit_residual_median_pct": f"{med:.3f}",

@@ -33,6 +33,7 @@ from laddersim.hardware.profile import (
     AlphaBeta, CollectiveSpec, GpuSpec, HardwareProfile, InterferencePoint, InterferenceSpec, MeasuredTable,
     NetworkSpec, NodeSpec, PEAK_FIELD_BY_DTYPE, Sourced, TierFit, load_profile, parse_profile,
 )
+from laddersim.provenance import laddersim_version, profile_sha256
 
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "double": 8, "float": 4,
                "half": 2, "int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8,
@@ -531,7 +532,8 @@ def _provenance(fit: _Fit) -> dict[str, str]:
     keys = ("source", "backend", "device", "device_name", "cpu_model", "world_size", "ranks_per_node",
             "nodes", "hosts", "torch", "cuda", "nccl", "driver", "modes", "date_utc", "command_line", "logs")
     out = {"kind": "calibration fit", "run_dir": str(fit.run_dir), "fit_command": fit.command,
-           "base_profile": fit.base_name, "library": fit.library}
+           "base_profile": fit.base_name, "library": fit.library, "laddersim_version": laddersim_version(),
+           "base_profile_sha256": profile_sha256(fit.base)}
     for key in keys:
         if key in m and m[key] not in ("", None, []):
             value = m[key]

@@ -20,6 +20,7 @@ from laddersim.calibrate.options import RunOptions
 from laddersim.calibrate.schema import SCHEMAS
 from laddersim.calibrate.store import PointStore, measurement_path
 from laddersim.errors import UserInputError
+from laddersim.provenance import laddersim_version
 from laddersim.resources import calibration_module
 
 # gloo ranks time-share the CPU cores; beyond this many per core a run measures the OS scheduler.
@@ -94,8 +95,9 @@ def prepare_run_dir(opts: RunOptions, world: World, backend: str, command: str) 
                  nodes=world.nodes, threads_per_rank=threads_per_rank(world),
                  modes=sorted({p["mode"] for points in grid.values() for p in points}),
                  options=opts.model_dump(mode="json", exclude={"out"}),
-                 date_utc=now_utc(), command_line=command)
-    manifest = merge_manifest(out, fresh, {"date_utc": now_utc(), "command_line": command})
+                 date_utc=now_utc(), command_line=command, laddersim_version=laddersim_version())
+    manifest = merge_manifest(out, fresh, {"date_utc": now_utc(), "command_line": command,
+                                           "laddersim_version": laddersim_version()})
     write_manifest(out, manifest)
     return grid
 

@@ -1,13 +1,15 @@
 """A sweep into a directory: skip points already stored, run the rest, store each as it finishes,
 consolidate the grid's rows into ``results.parquet`` / ``results.csv`` at the end or on Ctrl-C.
 
-Layout of DIR: ``points.jsonl`` (the store, see laddersim.sweep.store), ``grid.yaml`` (the grid of
+Layout of DIR: ``points.jsonl`` (the store, see laddersim.sweep.store), ``provenance.json``
+(laddersim version, profile hashes), ``grid.yaml`` (the grid of
 the last run), ``results.parquet``, ``results.csv``. The table holds the points of the grid that
 was run; a directory reused with another grid keeps serving the points the two share.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +18,8 @@ import pandas as pd
 import yaml
 from tqdm import tqdm
 
+from laddersim.hardware.profile import load_profile
+from laddersim.provenance import profile_sha256, provenance
 from laddersim.sweep.grid import SweepGrid
 from laddersim.sweep.points import Point, expand_grid
 from laddersim.sweep.runner import run_points
@@ -42,12 +46,20 @@ def _write_grid(grid: SweepGrid, out_dir: Path) -> None:
     (out_dir / "grid.yaml").write_text(text)
 
 
+def _write_provenance(points: list[Point], out_dir: Path) -> None:
+    """``provenance.json``: the laddersim version and a hash of each profile (before overrides)."""
+    refs = dict.fromkeys((p.hardware, p.hardware_ref) for p in points)
+    record = provenance([]) | {"profiles": {name: profile_sha256(load_profile(ref)) for name, ref in refs}}
+    (out_dir / "provenance.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+
 def run_sweep(grid: SweepGrid, out_dir: str | Path, workers: int = 1, scheduler: str | None = None,
               progress: bool = True) -> SweepReport:
     points = expand_grid(grid)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     _write_grid(grid, out_dir)
+    _write_provenance(points, out_dir)
     return run_points_into(points, out_dir, workers, scheduler, progress)
 
 
