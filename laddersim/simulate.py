@@ -16,9 +16,9 @@ Exact shortcuts, both tested against the plain simulation:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 from pydantic import ValidationError
 
 from laddersim.costs.collectives import bandwidth_share
@@ -32,6 +32,9 @@ from laddersim.results import METRICS, StreamMasks, step_metrics, timeline_frame
 from laddersim.schedules.plan import parse_schedule
 from laddersim.schedules.program import Program, build_program
 from laddersim.workload import Workload
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -118,7 +121,7 @@ class SimResult:
             "memory_per_gpu_gib": self.memory.total_bytes / 2**30,
         }
 
-    def timeline(self, steps: str | list[int] = "all", ranks: list[int] | None = None) -> pd.DataFrame:
+    def timeline(self, steps: str | list[int] = "all", ranks: list[int] | None = None) -> "pd.DataFrame":
         """Spans as rows: phase, step, rank, stream, layer, op, kind, start_s, end_s (absolute).
 
         ``steps``: "all", "prefill" (prefill only), or a list of decode step indices. Under rank
@@ -138,6 +141,8 @@ class SimResult:
             start, end = self.decode_spans(step)
             frames.append(timeline_frame(self.program, rows(start), rows(end), ranks, step, "decode",
                                          float(offsets[step])))
+        import pandas as pd
+
         return pd.concat(frames, ignore_index=True)
 
 

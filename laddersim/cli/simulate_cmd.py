@@ -7,8 +7,6 @@ import json
 import sys
 from pathlib import Path
 
-import pandas as pd
-
 from laddersim.cli.args import _number, add_scenario_args
 from laddersim.errors import UserInputError
 from laddersim.simulate import SimOptions, make_scenario, simulate
@@ -65,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write_trace(result, path: str, steps: str) -> None:
+    import pandas as pd
+
     from laddersim.trace import write_chrome_trace
 
     n = len(result.decode_metrics)
