@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from laddersim.costs.collectives import bandwidth_share
 from laddersim.costs.memory_fit import MemoryUse, check_fits
 from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_s
+from laddersim.engine.cached import run_cached
 from laddersim.engine.simulator import EngineResult, RankWork, run_engine
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import HardwareProfile, load_profile
@@ -52,6 +53,7 @@ class SimOptions:
     seed: int = 0
     all_ranks: bool = False  # simulate every rank even when they are symmetric
     exact_steps: bool = False  # simulate every decode step instead of interpolating
+    replay: bool = True  # replay a recorded event order where it holds (bit for bit the engine's)
 
 
 @dataclass
@@ -190,8 +192,10 @@ def simulate(scenario: Scenario, options: SimOptions | None = None) -> SimResult
         pairs = np.array([by_kind.get(kind, (0.0, 0.0)) for kind in kinds], dtype=float).reshape(-1, 2)
         return pairs[:, 0], pairs[:, 1]
 
+    engine = run_engine if (stochastic or not options.replay) else run_cached
+
     def run(durations: np.ndarray, slowdowns: tuple[np.ndarray, np.ndarray]) -> EngineResult:
-        return run_engine(
+        return engine(
             _rank_works(program, durations, n_ranks, rng, options.jitter),
             slowdowns[0], slowdowns[1],
             group_links=links,
@@ -209,7 +213,14 @@ def simulate(scenario: Scenario, options: SimOptions | None = None) -> SimResult
     decode_phase = Phase("decode", work.batch, 1)
     decode_slowdowns = interference(decode_phase)
     costs = op_times_s(model, hw, work, tp, decode_phase, kv_lens)
-    durations = np.stack([costs[k] for k in kinds], axis=1) if n_steps else np.zeros((0, len(kinds)))
+    # Durations per (step, op kind), not per (step, op): ops of one kind cost the same, and a
+    # (steps x ops) matrix of a long generation would not fit in memory. A step's row per op is
+    # ``by_kind[step][kind_of_op]``.
+    kind_names = tuple(dict.fromkeys(kinds))
+    kind_of_op = np.array([kind_names.index(k) for k in kinds], dtype=int)
+    by_kind = np.zeros((n_steps, len(kind_names)))
+    for j, name in enumerate(kind_names):
+        by_kind[:, j] = costs[name]
 
     anchors: dict[int, EngineResult] = {}
     metrics = np.zeros((n_steps, len(METRICS)))
@@ -219,7 +230,7 @@ def simulate(scenario: Scenario, options: SimOptions | None = None) -> SimResult
 
     def anchor(step: int) -> EngineResult:
         if step not in anchors:
-            anchors[step] = run(durations[step], decode_slowdowns)
+            anchors[step] = run(by_kind[step][kind_of_op], decode_slowdowns)
             metrics[step] = step_metrics(anchors[step], masks)
         return anchors[step]
 
@@ -233,7 +244,7 @@ def simulate(scenario: Scenario, options: SimOptions | None = None) -> SimResult
             a, b = anchor(lo), anchor(hi)
             if hi - lo < 2:
                 continue
-            if a.signature == b.signature and _affine_between(durations, lo, hi):
+            if a.signature == b.signature and _affine_between(by_kind, lo, hi):
                 inner = np.arange(lo + 1, hi)
                 frac = (inner - lo) / (hi - lo)
                 step_lo[inner], step_hi[inner], step_frac[inner] = lo, hi, frac
