@@ -32,6 +32,7 @@ from laddersim.model_shape import ModelShape, load_model_shape
 from laddersim.results import METRICS, StreamMasks, step_metrics, timeline_frame
 from laddersim.schedules.plan import parse_schedule
 from laddersim.schedules.program import Program, build_program
+from laddersim.step_sampling import choose_steps, estimate, sample_size
 from laddersim.workload import Workload
 
 if TYPE_CHECKING:
@@ -52,7 +53,8 @@ class SimOptions:
     jitter: float = 0.0  # sigma of a per-rank, per-op lognormal duration multiplier
     seed: int = 0
     all_ranks: bool = False  # simulate every rank even when they are symmetric
-    exact_steps: bool = False  # simulate every decode step instead of interpolating
+    exact_steps: bool = False  # simulate every decode step (no interpolation; with jitter: no sample)
+    sample_steps: int | None = None  # with jitter: decode steps to simulate (None: step_sampling's rule)
     replay: bool = True  # replay a recorded event order where it holds (bit for bit the engine's)
 
 
@@ -71,6 +73,9 @@ class SimResult:
     step_hi: np.ndarray
     step_frac: np.ndarray
     anchors: dict[int, EngineResult] = field(default_factory=dict)
+    # With jitter and a sample of decode steps (laddersim.step_sampling): 95% half-width of each
+    # METRICS' decode total; None where every step was simulated.
+    decode_half_width_s: np.ndarray | None = None
 
     @property
     def simulated_steps(self) -> int:
@@ -95,7 +100,7 @@ class SimResult:
         total_s = prefill_s + decode_s
         both = self.prefill_metrics + self.decode_metrics.sum(axis=0)
         n_decode = len(self.decode_metrics)
-        return {
+        summary = {
             "schedule": s.schedule,
             "model": s.model.name,
             "hardware": s.hardware.name,
@@ -121,6 +126,24 @@ class SimResult:
             "comm_s": float(both[3]),
             "exposed_comm_s": float(both[4]),
             "memory_per_gpu_gib": self.memory.total_bytes / 2**30,
+        }
+        if self.decode_half_width_s is not None:
+            summary.update(self._intervals(summary))
+        return summary
+
+    def _intervals(self, summary: dict) -> dict:
+        """95% intervals of the sampled estimates (what simulating every step would give)."""
+        half = float(self.decode_half_width_s[0])
+        tokens = self.scenario.workload.batch * self.scenario.workload.gen_len
+        n_decode = len(self.decode_metrics)
+        decode = (summary["decode_s"] - half, summary["decode_s"] + half)
+        total = (summary["prefill_s"] + decode[0], summary["prefill_s"] + decode[1])
+        return {
+            "sampled_steps": self.simulated_steps - 1,
+            "decode_s_ci95": list(decode),
+            "total_s_ci95": list(total),
+            "tokens_per_s_ci95": [tokens / total[1], tokens / max(total[0], 1e-300)],
+            "tpot_s_ci95": [decode[0] / n_decode, decode[1] / n_decode],
         }
 
     def timeline(self, steps: str | list[int] = "all", ranks: list[int] | None = None) -> "pd.DataFrame":
@@ -170,7 +193,9 @@ def _affine_between(durations: np.ndarray, lo: int, hi: int) -> bool:
     return bool(np.abs(durations[lo:hi + 1] - line).max() <= 1e-12 * scale)
 
 
-def simulate(scenario: Scenario, options: SimOptions | None = None) -> SimResult:
+def simulate(scenario: Scenario, options: SimOptions | None = None, progress=None) -> SimResult:
+    """Prefill and decode of one scenario. ``progress(done, total, op_ranks)``, if given, is called
+    after each engine run of a jittered simulation (op_ranks: ops x ranks of one run)."""
     options = options or SimOptions()
     model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
     model.check_tp(tp)
@@ -234,7 +259,23 @@ def simulate(scenario: Scenario, options: SimOptions | None = None) -> SimResult
             metrics[step] = step_metrics(anchors[step], masks)
         return anchors[step]
 
-    if n_steps and (stochastic or options.exact_steps):
+    half_width = None
+    n_sample = n_steps if options.exact_steps else (options.sample_steps or sample_size(n_steps, n_ranks, len(kinds)))
+    if n_steps and stochastic:
+        steps = np.arange(n_steps) if n_sample >= n_steps else choose_steps(n_steps, n_sample, options.seed)
+        for done, step in enumerate(steps):
+            if progress:
+                progress(done + 1, len(steps) + 1, n_ranks * len(kinds))
+            anchor(int(step))
+        if progress:
+            progress(len(steps) + 1, len(steps) + 1, n_ranks * len(kinds))
+        if len(steps) < n_steps:
+            control = simulate(scenario, SimOptions(replay=options.replay)).decode_metrics
+            sampled = estimate(control, steps, metrics[steps])
+            metrics[:], half_width = sampled.metrics, sampled.half_width_s
+            nearest = steps[np.clip(np.searchsorted(steps, np.arange(n_steps)), 0, len(steps) - 1)]
+            step_lo[:], step_hi[:] = nearest, nearest  # a step not simulated shows a simulated one's spans
+    elif n_steps and options.exact_steps:
         for step in range(n_steps):
             anchor(step)
     elif n_steps:
@@ -253,7 +294,7 @@ def simulate(scenario: Scenario, options: SimOptions | None = None) -> SimResult
                 mid = (lo + hi) // 2
                 stack.extend([(mid, hi), (lo, mid)])
     return SimResult(scenario, nodes, program, memory, n_ranks, prefill, prefill_metrics, metrics,
-                     step_lo, step_hi, step_frac, anchors)
+                     step_lo, step_hi, step_frac, anchors, half_width)
 
 
 def make_scenario(model, hardware, tp: int, batch: int, prompt_len: int, gen_len: int, schedule: str,

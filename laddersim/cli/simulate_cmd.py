@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from laddersim.cli.args import _number, add_scenario_args
+from laddersim.cli.args import _number, add_scenario_args, positive_int
 from laddersim.errors import UserInputError
 from laddersim.simulate import SimOptions, make_scenario, simulate
 from laddersim.tables import format_table
@@ -26,6 +26,11 @@ def register(sub) -> None:
                                             lambda v: 0.0 <= v <= MAX_JITTER), default=0.0,
                    help="sigma of per-rank lognormal op-time noise (simulates every rank and step); "
                         f"at most {MAX_JITTER:g}, where one op in six already runs 7x its time")
+    p.add_argument("--exact-steps", action="store_true",
+                   help="with --jitter: simulate every decode step instead of a random sample of them")
+    p.add_argument("--sample-steps", type=positive_int("sample-steps"), default=None,
+                   help="with --jitter: decode steps to simulate (default: about 200,000 op-rank runs, "
+                        "8 to 64 steps); the output carries the 95%% interval of the estimate")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace of the first schedule")
     p.add_argument("--trace-steps", default="3",
@@ -40,7 +45,10 @@ def run(args: argparse.Namespace) -> int:
     for schedule in schedules:
         scenario = make_scenario(args.model, args.hardware, args.tp, args.batch, args.prompt_len,
                                  args.gen_len, schedule, args.dtype, args.kv_cache, args.kv_reads)
-        result = simulate(scenario, SimOptions(jitter=args.jitter, seed=args.seed))
+        options = SimOptions(jitter=args.jitter, seed=args.seed, exact_steps=args.exact_steps,
+                             sample_steps=args.sample_steps)
+        with ProgressBar(f"simulate {schedule}") as bar:
+            result = simulate(scenario, options, progress=bar.update)
         first = first or result
         rows.append(result.summary())
     base = next((r["tokens_per_s"] for r in rows if r["schedule"] == "standard"), None)
@@ -59,7 +67,39 @@ def run(args: argparse.Namespace) -> int:
             ("speedup_vs_standard", "vs standard", "{:.3f}x"),
             ("exposed_comm_s", "exposed comm s", "{:.3f}"),
         ]))
+        for row in rows:
+            if "decode_s_ci95" in row:
+                lo, hi = row["decode_s_ci95"]
+                print(f"{row['schedule']}: decode from {row['sampled_steps']} sampled steps of "
+                      f"{row['gen_len'] - 1}; 95% interval {lo:.4f}-{hi:.4f} s (--exact-steps: all)")
     return 0
+
+
+class ProgressBar:
+    """A stderr bar for a simulation expected to take more than a couple of seconds (judged from
+    its size: engine runs x ops x ranks); silent otherwise."""
+
+    OP_RANKS = 60_000  # about two seconds of engine time
+
+    def __init__(self, label: str):
+        self.label = label
+        self.bar = None
+
+    def update(self, done: int, total: int, op_ranks: int) -> None:
+        if self.bar is None and total * op_ranks > self.OP_RANKS:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=self.label, unit="pass", file=sys.stderr, leave=False,
+                            dynamic_ncols=True)
+        if self.bar is not None:
+            self.bar.update(done - self.bar.n)
+
+    def __enter__(self) -> "ProgressBar":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def _write_trace(result, path: str, steps: str) -> None:

@@ -63,6 +63,7 @@ class Fluid:
     def __init__(self, capacity: int = 8):
         self.remaining_s = np.full(capacity, np.inf)  # free slots: never due, never next
         self.rate = np.ones(capacity)
+        self._scratch = np.empty(capacity)
         self.acts: list[Activity | None] = [None] * capacity
         self.free = list(range(capacity - 1, -1, -1))
         self.count = 0
@@ -86,6 +87,7 @@ class Fluid:
             n = len(self.acts)
             self.remaining_s = np.concatenate([self.remaining_s, np.full(n, np.inf)])
             self.rate = np.concatenate([self.rate, np.ones(n)])
+            self._scratch = np.empty(2 * n)
             self.acts.extend([None] * n)
             self.free = list(range(2 * n - 1, n - 1, -1))
         act.slot = self.free.pop()
@@ -151,13 +153,17 @@ class Fluid:
     # -- progress ----------------------------------------------------------------------------
     def advance(self, dt_s: float) -> None:
         if dt_s > 0.0:
-            self.remaining_s -= self.rate * dt_s
+            self.remaining_s -= np.multiply(self.rate, dt_s, out=self._scratch)
 
     def next_delay_s(self) -> float:
         """Time until the first running activity completes at the current rates."""
-        return float((np.maximum(self.remaining_s, 0.0) / self.rate).min())
+        ratio = np.maximum(self.remaining_s, 0.0)
+        np.divide(ratio, self.rate, out=ratio)
+        return float(ratio.min())
 
     def due(self, tolerance_s: float) -> list[Activity]:
         """Activities with no more than ``tolerance_s`` of standalone work left, in start order."""
-        slots = np.flatnonzero(self.remaining_s <= tolerance_s * self.rate)
+        slots = (self.remaining_s <= tolerance_s * self.rate).nonzero()[0].tolist()
+        if len(slots) == 1:
+            return [self.acts[slots[0]]]
         return sorted((self.acts[s] for s in slots), key=lambda a: a.serial)

@@ -59,7 +59,8 @@ class _Clock:
         self.last_t = 0.0
         self.token = 0
         self.timeouts = 0
-        self.instant = 0  # completions so far: the index of the current moment in a replay
+        self.instant = 0  # completions so far: the index of the current clock reading in times
+        self.times = [0.0]
         self.tape = tape
 
     def start(self, act: Activity) -> None:
@@ -89,6 +90,7 @@ class _Clock:
         self._advance()
         finished = self.fluid.due(done_tolerance_s(self.env.now))
         self.instant += 1
+        self.times.append(self.env.now)
         if self.tape is not None:
             self.tape.append((tuple(act.serial for act in finished), self.env.now))
         for act in finished:
@@ -124,10 +126,9 @@ def run_engine(
     n_ops = len(ranks[0].streams)
     compute_by_op = np.broadcast_to(np.asarray(compute_slowdown, dtype=float), (n_ops,))
     comm_by_op = np.broadcast_to(np.asarray(comm_slowdown, dtype=float), (n_ops,))
-    start = np.zeros((n_ranks, n_ops))
-    end = np.zeros((n_ranks, n_ops))
-    ready = np.zeros((n_ranks, n_ops))
-    moments = np.zeros((3, n_ranks, n_ops), dtype=np.int64)  # instant of ready, start, end
+    # Every ready, start and end happens at the clock reading of the latest completion (or 0):
+    # record its index, and read the times at the end.
+    ready_at, start_at, end_at = ([[0] * n_ops for _ in range(n_ranks)] for _ in range(3))
     done = [[env.event() for _ in range(n_ops)] for _ in range(n_ranks)]
     group_size: dict[int, int] = {}
     for work in ranks:
@@ -145,12 +146,10 @@ def run_engine(
                 event = done[rank][dep]
                 if not event.triggered:
                     yield event
-            ready[rank, i] = env.now
-            moments[0, rank, i] = clock.instant
+            ready_at[rank][i] = clock.instant
             if which == "compute":
                 act = Activity(float(work.durations_s[i]), (rank,), False, done=env.event(), op=i)
-                start[rank, i] = env.now
-                moments[1, rank, i] = clock.instant
+                start_at[rank][i] = clock.instant
                 log((rank, i, 0))
                 clock.start(act)
                 yield act.done
@@ -168,12 +167,10 @@ def run_engine(
                     coll.started.succeed(act)
                     clock.start(act)
                 act = yield coll.started
-                start[rank, i] = env.now
-                moments[1, rank, i] = clock.instant
+                start_at[rank][i] = clock.instant
                 log((rank, i, 0))
                 yield act.done
-            end[rank, i] = env.now
-            moments[2, rank, i] = clock.instant
+            end_at[rank][i] = clock.instant
             log((rank, i, 1))
             done[rank][i].succeed()
 
@@ -183,9 +180,11 @@ def run_engine(
     env.run()
     if not all(event.triggered for row in done for event in row):
         raise RuntimeError("engine deadlock: some ops never ran (a dependency cycle in the program)")
+    moments = np.array([ready_at, start_at, end_at], dtype=np.int64).reshape(3, n_ranks, n_ops)
+    at = np.array(clock.times)
     tape = None
     if record_tape:
         from laddersim.engine.replay import Tape
 
         tape = Tape.of(clock.tape, moments, tuple(signature), clock.timeouts)
-    return EngineResult(start, end, ready, tuple(signature), clock.timeouts, tape)
+    return EngineResult(at[moments[1]], at[moments[2]], at[moments[0]], tuple(signature), clock.timeouts, tape)
