@@ -16,6 +16,7 @@ Exact shortcuts, both tested against the plain simulation:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -171,9 +172,16 @@ class SimResult:
         return pd.concat(frames, ignore_index=True)
 
 
-def _rank_works(program: Program, durations: np.ndarray, n_ranks: int, rng, jitter: float) -> list[RankWork]:
-    streams = [op.stream for op in program.ops]
-    deps = [op.deps for op in program.ops]
+@lru_cache(maxsize=64)
+def _program(schedule: str, n_layers: int, tp: int) -> tuple[Program, StreamMasks, list[str], list[tuple]]:
+    """A program (frozen) with its stream masks, streams and deps, built once per process: a
+    sweep repeats a handful of programs over many points."""
+    program = build_program(schedule, n_layers, tp)
+    return program, StreamMasks.of(program), [op.stream for op in program.ops], [op.deps for op in program.ops]
+
+
+def _rank_works(streams: list[str], deps: list[tuple], durations: np.ndarray, n_ranks: int, rng,
+                jitter: float) -> list[RankWork]:
     works = []
     for _ in range(n_ranks):
         d = durations
@@ -202,12 +210,11 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
     nodes = hw.nodes_for(tp)
     parse_schedule(scenario.schedule, model.n_layers)
     memory = check_fits(model, hw, work, tp)
-    program = build_program(scenario.schedule, model.n_layers, tp)
+    program, masks, streams, deps = _program(scenario.schedule, model.n_layers, tp)
     kinds = program.kinds
     rng = np.random.default_rng(options.seed)
     stochastic = options.jitter > 0.0
     n_ranks = tp if (stochastic or options.all_ranks) else 1
-    masks = StreamMasks.of(program)
     links = {0: tuple(f"node{i}" for i in range(nodes)) + (("network",) if nodes > 1 else ())}
 
     def interference(phase: Phase) -> tuple[np.ndarray, np.ndarray]:
@@ -217,19 +224,18 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
         pairs = np.array([by_kind.get(kind, (0.0, 0.0)) for kind in kinds], dtype=float).reshape(-1, 2)
         return pairs[:, 0], pairs[:, 1]
 
-    engine = run_engine if (stochastic or not options.replay) else run_cached
+    cached = options.replay and not stochastic  # jittered runs rarely share an event order
 
-    def run(durations: np.ndarray, slowdowns: tuple[np.ndarray, np.ndarray]) -> EngineResult:
-        return engine(
-            _rank_works(program, durations, n_ranks, rng, options.jitter),
-            slowdowns[0], slowdowns[1],
-            group_links=links,
-        )
+    def run(durations: np.ndarray, slowdowns: tuple[np.ndarray, np.ndarray], family: str) -> EngineResult:
+        works = _rank_works(streams, deps, durations, n_ranks, rng, options.jitter)
+        if cached:
+            return run_cached(works, slowdowns[0], slowdowns[1], group_links=links, family=family)
+        return run_engine(works, slowdowns[0], slowdowns[1], group_links=links)
 
     # Prefill.
     prefill_phase = Phase("prefill", work.batch, work.prompt_len)
     prefill_costs = op_times_s(model, hw, work, tp, prefill_phase, np.array([work.prompt_len]))
-    prefill = run(np.array([prefill_costs[k][0] for k in kinds]), interference(prefill_phase))
+    prefill = run(np.array([prefill_costs[k][0] for k in kinds]), interference(prefill_phase), "prefill")
     prefill_metrics = step_metrics(prefill, masks)
 
     # Decode: gen_len - 1 steps (the prefill already produced the first token).
@@ -255,7 +261,7 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
 
     def anchor(step: int) -> EngineResult:
         if step not in anchors:
-            anchors[step] = run(by_kind[step][kind_of_op], decode_slowdowns)
+            anchors[step] = run(by_kind[step][kind_of_op], decode_slowdowns, "decode")
             metrics[step] = step_metrics(anchors[step], masks)
         return anchors[step]
 

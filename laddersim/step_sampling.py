@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-MIN_SAMPLE = 8
+MIN_SAMPLE = 4
 MAX_SAMPLE = 64
-SAMPLE_OP_RANKS = 200_000  # sample about this many op x rank simulations (a few seconds)
+SAMPLE_OP_RANKS = 120_000  # sample about this many op x rank simulations (a few seconds)
 
 
 def sample_size(n_steps: int, n_ranks: int, n_ops: int) -> int:

@@ -29,8 +29,8 @@ def register(sub) -> None:
     p.add_argument("--exact-steps", action="store_true",
                    help="with --jitter: simulate every decode step instead of a random sample of them")
     p.add_argument("--sample-steps", type=positive_int("sample-steps"), default=None,
-                   help="with --jitter: decode steps to simulate (default: about 200,000 op-rank runs, "
-                        "8 to 64 steps); the output carries the 95%% interval of the estimate")
+                   help="with --jitter: decode steps to simulate (default: about 120,000 op-rank runs, "
+                        "4 to 64 steps); the output carries the 95%% interval of the estimate")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace of the first schedule")
     p.add_argument("--trace-steps", default="3",

@@ -16,6 +16,7 @@ operations in the same order as a full recomputation, so results do not depend o
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,7 +28,7 @@ def done_tolerance_s(now_s: float) -> float:
     """Work left that counts as done at time ``now_s``: round-off, and below the clock's own
     resolution there (far along a long run a tiny remainder would otherwise schedule a timeout
     that cannot advance time)."""
-    return EPS_S + 8.0 * float(np.spacing(now_s))
+    return EPS_S + 8.0 * math.ulp(now_s)  # numpy's spacing, for the clock's non-negative readings
 
 
 @dataclass(eq=False)
@@ -44,9 +45,10 @@ class Activity:
     slot: int = -1
 
 
-def comm_rate(act: Activity, any_rank_computes: bool, link_loads: list[int]) -> float:
-    rate = 1.0 / (1.0 + act.comm_slowdown) if any_rank_computes else 1.0
-    if act.links:
+def comm_rate(comm_slowdown: float, any_rank_computes: bool, link_loads: list[int]) -> float:
+    """``link_loads``: running collectives on each of its links (empty: it uses none)."""
+    rate = 1.0 / (1.0 + comm_slowdown) if any_rank_computes else 1.0
+    if link_loads:
         rate /= max(link_loads)
     return rate
 
@@ -79,7 +81,7 @@ class Fluid:
 
     def _set_comm_rate(self, act: Activity) -> None:
         loads = [len(self.comm_on_link[link]) for link in act.links]
-        self.rate[act.slot] = comm_rate(act, self.computing_ranks[id(act)] > 0, loads)
+        self.rate[act.slot] = comm_rate(act.comm_slowdown, self.computing_ranks[id(act)] > 0, loads)
 
     # -- membership --------------------------------------------------------------------------
     def _take_slot(self, act: Activity) -> None:

@@ -49,24 +49,37 @@ class Tape:
         return cls(tuple(entries), moments, signature, events, moments.shape[1], moments.shape[2])
 
 
-def _rates(acts: list[list]) -> None:
+# A running activity in a replay: [serial, remaining_s, rate, is_comm, ranks, links,
+# compute_slowdown, comm_slowdown].
+SERIAL, REMAINING, RATE, IS_COMM, RANKS, LINKS, COMPUTE_SLOWDOWN, COMM_SLOWDOWN = range(8)
+
+
+def _rates(acts: list[list], one_rank: bool) -> None:
     """Every running activity's rate from scratch (``laddersim.engine.fluid``'s formulas)."""
-    computing = {a[4].ranks[0] for a in acts if not a[4].is_comm}
+    if one_rank:  # one rank (one group, one set of links): no bookkeeping of who is where
+        disturbing = [a[COMPUTE_SLOWDOWN] for a in acts if a[IS_COMM]]
+        computes = len(disturbing) < len(acts)
+        for a in acts:
+            if a[IS_COMM]:
+                a[RATE] = comm_rate(a[COMM_SLOWDOWN], computes, [len(disturbing)] * len(a[LINKS]))
+            else:
+                a[RATE] = compute_rate(disturbing)
+        return
+    computing = {a[RANKS][0] for a in acts if not a[IS_COMM]}
     on_rank: dict[int, list[float]] = {}
     link_load: dict[str, int] = {}
     for a in acts:
-        act = a[4]
-        if act.is_comm:
-            for rank in act.ranks:
-                on_rank.setdefault(rank, []).append(act.compute_slowdown)
-            for link in act.links:
+        if a[IS_COMM]:
+            for rank in a[RANKS]:
+                on_rank.setdefault(rank, []).append(a[COMPUTE_SLOWDOWN])
+            for link in a[LINKS]:
                 link_load[link] = link_load.get(link, 0) + 1
     for a in acts:
-        act = a[4]
-        if act.is_comm:
-            a[2] = comm_rate(act, any(r in computing for r in act.ranks), [link_load[l] for l in act.links])
+        if a[IS_COMM]:
+            a[RATE] = comm_rate(a[COMM_SLOWDOWN], any(r in computing for r in a[RANKS]),
+                                [link_load[link] for link in a[LINKS]])
         else:
-            a[2] = compute_rate(on_rank.get(act.ranks[0], []))
+            a[RATE] = compute_rate(on_rank.get(a[RANKS][0], []))
 
 
 def replay(tape: Tape, durations_s: np.ndarray, compute_slowdown, comm_slowdown) -> EngineResult | None:
@@ -75,10 +88,11 @@ def replay(tape: Tape, durations_s: np.ndarray, compute_slowdown, comm_slowdown)
     durations_s = np.asarray(durations_s, dtype=float)
     if durations_s.shape != (tape.n_ranks, tape.n_ops):
         return None
-    compute_by_op = np.broadcast_to(np.asarray(compute_slowdown, dtype=float), (tape.n_ops,))
-    comm_by_op = np.broadcast_to(np.asarray(comm_slowdown, dtype=float), (tape.n_ops,))
+    compute_by_op = np.broadcast_to(np.asarray(compute_slowdown, dtype=float), (tape.n_ops,)).tolist()
+    comm_by_op = np.broadcast_to(np.asarray(comm_slowdown, dtype=float), (tape.n_ops,)).tolist()
     rows = durations_s.tolist()
-    acts: list[list] = []  # [serial, remaining_s, rate, unused, Activity]
+    one_rank = tape.n_ranks == 1
+    acts: list[list] = []
     times = [0.0]
     now = 0.0
     serial = 0
@@ -89,10 +103,9 @@ def replay(tape: Tape, durations_s: np.ndarray, compute_slowdown, comm_slowdown)
             op, ranks, links, is_comm = entry
             if is_comm:
                 work = max(rows[r][op] for r in ranks)
-                act = Activity(work, ranks, True, links, float(compute_by_op[op]), float(comm_by_op[op]))
+                acts.append([serial, work, 1.0, True, ranks, links, compute_by_op[op], comm_by_op[op]])
             else:
-                act = Activity(rows[ranks[0]][op], ranks, False)
-            acts.append([serial, act.work_s, 1.0, None, act])
+                acts.append([serial, rows[ranks[0]][op], 1.0, False, ranks, links, 0.0, 0.0])
             serial += 1
             stale = True
             continue
@@ -100,8 +113,8 @@ def replay(tape: Tape, durations_s: np.ndarray, compute_slowdown, comm_slowdown)
         if stale:
             if not acts:
                 return None
-            _rates(acts)
-            delay = min(max(a[1], 0.0) / a[2] for a in acts)
+            _rates(acts, one_rank)
+            delay = min(max(a[REMAINING], 0.0) / a[RATE] for a in acts)
             stale = False
         later = now + delay
         if (later == now) != same_time:
@@ -110,13 +123,13 @@ def replay(tape: Tape, durations_s: np.ndarray, compute_slowdown, comm_slowdown)
         now = later
         if dt > 0.0:
             for a in acts:
-                a[1] -= a[2] * dt
+                a[REMAINING] -= a[RATE] * dt
         tolerance = done_tolerance_s(now)
         still = []
         finished = []
         for a in acts:
-            (finished if a[1] <= tolerance * a[2] else still).append(a)
-        if tuple(a[0] for a in finished) != serials:
+            (finished if a[REMAINING] <= tolerance * a[RATE] else still).append(a)
+        if len(finished) != len(serials) or any(a[SERIAL] != s for a, s in zip(finished, serials)):
             return None
         acts = still
         times.append(now)
