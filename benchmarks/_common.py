@@ -12,7 +12,9 @@
 
 from __future__ import annotations
 
+import resource
 import time
+from functools import lru_cache
 
 import numpy as np
 
@@ -34,12 +36,22 @@ def reference_s(repeats: int = 3) -> float:
     return best
 
 
+def cpu_s() -> float:
+    """CPU seconds of this process and its finished children (pool workers, subprocesses)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@lru_cache(maxsize=64)
+def _streams(schedule: str, n_layers: int, tp: int):
+    program = build_program(schedule, n_layers, tp)
+    return program.kinds, np.array([op.stream == "comm" for op in program.ops])
+
+
 def closed_form_floor_s(scenario: Scenario) -> float:
     """Lower bound on prefill + decode seconds of ``scenario`` (see the module docstring)."""
     model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
-    program = build_program(scenario.schedule, model.n_layers, tp)
-    comm = np.array([op.stream == "comm" for op in program.ops])
-    kinds = program.kinds
+    kinds, comm = _streams(scenario.schedule, model.n_layers, tp)
     total = 0.0
     for phase, kv in ((Phase("prefill", work.batch, work.prompt_len), np.array([work.prompt_len])),
                       (Phase("decode", work.batch, 1),

@@ -12,10 +12,12 @@ It knows ops, streams, dependencies, collectives and links; it knows nothing of 
   computes, and at 1/k of its speed on a link shared with k-1 other running collectives. Both
   slowdowns may be given per collective op (a large message disturbs compute more than a small
   one): a compute op then runs at the rate set by the most disturbing collective of its rank.
+  ``laddersim.engine.fluid`` keeps the remaining work and the rates (incrementally).
 
 Because rates only change at events, every event time is a linear function of the op durations
 for a fixed order of events; ``EngineResult.signature`` records that order so callers can
-interpolate between two runs that share it (see ``laddersim.simulate``).
+interpolate between two runs that share it (see ``laddersim.simulate``), and a recorded tape of
+it lets ``laddersim.engine.replay`` redo the run for new durations without SimPy.
 """
 
 from __future__ import annotations
