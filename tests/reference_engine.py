@@ -1,24 +1,7 @@
-"""The SimPy engine as it was before its fluid rates became incremental (laddersim 18): the oracle
-that tests/test_engine_paths.py holds the engine and its fast paths to, bit for bit.
-
-
-It knows ops, streams, dependencies, collectives and links; it knows nothing of schedules.
-
-* Each rank has a ``compute`` and a ``comm`` stream, each a SimPy process that runs its ops in
-  program order, waiting first for the ops on the other stream listed in ``deps``.
-* A collective starts when the last rank of its group reaches it (earlier ranks wait: that wait is
-  how a straggler delays everyone) and ends for all ranks at once.
-* Work is fluid: an op has a standalone duration and progresses at a rate that changes whenever
-  the set of running ops changes. A compute op runs at 1/(1 + compute_slowdown) while a
-  collective of its rank runs; a collective at 1/(1 + comm_slowdown) while any of its ranks
-  computes, and at 1/k of its speed on a link shared with k-1 other running collectives. Both
-  slowdowns may be given per collective op (a large message disturbs compute more than a small
-  one): a compute op then runs at the rate set by the most disturbing collective of its rank.
-
-Because rates only change at events, every event time is a linear function of the op durations
-for a fixed order of events; ``EngineResult.signature`` records that order so callers can
-interpolate between two runs that share it (see ``laddersim.simulate``).
-"""
+"""The SimPy engine as it was before issue 18 (a full rate recomputation over every running
+activity at every event, span times read from the clock): the oracle that
+tests/test_engine_paths.py holds the engine and its fast paths to, bit for bit. Semantics: see
+laddersim/engine/simulator.py."""
 
 from __future__ import annotations
 
@@ -28,26 +11,9 @@ from typing import Sequence
 import numpy as np
 import simpy
 
+from laddersim.engine.simulator import EngineResult, RankWork  # the data, not the engine
+
 _EPS_S = 1e-13  # work left below this (seconds) counts as done: float round-off only
-
-
-@dataclass
-class RankWork:
-    """What one rank runs: streams and deps per op, standalone durations, its collective group."""
-
-    streams: Sequence[str]  # "compute" or "comm" per op
-    deps: Sequence[tuple[int, ...]]  # cross-stream dependencies per op
-    durations_s: np.ndarray  # standalone seconds per op
-    group: int = 0  # collectives are matched by (group, op index)
-
-
-@dataclass
-class EngineResult:
-    start_s: np.ndarray  # (ranks, ops) when the op began running (collectives: all arrived)
-    end_s: np.ndarray  # (ranks, ops)
-    ready_s: np.ndarray  # (ranks, ops) when the op's stream reached it with deps met
-    signature: tuple = ()
-    events: int = 0
 
 
 @dataclass(eq=False)

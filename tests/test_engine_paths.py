@@ -12,6 +12,7 @@ import numpy as np
 import reference_engine
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_properties import programs as plain_programs
 
 from laddersim.engine.cached import forget, run_cached
 from laddersim.engine.replay import replay
@@ -22,23 +23,17 @@ SETTINGS = settings(max_examples=60, deadline=None)
 
 @st.composite
 def programs(draw):
-    """Random two-stream programs on 1-4 ranks in one or two groups, links shared or not, and
-    per-collective slowdowns; durations may repeat exactly (ties) or be zero."""
-    n = draw(st.integers(1, 20))
-    streams = draw(st.lists(st.sampled_from(["compute", "comm"]), min_size=n, max_size=n))
-    deps = []
-    for i in range(n):
-        other = [j for j in range(i) if streams[j] != streams[i]]
-        deps.append(tuple(sorted(draw(st.sets(st.sampled_from(other), max_size=2))) if other else ()))
-    n_ranks = draw(st.integers(1, 4))
+    """test_properties' random programs, with ranks in one or two groups, links shared or not,
+    per-collective slowdowns, and durations that may tie exactly or be zero."""
+    plain, _ = draw(plain_programs())
+    streams, deps, n = plain[0].streams, plain[0].deps, len(plain[0].streams)
+    n_ranks = len(plain)
     two_groups = n_ranks > 1 and draw(st.booleans())
-    groups = [r % 2 if two_groups else 0 for r in range(n_ranks)]
     values = st.sampled_from([0.0, 0.5, 1.0, 1.5]) | st.floats(0.0, 3.0)
-    durations = [np.array(draw(st.lists(values, min_size=n, max_size=n))) for _ in range(n_ranks)]
-    works = [RankWork(streams, deps, d, g) for d, g in zip(durations, groups)]
-    slow = st.floats(0.0, 1.0)
-    cs = np.array(draw(st.lists(slow, min_size=n, max_size=n)))
-    ms = np.array(draw(st.lists(slow, min_size=n, max_size=n)))
+    works = [RankWork(streams, deps, np.array(draw(st.lists(values, min_size=n, max_size=n))),
+                      r % 2 if two_groups else 0) for r in range(n_ranks)]
+    slow = st.lists(st.floats(0.0, 1.0), min_size=n, max_size=n)
+    cs, ms = np.array(draw(slow)), np.array(draw(slow))
     links = draw(st.sampled_from([{}, {0: ("a",), 1: ("a",)}, {0: ("a", "b"), 1: ("b",)}]))
     return works, cs, ms, links
 
@@ -62,7 +57,7 @@ def test_engine_with_incremental_rates_equals_the_reference_engine(case):
 
 
 @SETTINGS
-@given(programs(), st.lists(st.floats(0.5, 2.0), min_size=20, max_size=20), st.booleans())
+@given(programs(), st.lists(st.floats(0.5, 2.0), min_size=25, max_size=25), st.booleans())
 def test_replay_with_new_durations_is_the_engine_or_declines(case, scales, same_scale):
     works, cs, ms, links = case
     tape = run_engine(works, cs, ms, links, record_tape=True).tape
