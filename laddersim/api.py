@@ -12,9 +12,11 @@ and this module imports the simulator only when a function runs. Bad input raise
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Iterable
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 DEFAULT_SCHEDULES = ("standard", "ladder")
 
@@ -23,9 +25,13 @@ def simulate_schedules(model, hardware, tp: int, batch: int = 1, prompt_len: int
                        gen_len: int = 512, schedules: Iterable[str] = DEFAULT_SCHEDULES, *,
                        dtype: str = "bfloat16", kv_cache: str = "static",
                        kv_reads: str = "repeat_interleave", jitter: float = 0.0,
-                       seed: int = 0) -> tuple[list[dict], list]:
+                       seed: int = 0, exact_steps: bool = False, sample_steps: int | None = None,
+                       progress=None) -> tuple[list[dict], list]:
     """(summary rows, SimResults), one per schedule (each once, in the order given); the rows are
-    ``simulate --json``'s objects, with ``speedup_vs_standard`` when ``standard`` is among them."""
+    ``simulate --json``'s objects, with ``speedup_vs_standard`` when ``standard`` is among them.
+    ``exact_steps``/``sample_steps``: with ``jitter``, every decode step or a sample of them;
+    ``progress``: a factory ``progress(label)`` of context managers with ``update(done, total,
+    op_ranks)`` (the command's stderr bar), or None."""
     from laddersim.hardware.profile import HardwareProfile, load_profile
     from laddersim.simulate import SimOptions, make_scenario, simulate as run
 
@@ -36,7 +42,9 @@ def simulate_schedules(model, hardware, tp: int, batch: int = 1, prompt_len: int
     for schedule in dict.fromkeys(schedules):
         scenario = make_scenario(model, profile, tp, batch, prompt_len, gen_len, schedule, dtype,
                                  kv_cache, kv_reads)
-        results.append(run(scenario, SimOptions(jitter=jitter, seed=seed)))
+        options = SimOptions(jitter=jitter, seed=seed, exact_steps=exact_steps, sample_steps=sample_steps)
+        with (progress(f"simulate {schedule}") if progress else nullcontext()) as bar:
+            results.append(run(scenario, options, progress=bar.update if bar else None))
     rows = [result.summary() for result in results]
     base = next((r["tokens_per_s"] for r in rows if r["schedule"] == "standard"), None)
     for row in rows:
@@ -51,6 +59,8 @@ def simulate(model, hardware, tp: int, batch: int = 1, prompt_len: int = 1024, g
     ``model``: a preset name, a config.json path or a ModelShape; ``hardware``: a profile name,
     path, calibration run directory or a HardwareProfile. ``workload``: ``dtype``, ``kv_cache``,
     ``kv_reads``, ``jitter``, ``seed`` as the command's flags."""
+    import pandas as pd
+
     rows, _ = simulate_schedules(model, hardware, tp, batch, prompt_len, gen_len, schedules, **workload)
     return pd.DataFrame(rows)
 
@@ -61,6 +71,8 @@ def timeline(model, hardware, tp: int, batch: int = 1, prompt_len: int = 1024, g
     """The spans of every schedule: ``schedule, phase, step, rank, stream, layer, op, kind,
     start_s, end_s`` (absolute seconds from the start of the prefill). ``steps``: "all",
     "prefill", or a list of decode step indices; ``ranks``: default all."""
+    import pandas as pd
+
     _, results = simulate_schedules(model, hardware, tp, batch, prompt_len, gen_len, schedules, **workload)
     frames = [r.timeline(steps, ranks).assign(schedule=r.scenario.schedule) for r in results]
     frame = pd.concat(frames, ignore_index=True)
@@ -90,6 +102,8 @@ def validate(measured: str | Path | pd.DataFrame | None = None, hardware="h100-s
              kv_reads: str = "repeat_interleave") -> pd.DataFrame:
     """``laddersim validate`` without the report: every measured row (default: the built-in
     paper table) with ``predicted_tokens_per_s``, ``rel_error`` and the speedups."""
+    import pandas as pd
+
     from laddersim.validation.core import ValidationSetup, read_measured, validate as run
 
     table = measured if isinstance(measured, pd.DataFrame) else read_measured(measured)

@@ -11,19 +11,27 @@ Exact shortcuts, both tested against the plain simulation:
   step between them lie on the line joining theirs, then every step between them has that order
   too (a linear function non-negative at both ends is non-negative between), so its spans are
   the linear interpolation of the two. Otherwise the interval is bisected and simulated.
+* **replay**: a run of a program seen before in this process is replayed from its recorded event
+  order where that order holds (``laddersim.engine.cached``): bit for bit the engine's result.
+
+With jitter, every rank is simulated and no two steps are alike; unless ``exact_steps``, the
+decode is estimated from a random sample of steps with its 95% interval
+(``laddersim.step_sampling``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 from pydantic import ValidationError
 
 from laddersim.costs.collectives import bandwidth_share
 from laddersim.costs.memory_fit import MemoryUse, check_fits
 from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_s
+from laddersim.engine.cached import run_cached
 from laddersim.engine.simulator import EngineResult, RankWork, run_engine
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import HardwareProfile, load_profile
@@ -31,7 +39,11 @@ from laddersim.model_shape import ModelShape, load_model_shape
 from laddersim.results import METRICS, StreamMasks, step_metrics, timeline_frame
 from laddersim.schedules.plan import parse_schedule
 from laddersim.schedules.program import Program, build_program
+from laddersim.step_sampling import choose_steps, estimate, sample_size
 from laddersim.workload import Workload
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -48,7 +60,9 @@ class SimOptions:
     jitter: float = 0.0  # sigma of a per-rank, per-op lognormal duration multiplier
     seed: int = 0
     all_ranks: bool = False  # simulate every rank even when they are symmetric
-    exact_steps: bool = False  # simulate every decode step instead of interpolating
+    exact_steps: bool = False  # simulate every decode step (no interpolation; with jitter: no sample)
+    sample_steps: int | None = None  # with jitter: decode steps to simulate (None: step_sampling's rule)
+    replay: bool = True  # replay a recorded event order where it holds (bit for bit the engine's)
 
 
 @dataclass
@@ -66,6 +80,9 @@ class SimResult:
     step_hi: np.ndarray
     step_frac: np.ndarray
     anchors: dict[int, EngineResult] = field(default_factory=dict)
+    # With jitter and a sample of decode steps (laddersim.step_sampling): 95% half-width of each
+    # METRICS' decode total; None where every step was simulated.
+    decode_half_width_s: np.ndarray | None = None
 
     @property
     def simulated_steps(self) -> int:
@@ -90,7 +107,7 @@ class SimResult:
         total_s = prefill_s + decode_s
         both = self.prefill_metrics + self.decode_metrics.sum(axis=0)
         n_decode = len(self.decode_metrics)
-        return {
+        summary = {
             "schedule": s.schedule,
             "model": s.model.name,
             "hardware": s.hardware.name,
@@ -117,8 +134,26 @@ class SimResult:
             "exposed_comm_s": float(both[4]),
             "memory_per_gpu_gib": self.memory.total_bytes / 2**30,
         }
+        if self.decode_half_width_s is not None:
+            summary.update(self._intervals(summary))
+        return summary
 
-    def timeline(self, steps: str | list[int] = "all", ranks: list[int] | None = None) -> pd.DataFrame:
+    def _intervals(self, summary: dict) -> dict:
+        """95% intervals of the sampled estimates (what simulating every step would give)."""
+        half = float(self.decode_half_width_s[0])
+        tokens = self.scenario.workload.batch * self.scenario.workload.gen_len
+        n_decode = len(self.decode_metrics)
+        decode = (summary["decode_s"] - half, summary["decode_s"] + half)
+        total = (summary["prefill_s"] + decode[0], summary["prefill_s"] + decode[1])
+        return {
+            "sampled_steps": self.simulated_steps - 1,
+            "decode_s_ci95": list(decode),
+            "total_s_ci95": list(total),
+            "tokens_per_s_ci95": [tokens / total[1], tokens / max(total[0], 1e-300)],
+            "tpot_s_ci95": [decode[0] / n_decode, decode[1] / n_decode],
+        }
+
+    def timeline(self, steps: str | list[int] = "all", ranks: list[int] | None = None) -> "pd.DataFrame":
         """Spans as rows: phase, step, rank, stream, layer, op, kind, start_s, end_s (absolute).
 
         ``steps``: "all", "prefill" (prefill only), or a list of decode step indices. Under rank
@@ -138,12 +173,21 @@ class SimResult:
             start, end = self.decode_spans(step)
             frames.append(timeline_frame(self.program, rows(start), rows(end), ranks, step, "decode",
                                          float(offsets[step])))
+        import pandas as pd
+
         return pd.concat(frames, ignore_index=True)
 
 
-def _rank_works(program: Program, durations: np.ndarray, n_ranks: int, rng, jitter: float) -> list[RankWork]:
-    streams = [op.stream for op in program.ops]
-    deps = [op.deps for op in program.ops]
+@lru_cache(maxsize=64)
+def _program(schedule: str, n_layers: int, tp: int) -> tuple[Program, StreamMasks, list[str], list[tuple]]:
+    """A program (frozen) with its stream masks, streams and deps, built once per process: a
+    sweep repeats a handful of programs over many points."""
+    program = build_program(schedule, n_layers, tp)
+    return program, StreamMasks.of(program), [op.stream for op in program.ops], [op.deps for op in program.ops]
+
+
+def _rank_works(streams: list[str], deps: list[tuple], durations: np.ndarray, n_ranks: int, rng,
+                jitter: float) -> list[RankWork]:
     works = []
     for _ in range(n_ranks):
         d = durations
@@ -163,19 +207,20 @@ def _affine_between(durations: np.ndarray, lo: int, hi: int) -> bool:
     return bool(np.abs(durations[lo:hi + 1] - line).max() <= 1e-12 * scale)
 
 
-def simulate(scenario: Scenario, options: SimOptions | None = None) -> SimResult:
+def simulate(scenario: Scenario, options: SimOptions | None = None, progress=None) -> SimResult:
+    """Prefill and decode of one scenario. ``progress(done, total, op_ranks)``, if given, is called
+    after each engine run of a jittered simulation (op_ranks: ops x ranks of one run)."""
     options = options or SimOptions()
     model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
     model.check_tp(tp)
     nodes = hw.nodes_for(tp)
     parse_schedule(scenario.schedule, model.n_layers)
     memory = check_fits(model, hw, work, tp)
-    program = build_program(scenario.schedule, model.n_layers, tp)
+    program, masks, streams, deps = _program(scenario.schedule, model.n_layers, tp)
     kinds = program.kinds
     rng = np.random.default_rng(options.seed)
     stochastic = options.jitter > 0.0
     n_ranks = tp if (stochastic or options.all_ranks) else 1
-    masks = StreamMasks.of(program)
     links = {0: tuple(f"node{i}" for i in range(nodes)) + (("network",) if nodes > 1 else ())}
 
     def interference(phase: Phase) -> tuple[np.ndarray, np.ndarray]:
@@ -185,17 +230,18 @@ def simulate(scenario: Scenario, options: SimOptions | None = None) -> SimResult
         pairs = np.array([by_kind.get(kind, (0.0, 0.0)) for kind in kinds], dtype=float).reshape(-1, 2)
         return pairs[:, 0], pairs[:, 1]
 
-    def run(durations: np.ndarray, slowdowns: tuple[np.ndarray, np.ndarray]) -> EngineResult:
-        return run_engine(
-            _rank_works(program, durations, n_ranks, rng, options.jitter),
-            slowdowns[0], slowdowns[1],
-            group_links=links,
-        )
+    cached = options.replay and not stochastic  # jittered runs rarely share an event order
+
+    def run(durations: np.ndarray, slowdowns: tuple[np.ndarray, np.ndarray], family: str) -> EngineResult:
+        works = _rank_works(streams, deps, durations, n_ranks, rng, options.jitter)
+        if cached:
+            return run_cached(works, slowdowns[0], slowdowns[1], group_links=links, family=family)
+        return run_engine(works, slowdowns[0], slowdowns[1], group_links=links)
 
     # Prefill.
     prefill_phase = Phase("prefill", work.batch, work.prompt_len)
     prefill_costs = op_times_s(model, hw, work, tp, prefill_phase, np.array([work.prompt_len]))
-    prefill = run(np.array([prefill_costs[k][0] for k in kinds]), interference(prefill_phase))
+    prefill = run(np.array([prefill_costs[k][0] for k in kinds]), interference(prefill_phase), "prefill")
     prefill_metrics = step_metrics(prefill, masks)
 
     # Decode: gen_len - 1 steps (the prefill already produced the first token).
@@ -204,7 +250,14 @@ def simulate(scenario: Scenario, options: SimOptions | None = None) -> SimResult
     decode_phase = Phase("decode", work.batch, 1)
     decode_slowdowns = interference(decode_phase)
     costs = op_times_s(model, hw, work, tp, decode_phase, kv_lens)
-    durations = np.stack([costs[k] for k in kinds], axis=1) if n_steps else np.zeros((0, len(kinds)))
+    # Durations per (step, op kind), not per (step, op): ops of one kind cost the same, and a
+    # (steps x ops) matrix of a long generation would not fit in memory. A step's row per op is
+    # ``by_kind[step][kind_of_op]``.
+    kind_names = tuple(dict.fromkeys(kinds))
+    kind_of_op = np.array([kind_names.index(k) for k in kinds], dtype=int)
+    by_kind = np.zeros((n_steps, len(kind_names)))
+    for j, name in enumerate(kind_names):
+        by_kind[:, j] = costs[name]
 
     anchors: dict[int, EngineResult] = {}
     metrics = np.zeros((n_steps, len(METRICS)))
@@ -212,13 +265,33 @@ def simulate(scenario: Scenario, options: SimOptions | None = None) -> SimResult
     step_hi = np.arange(n_steps)
     step_frac = np.zeros(n_steps)
 
+    metrics_of: dict[int, np.ndarray] = {}  # id(result) -> its metrics (a run repeated is one result)
+
     def anchor(step: int) -> EngineResult:
         if step not in anchors:
-            anchors[step] = run(durations[step], decode_slowdowns)
-            metrics[step] = step_metrics(anchors[step], masks)
+            result = anchors[step] = run(by_kind[step][kind_of_op], decode_slowdowns, "decode")
+            if id(result) not in metrics_of:
+                metrics_of[id(result)] = step_metrics(result, masks)
+            metrics[step] = metrics_of[id(result)]
         return anchors[step]
 
-    if n_steps and (stochastic or options.exact_steps):
+    half_width = None
+    n_sample = n_steps if options.exact_steps else (options.sample_steps or sample_size(n_steps, n_ranks, len(kinds)))
+    if n_steps and stochastic:
+        steps = np.arange(n_steps) if n_sample >= n_steps else choose_steps(n_steps, n_sample, options.seed)
+        for done, step in enumerate(steps):
+            if progress:
+                progress(done + 1, len(steps) + 1, n_ranks * len(kinds))
+            anchor(int(step))
+        if progress:
+            progress(len(steps) + 1, len(steps) + 1, n_ranks * len(kinds))
+        if len(steps) < n_steps:
+            control = simulate(scenario, SimOptions(replay=options.replay)).decode_metrics
+            sampled = estimate(control, steps, metrics[steps])
+            metrics[:], half_width = sampled.metrics, sampled.half_width_s
+            nearest = steps[np.clip(np.searchsorted(steps, np.arange(n_steps)), 0, len(steps) - 1)]
+            step_lo[:], step_hi[:] = nearest, nearest  # a step not simulated shows a simulated one's spans
+    elif n_steps and options.exact_steps:
         for step in range(n_steps):
             anchor(step)
     elif n_steps:
@@ -228,7 +301,7 @@ def simulate(scenario: Scenario, options: SimOptions | None = None) -> SimResult
             a, b = anchor(lo), anchor(hi)
             if hi - lo < 2:
                 continue
-            if a.signature == b.signature and _affine_between(durations, lo, hi):
+            if a.signature == b.signature and _affine_between(by_kind, lo, hi):
                 inner = np.arange(lo + 1, hi)
                 frac = (inner - lo) / (hi - lo)
                 step_lo[inner], step_hi[inner], step_frac[inner] = lo, hi, frac
@@ -237,7 +310,7 @@ def simulate(scenario: Scenario, options: SimOptions | None = None) -> SimResult
                 mid = (lo + hi) // 2
                 stack.extend([(mid, hi), (lo, mid)])
     return SimResult(scenario, nodes, program, memory, n_ranks, prefill, prefill_metrics, metrics,
-                     step_lo, step_hi, step_frac, anchors)
+                     step_lo, step_hi, step_frac, anchors, half_width)
 
 
 def make_scenario(model, hardware, tp: int, batch: int, prompt_len: int, gen_len: int, schedule: str,

@@ -69,7 +69,7 @@ def test_laddersim_core_and_calibrate_cli_import_without_torch():
     import subprocess
     import sys
 
-    code = ("import sys; from laddersim.cli import build_parser; build_parser(); "
+    code = ("import sys; from laddersim.cli import build_parser; build_parser(load_all=True); "
             "import laddersim.calibrate.fit_profile, laddersim.calibrate.nccl_tests, laddersim.calibrate.runner; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -3,6 +3,10 @@
 Each subcommand lives in its own module ``laddersim/cli/<name>_cmd.py`` exposing
 ``register(subparsers)``; it adds its parser and sets ``func`` to a handler taking the parsed
 arguments and returning an exit code. Bad input raises ``UserInputError``: one line, exit 2.
+
+Only the chosen command's module is imported (start-up stays cheap: ``simulate`` needs neither
+matplotlib nor scipy); the others appear in ``laddersim --help`` from ``COMMANDS``. A new command
+is one line there.
 """
 
 from __future__ import annotations
@@ -13,9 +17,19 @@ import sys
 
 from laddersim.errors import UserInputError
 
-COMMAND_MODULES = (
-    "simulate", "profiles", "calibrate", "validate", "fit", "sweep", "plot", "plan", "report",
-)
+# name -> one-line help for ``laddersim --help``; the module is laddersim.cli.<name>_cmd.
+COMMANDS = {
+    "simulate": "simulate one scenario under one or more schedules",
+    "profiles": "hardware profiles: list, show, check, fit, report",
+    "calibrate": "measure a cluster and fit a hardware profile",
+    "validate": "compare predictions with measured tokens/s (default: the paper's 70B figure)",
+    "fit": "fit framework overhead, collective floor (and interference) to measured runs",
+    "sweep": "what-if sweep over a grid; resumable Parquet/CSV table",
+    "plot": "plot a results table (PNG and SVG), or a decode-step timeline",
+    "plan": "cheapest configurations meeting a throughput/latency target; break-even fabrics",
+    "report": "write the report (reports/index.md with figures) from built-in defaults",
+}
+COMMAND_MODULES = tuple(COMMANDS)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -27,25 +41,30 @@ class OneLineParser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _chosen(argv: list[str] | None) -> str | None:
+    """The command named on the command line (the first word that is not an option), if any."""
+    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    return words[0] if words and words[0] in COMMANDS else None
+
+
+def build_parser(argv: list[str] | None = None, load_all: bool = False) -> argparse.ArgumentParser:
+    """The parser; only the command chosen in ``argv`` (every one with ``load_all``) is imported."""
     parser = OneLineParser(prog="laddersim", description=__doc__.splitlines()[0])
     from laddersim.provenance import laddersim_version
 
     parser.add_argument("--version", action="version", version=f"laddersim {laddersim_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"laddersim.cli.{name}_cmd")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"laddersim.cli.{name}_cmd":
-                continue  # command not built yet
-            raise
-        module.register(sub)
+    chosen = _chosen(argv)
+    for name, text in COMMANDS.items():
+        if load_all or name == chosen:
+            importlib.import_module(f"laddersim.cli.{name}_cmd").register(sub)
+        else:
+            sub.add_parser(name, help=text, add_help=False)  # listed only: never parsed
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

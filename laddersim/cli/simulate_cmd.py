@@ -7,10 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-import pandas as pd
-
 from laddersim.api import DEFAULT_SCHEDULES, simulate_schedules
-from laddersim.cli.args import _number, add_scenario_args
+from laddersim.cli.args import _number, add_scenario_args, positive_int
 from laddersim.errors import UserInputError
 from laddersim.tables import format_table
 
@@ -28,6 +26,11 @@ def register(sub) -> None:
                                             lambda v: 0.0 <= v <= MAX_JITTER), default=0.0,
                    help="sigma of per-rank lognormal op-time noise (simulates every rank and step); "
                         f"at most {MAX_JITTER:g}, where one op in six already runs 7x its time")
+    p.add_argument("--exact-steps", action="store_true",
+                   help="with --jitter: simulate every decode step instead of a random sample of them")
+    p.add_argument("--sample-steps", type=positive_int("sample-steps"), default=None,
+                   help="with --jitter: decode steps to simulate (default: about 120,000 op-rank runs, "
+                        "4 to 64 steps); the output carries the 95%% interval of the estimate")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", metavar="FILE", help="also write the rows to FILE.csv, FILE.parquet or FILE.json")
     p.add_argument("--trace", metavar="OUT.json",
@@ -43,7 +46,9 @@ def run(args: argparse.Namespace) -> int:
     rows, results = simulate_schedules(args.model, args.hardware, args.tp, args.batch, args.prompt_len,
                                        args.gen_len, args.schedule or DEFAULT_SCHEDULES, dtype=args.dtype,
                                        kv_cache=args.kv_cache, kv_reads=args.kv_reads,
-                                       jitter=args.jitter, seed=args.seed)
+                                       jitter=args.jitter, seed=args.seed,
+                                       exact_steps=args.exact_steps, sample_steps=args.sample_steps,
+                                       progress=ProgressBar)
     if args.trace:
         _write_trace(results, args.trace, args.trace_steps)
     if args.out:
@@ -62,6 +67,33 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+class ProgressBar:
+    """A stderr bar for a simulation expected to take more than a couple of seconds (judged from
+    its size: engine runs x ops x ranks); silent otherwise."""
+
+    OP_RANKS = 60_000  # about two seconds of engine time
+
+    def __init__(self, label: str):
+        self.label = label
+        self.bar = None
+
+    def update(self, done: int, total: int, op_ranks: int) -> None:
+        if self.bar is None and total * op_ranks > self.OP_RANKS:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=self.label, unit="pass", file=sys.stderr, leave=False,
+                            dynamic_ncols=True)
+        if self.bar is not None:
+            self.bar.update(done - self.bar.n)
+
+    def __enter__(self) -> "ProgressBar":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 OUT_FORMATS = (".csv", ".parquet", ".json")
 
 
@@ -75,6 +107,8 @@ def out_format(path: str) -> str:
 def write_rows(rows: list[dict], path: str) -> None:
     """The rows --json prints, as CSV, Parquet or the same JSON array."""
     suffix = out_format(path)
+    import pandas as pd
+
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         if suffix == ".json":
@@ -89,6 +123,8 @@ def write_rows(rows: list[dict], path: str) -> None:
 
 
 def _write_trace(results, path: str, steps: str) -> None:
+    import pandas as pd
+
     from laddersim.trace import write_chrome_trace
 
     frames = []

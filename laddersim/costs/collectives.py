@@ -88,12 +88,12 @@ def interpolate_table_s(sizes_bytes: np.ndarray, times_s: np.ndarray, size_bytes
 def _table_for(profile: HardwareProfile, gpus: int, nodes: int):
     """The first model table with rows for this group shape, preferring the simulated mode."""
     mode = profile.collectives.mode
-    tables = [(t, f) for t, f in profile.allreduce_tables if t.use == "model"]
+    tables = [(t, f) for t, f in profile.allreduce_arrays if t.use == "model"]
     candidates = [(t, f) for t, f in tables if t.mode == mode] + [(t, f) for t, f in tables if t.mode != mode]
-    for table, frame in candidates:
-        rows = frame[(frame["gpus"] == gpus) & (frame["nodes"] == nodes)]
-        if len(rows) >= 2:
-            return table, rows["size_bytes"].to_numpy(), rows["time_s"].to_numpy()
+    for table, columns in candidates:
+        rows = (columns["gpus"] == gpus) & (columns["nodes"] == nodes)
+        if rows.sum() >= 2:
+            return table, columns["size_bytes"][rows], columns["time_s"][rows]
     return None
 
 

@@ -12,10 +12,12 @@ It knows ops, streams, dependencies, collectives and links; it knows nothing of 
   computes, and at 1/k of its speed on a link shared with k-1 other running collectives. Both
   slowdowns may be given per collective op (a large message disturbs compute more than a small
   one): a compute op then runs at the rate set by the most disturbing collective of its rank.
+  ``laddersim.engine.fluid`` keeps the remaining work and the rates (incrementally).
 
 Because rates only change at events, every event time is a linear function of the op durations
 for a fixed order of events; ``EngineResult.signature`` records that order so callers can
-interpolate between two runs that share it (see ``laddersim.simulate``).
+interpolate between two runs that share it (see ``laddersim.simulate``), and a recorded tape of
+it lets ``laddersim.engine.replay`` redo the run for new durations without SimPy.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Sequence
 import numpy as np
 import simpy
 
-_EPS_S = 1e-13  # work left below this (seconds) counts as done: float round-off only
+from laddersim.engine.fluid import Activity, Fluid, done_tolerance_s
 
 
 @dataclass
@@ -46,72 +48,39 @@ class EngineResult:
     ready_s: np.ndarray  # (ranks, ops) when the op's stream reached it with deps met
     signature: tuple = ()
     events: int = 0
+    tape: object = None  # laddersim.engine.replay.Tape when recorded
 
 
-@dataclass(eq=False)
-class _Activity:
-    work_s: float
-    ranks: tuple[int, ...]
-    is_comm: bool
-    links: tuple[str, ...]
-    done: simpy.Event
-    compute_slowdown: float = 0.0  # collectives: what this one does to its ranks' compute
-    comm_slowdown: float = 0.0  # collectives: how much compute slows this one
-    remaining_s: float = 0.0
-    rate: float = 1.0
+class _Clock:
+    """Drives the fluid with SimPy: one timeout per change of the running set (a later change
+    supersedes it), and a tape of what happened for ``laddersim.engine.replay``."""
 
-
-class _Fluid:
-    """Progresses all running activities at their current rates; fires their ``done`` events."""
-
-    def __init__(self, env: simpy.Environment):
+    def __init__(self, env: simpy.Environment, tape: list | None):
         self.env = env
-        self.active: list[_Activity] = []
+        self.fluid = Fluid()
         self.last_t = 0.0
         self.token = 0
         self.timeouts = 0
+        self.instant = 0  # completions so far: the index of the current clock reading in times
+        self.times = [0.0]
+        self.tape = tape
 
-    def start(self, act: _Activity) -> None:
+    def start(self, act: Activity) -> None:
         self._advance()
-        act.remaining_s = act.work_s
-        self.active.append(act)
+        self.fluid.start(act)
+        if self.tape is not None:
+            self.tape.append(act)
         self._replan()
 
     def _advance(self) -> None:
-        dt = self.env.now - self.last_t
-        if dt > 0.0:
-            for act in self.active:
-                act.remaining_s -= act.rate * dt
+        self.fluid.advance(self.env.now - self.last_t)
         self.last_t = self.env.now
-
-    def _rates(self) -> None:
-        disturbed: dict[int, float] = {}  # rank -> compute slowdown from its running collectives
-        compute_ranks: set[int] = set()
-        link_load: dict[str, int] = {}
-        for act in self.active:
-            if act.is_comm:
-                for rank in act.ranks:
-                    disturbed[rank] = max(disturbed.get(rank, 0.0), act.compute_slowdown)
-                for link in act.links:
-                    link_load[link] = link_load.get(link, 0) + 1
-            else:
-                compute_ranks.update(act.ranks)
-        for act in self.active:
-            if act.is_comm:
-                rate = 1.0 / (1.0 + act.comm_slowdown) if compute_ranks.intersection(act.ranks) else 1.0
-                if act.links:
-                    rate /= max(link_load[link] for link in act.links)
-            else:
-                slowdown = max((disturbed[r] for r in act.ranks if r in disturbed), default=None)
-                rate = 1.0 if slowdown is None else 1.0 / (1.0 + slowdown)
-            act.rate = rate
 
     def _replan(self) -> None:
         self.token += 1
-        if not self.active:
+        if not self.fluid.count:
             return
-        self._rates()
-        delay = min(max(act.remaining_s, 0.0) / act.rate for act in self.active)
+        delay = self.fluid.next_delay_s()
         token = self.token
         timeout = self.env.timeout(delay)
         timeout.callbacks.append(lambda _ev: self._fire(token))
@@ -121,16 +90,14 @@ class _Fluid:
         if token != self.token:
             return  # superseded by a later start
         self._advance()
-        # Work below the clock's own resolution at this time counts as done too: far along a
-        # long run a tiny remainder would otherwise schedule a timeout that cannot advance time.
-        tolerance_s = _EPS_S + 8.0 * np.spacing(self.env.now)
-        still = []
-        for act in self.active:
-            if act.remaining_s <= tolerance_s * act.rate:
-                act.done.succeed()
-            else:
-                still.append(act)
-        self.active = still
+        finished = self.fluid.due(done_tolerance_s(self.env.now))
+        self.instant += 1
+        self.times.append(self.env.now)
+        if self.tape is not None:
+            self.tape.append((tuple(act.serial for act in finished), self.env.now))
+        for act in finished:
+            self.fluid.finish(act)
+            act.done.succeed()
         self._replan()
 
 
@@ -147,21 +114,23 @@ def run_engine(
     comm_slowdown: float | Sequence[float] = 0.0,
     group_links: dict[int, tuple[str, ...]] | None = None,
     record_signature: bool = True,
+    record_tape: bool = False,
 ) -> EngineResult:
     """Simulate one forward pass of every rank from an idle start at t = 0.
 
     The slowdowns are one number for every collective or an array over op indices (read at the
-    collective ops)."""
+    collective ops). ``record_tape``: also return the order of events, for replaying the same
+    program with other durations (``laddersim.engine.replay``)."""
     env = simpy.Environment()
-    fluid = _Fluid(env)
+    clock = _Clock(env, [] if record_tape else None)
     group_links = group_links or {}
     n_ranks = len(ranks)
     n_ops = len(ranks[0].streams)
     compute_by_op = np.broadcast_to(np.asarray(compute_slowdown, dtype=float), (n_ops,))
     comm_by_op = np.broadcast_to(np.asarray(comm_slowdown, dtype=float), (n_ops,))
-    start = np.zeros((n_ranks, n_ops))
-    end = np.zeros((n_ranks, n_ops))
-    ready = np.zeros((n_ranks, n_ops))
+    # Every ready, start and end happens at the clock reading of the latest completion (or 0):
+    # record its index, and read the times at the end.
+    ready_at, start_at, end_at = ([[0] * n_ops for _ in range(n_ranks)] for _ in range(3))
     done = [[env.event() for _ in range(n_ops)] for _ in range(n_ranks)]
     group_size: dict[int, int] = {}
     for work in ranks:
@@ -179,12 +148,12 @@ def run_engine(
                 event = done[rank][dep]
                 if not event.triggered:
                     yield event
-            ready[rank, i] = env.now
+            ready_at[rank][i] = clock.instant
             if which == "compute":
-                act = _Activity(float(work.durations_s[i]), (rank,), False, (), env.event())
-                start[rank, i] = env.now
+                act = Activity(float(work.durations_s[i]), (rank,), False, done=env.event(), op=i)
+                start_at[rank][i] = clock.instant
                 log((rank, i, 0))
-                fluid.start(act)
+                clock.start(act)
                 yield act.done
             else:
                 key = (work.group, i)
@@ -194,16 +163,16 @@ def run_engine(
                 coll.arrived.append(rank)
                 if len(coll.arrived) == coll.size:
                     work_s = max(float(ranks[r].durations_s[i]) for r in coll.arrived)
-                    act = _Activity(work_s, tuple(sorted(coll.arrived)), True,
-                                    group_links.get(work.group, ()), env.event(),
-                                    float(compute_by_op[i]), float(comm_by_op[i]))
+                    act = Activity(work_s, tuple(sorted(coll.arrived)), True,
+                                   group_links.get(work.group, ()), float(compute_by_op[i]),
+                                   float(comm_by_op[i]), env.event(), op=i)
                     coll.started.succeed(act)
-                    fluid.start(act)
+                    clock.start(act)
                 act = yield coll.started
-                start[rank, i] = env.now
+                start_at[rank][i] = clock.instant
                 log((rank, i, 0))
                 yield act.done
-            end[rank, i] = env.now
+            end_at[rank][i] = clock.instant
             log((rank, i, 1))
             done[rank][i].succeed()
 
@@ -213,4 +182,11 @@ def run_engine(
     env.run()
     if not all(event.triggered for row in done for event in row):
         raise RuntimeError("engine deadlock: some ops never ran (a dependency cycle in the program)")
-    return EngineResult(start, end, ready, tuple(signature), fluid.timeouts)
+    moments = np.array([ready_at, start_at, end_at], dtype=np.int64).reshape(3, n_ranks, n_ops)
+    at = np.array(clock.times)
+    tape = None
+    if record_tape:
+        from laddersim.engine.replay import Tape
+
+        tape = Tape.of(clock.tape, moments, tuple(signature), clock.timeouts)
+    return EngineResult(at[moments[1]], at[moments[2]], at[moments[0]], tuple(signature), clock.timeouts, tape)

@@ -12,18 +12,21 @@ Measured tables (AllReduce times, GEMM times) live beside the profile as small C
 
 from __future__ import annotations
 
+import csv
 import os
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import numpy as np
-import pandas as pd
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from laddersim.config_files import build, read_yaml_mapping
 from laddersim.errors import UserInputError
 from laddersim.resources import resource_path
+
+if TYPE_CHECKING:  # pandas loads only where a table is read as a frame (profiles check/fit)
+    import pandas as pd
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -408,7 +411,7 @@ class HardwareProfile(BaseModel):
         return tp // per_node
 
     @cached_property
-    def allreduce_tables(self) -> list[tuple[MeasuredTable, pd.DataFrame]]:
+    def allreduce_tables(self) -> list[tuple[MeasuredTable, "pd.DataFrame"]]:
         """Loaded measured AllReduce tables: columns gpus, nodes, size_bytes, time_s."""
         out = []
         for table in self.collectives.tables:
@@ -416,26 +419,66 @@ class HardwareProfile(BaseModel):
             out.append((table, frame))
         return out
 
+    @cached_property
+    def allreduce_arrays(self) -> list[tuple[MeasuredTable, dict[str, np.ndarray]]]:
+        """The measured AllReduce tables as numpy columns (gpus, nodes, size_bytes, time_s), sorted
+        like ``allreduce_tables``: what the simulator reads, without loading pandas."""
+        return [(table, read_table_arrays(Path(self.base_dir) / table.file)) for table in self.collectives.tables]
+
     def intra_node_fit(self, gpus: int) -> TierFit | None:
         return next((f for f in self.collectives.intra_node_fits if f.gpus == gpus), None)
 
 
-def read_table_csv(path: Path) -> pd.DataFrame:
+def _file_identity(path: Path) -> tuple[Path, int, int]:
+    """(resolved path, modification time, size): the cache key of a table read."""
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise UserInputError(f"table: cannot read {path}: {exc.strerror}") from None
+    return path.resolve(), stat.st_mtime_ns, stat.st_size
+
+
+def read_table_arrays(path: Path) -> dict[str, np.ndarray]:
+    """A shipped AllReduce table as numpy columns gpus, nodes, size_bytes, time_s, sorted by
+    (gpus, nodes, size_bytes); the same numbers as ``read_table_csv``. Cached like it."""
+    return _read_table_arrays(*_file_identity(Path(path)))
+
+
+@lru_cache(maxsize=256)
+def _read_table_arrays(path: Path, _mtime_ns: int, _size: int) -> dict[str, np.ndarray]:
+    names = ("gpus", "nodes", "size_bytes", "time_us")
+    try:
+        with open(path, newline="") as handle:
+            rows = list(csv.reader(line for line in handle if line.strip() and not line.startswith("#")))
+        header, body = rows[0], rows[1:]
+        index = [header.index(name) for name in names]
+        values = np.array([[float(row[i]) for i in index] for row in body], dtype=float).reshape(-1, 4)
+    except (OSError, IndexError, ValueError):
+        # A file this plain reader cannot take: pandas reads it, or says exactly what is wrong.
+        frame = _read_table_csv(path, _mtime_ns, _size)
+        return {name: frame[name].to_numpy() for name in ("gpus", "nodes", "size_bytes", "time_s")}
+    order = np.lexsort((values[:, 2], values[:, 1], values[:, 0]))
+    values = values[order]
+    columns = {"gpus": values[:, 0].astype(int), "nodes": values[:, 1].astype(int), "size_bytes": values[:, 2],
+               "time_s": values[:, 3] * 1e-6}
+    if not np.isfinite(columns["time_s"]).all() or (columns["time_s"] <= 0).any():
+        raise UserInputError(f"table: {path} has non-positive or non-finite times")
+    return columns
+
+
+def read_table_csv(path: Path) -> "pd.DataFrame":
     """Read a shipped table: ``#`` comment lines, then gpus,nodes,size_bytes,time_us columns.
 
     Cached by file identity (path, modification time, size): profile copies made for what-if
     studies share one read. Callers must not modify the returned frame.
     """
-    path = Path(path)
-    try:
-        stat = path.stat()
-    except OSError as exc:
-        raise UserInputError(f"table: cannot read {path}: {exc.strerror}") from None
-    return _read_table_csv(path.resolve(), stat.st_mtime_ns, stat.st_size)
+    return _read_table_csv(*_file_identity(Path(path)))
 
 
-def _read_csv(path: Path, dtypes: dict[str, type]) -> pd.DataFrame:
+def _read_csv(path: Path, dtypes: dict[str, type]) -> "pd.DataFrame":
     """A shipped table: ``#`` comment lines, then at least the ``dtypes`` columns, typed."""
+    import pandas as pd
+
     try:
         frame = pd.read_csv(path, comment="#")
     except (OSError, pd.errors.ParserError) as exc:
@@ -447,7 +490,7 @@ def _read_csv(path: Path, dtypes: dict[str, type]) -> pd.DataFrame:
 
 
 @lru_cache(maxsize=256)
-def _read_table_csv(path: Path, _mtime_ns: int, _size: int) -> pd.DataFrame:
+def _read_table_csv(path: Path, _mtime_ns: int, _size: int) -> "pd.DataFrame":
     frame = _read_csv(path, {"gpus": int, "nodes": int, "size_bytes": float, "time_us": float})
     frame["time_s"] = frame["time_us"] * 1e-6
     if not np.isfinite(frame["time_s"]).all() or (frame["time_s"] <= 0).any():
@@ -455,7 +498,7 @@ def _read_table_csv(path: Path, _mtime_ns: int, _size: int) -> pd.DataFrame:
     return frame.sort_values(["gpus", "nodes", "size_bytes"]).reset_index(drop=True)
 
 
-def read_gemm_table_csv(path: Path) -> pd.DataFrame:
+def read_gemm_table_csv(path: Path) -> "pd.DataFrame":
     """Read a shipped GEMM table: ``#`` comment lines, then m,n,k,time_us columns."""
     return _read_csv(path, {"m": int, "n": int, "k": int, "time_us": float})
 
@@ -497,4 +540,11 @@ def parse_profile(raw: dict, base_dir: Path, where: str = "hardware") -> Hardwar
 def load_profile(name_or_path: str | Path) -> HardwareProfile:
     """A profile by name (``h100-sxm-nvswitch``), by path, or a calibration run directory."""
     path = _resolve(name_or_path)
+    return _load_profile(*_file_identity(path), path)
+
+
+@lru_cache(maxsize=64)
+def _load_profile(_resolved: Path, _mtime_ns: int, _size: int, path: Path) -> HardwareProfile:
+    # Once per file version and process (profiles are frozen): a run of several schedules, or a
+    # sweep worker, parses each file once.
     return parse_profile(read_yaml_mapping(path, "hardware"), path.parent, where=f"hardware {path.name}")

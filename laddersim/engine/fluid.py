@@ -1,0 +1,171 @@
+"""Fluid work of the running activities: remaining work, rates, the next completion. No clock.
+
+An activity has a standalone amount of work (seconds) and progresses at a rate set by what else
+runs (see ``laddersim.engine.simulator``): a compute op at 1/(1 + s) while collectives of its
+rank run (s: the most disturbing one's ``compute_slowdown``, 0 if none disturbs), a collective at
+1/(1 + its ``comm_slowdown``) while any of its ranks computes, divided by the largest number of
+running collectives on any of its links.
+
+Rates are kept up to date incrementally: a start or a completion recomputes only the rates it
+can change (the compute ops of a collective's ranks, the collectives of a compute op's rank or of
+a collective's links), so an event costs the same at TP 2 and TP 64. Remaining work and rates
+live in numpy arrays, one slot per running activity, so advancing the clock and finding the next
+completion are a few array operations. Every number is computed with the same floating-point
+operations in the same order as a full recomputation, so results do not depend on the bookkeeping.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+EPS_S = 1e-13  # work left below this (seconds) counts as done: float round-off only
+
+
+def done_tolerance_s(now_s: float) -> float:
+    """Work left that counts as done at time ``now_s``: round-off, and below the clock's own
+    resolution there (far along a long run a tiny remainder would otherwise schedule a timeout
+    that cannot advance time)."""
+    return EPS_S + 8.0 * math.ulp(now_s)  # numpy's spacing, for the clock's non-negative readings
+
+
+@dataclass(eq=False)
+class Activity:
+    work_s: float
+    ranks: tuple[int, ...]  # compute: its one rank; collective: the group's ranks
+    is_comm: bool
+    links: tuple[str, ...] = ()
+    compute_slowdown: float = 0.0  # collectives: what this one does to its ranks' compute
+    comm_slowdown: float = 0.0  # collectives: how much compute slows this one
+    done: object = None  # what the owner fires on completion (a SimPy event)
+    op: int = -1  # index in the program
+    serial: int = -1  # start order: completions at one instant are reported in this order
+    slot: int = -1
+
+
+def comm_rate(comm_slowdown: float, any_rank_computes: bool, link_loads: list[int]) -> float:
+    """``link_loads``: running collectives on each of its links (empty: it uses none)."""
+    rate = 1.0 / (1.0 + comm_slowdown) if any_rank_computes else 1.0
+    if link_loads:
+        rate /= max(link_loads)
+    return rate
+
+
+def compute_rate(slowdowns: list[float]) -> float:
+    """``slowdowns``: the compute slowdowns of the collectives running on the op's rank."""
+    return 1.0 / (1.0 + max(0.0, *slowdowns)) if slowdowns else 1.0
+
+
+class Fluid:
+    """The running activities. ``start``/``finish`` keep rates current; ``advance``, ``due`` and
+    ``next_delay_s`` work on all of them at once."""
+
+    def __init__(self, capacity: int = 8):
+        self.remaining_s = np.full(capacity, np.inf)  # free slots: never due, never next
+        self.rate = np.ones(capacity)
+        self._scratch = np.empty(capacity)
+        self.acts: list[Activity | None] = [None] * capacity
+        self.free = list(range(capacity - 1, -1, -1))
+        self.count = 0
+        self.serial = 0
+        self.computing: dict[int, Activity] = {}  # rank -> its running compute op
+        self.comm_on_rank: dict[int, list[Activity]] = {}
+        self.comm_on_link: dict[str, list[Activity]] = {}
+        self.computing_ranks: dict[int, int] = {}  # id(collective) -> its ranks now computing
+
+    # -- rates -------------------------------------------------------------------------------
+    def _set_compute_rate(self, act: Activity) -> None:
+        self.rate[act.slot] = compute_rate([c.compute_slowdown for c in self.comm_on_rank.get(act.ranks[0], ())])
+
+    def _set_comm_rate(self, act: Activity) -> None:
+        loads = [len(self.comm_on_link[link]) for link in act.links]
+        self.rate[act.slot] = comm_rate(act.comm_slowdown, self.computing_ranks[id(act)] > 0, loads)
+
+    # -- membership --------------------------------------------------------------------------
+    def _take_slot(self, act: Activity) -> None:
+        if not self.free:
+            n = len(self.acts)
+            self.remaining_s = np.concatenate([self.remaining_s, np.full(n, np.inf)])
+            self.rate = np.concatenate([self.rate, np.ones(n)])
+            self._scratch = np.empty(2 * n)
+            self.acts.extend([None] * n)
+            self.free = list(range(2 * n - 1, n - 1, -1))
+        act.slot = self.free.pop()
+        act.serial = self.serial
+        self.serial += 1
+        self.acts[act.slot] = act
+        self.remaining_s[act.slot] = act.work_s
+        self.count += 1
+
+    def start(self, act: Activity) -> None:
+        if len(act.ranks) != 1 and not act.is_comm:
+            raise ValueError("a compute activity runs on one rank")
+        self._take_slot(act)
+        if act.is_comm:
+            self.computing_ranks[id(act)] = sum(r in self.computing for r in act.ranks)
+            for rank in act.ranks:
+                self.comm_on_rank.setdefault(rank, []).append(act)
+            for link in act.links:
+                self.comm_on_link.setdefault(link, []).append(act)
+            self._comm_changed(act)
+            self._set_comm_rate(act)
+        else:
+            rank = act.ranks[0]
+            self.computing[rank] = act
+            self._set_compute_rate(act)
+            for coll in self.comm_on_rank.get(rank, ()):
+                self.computing_ranks[id(coll)] += 1
+                self._set_comm_rate(coll)
+
+    def finish(self, act: Activity) -> None:
+        self.acts[act.slot] = None
+        self.remaining_s[act.slot] = np.inf
+        self.rate[act.slot] = 1.0
+        self.free.append(act.slot)
+        self.count -= 1
+        if act.is_comm:
+            del self.computing_ranks[id(act)]
+            for rank in act.ranks:
+                self.comm_on_rank[rank].remove(act)
+            for link in act.links:
+                self.comm_on_link[link].remove(act)
+            self._comm_changed(act)
+        else:
+            rank = act.ranks[0]
+            del self.computing[rank]
+            for coll in self.comm_on_rank.get(rank, ()):
+                self.computing_ranks[id(coll)] -= 1
+                self._set_comm_rate(coll)
+
+    def _comm_changed(self, act: Activity) -> None:
+        """A collective started or finished: its ranks' compute and its links' collectives."""
+        for rank in act.ranks:
+            op = self.computing.get(rank)
+            if op is not None:
+                self._set_compute_rate(op)
+        seen = set()
+        for link in act.links:
+            for other in self.comm_on_link[link]:
+                if other is not act and id(other) not in seen:
+                    seen.add(id(other))
+                    self._set_comm_rate(other)
+
+    # -- progress ----------------------------------------------------------------------------
+    def advance(self, dt_s: float) -> None:
+        if dt_s > 0.0:
+            self.remaining_s -= np.multiply(self.rate, dt_s, out=self._scratch)
+
+    def next_delay_s(self) -> float:
+        """Time until the first running activity completes at the current rates."""
+        ratio = np.maximum(self.remaining_s, 0.0)
+        np.divide(ratio, self.rate, out=ratio)
+        return float(ratio.min())
+
+    def due(self, tolerance_s: float) -> list[Activity]:
+        """Activities with no more than ``tolerance_s`` of standalone work left, in start order."""
+        slots = (self.remaining_s <= tolerance_s * self.rate).nonzero()[0].tolist()
+        if len(slots) == 1:
+            return [self.acts[slots[0]]]
+        return sorted((self.acts[s] for s in slots), key=lambda a: a.serial)
