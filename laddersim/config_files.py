@@ -11,10 +11,10 @@ import difflib
 from pathlib import Path
 from typing import TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from laddersim.errors import UserInputError
+from laddersim.io_read import read_yaml
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -64,11 +64,7 @@ def format_validation_error(exc: ValidationError, where: str, model: type[BaseMo
 def read_yaml_mapping(path: str | Path, what: str) -> dict:
     """The YAML mapping in ``path``; ``what`` names the kind of file in errors."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserInputError(f"{what}: cannot read {path}: {first}") from None
+    raw = read_yaml(path, what)
     if not isinstance(raw, dict):
         raise UserInputError(f"{what}: {path} must be a YAML mapping")
     return raw
@@ -82,5 +78,6 @@ def build(model: type[Model], raw, where: str, **extra) -> Model:
         return model(**raw, **extra)
     except ValidationError as exc:
         raise UserInputError(format_validation_error(exc, where, model)) from None
-    except TypeError as exc:
-        raise UserInputError(f"{where}: {exc}") from None
+    except (TypeError, RecursionError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserInputError(f"{where}: {first}") from None

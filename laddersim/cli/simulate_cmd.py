@@ -10,7 +10,9 @@ from pathlib import Path
 import pandas as pd
 
 from laddersim.cli.args import _number, add_scenario_args
+from laddersim.costs.memory_fit import check_fits
 from laddersim.errors import UserInputError
+from laddersim.io_write import check_output
 from laddersim.simulate import SimOptions, make_scenario, simulate
 from laddersim.tables import format_table
 
@@ -28,7 +30,8 @@ def register(sub) -> None:
                                             lambda v: 0.0 <= v <= MAX_JITTER), default=0.0,
                    help="sigma of per-rank lognormal op-time noise (simulates every rank and step); "
                         f"at most {MAX_JITTER:g}, where one op in six already runs 7x its time")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_number("seed", int, "an integer from 0 to 2**63-1", lambda v: 0 <= v < 2**63),
+                   default=0)
     p.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace of the first schedule")
     p.add_argument("--trace-steps", default="3",
                    help="decode steps in the trace after the prefill: a count or 'all' (default 3)")
@@ -39,9 +42,15 @@ def run(args: argparse.Namespace) -> int:
     schedules = list(dict.fromkeys(args.schedule or ["standard", "ladder"]))  # each once, in the order given
     rows = []
     first = None
-    for schedule in schedules:
-        scenario = make_scenario(args.model, args.hardware, args.tp, args.batch, args.prompt_len,
-                                 args.gen_len, schedule, args.dtype, args.kv_cache, args.kv_reads)
+    # Every input checked before the first simulation: each schedule's scenario, the trace path.
+    scenarios = [make_scenario(args.model, args.hardware, args.tp, args.batch, args.prompt_len, args.gen_len,
+                               schedule, args.dtype, args.kv_cache, args.kv_reads) for schedule in schedules]
+    for scenario in scenarios:
+        check_fits(scenario.model, scenario.hardware, scenario.workload, scenario.tp)
+    if args.trace:
+        check_output(args.trace, "trace")
+    scenarios[0].model.warn_context(args.prompt_len, args.gen_len)
+    for scenario in scenarios:
         result = simulate(scenario, SimOptions(jitter=args.jitter, seed=args.seed))
         first = first or result
         rows.append(result.summary())
