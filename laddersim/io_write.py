@@ -12,8 +12,10 @@ same directory is one error line instead of a second stream of appends.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from laddersim.errors import UserInputError
@@ -80,11 +82,13 @@ def make_dir(path: str | Path, flag: str) -> Path:
 _HELD: dict[str, int] = {}  # lock path -> open descriptor, held for the life of this process
 
 
-def lock_run_dir(directory: str | Path, flag: str = "out", lock_name: str = LOCK_FILE) -> Path:
+def lock_run_dir(directory: str | Path, flag: str = "out", lock_name: str = LOCK_FILE,
+                 shown: str | Path | None = None) -> Path:
     """Take the exclusive writer lock of ``directory`` (created if missing) for this process.
 
-    Another process holding it is one error line naming its pid. The lock goes with the process
-    (also when it is killed); taking it twice in one process is a no-op.
+    Another process holding it is one error line naming its pid (and ``shown``, the file the
+    lock stands for, else the directory). The lock goes with the process (also when it is
+    killed); taking it twice in one process is a no-op.
     """
     directory = make_dir(directory, flag)
     lock = directory / lock_name
@@ -100,8 +104,8 @@ def lock_run_dir(directory: str | Path, flag: str = "out", lock_name: str = LOCK
     except OSError:
         holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
         os.close(fd)
-        raise UserInputError(f"{flag}: {directory} is being written by another laddersim process (pid {holder}); "
-                             "allowed: one writer per directory (wait for it, or use another directory)") from None
+        raise UserInputError(f"{flag}: {shown or directory} is being written by another laddersim process "
+                             f"(pid {holder}); allowed: one writer at a time (wait for it, or write elsewhere)") from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     _HELD[key] = fd
@@ -113,3 +117,17 @@ def unlock_run_dir(directory: str | Path, lock_name: str = LOCK_FILE) -> None:
     fd = _HELD.pop(os.path.realpath(Path(directory) / lock_name), None)
     if fd is not None:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def run_dir_lock(directory: str | Path, flag: str = "out", lock_name: str = LOCK_FILE) -> Iterator[Path]:
+    """``lock_run_dir`` for the duration of a ``with`` block (a lock this process already held
+    before the block stays held after it)."""
+    key = os.path.realpath(Path(directory) / lock_name)
+    held_before = key in _HELD
+    lock = lock_run_dir(directory, flag, lock_name)
+    try:
+        yield lock
+    finally:
+        if not held_before:
+            unlock_run_dir(directory, lock_name)

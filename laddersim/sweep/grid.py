@@ -128,7 +128,7 @@ class SweepGrid(BaseModel):
         maximum = {"tp": MAX_TP, "batch": MAX_BATCH}.get(info.field_name, MAX_TOKENS)
         for value in values:
             if not 1 <= value <= maximum:
-                raise ValueError(f"must be integers from 1 to {maximum}, got {value}")
+                raise ValueError(f"must be positive integers up to {maximum}, got {value}")
         return values
 
     @field_validator("schedules")
