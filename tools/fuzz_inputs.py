@@ -393,13 +393,23 @@ def _nonsense(case: Case, work: Path, stdout: str) -> str | None:
         frame = pd.read_csv(work / "rep" / "validation.csv")
         if not _finite_positive(frame["predicted_tokens_per_s"].tolist()):
             return "validate: non-finite predictions"
-    if any(word in stdout.lower().split() for word in ("nan", "inf", "-inf")):
+    if case.argv[0] == "fit":
+        target = Path(case.argv[case.argv.index("--out") + 1]) if "--out" in case.argv else None
+        for path in [work / target] if target else []:
+            path = path if path.suffix in (".yaml", ".yml") else path / "profile.yaml"
+            if path.exists():
+                for v in _sourced_numbers(yaml.safe_load(path.read_text())):
+                    if not math.isfinite(v) or abs(v) > 1e9:
+                        return f"fit: value {v} is not plausible"
+    elif case.argv[0] in ("simulate", "plan") and any(
+            word.strip(",") in ("nan", "inf", "-inf", "infinity") for word in stdout.lower().split()):
         return "output shows nan/inf"
     return None
 
 
 def run_case(case: Case, time_limit_s: int = TIME_LIMIT_S) -> tuple[str, str]:
-    """(outcome, detail) for ``case``, run in a fresh temporary directory as the working directory."""
+    """(outcome, detail) for ``case``, run in a fresh temporary directory as the working directory;
+    the detail of an ``ok`` is its stderr (warnings), of an ``error`` the error line."""
     import os
 
     with tempfile.TemporaryDirectory(prefix="laddersim-fuzz-") as tmp:
@@ -443,7 +453,7 @@ def run_case(case: Case, time_limit_s: int = TIME_LIMIT_S) -> tuple[str, str]:
                 why = _nonsense(case, work, out.getvalue())
             except Exception as exc:  # noqa: BLE001
                 why = f"results unreadable: {type(exc).__name__}: {exc}"
-            return ("nonsense", why) if why else ("ok", "")
+            return ("nonsense", why) if why else ("ok", stderr.strip())
         return "nonsense", f"exit code {code!r}: {stderr.strip()[-300:]}"
 
 
@@ -459,12 +469,17 @@ def main_fuzz(argv: list[str] | None = None) -> int:
     parser.add_argument("--save-failures", metavar="DIR", help="write failing cases as corpus JSON files")
     args = parser.parse_args(argv)
     counts: dict[str, Counter] = {k: Counter() for k in args.kinds}
+    import time
+
+    seconds: Counter = Counter()
     failures = 0
     per_kind = max(1, args.cases // len(args.kinds))
     for kind in args.kinds:
         for i in range(per_kind):
             case = make_case(kind, args.seed * 1_000_003 + i)
+            started = time.monotonic()
             outcome, detail = run_case(case)
+            seconds[kind] += time.monotonic() - started
             counts[kind][outcome] += 1
             if outcome not in GOOD:
                 failures += 1
@@ -475,7 +490,8 @@ def main_fuzz(argv: list[str] | None = None) -> int:
                     (Path(args.save_failures) / f"{kind}-{args.seed}-{i}.json").write_text(
                         json.dumps({**case.to_json(), "outcome": outcome, "detail": detail}, indent=1))
         print(f"{kind:<14} " + " ".join(f"{o}={counts[kind][o]}" for o in
-                                          ("error", "ok", "traceback", "multiline", "nonsense", "hang")), flush=True)
+                                          ("error", "ok", "traceback", "multiline", "nonsense", "hang"))
+              + f"  ({seconds[kind] / per_kind:.2f} s/case)", flush=True)
     total = sum(counts.values(), Counter())
     print(f"{'all':<14} cases={sum(total.values())} " + " ".join(
         f"{o}={total[o]}" for o in ("error", "ok", "traceback", "multiline", "nonsense", "hang")))
