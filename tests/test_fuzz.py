@@ -2,7 +2,7 @@
 traceback, or exit 0 with finite, positive results (tools/fuzz_inputs.py judges; hypothesis picks
 the mutation and the bad value). Past failures stay in tests/data/fuzz_corpus/ as regression cases.
 
-Runs in-process (``laddersim.cli.main``), ~310 generated cases plus the corpus.
+Runs in-process (``laddersim.cli.main``): 333 generated cases plus the corpus.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,12 +20,13 @@ from hypothesis import strategies as st
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("fuzz_inputs", ROOT / "tools" / "fuzz_inputs.py")
 fuzz = importlib.util.module_from_spec(_spec)
+sys.modules["fuzz_inputs"] = fuzz  # dataclasses look their module up while the class is built
 _spec.loader.exec_module(fuzz)
 
 CORPUS = sorted(p for p in fuzz.CORPUS.glob("*.json"))
 # Examples per kind: the cheap readers get more (their cases fail fast or simulate a tiny model).
-EXAMPLES = {"profile": 45, "hf_config": 45, "sweep_grid": 40, "prices": 30, "nccl_log": 30, "points_jsonl": 20,
-            "cli_args": 40, "measured_csv": 25, "run_dir": 20, "results_csv": 15}
+EXAMPLES = {"profile": 55, "hf_config": 55, "sweep_grid": 50, "prices": 40, "nccl_log": 35, "points_jsonl": 25,
+            "cli_args": 30, "measured_csv": 25, "run_dir": 10, "results_csv": 8}
 
 bad_values = st.one_of(
     st.none(), st.booleans(), st.integers(min_value=-2**70, max_value=2**70),
