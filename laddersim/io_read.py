@@ -77,9 +77,26 @@ def parse_yaml(text: str, where: str):
                              "numbers, strings, lists and mappings") from None
 
 
+MAX_DEPTH = 64  # nesting of a YAML/JSON input; deeper is a recursive alias (&a [*a]) or garbage
+
+
+def check_tree(tree, where: str) -> None:
+    """Refuse a tree nested deeper than MAX_DEPTH, or holding itself (a recursive YAML alias)."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list)):
+            if depth > MAX_DEPTH:
+                raise UserInputError(f"{where}: nested deeper than {MAX_DEPTH} levels (or a recursive alias); "
+                                     "allowed: plain nested mappings and lists")
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+
+
 def read_yaml(path: str | Path, what: str):
     """The YAML document in ``path`` (any type; callers check the shape)."""
-    return parse_yaml(read_text(path, what), f"{what}: {path}")
+    tree = parse_yaml(read_text(path, what), f"{what}: {path}")
+    check_tree(tree, f"{what}: {path}")
+    return tree
 
 
 def _no_constant(name: str):

@@ -92,7 +92,7 @@ def tiny_model(tmp_path) -> Path:
 
 def _sweep_args(model: Path, out: Path, workers: int = 2) -> list[str]:
     return ["sweep", "--model", str(model), "--hardware", "h100-sxm-nvswitch", "--tp", "1", "2", "4", "8",
-            "--batch", *map(str, range(1, 41)), "--prompt-len", "64", "--gen-len", "64", "--out", str(out),
+            "--batch", *map(str, range(1, 101)), "--prompt-len", "64", "--gen-len", "64", "--out", str(out),
             "--workers", str(workers), "--no-progress"]
 
 
@@ -129,7 +129,7 @@ def test_a_second_sweep_on_a_locked_directory_is_one_line(tmp_path, tiny_model):
 
 def _calibrate_args(out: Path) -> list[str]:
     return ["calibrate", "run", "--backend", "gloo", "--world-size", "2", "--benchmarks", "allreduce",
-            "--sizes", "1KiB,2KiB,4KiB,8KiB,16KiB,32KiB,64KiB", "--dtypes", "float32", "--repeats", "200",
+            "--sizes", "1KiB,2KiB,4KiB,8KiB,16KiB,32KiB,64KiB", "--dtypes", "float32", "--repeats", "100000",
             "--warmup", "1", "--out", str(out)]
 
 
@@ -181,14 +181,17 @@ def test_local_calibrate_run_listens_only_on_loopback_and_dies_with_its_parent(t
     out = tmp_path / "run"
     proc = _start(*_calibrate_args(out), cwd=tmp_path)
     try:
-        # Ranks are up once the first point is stored; sample the sockets while they measure.
-        _wait_for(lambda: (out / "measurements" / "allreduce.csv").exists(), 120, "the first measured point")
-        ranks = _children(proc.pid)
-        listening = {}
+        # The ranks listen once their process group is up (gloo's pair sockets); sample them then.
+        def ours_listening() -> dict[int, str]:
+            ranks = _children(proc.pid)
+            inodes = _socket_inodes(ranks | {proc.pid})
+            return {inode: address for inode, address in _listening_sockets().items() if inode in inodes}
+
+        listening = _wait_for(ours_listening, 180, "the ranks' sockets")
         for _ in range(5):
-            ours = _socket_inodes(ranks | {proc.pid})
-            listening.update({inode: address for inode, address in _listening_sockets().items() if inode in ours})
+            listening.update(ours_listening())
             time.sleep(0.1)
+        ranks = _children(proc.pid)
         second = subprocess.run([sys.executable, "-m", "laddersim", *_calibrate_args(out)], cwd=tmp_path,
                                 env=_env(), capture_output=True, text=True, timeout=120)
         assert proc.poll() is None, "the run ended before the checks; the test proves nothing"

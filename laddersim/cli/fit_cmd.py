@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from laddersim.cli.args import add_measured_workload_args, invoked_command
+from laddersim.errors import UserInputError
 from laddersim.fitting import fit_profiles, save_profile
 from laddersim.hardware.profile import load_profile
 from laddersim.io_write import check_output
@@ -37,6 +38,8 @@ def _off_path(out: Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.measured.strip():  # read_measured would take '' for its built-in table
+        raise UserInputError("measured: '' is not a path; allowed: a CSV file")
     measured = read_measured(args.measured)
     schedules = (("standard",) + (("upper_bound",) if args.with_upper_bound else ())
                  + (("ladder",) if args.with_ladder else ()))

@@ -8,6 +8,7 @@ with ``p2p = off`` the ``hardware_p2p_off`` profile (NCCL_P2P_DISABLE=1 on the s
 
 from __future__ import annotations
 
+import io
 import warnings
 from dataclasses import dataclass
 from typing import Callable
@@ -18,6 +19,7 @@ import pandas as pd
 
 from laddersim.costs.memory_fit import check_fits
 from laddersim.errors import UserInputError
+from laddersim.io_read import read_text
 from laddersim.workload import DTYPE_BYTES
 from laddersim.hardware.profile import HardwareProfile, load_profile
 from laddersim.simulate import make_scenario, simulate
@@ -50,7 +52,7 @@ def read_measured(path: str | Path | None = None) -> pd.DataFrame:
         with warnings.catch_warnings():
             # index_col=False would drop the extra fields of a long row with only a warning.
             warnings.simplefilter("error", pd.errors.ParserWarning)
-            frame = pd.read_csv(path, comment="#", index_col=False)
+            frame = pd.read_csv(io.StringIO(read_text(path, "measured")), comment="#", index_col=False)
     except pd.errors.ParserWarning:
         raise UserInputError(f"measured: a row of {path} has more fields than its header") from None
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
@@ -62,7 +64,7 @@ def read_measured(path: str | Path | None = None) -> pd.DataFrame:
         raise UserInputError(f"measured: {path} has no rows")
     for column in INTEGER_COLUMNS:
         values = pd.to_numeric(frame[column], errors="coerce")
-        bad = frame.loc[values.isna() | (values != values.round()) | (values < 1), column]
+        bad = frame.loc[values.isna() | ~np.isfinite(values) | (values != values.round()) | (values < 1), column]
         if len(bad):
             raise UserInputError(f"measured: {column} must be a positive whole number in every row of {path}; "
                                  f"row {bad.index[0] + 1} has {str(frame[column].iloc[bad.index[0]])}")
