@@ -5,8 +5,11 @@ Two ways in, one code path after ``init_process_group``:
 * under ``torchrun`` (``LOCAL_RANK`` and ``WORLD_SIZE`` set): one process per GPU, single or
   multi-node, ``env://`` rendezvous; rank 0 prepares the run directory and tells the others
   whether to go on;
-* alone: checks everything first (one-line errors), then spawns ``--world-size`` local ranks on
-  127.0.0.1 (``tcp://`` rendezvous on a free port).
+* alone: checks everything first (one-line errors), locks the run directory (one writer), then
+  spawns ``--world-size`` local ranks. Their rendezvous is a ``FileStore`` in the run directory
+  and their gloo/NCCL sockets are bound to the loopback interface, so nothing listens on a
+  network interface; only torchrun (multi-node) runs use the network. The ranks die with this
+  process (``laddersim.child_lifetime``), also when it is killed outright.
 
 Rank 0 decides which points are still missing (resume), broadcasts them, and appends each
 measured point to ``RUN_DIR/measurements/<benchmark>.csv``. AllReduce groups are the first g
@@ -37,7 +40,9 @@ from laddersim.calibrate.grid import World  # noqa: E402
 from laddersim.calibrate.options import RunOptions  # noqa: E402
 from laddersim.calibrate.schema import SCHEMAS, point_key  # noqa: E402
 from laddersim.calibrate.store import PointStore, measurement_path  # noqa: E402
+from laddersim.child_lifetime import die_with_parent  # noqa: E402
 from laddersim.errors import UserInputError  # noqa: E402
+from laddersim.io_write import check_output, lock_run_dir, run_dir_lock  # noqa: E402
 
 
 @dataclass
@@ -118,13 +123,25 @@ def run_rank(rank: int, world: World, backend: str, device: torch.device, opts: 
         dist.barrier()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# Socket interface of locally spawned ranks: the loopback, whatever the host name resolves to.
+LOOPBACK_ENV = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
+
+
+def local_rendezvous(run_dir: str | Path) -> str:
+    """A ``file://`` init method for locally spawned ranks: a FileStore in ``run_dir`` (a fresh
+    name per launch; torch removes it when the ranks are done), never a listening TCPStore."""
+    path = Path(run_dir).resolve() / f".rendezvous-{os.getpid()}-{time.monotonic_ns()}"
+    return f"file://{path}"
+
+
+def loopback_only() -> None:
+    """Bind this rank's gloo/NCCL sockets to the loopback (unless the user chose an interface)."""
+    for key, value in LOOPBACK_ENV.items():
+        os.environ.setdefault(key, value)
 
 
 def _spawned(rank: int, world: World, backend: str, opts: RunOptions, grid: dict, init: str) -> None:
+    loopback_only()
     device = torch.device("cpu")
     if backend == "nccl":
         torch.cuda.set_device(rank)
@@ -152,6 +169,7 @@ def _torchrun_worker(opts: RunOptions, command: str, backend: str, device_kind: 
         grid, error = None, None
         if rank == 0:
             try:
+                lock_run_dir(opts.out)  # held until this rank 0 exits: one writer per run directory
                 grid = runner.prepare_run_dir(opts, world, backend, command)
             except UserInputError as exc:
                 error = str(exc)
@@ -186,12 +204,14 @@ def _launch(opts: RunOptions, command: str) -> int:
         return _torchrun_worker(opts, command, backend, device_kind)
     runner.check_local_ranks(opts.world_size, backend)
     world = World(opts.world_size, opts.world_size, device_kind)
-    grid = runner.prepare_run_dir(opts, world, backend, command)
-    init = f"tcp://127.0.0.1:{_free_port()}"
-    if opts.world_size == 1:
-        _spawned(0, world, backend, opts, grid, init)
-    else:
-        spawn_ranks(_spawned, opts.world_size, (world, backend, opts, grid, init))
+    check_output(opts.out, "out", "dir")
+    with run_dir_lock(opts.out):  # a second writer on this directory is one error line
+        grid = runner.prepare_run_dir(opts, world, backend, command)
+        init = local_rendezvous(opts.out)
+        if opts.world_size == 1:
+            _spawned(0, world, backend, opts, grid, init)
+        else:
+            spawn_ranks(_spawned, opts.world_size, (world, backend, opts, grid, init))
     print(f"[calibrate] done: {opts.out}; next: laddersim calibrate fit {opts.out} --name NAME",
           file=sys.stderr)
     return 0
@@ -212,7 +232,7 @@ def spawn_ranks(target, nprocs: int, args: tuple) -> None:
     """
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        context = mp.spawn(target, args=args, nprocs=nprocs, join=False)
+        context = mp.spawn(_rank_main, args=(target, os.getpid(), args), nprocs=nprocs, join=False)
     except BaseException:
         signal.signal(signal.SIGINT, previous)
         raise
@@ -224,6 +244,12 @@ def spawn_ranks(target, nprocs: int, args: tuple) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         _stop(context.processes)
         raise
+
+
+def _rank_main(rank: int, target, owner_pid: int, args: tuple) -> None:
+    """A spawned rank: dies with ``owner_pid`` (the launching process), then runs ``target``."""
+    die_with_parent(owner_pid)
+    target(rank, *args)
 
 
 def _stop(processes: list) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import socket
 import statistics
 import sys
 import tempfile
@@ -33,10 +32,11 @@ from torch import Tensor, nn
 _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:  # run as `python calibration/ladder_bench.py` from a checkout
     sys.path.insert(0, _ROOT)
-from calibration.bench_launch import spawn_ranks  # noqa: E402
+from calibration.bench_launch import local_rendezvous, loopback_only, spawn_ranks  # noqa: E402
 from calibration.ladder_csv import append_row, check_out_csv, read_rows, row_key  # noqa: E402
 from calibration.ladder_memory import GIB, available_host_bytes, peak_bytes_per_rank  # noqa: E402
 from laddersim.errors import UserInputError  # noqa: E402
+from laddersim.io_write import lock_run_dir  # noqa: E402
 from laddersim.model_shape import ModelShape, load_model_shape  # noqa: E402
 
 SCHEDULES = ("standard", "parallel", "ladder", "upper_bound")
@@ -586,17 +586,13 @@ def pending_schedules(cfg: BenchConfig, tp: int) -> tuple[str, ...]:
 
 # ---- process groups ------------------------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _init_group(backend: str, rank: int, world_size: int, init_method: str | None,
                 local_world_size: int) -> None:
     if backend == "gloo":
         # Share the cores among the local ranks instead of every rank using all of them.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world_size))
+    if init_method and init_method.startswith("file://"):
+        loopback_only()  # locally spawned: nothing listens beyond the loopback
     dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world_size)
 
 
@@ -627,7 +623,7 @@ def trace_logits(model: str, world_size: int, schedules: Sequence[str], tokens: 
     returns ``{schedule: [logits of rank 0, rank 1, ...]}``."""
     with tempfile.TemporaryDirectory() as outdir:
         mp.spawn(_spawned_trace, nprocs=world_size, join=True, args=(
-            world_size, f"tcp://127.0.0.1:{_free_port()}", model, tuple(schedules), tokens,
+            world_size, local_rendezvous(outdir), model, tuple(schedules), tokens,
             prompt_len, seed, outdir))
         per_rank = [torch.load(Path(outdir) / f"rank{r}.pt") for r in range(world_size)]
     return {s: [r[s] for r in per_rank] for s in schedules}
@@ -671,6 +667,13 @@ def build_parser() -> argparse.ArgumentParser:
 def _positive(name: str, value: int, minimum: int = 1) -> None:
     if value < minimum:
         raise UserInputError(f"{name}: must be an integer >= {minimum}, got {value}")
+
+
+def _lock_out(out: str | None) -> None:
+    """One writer per --out CSV: a lock file beside it (``.NAME.lock``), held until this process ends."""
+    if out:
+        path = Path(out)
+        lock_run_dir(path.parent, "--out", f".{path.name}.lock", shown=path)
 
 
 def _launched() -> bool:
@@ -753,12 +756,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             dist.destroy_process_group()
     else:
+        try:
+            _lock_out(cfg.out)  # before reading --out: a second writer is refused, never interleaved
+        except UserInputError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         cfg = dataclasses.replace(cfg, schedules=pending_schedules(cfg, world_size))
         if cfg.schedules:
-            init_method = f"tcp://127.0.0.1:{_free_port()}"
             rows_before = len(read_rows(cfg.out)[1]) if cfg.out else 0
             try:  # the ranks ignore Ctrl-C; this parent stops them (see bench_launch.spawn_ranks)
-                spawn_ranks(_spawned_bench, world_size, (world_size, cfg, init_method))
+                with tempfile.TemporaryDirectory(prefix="ladder-bench-") as store:
+                    spawn_ranks(_spawned_bench, world_size, (world_size, cfg, local_rendezvous(store)))
             except KeyboardInterrupt:
                 written = len(read_rows(cfg.out)[1]) - rows_before if cfg.out else 0
                 kept = (f"{written} row(s) written to {cfg.out} are kept; re-run the same command to measure "

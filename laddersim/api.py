@@ -33,15 +33,21 @@ def simulate_schedules(model, hardware, tp: int, batch: int = 1, prompt_len: int
     ``progress``: a factory ``progress(label)`` of context managers with ``update(done, total,
     op_ranks)`` (the command's stderr bar), or None."""
     from laddersim.hardware.profile import HardwareProfile, load_profile
+    from laddersim.costs.memory_fit import check_fits
     from laddersim.simulate import SimOptions, make_scenario, simulate as run
 
     if isinstance(schedules, str):
         schedules = [schedules]
     profile = hardware if isinstance(hardware, HardwareProfile) else load_profile(hardware)
+    # Every input checked before the first simulation: each schedule's scenario and its memory.
+    scenarios = [make_scenario(model, profile, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache,
+                               kv_reads) for schedule in dict.fromkeys(schedules)]
+    for scenario in scenarios:
+        check_fits(scenario.model, scenario.hardware, scenario.workload, scenario.tp)
+    scenarios[0].model.warn_context(prompt_len, gen_len)
     results = []
-    for schedule in dict.fromkeys(schedules):
-        scenario = make_scenario(model, profile, tp, batch, prompt_len, gen_len, schedule, dtype,
-                                 kv_cache, kv_reads)
+    for scenario in scenarios:
+        schedule = scenario.schedule
         options = SimOptions(jitter=jitter, seed=seed, exact_steps=exact_steps, sample_steps=sample_steps)
         with (progress(f"simulate {schedule}") if progress else nullcontext()) as bar:
             results.append(run(scenario, options, progress=bar.update if bar else None))

@@ -8,13 +8,14 @@ ones they cause, with the closest known name).
 from __future__ import annotations
 
 import difflib
+import math
 from pathlib import Path
 from typing import TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from laddersim.errors import UserInputError
+from laddersim.io_read import read_yaml
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -61,33 +62,44 @@ def format_validation_error(exc: ValidationError, where: str, model: type[BaseMo
     return f"{where}: {loc}: {msg}"
 
 
-_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def read_yaml_mapping(path: str | Path, what: str) -> dict:
     """The YAML mapping in ``path``; ``what`` names the kind of file in errors."""
     path = Path(path)
-    try:
-        text = path.read_text()
-        try:  # libyaml's loader where PyYAML has it (~10x faster); the same documents load the same
-            raw = yaml.load(text, Loader=_FAST_LOADER)
-        except yaml.YAMLError:
-            raw = yaml.safe_load(text)  # its error messages (line and column) are the ones users see
-    except (OSError, yaml.YAMLError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserInputError(f"{what}: cannot read {path}: {first}") from None
+    raw = read_yaml(path, what)
     if not isinstance(raw, dict):
         raise UserInputError(f"{what}: {path} must be a YAML mapping")
     return raw
 
 
+# Integers beyond a signed 64-bit value cannot be a real count or size (and overflow tables).
+MAX_CONFIG_INT = 2**63 - 1
+
+
+def check_numbers(raw, where: str, path: str = "") -> None:
+    """Every number in the tree ``raw`` is finite (no .nan/.inf) and within 64-bit range."""
+    if isinstance(raw, dict):
+        for key, value in raw.items():
+            check_numbers(value, where, f"{path}.{key}" if path else str(key))
+    elif isinstance(raw, (list, tuple)):
+        for i, value in enumerate(raw):
+            check_numbers(value, where, f"{path}.{i}" if path else str(i))
+    elif isinstance(raw, float) and not math.isfinite(raw):
+        raise UserInputError(f"{where}: {path or 'file'}: {raw} is not finite; allowed: finite numbers")
+    elif isinstance(raw, int) and not isinstance(raw, bool) and abs(raw) > MAX_CONFIG_INT:
+        raise UserInputError(f"{where}: {path or 'file'}: {raw:.3g} is out of range; allowed: "
+                             f"integers of magnitude up to {MAX_CONFIG_INT}")
+
+
 def build(model: type[Model], raw, where: str, **extra) -> Model:
-    """``model(**raw, **extra)``, with validation errors as one-line UserInputErrors."""
+    """``model(**raw, **extra)``, with validation errors as one-line UserInputErrors. Non-finite or
+    out-of-range numbers anywhere in ``raw`` are refused first."""
     if not isinstance(raw, dict):
         raise UserInputError(f"{where}: must be a YAML mapping")
+    check_numbers(raw, where)
     try:
         return model(**raw, **extra)
     except ValidationError as exc:
         raise UserInputError(format_validation_error(exc, where, model)) from None
-    except TypeError as exc:
-        raise UserInputError(f"{where}: {exc}") from None
+    except (TypeError, RecursionError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserInputError(f"{where}: {first}") from None

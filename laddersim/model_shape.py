@@ -6,12 +6,13 @@ shape arrives as a Hugging Face ``config.json``. Names follow the paper: ``dim``
 
 from __future__ import annotations
 
-import json
+import sys
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from laddersim.errors import UserInputError
+from laddersim.io_read import read_json
 
 
 class ModelShape(BaseModel):
@@ -19,15 +20,17 @@ class ModelShape(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    # Upper bounds far beyond any published model; they refuse overflowing nonsense (2**64 layers).
     name: str
-    n_layers: int = Field(gt=0)
-    dim: int = Field(gt=0)
-    n_heads: int = Field(gt=0)
-    n_kv_heads: int = Field(gt=0)
-    intermediate_size: int = Field(gt=0)
-    vocab_size: int = Field(gt=0)
-    head_dim: int = Field(default=0, ge=0, description="0 means dim // n_heads")
+    n_layers: int = Field(gt=0, le=4096)
+    dim: int = Field(gt=0, le=1 << 20)
+    n_heads: int = Field(gt=0, le=1 << 14)
+    n_kv_heads: int = Field(gt=0, le=1 << 14)
+    intermediate_size: int = Field(gt=0, le=1 << 22)
+    vocab_size: int = Field(gt=0, le=1 << 24)
+    head_dim: int = Field(default=0, ge=0, le=1 << 16, description="0 means dim // n_heads")
     tie_embeddings: bool = False
+    max_position_embeddings: int = Field(default=0, ge=0, le=1 << 30, description="context length; 0 = unknown")
 
     @model_validator(mode="after")
     def _check(self) -> "ModelShape":
@@ -95,6 +98,19 @@ class ModelShape(BaseModel):
     def total_params(self) -> int:
         return self.params_per_rank(1)
 
+    def context_warning(self, prompt_len: int, gen_len: int) -> str | None:
+        """A one-line warning when prompt plus generation exceed the model's context length."""
+        if self.max_position_embeddings and prompt_len + gen_len > self.max_position_embeddings:
+            return (f"warning: prompt-len {prompt_len} + gen-len {gen_len} = {prompt_len + gen_len} tokens exceed "
+                    f"the {self.max_position_embeddings}-token context of {self.name} (max_position_embeddings); "
+                    "simulated anyway")
+        return None
+
+    def warn_context(self, prompt_len: int, gen_len: int) -> None:
+        """Print ``context_warning`` on stderr, if any."""
+        if (warning := self.context_warning(prompt_len, gen_len)) is not None:
+            print(warning, file=sys.stderr)
+
     def kv_bytes_per_token_per_rank(self, tp: int, dtype_bytes: int) -> int:
         """KV-cache bytes one token adds on one rank, over all layers (K and V)."""
         return 2 * self.n_layers * self.kv_heads_per_rank(tp) * self.head_dim * dtype_bytes
@@ -104,15 +120,15 @@ PRESETS: dict[str, ModelShape] = {
     # Shapes from ../shared/docs/ladder-residual.md (the Llama 3.1 model cards' config.json).
     "llama-3.1-8b": ModelShape(
         name="llama-3.1-8b", n_layers=32, dim=4096, n_heads=32, n_kv_heads=8,
-        intermediate_size=14336, vocab_size=128256,
+        intermediate_size=14336, vocab_size=128256, max_position_embeddings=131072,
     ),
     "llama-3.1-70b": ModelShape(
         name="llama-3.1-70b", n_layers=80, dim=8192, n_heads=64, n_kv_heads=8,
-        intermediate_size=28672, vocab_size=128256,
+        intermediate_size=28672, vocab_size=128256, max_position_embeddings=131072,
     ),
     "llama-3.1-405b": ModelShape(
         name="llama-3.1-405b", n_layers=126, dim=16384, n_heads=128, n_kv_heads=8,
-        intermediate_size=53248, vocab_size=128256,
+        intermediate_size=53248, vocab_size=128256, max_position_embeddings=131072,
     ),
 }
 
@@ -139,10 +155,7 @@ def config_file_name(path: str | Path) -> str:
 def from_hf_config(path: str | Path) -> ModelShape:
     """Read a Llama-style Hugging Face ``config.json``; other keys in the file are ignored."""
     path = Path(path)
-    try:
-        raw = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UserInputError(f"model: cannot read config.json {path}: {exc}") from None
+    raw = read_json(path, "model")
     if not isinstance(raw, dict):
         raise UserInputError(f"model: {path} is not a JSON object")
     experts = {key: raw[key] for key in _MOE_FIELDS if isinstance(raw.get(key), int) and raw[key] > 1}
@@ -150,16 +163,26 @@ def from_hf_config(path: str | Path) -> ModelShape:
         key, count = next(iter(experts.items()))
         raise UserInputError(f"model: {path} describes a mixture-of-experts model ({key} {count}); laddersim "
                              "models dense Llama-style decoders (allowed: configs without routed experts)")
-    fields: dict = {"name": raw.get("_name_or_path") or config_file_name(path)}
+    name = raw.get("_name_or_path")
+    fields: dict = {"name": name if isinstance(name, str) and name else config_file_name(path)}
     for hf_key, ours in _HF_FIELDS.items():
         if hf_key not in raw:
             raise UserInputError(f"model: {path} lacks the field '{hf_key}'")
         fields[ours] = raw[hf_key]
     kv_heads = raw.get("num_key_value_heads")
     fields["n_kv_heads"] = raw["num_attention_heads"] if kv_heads is None else kv_heads  # absent: no GQA
-    if raw.get("head_dim"):
+    if raw.get("head_dim") is not None:
         fields["head_dim"] = raw["head_dim"]
-    fields["tie_embeddings"] = bool(raw.get("tie_word_embeddings", False))
+    if raw.get("max_position_embeddings") is not None:
+        fields["max_position_embeddings"] = raw["max_position_embeddings"]
+    tie = raw.get("tie_word_embeddings", False)
+    if not isinstance(tie, bool):
+        raise UserInputError(f"model: {path}: tie_word_embeddings: {tie!r} is not a boolean; allowed: true, false")
+    fields["tie_embeddings"] = tie
+    for key, value in fields.items():  # real integers: 1.5 layers, "32" or true are refused
+        if key not in ("name", "tie_embeddings") and (isinstance(value, bool) or not isinstance(value, int)):
+            hf_key = {v: k for k, v in _HF_FIELDS.items()}.get(key, {"n_kv_heads": "num_key_value_heads"}.get(key, key))
+            raise UserInputError(f"model: {path}: {hf_key}: {value!r} is not an integer; allowed: a positive integer")
     try:
         return ModelShape(**fields)
     except ValidationError as exc:

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from laddersim.limits import MAX_BATCH, MAX_TOKENS
+
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "fp8": 1}
 
 
@@ -25,9 +27,9 @@ class Workload(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    batch: int = Field(gt=0)
-    prompt_len: int = Field(gt=0)
-    gen_len: int = Field(gt=0)
+    batch: int = Field(gt=0, le=MAX_BATCH)
+    prompt_len: int = Field(gt=0, le=MAX_TOKENS)
+    gen_len: int = Field(gt=0, le=MAX_TOKENS)
     dtype: Literal["float16", "bfloat16", "float32", "fp8"] = "bfloat16"
     kv_cache: Literal["static", "dynamic"] = "static"
     kv_reads: Literal["repeat_interleave", "per_kv_head"] = "repeat_interleave"

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from laddersim.errors import UserInputError
+from laddersim.io_read import read_json
 
 MANIFEST = "run.json"
 # Fields that must agree for a re-run to resume into an existing run directory.
@@ -98,10 +99,7 @@ def read_manifest(run_dir: str | Path) -> dict:
     if not path.exists():
         raise UserInputError(f"run: {run_dir} has no {MANIFEST}; not a calibration run directory "
                              "(make one with `laddersim calibrate run` or `import-nccl-tests`)")
-    try:
-        manifest = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UserInputError(f"run: cannot read {path}: {exc}") from None
+    manifest = read_json(path, "run")
     if not isinstance(manifest, dict) or "backend" not in manifest:
         raise UserInputError(f"run: {path} is not a laddersim run manifest (no 'backend')")
     return manifest

@@ -27,6 +27,7 @@ from laddersim.calibrate.curve_fits import (
 from laddersim.calibrate.environment import library_name, read_manifest
 from laddersim.calibrate.grid import human_bytes
 from laddersim.calibrate.schema import SCHEMAS
+from laddersim.calibrate.plausibility import check_points
 from laddersim.calibrate.store import PointStore, measurement_path
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import (
@@ -80,6 +81,7 @@ def copied_reason(value: Sourced, base: str) -> str | None:
 
 def _frame(run_dir: str, benchmark: str) -> pd.DataFrame:
     rows = PointStore(measurement_path(run_dir, benchmark), SCHEMAS[benchmark]).load(repair=False)
+    check_points(rows, measurement_path(run_dir, benchmark), read_manifest(run_dir).get("backend"))
     return pd.DataFrame(rows, columns=list(SCHEMAS[benchmark].columns))
 
 

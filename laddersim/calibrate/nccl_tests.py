@@ -34,6 +34,7 @@ from laddersim.calibrate.fit_profile import DTYPE_BYTES, fit_run
 from laddersim.calibrate.schema import SCHEMAS, point_key
 from laddersim.calibrate.store import PointStore, measurement_path
 from laddersim.errors import UserInputError
+from laddersim.io_read import read_text
 
 NCCL_DTYPES = {"float": "float32", "double": "float64", "half": "float16", "bfloat16": "bfloat16",
                "int8": "int8", "uint8": "uint8", "int32": "int32", "uint32": "uint32",
@@ -141,10 +142,7 @@ def _data_row(tokens: list[str], path: str, lineno: int) -> LogRow:
 
 def parse_log(path: str | Path) -> AllReduceLog:
     """One all_reduce_perf log (its first test run; later ones must repeat the same ranks)."""
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError as exc:
-        raise UserInputError(f"log: cannot read {path}: {exc.strerror}") from None
+    text = read_text(path, "log")  # the reading layer: missing, binary, non-UTF-8 or huge is one line
     log = AllReduceLog(str(path))
     for lineno, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip()

@@ -72,6 +72,8 @@ def parse_cell(column: str, text: str):
     value = float(text)
     if value != value or value in (float("inf"), float("-inf")):
         raise ValueError(f"{column} is not finite")
+    if column.endswith("_us") and value <= 0:
+        raise ValueError(f"{column} is not a positive time")
     return value
 
 

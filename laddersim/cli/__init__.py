@@ -37,7 +37,7 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         prog = self.prog.replace("laddersim ", "", 1) if self.prog != "laddersim" else "laddersim"
-        sys.stderr.write(f"error: {prog}: {message}\n")
+        sys.stderr.write(f"error: {one_line(f'{prog}: {message}')}\n")
         raise SystemExit(2)
 
 
@@ -63,21 +63,31 @@ def build_parser(argv: list[str] | None = None, load_all: bool = False) -> argpa
     return parser
 
 
+def one_line(message: str) -> str:
+    """``message`` on one line: control characters (a newline in a file name or a YAML key) escaped."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in message)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except UserInputError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        sys.stderr.write(f"error: {one_line(str(exc))}\n")
+        return 2
+    except OSError as exc:
+        # The environment refused (a disk full, a file removed or locked mid-run): one line.
+        if isinstance(exc, BrokenPipeError):
+            return 0
+        where = f"{exc.filename}: " if exc.filename else ""
+        sys.stderr.write(f"error: {one_line(where + (exc.strerror or str(exc)))}\n")
         return 2
     except KeyboardInterrupt:
         # Resumable commands (sweep, calibrate run) say so in their own note.
         note = getattr(args, "interrupted_note", "stopped before it finished; re-run the same command")
         sys.stderr.write(f"interrupted: {note}\n")
         return 130
-    except BrokenPipeError:
-        return 0
 
 
 if __name__ == "__main__":

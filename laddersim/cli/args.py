@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import sys
+
+from laddersim.limits import MAX_BATCH, MAX_TOKENS, MAX_TP
 
 
 def _number(name: str, cast, kind: str, ok):
@@ -12,7 +15,7 @@ def _number(name: str, cast, kind: str, ok):
     def parse(text: str):
         try:
             value = cast(text)
-        except ValueError:
+        except (ValueError, OverflowError):
             raise argparse.ArgumentTypeError(f"{name} must be {kind}, got '{text}'") from None
         if not ok(value):
             raise argparse.ArgumentTypeError(f"{name} must be {kind}, got {text}")
@@ -20,26 +23,30 @@ def _number(name: str, cast, kind: str, ok):
     return parse
 
 
-def positive_int(name: str):
-    return _number(name, int, "a positive integer", lambda v: v >= 1)
+def positive_int(name: str, maximum: int = 2**31 - 1):
+    return _number(name, int, f"an integer from 1 to {maximum}", lambda v: 1 <= v <= maximum)
 
 
-def positive_float(name: str):
-    return _number(name, float, "a number > 0", lambda v: v > 0)
+def positive_float(name: str, maximum: float = 1e15):
+    return _number(name, float, f"a finite number > 0 and <= {maximum:g}", lambda v: 0 < v <= maximum)
 
 
-def non_negative_float(name: str):
-    return _number(name, float, "a number >= 0", lambda v: v >= 0)
+def non_negative_float(name: str, maximum: float = 1e15):
+    return _number(name, float, f"a finite number from 0 to {maximum:g}", lambda v: 0 <= v <= maximum)
+
+
+def finite_float(name: str):
+    return _number(name, float, "a finite number", math.isfinite)
 
 
 def add_scenario_args(parser: argparse.ArgumentParser, *, tp_required: bool = True) -> None:
     """--model --hardware --tp --batch --prompt-len --gen-len --dtype --kv-cache."""
     parser.add_argument("--model", required=True, help="preset (llama-3.1-8b/70b/405b) or path to a HF config.json")
     parser.add_argument("--hardware", required=True, help="profile name (laddersim profiles list) or path")
-    parser.add_argument("--tp", type=positive_int("tp"), required=tp_required, help="tensor-parallel degree")
-    parser.add_argument("--batch", type=positive_int("batch"), default=1)
-    parser.add_argument("--prompt-len", type=positive_int("prompt-len"), default=1024)
-    parser.add_argument("--gen-len", type=positive_int("gen-len"), default=512)
+    parser.add_argument("--tp", type=positive_int("tp", MAX_TP), required=tp_required, help="tensor-parallel degree")
+    parser.add_argument("--batch", type=positive_int("batch", MAX_BATCH), default=1)
+    parser.add_argument("--prompt-len", type=positive_int("prompt-len", MAX_TOKENS), default=1024)
+    parser.add_argument("--gen-len", type=positive_int("gen-len", MAX_TOKENS), default=512)
     parser.add_argument("--dtype", choices=["bfloat16", "float16", "float32", "fp8"], default="bfloat16")
     parser.add_argument("--kv-cache", choices=["static", "dynamic"], default="static",
                         help="static: gpt-fast preallocated cache read in full each step; dynamic: grows")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
+from pathlib import Path
 
 from laddersim.cli.args import RESUMABLE_NOTE, positive_int
 from laddersim.errors import UserInputError
@@ -53,7 +54,9 @@ def _run(args: argparse.Namespace) -> int:
 
 def _fit(args: argparse.Namespace) -> int:
     from laddersim.calibrate.fit_profile import fit_run
+    from laddersim.io_write import check_output
 
+    check_output(Path(args.run_dir) / "profile.yaml", "run_dir", "file")
     profile = fit_run(args.run_dir, args.name, args.base or DEFAULT_BASE)
     _report(profile, args.run_dir)
     _warn_noisy(args.run_dir)
@@ -62,7 +65,9 @@ def _fit(args: argparse.Namespace) -> int:
 
 def _import(args: argparse.Namespace) -> int:
     from laddersim.calibrate.nccl_tests import import_logs
+    from laddersim.io_write import check_output
 
+    check_output(args.out, "out", "dir")
     profile = import_logs(args.logs, args.out, args.name, args.base or DEFAULT_BASE, args.iters)
     _report(profile, args.out)
     _warn_noisy(args.out)

@@ -10,7 +10,8 @@ from laddersim.cli.args import add_measured_workload_args, invoked_command
 from laddersim.errors import UserInputError
 from laddersim.fitting import fit_profiles, save_profile
 from laddersim.hardware.profile import load_profile
-from laddersim.validation.core import ValidationSetup, error_summary, read_measured
+from laddersim.io_write import check_output
+from laddersim.validation.core import ValidationSetup, check_rows, error_summary, read_measured
 from laddersim.validation.report import write_report
 
 
@@ -37,30 +38,42 @@ def _off_path(out: Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.measured.strip():  # read_measured would take '' for its built-in table
+        raise UserInputError("measured: '' is not a path; allowed: a CSV file")
     measured = read_measured(args.measured)
     schedules = (("standard",) + (("upper_bound",) if args.with_upper_bound else ())
                  + (("ladder",) if args.with_ladder else ()))
+    p2p = set(measured["p2p"])
     base = {"on": load_profile(args.hardware)}
-    if "off" in set(measured["p2p"]):
+    if "off" in p2p:
         base["off"] = load_profile(args.hardware_p2p_off)
     setup = ValidationSetup(args.hardware, args.hardware_p2p_off, args.dtype, args.kv_cache, args.kv_reads)
     command = invoked_command("fit")
     out = Path(args.out)
     out_off = Path(args.out_p2p_off) if args.out_p2p_off else _off_path(out)
-    for target in (out, out_off):
-        parent = target.parent if target.suffix else target
-        if parent.exists() and not parent.is_dir():
-            raise UserInputError(f"out: {parent} exists and is not a directory")
+    # Every input before the first evaluation: output paths, then each row's model, profile,
+    # TP, memory and node count (a bad row would otherwise surface after minutes of fitting).
+    for target, flag in ((out, "out"), (out_off, "out-p2p-off")):
+        check_output(target, flag, "file" if target.suffix in (".yaml", ".yml") else "dir")
+    check_output(args.report, "report", "dir")
+    check_rows(measured, ValidationSetup(base["on"], base.get("off", args.hardware_p2p_off), args.dtype,
+                                         args.kv_cache, args.kv_reads))
+    progressed = [False]
 
     def progress(n: int) -> None:
+        progressed[0] = True
         print(f"\rfit: {n} evaluations", end="", file=sys.stderr, flush=True)
 
-    result = fit_profiles(measured, base, setup, schedules, command, progress)
-    print(file=sys.stderr)
-    written = [save_profile(result.profiles["on"], out, name=out.stem if out.suffix else out.name)]
-    if "off" in result.profiles:
-        written.append(save_profile(result.profiles["off"], out_off,
-                                    name=out_off.stem if out_off.suffix else out_off.name))
+    try:
+        result = fit_profiles(measured, {k: v for k, v in base.items() if k in p2p}, setup, schedules, command,
+                              progress)
+    finally:
+        if progressed[0]:
+            print(file=sys.stderr)  # an error after the progress line starts on a line of its own
+    targets = {"on": out, "off": out_off}
+    written = [save_profile(profile, targets[key], name=targets[key].stem if targets[key].suffix
+                            else targets[key].name) for key, profile in sorted(result.profiles.items(),
+                                                                               key=lambda kv: kv[0] != "on")]
     print("fitted parameters:")
     for key, value in result.parameters.items():
         print(f"  {key} = {value:.4g}")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from laddersim.cli.args import positive_int
 from laddersim.errors import UserInputError
+from laddersim.io_write import check_output
 
 KINDS = ("bandwidth", "latency", "heatmap", "throughput", "breakdown", "timeline")
 # Which extra flags each results-table kind takes (all of them take --title).
@@ -87,11 +88,16 @@ def _table_plot(args: argparse.Namespace, function) -> list[Path]:
         if args.kind not in _X_KINDS:
             raise UserInputError(f"x: not used by --kind {args.kind}; allowed with: {', '.join(_X_KINDS)}")
         options["x"] = args.x
+    if args.out:
+        check_output(f"{args.out}.png", "out", "file")
     frame = select(read_results(args.results), parse_where(args.where))
     if frame.empty:
+        if not args.where:
+            raise UserInputError(f"results: {args.results} has no ok rows to plot")
         raise UserInputError(f"where: no rows of {args.results} match {' '.join(args.where)}")
     results = Path(args.results)
     out = args.out or str(results.with_name(f"{results.stem}-{args.kind}"))
+    check_output(f"{out}.png", "out", "file")
     return function(frame, out, **options)
 
 
@@ -108,6 +114,10 @@ def _timeline(args: argparse.Namespace) -> list[Path]:
         raise UserInputError(f"{'where' if args.where else 'x'}: not used by --kind timeline")
     if args.zoom_layers < 0:
         raise UserInputError(f"zoom-layers: must be >= 0, got {args.zoom_layers}")
+    if args.out:
+        check_output(f"{args.out}.png", "out", "file")
+    if args.step < 0:
+        raise UserInputError(f"step: must be >= 0, got {args.step}")
     ranks = args.ranks if args.ranks is not None else min(DEFAULT_RANKS, args.tp)
     spans, results = decode_step_spans(args.model, args.hardware, args.tp, args.batch, args.prompt_len,
                                        args.gen_len, args.schedule or ["standard", "ladder"], args.step,

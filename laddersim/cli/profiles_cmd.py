@@ -12,6 +12,7 @@ import yaml
 
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import list_profiles, load_profile
+from laddersim.io_write import check_output
 from laddersim.tables import format_table
 
 
@@ -153,6 +154,8 @@ def run_report(args: argparse.Namespace) -> int:
         if target.is_dir():
             raise UserInputError(f"out: {target} is a directory; allowed: a Markdown file path such as "
                                  f"{target / 'collectives.md'}")
+        check_output(target, "out", "file")
+        check_output(target.parent / target.stem, "out", "dir")  # its figures' folder
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

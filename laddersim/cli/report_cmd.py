@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from pathlib import Path
+
 from laddersim.cli.args import positive_int
+from laddersim.io_write import check_output
 
 
 def register(sub) -> None:
@@ -22,6 +25,8 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from laddersim.report import build_report
 
+    check_output(args.out, "out", "dir")
+    check_output(Path(args.out) / "index.md", "out", "file")
     index = build_report(args.out, quick=args.quick, workers=args.workers, progress=not args.no_progress)
     print(index)
     return 0

@@ -10,6 +10,7 @@ from pathlib import Path
 from laddersim.api import DEFAULT_SCHEDULES, simulate_schedules
 from laddersim.cli.args import _number, add_scenario_args, positive_int
 from laddersim.errors import UserInputError
+from laddersim.io_write import check_output
 from laddersim.tables import format_table
 
 # Largest per-op noise sigma accepted: a lognormal multiplier of exp(2) at one sigma.
@@ -31,7 +32,8 @@ def register(sub) -> None:
     p.add_argument("--sample-steps", type=positive_int("sample-steps"), default=None,
                    help="with --jitter: decode steps to simulate (default: about 120,000 op-rank runs, "
                         "4 to 64 steps); the output carries the 95%% interval of the estimate")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_number("seed", int, "an integer from 0 to 2**63-1", lambda v: 0 <= v < 2**63),
+                   default=0)
     p.add_argument("--out", metavar="FILE", help="also write the rows to FILE.csv, FILE.parquet or FILE.json")
     p.add_argument("--trace", metavar="OUT.json",
                    help="write a Chrome/Perfetto trace: every schedule, each its own process")
@@ -41,8 +43,12 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Every output path checked before the first simulation (the inputs are checked by the API).
     if args.out:
-        out_format(args.out)  # a bad suffix fails before the simulation
+        out_format(args.out)
+        check_output(args.out, "out")
+    if args.trace:
+        check_output(args.trace, "trace")
     rows, results = simulate_schedules(args.model, args.hardware, args.tp, args.batch, args.prompt_len,
                                        args.gen_len, args.schedule or DEFAULT_SCHEDULES, dtype=args.dtype,
                                        kv_cache=args.kv_cache, kv_reads=args.kv_reads,

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 
-from laddersim.cli.args import RESUMABLE_NOTE, positive_int
+from laddersim.cli.args import RESUMABLE_NOTE, non_negative_float, positive_int
 from laddersim.errors import UserInputError
 from laddersim.resources import given_or_shipped
+from laddersim.limits import MAX_BATCH, MAX_TOKENS, MAX_TP, override_maximum
 from laddersim.sweep.grid import OVERRIDE_COLUMNS, load_grid, parse_grid
 from laddersim.sweep.sweep_dir import run_sweep
 
@@ -15,10 +16,10 @@ from laddersim.sweep.sweep_dir import run_sweep
 _GRID_FLAGS = (
     ("--model", "models", str, "presets or config.json paths"),
     ("--hardware", "hardware", str, "profile names or paths"),
-    ("--tp", "tp", positive_int("tp"), "tensor-parallel degrees"),
-    ("--batch", "batch", positive_int("batch"), "batch sizes (default 1)"),
-    ("--prompt-len", "prompt_len", positive_int("prompt-len"), "prompt lengths (default 1024)"),
-    ("--gen-len", "gen_len", positive_int("gen-len"), "generated lengths (default 512)"),
+    ("--tp", "tp", positive_int("tp", MAX_TP), "tensor-parallel degrees"),
+    ("--batch", "batch", positive_int("batch", MAX_BATCH), "batch sizes (default 1)"),
+    ("--prompt-len", "prompt_len", positive_int("prompt-len", MAX_TOKENS), "prompt lengths (default 1024)"),
+    ("--gen-len", "gen_len", positive_int("gen-len", MAX_TOKENS), "generated lengths (default 512)"),
     ("--schedule", "schedules", str, "schedules (default standard ladder)"),
     ("--dtype", "dtype", str, "dtypes (default bfloat16)"),
     ("--kv-cache", "kv_cache", str, "static and/or dynamic (default static)"),
@@ -50,7 +51,8 @@ def register(sub) -> None:
     for flag, _, kind, text in _GRID_FLAGS:
         p.add_argument(flag, nargs="+", type=kind, help=text)
     for key in OVERRIDE_COLUMNS:
-        p.add_argument("--" + key.replace("_", "-"), nargs="+", type=float, help=_OVERRIDE_HELP[key])
+        p.add_argument("--" + key.replace("_", "-"), nargs="+", help=_OVERRIDE_HELP[key],
+                       type=non_negative_float(key.replace("_", "-"), override_maximum(key)))
     p.add_argument("--workers", type=positive_int("workers"), default=os.cpu_count() or 1,
                    help="local worker processes (default: all cores)")
     p.add_argument("--scheduler", metavar="ADDRESS",

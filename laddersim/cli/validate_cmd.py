@@ -8,7 +8,8 @@ import sys
 import pandas as pd
 
 from laddersim.cli.args import add_measured_workload_args, invoked_command
-from laddersim.errors import DoesNotFitError
+from laddersim.errors import DoesNotFitError, UserInputError
+from laddersim.io_write import check_output
 from laddersim.simulate import make_scenario, simulate
 from laddersim.tables import format_table
 from laddersim.validation.core import (
@@ -33,6 +34,9 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     setup = ValidationSetup(args.hardware, args.hardware_p2p_off, args.dtype, args.kv_cache, args.kv_reads)
+    if args.measured is not None and not args.measured.strip():
+        raise UserInputError("measured: '' is not a path; allowed: a CSV file, or nothing for the built-in table")
+    check_output(args.out, "report", "dir")  # before any simulation, not after it
     measured = read_measured(args.measured)
     frame = validate(measured, setup, on_start=lambda n: print(f"validating {n} rows ...", file=sys.stderr))
     tp1 = _tp1_check(frame, setup)

@@ -23,6 +23,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from laddersim.config_files import build, read_yaml_mapping
 from laddersim.errors import UserInputError
+from laddersim.io_read import read_csv
 from laddersim.resources import resource_path
 
 if TYPE_CHECKING:  # pandas loads only where a table is read as a frame (profiles check/fit)
@@ -477,16 +478,15 @@ def read_table_csv(path: Path) -> "pd.DataFrame":
 
 def _read_csv(path: Path, dtypes: dict[str, type]) -> "pd.DataFrame":
     """A shipped table: ``#`` comment lines, then at least the ``dtypes`` columns, typed."""
-    import pandas as pd
-
-    try:
-        frame = pd.read_csv(path, comment="#")
-    except (OSError, pd.errors.ParserError) as exc:
-        raise UserInputError(f"table: cannot read {path}: {exc}") from None
+    frame = read_csv(path, "table", comment="#")  # the reading layer: every failure is one line
     missing = set(dtypes) - set(frame.columns)
     if missing:
         raise UserInputError(f"table: {path} lacks columns {sorted(missing)}")
-    return frame.astype(dtypes)
+    try:
+        return frame.astype(dtypes)
+    except (ValueError, TypeError, OverflowError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserInputError(f"table: {path}: {first}; allowed: numbers in {', '.join(dtypes)}") from None
 
 
 @lru_cache(maxsize=256)

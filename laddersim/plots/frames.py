@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from laddersim.errors import UserInputError
+from laddersim.io_read import read_csv
 
 # Columns that are outputs, not inputs: two rows differing only in these are the same scenario.
 OUTPUT_COLUMNS = frozenset({
@@ -30,9 +32,36 @@ def read_results(path: str | Path) -> pd.DataFrame:
     if not path.is_file():
         raise UserInputError(f"results: no such file '{path}'")
     try:
-        return pd.read_parquet(path) if suffix == ".parquet" else pd.read_csv(path)
+        frame = pd.read_parquet(path) if suffix == ".parquet" else read_csv(path, "results")
     except (OSError, ValueError) as exc:
         raise UserInputError(f"results: cannot read '{path}': {exc}") from None
+    return _typed(frame, path)
+
+
+# Columns that hold numbers wherever they appear (empty cells allowed: a row that did not run).
+_NUMERIC = ("tp", "batch", "prompt_len", "gen_len") + tuple(sorted(OUTPUT_COLUMNS - {"schedule", "status", "error",
+                                                                                     "message"}))
+
+
+def _typed(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """Numeric columns as finite numbers, text columns as text: a stray cell is one error line."""
+    frame = frame.copy()
+    for column in frame.columns:
+        numeric = column in _NUMERIC or column.endswith(("_scale", "_gbps", "_us", "_slowdown")) \
+            or column == "nics_per_node"
+        if not numeric:
+            continue
+        values = pd.to_numeric(frame[column], errors="coerce")
+        bad = (values.isna() & frame[column].notna()) | values.isin([np.inf, -np.inf])
+        if bad.any():
+            row = int(np.flatnonzero(bad.to_numpy())[0])
+            raise UserInputError(f"results: {path}: row {row + 1}: {column} = {frame[column].iloc[row]!r}; "
+                                 "allowed: a finite number or empty")
+        frame[column] = values
+    for column in ("model", "hardware", "schedule", "status", "dtype", "kv_cache", "kv_reads"):
+        if column in frame.columns:
+            frame[column] = frame[column].astype("string")
+    return frame
 
 
 def parse_where(clauses: list[str] | None) -> dict[str, list[str]]:

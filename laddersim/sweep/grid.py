@@ -22,6 +22,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from laddersim.config_files import build, read_yaml_mapping
+from laddersim.limits import MAX_BATCH, MAX_TOKENS, MAX_TP, override_maximum
 from laddersim.schedules.plan import SCHEDULE_NAMES
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -77,9 +78,10 @@ class Overrides(BaseModel):
         if not values:
             raise ValueError("must list at least one value")
         strictly_positive = "bandwidth" in info.field_name or info.field_name == "nics_per_node"
+        maximum = override_maximum(info.field_name)
         for value in values:
-            if not (value > 0 if strictly_positive else value >= 0) or value != value:
-                raise ValueError(f"must be {'> 0' if strictly_positive else '>= 0'}, got {value}")
+            if not (value > 0 if strictly_positive else value >= 0) or not value <= maximum:
+                raise ValueError(f"must be {'> 0' if strictly_positive else '>= 0'} and <= {maximum:g}, got {value}")
         return [float(v) for v in values]
 
     @model_validator(mode="after")
@@ -122,10 +124,11 @@ class SweepGrid(BaseModel):
 
     @field_validator("tp", "batch", "prompt_len", "gen_len")
     @classmethod
-    def _positive(cls, values: list[int]) -> list[int]:
+    def _positive(cls, values: list[int], info) -> list[int]:
+        maximum = {"tp": MAX_TP, "batch": MAX_BATCH}.get(info.field_name, MAX_TOKENS)
         for value in values:
-            if value < 1:
-                raise ValueError(f"must be positive integers, got {value}")
+            if not 1 <= value <= maximum:
+                raise ValueError(f"must be positive integers up to {maximum}, got {value}")
         return values
 
     @field_validator("schedules")

@@ -8,10 +8,12 @@ progress and the resumable store coarse.
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
+from laddersim.child_lifetime import die_with_parent
 from laddersim.errors import UserInputError
 from laddersim.sweep.evaluate import evaluate_points
 from laddersim.sweep.points import Point
@@ -25,10 +27,12 @@ def batches(points: list[Point], workers: int) -> list[list[Point]]:
     return [points[i:i + size] for i in range(0, len(points), size)]
 
 
-def _ignore_sigint() -> None:
+def _worker_init(owner_pid: int) -> None:
     # Ctrl-C goes to the whole process group; the parent handles it (stops, keeps finished
-    # work), so workers must not die half-way through a batch on their own.
+    # work), so workers must not die half-way through a batch on their own. A parent killed
+    # outright takes its workers with it (they would otherwise keep computing for nobody).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(owner_pid)
 
 
 def run_local(points: list[Point], workers: int) -> Iterator[list[dict]]:
@@ -38,7 +42,7 @@ def run_local(points: list[Point], workers: int) -> Iterator[list[dict]]:
         for task in tasks:
             yield evaluate_points(task)
         return
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_sigint)
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_worker_init, initargs=(os.getpid(),))
     queue = iter(tasks)
     pending: set = set()
     try:

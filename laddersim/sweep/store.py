@@ -10,11 +10,32 @@ writing one directory) keeps its first row.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from laddersim.errors import UserInputError
 
 STORE_FILE = "points.jsonl"
+
+
+def _row_problem(row) -> str | None:
+    """Why ``row`` (a parsed line) cannot be a stored result row, or None."""
+    from laddersim.sweep.evaluate import METRIC_COLUMNS, STATUSES
+
+    if not isinstance(row, dict):
+        return "not a JSON object"
+    if not isinstance(row.get("key"), str):
+        return "no text key"
+    if "status" in row and row["status"] not in STATUSES:
+        return f"status must be one of {', '.join(STATUSES)}"
+    for column in METRIC_COLUMNS:
+        value = row.get(column)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value) or value < 0):
+            return f"{column} must be a finite number >= 0 or empty"
+    if row.get("status") == "ok" and not (row.get("tokens_per_s") or 0) > 0:
+        return "an ok row needs tokens_per_s > 0"
+    return None
 
 
 class PointStore:
@@ -40,9 +61,12 @@ class PointStore:
                 continue
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError:
-                raise UserInputError(f"out: {self.path} line {number} is not a result row; "
-                                     "remove that line (or the directory) and re-run") from None
+            except (ValueError, RecursionError):  # not JSON, not UTF-8, nested too deep
+                row = None
+            problem = _row_problem(row)
+            if problem:
+                raise UserInputError(f"out: {self.path} line {number} is not a result row ({problem}); "
+                                     "remove that line (or the directory) and re-run")
             self.rows.setdefault(row["key"], row)
 
     def __contains__(self, key: str) -> bool:

@@ -20,6 +20,7 @@ from tqdm import tqdm
 
 from laddersim.hardware.profile import load_profile
 from laddersim.provenance import profile_sha256, provenance
+from laddersim.io_write import check_output, run_dir_lock
 from laddersim.sweep.grid import SweepGrid
 from laddersim.sweep.points import Point, expand_grid
 from laddersim.sweep.runner import run_points
@@ -55,12 +56,12 @@ def _write_provenance(points: list[Point], out_dir: Path) -> None:
 
 def run_sweep(grid: SweepGrid, out_dir: str | Path, workers: int = 1, scheduler: str | None = None,
               progress: bool = True) -> SweepReport:
+    out_dir = check_output(out_dir, "out", "dir")
     points = expand_grid(grid)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    _write_grid(grid, out_dir)
-    _write_provenance(points, out_dir)
-    return run_points_into(points, out_dir, workers, scheduler, progress)
+    with run_dir_lock(out_dir):  # one writer per directory: a second sweep on it is one error line
+        _write_grid(grid, out_dir)
+        _write_provenance(points, out_dir)
+        return run_points_into(points, out_dir, workers, scheduler, progress)
 
 
 def run_points_into(points: list[Point], out_dir: Path, workers: int = 1, scheduler: str | None = None,
@@ -89,7 +90,8 @@ def _consolidate(points: list[Point], store: PointStore, out_dir: Path, reused: 
                  complete: bool) -> SweepReport:
     # Rows always come from the store, never from memory, so a table is the same whether its
     # points were computed now, earlier, or in pieces.
-    rows = [store.rows[p.key] for p in points if p.key in store]
+    # The point's own inputs win over the stored copy (a hand-edited line cannot retype a column).
+    rows = [{**store.rows[p.key], **p.inputs()} for p in points if p.key in store]
     frame = results_frame(rows)
     parquet, csv = write_results(frame, out_dir)
     return SweepReport(len(points), computed, reused, frame, parquet, csv, complete)

@@ -8,6 +8,7 @@ with ``p2p = off`` the ``hardware_p2p_off`` profile (NCCL_P2P_DISABLE=1 on the s
 
 from __future__ import annotations
 
+import io
 import warnings
 from dataclasses import dataclass
 from typing import Callable
@@ -19,6 +20,7 @@ import pandas as pd
 from laddersim.costs.memory_fit import check_fits
 from laddersim.errors import UserInputError
 from laddersim.resources import data_path
+from laddersim.io_read import read_text
 from laddersim.workload import DTYPE_BYTES
 from laddersim.hardware.profile import HardwareProfile, load_profile
 from laddersim.simulate import make_scenario, simulate
@@ -51,7 +53,7 @@ def read_measured(path: str | Path | None = None) -> pd.DataFrame:
         with warnings.catch_warnings():
             # index_col=False would drop the extra fields of a long row with only a warning.
             warnings.simplefilter("error", pd.errors.ParserWarning)
-            frame = pd.read_csv(path, comment="#", index_col=False)
+            frame = pd.read_csv(io.StringIO(read_text(path, "measured")), comment="#", index_col=False)
     except pd.errors.ParserWarning:
         raise UserInputError(f"measured: a row of {path} has more fields than its header") from None
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
@@ -63,7 +65,7 @@ def read_measured(path: str | Path | None = None) -> pd.DataFrame:
         raise UserInputError(f"measured: {path} has no rows")
     for column in INTEGER_COLUMNS:
         values = pd.to_numeric(frame[column], errors="coerce")
-        bad = frame.loc[values.isna() | (values != values.round()) | (values < 1), column]
+        bad = frame.loc[values.isna() | ~np.isfinite(values) | (values != values.round()) | (values < 1), column]
         if len(bad):
             raise UserInputError(f"measured: {column} must be a positive whole number in every row of {path}; "
                                  f"row {bad.index[0] + 1} has {str(frame[column].iloc[bad.index[0]])}")
@@ -72,8 +74,12 @@ def read_measured(path: str | Path | None = None) -> pd.DataFrame:
     if bad_p2p:
         raise UserInputError(f"measured: p2p values {bad_p2p} in {path}; allowed: on, off")
     tokens = pd.to_numeric(frame["tokens_per_s"], errors="coerce")
-    if tokens.isna().any() or (tokens <= 0).any():
-        raise UserInputError(f"measured: {path}: tokens_per_s must be positive numbers")
+    if tokens.isna().any() or (tokens <= 0).any() or not np.isfinite(tokens).all():
+        raise UserInputError(f"measured: {path}: tokens_per_s must be positive numbers (finite, > 0)")
+    for column in ("model", "schedule", "hardware"):  # text, even where a cell looks like a number
+        if column in frame.columns:
+            frame[column] = [value if isinstance(value, str) or pd.isna(value) else str(value)
+                             for value in frame[column]]
     frame["tokens_per_s"] = tokens.astype(float)
     if "dtype" in frame.columns:
         _check_dtypes(frame, path)
@@ -127,16 +133,9 @@ def _profile_for(row, setup: ValidationSetup, cache: dict) -> HardwareProfile:
     return cache[key]
 
 
-def validate(measured: pd.DataFrame | None = None, setup: ValidationSetup | None = None,
-             on_start: Callable[[int], None] | None = None) -> pd.DataFrame:
-    """The measured rows plus ``hardware``, ``predicted_tokens_per_s``, ``rel_error``,
-    ``measured_speedup``, ``predicted_speedup`` (over ``standard`` at the same setting and p2p)
-    and ``speedup_error_pp`` (percentage points).
-
-    Every row is checked (model, schedule, TP, memory, node count) before any is simulated; then
-    ``on_start(rows)`` is called, so a bad row is one error and nothing else."""
-    setup = setup or ValidationSetup()
-    frame = (read_measured() if measured is None else measured).copy()
+def check_rows(frame: pd.DataFrame, setup: ValidationSetup) -> list:
+    """The scenario of every row of ``frame``, each checked (model, schedule, TP, memory, node
+    count): the first bad row is one UserInputError, before anything is simulated."""
     cache: dict = {}
     scenarios = []
     for row in frame.itertuples(index=False):
@@ -151,6 +150,20 @@ def validate(measured: pd.DataFrame | None = None, setup: ValidationSetup | None
             raise UserInputError(f"measured: row tp={row.tp} says nodes={row.nodes} but {profile.name} "
                                  f"packs it on {profile.nodes_for(scenario.tp)}")
         scenarios.append(scenario)
+    return scenarios
+
+
+def validate(measured: pd.DataFrame | None = None, setup: ValidationSetup | None = None,
+             on_start: Callable[[int], None] | None = None) -> pd.DataFrame:
+    """The measured rows plus ``hardware``, ``predicted_tokens_per_s``, ``rel_error``,
+    ``measured_speedup``, ``predicted_speedup`` (over ``standard`` at the same setting and p2p)
+    and ``speedup_error_pp`` (percentage points).
+
+    Every row is checked (model, schedule, TP, memory, node count) before any is simulated; then
+    ``on_start(rows)`` is called, so a bad row is one error and nothing else."""
+    setup = setup or ValidationSetup()
+    frame = (read_measured() if measured is None else measured).copy()
+    scenarios = check_rows(frame, setup)
     if on_start:
         on_start(len(scenarios))
     frame["hardware"] = [s.hardware.name for s in scenarios]
