@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write_trace(result, path: str, steps: str) -> None:
+    from laddersim.costs.collective_labels import collective_args
     from laddersim.trace import write_chrome_trace
 
     n = len(result.decode_metrics)
@@ -78,7 +79,9 @@ def _write_trace(result, path: str, steps: str) -> None:
     if wanted:
         frames = pd.concat([frames, result.timeline(wanted)], ignore_index=True)
     try:
-        write_chrome_trace(frames, path, title=f"{result.scenario.model.name} {result.scenario.schedule}")
+        sc = result.scenario
+        write_chrome_trace(frames, path, title=f"{sc.model.name} {sc.schedule}",
+                           collectives=collective_args(sc.model, sc.hardware, sc.workload, sc.tp))
     except OSError as exc:
         raise UserInputError(f"trace: cannot write {path}: {exc.strerror}") from None
     print(f"trace: {Path(path)} ({len(frames)} spans)", file=sys.stderr)

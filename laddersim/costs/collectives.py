@@ -146,11 +146,6 @@ def multi_node_model_s(profile: HardwareProfile, tp: int, nodes: int, size_bytes
     return nccl_algorithms.model_s(profile, tp // nodes, nodes, size_bytes)
 
 
-# Beyond a measured table's sizes its offset fades out over this many doublings, so the model's
-# own small- (or large-) message regime returns without a step.
-OFFSET_FADE_DOUBLINGS = 4.0
-
-
 def _unscaled(profile: HardwareProfile) -> HardwareProfile:
     return profile if profile.what_if == WhatIf() else profile.model_copy(update={"what_if": WhatIf()})
 
@@ -158,7 +153,8 @@ def _unscaled(profile: HardwareProfile) -> HardwareProfile:
 def table_offset(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_bytes):
     """Ratio measured / model of the profile's multi-node model table nearest in node count with
     this many GPUs per node (1 where there is none): exact at the table's sizes, interpolated in
-    log size between them, fading to 1 beyond its ends (``OFFSET_FADE_DOUBLINGS``)."""
+    log size between them, held beyond its ends. A row faster than a smaller message's is noise
+    (calibrate warns of it): the table's running maximum is used, so time never falls with size."""
     size = np.asarray(size_bytes, dtype=float)
     shapes = sorted({(int(n), abs(math.log(n / nodes)))
                      for table, frame in profile.allreduce_tables if table.use == "model"
@@ -169,12 +165,8 @@ def table_offset(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_
         return np.ones_like(size)
     table, sizes, times = found
     model = nccl_algorithms.model_s(_unscaled(profile), gpus_per_node, shapes[0][0], sizes)
-    log_ratio = np.log((times + mode_correction_s(profile, table)) / model)
-    x = np.log2(np.maximum(size, 1.0))
-    lo, hi = np.log2(sizes[0]), np.log2(sizes[-1])
-    inside = np.interp(x, np.log2(sizes), log_ratio)
-    beyond = np.clip(np.maximum(lo - x, x - hi) / OFFSET_FADE_DOUBLINGS, 0.0, 1.0)
-    return np.exp(inside * (1.0 - beyond))
+    log_ratio = np.log(np.maximum.accumulate(times + mode_correction_s(profile, table)) / model)
+    return np.exp(np.interp(np.log2(np.maximum(size, 1.0)), np.log2(sizes), log_ratio))
 
 
 def allreduce_time_s(profile: HardwareProfile, tp: int, size_bytes):

@@ -80,29 +80,40 @@ def fit_network(profile: HardwareProfile) -> dict[str, float] | None:
     if not rows:
         return None
     data = pd.DataFrame(rows, columns=["gpus", "nodes", "size_bytes", "time_us"])
-    net = profile.network
+    small = bool((data["size_bytes"] < 1 << 20).any())
+    return fit_network_rows(profile, data, latency=small, bandwidth=True)
 
+
+def fit_network_rows(profile: HardwareProfile, data: pd.DataFrame, latency: bool, bandwidth: bool) -> dict:
+    """The network parameters of ``laddersim.costs.nccl_algorithms`` fitted to multi-node rows
+    (columns gpus, nodes, size_bytes, time_us); ``latency``/``bandwidth``: whether the rows can
+    pin the small-message (fabric latencies, LL cap) and the large-message (bandwidths) terms."""
+    net = profile.network
+    rows = list(data[["gpus", "nodes"]].itertuples(index=False, name=None))
     # Only what the rows can pin is fitted (laddersim.costs.nccl_algorithms); the rest keeps the
     # profile's cited values: the fabric's latencies need messages below 1 MiB, the tree's
     # bandwidth a 2-node group, the ring's terms and the deep tree's share groups on 3+ nodes.
     # Bounds keep the fitted values physical (hop latencies 0.1-50 us, a deep tree 0.1-1 of the
     # 2-node tree's bandwidth).
     tier, net_fields = net.allreduce, {}
-    params = {"base_latency_us": (tier.base_latency_us.value, 0.1, 500.0, (data["size_bytes"] < 1 << 20).any()),
-              "step_latency_us": (tier.step_latency_us.value, 0.1, 100.0, (data["size_bytes"] < 1 << 20).any()),
+    params = {"base_latency_us": (tier.base_latency_us.value, 0.1, 500.0, latency),
+              "step_latency_us": (tier.step_latency_us.value, 0.1, 100.0, latency),
               "simple_step_latency_us": ((net.simple_step_latency_us.value if net.simple_step_latency_us
                                           else 2 * tier.step_latency_us.value), 0.1, 500.0,
-                                         (data["size_bytes"] < 1 << 20).any()),
-              "bus_bandwidth_gbps": (tier.bus_bandwidth_gbps.value, 5.0, 1e3, (data["nodes"] == 2).any()),
+                                         latency),
+              "bus_bandwidth_gbps": (tier.bus_bandwidth_gbps.value, 5.0, 1e3, bandwidth and (data["nodes"] == 2).any()),
               "ll_max_bus_bandwidth_gbps": ((net.ll_max_bus_bandwidth_gbps.value if net.ll_max_bus_bandwidth_gbps
-                                             else 39.0), 0.1, 39.0, (data["size_bytes"] < 1 << 20).any()),
+                                             else 39.0), 0.1, 39.0, latency),
               "ring_nic_bus_bandwidth_gbps": ((net.ring_nic_bus_bandwidth_gbps or tier.bus_bandwidth_gbps).value,
-                                              1.0, 1e3, (data["nodes"] > 2).any()),
+                                              1.0, 1e3, bandwidth and (data["nodes"] > 2).any()),
               "ring_net_step_latency_us": (net.ring_net_step_latency_us.value, 0.1, 50.0, (data["nodes"] > 2).any()),
               "ring_intra_step_latency_us": (net.ring_intra_step_latency_us.value, 0.1, 50.0, (data["nodes"] > 2).any()),
-              "tree_deep_bandwidth_share": (net.tree_deep_bandwidth_share.value, 0.1, 1.0, (data["nodes"] > 2).any())}
+              "tree_deep_bandwidth_share": (net.tree_deep_bandwidth_share.value, 0.1, 1.0,
+                                            bandwidth and (data["nodes"] > 2).any())}
     free = [name for name, (_, _, _, fitted) in params.items() if fitted]
     del net_fields
+    if not free:
+        return {**{k: v[0] for k, v in params.items()}, "fitted": "", "rows": len(data), "groups": sorted(set(rows))}
 
     def with_params(values: dict):
         tier_update = {k: Sourced(value=float(v), source="fit") for k, v in values.items()
@@ -128,7 +139,7 @@ def fit_network(profile: HardwareProfile) -> dict[str, float] | None:
     res = least_squares(residuals, x0, bounds=(low, high), loss="soft_l1", f_scale=0.05)
     values = values_of(res.x)
     return {**{k: round(float(v), 3) for k, v in values.items()}, "fitted": ", ".join(free),
-            "rows": len(data), "groups": sorted({(g, n) for g, n, _, _ in rows})}
+            "rows": len(data), "groups": sorted(set(rows))}
 
 
 def profile_path(profile: HardwareProfile, file: str) -> Path:
