@@ -287,7 +287,9 @@ def _collectives(fit: _Fit, tables_dir: Path) -> tuple[CollectiveSpec, pd.DataFr
                 value=max(0.0, float(np.median(small["time_us_e"] - small["time_us_g"]))),
                 source=fit.cite("allreduce", f"median of eager minus graph time at {len(small)} points <= 64 KiB"))
     spec = CollectiveSpec(mode=regime, eager_launch_us=eager_launch, intra_node=intra, tables=tables,
-                          intra_node_fits=_intra_fits(fit, primary_table, primary), algorithms=base.algorithms)
+                          intra_node_fits=_intra_fits(fit, primary_table, primary),
+                          # NVLS needs an NVSwitch; a CPU (gloo) run's nominal fabric is pcie
+                          algorithms=[a for a in base.algorithms if fit.is_cuda or a not in ("nvls", "nvls_tree")])
     return spec, primary_table, primary
 
 

@@ -183,9 +183,10 @@ def allreduce_time_s(profile: HardwareProfile, tp: int, size_bytes):
     if nodes == 1:
         return intra_node_allreduce_s(profile, tp, size)
     model = multi_node_model_s(profile, tp, nodes, size)
-    if profile.collectives.prefer != "table":
-        return model
-    return model * table_offset(profile, tp // nodes, nodes, size)
+    if profile.collectives.prefer == "table":
+        model = model * table_offset(profile, tp // nodes, nodes, size)
+    # Every algorithm still reduces the full buffer inside each node: never faster than that.
+    return np.maximum(model, intra_node_allreduce_s(profile, tp // nodes, size))
 
 
 def collective_choice(profile: HardwareProfile, tp: int, size_bytes: float) -> tuple[str, str]:
