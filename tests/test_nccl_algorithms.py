@@ -72,8 +72,10 @@ def test_time_non_decreasing_in_size(name, exp, ratio, nodes):
 
 @pytest.mark.parametrize("name", NETWORKED)
 @SETTINGS
-@given(exp=st.floats(0, 20), nodes=st.sampled_from([1, 2, 4, 8, 16, 32]))
+@given(exp=st.floats(0, 20), nodes=st.sampled_from([2, 3, 4, 8, 16, 32]))
 def test_doubling_nodes_at_most_doubles_small_messages(name, exp, nodes):
+    """From 2 nodes up (1 -> 2 nodes adds the network itself: NCCL's own model gives 15 us on one
+    8-GPU NVSwitch node and 25-40 us on two, more than double)."""
     prof = load_profile(name)
     g = prof.node.gpus_per_node
     size = np.array([2.0**exp])  # up to 1 MiB

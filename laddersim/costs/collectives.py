@@ -183,10 +183,37 @@ def allreduce_time_s(profile: HardwareProfile, tp: int, size_bytes):
     if nodes == 1:
         return intra_node_allreduce_s(profile, tp, size)
     model = multi_node_model_s(profile, tp, nodes, size)
-    if profile.collectives.prefer == "table":
-        model = model * table_offset(profile, tp // nodes, nodes, size)
-    # Every algorithm still reduces the full buffer inside each node: never faster than that.
-    return np.maximum(model, intra_node_allreduce_s(profile, tp // nodes, size))
+    if profile.collectives.prefer == "table" and _has_multi_node_table(profile, tp // nodes):
+        model = _running_max(lambda s: multi_node_model_s(profile, tp, nodes, s)
+                             * table_offset(profile, tp // nodes, nodes, s), size)
+    # Every algorithm still reduces the full buffer inside each node and then crosses the network:
+    # never faster than the node's own AllReduce plus the least network latency.
+    return np.maximum(model, intra_node_model_s(profile, tp // nodes, size)
+                      + nccl_algorithms.network_floor_s(profile, nodes))
+
+
+def _has_multi_node_table(profile: HardwareProfile, gpus_per_node: int) -> bool:
+    return any(((frame["nodes"] > 1) & (frame["gpus"] == frame["nodes"] * gpus_per_node)).any()
+               for table, frame in profile.allreduce_tables if table.use == "model")
+
+
+# Grid (points per doubling) on which an offset-scaled curve is made non-decreasing in size.
+_MONOTONE_POINTS_PER_DOUBLING = 4
+
+
+def _running_max(curve, size: np.ndarray) -> np.ndarray:
+    """``curve(size)``, raised where needed so that time never falls with size: the model's
+    protocol switches and a table's offset can meet in a dip, which no real message shows (NCCL
+    could always send it as the smaller one). The maximum runs over a log grid and the sizes."""
+    if size.size == 0:
+        return curve(size)
+    top = max(float(size.max()), 2.0)
+    grid = 2.0 ** np.arange(0.0, np.log2(top) + 1.0, 1.0 / _MONOTONE_POINTS_PER_DOUBLING)
+    points = np.concatenate([grid, size.reshape(-1)])
+    order = np.argsort(points, kind="stable")
+    envelope = np.empty_like(points)
+    envelope[order] = np.maximum.accumulate(curve(points[order]))
+    return envelope[grid.size:].reshape(size.shape)
 
 
 def collective_choice(profile: HardwareProfile, tp: int, size_bytes: float) -> tuple[str, str]:

@@ -14,7 +14,8 @@ network cards in use per node; latencies in us, ``S`` the bytes per rank:
   each node sends and receives ``S`` over its NICs when it is a leaf of one tree and the root of
   the other (2 nodes), ``2S`` when it is interior in one tree (more nodes):
   ``k * S / (nics * tree NIC busbw * efficiency)``, ``k = 1`` on 2 nodes, beyond it
-  ``1 / network.tree_deep_bandwidth_share`` (2 in principle; measured where sweeps exist);
+  ``1 / network.tree_deep_bandwidth_share`` for LL128 and Simple (2 in principle; measured where
+  sweeps exist); LL stays at ``k = 1`` under NCCL's own cap, which it lowers beyond 2 nodes;
 * NVLS-tree (NVSwitch with NVLink SHARP): the node reduces in the switch (``NVLS_INTRA_US``),
   then a tree across nodes; Simple only;
 * CollNet (in-network reduction, SHARP): each node sends and receives ``S`` once whatever the
@@ -85,7 +86,9 @@ def candidates_s(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_
     ring_bps = min(intra_bps, nics * ring_nic.value * 1e9 * w.inter_bandwidth_scale)
     ll_cap = network.ll_max_bus_bandwidth_gbps
     ll_cap_bps = (ll_cap.value if ll_cap else LL_MAX_BUSBW_GBPS[min(nodes, 3)]) * 1e9 * w.inter_bandwidth_scale
-    # Bytes each node moves per direction, in S (module docstring); measured share beyond 2 nodes.
+    # Bytes each node moves per direction, in S (module docstring), for LL128 and Simple: the
+    # measured share beyond 2 nodes. LL is bound by its cap, which NCCL itself lowers beyond 2
+    # nodes (llMaxBw 39 -> 20.4 GB/s), so its traffic counts once.
     k = 1.0 if nodes == 2 else 1.0 / network.tree_deep_bandwidth_share.value
     chain_s = 2.0 * (g - 1) / g * size / intra_bps if g > 1 else 0.0
     out = {}
@@ -106,7 +109,8 @@ def candidates_s(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_
                       + 2.0 * ((g - 1) * _intra_hop_us(profile, "tree", p) + _tree_depth(nodes) * _net_hop_us(profile, "tree", p)))
             bps = tree_bps * TREE_EFFICIENCY[p]
             bps = min(bps, ll_cap_bps) if proto == "ll" else bps
-            out[("tree", proto)] = lat_us * 1e-6 + np.maximum(k * size / bps, chain_s / TREE_EFFICIENCY[p])
+            moved = (1.0 if proto == "ll" else k) * size
+            out[("tree", proto)] = lat_us * 1e-6 + np.maximum(moved / bps, chain_s / TREE_EFFICIENCY[p])
     if "nvls_tree" in offered and g > 1:
         lat_us = (NVLS_INTRA_US * w.intra_latency_scale + fixed_us
                   + 2.0 * _tree_depth(nodes) * _net_hop_us(profile, "nvls_tree", 2))
@@ -115,6 +119,14 @@ def candidates_s(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_
         lat_us = fixed_us + 2.0 * (g - 1) * _intra_hop_us(profile, "tree", 2) + _net_hop_us(profile, "collnet", 2)
         out[("collnet", "simple")] = lat_us * 1e-6 + np.maximum(size / tree_bps, chain_s)
     return out
+
+
+def network_floor_s(profile: HardwareProfile, nodes: int) -> float:
+    """Least network time any algorithm adds to a node's own AllReduce: the fabric's fixed cost
+    and a tree's LL hops up and down (the cheapest way across ``nodes`` nodes)."""
+    network = profile.network
+    fixed_us = network.allreduce.base_latency_us.value * profile.what_if.inter_latency_scale
+    return (fixed_us + 2.0 * _tree_depth(nodes) * _net_hop_us(profile, "tree", 0)) * 1e-6
 
 
 def model_s(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_bytes):
