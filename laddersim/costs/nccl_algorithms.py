@@ -25,7 +25,7 @@ Every network hop pays NCCL's per-hop NET latency plus the fabric's own (``netwo
 step_latency_us``, for Simple twice as NCCL adds it twice, or ``network.simple_step_latency_us``), every collective once the fabric's
 fixed cost (``network.allreduce.base_latency_us``: 0 on InfiniBand, the plugin's proxy round on
 EFA/TCPXO). LL's bus bandwidth is capped at NCCL's ``llMaxBw`` (or the profile's measured cap,
-``network.ll_max_bus_bandwidth_gbps``).
+``network.ll_max_bus_bandwidth_gbps``), LL128's at the profile's measured cap if it has one.
 """
 
 from __future__ import annotations
@@ -86,6 +86,9 @@ def candidates_s(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_
     ring_bps = min(intra_bps, nics * ring_nic.value * 1e9 * w.inter_bandwidth_scale)
     ll_cap = network.ll_max_bus_bandwidth_gbps
     ll_cap_bps = (ll_cap.value if ll_cap else LL_MAX_BUSBW_GBPS[min(nodes, 3)]) * 1e9 * w.inter_bandwidth_scale
+    ll128_cap = network.ll128_max_bus_bandwidth_gbps
+    ll128_cap_bps = ll128_cap.value * 1e9 * w.inter_bandwidth_scale if ll128_cap else math.inf
+    caps = (ll_cap_bps, ll128_cap_bps, math.inf)
     # Bytes each node moves per direction, in S (module docstring), for LL128 and Simple: the
     # measured share beyond 2 nodes. LL is bound by its cap, which NCCL itself lowers beyond 2
     # nodes (llMaxBw 39 -> 20.4 GB/s), so its traffic counts once.
@@ -100,15 +103,13 @@ def candidates_s(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_
                                  + (n - nodes) * network.ring_intra_step_latency_us.value * w.intra_latency_scale)
             else:
                 hops_us = 2.0 * (nodes * _net_hop_us(profile, "ring", p) + (n - nodes) * _intra_hop_us(profile, "ring", p))
-            bps = ring_bps * RING_EFFICIENCY[p]
-            bps = min(bps, ll_cap_bps) if proto == "ll" else bps
+            bps = min(ring_bps * RING_EFFICIENCY[p], caps[p])
             lat_us = BASE_LATENCY_US["ring"][p] * w.inter_latency_scale + fixed_us + hops_us
             out[("ring", proto)] = lat_us * 1e-6 + 2.0 * (n - 1) / n * size / bps
         if "tree" in offered:
             lat_us = (BASE_LATENCY_US["tree"][p] * w.inter_latency_scale + fixed_us
                       + 2.0 * ((g - 1) * _intra_hop_us(profile, "tree", p) + _tree_depth(nodes) * _net_hop_us(profile, "tree", p)))
-            bps = tree_bps * TREE_EFFICIENCY[p]
-            bps = min(bps, ll_cap_bps) if proto == "ll" else bps
+            bps = min(tree_bps * TREE_EFFICIENCY[p], caps[p])
             moved = (1.0 if proto == "ll" else k) * size
             out[("tree", proto)] = lat_us * 1e-6 + np.maximum(moved / bps, chain_s / TREE_EFFICIENCY[p])
     if "nvls_tree" in offered and g > 1:

@@ -191,6 +191,9 @@ class NetworkSpec(BaseModel):
     # LL protocol's bus bandwidth across nodes (8-byte stores with flags through the network proxy);
     # None: NCCL's llMaxBws (39.0 GB/s on 2 nodes, 20.4 beyond, Intel hosts).
     ll_max_bus_bandwidth_gbps: Positive | None = None
+    # LL128's bus bandwidth across nodes (NCCL caps it per channel: perChMaxRingLL128Bw,
+    # perChMaxTreeLL128Bw, times the channels the network runs); None: no cap beyond its 120/128.
+    ll128_max_bus_bandwidth_gbps: Positive | None = None
     # Share of the 2-node tree bandwidth a tree over more nodes reaches: 0.5 in principle (a node
     # interior in one of the two trees moves 2S per direction instead of S).
     tree_deep_bandwidth_share: Positive = Sourced(

@@ -93,7 +93,8 @@ def fit_network_rows(profile: HardwareProfile, data: pd.DataFrame, latency: bool
     # Only what the rows can pin is fitted (laddersim.costs.nccl_algorithms); the rest keeps the
     # profile's cited values: the fabric's latencies need messages below 1 MiB, the tree's
     # bandwidth a 2-node group, the ring's terms and the deep tree's share groups on 3+ nodes.
-    # Bounds keep the fitted values physical (hop latencies 0.1-50 us, a deep tree 0.1-1 of the
+    # Bounds keep the fitted values physical (a NIC carries at most its datasheet bandwidth; hop
+    # latencies 0.1-50 us, 500 for a network hop; a deep tree 0.1-1 of the
     # 2-node tree's bandwidth).
     tier, net_fields = net.allreduce, {}
     params = {"base_latency_us": (tier.base_latency_us.value, 0.1, 500.0, latency),
@@ -101,12 +102,17 @@ def fit_network_rows(profile: HardwareProfile, data: pd.DataFrame, latency: bool
               "simple_step_latency_us": ((net.simple_step_latency_us.value if net.simple_step_latency_us
                                           else 2 * tier.step_latency_us.value), 0.1, 500.0,
                                          latency),
-              "bus_bandwidth_gbps": (tier.bus_bandwidth_gbps.value, 5.0, 1e3, bandwidth and (data["nodes"] == 2).any()),
+              "bus_bandwidth_gbps": (tier.bus_bandwidth_gbps.value, 5.0, net.nic_bandwidth_gbps.value,
+                                     bandwidth and (data["nodes"] == 2).any()),
               "ll_max_bus_bandwidth_gbps": ((net.ll_max_bus_bandwidth_gbps.value if net.ll_max_bus_bandwidth_gbps
                                              else 39.0), 0.1, 39.0, latency),
+              "ll128_max_bus_bandwidth_gbps": ((net.ll128_max_bus_bandwidth_gbps.value
+                                                if net.ll128_max_bus_bandwidth_gbps else 1e3), 1.0, 1e3,
+                                               latency and bandwidth),
               "ring_nic_bus_bandwidth_gbps": ((net.ring_nic_bus_bandwidth_gbps or tier.bus_bandwidth_gbps).value,
-                                              1.0, 1e3, bandwidth and (data["nodes"] > 2).any()),
-              "ring_net_step_latency_us": (net.ring_net_step_latency_us.value, 0.1, 50.0, (data["nodes"] > 2).any()),
+                                              1.0, net.nic_bandwidth_gbps.value, bandwidth),
+              "ring_net_step_latency_us": (net.ring_net_step_latency_us.value, 0.1, 500.0,
+                                           latency or (data["nodes"] > 2).any()),
               "ring_intra_step_latency_us": (net.ring_intra_step_latency_us.value, 0.1, 50.0, (data["nodes"] > 2).any()),
               "tree_deep_bandwidth_share": (net.tree_deep_bandwidth_share.value, 0.1, 1.0,
                                             bandwidth and (data["nodes"] > 2).any())}
@@ -136,7 +142,11 @@ def fit_network_rows(profile: HardwareProfile, data: pd.DataFrame, latency: bool
     low = np.log([params[k][1] for k in free])
     high = np.log([params[k][2] for k in free])
     x0 = np.clip(np.log([max(params[k][0], params[k][1]) for k in free]), low + 1e-9, high - 1e-9)
-    res = least_squares(residuals, x0, bounds=(low, high), loss="soft_l1", f_scale=0.05)
+    # A minimum over protocols is piecewise: start from the profile's values and from them halved
+    # and doubled, keep the best (deterministic).
+    starts = [x0] + [np.clip(x0 + np.log(f), low + 1e-9, high - 1e-9) for f in (0.5, 2.0)]
+    res = min((least_squares(residuals, x, bounds=(low, high), loss="soft_l1", f_scale=0.05) for x in starts),
+              key=lambda r: r.cost)
     values = values_of(res.x)
     return {**{k: round(float(v), 3) for k, v in values.items()}, "fitted": ", ".join(free),
             "rows": len(data), "groups": sorted(set(rows))}
