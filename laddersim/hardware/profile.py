@@ -525,7 +525,7 @@ def _merged(base: dict, changes: dict) -> dict:
     return out
 
 
-def _read_with_extends(path: Path, seen: tuple[Path, ...] = ()) -> dict:
+def read_profile_mapping(path: Path, seen: tuple[Path, ...] = ()) -> dict:
     """A profile file's mapping; ``extends: NAME`` takes a named profile as its base (the same machine
     on another fabric restates only what differs)."""
     raw = read_yaml_mapping(path, "hardware")
@@ -535,10 +535,10 @@ def _read_with_extends(path: Path, seen: tuple[Path, ...] = ()) -> dict:
     base_path = _resolve(str(base_name))
     if base_path.resolve() in seen or base_path.resolve() == path.resolve():
         raise UserInputError(f"hardware {path.name}: extends: {base_name} extends itself; allowed: another profile")
-    return _merged(_read_with_extends(base_path, seen + (path.resolve(),)), raw)
+    return _merged(read_profile_mapping(base_path, seen + (path.resolve(),)), raw)
 
 
 def load_profile(name_or_path: str | Path) -> HardwareProfile:
     """A profile by name (``h100-sxm-nvswitch``), by path, or a calibration run directory."""
     path = _resolve(name_or_path)
-    return parse_profile(_read_with_extends(path), path.parent, where=f"hardware {path.name}")
+    return parse_profile(read_profile_mapping(path), path.parent, where=f"hardware {path.name}")
