@@ -8,7 +8,7 @@ network cards in use per node; latencies in us, ``S`` the bytes per rank:
 * ring: one flat ring over all ranks. Latency ``base + 2(n - N) intra hops + 2N network hops``;
   bandwidth ``2(n-1)/n * S / min(intra busbw, nics * ring NIC busbw) / protocol efficiency``.
   Simple's hop latencies are the profile's fitted ones (NCCL's constants overestimate a measured
-  10-node ring's pipeline fill by ~45%), LL's and LL128's NCCL's;
+  10-node ring's pipeline fill by ~45%), never below LL's total; LL's and LL128's are NCCL's;
 * tree: NCCL's double binary tree across nodes, a chain inside each node. Latency ``base +
   2((g-1) intra hops + ceil(log2 N) network hops)``: logarithmic in the node count. Bandwidth:
   each node sends and receives ``S`` over its NICs when it is a leaf of one tree and the root of
@@ -98,11 +98,13 @@ def candidates_s(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_
     offered = profile.collectives.algorithms
     for p, proto in enumerate(PROTOCOLS):
         if "ring" in offered:
-            if proto == "simple":
-                hops_us = 2.0 * (nodes * network.ring_net_step_latency_us.value * w.inter_latency_scale
-                                 + (n - nodes) * network.ring_intra_step_latency_us.value * w.intra_latency_scale)
-            else:
-                hops_us = 2.0 * (nodes * _net_hop_us(profile, "ring", p) + (n - nodes) * _intra_hop_us(profile, "ring", p))
+            hops_us = 2.0 * (nodes * _net_hop_us(profile, "ring", p) + (n - nodes) * _intra_hop_us(profile, "ring", p))
+            if proto == "simple":  # fitted hops, never below LL's (NCCL's low-latency protocol)
+                ll_us = BASE_LATENCY_US["ring"][0] * w.inter_latency_scale + 2.0 * (
+                    nodes * _net_hop_us(profile, "ring", 0) + (n - nodes) * _intra_hop_us(profile, "ring", 0))
+                fitted_us = 2.0 * (nodes * network.ring_net_step_latency_us.value * w.inter_latency_scale
+                                   + (n - nodes) * network.ring_intra_step_latency_us.value * w.intra_latency_scale)
+                hops_us = max(fitted_us, ll_us - BASE_LATENCY_US["ring"][2] * w.inter_latency_scale)
             bps = min(ring_bps * RING_EFFICIENCY[p], caps[p])
             lat_us = BASE_LATENCY_US["ring"][p] * w.inter_latency_scale + fixed_us + hops_us
             out[("ring", proto)] = lat_us * 1e-6 + 2.0 * (n - 1) / n * size / bps

@@ -92,10 +92,10 @@ def fit_network_rows(profile: HardwareProfile, data: pd.DataFrame, latency: bool
     rows = list(data[["gpus", "nodes"]].itertuples(index=False, name=None))
     # Only what the rows can pin is fitted (laddersim.costs.nccl_algorithms); the rest keeps the
     # profile's cited values: the fabric's latencies need messages below 1 MiB, the tree's
-    # bandwidth a 2-node group, the ring's terms and the deep tree's share groups on 3+ nodes.
-    # Bounds keep the fitted values physical (a NIC carries at most its datasheet bandwidth; hop
-    # latencies 0.1-50 us, 500 for a network hop; a deep tree 0.1-1 of the
-    # 2-node tree's bandwidth).
+    # bandwidth a 2-node group of several GPUs per node, the ring's terms and the deep tree's
+    # share groups on 3+ nodes. Bounds keep the fitted values physical (a NIC carries at most its
+    # datasheet bandwidth; hop latencies 0.1-50 us, 500 for a network hop; a deep tree 0.1-1 of
+    # the 2-node tree's bandwidth).
     tier, net_fields = net.allreduce, {}
     params = {"base_latency_us": (tier.base_latency_us.value, 0.1, 500.0, latency),
               "step_latency_us": (tier.step_latency_us.value, 0.1, 100.0, latency),
@@ -103,12 +103,13 @@ def fit_network_rows(profile: HardwareProfile, data: pd.DataFrame, latency: bool
                                           else 2 * tier.step_latency_us.value), 0.1, 500.0,
                                          latency),
               "bus_bandwidth_gbps": (tier.bus_bandwidth_gbps.value, 5.0, net.nic_bandwidth_gbps.value,
-                                     bandwidth and (data["nodes"] == 2).any()),
+                                     # a 2-node tree differs from a ring only with several GPUs per node
+                                     bandwidth and ((data["nodes"] == 2) & (data["gpus"] > 2)).any()),
               "ll_max_bus_bandwidth_gbps": ((net.ll_max_bus_bandwidth_gbps.value if net.ll_max_bus_bandwidth_gbps
                                              else 39.0), 0.1, 39.0, latency),
               "ll128_max_bus_bandwidth_gbps": ((net.ll128_max_bus_bandwidth_gbps.value
-                                                if net.ll128_max_bus_bandwidth_gbps else 1e3), 1.0, 1e3,
-                                               latency and bandwidth),
+                                                if net.ll128_max_bus_bandwidth_gbps else 300.0), 1.0, 1e3,
+                                               bandwidth and (latency or (data["nodes"] > 2).any())),
               "ring_nic_bus_bandwidth_gbps": ((net.ring_nic_bus_bandwidth_gbps or tier.bus_bandwidth_gbps).value,
                                               1.0, net.nic_bandwidth_gbps.value, bandwidth),
               "ring_net_step_latency_us": (net.ring_net_step_latency_us.value, 0.1, 500.0,
