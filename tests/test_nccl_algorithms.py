@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from laddersim.calibrate.nccl_tests import implausible_row, parse_log
 from laddersim.costs import nccl_algorithms
-from laddersim.costs.collectives import allreduce_time_s, collective_choice, table_offset
+from laddersim.costs.collectives import allreduce_time_s, collective_choice, multi_node_model_s, table_offset
 from laddersim.hardware.profile import list_profiles, load_profile
 from laddersim.hardware.overrides import with_overrides
 from laddersim.errors import UserInputError
@@ -57,7 +57,7 @@ def test_measured_multi_node_table_wins_at_its_shape_and_carries_its_offset():
     assert np.allclose(allreduce_time_s(efa, 16, sizes), times, rtol=1e-9)  # its rows (a drop is noise)
     # 4 nodes: the model times the same offset (no step between the table and the model)
     ratio = table_offset(efa, 8, 4, sizes)
-    assert np.allclose(ratio, times / nccl_algorithms.model_s(efa, 8, 2, sizes), rtol=1e-9)
+    assert np.allclose(ratio, times / multi_node_model_s(efa, 16, 2, sizes), rtol=1e-9)
 
 
 @pytest.mark.parametrize("name", NETWORKED)

@@ -143,7 +143,11 @@ def multi_node_model_s(profile: HardwareProfile, tp: int, nodes: int, size_bytes
     """Parametric AllReduce over ``nodes`` nodes of ``tp / nodes`` GPUs each: the fastest of NCCL's
     algorithms and protocols the profile offers (``laddersim.costs.nccl_algorithms``)."""
     del use_tables  # the NCCL model reads no tables; offsets from them are applied by the caller
-    return nccl_algorithms.model_s(profile, tp // nodes, nodes, size_bytes)
+    g = tp // nodes
+    # Every algorithm still reduces the full buffer inside each node and then crosses the network:
+    # never faster than the node's own AllReduce plus the least network latency.
+    return np.maximum(nccl_algorithms.model_s(profile, g, nodes, size_bytes),
+                      intra_node_model_s(profile, g, size_bytes) + nccl_algorithms.network_floor_s(profile, nodes))
 
 
 def _unscaled(profile: HardwareProfile) -> HardwareProfile:
@@ -164,7 +168,7 @@ def table_offset(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_
     if found is None:
         return np.ones_like(size)
     table, sizes, times = found
-    model = nccl_algorithms.model_s(_unscaled(profile), gpus_per_node, shapes[0][0], sizes)
+    model = multi_node_model_s(_unscaled(profile), gpus_per_node * shapes[0][0], shapes[0][0], sizes)
     log_ratio = np.log(np.maximum.accumulate(times + mode_correction_s(profile, table)) / model)
     return np.exp(np.interp(np.log2(np.maximum(size, 1.0)), np.log2(sizes), log_ratio))
 
@@ -182,14 +186,10 @@ def allreduce_time_s(profile: HardwareProfile, tp: int, size_bytes):
     nodes = profile.nodes_for(tp)
     if nodes == 1:
         return intra_node_allreduce_s(profile, tp, size)
-    model = multi_node_model_s(profile, tp, nodes, size)
     if profile.collectives.prefer == "table" and _has_multi_node_table(profile, tp // nodes):
-        model = _running_max(lambda s: multi_node_model_s(profile, tp, nodes, s)
-                             * table_offset(profile, tp // nodes, nodes, s), size)
-    # Every algorithm still reduces the full buffer inside each node and then crosses the network:
-    # never faster than the node's own AllReduce plus the least network latency.
-    return np.maximum(model, intra_node_model_s(profile, tp // nodes, size)
-                      + nccl_algorithms.network_floor_s(profile, nodes))
+        return _running_max(lambda s: multi_node_model_s(profile, tp, nodes, s)
+                            * table_offset(profile, tp // nodes, nodes, s), size)
+    return multi_node_model_s(profile, tp, nodes, size)
 
 
 def _has_multi_node_table(profile: HardwareProfile, gpus_per_node: int) -> bool:
