@@ -15,12 +15,14 @@ def _tid(rank: int, stream: str) -> int:
     return int(rank) * len(_TID) + _TID[stream]
 
 
-def chrome_trace(timeline: pd.DataFrame, title: str = "laddersim") -> dict:
+def chrome_trace(timeline: pd.DataFrame, title: str = "laddersim", collectives: dict | None = None) -> dict:
     """Trace events for a timeline DataFrame (times in microseconds, as the format wants).
 
     Spans of several schedules (a ``schedule`` column, as ``laddersim.timeline`` returns) become
     one process each, pid in order of first appearance; without the column, one process named
-    ``title``."""
+    ``title``. ``collectives``: {(phase, op kind): args} added to each collective's event (NCCL
+    algorithm and protocol, see laddersim.costs.collective_labels)."""
+    collectives = collectives or {}
     groups = timeline["schedule"] if "schedule" in timeline else pd.Series(title, index=timeline.index)
     pids = {name: pid for pid, name in enumerate(dict.fromkeys(groups))}
     events: list[dict] = []
@@ -35,10 +37,12 @@ def chrome_trace(timeline: pd.DataFrame, title: str = "laddersim") -> dict:
         events.append({
             "ph": "X", "name": row.op, "cat": row.kind, "pid": pids[group], "tid": _tid(row.rank, row.stream),
             "ts": row.start_s * 1e6, "dur": (row.end_s - row.start_s) * 1e6,
-            "args": {"rank": int(row.rank), "phase": row.phase, "step": int(row.step), "layer": int(row.layer)},
+            "args": {"rank": int(row.rank), "phase": row.phase, "step": int(row.step), "layer": int(row.layer),
+                     **collectives.get((row.phase, row.kind), {})},
         })
     return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": {"title": title}}
 
 
-def write_chrome_trace(timeline: pd.DataFrame, path: str | Path, title: str = "laddersim") -> None:
-    Path(path).write_text(json.dumps(chrome_trace(timeline, title)))
+def write_chrome_trace(timeline: pd.DataFrame, path: str | Path, title: str = "laddersim",
+                       collectives: dict | None = None) -> None:
+    Path(path).write_text(json.dumps(chrome_trace(timeline, title, collectives)))

@@ -69,12 +69,15 @@ def test_every_parsed_row_equals_the_reference_table(log_path):
 @pytest.mark.parametrize("log_path, tp", [(ONE_NODE, 8), (TWO_NODE, 16), (TEN_NODE, 80)])
 def test_profile_allreduce_time_reproduces_the_log(imported, log_path, tp):
     """Within the table: exact at measured sizes (tolerance 1e-6, CSV rounding to 6 digits) and,
-    between them, inside the bracket of the two neighbouring measurements."""
+    between them, inside the bracket of the two neighbouring measurements. Across nodes a row
+    faster than a smaller message's is noise: the running maximum of the rows is reproduced."""
     out, profile = imported
     loaded = load_profile(out)  # what `simulate --hardware DIR` sees
     log = parse_log(log_path)
     sizes = np.array([r.size_bytes for r in log.rows], float)
     times_s = np.array([r.time_us for r in log.rows]) * 1e-6
+    if log.nodes > 1:
+        times_s = np.maximum.accumulate(times_s)
     np.testing.assert_allclose(allreduce_time_s(loaded, tp, sizes), times_s, rtol=1e-6)
     mid = np.sqrt(sizes[1:] * sizes[:-1])
     between = allreduce_time_s(loaded, tp, mid)
@@ -102,7 +105,7 @@ def test_imported_profile_says_where_every_number_came_from(imported):
     assert profile.collectives.tables[0].library == "NCCL 2.29.2"
     assert profile.node.gpus_per_node == 8
     assert profile.gpu.peak_tflops.source.startswith("copied from base profile h100-sxm-nvswitch")
-    assert "10 nodes" in profile.network.allreduce.bus_bandwidth_gbps.source
+    assert "80x10" in profile.network.allreduce.bus_bandwidth_gbps.source  # fitted to the multi-node logs
     header = (out / "tables" / "allreduce.csv").read_text().splitlines()[:4]
     assert any("measurements/allreduce.csv" in line for line in header)
     assert "aws_p5_h100_1node_nvswitch.log" in profile.provenance["logs"]

@@ -90,14 +90,6 @@ def test_multi_node_never_faster_than_its_intra_node_part():
     assert np.all(two_nodes > one_node)
 
 
-def test_tree_only_up_to_tree_max_nodes():
-    prof = load_profile("h100-sxm-nvswitch")
-    network = prof.network.model_copy(update={"tree_max_nodes": 16})
-    with_tree = prof.model_copy(update={"network": network})
-    size = np.array([32.0 * MIB])
-    assert model_allreduce_s(with_tree, 80, 10, size) < model_allreduce_s(prof, 80, 10, size)
-
-
 @settings(max_examples=30, deadline=None)
 @given(size=st.floats(min_value=512, max_value=2**30), scale=st.floats(min_value=1.0, max_value=8.0),
        tp=st.sampled_from([2, 4, 8, 16]))

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from laddersim.errors import UserInputError
-from laddersim.hardware.profile import list_profiles, load_profile, profiles_dir
+from laddersim.hardware.profile import list_profiles, load_profile, profiles_dir, read_profile_mapping
 
 PROFILES = list_profiles()
 REQUIRED = {"h100-sxm-nvswitch", "h100-sxm-p2p-off", "a100-sxm-nvswitch", "h200-sxm-nvswitch", "h100-pcie",
@@ -52,7 +52,7 @@ def test_profile_loads_and_every_number_has_a_source(name):
 def test_malformed_copy_is_rejected_with_one_line(name, tmp_path):
     src = profiles_dir() / f"{name}.yaml"
     shutil.copytree(profiles_dir() / "tables", tmp_path / "tables")
-    raw = yaml.safe_load(src.read_text())
+    raw = read_profile_mapping(src)  # with what it extends merged in
     bad = dict(raw, gpu=dict(raw["gpu"], peak_tflopz=raw["gpu"]["peak_tflops"]))  # typo'd field
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(bad))

@@ -252,26 +252,6 @@ def test_a_latency_bound_collective_keeps_its_speed_beside_compute(tiny_model, h
     assert runs["part"].decode_metrics[0, 0] == pytest.approx(runs["free"].decode_metrics[0, 0], rel=0.02)
 
 
-def test_fewer_nics_than_gpus_share_the_inter_node_shards(h100):
-    # Hierarchical AllReduce over 2 nodes of 8: each GPU's 1/8 shard crosses the network. With a
-    # NIC per GPU the shards go in parallel; with one NIC the 8 shards take turns: 8x the
-    # inter-node bandwidth time. The profile's field and the what-if override are one mechanism.
-    from laddersim.costs.collectives import _alpha_beta_parts_s, intra_node_allreduce_s, multi_node_model_s
-
-    size = 256.0 * 2**20  # bandwidth-bound
-    one_nic = h100.model_copy(update={"network": h100.network.model_copy(
-        update={"nics_per_node": Sourced(value=1, source="test")})})
-    shard_s = float(_alpha_beta_parts_s(h100.network.allreduce, 2, np.array([size / 8]))[1][0])
-    intra = intra_node_allreduce_s(h100, 8, np.array([1.0, size]))
-    intra_bw_s = float(intra[1] - intra[0])
-    eight = float(multi_node_model_s(h100, 16, 2, np.array([size]))[0])
-    one = float(multi_node_model_s(one_nic, 16, 2, np.array([size]))[0])
-    assert one - eight == pytest.approx(max(intra_bw_s, 8 * shard_s) - max(intra_bw_s, shard_s), rel=1e-9)
-    assert one > 2.0 * eight
-    overridden = with_overrides(h100, nics_per_node=1)
-    assert float(multi_node_model_s(overridden, 16, 2, np.array([size]))[0]) == pytest.approx(one, rel=1e-12)
-
-
 def test_a_dtype_runs_at_its_own_tensor_core_peak():
     # A compute-bound GEMM takes peak(bf16) / peak(dtype) as long (the datasheet peaks); a GPU
     # without FP8 tensor cores cannot run fp8 at all.

@@ -185,57 +185,59 @@ def _intra_tier(fit: _Fit, table: pd.DataFrame, mode: str) -> AlphaBeta:
     )
 
 
+# An import keeps the base profile's small-message model without a message at most this large,
+# and its large-message model without one at least LARGE_MESSAGE_BYTES (issue 17).
+SMALL_MESSAGE_BYTES = 64 * 1024
+LARGE_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+def extrapolation_warning(sizes_bytes) -> str | None:
+    """One warning line naming the message sizes a multi-node fit could not measure, or None."""
+    sizes = np.asarray(sizes_bytes, dtype=float)
+    missing = []
+    if not (sizes <= SMALL_MESSAGE_BYTES).any():
+        missing.append(f"none <= {human_bytes(SMALL_MESSAGE_BYTES)} (smallest {human_bytes(sizes.min())}): "
+                       "fabric latencies and LL cap kept from the base profile")
+    if not (sizes >= LARGE_MESSAGE_BYTES).any():
+        missing.append(f"none >= {human_bytes(LARGE_MESSAGE_BYTES)} (largest {human_bytes(sizes.max())}): "
+                       "network bandwidths kept from the base profile")
+    return ("warning: multi-node AllReduce sizes: " + "; ".join(missing)) if missing else None
+
+
 def _network(fit: _Fit, table: pd.DataFrame, intra: AlphaBeta, gpus_per_node: int) -> NetworkSpec | None:
-    """Inter-node tier fitted to the multi-node rows (time minus the intra-node part), else base."""
+    """The base profile's network (NCCL algorithm model, laddersim.costs.nccl_algorithms) with what
+    the multi-node rows measure refitted: the fabric's latencies only from messages <= 64 KiB, its
+    bandwidths only from messages >= 64 MiB; the rest stays the base's, re-sourced as copied."""
     base_net = fit.base.network
     multi = table[(table["nodes"] > 1) & (table["gpus"] == table["nodes"] * gpus_per_node)]
-    if multi.empty:
-        if base_net is None:
+    why = " (only one node measured)" if multi.empty else " (not measured by this run)"
+    if base_net is None:
+        if multi.empty:
             return None
-        # Copy the whole tier (fields added to the schema later come along), re-sourcing numbers.
-        why = " (only one node measured)"
-        tier = base_net.allreduce.model_copy(update={
-            f: fit.copied(getattr(base_net.allreduce, f), why)
-            for f in ("base_latency_us", "step_latency_us", "bus_bandwidth_gbps")})
-        return base_net.model_copy(update={
-            **{f: fit.copied(v, why) for f, v in base_net if isinstance(v, Sourced)},
-            "allreduce": tier})
-    from laddersim.costs.collectives import alpha_beta_time_s
+        raise UserInputError(f"base: {fit.base_name} has no network to refit to the multi-node rows of "
+                             f"{fit.run_dir}; allowed: a base profile with a network (e.g. h100-sxm-nvswitch)")
+    tier = base_net.allreduce.model_copy(update={
+        f: fit.copied(getattr(base_net.allreduce, f), why)
+        for f in ("base_latency_us", "step_latency_us", "bus_bandwidth_gbps")})
+    copied = base_net.model_copy(update={
+        **{f: fit.copied(v, why) for f, v in base_net if isinstance(v, Sourced)}, "allreduce": tier})
+    if multi.empty:
+        return copied
+    from laddersim.profiles_check.fit import fit_network_rows
 
-    nodes = int(multi["nodes"].max())
-    rows = multi[multi["nodes"] == nodes]
-    sizes = rows["size_bytes"].to_numpy(float)
-    intra_s = alpha_beta_time_s(intra, gpus_per_node, sizes)
-    single = table[(table["nodes"] == 1) & (table["gpus"] == gpus_per_node)]
-    if len(single) >= 2:  # the node's own measured curve where there is one
-        from laddersim.costs.collectives import interpolate_table_s
-
-        intra_s = interpolate_table_s(single["size_bytes"].to_numpy(float),
-                                      single["time_us"].to_numpy(float) * 1e-6, sizes)
-    # The hierarchical AllReduce the simulator runs (laddersim.costs.collectives) adds the two
-    # tiers' latencies but overlaps their bandwidth-bound parts, chunk by chunk: only the slower
-    # counts. So the inter-node tier is the multi-node time minus the node's latency floor alone
-    # (subtracting the node's whole time would also remove the part that overlaps the network).
-    intra_floor_s = float(intra_s[np.argmin(sizes)])
-    inter_s = rows["time_us"].to_numpy(float) * 1e-6 - intra_floor_s
-    keep = inter_s > 0
-    if keep.sum() < 2:
-        raise UserInputError(f"fit: multi-node AllReduce rows of {fit.run_dir} are not slower than "
-                             "one node's; cannot fit an inter-node tier")
-    ring = fit_ring_tier({nodes: (sizes[keep] / gpus_per_node, inter_s[keep])})
-    what = (f"ring alpha-beta over {nodes} nodes on (multi-node time - intra-node time) of each "
-            f"rank's 1/{gpus_per_node} shard, {int(keep.sum())} sizes")
-    copied = base_net or fit.base.network
-    return NetworkSpec(
-        nics_per_node=fit.copied(copied.nics_per_node) if copied else Sourced(value=1, source="unknown: not measured, assumed 1"),
-        nic_bandwidth_gbps=fit.copied(copied.nic_bandwidth_gbps) if copied else Sourced(
-            value=ring.bus_bandwidth_bytes_per_s / 1e9, source=fit.cite("allreduce", what)),
-        allreduce=AlphaBeta(
-            algorithm="ring",
-            base_latency_us=Sourced(value=ring.base_latency_s * 1e6, source=fit.cite("allreduce", f"{what}: a")),
-            step_latency_us=Sourced(value=0.0, source=fit.cite("allreduce", f"{what}: one node count, latency all in base")),
-            bus_bandwidth_gbps=Sourced(value=ring.bus_bandwidth_bytes_per_s / 1e9,
-                                       source=fit.cite("allreduce", f"{what}: 2(n-1)/n / b"))))
+    sizes = multi["size_bytes"].to_numpy(float)
+    latency, bandwidth = bool((sizes <= SMALL_MESSAGE_BYTES).any()), bool((sizes >= LARGE_MESSAGE_BYTES).any())
+    probe = fit.base.model_copy(update={"network": copied, "collectives": fit.base.collectives.model_copy(
+        update={"intra_node": intra, "tables": []})})
+    values = fit_network_rows(probe, multi[["gpus", "nodes", "size_bytes", "time_us"]], latency, bandwidth)
+    fitted = [name for name in values["fitted"].split(", ") if name]
+    what = (f"NCCL algorithm model (laddersim.costs.nccl_algorithms) fitted to {len(multi)} multi-node rows "
+            f"({', '.join(sorted({f'{g}x{n}' for g, n in values['groups']}))}): {', '.join(fitted) or 'nothing'}")
+    cite = {name: Sourced(value=round(float(values[name]), 4), source=fit.cite("allreduce", what)) for name in fitted}
+    tier_fields = ("base_latency_us", "step_latency_us", "bus_bandwidth_gbps")
+    return copied.model_copy(update={
+        **{k: v for k, v in cite.items() if k not in tier_fields},
+        "allreduce": tier.model_copy(update={k: v for k, v in cite.items() if k in tier_fields})})
 
 
 def _timing(fit: _Fit, mode: str) -> str:
@@ -288,7 +290,9 @@ def _collectives(fit: _Fit, tables_dir: Path) -> tuple[CollectiveSpec, pd.DataFr
                 value=max(0.0, float(np.median(small["time_us_e"] - small["time_us_g"]))),
                 source=fit.cite("allreduce", f"median of eager minus graph time at {len(small)} points <= 64 KiB"))
     spec = CollectiveSpec(mode=regime, eager_launch_us=eager_launch, intra_node=intra, tables=tables,
-                          intra_node_fits=_intra_fits(fit, primary_table, primary))
+                          intra_node_fits=_intra_fits(fit, primary_table, primary),
+                          # NVLS needs an NVSwitch; a CPU (gloo) run's nominal fabric is pcie
+                          algorithms=[a for a in base.algorithms if fit.is_cuda or a not in ("nvls", "nvls_tree")])
     return spec, primary_table, primary
 
 
@@ -489,7 +493,10 @@ def noisy_table_warnings(run_dir: str) -> list[str]:
                          f"{time_us:.4g} us, {1 - time_us / smaller_us:.0%} less than {human_bytes(smaller)} "
                          f"({smaller_us:.4g} us){more}; times should grow with size, this table is noisy: "
                          f"{_rerun_hint(manifest)}")
-    return lines
+    allreduce = _frame(run_dir, "allreduce")
+    multi = allreduce[allreduce["nodes"] > 1] if not allreduce.empty else allreduce
+    warning = extrapolation_warning(multi["size_bytes"]) if not multi.empty else None
+    return lines + ([warning] if warning else [])
 
 
 # ---- the profile ------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ is below ``MIN_BANDWIDTH_BYTES`` (all latency floor: no bus bandwidth can be rea
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,7 +134,7 @@ def _data_row(tokens: list[str], path: str, lineno: int) -> LogRow:
         raise _not_allreduce(path, lineno, f"size {size} B is not count {count} x {element} B "
                                            f"({dtype}), a per-rank count")
     time_us = _number(t, path, lineno, "time")
-    if time_us <= 0:
+    if not time_us > 0:  # also NaN
         raise UserInputError(f"log: {path}:{lineno}: non-positive time {t}")
     return LogRow(int(size), int(count), NCCL_DTYPES.get(dtype, dtype), redop, time_us,
                   _number(algbw, path, lineno, "algbw"), _number(busbw, path, lineno, "busbw"),
@@ -198,10 +199,48 @@ def _check_bandwidth_pinned(logs: list[AllReduceLog]) -> None:
                 f"(allowed: logs reaching >= {MIN_BANDWIDTH_BYTES} B, e.g. all_reduce_perf -b 8 -e 1G)")
 
 
+# Physically impossible rows (issue 17): bus bandwidth above this multiple of the fastest link's
+# datasheet, or a time of MAX_TIME_US or more for a message of MAX_TIME_CHECK_BYTES or less.
+MAX_LINK_MULTIPLE = 1.5
+MAX_TIME_US = 1e6
+MAX_TIME_CHECK_BYTES = 1 << 30
+
+
+def implausible_row(log: AllReduceLog, link_gbps: float) -> str | None:
+    """Why one row of ``log`` cannot be a real AllReduce (one line), or None. ``link_gbps``: the
+    fastest link a rank has (the base profile's intra-node busbw or NIC bandwidth, GB/s)."""
+    for row in log.rows:
+        where = f"log: {log.path}: size {row.size_bytes}"
+        values = (row.time_us, row.algbw_gbps, row.busbw_gbps)
+        if not all(math.isfinite(v) for v in values) or row.time_us <= 0:
+            return f"{where}: time/algbw/busbw {row.time_us}/{row.algbw_gbps}/{row.busbw_gbps} must be finite and time > 0"
+        if row.size_bytes <= MAX_TIME_CHECK_BYTES and row.time_us >= MAX_TIME_US:
+            return (f"{where}: time {row.time_us:.6g} us is >= 1 s for a message <= 1 GiB; allowed: times "
+                    "an AllReduce can take (check the unit and the run)")
+        if row.busbw_gbps > MAX_LINK_MULTIPLE * link_gbps:
+            return (f"{where}: busbw {row.busbw_gbps:g} GB/s exceeds {MAX_LINK_MULTIPLE}x the fastest link "
+                    f"({link_gbps:g} GB/s); allowed: busbw <= {MAX_LINK_MULTIPLE * link_gbps:g} GB/s")
+    return None
+
+
+def check_plausible(logs: list[AllReduceLog], base: str) -> None:
+    """Refuse (one error line) the first physically impossible row among ``logs``."""
+    from laddersim.hardware.profile import load_profile
+
+    profile = load_profile(base)
+    link_gbps = max(profile.collectives.intra_node.bus_bandwidth_gbps.value,
+                    profile.network.nic_bandwidth_gbps.value if profile.network else 0.0)
+    for log in logs:
+        why = implausible_row(log, link_gbps)
+        if why:
+            raise UserInputError(why)
+
+
 def import_logs(paths: list[str], out: str, name: str | None, base: str, iters: int | None = None):
     """Parse ``paths`` into ``out`` (run.json + measurements/allreduce.csv), then fit a profile."""
     logs = [parse_log(p) for p in paths]
     _check_bandwidth_pinned(logs)
+    check_plausible(logs, base)
     out_dir = Path(out)
     try:
         (out_dir / "measurements").mkdir(parents=True, exist_ok=True)

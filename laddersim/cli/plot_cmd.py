@@ -102,6 +102,7 @@ def _table_plot(args: argparse.Namespace, function) -> list[Path]:
 
 
 def _timeline(args: argparse.Namespace) -> list[Path]:
+    from laddersim.costs.collective_labels import collective_args, label
     from laddersim.plots import plot_timeline
     from laddersim.plots.step_spans import decode_step_spans
 
@@ -126,4 +127,5 @@ def _timeline(args: argparse.Namespace) -> list[Path]:
     title = args.title or (f"Decode step {args.step}: {scenario.model.name}, TP {args.tp}, batch {args.batch}, "
                            f"{scenario.hardware.name}")
     out = args.out or f"timeline-{scenario.model.name}-tp{args.tp}"
-    return plot_timeline(spans, out, zoom_layers=args.zoom_layers, title=title)
+    decode = collective_args(scenario.model, scenario.hardware, scenario.workload, scenario.tp)[("decode", "allreduce")]
+    return plot_timeline(spans, out, zoom_layers=args.zoom_layers, title=title, comm_label=label(decode))

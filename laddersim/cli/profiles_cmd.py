@@ -71,9 +71,24 @@ def _flatten(value, prefix: str, out: list[tuple[str, str, str]]) -> None:
         out.append((prefix, str(value), ""))
 
 
+def _offered(prof) -> list[tuple[str, str, str]]:
+    """What the fabric offers NCCL: one line for one node, one across nodes (each algorithm with
+    its protocols; NVLS, NVLS-tree and CollNet run Simple only)."""
+    def listed(names):
+        return ", ".join(f"{a} ({'ll, ll128, simple' if a in ('ring', 'tree') else 'simple'})" for a in names)
+
+    algorithms = prof.collectives.algorithms
+    out = [("offers.one_node", listed([a for a in algorithms if a in ("ring", "tree", "nvls")]),
+            f"collectives.algorithms on a {prof.node.fabric} node")]
+    if prof.network is not None:
+        out.append(("offers.across_nodes", listed([a for a in algorithms if a in ("ring", "tree", "nvls_tree", "collnet")]),
+                    "laddersim.costs.nccl_algorithms picks the fastest per message"))
+    return out
+
+
 def run_show(args: argparse.Namespace) -> int:
     prof = load_profile(args.name)
-    lines: list[tuple[str, str, str]] = []
+    lines: list[tuple[str, str, str]] = _offered(prof)
     _flatten(prof.model_dump(mode="json"), "", lines)
     width = max(len(p) for p, _, _ in lines)
     for path, value, source in lines:

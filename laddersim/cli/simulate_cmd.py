@@ -131,6 +131,7 @@ def write_rows(rows: list[dict], path: str) -> None:
 def _write_trace(results, path: str, steps: str) -> None:
     import pandas as pd
 
+    from laddersim.costs.collective_labels import collective_args
     from laddersim.trace import write_chrome_trace
 
     frames = []
@@ -148,7 +149,9 @@ def _write_trace(results, path: str, steps: str) -> None:
     spans = pd.concat(frames, ignore_index=True)
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        write_chrome_trace(spans, path, title=f"{results[0].scenario.model.name} on {results[0].scenario.hardware.name}")
+        sc = results[0].scenario  # every schedule runs the same collectives (model, hardware, TP)
+        write_chrome_trace(spans, path, title=f"{sc.model.name} on {sc.hardware.name}",
+                           collectives=collective_args(sc.model, sc.hardware, sc.workload, sc.tp))
     except OSError as exc:
         raise UserInputError(f"trace: cannot write {path}: {exc.strerror}") from None
     print(f"trace: {Path(path)} ({len(spans)} spans, {len(results)} schedules)", file=sys.stderr)

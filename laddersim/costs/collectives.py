@@ -8,18 +8,10 @@ Three sources, in order of preference for a group of ``n`` ranks on ``nodes`` no
 2. one node: the profile's fitted curve for ``n`` GPUs (``collectives.intra_node_fits``), the
    minimum over protocol terms ``latency + 2(n-1)/n * bytes / busbw``, as NCCL's tuner picks the
    fastest algorithm/protocol per size; else the generic alpha-beta ``collectives.intra_node``;
-3. several nodes: NCCL's two multi-node shapes, whichever is faster:
-
-   * hierarchical (tree / NVLS-tree, up to ``network.tree_max_nodes`` nodes): the node's intra-node AllReduce of the full buffer plus an
-     inter-node AllReduce of each rank's 1/g shard over the network tier (each GPU drives its own
-     NIC; with fewer NICs than GPUs a NIC carries g / NICs shards in turn). Latencies add; the bandwidth-bound parts are pipelined chunk by chunk, so only the
-     slower one counts: ``t = lat_intra + lat_inter + max(bw_intra, bw_inter)``;
-   * flat ring over all ``n`` ranks: every channel crosses the node boundary, so its bus
-     bandwidth is ``min(intra-node busbw, min(g, NICs) * per-NIC ring busbw)``; its latency is
-     two passes of ``N`` node-crossing hops and ``n - N`` intra-node hops (pipeline fill), which
-     is what makes rings over many ranks slow below a few hundred MiB.
-
-   A single-node table is never stretched across nodes: only its intra-node part is used.
+3. several nodes: NCCL's algorithms (ring, tree, NVLS-tree, CollNet) and protocols (LL, LL128,
+   Simple), the fastest the fabric offers at each size (``laddersim.costs.nccl_algorithms``),
+   times the offset of a measured multi-node table with as many GPUs per node
+   (``table_offset``): exact at the table's own shape and sizes, carried to other node counts.
 
 Tier parameters come from fits to measured tables (see each profile's sources);
 ``laddersim profiles check`` compares this model with the original rows.
@@ -31,7 +23,8 @@ import math
 
 import numpy as np
 
-from laddersim.hardware.profile import AlphaBeta, HardwareProfile, MeasuredTable, TierFit
+from laddersim.costs import nccl_algorithms
+from laddersim.hardware.profile import AlphaBeta, HardwareProfile, MeasuredTable, TierFit, WhatIf
 
 
 def _algorithm_steps(tier: AlphaBeta, n: int) -> float:
@@ -146,61 +139,92 @@ def intra_node_allreduce_s(profile: HardwareProfile, gpus: int, size_bytes, use_
     return intra_node_model_s(profile, gpus, size_bytes)
 
 
-def _intra_busbw_bytes_per_s(profile: HardwareProfile, gpus: int) -> float:
-    """Large-message intra-node bus bandwidth: the best term of the fit (or the alpha-beta tier)."""
-    if gpus <= 1:
-        return math.inf
-    fit = profile.intra_node_fit(gpus)
-    gbps = (max(t.bus_bandwidth_gbps for t in fit.terms) if fit is not None
-            else profile.collectives.intra_node.bus_bandwidth_gbps.value)
-    return gbps * 1e9 * profile.what_if.intra_bandwidth_scale
-
-
 def multi_node_model_s(profile: HardwareProfile, tp: int, nodes: int, size_bytes, use_tables: bool = True):
-    """Parametric AllReduce over ``nodes`` nodes of ``tp / nodes`` GPUs each (module docstring)."""
-    size = np.asarray(size_bytes, dtype=float)
-    network = profile.network
-    assert network is not None  # nodes_for() refuses multi-node without a network
-    w = profile.what_if
+    """Parametric AllReduce over ``nodes`` nodes of ``tp / nodes`` GPUs each: the fastest of NCCL's
+    algorithms and protocols the profile offers (``laddersim.costs.nccl_algorithms``)."""
+    del use_tables  # the NCCL model reads no tables; offsets from them are applied by the caller
     g = tp // nodes
-    intra = intra_node_allreduce_s(profile, g, size, use_tables)
-    intra_latency = intra_node_allreduce_s(profile, g, np.ones(1), use_tables)[0] if g > 1 else 0.0
-    intra_bw = np.maximum(intra - intra_latency, 0.0)
-    inter_latency, inter_bw = _alpha_beta_parts_s(network.allreduce, nodes, size / g,
-                                                  w.inter_bandwidth_scale, w.inter_latency_scale)
-    inter_bw = inter_bw * max(1.0, g / network.nics_per_node.value)  # fewer NICs than GPUs: shards share them
-    hierarchical = intra_latency + inter_latency + np.maximum(intra_bw, inter_bw)
-    if network.ring_nic_bus_bandwidth_gbps is None:
-        return hierarchical
-    if nodes > network.tree_max_nodes:
-        hierarchical = np.full(size.shape, np.inf)
-    nics = min(g, network.nics_per_node.value)
-    ring_busbw = min(_intra_busbw_bytes_per_s(profile, g),
-                     nics * network.ring_nic_bus_bandwidth_gbps.value * 1e9 * w.inter_bandwidth_scale)
-    hops_us = 2.0 * (nodes * network.ring_net_step_latency_us.value
-                     + (tp - nodes) * network.ring_intra_step_latency_us.value)
-    ring_latency = (intra_latency + inter_latency + hops_us * 1e-6) * w.inter_latency_scale
-    ring = ring_latency + 2.0 * (tp - 1) / tp * size / ring_busbw
-    return np.minimum(hierarchical, ring)
+    # Every algorithm still reduces the full buffer inside each node and then crosses the network:
+    # never faster than the node's own AllReduce plus the least network latency.
+    return np.maximum(nccl_algorithms.model_s(profile, g, nodes, size_bytes),
+                      intra_node_model_s(profile, g, size_bytes) + nccl_algorithms.network_floor_s(profile, nodes))
+
+
+def _unscaled(profile: HardwareProfile) -> HardwareProfile:
+    return profile if profile.what_if == WhatIf() else profile.model_copy(update={"what_if": WhatIf()})
+
+
+def table_offset(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_bytes):
+    """Ratio measured / model of the profile's multi-node model table nearest in node count with
+    this many GPUs per node (1 where there is none): exact at the table's sizes, interpolated in
+    log size between them, held beyond its ends. A row faster than a smaller message's is noise
+    (calibrate warns of it): the table's running maximum is used, so time never falls with size."""
+    size = np.asarray(size_bytes, dtype=float)
+    shapes = sorted({(int(n), abs(math.log(n / nodes)))
+                     for table, frame in profile.allreduce_tables if table.use == "model"
+                     for n in frame.loc[(frame["nodes"] > 1) & (frame["gpus"] == frame["nodes"] * gpus_per_node),
+                                        "nodes"].unique()}, key=lambda item: (item[1], item[0]))
+    found = _table_for(profile, gpus_per_node * shapes[0][0], shapes[0][0]) if shapes else None
+    if found is None:
+        return np.ones_like(size)
+    table, sizes, times = found
+    model = multi_node_model_s(_unscaled(profile), gpus_per_node * shapes[0][0], shapes[0][0], sizes)
+    log_ratio = np.log(np.maximum.accumulate(times + mode_correction_s(profile, table)) / model)
+    return np.exp(np.interp(np.log2(np.maximum(size, 1.0)), np.log2(sizes), log_ratio))
 
 
 def allreduce_time_s(profile: HardwareProfile, tp: int, size_bytes):
-    """Seconds for one AllReduce of ``size_bytes`` per rank over a TP group of ``tp`` ranks."""
+    """Seconds for one AllReduce of ``size_bytes`` per rank over a TP group of ``tp`` ranks.
+
+    One node: its measured table, else its fit. Several nodes: NCCL's algorithm model times the
+    offset of the nearest measured multi-node table with as many GPUs per node, so a table wins
+    at its exact shape and sizes, and other node counts keep its offset without a step.
+    """
     size = np.asarray(size_bytes, dtype=float)
     if tp <= 1:
         return np.zeros_like(size)
     nodes = profile.nodes_for(tp)
     if nodes == 1:
         return intra_node_allreduce_s(profile, tp, size)
-    w = profile.what_if
-    found = _table_for(profile, tp, nodes) if profile.collectives.prefer == "table" else None
-    if found is not None:
-        table, sizes, times = found
-        # A multi-node table mixes both tiers; the inter-node tier is the bottleneck, so its
-        # what-if scalings apply.
-        t = _scaled_table_s(sizes, times, size, w.inter_bandwidth_scale, w.inter_latency_scale)
-        return t + mode_correction_s(profile, table)
+    if profile.collectives.prefer == "table" and _has_multi_node_table(profile, tp // nodes):
+        return _running_max(lambda s: multi_node_model_s(profile, tp, nodes, s)
+                            * table_offset(profile, tp // nodes, nodes, s), size)
     return multi_node_model_s(profile, tp, nodes, size)
+
+
+def _has_multi_node_table(profile: HardwareProfile, gpus_per_node: int) -> bool:
+    return any(((frame["nodes"] > 1) & (frame["gpus"] == frame["nodes"] * gpus_per_node)).any()
+               for table, frame in profile.allreduce_tables if table.use == "model")
+
+
+# Grid (points per doubling) on which an offset-scaled curve is made non-decreasing in size.
+_MONOTONE_POINTS_PER_DOUBLING = 4
+
+
+def _running_max(curve, size: np.ndarray) -> np.ndarray:
+    """``curve(size)``, raised where needed so that time never falls with size: the model's
+    protocol switches and a table's offset can meet in a dip, which no real message shows (NCCL
+    could always send it as the smaller one). The maximum runs over a log grid and the sizes."""
+    if size.size == 0:
+        return curve(size)
+    top = max(float(size.max()), 2.0)
+    grid = 2.0 ** np.arange(0.0, np.log2(top) + 1.0, 1.0 / _MONOTONE_POINTS_PER_DOUBLING)
+    points = np.concatenate([grid, size.reshape(-1)])
+    order = np.argsort(points, kind="stable")
+    envelope = np.empty_like(points)
+    envelope[order] = np.maximum.accumulate(curve(points[order]))
+    return envelope[grid.size:].reshape(size.shape)
+
+
+def collective_choice(profile: HardwareProfile, tp: int, size_bytes: float) -> tuple[str, str]:
+    """(algorithm, protocol) of one AllReduce of ``size_bytes`` over ``tp`` ranks, as NCCL's tuner
+    picks it (one node: the fastest term of the profile's fit)."""
+    if tp <= 1:
+        return ("none", "none")
+    nodes = profile.nodes_for(tp)
+    if nodes == 1:
+        return nccl_algorithms.single_node_choice(profile, tp, size_bytes)
+    return nccl_algorithms.choice(profile, tp // nodes, nodes, size_bytes)
 
 
 def bandwidth_share(profile: HardwareProfile, tp: int, size_bytes: float) -> float:

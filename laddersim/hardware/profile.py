@@ -178,18 +178,31 @@ class NetworkSpec(BaseModel):
 
     nics_per_node: AtLeastOne
     nic_bandwidth_gbps: Positive  # per NIC, GB/s (400 Gb/s NDR = 50 GB/s)
-    allreduce: AlphaBeta  # the inter-node tier of a hierarchical AllReduce
+    # The fabric: base_latency_us = its fixed cost per collective (0 on InfiniBand; a plugin's proxy
+    # round on EFA/TCPXO), step_latency_us = its latency per network hop (NCCL's net latency, added
+    # to NCCL's own per-hop NET latency), bus_bandwidth_gbps = what one NIC carries for a tree.
+    allreduce: AlphaBeta
     # A flat ring over all ranks crosses each node boundary on every channel; its bandwidth is
-    # min(intra-node busbw, NICs used per node * this per-NIC busbw). None: no flat-ring option.
+    # min(intra-node busbw, NICs used per node * this per-NIC busbw). None: the tree's per-NIC busbw.
     ring_nic_bus_bandwidth_gbps: Positive | None = None
-    # Flat-ring latency: 2 passes around the ring, N node-crossing hops and n - N NVLink/PCIe hops
-    # each, at these per-hop costs (pipeline fill of NCCL's Simple protocol).
+    # Ring/Simple latency: 2 passes around the ring, N node-crossing hops and n - N NVLink/PCIe hops
+    # each, at these per-hop costs (pipeline fill of NCCL's Simple protocol; see
+    # laddersim.costs.nccl_algorithms for the other algorithms and protocols).
     ring_net_step_latency_us: NonNegative = Sourced(value=0.0, source="default: no per-hop ring latency")
     ring_intra_step_latency_us: NonNegative = Sourced(value=0.0, source="default: no per-hop ring latency")
-    # Largest node count for which the hierarchical (tree / NVLS-tree) shape is offered. NCCL runs
-    # Tree/NVLSTree on 2 nodes (NVIDIA/nccl-tests#196, NVIDIA/nccl#946); the public 10-node H100
-    # sweeps (nccl_tests/h100_cluster_10node_*) behave as flat rings (busbw = g * NIC, ~600 us fill).
-    tree_max_nodes: int = Field(default=2, ge=1)
+    # The fabric's latency per network hop of the Simple protocol (RDMA write, then a flush or
+    # completion round); None: twice allreduce.step_latency_us, as NCCL adds the net latency twice.
+    simple_step_latency_us: NonNegative | None = None
+    # LL protocol's bus bandwidth across nodes (8-byte stores with flags through the network proxy);
+    # None: NCCL's llMaxBws (39.0 GB/s on 2 nodes, 20.4 beyond, Intel hosts).
+    ll_max_bus_bandwidth_gbps: Positive | None = None
+    # LL128's bus bandwidth across nodes (NCCL caps it per channel: perChMaxRingLL128Bw,
+    # perChMaxTreeLL128Bw, times the channels the network runs); None: no cap beyond its 120/128.
+    ll128_max_bus_bandwidth_gbps: Positive | None = None
+    # Share of the 2-node tree bandwidth a tree over more nodes reaches: 0.5 in principle (a node
+    # interior in one of the two trees moves 2S per direction instead of S).
+    tree_deep_bandwidth_share: Positive = Sourced(
+        value=0.5, source="NCCL double binary tree: beyond 2 nodes each node is interior in one tree, 2S per direction")
 
 
 class MeasuredTable(BaseModel):
@@ -226,6 +239,10 @@ class CollectiveSpec(BaseModel):
     intra_node_fits: list[TierFit] = []
     # table: interpolate a model table when one matches the group; fit: always the fitted model.
     prefer: Literal["table", "fit"] = "table"
+    # AllReduce algorithms NCCL may choose on this system (laddersim.costs.nccl_algorithms): ring
+    # and tree everywhere; nvls (one node) and nvls_tree (across nodes) only where the NVSwitch does
+    # the reduction (not over PCIe, SHM or with P2P off); collnet only with in-network reduction.
+    algorithms: list[Literal["ring", "tree", "nvls", "nvls_tree", "collnet"]] = ["ring", "tree"]
 
 
 class InterferencePoint(BaseModel):
@@ -385,6 +402,13 @@ class HardwareProfile(BaseModel):
             for table in tables:
                 if self.base_dir and not (Path(self.base_dir) / table.file).exists():
                     raise ValueError(f"{where}: file not found: {table.file}")
+        nvls = sorted({"nvls", "nvls_tree"} & set(self.collectives.algorithms))
+        if nvls and self.node.fabric != "nvswitch":
+            raise ValueError(f"collectives.algorithms: {', '.join(nvls)} needs node.fabric nvswitch (NVLink SHARP), "
+                             f"not {self.node.fabric}; allowed: ring, tree, collnet")
+        if {"nvls_tree", "collnet"} & set(self.collectives.algorithms) and self.network is None:
+            raise ValueError("collectives.algorithms: nvls_tree and collnet cross nodes and need a network; "
+                             "allowed without one: ring, tree, nvls")
         counts = [fit.gpus for fit in self.collectives.intra_node_fits]
         if len(counts) != len(set(counts)):
             raise ValueError("collectives.intra_node_fits: two fits for the same gpus count")
@@ -537,6 +561,27 @@ def parse_profile(raw: dict, base_dir: Path, where: str = "hardware") -> Hardwar
     return build(HardwareProfile, raw, where, base_dir=str(base_dir))
 
 
+def _merged(base: dict, changes: dict) -> dict:
+    """``base`` with ``changes`` laid over it: mappings merge key by key, anything else replaces."""
+    out = dict(base)
+    for key, value in changes.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def read_profile_mapping(path: Path, seen: tuple[Path, ...] = ()) -> dict:
+    """A profile file's mapping; ``extends: NAME`` takes a named profile as its base (the same machine
+    on another fabric restates only what differs)."""
+    raw = read_yaml_mapping(path, "hardware")
+    base_name = raw.pop("extends", None)
+    if base_name is None:
+        return raw
+    base_path = _resolve(str(base_name))
+    if base_path.resolve() in seen or base_path.resolve() == path.resolve():
+        raise UserInputError(f"hardware {path.name}: extends: {base_name} extends itself; allowed: another profile")
+    return _merged(read_profile_mapping(base_path, seen + (path.resolve(),)), raw)
+
+
 def load_profile(name_or_path: str | Path) -> HardwareProfile:
     """A profile by name (``h100-sxm-nvswitch``), by path, or a calibration run directory."""
     path = _resolve(name_or_path)
@@ -547,4 +592,4 @@ def load_profile(name_or_path: str | Path) -> HardwareProfile:
 def _load_profile(_resolved: Path, _mtime_ns: int, _size: int, path: Path) -> HardwareProfile:
     # Once per file version and process (profiles are frozen): a run of several schedules, or a
     # sweep worker, parses each file once.
-    return parse_profile(read_yaml_mapping(path, "hardware"), path.parent, where=f"hardware {path.name}")
+    return parse_profile(read_profile_mapping(path), path.parent, where=f"hardware {path.name}")

@@ -47,8 +47,9 @@ def category(stream: str, kind: str) -> str:
 
 
 def plot_timeline(spans: pd.DataFrame, out_base: str | Path, *, zoom_layers: int = 2,
-                  title: str | None = None) -> list[Path]:
-    """Timeline lanes per schedule and rank; ``zoom_layers`` > 0 adds a zoom on layers 0..n-1."""
+                  title: str | None = None, comm_label: str = "") -> list[Path]:
+    """Timeline lanes per schedule and rank; ``zoom_layers`` > 0 adds a zoom on layers 0..n-1;
+    ``comm_label`` (e.g. the NCCL algorithm/protocol of the AllReduce) tags the comm lanes."""
     missing = [c for c in NEEDED if c not in spans.columns]
     if missing:
         raise UserInputError(f"timeline: spans need column(s) {', '.join(missing)}")
@@ -69,7 +70,7 @@ def plot_timeline(spans: pd.DataFrame, out_base: str | Path, *, zoom_layers: int
             step_ms = (float(mine["end_s"].max()) - t0) * 1e3
             longest_ms = max(longest_ms, step_ms)
             exposed_ms = _exposed_comm_s(mine[mine["rank"] == ranks[0]]) * 1e3
-            _draw_lanes(axes[row][0], mine, ranks, t0)
+            _draw_lanes(axes[row][0], mine, ranks, t0, comm_label)
             axes[row][0].set_title(f"{schedule}: step {step_ms:.2f} ms, exposed communication "
                                    f"{exposed_ms:.2f} ms (rank {ranks[0]})", loc="left")
             if cols == 2:
@@ -78,7 +79,7 @@ def plot_timeline(spans: pd.DataFrame, out_base: str | Path, *, zoom_layers: int
                     lo_s, hi_s = float(zoom["start_s"].min()), float(zoom["end_s"].max())
                     # Only spans inside the window: hidden ones would still be written to the SVG.
                     window = mine[(mine["end_s"] > lo_s) & (mine["start_s"] < hi_s)]
-                    _draw_lanes(axes[row][1], window, ranks, t0)
+                    _draw_lanes(axes[row][1], window, ranks, t0, comm_label)
                     axes[row][1].set_xlim((lo_s - t0) * 1e3, (hi_s - t0) * 1e3)
                 axes[row][1].set_title(f"zoom: {_layers_label(zoom_layers, mine)}", loc="left")
         for row in range(len(schedules)):
@@ -97,13 +98,14 @@ def _layers_label(zoom_layers: int, spans: pd.DataFrame) -> str:
     return "layer 0" if last <= 0 else f"layers 0-{last}"
 
 
-def _draw_lanes(ax, spans: pd.DataFrame, ranks: list, t0: float) -> None:
+def _draw_lanes(ax, spans: pd.DataFrame, ranks: list, t0: float, comm_label: str = "") -> None:
     """Two lanes per rank (compute above comm), spans coloured by category."""
     labels = []
     for i, rank in enumerate(ranks):
         for j, stream in enumerate(("compute", "comm")):
             lane = 2 * i + j
-            labels.append(f"rank {rank} {stream}")
+            tag = f" ({comm_label})" if stream == "comm" and comm_label else ""
+            labels.append(f"rank {rank} {stream}{tag}")
             mine = spans[(spans["rank"] == rank) & (spans["stream"] == stream)]
             cats = np.array([category(s, k) for s, k in zip(mine["stream"], mine["kind"])])
             start_ms = (mine["start_s"].to_numpy() - t0) * 1e3

@@ -1,0 +1,156 @@
+"""NCCL's multi-node AllReduce: every algorithm and protocol the profile's fabric offers, timed
+as NCCL's tuner times them (``src/graph/tuning.cc``: ``time = latency + bytes / bandwidth`` per
+algorithm/protocol), the fastest chosen per message size.
+
+A group of ``n = g * N`` ranks, ``g`` GPUs on each of ``N`` nodes, with ``nics = min(g, NICs)``
+network cards in use per node; latencies in us, ``S`` the bytes per rank:
+
+* ring: one flat ring over all ranks. Latency ``base + 2(n - N) intra hops + 2N network hops``;
+  bandwidth ``2(n-1)/n * S / min(intra busbw, nics * ring NIC busbw) / protocol efficiency``.
+  Simple's hop latencies are the profile's fitted ones (NCCL's constants overestimate a measured
+  10-node ring's pipeline fill by ~45%), never below LL's total; LL's and LL128's are NCCL's;
+* tree: NCCL's double binary tree across nodes, a chain inside each node. Latency ``base +
+  2((g-1) intra hops + ceil(log2 N) network hops)``: logarithmic in the node count. Bandwidth:
+  each node sends and receives ``S`` over its NICs when it is a leaf of one tree and the root of
+  the other (2 nodes), ``2S`` when it is interior in one tree (more nodes):
+  ``k * S / (nics * tree NIC busbw * efficiency)``, ``k = 1`` on 2 nodes, beyond it
+  ``1 / network.tree_deep_bandwidth_share`` for LL128 and Simple (2 in principle; measured where
+  sweeps exist); LL stays at ``k = 1`` under NCCL's own cap, which it lowers beyond 2 nodes;
+* NVLS-tree (NVSwitch with NVLink SHARP): the node reduces in the switch (``NVLS_INTRA_US``),
+  then a tree across nodes; Simple only;
+* CollNet (in-network reduction, SHARP): each node sends and receives ``S`` once whatever the
+  node count (``k = 1``); Simple only.
+
+Every network hop pays NCCL's per-hop NET latency plus the fabric's own (``network.allreduce.
+step_latency_us``, for Simple twice as NCCL adds it twice, or ``network.simple_step_latency_us``), every collective once the fabric's
+fixed cost (``network.allreduce.base_latency_us``: 0 on InfiniBand, the plugin's proxy round on
+EFA/TCPXO). LL's bus bandwidth is capped at NCCL's ``llMaxBw`` (or the profile's measured cap,
+``network.ll_max_bus_bandwidth_gbps``), LL128's at the profile's measured cap if it has one.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from laddersim.costs.nccl_tuning import (
+    BASE_LATENCY_US, INTRA_HOP_US, LL_MAX_BUSBW_GBPS, NET_HOP_US, NET_OVERHEAD_US, NVLS_INTRA_US, PROTOCOLS,
+    RING_EFFICIENCY, TREE_EFFICIENCY,
+)
+from laddersim.hardware.profile import HardwareProfile
+
+MULTI_NODE_ALGORITHMS = ("ring", "tree", "nvls_tree", "collnet")
+
+
+def intra_busbw_bytes_per_s(profile: HardwareProfile, gpus: int) -> float:
+    """Large-message intra-node bus bandwidth: the best term of the fit (or the alpha-beta tier)."""
+    if gpus <= 1:
+        return math.inf
+    fit = profile.intra_node_fit(gpus)
+    gbps = (max(t.bus_bandwidth_gbps for t in fit.terms) if fit is not None
+            else profile.collectives.intra_node.bus_bandwidth_gbps.value)
+    return gbps * 1e9 * profile.what_if.intra_bandwidth_scale
+
+
+def _intra_hop_us(profile: HardwareProfile, algorithm: str, p: int) -> float:
+    hw = "pci" if profile.node.fabric == "pcie" else "nvlink"
+    return max(INTRA_HOP_US[hw][algorithm][p], NET_OVERHEAD_US[p]) * profile.what_if.intra_latency_scale
+
+
+def _net_hop_us(profile: HardwareProfile, algorithm: str, p: int) -> float:
+    network = profile.network
+    fabric_us = network.allreduce.step_latency_us.value
+    if PROTOCOLS[p] == "simple":
+        simple = network.simple_step_latency_us
+        fabric_us = simple.value if simple is not None else 2.0 * fabric_us
+    return (NET_HOP_US[algorithm][p] + fabric_us) * profile.what_if.inter_latency_scale
+
+
+def _tree_depth(nodes: int) -> int:
+    return math.ceil(math.log2(nodes))
+
+
+def candidates_s(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_bytes) -> dict:
+    """Seconds of every (algorithm, protocol) the profile offers for this multi-node group."""
+    network = profile.network
+    assert network is not None and nodes > 1  # nodes_for() refuses multi-node without a network
+    w = profile.what_if
+    size = np.asarray(size_bytes, dtype=float)
+    g, n = gpus_per_node, gpus_per_node * nodes
+    nics = min(float(g), network.nics_per_node.value)
+    fixed_us = network.allreduce.base_latency_us.value * w.inter_latency_scale
+    intra_bps = intra_busbw_bytes_per_s(profile, g)
+    tree_bps = nics * network.allreduce.bus_bandwidth_gbps.value * 1e9 * w.inter_bandwidth_scale
+    ring_nic = network.ring_nic_bus_bandwidth_gbps or network.allreduce.bus_bandwidth_gbps
+    ring_bps = min(intra_bps, nics * ring_nic.value * 1e9 * w.inter_bandwidth_scale)
+    ll_cap = network.ll_max_bus_bandwidth_gbps
+    ll_cap_bps = (ll_cap.value if ll_cap else LL_MAX_BUSBW_GBPS[min(nodes, 3)]) * 1e9 * w.inter_bandwidth_scale
+    ll128_cap = network.ll128_max_bus_bandwidth_gbps
+    ll128_cap_bps = ll128_cap.value * 1e9 * w.inter_bandwidth_scale if ll128_cap else math.inf
+    caps = (ll_cap_bps, ll128_cap_bps, math.inf)
+    # Bytes each node moves per direction, in S (module docstring), for LL128 and Simple: the
+    # measured share beyond 2 nodes. LL is bound by its cap, which NCCL itself lowers beyond 2
+    # nodes (llMaxBw 39 -> 20.4 GB/s), so its traffic counts once.
+    k = 1.0 if nodes == 2 else 1.0 / network.tree_deep_bandwidth_share.value
+    chain_s = 2.0 * (g - 1) / g * size / intra_bps if g > 1 else 0.0
+    out = {}
+    offered = profile.collectives.algorithms
+    for p, proto in enumerate(PROTOCOLS):
+        if "ring" in offered:
+            hops_us = 2.0 * (nodes * _net_hop_us(profile, "ring", p) + (n - nodes) * _intra_hop_us(profile, "ring", p))
+            if proto == "simple":  # fitted hops, never below LL's (NCCL's low-latency protocol)
+                ll_us = BASE_LATENCY_US["ring"][0] * w.inter_latency_scale + 2.0 * (
+                    nodes * _net_hop_us(profile, "ring", 0) + (n - nodes) * _intra_hop_us(profile, "ring", 0))
+                fitted_us = 2.0 * (nodes * network.ring_net_step_latency_us.value * w.inter_latency_scale
+                                   + (n - nodes) * network.ring_intra_step_latency_us.value * w.intra_latency_scale)
+                hops_us = max(fitted_us, ll_us - BASE_LATENCY_US["ring"][2] * w.inter_latency_scale)
+            bps = min(ring_bps * RING_EFFICIENCY[p], caps[p])
+            lat_us = BASE_LATENCY_US["ring"][p] * w.inter_latency_scale + fixed_us + hops_us
+            out[("ring", proto)] = lat_us * 1e-6 + 2.0 * (n - 1) / n * size / bps
+        if "tree" in offered:
+            lat_us = (BASE_LATENCY_US["tree"][p] * w.inter_latency_scale + fixed_us
+                      + 2.0 * ((g - 1) * _intra_hop_us(profile, "tree", p) + _tree_depth(nodes) * _net_hop_us(profile, "tree", p)))
+            bps = min(tree_bps * TREE_EFFICIENCY[p], caps[p])
+            moved = (1.0 if proto == "ll" else k) * size
+            out[("tree", proto)] = lat_us * 1e-6 + np.maximum(moved / bps, chain_s / TREE_EFFICIENCY[p])
+    if "nvls_tree" in offered and g > 1:
+        lat_us = (NVLS_INTRA_US * w.intra_latency_scale + fixed_us
+                  + 2.0 * _tree_depth(nodes) * _net_hop_us(profile, "nvls_tree", 2))
+        out[("nvls_tree", "simple")] = lat_us * 1e-6 + np.maximum(k * size / tree_bps, chain_s)
+    if "collnet" in offered:
+        lat_us = fixed_us + 2.0 * (g - 1) * _intra_hop_us(profile, "tree", 2) + _net_hop_us(profile, "collnet", 2)
+        out[("collnet", "simple")] = lat_us * 1e-6 + np.maximum(size / tree_bps, chain_s)
+    return out
+
+
+def network_floor_s(profile: HardwareProfile, nodes: int) -> float:
+    """Least network time any algorithm adds to a node's own AllReduce: the fabric's fixed cost
+    and a tree's LL hops up and down (the cheapest way across ``nodes`` nodes)."""
+    network = profile.network
+    fixed_us = network.allreduce.base_latency_us.value * profile.what_if.inter_latency_scale
+    return (fixed_us + 2.0 * _tree_depth(nodes) * _net_hop_us(profile, "tree", 0)) * 1e-6
+
+
+def model_s(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_bytes):
+    """The fastest offered algorithm/protocol at each size (what NCCL's tuner picks)."""
+    return np.min(list(candidates_s(profile, gpus_per_node, nodes, size_bytes).values()), axis=0)
+
+
+def choice(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_bytes: float) -> tuple[str, str]:
+    """(algorithm, protocol) NCCL's tuner picks for one message."""
+    times = candidates_s(profile, gpus_per_node, nodes, np.array([float(size_bytes)]))
+    return min(times, key=lambda key: float(times[key][0]))
+
+
+def single_node_choice(profile: HardwareProfile, gpus: int, size_bytes: float) -> tuple[str, str]:
+    """(algorithm, protocol) of a one-node AllReduce: the fitted protocol term that is fastest at
+    this size (the fit's ``simple-large`` term is NVLS on a fabric that offers it)."""
+    fit = profile.intra_node_fit(gpus)
+    if fit is None:
+        return (profile.collectives.intra_node.algorithm, "simple")
+    moved = 2.0 * (gpus - 1) / gpus * float(size_bytes)
+    best = min(fit.terms, key=lambda t: t.latency_us * 1e-6 + moved / (t.bus_bandwidth_gbps * 1e9))
+    if best.protocol == "simple-large":
+        return ("nvls" if "nvls" in profile.collectives.algorithms else "ring", "simple")
+    return ("ring", best.protocol if best.protocol in PROTOCOLS else "simple")

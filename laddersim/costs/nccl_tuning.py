@@ -1,0 +1,33 @@
+"""NCCL's own latency and bandwidth constants for AllReduce (NVIDIA/nccl ``src/graph/tuning.cc``).
+
+Read from NVIDIA/nccl @ 5067397c (2.30.7; digest in ``../shared/docs/nccl-cost-model.md``, tables
+A-C). Per (algorithm, protocol): a base latency, a per-hop latency on each hardware tier, and
+the share of a link's bandwidth the protocol carries as data. Indexed by ``PROTOCOLS``.
+"""
+
+from __future__ import annotations
+
+PROTOCOLS = ("ll", "ll128", "simple")
+ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree", "collnet")
+
+# baseLatencies[algo][proto], us (Table A). NVLS/NVLS-tree/CollNet have none (0).
+BASE_LATENCY_US = {"ring": (6.6, 14.0, 8.4), "tree": (6.8, 14.0, 8.4),
+                   "nvls_tree": (0.0, 0.0, 0.0), "collnet": (0.0, 0.0, 0.0)}
+# hwLatencies[NVLINK|PCI][algo][proto], us per intra-node hop (Table B).
+INTRA_HOP_US = {"nvlink": {"ring": (0.6, 1.9, 3.4), "tree": (0.6, 1.25, 4.0)},
+                "pci": {"ring": (1.0, 2.5, 5.7), "tree": (1.0, 1.9, 4.0)}}
+# hwLatencies[NET][algo][proto], us per network hop, before the fabric's own latency (Table B);
+# None: the algorithm has no such protocol (NVLS-tree and CollNet run Simple only).
+NET_HOP_US = {"ring": (2.7, 4.0, 14.0), "tree": (5.0, 8.5, 14.0),
+              "nvls_tree": (None, None, 20.9), "collnet": (None, None, 31.0)}
+# hwLatencies[NVLINK][NVLS][Simple]: the in-switch reduction of one node, us.
+NVLS_INTRA_US = 25.0
+# With more than one node an intra-node hop costs at least the network proxy's overhead
+# (netOverhead 1.0 us on Intel hosts, x3 for Simple).
+NET_OVERHEAD_US = (1.0, 1.0, 3.0)
+# Bandwidth share a protocol carries as data: LL 8-byte lines with 4 B of flag (0.5), LL128 120
+# of 128 bytes (0.92 ring, 120/128 tree across nodes), Simple all; the tree's LL is NCCL's 1/3.8.
+RING_EFFICIENCY = (0.5, 0.92, 1.0)
+TREE_EFFICIENCY = (1.0 / 3.8, 120.0 / 128.0, 1.0)
+# llMaxBws for multi-node groups (Intel/other host row): LL's bus bandwidth cap, GB/s.
+LL_MAX_BUSBW_GBPS = {2: 39.0, 3: 20.4}  # key: nodes (3 = more than two)

@@ -1,0 +1,111 @@
+"""NCCL's multi-node AllReduce model (laddersim.costs.nccl_algorithms): closed-form cases and
+hypothesis properties over every shipped profile with a network."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from laddersim.calibrate.nccl_tests import implausible_row, parse_log
+from laddersim.costs import nccl_algorithms
+from laddersim.costs.collectives import allreduce_time_s, collective_choice, multi_node_model_s, table_offset
+from laddersim.hardware.profile import list_profiles, load_profile
+from laddersim.hardware.overrides import with_overrides
+from laddersim.errors import UserInputError
+
+NETWORKED = [name for name in list_profiles() if load_profile(name).network is not None]
+SETTINGS = settings(max_examples=15, deadline=None)
+
+
+def test_tree_latency_is_nccls_formula():
+    """16 KiB on 2 nodes x 8 H100 over IB: tree/LL, 6.8 + 2 x (7 x 1.0 + 1 x (5.0 + 2.24)) us plus
+    the LL transfer at NCCL's llMaxBw (39 GB/s) cap (NCCL tuning.cc, Tables A/B)."""
+    h100 = load_profile("h100-sxm-nvswitch")
+    size = 16384.0
+    assert collective_choice(h100, 16, size) == ("tree", "ll")
+    expected_s = (6.8 + 2 * (7 * 1.0 + 1 * (5.0 + 2.24))) * 1e-6 + size / 39e9
+    assert float(nccl_algorithms.model_s(h100, 8, 2, [size])[0]) == pytest.approx(expected_s, rel=1e-9)
+
+
+def test_decode_allreduce_grows_logarithmically_with_nodes():
+    """The issue's case: 16 KiB took 40 us on 2 nodes and 259 us on 4 (flat ring); the tree's
+    depth is log2(nodes), so 4 nodes add one network hop each way."""
+    h100 = load_profile("h100-sxm-nvswitch")
+    t = {tp: float(allreduce_time_s(h100, tp, np.array([16384.0]))[0]) * 1e6 for tp in (16, 32, 64)}
+    assert t[32] < 1.6 * t[16] and t[64] < 1.6 * t[32]
+    assert t[32] - t[16] < 25.0
+
+
+def test_profile_names_its_algorithms():
+    assert "nvls" in load_profile("h100-sxm-nvswitch").collectives.algorithms
+    for name in ("h100-pcie", "l40s-pcie", "h100-sxm-p2p-off"):
+        assert not {"nvls", "nvls_tree"} & set(load_profile(name).collectives.algorithms)
+    raw = load_profile("h100-pcie").model_dump(exclude={"base_dir"})
+    raw["collectives"]["algorithms"] = ["ring", "nvls"]
+    with pytest.raises(ValueError, match="nvswitch"):
+        type(load_profile("h100-pcie")).model_validate(raw)
+
+
+def test_measured_multi_node_table_wins_at_its_shape_and_carries_its_offset():
+    efa = load_profile("h100-sxm-aws-p5-efa")
+    frame = next(f for t, f in efa.allreduce_tables if "efa" in t.file)
+    sizes, times = frame["size_bytes"].to_numpy(), np.maximum.accumulate(frame["time_s"].to_numpy())
+    assert np.allclose(allreduce_time_s(efa, 16, sizes), times, rtol=1e-9)  # its rows (a drop is noise)
+    # 4 nodes: the model times the same offset (no step between the table and the model)
+    ratio = table_offset(efa, 8, 4, sizes)
+    assert np.allclose(ratio, times / multi_node_model_s(efa, 16, 2, sizes), rtol=1e-9)
+
+
+@pytest.mark.parametrize("name", NETWORKED)
+@SETTINGS
+@given(exp=st.floats(0, 32), ratio=st.floats(1.0, 8.0), nodes=st.sampled_from([2, 3, 4, 8, 16, 32, 64]))
+def test_time_non_decreasing_in_size(name, exp, ratio, nodes):
+    prof = load_profile(name)
+    tp = prof.node.gpus_per_node * nodes
+    small, large = allreduce_time_s(prof, tp, np.array([2.0**exp, 2.0**exp * ratio]))
+    assert large >= small * (1 - 1e-12)
+
+
+@pytest.mark.parametrize("name", NETWORKED)
+@SETTINGS
+@given(exp=st.floats(0, 20), nodes=st.sampled_from([2, 3, 4, 8, 16, 32]))
+def test_doubling_nodes_at_most_doubles_small_messages(name, exp, nodes):
+    """From 2 nodes up (1 -> 2 nodes adds the network itself: NCCL's own model gives 15 us on one
+    8-GPU NVSwitch node and 25-40 us on two, more than double)."""
+    prof = load_profile(name)
+    g = prof.node.gpus_per_node
+    size = np.array([2.0**exp])  # up to 1 MiB
+    before = float(allreduce_time_s(prof, g * nodes, size)[0])
+    after = float(allreduce_time_s(prof, g * nodes * 2, size)[0])
+    assert after <= 2.0 * before * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("name", NETWORKED)
+@SETTINGS
+@given(exp=st.floats(0, 32), nodes=st.sampled_from([2, 4, 8, 64]),
+       scale=st.floats(1.0, 10.0), which=st.sampled_from(["bandwidth", "latency"]))
+def test_more_bandwidth_or_less_latency_never_slower(name, exp, nodes, scale, which):
+    prof = load_profile(name)
+    tp = prof.node.gpus_per_node * nodes
+    key = {"bandwidth": ("inter_bandwidth_scale", "intra_bandwidth_scale"),
+           "latency": ("inter_latency_scale", "intra_latency_scale")}[which]
+    factor = scale if which == "bandwidth" else 1.0 / scale
+    better = with_overrides(prof, **{k: factor for k in key})
+    size = np.array([2.0**exp])
+    assert float(allreduce_time_s(better, tp, size)[0]) <= float(allreduce_time_s(prof, tp, size)[0]) * (1 + 1e-9)
+
+
+def test_implausible_import_rows_are_refused(tmp_path):
+    log = parse_log("tests/data/nccl_tests_logs/aws_p5_h100_2node_efa3200.log")
+    assert implausible_row(log, 370.0) is None
+    assert "exceeds 1.5x" in implausible_row(log, 100.0)
+    log.rows[0].time_us = 2e6
+    assert ">= 1 s" in implausible_row(log, 370.0)
+    log.rows[0].time_us = math.nan
+    assert "finite" in implausible_row(log, 370.0)
+    with pytest.raises(UserInputError):
+        raise UserInputError(implausible_row(log, 370.0))
