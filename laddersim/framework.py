@@ -54,6 +54,9 @@ class Framework(BaseModel):
     # weights, fused with the ``fused_into_single_token_linear`` ops; library: a cuBLAS GEMM at every M.
     single_token_linear: Choice[Literal["generated", "library"]]
     fused_into_single_token_linear: FusedKinds
+    # A library GEMM split along K (laddersim.costs.op_costs.splits_k) runs a second kernel
+    # summing the partials; False where the GEMM tables already time the framework's own call.
+    splitk_reduce_kernel: Choice[bool]
     collective_input_copies: NonNegative  # copy kernels on the compute stream before each collective
     # nccl: the profile's NCCL model; multimem: the profile's multimem table where it ships one.
     allreduce_library: Choice[Literal["nccl", "multimem"]]

@@ -57,6 +57,16 @@ def op_times_s(
     return out
 
 
+def splits_k(gpu, m: int, n: int) -> bool:
+    """Does the library split K for an m x n output? When its output tiles (``gemm_tile_m`` x
+    ``gemm_tile_n``) are fewer than the GPU's SMs, cuBLAS's heuristics split the reduction dimension
+    over more CTAs and add a kernel that sums the fp32 partials (decode-shaped GEMMs: M <= 64)."""
+    if gpu.sm_count is None:
+        return False
+    tiles = np.ceil(m / gpu.gemm_tile_m.value) * np.ceil(n / gpu.gemm_tile_n.value)
+    return bool(m > 1 and tiles < gpu.sm_count.value)
+
+
 def op_time_sources(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
                     phase: Phase) -> dict[str, str]:
     """Where each op kind's time came from: ``SILICON`` (a measured table), ``HYBRID`` (a measured
@@ -99,15 +109,12 @@ def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
     peak = gpu.peak_flops_per_s_for(work.dtype)
 
     def linear(kind: str, m: int, n: int, k: int) -> float:
-        if generated and m == 1:
-            # One generated reduction streaming the weights (M = 1: far below the compute roof).
-            sources[kind] = SOL
-            kernel = gpu.kernel_launch_s if launch is None else launch
-            return kernel + b * (n * k + k + n) / (gpu.memory_bandwidth_bytes_per_s * gpu.gemm_memory_efficiency.value)
         if launch is not None:  # a fitted single-token floor replaces the table's own floor
             sources[kind] = SOL
             return float(gemm_time_s(gpu, m, n, k, b, launch, peak))
         seconds, sources[kind] = library_gemm_time_s(hw, m, n, k, b, peak)
+        if fw.splitk_reduce_kernel.value and splits_k(gpu, m, n):
+            seconds += float(memory_bound_time_s(gpu, 2 * m * n * 4))  # the partial sums' reduce kernel
         return seconds
 
     elementwise_add = streamed(3 * t * d * b)
