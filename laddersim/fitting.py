@@ -239,7 +239,7 @@ def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup
     def frame_for(x: np.ndarray, which: pd.DataFrame) -> pd.DataFrame:
         fitted = profiles_for(x)
         return validate(which, ValidationSetup(fitted.get("on", setup.hardware), fitted.get("off", setup.hardware_p2p_off),
-                                               setup.dtype, setup.kv_cache, setup.kv_reads))
+                                               setup.dtype, setup.kv_cache, setup.kv_reads, setup.framework))
 
     def residuals(x: np.ndarray) -> np.ndarray:
         evaluations[0] += 1

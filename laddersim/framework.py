@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from laddersim.config_files import build, read_yaml_mapping
 from laddersim.errors import UserInputError
-from laddersim.hardware.profile import NonNegative, Positive
+from laddersim.hardware.profile import Positive
 
 FRAMEWORKS_DIR = Path(__file__).resolve().parent / "data" / "frameworks"
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -57,7 +57,9 @@ class Framework(BaseModel):
     # A library GEMM split along K (laddersim.costs.op_costs.splits_k) runs a second kernel
     # summing the partials; False where the GEMM tables already time the framework's own call.
     splitk_reduce_kernel: Choice[bool]
-    collective_input_copies: NonNegative  # copy kernels on the compute stream before each collective
+    # Does the framework copy each collective's input on the compute stream first? (How many
+    # copies, and their source, is the profile's framework.collective_input_copies.)
+    collective_input_copy: Choice[bool]
     # nccl: the profile's NCCL model; multimem: the profile's multimem table where it ships one.
     allreduce_library: Choice[Literal["nccl", "multimem"]]
     # Prefill attention throughput relative to the profile's attention_compute_efficiency.

@@ -43,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
     base = {"on": load_profile(args.hardware)}
     if "off" in set(measured["p2p"]):
         base["off"] = load_profile(args.hardware_p2p_off)
-    setup = ValidationSetup(args.hardware, args.hardware_p2p_off, args.dtype, args.kv_cache, args.kv_reads)
+    setup = ValidationSetup(args.hardware, args.hardware_p2p_off, args.dtype, args.kv_cache, args.kv_reads,
+                            args.framework)
     command = invoked_command("fit")
     out = Path(args.out)
     out_off = Path(args.out_p2p_off) if args.out_p2p_off else _off_path(out)

@@ -41,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
     first = None
     for schedule in schedules:
         scenario = make_scenario(args.model, args.hardware, args.tp, args.batch, args.prompt_len,
-                                 args.gen_len, schedule, args.dtype, args.kv_cache, args.kv_reads)
+                                 args.gen_len, schedule, args.dtype, args.kv_cache, args.kv_reads,
+                                 args.framework)
         result = simulate(scenario, SimOptions(jitter=args.jitter, seed=args.seed))
         first = first or result
         rows.append(result.summary())
@@ -61,7 +62,23 @@ def run(args: argparse.Namespace) -> int:
             ("speedup_vs_standard", "vs standard", "{:.3f}x"),
             ("exposed_comm_s", "exposed comm s", "{:.3f}"),
         ]))
+        print(_time_sources(first))
     return 0
+
+
+def _time_sources(result) -> str:
+    """Where each op's time came from (as AIConfigurator labels it): SILICON = a measured table,
+    HYBRID = a measured table extended by the roofline, SOL = the roofline/bandwidth model."""
+    from laddersim.costs.op_costs import Phase, op_time_sources
+
+    s = result.scenario
+    w = s.workload
+    kinds = list(dict.fromkeys(result.program.kinds))
+    lines = ["op time sources (SILICON: measured table; HYBRID: table extended by the roofline; SOL: roofline model):"]
+    for phase in (Phase("prefill", w.batch, w.prompt_len), Phase("decode", w.batch, 1)):
+        sources = op_time_sources(s.model, s.hardware, w, s.tp, phase)
+        lines.append(f"  {phase.name}: " + ", ".join(f"{k} {sources[k]}" for k in kinds if k in sources))
+    return "\n".join(lines)
 
 
 def _write_trace(result, path: str, steps: str) -> None:

@@ -32,7 +32,8 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    setup = ValidationSetup(args.hardware, args.hardware_p2p_off, args.dtype, args.kv_cache, args.kv_reads)
+    setup = ValidationSetup(args.hardware, args.hardware_p2p_off, args.dtype, args.kv_cache, args.kv_reads,
+                            args.framework)
     measured = read_measured(args.measured)
     frame = validate(measured, setup, on_start=lambda n: print(f"validating {n} rows ...", file=sys.stderr))
     tp1 = _tp1_check(frame, setup)
@@ -56,7 +57,8 @@ def _tp1_check(frame: pd.DataFrame, setup: ValidationSetup) -> pd.DataFrame | No
     p2p=on profile; when none fits (70B needs two H100s), llama-3.1-8b at the same settings."""
     def row(model, batch, prompt, gen):
         out = {s: simulate(make_scenario(model, setup.hardware, 1, int(batch), int(prompt), int(gen), s,
-                                         setup.dtype, setup.kv_cache, setup.kv_reads)).summary()["tokens_per_s"]
+                                         setup.dtype, setup.kv_cache, setup.kv_reads, setup.framework)
+                               ).summary()["tokens_per_s"]
                for s in ("standard", "ladder")}
         return {"model": str(model), "batch": batch, "standard_tokens_per_s": out["standard"],
                 "ladder_tokens_per_s": out["ladder"], "ladder_speedup": out["ladder"] / out["standard"]}

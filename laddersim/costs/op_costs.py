@@ -109,10 +109,9 @@ def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
     peak = gpu.peak_flops_per_s_for(work.dtype)
 
     def linear(kind: str, m: int, n: int, k: int) -> float:
-        if launch is not None:  # a fitted single-token floor replaces the table's own floor
-            sources[kind] = SOL
-            return float(gemm_time_s(gpu, m, n, k, b, launch, peak))
         seconds, sources[kind] = library_gemm_time_s(hw, m, n, k, b, peak)
+        if launch is not None:  # a fitted single-token floor replaces the GPU's kernel floor
+            seconds += launch - gpu.kernel_launch_s
         if fw.splitk_reduce_kernel.value and splits_k(gpu, m, n):
             seconds += float(memory_bound_time_s(gpu, 2 * m * n * 4))  # the partial sums' reduce kernel
         return seconds
@@ -123,7 +122,7 @@ def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
     sync_s = hw.framework.collective_sync_us.value * 1e-6 if tp > 1 else 0.0
     sync_gbps = hw.framework.collective_sync_gbps.value
     sync_bytes_s = hidden_bytes / (sync_gbps * 1e9) if (tp > 1 and sync_gbps > 0) else 0.0
-    copies = fw.collective_input_copies.value if tp > 1 else 0.0
+    copies = hw.framework.collective_input_copies.value if (tp > 1 and fw.collective_input_copy.value) else 0.0
     copy_s = copies * streamed(2 * hidden_bytes, "collective_input_copy")
     times = {
         "embedding": float(memory_bound_time_s(gpu, 2 * t * d * b)),

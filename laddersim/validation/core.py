@@ -39,8 +39,9 @@ class ValidationSetup:
     hardware: str | HardwareProfile = "h100-sxm-nvswitch"
     hardware_p2p_off: str | HardwareProfile = "h100-sxm-p2p-off"
     dtype: str = "float16"  # the paper ran fp16 weights
-    kv_cache: str = "static"  # gpt-fast's preallocated cache
-    kv_reads: str = "repeat_interleave"  # gpt-fast repeats K/V to every query head
+    kv_cache: str | None = None  # None: the framework's (gpt-fast: preallocated static cache)
+    kv_reads: str | None = None  # None: the framework's (gpt-fast: K/V repeated per query head)
+    framework: str = "gpt-fast"  # the paper's benchmark
 
 
 def read_measured(path: str | Path | None = None) -> pd.DataFrame:
@@ -143,7 +144,8 @@ def validate(measured: pd.DataFrame | None = None, setup: ValidationSetup | None
         dtype = getattr(row, "dtype", None)  # a table's own dtype column (ladder_bench writes one) wins
         dtype = dtype if isinstance(dtype, str) and dtype else setup.dtype
         scenario = make_scenario(row.model, profile, int(row.tp), int(row.batch), int(row.prompt_len),
-                                 int(row.gen_len), row.schedule, dtype, setup.kv_cache, setup.kv_reads)
+                                 int(row.gen_len), row.schedule, dtype, setup.kv_cache, setup.kv_reads,
+                                 setup.framework)
         scenario.model.check_tp(scenario.tp)
         check_fits(scenario.model, profile, scenario.workload, scenario.tp)
         if profile.nodes_for(scenario.tp) != int(row.nodes):
