@@ -12,18 +12,21 @@ from laddersim.errors import DoesNotFitError
 from laddersim.simulate import make_scenario, simulate
 from laddersim.tables import format_table
 from laddersim.validation.core import (
+    MODEL_P2P,
     ValidationSetup,
     error_summary,
-    read_measured,
+    read_measured_tables,
     setting_columns,
     validate,
+    with_model_p2p,
 )
 from laddersim.validation.report import write_report
 
 
 def register(sub) -> None:
     p = sub.add_parser("validate", help="compare predictions with measured tokens/s (default: the paper's 70B figure)")
-    p.add_argument("measured", nargs="?", help="CSV with model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s")
+    p.add_argument("measured", nargs="*", help="CSVs with model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,"
+                   "tokens_per_s (several tables are validated together)")
     p.add_argument("--hardware", default="h100-sxm-nvswitch", help="profile for rows with p2p=on")
     add_measured_workload_args(p)
     p.add_argument("--report", "--out", dest="out", default="reports/validation",
@@ -34,7 +37,7 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     setup = ValidationSetup(args.hardware, args.hardware_p2p_off, args.dtype, args.kv_cache, args.kv_reads,
                             args.framework)
-    measured = read_measured(args.measured)
+    measured = read_measured_tables(args.measured)
     frame = validate(measured, setup, on_start=lambda n: print(f"validating {n} rows ...", file=sys.stderr))
     tp1 = _tp1_check(frame, setup)
     command = invoked_command("validate")
@@ -46,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
             ("predicted_speedup", "pred. speedup", "{:.3f}")]
     print(format_table(frame.to_dict("records"), cols))
     print()
-    summary = error_summary(frame)
+    summary = pd.concat([error_summary(frame), error_summary(with_model_p2p(frame), MODEL_P2P)], ignore_index=True)
     print(summary.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print(f"\nreport: {path}", file=sys.stderr)
     return 0
