@@ -34,6 +34,6 @@ def framework_allreduce_time_s(hw: HardwareProfile, fw, tp: int, size_bytes: flo
                 return max(seconds + mode_correction_s(hw, table), 0.0), SILICON
     nodes = hw.nodes_for(tp)
     measured = hw.collectives.prefer == "table" and any(
-        table.use == "model" and ((frame["gpus"] == tp) & (frame["nodes"] == nodes)).sum() >= 2
-        for table, frame in hw.allreduce_tables)
+        ((frame["gpus"] == tp) & (frame["nodes"] == nodes)).sum() >= 2
+        for table, frame in hw.allreduce_tables if table.use == "model")
     return float(allreduce_time_s(hw, tp, size_bytes)), SILICON if (measured and nodes == 1) else SOL
