@@ -160,3 +160,49 @@ def test_validate_takes_several_tables_and_reports_model_p2p_groups(tmp_path, ca
     # The same setting in two tables is one error line, exit code 2.
     assert main(["validate", str(first), str(first), "--report", str(tmp_path / "r2")]) == 2
     assert "twice" in capsys.readouterr().err
+
+
+def test_fit_warns_when_rows_cannot_pin_the_parameters():
+    from laddersim.fitting import _Param, _pinning_warnings
+
+    params = [_Param("step_overhead_us", None, 30.0, 0.03, 20000.0, 50.0, 1.0),
+              _Param("memory_efficiency_scale", None, 1.0, 0.3, 1.1, 0.05, 0.1)]
+    assert _pinning_warnings(params, np.array([31.0, 1.0]), rows=10) == []
+    warned = _pinning_warnings(params, np.array([20000.0, 1.0]), rows=1)
+    assert len(warned) == 2 and "1 fitted rows for 2 parameters" in warned[0]
+    assert "step_overhead_us" in warned[1] and "memory_efficiency_scale" not in warned[1]
+
+
+def test_fit_predictions_carry_the_parameter_uncertainty_to_every_schedule(h100, tmp_path):
+    """A parameter with variance sigma^2 and a prediction with sensitivity g (d log tokens/s / d x)
+    get the interval exp(+-1.96 g sigma); the speedup's sensitivity is the schedule's minus standard's."""
+    from laddersim.fit_predictions import Z95, predictions
+    from laddersim.fitting import FitResult
+    from laddersim.hardware.profile import Sourced
+    from laddersim.validation.core import ValidationSetup
+
+    model = tmp_path / "config.json"
+    model.write_text('{"hidden_size": 512, "num_hidden_layers": 2, "num_attention_heads": 8, '
+                     '"num_key_value_heads": 4, "intermediate_size": 1024, "vocab_size": 1000}')
+    measured = pd.DataFrame([dict(model=str(model), tp=2, nodes=1, batch=1, prompt_len=16, gen_len=4, p2p="on",
+                                  schedule="standard", tokens_per_s=100.0)])
+    dx = 10.0
+    bumped = h100.model_copy(update={"framework": h100.framework.model_copy(update={
+        "step_overhead_us": Sourced(value=h100.framework.step_overhead_us.value + dx, source="test")})})
+    sigma = 5.0
+    result = FitResult({"on": h100}, {}, measured, measured, [], np.array([[sigma ** 2]]), [(dx, {"on": bumped})])
+    table = predictions(result, measured, ValidationSetup(hardware=h100))
+    assert list(table["schedule"]) == ["standard", "ladder", "parallel", "upper_bound"]
+    base = validate_one(model, h100)
+    assert table["predicted_tokens_per_s"].iloc[0] == pytest.approx(base["standard"], rel=1e-9)
+    g = (np.log(validate_one(model, bumped)["standard"]) - np.log(base["standard"])) / dx
+    assert table["tokens_per_s_high"].iloc[0] / table["predicted_tokens_per_s"].iloc[0] == pytest.approx(
+        np.exp(Z95 * abs(g) * sigma), rel=1e-6)
+    assert table["speedup_low"].iloc[0] == pytest.approx(1.0) == table["speedup_high"].iloc[0]  # standard itself
+    assert (table["speedup_high"].iloc[1:] > table["predicted_speedup"].iloc[1:]).all()
+    assert table["measured"].iloc[1:].isna().all() and table["measured_speedup"].iloc[0] == pytest.approx(1.0)
+
+
+def validate_one(model, profile) -> dict[str, float]:
+    return {s: simulate(make_scenario(str(model), profile, 2, 1, 16, 4, s, "float16")).summary()["tokens_per_s"]
+            for s in ("standard",)}
