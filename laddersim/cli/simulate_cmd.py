@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump(rows, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
+        print(_time_sources(first), file=sys.stderr)  # stdout stays the table
         print(format_table(rows, [
             ("schedule", "schedule", "{}"), ("tp", "tp", "{}"), ("nodes", "nodes", "{}"),
             ("batch", "batch", "{}"), ("prefill_s", "prefill s", "{:.3f}"), ("decode_s", "decode s", "{:.3f}"),
@@ -62,7 +63,6 @@ def run(args: argparse.Namespace) -> int:
             ("speedup_vs_standard", "vs standard", "{:.3f}x"),
             ("exposed_comm_s", "exposed comm s", "{:.3f}"),
         ]))
-        print(_time_sources(first))
     return 0
 
 
