@@ -23,8 +23,8 @@ DEFAULT_SCHEDULES = ("standard", "ladder")
 
 def simulate_schedules(model, hardware, tp: int, batch: int = 1, prompt_len: int = 1024,
                        gen_len: int = 512, schedules: Iterable[str] = DEFAULT_SCHEDULES, *,
-                       dtype: str = "bfloat16", kv_cache: str = "static",
-                       kv_reads: str = "repeat_interleave", jitter: float = 0.0,
+                       dtype: str = "bfloat16", kv_cache: str | None = None,
+                       kv_reads: str | None = None, framework: str = "gpt-fast", jitter: float = 0.0,
                        seed: int = 0, exact_steps: bool = False, sample_steps: int | None = None,
                        progress=None) -> tuple[list[dict], list]:
     """(summary rows, SimResults), one per schedule (each once, in the order given); the rows are
@@ -41,7 +41,7 @@ def simulate_schedules(model, hardware, tp: int, batch: int = 1, prompt_len: int
     profile = hardware if isinstance(hardware, HardwareProfile) else load_profile(hardware)
     # Every input checked before the first simulation: each schedule's scenario and its memory.
     scenarios = [make_scenario(model, profile, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache,
-                               kv_reads) for schedule in dict.fromkeys(schedules)]
+                               kv_reads, framework) for schedule in dict.fromkeys(schedules)]
     for scenario in scenarios:
         check_fits(scenario.model, scenario.hardware, scenario.workload, scenario.tp)
     scenarios[0].model.warn_context(prompt_len, gen_len)
@@ -104,8 +104,8 @@ def sweep(grid, out: str | Path, workers: int = 1, scheduler: str | None = None,
 
 
 def validate(measured: str | Path | pd.DataFrame | None = None, hardware="h100-sxm-nvswitch",
-             hardware_p2p_off="h100-sxm-p2p-off", dtype: str = "float16", kv_cache: str = "static",
-             kv_reads: str = "repeat_interleave") -> pd.DataFrame:
+             hardware_p2p_off="h100-sxm-p2p-off", dtype: str = "float16", kv_cache: str | None = None,
+             kv_reads: str | None = None, framework: str = "gpt-fast") -> pd.DataFrame:
     """``laddersim validate`` without the report: every measured row (default: the built-in
     paper table) with ``predicted_tokens_per_s``, ``rel_error`` and the speedups."""
     import pandas as pd
@@ -113,4 +113,4 @@ def validate(measured: str | Path | pd.DataFrame | None = None, hardware="h100-s
     from laddersim.validation.core import ValidationSetup, read_measured, validate as run
 
     table = measured if isinstance(measured, pd.DataFrame) else read_measured(measured)
-    return run(table, ValidationSetup(hardware, hardware_p2p_off, dtype, kv_cache, kv_reads))
+    return run(table, ValidationSetup(hardware, hardware_p2p_off, dtype, kv_cache, kv_reads, framework))

@@ -34,6 +34,7 @@ from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_s
 from laddersim.engine.cached import run_cached
 from laddersim.engine.simulator import EngineResult, RankWork, run_engine
 from laddersim.errors import UserInputError
+from laddersim.framework import load_framework
 from laddersim.hardware.profile import HardwareProfile, load_profile
 from laddersim.model_shape import ModelShape, load_model_shape
 from laddersim.results import METRICS, StreamMasks, step_metrics, timeline_frame
@@ -119,6 +120,7 @@ class SimResult:
             "dtype": w.dtype,
             "kv_cache": w.kv_cache,
             "kv_reads": w.kv_reads,
+            "framework": w.framework,
             "prefill_s": prefill_s,
             "decode_s": decode_s,
             "total_s": total_s,
@@ -314,14 +316,17 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
 
 
 def make_scenario(model, hardware, tp: int, batch: int, prompt_len: int, gen_len: int, schedule: str,
-                  dtype: str = "bfloat16", kv_cache: str = "static",
-                  kv_reads: str = "repeat_interleave") -> Scenario:
-    """A Scenario from names or objects (model preset / config.json path, profile name / path)."""
+                  dtype: str = "bfloat16", kv_cache: str | None = None, kv_reads: str | None = None,
+                  framework: str = "gpt-fast") -> Scenario:
+    """A Scenario from names or objects (model preset / config.json path, profile name / path);
+    ``kv_cache`` and ``kv_reads`` default to the ``framework``'s (laddersim/data/frameworks)."""
     shape = model if isinstance(model, ModelShape) else load_model_shape(model)
     profile = hardware if isinstance(hardware, HardwareProfile) else load_profile(hardware)
+    fw = load_framework(framework)
     try:
-        work = Workload(batch=batch, prompt_len=prompt_len, gen_len=gen_len, dtype=dtype, kv_cache=kv_cache,
-                        kv_reads=kv_reads)
+        work = Workload(batch=batch, prompt_len=prompt_len, gen_len=gen_len, dtype=dtype,
+                        kv_cache=kv_cache or fw.kv_cache.value, kv_reads=kv_reads or fw.kv_reads.value,
+                        framework=framework)
     except ValidationError as exc:
         err = exc.errors()[0]
         raise UserInputError(f"{'.'.join(map(str, err['loc']))}: {err['msg']}") from None

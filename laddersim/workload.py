@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from laddersim.limits import MAX_BATCH, MAX_TOKENS
 
@@ -23,6 +23,9 @@ class Workload(BaseModel):
     head streams its own copy of the cache (fused into the attention's loads under torch.compile);
     ``per_kv_head`` is a
     GQA-aware kernel reading each KV head once for its query group.
+
+    ``framework`` names the serving framework's data file (``laddersim.framework``): the kernel
+    path of each op; ``kv_cache`` and ``kv_reads`` default to that framework's (make_scenario).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -33,6 +36,16 @@ class Workload(BaseModel):
     dtype: Literal["float16", "bfloat16", "float32", "fp8"] = "bfloat16"
     kv_cache: Literal["static", "dynamic"] = "static"
     kv_reads: Literal["repeat_interleave", "per_kv_head"] = "repeat_interleave"
+    framework: str = "gpt-fast"
+
+    @field_validator("framework")
+    @classmethod
+    def _known_framework(cls, name: str) -> str:
+        from laddersim.framework import framework_names  # data files, read only here
+
+        if name not in framework_names():
+            raise ValueError(f"unknown framework '{name}'; allowed: {', '.join(framework_names())}")
+        return name
 
     @property
     def dtype_bytes(self) -> int:

@@ -40,7 +40,7 @@ def finite_float(name: str):
 
 
 def add_scenario_args(parser: argparse.ArgumentParser, *, tp_required: bool = True) -> None:
-    """--model --hardware --tp --batch --prompt-len --gen-len --dtype --kv-cache."""
+    """--model --hardware --tp --batch --prompt-len --gen-len --dtype --framework --kv-cache --kv-reads."""
     parser.add_argument("--model", required=True, help="preset (llama-3.1-8b/70b/405b) or path to a HF config.json")
     parser.add_argument("--hardware", required=True, help="profile name (laddersim profiles list) or path")
     parser.add_argument("--tp", type=positive_int("tp", MAX_TP), required=tp_required, help="tensor-parallel degree")
@@ -48,10 +48,20 @@ def add_scenario_args(parser: argparse.ArgumentParser, *, tp_required: bool = Tr
     parser.add_argument("--prompt-len", type=positive_int("prompt-len", MAX_TOKENS), default=1024)
     parser.add_argument("--gen-len", type=positive_int("gen-len", MAX_TOKENS), default=512)
     parser.add_argument("--dtype", choices=["bfloat16", "float16", "float32", "fp8"], default="bfloat16")
-    parser.add_argument("--kv-cache", choices=["static", "dynamic"], default="static",
-                        help="static: gpt-fast preallocated cache read in full each step; dynamic: grows")
-    parser.add_argument("--kv-reads", choices=["repeat_interleave", "per_kv_head"], default="repeat_interleave",
-                        help="repeat_interleave: gpt-fast copies K/V to every query head before attention; per_kv_head: GQA-aware kernel")
+    add_framework_args(parser)
+
+
+FRAMEWORKS = ("gpt-fast", "vllm")  # laddersim/data/frameworks/*.yaml (checked by a test)
+
+
+def add_framework_args(parser: argparse.ArgumentParser) -> None:
+    """--framework and the two KV-cache settings it carries (flags override the framework's)."""
+    parser.add_argument("--framework", choices=FRAMEWORKS, default="gpt-fast",
+                        help="serving framework (kernel paths, KV cache, AllReduce kernel; default gpt-fast, the paper's benchmark)")
+    parser.add_argument("--kv-cache", choices=["static", "dynamic"], default=None,
+                        help="override the framework's: static = preallocated cache read in full each step; dynamic = grows")
+    parser.add_argument("--kv-reads", choices=["repeat_interleave", "per_kv_head"], default=None,
+                        help="override the framework's: repeat_interleave = K/V copied to every query head; per_kv_head = GQA-aware kernel")
 
 
 def add_measured_workload_args(parser: argparse.ArgumentParser) -> None:
@@ -59,8 +69,7 @@ def add_measured_workload_args(parser: argparse.ArgumentParser) -> None:
     dtype and attention; defaults are the paper's gpt-fast benchmark."""
     parser.add_argument("--hardware-p2p-off", default="h100-sxm-p2p-off", help="profile for rows with p2p=off")
     parser.add_argument("--dtype", default="float16", choices=["bfloat16", "float16", "float32", "fp8"])
-    parser.add_argument("--kv-cache", default="static", choices=["static", "dynamic"])
-    parser.add_argument("--kv-reads", default="repeat_interleave", choices=["repeat_interleave", "per_kv_head"])
+    add_framework_args(parser)
 
 
 def invoked_command(subcommand: str) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from laddersim.cli.args import add_measured_workload_args, invoked_command
 from laddersim.errors import UserInputError
+from laddersim.fit_predictions import held_out_speedup_summary, predictions
 from laddersim.fitting import fit_profiles, save_profile
 from laddersim.hardware.profile import load_profile
 from laddersim.io_write import check_output
@@ -37,6 +38,26 @@ def _off_path(out: Path) -> Path:
     return out.with_name(out.name + "-p2p-off")
 
 
+def _print_predictions(table, schedules: tuple[str, ...]) -> None:
+    """What will Ladder give me: every schedule at every measured setting, with 95% intervals."""
+    from laddersim.tables import format_table
+
+    rows = table.assign(tps=[f"{v:.1f} [{lo:.1f}, {hi:.1f}]" for v, lo, hi in
+                             zip(table["predicted_tokens_per_s"], table["tokens_per_s_low"], table["tokens_per_s_high"])],
+                        speedup=[f"{v:.3f} [{lo:.3f}, {hi:.3f}]" for v, lo, hi in
+                                 zip(table["predicted_speedup"], table["speedup_low"], table["speedup_high"])])
+    rows = rows.astype(object).where(rows.notna(), None)  # unmeasured: '-'
+    print("\npredicted with the fitted profile (95% interval from the fit's uncertainty):")
+    print(format_table(rows.to_dict("records"), [
+        ("model", "model", "{}"), ("p2p", "p2p", "{}"), ("tp", "tp", "{}"), ("batch", "batch", "{}"),
+        ("schedule", "schedule", "{}"), ("tps", "tokens/s", "{}"), ("measured", "measured", "{:.1f}"),
+        ("speedup", "speedup vs standard", "{}"), ("measured_speedup", "measured", "{:.3f}")]))
+    summary = held_out_speedup_summary(table, schedules)
+    if len(summary):
+        print("\nheld-out schedules, speedup over standard vs measured (points):")
+        print(summary.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+
+
 def run(args: argparse.Namespace) -> int:
     if not args.measured.strip():  # read_measured would take '' for its built-in table
         raise UserInputError("measured: '' is not a path; allowed: a CSV file")
@@ -47,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
     base = {"on": load_profile(args.hardware)}
     if "off" in p2p:
         base["off"] = load_profile(args.hardware_p2p_off)
-    setup = ValidationSetup(args.hardware, args.hardware_p2p_off, args.dtype, args.kv_cache, args.kv_reads)
+    setup = ValidationSetup(args.hardware, args.hardware_p2p_off, args.dtype, args.kv_cache, args.kv_reads,
+                            args.framework)
     command = invoked_command("fit")
     out = Path(args.out)
     out_off = Path(args.out_p2p_off) if args.out_p2p_off else _off_path(out)
@@ -83,6 +105,9 @@ def run(args: argparse.Namespace) -> int:
     if len(held_out):
         print("\nprediction of the other schedules (held out):")
         print(error_summary(held_out, "schedule").to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    _print_predictions(predictions(result, measured, setup), schedules)
+    if result.warnings:
+        print("fit: warning: " + "; ".join(result.warnings), file=sys.stderr)
     report = write_report(result.all_rows, args.report, command, fit=(schedules, result.parameters))
     for path in written:
         print(f"profile: {path}", file=sys.stderr)

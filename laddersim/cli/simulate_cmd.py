@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         check_output(args.trace, "trace")
     rows, results = simulate_schedules(args.model, args.hardware, args.tp, args.batch, args.prompt_len,
                                        args.gen_len, args.schedule or DEFAULT_SCHEDULES, dtype=args.dtype,
-                                       kv_cache=args.kv_cache, kv_reads=args.kv_reads,
+                                       kv_cache=args.kv_cache, kv_reads=args.kv_reads, framework=args.framework,
                                        jitter=args.jitter, seed=args.seed,
                                        exact_steps=args.exact_steps, sample_steps=args.sample_steps,
                                        progress=ProgressBar)
@@ -63,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump(rows, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
+        print(_time_sources(first), file=sys.stderr)  # stdout stays the table
         print(format_table(rows, [
             ("schedule", "schedule", "{}"), ("tp", "tp", "{}"), ("nodes", "nodes", "{}"),
             ("batch", "batch", "{}"), ("prefill_s", "prefill s", "{:.3f}"), ("decode_s", "decode s", "{:.3f}"),

@@ -13,18 +13,21 @@ from laddersim.io_write import check_output
 from laddersim.simulate import make_scenario, simulate
 from laddersim.tables import format_table
 from laddersim.validation.core import (
+    MODEL_P2P,
     ValidationSetup,
     error_summary,
-    read_measured,
+    read_measured_tables,
     setting_columns,
     validate,
+    with_model_p2p,
 )
 from laddersim.validation.report import write_report
 
 
 def register(sub) -> None:
     p = sub.add_parser("validate", help="compare predictions with measured tokens/s (default: the paper's 70B figure)")
-    p.add_argument("measured", nargs="?", help="CSV with model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s")
+    p.add_argument("measured", nargs="*", help="CSVs with model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,"
+                   "tokens_per_s (several tables are validated together)")
     p.add_argument("--hardware", default="h100-sxm-nvswitch", help="profile for rows with p2p=on")
     add_measured_workload_args(p)
     p.add_argument("--report", "--out", dest="out", default="reports/validation",
@@ -33,11 +36,12 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    setup = ValidationSetup(args.hardware, args.hardware_p2p_off, args.dtype, args.kv_cache, args.kv_reads)
-    if args.measured is not None and not args.measured.strip():
-        raise UserInputError("measured: '' is not a path; allowed: a CSV file, or nothing for the built-in table")
+    setup = ValidationSetup(args.hardware, args.hardware_p2p_off, args.dtype, args.kv_cache, args.kv_reads,
+                            args.framework)
+    if any(not m.strip() for m in args.measured):
+        raise UserInputError("measured: '' is not a path; allowed: CSV files, or nothing for the built-in table")
     check_output(args.out, "report", "dir")  # before any simulation, not after it
-    measured = read_measured(args.measured)
+    measured = read_measured_tables(args.measured)
     frame = validate(measured, setup, on_start=lambda n: print(f"validating {n} rows ...", file=sys.stderr))
     tp1 = _tp1_check(frame, setup)
     command = invoked_command("validate")
@@ -49,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
             ("predicted_speedup", "pred. speedup", "{:.3f}")]
     print(format_table(frame.to_dict("records"), cols))
     print()
-    summary = error_summary(frame)
+    summary = pd.concat([error_summary(frame), error_summary(with_model_p2p(frame), MODEL_P2P)], ignore_index=True)
     print(summary.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print(f"\nreport: {path}", file=sys.stderr)
     return 0
@@ -60,7 +64,8 @@ def _tp1_check(frame: pd.DataFrame, setup: ValidationSetup) -> pd.DataFrame | No
     p2p=on profile; when none fits (70B needs two H100s), llama-3.1-8b at the same settings."""
     def row(model, batch, prompt, gen):
         out = {s: simulate(make_scenario(model, setup.hardware, 1, int(batch), int(prompt), int(gen), s,
-                                         setup.dtype, setup.kv_cache, setup.kv_reads)).summary()["tokens_per_s"]
+                                         setup.dtype, setup.kv_cache, setup.kv_reads, setup.framework)
+                               ).summary()["tokens_per_s"]
                for s in ("standard", "ladder")}
         return {"model": str(model), "batch": batch, "standard_tokens_per_s": out["standard"],
                 "ladder_tokens_per_s": out["ladder"], "ladder_speedup": out["ladder"] / out["standard"]}

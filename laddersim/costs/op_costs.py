@@ -12,8 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from laddersim.costs.collectives import allreduce_time_s
+from laddersim.costs.framework_collectives import framework_allreduce_time_s
 from laddersim.costs.gemm import gemm_time_s, memory_bound_time_s
+from laddersim.costs.gemm_tables import SOL, library_gemm_time_s
+from laddersim.framework import load_framework
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.model_shape import ModelShape
 from laddersim.workload import Workload
@@ -48,7 +50,35 @@ def op_times_s(
 
     Only ``attention`` depends on the KV length; the others are broadcast to the same shape.
     """
+    kv_lens = np.asarray(kv_lens, dtype=float)
+    times, _ = _fixed_op_times(model, hw, work, tp, phase)
+    out = {kind: np.full(kv_lens.shape, value) for kind, value in times.items()}
+    out["attention"] = attention_time_s(model, hw, work, tp, phase, kv_lens)
+    return out
+
+
+def splits_k(gpu, m: int, n: int) -> bool:
+    """Does the library split K for an m x n output? When its output tiles (``gemm_tile_m`` x
+    ``gemm_tile_n``) are fewer than the GPU's SMs, cuBLAS's heuristics split the reduction dimension
+    over more CTAs and add a kernel that sums the fp32 partials (decode-shaped GEMMs: M <= 64)."""
+    if gpu.sm_count is None:
+        return False
+    tiles = np.ceil(m / gpu.gemm_tile_m.value) * np.ceil(n / gpu.gemm_tile_n.value)
+    return bool(m > 1 and tiles < gpu.sm_count.value)
+
+
+def op_time_sources(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
+                    phase: Phase) -> dict[str, str]:
+    """Where each op kind's time came from: ``SILICON`` (a measured table), ``HYBRID`` (a measured
+    table extrapolated by the roofline), ``SOL`` (the roofline / bandwidth model)."""
+    return _fixed_op_times(model, hw, work, tp, phase)[1] | {"attention": SOL}
+
+
+def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
+                    phase: Phase) -> tuple[dict[str, float], dict[str, str]]:
+    """Seconds of every op kind but attention, and each one's source label."""
     gpu = hw.gpu
+    fw = load_framework(work.framework)
     b = work.dtype_bytes
     t = phase.tokens
     d = model.dim
@@ -58,23 +88,33 @@ def op_times_s(
     i_r = model.intermediate_per_rank(tp)
     v_r = model.vocab_per_rank(tp)
     qkv_n = (h_r + 2 * kv_r) * hd
-    kv_lens = np.asarray(kv_lens, dtype=float)
+    sources: dict[str, str] = {}
 
-    # A single-token pass (batch-1 decode) may run its kernels with another floor (see
-    # FrameworkSpec.single_token_kernel_floor_us); attention, embedding and sampling keep theirs.
+    # A single-token pass (batch-1 decode) may run its kernels with another floor (a fitted
+    # profile's FrameworkSpec.single_token_kernel_floor_us); attention, embedding and sampling keep theirs.
     floor = hw.framework.single_token_kernel_floor_us
     launch = floor.value * 1e-6 if (floor is not None and t == 1) else None
+    # The kernel path of a linear with M rows (see laddersim.framework): a generated reduction
+    # fused with its pointwise neighbours when the framework lowers M = 1 that way, else a library GEMM.
+    generated = fw.single_token_linear.value == "generated"
+    fused = set(fw.fused_into_single_token_linear.kinds) if (generated and t == 1) else set()
 
-    def streamed(moved_bytes: float) -> float:  # one memory-bound kernel of this pass
-        return float(memory_bound_time_s(gpu, moved_bytes, launch_s=launch))
+    def streamed(moved_bytes: float, kind: str = "") -> float:  # one memory-bound kernel of this pass
+        kernels = 0 if kind in fused else 1
+        return float(memory_bound_time_s(gpu, moved_bytes, kernels=kernels, launch_s=launch))
 
     def norm(rows: int) -> float:  # RMSNorm: read and write rows x dim
         return streamed(2 * rows * d * b)
 
     peak = gpu.peak_flops_per_s_for(work.dtype)
 
-    def gemm(m: int, n: int, k: int) -> float:
-        return float(gemm_time_s(gpu, m, n, k, b, launch, peak))
+    def linear(kind: str, m: int, n: int, k: int) -> float:
+        seconds, sources[kind] = library_gemm_time_s(hw, m, n, k, b, peak)
+        if launch is not None:  # a fitted single-token floor replaces the GPU's kernel floor
+            seconds += launch - gpu.kernel_launch_s
+        if fw.splitk_reduce_kernel.value and splits_k(gpu, m, n):
+            seconds += float(memory_bound_time_s(gpu, 2 * m * n * 4))  # the partial sums' reduce kernel
+        return seconds
 
     elementwise_add = streamed(3 * t * d * b)
     messages = collective_message_bytes(model, work, tp, phase)
@@ -82,36 +122,34 @@ def op_times_s(
     sync_s = hw.framework.collective_sync_us.value * 1e-6 if tp > 1 else 0.0
     sync_gbps = hw.framework.collective_sync_gbps.value
     sync_bytes_s = hidden_bytes / (sync_gbps * 1e9) if (tp > 1 and sync_gbps > 0) else 0.0
-    copies = hw.framework.collective_input_copies.value if tp > 1 else 0.0
-    copy_s = copies * streamed(2 * hidden_bytes)
+    copies = hw.framework.collective_input_copies.value if (tp > 1 and fw.collective_input_copy.value) else 0.0
+    copy_s = copies * streamed(2 * hidden_bytes, "collective_input_copy")
     times = {
         "embedding": float(memory_bound_time_s(gpu, 2 * t * d * b)),
         "attn_norm": norm(t),
         "mlp_norm": norm(t),
         "norm": norm(t),
         "final_norm": norm(phase.batch),
-        "qkv": gemm(t, qkv_n, d),
+        "qkv": linear("qkv", t, qkv_n, d),
         # RoPE on q and k, and the new k, v written into the cache.
-        "rope": streamed(t * (2 * (h_r + kv_r) + 2 * kv_r) * hd * b),
-        "o_proj": gemm(t, d, h_r * hd),
-        "gate_up": gemm(t, 2 * i_r, d),
-        "qkv_gate_up": gemm(t, qkv_n + 2 * i_r, d),
-        "act": streamed(3 * t * i_r * b),  # SiLU(gate) * up
-        "down": gemm(t, d, i_r),
+        "rope": streamed(t * (2 * (h_r + kv_r) + 2 * kv_r) * hd * b, "rope"),
+        "o_proj": linear("o_proj", t, d, h_r * hd),
+        "gate_up": linear("gate_up", t, 2 * i_r, d),
+        "qkv_gate_up": linear("qkv_gate_up", t, qkv_n + 2 * i_r, d),
+        "act": streamed(3 * t * i_r * b, "act"),  # SiLU(gate) * up
+        "down": linear("down", t, d, i_r),
         "residual_add": elementwise_add,
         "partial_add": elementwise_add,
         # Logits of the last position of each sequence only.
-        "lm_head": gemm(phase.batch, v_r, d),
+        "lm_head": linear("lm_head", phase.batch, v_r, d),
         "sampling": hw.framework.sampling_us.value * 1e-6
         + float(memory_bound_time_s(gpu, 4 * phase.batch * model.vocab_size * 4, kernels=0)),
         "step_overhead": hw.framework.step_overhead_us.value * 1e-6,
         "collective_launch": sync_s + sync_bytes_s + copy_s,
-        # Both collectives are costed as the AllReduce of their equivalent message.
-        **{kind: float(allreduce_time_s(hw, tp, size)) for kind, size in messages.items()},
     }
-    out = {kind: np.full(kv_lens.shape, value) for kind, value in times.items()}
-    out["attention"] = attention_time_s(model, hw, work, tp, phase, kv_lens)
-    return out
+    for kind, size in messages.items():
+        times[kind], sources[kind] = framework_allreduce_time_s(hw, fw, tp, size)
+    return times, {kind: sources.get(kind, SOL) for kind in times}
 
 
 def collective_message_bytes(model: ModelShape, work: Workload, tp: int, phase: Phase) -> dict[str, float]:
@@ -149,6 +187,8 @@ def attention_time_s(
     heads_streamed = h_r if work.kv_reads == "repeat_interleave" else kv_r
     kv_lens = np.asarray(kv_lens, dtype=float)
     attn_peak = gpu.peak_flops_per_s_for(work.dtype) * gpu.attention_compute_efficiency.value
+    if phase.name == "prefill":  # the framework's prefill attention kernel (e.g. FlashAttention-3)
+        attn_peak *= load_framework(work.framework).prefill_attention_speedup.value
     stream_bw = gpu.memory_bandwidth_bytes_per_s * gpu.gemm_memory_efficiency.value
     if phase.name == "prefill":
         s = phase.new_tokens_per_seq

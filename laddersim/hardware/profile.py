@@ -79,6 +79,10 @@ class GpuSpec(BaseModel):
     gemm_memory_efficiency: Positive
     gemm_blend_order: Positive = Sourced(value=4.0, source="default p-norm blend of roofline terms")
     gemm_tile_m: Positive = Sourced(value=64, source="default M tile (cuBLAS/CUTLASS 64-row tiles)")
+    gemm_tile_n: Positive = Sourced(value=128, source="default N tile (cuBLAS/CUTLASS Hopper and Ampere 64x128 / 128x128 tiles)")
+    # Streaming multiprocessors (datasheet); with it, a library GEMM whose output tiles cannot fill
+    # the SMs is split along K (laddersim.costs.op_costs.splits_k). None: no split-K rule.
+    sm_count: Positive | None = None
     # Memory-bound kernels (norms, elementwise, KV-cache reads): fraction of peak bandwidth.
     elementwise_memory_efficiency: Positive
     attention_compute_efficiency: Positive  # prefill flash-attention, fraction of peak_tflops

@@ -103,6 +103,11 @@ def _tokenweave(path: Path) -> pd.DataFrame:
                          "time_us": raw["pytorch_dist_ar_us"].astype(float)})
 
 
+def _tokenweave_multimem(path: Path) -> pd.DataFrame:
+    raw = pd.read_csv(path)
+    return _tokenweave(path).assign(time_us=raw["multimem_ar_us"].astype(float))
+
+
 def _ladder_point(path: Path) -> pd.DataFrame:
     # ../shared/docs/ladder-residual.md: "an 8-GPU AllReduce of 4 MiB (1M fp32) took 78.6 us with
     # P2P on and 135.4 us with P2P off" (authors' repo microbenchmark). Only the P2P-off number.
@@ -113,7 +118,8 @@ def _ladder_point(path: Path) -> pd.DataFrame:
 
 
 READERS = {f.__name__.lstrip("_"): f for f in
-           (_aic_nccl, _aic_custom_graph, _vidur, _apex, _nccl_tests, _stas00, _tokenweave, _ladder_point)}
+           (_aic_nccl, _aic_custom_graph, _vidur, _apex, _nccl_tests, _stas00, _tokenweave, _tokenweave_multimem,
+            _ladder_point)}
 
 _AIC_LOOP = ("nccl-tests all_reduce_perf -w 40 -n 100/60 -c 0, out-of-place time, no CUDA graphs "
              "(aiconfigurator PROVENANCE.md)")
@@ -194,6 +200,10 @@ ALLREDUCE_SOURCES: dict[str, AllReduceSource] = {s.key: s for s in (
     AllReduceSource("tokenweave_h100_fig5", "tokenweave/figure_5.csv", "tokenweave",
                     "pytorch_dist_ar_us; bytes = BL*hidden_size*2", "NCCL bundled with torch 2.6.0", "eager", "single",
                     "median of single CUDA-event-timed torch.distributed.all_reduce, L2 flushed"),
+    AllReduceSource("tokenweave_h100_fig5_multimem", "tokenweave/figure_5.csv", "tokenweave_multimem",
+                    "multimem_ar_us (best CTA count per BL); bytes = BL*hidden_size*2",
+                    "multimem (TokenWeave NVLS all-reduce kernel)", "eager", "single",
+                    "median of single CUDA-event-timed multimem (NVLS) all-reduce kernels, L2 flushed"),
     AllReduceSource("ladder_paper_p2p_off_point", "../docs/ladder-residual.md", "ladder_point",
                     "the 8-GPU 4 MiB P2P-off number (135.4 us)", "NCCL 2.20.5", "eager", "single",
                     "authors' repo microbenchmark, NCCL_P2P_DISABLE=1"),

@@ -42,8 +42,9 @@ class ValidationSetup:
     hardware: str | HardwareProfile = "h100-sxm-nvswitch"
     hardware_p2p_off: str | HardwareProfile = "h100-sxm-p2p-off"
     dtype: str = "float16"  # the paper ran fp16 weights
-    kv_cache: str = "static"  # gpt-fast's preallocated cache
-    kv_reads: str = "repeat_interleave"  # gpt-fast repeats K/V to every query head
+    kv_cache: str | None = None  # None: the framework's (gpt-fast: preallocated static cache)
+    kv_reads: str | None = None  # None: the framework's (gpt-fast: K/V repeated per query head)
+    framework: str = "gpt-fast"  # the paper's benchmark
 
 
 def read_measured(path: str | Path | None = None) -> pd.DataFrame:
@@ -99,6 +100,35 @@ def read_measured(path: str | Path | None = None) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
+def read_measured_tables(paths: list[str | Path] | None) -> pd.DataFrame:
+    """Several measured tables as one (the built-in paper figure when none is given); columns one
+    table lacks (``hardware``, ``dtype``) are blank in its rows. A setting measured in two tables is
+    refused like a repeated row of one table."""
+    if not paths:
+        return read_measured()
+    frames = [read_measured(path) for path in paths]
+    if len(frames) == 1:
+        return frames[0]
+    frame = pd.concat(frames, ignore_index=True)
+    keys = [c for c in SETTING + ["p2p", "schedule"] if c in frame.columns]
+    repeated = frame[frame.duplicated(keys, keep=False)]
+    if len(repeated):
+        row = repeated.iloc[0]
+        raise UserInputError(f"measured: the tables measure {row['model']} tp={row['tp']} batch={row['batch']} "
+                             f"p2p={row['p2p']} {row['schedule']} twice; keep one row per setting")
+    return frame
+
+
+MODEL_P2P = "model_p2p"
+
+
+def with_model_p2p(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows with a ``model_p2p`` column (model and P2P setting), the groups issue 19 reports."""
+    from laddersim.validation.figure import model_label  # matplotlib: only when reporting
+
+    return frame.assign(**{MODEL_P2P: [f"{model_label(m)} p2p={p}" for m, p in zip(frame["model"], frame["p2p"])]})
+
+
 def _check_dtypes(frame: pd.DataFrame, path: Path) -> None:
     """A ``dtype`` column names one of the simulator's dtypes in every row: a blank one (a row cut
     short mid-write, or a mix of tables) would be keyed apart from the setting it really is."""
@@ -143,7 +173,8 @@ def check_rows(frame: pd.DataFrame, setup: ValidationSetup) -> list:
         dtype = getattr(row, "dtype", None)  # a table's own dtype column (ladder_bench writes one) wins
         dtype = dtype if isinstance(dtype, str) and dtype else setup.dtype
         scenario = make_scenario(row.model, profile, int(row.tp), int(row.batch), int(row.prompt_len),
-                                 int(row.gen_len), row.schedule, dtype, setup.kv_cache, setup.kv_reads)
+                                 int(row.gen_len), row.schedule, dtype, setup.kv_cache, setup.kv_reads,
+                                 setup.framework)
         scenario.model.check_tp(scenario.tp)
         check_fits(scenario.model, profile, scenario.workload, scenario.tp)
         if profile.nodes_for(scenario.tp) != int(row.nodes):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from laddersim.validation.core import error_summary, setting_columns
+from laddersim.validation.core import MODEL_P2P, error_summary, setting_columns, with_model_p2p
 from laddersim.validation.figure import paper_figure, setting_label
 
 
@@ -91,8 +91,8 @@ def write_report(frame: pd.DataFrame, out_dir: str | Path, command: str, tp1: pd
         "Tokens/s error = predicted / measured - 1; speedup error = predicted minus measured speedup over "
         "`standard` at the same setting, in percentage points (standard rows excluded).",
         "",
-        _markdown(pd.concat([overall, error_summary(frame, "schedule"), error_summary(frame, "p2p"),
-                             error_summary(frame, "batch")], ignore_index=True)),
+        _markdown(pd.concat([overall, error_summary(with_model_p2p(frame), MODEL_P2P), error_summary(frame, "schedule"),
+                             error_summary(frame, "p2p"), error_summary(frame, "batch")], ignore_index=True)),
         "",
         "## Trends",
         "",

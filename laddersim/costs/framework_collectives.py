@@ -1,0 +1,39 @@
+"""The AllReduce kernel a framework runs, where it is not NCCL's (a small hook beside
+``laddersim.costs.collectives``, which owns the NCCL model).
+
+``allreduce_library: multimem`` (laddersim/data/frameworks/vllm.yaml): a multimem (NVLS,
+symmetric-memory) AllReduce kernel. Where the hardware profile ships a measured table of it
+(``collectives.tables`` entry whose ``library`` starts with ``multimem``) for the group size, its
+time is interpolated in log size (the table's host launch removed or added as for NCCL tables);
+below the table's smallest size, or without one, the profile's NCCL model is used (above its
+largest, time grows with size at the last point's bandwidth).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from laddersim.costs.collectives import allreduce_time_s, interpolate_table_s, mode_correction_s
+from laddersim.costs.gemm_tables import SILICON, SOL
+from laddersim.hardware.profile import HardwareProfile
+
+
+def framework_allreduce_time_s(hw: HardwareProfile, fw, tp: int, size_bytes: float) -> tuple[float, str]:
+    """Seconds of one AllReduce of ``size_bytes`` over ``tp`` ranks under framework ``fw``, and
+    the source label: ``SILICON`` where a measured table of the kernel run gives it (the
+    framework's kernel, or the profile's NCCL table for a one-node group), else ``SOL`` (the
+    profile's fitted NCCL model)."""
+    if tp > 1 and fw.allreduce_library.value == "multimem" and hw.nodes_for(tp) == 1:
+        for table, frame in hw.allreduce_tables:
+            if not table.library.startswith("multimem"):
+                continue
+            rows = frame[(frame["gpus"] == tp) & (frame["nodes"] == 1)]
+            sizes = rows["size_bytes"].to_numpy()
+            if len(rows) >= 2 and sizes[0] <= size_bytes:
+                seconds = float(interpolate_table_s(sizes, rows["time_s"].to_numpy(), size_bytes))
+                return max(seconds + mode_correction_s(hw, table), 0.0), SILICON
+    nodes = hw.nodes_for(tp)
+    measured = hw.collectives.prefer == "table" and any(
+        ((frame["gpus"] == tp) & (frame["nodes"] == nodes)).sum() >= 2
+        for table, frame in hw.allreduce_tables if table.use == "model")
+    return float(allreduce_time_s(hw, tp, size_bytes)), SILICON if (measured and nodes == 1) else SOL

@@ -1,0 +1,70 @@
+"""Measured GEMM tables first, the roofline as the fallback.
+
+A profile may ship measured GEMM times (``gpu.gemm_tables``, CSV ``m,n,k,time_us``: the
+AIConfigurator ``gemm_perf`` tables, a library GEMM timed inside a CUDA graph). For a shape inside
+the table's grid the time is interpolated from it, linearly in (log m, log n, log k) on log time
+(a GEMM's time is a power law in each dimension between grid points: flat in m while memory-bound,
+proportional to n and k); outside the grid it is the roofline scaled by the table's ratio to the
+roofline at the nearest grid point. Each time says where it came from, as AIConfigurator does:
+
+* ``SILICON``: interpolated inside a measured table;
+* ``HYBRID``: outside the table's grid, the roofline anchored to the table's nearest point;
+* ``SOL``: the roofline model (fitted efficiencies, ``laddersim.costs.gemm``), no table.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+from scipy.interpolate import RegularGridInterpolator
+
+from laddersim.costs.gemm import gemm_time_s
+from laddersim.hardware.profile import HardwareProfile, MeasuredTable, read_gemm_table_csv
+
+SILICON, HYBRID, SOL = "SILICON", "HYBRID", "SOL"
+
+
+def model_gemm_table(hw: HardwareProfile) -> MeasuredTable | None:
+    """The profile's GEMM table the simulator interpolates (the first with ``use: model``)."""
+    return next((t for t in hw.gpu.gemm_tables if t.use == "model"), None)
+
+
+@lru_cache(maxsize=32)
+def _grid(path: Path, _mtime_ns: int) -> tuple[tuple[np.ndarray, ...], RegularGridInterpolator]:
+    """Axes (log m, log n, log k) and an interpolator of log time (s) over the table's full grid;
+    grid points the table lacks are filled from their neighbours along m."""
+    frame = read_gemm_table_csv(path)
+    frame = frame.groupby(["m", "n", "k"], as_index=False)["time_us"].median()
+    axes = tuple(np.log(np.sort(frame[c].unique()).astype(float)) for c in ("m", "n", "k"))
+    cube = np.full(tuple(len(a) for a in axes), np.nan)
+    index = [np.searchsorted(a, np.log(frame[c].to_numpy(dtype=float))) for a, c in zip(axes, ("m", "n", "k"))]
+    cube[tuple(index)] = np.log(frame["time_us"].to_numpy() * 1e-6)
+    for j in range(cube.shape[1]):  # a missing (n, k) point at some m: interpolate along log m
+        for k in range(cube.shape[2]):
+            line = cube[:, j, k]
+            known = np.isfinite(line)
+            if known.any() and not known.all():
+                cube[:, j, k] = np.interp(axes[0], axes[0][known], line[known])
+    return axes, RegularGridInterpolator(axes, cube, bounds_error=False, fill_value=None)
+
+
+def library_gemm_time_s(hw: HardwareProfile, m: int, n: int, k: int, dtype_bytes: int,
+                        peak_flops_per_s: float) -> tuple[float, str]:
+    """Seconds of one library (cuBLAS) GEMM of m x k by k x n, and its source label."""
+    roofline = float(gemm_time_s(hw.gpu, m, n, k, dtype_bytes, None, peak_flops_per_s))
+    table = model_gemm_table(hw)
+    # The tables are 16-bit GEMMs; another dtype (fp8, fp32) keeps the roofline of its own peak.
+    if table is None or dtype_bytes != 2 or not hw.base_dir:
+        return roofline, SOL
+    path = (Path(hw.base_dir) / table.file).resolve()
+    axes, interp = _grid(path, path.stat().st_mtime_ns)
+    point = np.log([float(m), float(n), float(k)])
+    inside = all(a[0] <= x <= a[-1] for a, x in zip(axes, point))
+    if inside:
+        return float(np.exp(interp(point)[0])), SILICON
+    nearest = np.exp([float(np.clip(x, a[0], a[-1])) for a, x in zip(axes, point)])
+    anchor_table = float(np.exp(interp(np.log(nearest))[0]))
+    anchor_roofline = float(gemm_time_s(hw.gpu, *nearest, dtype_bytes, None, peak_flops_per_s))
+    return roofline * anchor_table / anchor_roofline, HYBRID

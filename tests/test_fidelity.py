@@ -1,0 +1,208 @@
+"""Issue 19's mechanisms, one test each: the framework data files, measured GEMM tables first (with
+their source labels), the decode kernel path (split-K at M > 1), the vLLM multimem AllReduce and
+FlashAttention-3 prefill, costs that live per layer, and validating several tables together."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from laddersim.cli import main
+from laddersim.cli.args import FRAMEWORKS
+from laddersim.costs.gemm_tables import HYBRID, SILICON, SOL, library_gemm_time_s, model_gemm_table
+from laddersim.costs.op_costs import Phase, op_time_sources, op_times_s, splits_k
+from laddersim.errors import UserInputError
+from laddersim.framework import framework_names, load_framework
+from laddersim.hardware.profile import read_gemm_table_csv
+from laddersim.model_shape import ModelShape
+from laddersim.simulate import make_scenario, simulate
+from laddersim.workload import Workload
+
+LINEARS = ("qkv", "o_proj", "gate_up", "down")
+
+
+def test_every_framework_file_loads_with_a_source_for_each_value():
+    assert tuple(framework_names()) == FRAMEWORKS  # the CLI choices are the shipped data files
+    for name in framework_names():
+        fw = load_framework(name)
+        for field in ("kv_cache", "kv_reads", "single_token_linear", "splitk_reduce_kernel", "collective_input_copy",
+                      "allreduce_library", "prefill_attention_speedup", "fused_into_single_token_linear"):
+            assert len(getattr(fw, field).source) > 20, (name, field)
+    with pytest.raises(UserInputError, match="allowed: gpt-fast, vllm"):
+        load_framework("tgi")
+
+
+def test_framework_sets_the_kv_cache_and_flags_override_it():
+    vllm = make_scenario("llama-3.1-8b", "h100-sxm-nvswitch", 1, 1, 64, 4, "standard", framework="vllm").workload
+    assert (vllm.kv_cache, vllm.kv_reads, vllm.framework) == ("dynamic", "per_kv_head", "vllm")
+    fast = make_scenario("llama-3.1-8b", "h100-sxm-nvswitch", 1, 1, 64, 4, "standard").workload
+    assert (fast.kv_cache, fast.kv_reads) == ("static", "repeat_interleave")
+    mixed = make_scenario("llama-3.1-8b", "h100-sxm-nvswitch", 1, 1, 64, 4, "standard", kv_cache="static",
+                          framework="vllm").workload
+    assert (mixed.kv_cache, mixed.kv_reads) == ("static", "per_kv_head")
+
+
+def test_gemm_table_is_used_at_its_own_points_and_labelled(h100):
+    table = read_gemm_table_csv(h100.base_dir + "/" + model_gemm_table(h100).file)
+    peak = h100.gpu.peak_flops_per_s
+    for row in table.sample(5, random_state=0).itertuples():
+        seconds, source = library_gemm_time_s(h100, row.m, row.n, row.k, 2, peak)
+        assert source == SILICON and seconds == pytest.approx(row.time_us * 1e-6, rel=1e-9)
+    # Between grid points: between the neighbours' times.
+    lo, _ = library_gemm_time_s(h100, 4, 1024, 8192, 2, peak)
+    hi, _ = library_gemm_time_s(h100, 4, 1536, 8192, 2, peak)
+    mid, source = library_gemm_time_s(h100, 4, 1280, 8192, 2, peak)
+    assert source == SILICON and min(lo, hi) <= mid <= max(lo, hi)
+    # Beyond the grid (n > 65536): the roofline anchored to the table's edge.
+    assert library_gemm_time_s(h100, 1, 128256, 4096, 2, peak)[1] == HYBRID
+    no_table = h100.model_copy(update={"gpu": h100.gpu.model_copy(update={"gemm_tables": []})})
+    assert library_gemm_time_s(no_table, 4, 1024, 8192, 2, peak)[1] == SOL
+
+
+def test_batch_1_and_batch_2_steps_differ_by_the_kernel_path_alone(h100):
+    """gpt-fast: at M = 1 a linear is one kernel (the measured M = 1 GEMM); at M = 2 a linear whose
+    output tiles cannot fill the SMs adds a kernel reducing the split-K partials. Linear by linear,
+    the step difference is the table's M = 2 - M = 1 difference plus those reduce kernels."""
+    model = ModelShape(name="llama-3.1-8b-like", n_layers=32, dim=4096, n_heads=32, n_kv_heads=8,
+                       intermediate_size=14336, vocab_size=128256)
+    tp = 8
+    shapes = {"qkv": (768, 4096), "o_proj": (4096, 512), "gate_up": (3584, 4096), "down": (4096, 1792)}
+    times = {}
+    for batch in (1, 2):
+        work = Workload(batch=batch, prompt_len=64, gen_len=4, dtype="float16")
+        times[batch] = op_times_s(model, h100, work, tp, Phase("decode", batch, 1), np.array([64.0]))
+    reduce_kernels = 0
+    for kind, (n, k) in shapes.items():
+        table = {m: library_gemm_time_s(h100, m, n, k, 2, h100.gpu.peak_flops_per_s)[0] for m in (1, 2)}
+        extra = times[2][kind][0] - times[1][kind][0] - (table[2] - table[1])
+        assert splits_k(h100.gpu, 2, n) and not splits_k(h100.gpu, 1, n)
+        # One memory-bound kernel summing fp32 partials of 2 x n outputs.
+        reduce = h100.gpu.kernel_launch_s + 2 * 2 * n * 4 / (h100.gpu.memory_bandwidth_bytes_per_s
+                                                                * h100.gpu.elementwise_memory_efficiency.value)
+        assert extra == pytest.approx(reduce, rel=1e-9), kind
+        reduce_kernels += 1
+    assert reduce_kernels == 4
+    # Under vLLM the table already times its own call: no kernel added.
+    vllm = Workload(batch=2, prompt_len=64, gen_len=4, dtype="float16", framework="vllm")
+    at_2 = op_times_s(model, h100, vllm, tp, Phase("decode", 2, 1), np.array([64.0]))
+    assert at_2["qkv"][0] == pytest.approx(library_gemm_time_s(h100, 2, 768, 4096, 2, h100.gpu.peak_flops_per_s)[0])
+    # A GEMM with enough output tiles to fill the GPU is not split.
+    assert not splits_k(h100.gpu, 64, 132 * int(h100.gpu.gemm_tile_n.value))
+
+
+@pytest.mark.parametrize("framework", ["gpt-fast", "vllm"])
+def test_adding_layers_adds_time_linearly(h100, framework):
+    """Every cost but the per-step ones lives in a layer: a decode step and a prefill grow by the
+    same amount for each layer added."""
+    def step(layers):
+        model = ModelShape(name="m", n_layers=layers, dim=2048, n_heads=16, n_kv_heads=4, intermediate_size=8192,
+                           vocab_size=32000)
+        s = simulate(make_scenario(model, h100, 4, 4, 128, 3, "standard", "float16", framework=framework)).summary()
+        return np.array([s["prefill_s"], s["decode_step_s"]])
+    one, two, three = step(4), step(8), step(12)
+    assert (two - one) == pytest.approx(three - two, rel=1e-9)
+    assert (two - one > 0).all()
+
+
+def test_vllm_reduces_prefill_with_the_profiles_multimem_kernel(h100):
+    model = ModelShape(name="m", n_layers=2, dim=8192, n_heads=64, n_kv_heads=8, intermediate_size=28672,
+                       vocab_size=128256)
+    phase = Phase("prefill", 1, 1024)  # 1024 x 8192 x 2 B = 16 MiB, a row of the multimem table
+    times = {}
+    for framework in ("vllm", "gpt-fast"):
+        work = Workload(batch=1, prompt_len=1024, gen_len=1, framework=framework)
+        times[framework] = op_times_s(model, h100, work, 8, phase, np.array([1024.0]))["allreduce"][0]
+        sources = op_time_sources(model, h100, work, 8, phase)
+        assert sources["allreduce"] == SILICON
+    # tables/tokenweave_h100_fig5_multimem.csv: 75.136 us, one CUDA-event-timed eager call (its
+    # host launch removed: in a prefill the host runs ahead of the GPU, as in a graph replay).
+    assert times["vllm"] == pytest.approx(75.136e-6 - h100.collectives.eager_launch_us.value * 1e-6, rel=1e-6)
+    assert times["gpt-fast"] > times["vllm"]  # NCCL's ring on the same GPUs
+    # Without a multimem table (4 GPUs: the table has 8) vLLM falls back to the NCCL model.
+    work = Workload(batch=1, prompt_len=1024, gen_len=1, framework="vllm")
+    fallback = op_times_s(model, h100, work, 4, phase, np.array([1024.0]))["allreduce"][0]
+    nccl = op_times_s(model, h100, work.model_copy(update={"framework": "gpt-fast"}), 4, phase,
+                      np.array([1024.0]))["allreduce"][0]
+    assert fallback == nccl
+
+
+def test_vllm_prefill_attention_runs_at_the_flashattention_3_speedup(h100):
+    model = ModelShape(name="m", n_layers=2, dim=8192, n_heads=64, n_kv_heads=8, intermediate_size=28672,
+                       vocab_size=128256)
+    phase = Phase("prefill", 1, 8192)  # long prompt: compute-bound attention
+    base = Workload(batch=1, prompt_len=8192, gen_len=1, kv_cache="dynamic", kv_reads="per_kv_head")
+    launch = h100.gpu.kernel_launch_s
+    fa2 = op_times_s(model, h100, base, 8, phase, np.array([8192.0]))["attention"][0] - launch
+    fa3 = op_times_s(model, h100, base.model_copy(update={"framework": "vllm"}), 8, phase,
+                     np.array([8192.0]))["attention"][0] - launch
+    assert fa2 / fa3 == pytest.approx(load_framework("vllm").prefill_attention_speedup.value, rel=1e-9)
+
+
+def test_simulate_prints_each_ops_time_source(capsys):
+    assert main(["simulate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm-nvswitch", "--tp", "2",
+                 "--gen-len", "4", "--prompt-len", "64", "--framework", "vllm"]) == 0
+    out = capsys.readouterr().err  # beside the table, which stays alone on stdout
+    assert "decode: " in out and "qkv SILICON" in out and "attention SOL" in out
+
+
+def test_validate_takes_several_tables_and_reports_model_p2p_groups(tmp_path, capsys):
+    rows = [dict(model="llama-3.1-8b", tp=tp, nodes=1, batch=1, prompt_len=64, gen_len=8, p2p="on", schedule=s,
+                 tokens_per_s=100.0 * tp) for tp in (1, 2) for s in ("standard", "ladder")]
+    first, second = tmp_path / "a.csv", tmp_path / "b.csv"
+    pd.DataFrame(rows[:2]).to_csv(first, index=False)
+    pd.DataFrame(rows[2:]).to_csv(second, index=False)
+    assert main(["validate", str(first), str(second), "--report", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "model_p2p=llama-3.1-8b p2p=on" in out
+    assert len(pd.read_csv(tmp_path / "r" / "validation.csv")) == 4
+    assert "model_p2p=llama-3.1-8b p2p=on" in (tmp_path / "r" / "index.md").read_text()
+    # The same setting in two tables is one error line, exit code 2.
+    assert main(["validate", str(first), str(first), "--report", str(tmp_path / "r2")]) == 2
+    assert "twice" in capsys.readouterr().err
+
+
+def test_fit_warns_when_rows_cannot_pin_the_parameters():
+    from laddersim.fitting import _Param, _pinning_warnings
+
+    params = [_Param("step_overhead_us", None, 30.0, 0.03, 20000.0, 50.0, 1.0),
+              _Param("memory_efficiency_scale", None, 1.0, 0.3, 1.1, 0.05, 0.1)]
+    assert _pinning_warnings(params, np.array([31.0, 1.0]), rows=10) == []
+    warned = _pinning_warnings(params, np.array([20000.0, 1.0]), rows=1)
+    assert len(warned) == 2 and "1 fitted rows for 2 parameters" in warned[0]
+    assert "step_overhead_us" in warned[1] and "memory_efficiency_scale" not in warned[1]
+
+
+def test_fit_predictions_carry_the_parameter_uncertainty_to_every_schedule(h100, tmp_path):
+    """A parameter with variance sigma^2 and a prediction with sensitivity g (d log tokens/s / d x)
+    get the interval exp(+-1.96 g sigma); the speedup's sensitivity is the schedule's minus standard's."""
+    from laddersim.fit_predictions import Z95, predictions
+    from laddersim.fitting import FitResult
+    from laddersim.hardware.profile import Sourced
+    from laddersim.validation.core import ValidationSetup
+
+    model = tmp_path / "config.json"
+    model.write_text('{"hidden_size": 512, "num_hidden_layers": 2, "num_attention_heads": 8, '
+                     '"num_key_value_heads": 4, "intermediate_size": 1024, "vocab_size": 1000}')
+    measured = pd.DataFrame([dict(model=str(model), tp=2, nodes=1, batch=1, prompt_len=16, gen_len=4, p2p="on",
+                                  schedule="standard", tokens_per_s=100.0)])
+    dx = 10.0
+    bumped = h100.model_copy(update={"framework": h100.framework.model_copy(update={
+        "step_overhead_us": Sourced(value=h100.framework.step_overhead_us.value + dx, source="test")})})
+    sigma = 5.0
+    result = FitResult({"on": h100}, {}, measured, measured, [], np.array([[sigma ** 2]]), [(dx, {"on": bumped})])
+    table = predictions(result, measured, ValidationSetup(hardware=h100))
+    assert list(table["schedule"]) == ["standard", "ladder", "parallel", "upper_bound"]
+    base = validate_one(model, h100)
+    assert table["predicted_tokens_per_s"].iloc[0] == pytest.approx(base["standard"], rel=1e-9)
+    g = (np.log(validate_one(model, bumped)["standard"]) - np.log(base["standard"])) / dx
+    assert table["tokens_per_s_high"].iloc[0] / table["predicted_tokens_per_s"].iloc[0] == pytest.approx(
+        np.exp(Z95 * abs(g) * sigma), rel=1e-6)
+    assert table["speedup_low"].iloc[0] == pytest.approx(1.0) == table["speedup_high"].iloc[0]  # standard itself
+    assert (table["speedup_high"].iloc[1:] > table["predicted_speedup"].iloc[1:]).all()
+    assert table["measured"].iloc[1:].isna().all() and table["measured_speedup"].iloc[0] == pytest.approx(1.0)
+
+
+def validate_one(model, profile) -> dict[str, float]:
+    return {s: simulate(make_scenario(str(model), profile, 2, 1, 16, 4, s, "float16")).summary()["tokens_per_s"]
+            for s in ("standard",)}

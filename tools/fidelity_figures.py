@@ -1,0 +1,107 @@
+"""Print issue 19's fidelity figures: both development tables validated with shipped profiles (no
+fit), per model x P2P group, and TokenWeave's vLLM prefill latencies (figure 11a/11b).
+
+    PYTHONPATH=$PWD python tools/fidelity_figures.py [--shared ../shared] [--framework vllm]
+
+Needs ../shared (the measured tables are not shipped); prints figures only, writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from laddersim.model_shape import ModelShape
+from laddersim.simulate import make_scenario, simulate
+from laddersim.validation.core import ValidationSetup, read_measured, validate
+
+DEV_TABLES = ("validation/ladder_70b_tp_sweep.csv", "validation/ladder_8b_tp_sweep.csv")
+# TokenWeave's models (Hugging Face config.json of each): Llama-3.3-70B has Llama-3.1-70B's shape.
+QWEN25_72B = ModelShape(name="qwen2.5-72b", n_layers=80, dim=8192, n_heads=64, n_kv_heads=8,
+                        intermediate_size=29568, vocab_size=152064)
+TOKENWEAVE_MODELS = {"Llama-3.3-70B-Instruct": "llama-3.1-70b", "Qwen2.5-72B-Instruct": QWEN25_72B}
+TOKENWEAVE_FILES = {8: "reference_data/tokenweave/figure_11a.csv", 4: "reference_data/tokenweave/figure_11b.csv"}
+TOKENWEAVE_MAX_PROMPT = 16384  # the issue's range, 1k-16k
+
+
+def dev_tables(shared: Path, setup: ValidationSetup) -> pd.DataFrame:
+    frames = [validate(read_measured(shared / name), setup) for name in DEV_TABLES]
+    return pd.concat(frames, ignore_index=True)
+
+
+def print_dev(frame: pd.DataFrame) -> None:
+    err = frame["rel_error"].abs() * 100
+    other = frame[frame["schedule"] != "standard"]["speedup_error_pp"].abs().dropna()
+    print(f"both tables ({len(frame)} rows): tokens/s median {err.median():.2f}% worst {err.max():.2f}%; "
+          f"speedup median {other.median():.2f} pp worst {other.max():.2f} pp")
+    for (model, p2p), part in frame.groupby(["model", "p2p"]):
+        e = part["rel_error"].abs() * 100
+        s = part[part["schedule"] != "standard"]["speedup_error_pp"].abs().dropna()
+        print(f"  {model} p2p={p2p} ({len(part)} rows): tokens/s median {e.median():.2f}% worst {e.max():.2f}%; "
+              f"speedup median {s.median():.2f} pp worst {s.max():.2f} pp")
+    for model, part in frame.groupby("model"):
+        s = part[part["schedule"] != "standard"]["speedup_error_pp"].abs().dropna()
+        e = part["rel_error"].abs() * 100
+        print(f"  {model}: tokens/s median {e.median():.2f}%; speedup median {s.median():.2f} pp worst {s.max():.2f} pp")
+
+
+def tokenweave(shared: Path, hardware: str, framework: str | None) -> pd.DataFrame:
+    rows = []
+    for tp, name in TOKENWEAVE_FILES.items():
+        table = pd.read_csv(shared / name)
+        table = table[table["model"].isin(TOKENWEAVE_MODELS) & (table["prompt_len"] <= TOKENWEAVE_MAX_PROMPT)]
+        for row in table.itertuples(index=False):
+            times = {}
+            for schedule in ("standard", "upper_bound"):
+                kw = {"framework": framework} if framework else {}
+                scenario = make_scenario(TOKENWEAVE_MODELS[row.model], hardware, tp, 1, int(row.prompt_len), 1,
+                                         schedule, "bfloat16", **kw)
+                times[schedule] = simulate(scenario).summary()["prefill_s"] * 1e3
+            rows.append({"tp": tp, "model": row.model, "prompt_len": row.prompt_len,
+                         "measured_ms": row.baseline_multimem, "predicted_ms": times["standard"],
+                         "measured_no_ar_ms": row.no_ar, "predicted_no_ar_ms": times["upper_bound"]})
+    out = pd.DataFrame(rows)
+    out["err_pct"] = (out["predicted_ms"] / out["measured_ms"] - 1) * 100
+    out["no_ar_err_pct"] = (out["predicted_no_ar_ms"] / out["measured_no_ar_ms"] - 1) * 100
+    out["measured_ar_share_pct"] = (1 - out["measured_no_ar_ms"] / out["measured_ms"]) * 100
+    out["predicted_ar_share_pct"] = (1 - out["predicted_no_ar_ms"] / out["predicted_ms"]) * 100
+    out["share_err_pp"] = out["predicted_ar_share_pct"] - out["measured_ar_share_pct"]
+    return out
+
+
+def print_tokenweave(out: pd.DataFrame) -> None:
+    latency = pd.concat([out["err_pct"], out["no_ar_err_pct"]]).abs()
+    print(f"TokenWeave prefill ({len(out)} settings x baseline/no-AllReduce): latency median {latency.median():.2f}% "
+          f"worst {latency.max():.2f}%; AllReduce share error median {out['share_err_pp'].abs().median():.2f} pp "
+          f"worst {out['share_err_pp'].abs().max():.2f} pp (predicted {out['predicted_ar_share_pct'].min():.0f}-"
+          f"{out['predicted_ar_share_pct'].max():.0f}%, measured {out['measured_ar_share_pct'].min():.0f}-"
+          f"{out['measured_ar_share_pct'].max():.0f}%)")
+    print(out.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shared", default="../shared")
+    parser.add_argument("--framework", default=None, help="framework for the TokenWeave rows (default: none given)")
+    parser.add_argument("--rows", action="store_true", help="print every development row")
+    args = parser.parse_args()
+    shared = Path(args.shared)
+    if not (shared / DEV_TABLES[0]).exists():
+        print(f"no {shared / DEV_TABLES[0]}: pass --shared", file=sys.stderr)
+        return 2
+    frame = dev_tables(shared, ValidationSetup())
+    print_dev(frame)
+    if args.rows:
+        cols = ["model", "p2p", "tp", "batch", "schedule", "tokens_per_s", "predicted_tokens_per_s", "rel_error",
+                "speedup_error_pp"]
+        print(frame[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print_tokenweave(tokenweave(shared, "h100-sxm-nvswitch", args.framework))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
