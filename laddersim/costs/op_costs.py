@@ -14,6 +14,7 @@ import numpy as np
 
 from laddersim.costs.collectives import allreduce_time_s
 from laddersim.costs.gemm import gemm_time_s, memory_bound_time_s
+from laddersim.costs.host_overhead import with_host_overhead
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.model_shape import ModelShape
 from laddersim.workload import Workload
@@ -111,7 +112,7 @@ def op_times_s(
     }
     out = {kind: np.full(kv_lens.shape, value) for kind, value in times.items()}
     out["attention"] = attention_time_s(model, hw, work, tp, phase, kv_lens)
-    return out
+    return with_host_overhead(hw, out)  # the framework's per-op dispatch (None in compiled profiles)
 
 
 def collective_message_bytes(model: ModelShape, work: Workload, tp: int, phase: Phase) -> dict[str, float]:
