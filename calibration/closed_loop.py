@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -37,6 +38,7 @@ SMALL_MODEL = {  # 4 layers, width 512: runs in seconds on two CPU ranks
 }
 SCHEDULES = ("standard", "parallel", "ladder", "upper_bound")
 ALLREDUCE_SIZES = "1KiB,2KiB,4KiB,8KiB,16KiB,32KiB,64KiB,256KiB,1MiB,4MiB"
+PER_BATCH = ("overhead", "allreduce", "interference")  # re-measured next to each batch's benchmark
 
 
 def run(cmd: list[str]) -> None:
@@ -50,8 +52,8 @@ def main() -> int:
     parser.add_argument("--backend", default="gloo", choices=["gloo", "nccl", "auto"])
     parser.add_argument("--model", help="HF config.json (default: a 4-layer, width-512 model)")
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 4, 16])
-    parser.add_argument("--prompt-len", type=int, default=64)
-    parser.add_argument("--gen-len", type=int, default=32)
+    parser.add_argument("--prompt-len", type=int, default=32)
+    parser.add_argument("--gen-len", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3, help="ladder_bench timed runs per schedule")
     parser.add_argument("--calibrate-repeats", type=int, default=10)
     parser.add_argument("--run-dir", default="runs/closed_loop")
@@ -67,34 +69,45 @@ def main() -> int:
         model.write_text(json.dumps(SMALL_MODEL, indent=1))
     py = sys.executable
     ws = str(args.world_size)
-    calib = run_dir / "calibration"
     calibrate = [py, "-m", "laddersim", "calibrate", "run", "--backend", args.backend, "--world-size", ws,
-                 "--out", str(calib), "--repeats", str(args.calibrate_repeats), "--warmup", "3"]
-    # What does not depend on the batch: per-op costs, the op trace, memory kernels, AllReduce.
-    run([*calibrate, "--benchmarks", "overhead,ops,memory,allreduce", "--models", str(model), "--tp", ws,
-         "--batch", str(args.batch[0]), "--sizes", ALLREDUCE_SIZES, "--dtypes", "float32"])
+                 "--repeats", str(args.calibrate_repeats), "--warmup", "3", "--models", str(model), "--tp", ws]
+    # Measured once: what does not change with the machine's load much or at all (the op trace,
+    # memory kernels, the generic GEMM grid).
+    common = run_dir / "calibration"
+    run([*calibrate, "--out", str(common), "--benchmarks", "ops,memory,gemm", "--batch", str(args.batch[0])])
     bench_csv = run_dir / "ladder_bench.csv"
+    profiles = {}
     for batch in args.batch:
-        # The batch's own GEMMs and interference, then its benchmark: close in time.
-        run([*calibrate, "--benchmarks", "gemm,interference", "--models", str(model), "--tp", ws,
-             "--batch", str(batch), "--prompt-len", str(args.prompt_len)])
+        # Right before each batch's benchmark, into a copy: what the machine's load changes (per-op
+        # costs, the CPU share, AllReduce, interference) and the batch's own GEMMs.
+        calib = run_dir / f"calibration_b{batch}"
+        if not calib.exists():
+            shutil.copytree(common, calib)
+            for name in PER_BATCH:
+                (calib / "measurements" / f"{name}.csv").unlink(missing_ok=True)
+        run([*calibrate, "--out", str(calib), "--benchmarks", ",".join(PER_BATCH + ("gemm",)),
+             "--batch", str(batch), "--prompt-len", str(args.prompt_len), "--sizes", ALLREDUCE_SIZES,
+             "--dtypes", "float32"])
         cmd = [py, str(Path(__file__).with_name("ladder_bench.py")), "--backend", args.backend,
                "--world-size", ws, "--model", str(model), "--batch", str(batch),
                "--prompt-len", str(args.prompt_len), "--gen-len", str(args.gen_len),
                "--repeats", str(args.repeats), "--out", str(bench_csv)]
         run(cmd + [arg for schedule in SCHEDULES for arg in ("--schedule", schedule)])
-    run([py, "-m", "laddersim", "calibrate", "fit", str(calib), "--name", f"closed-loop-{args.backend}-{ws}"])
-    # The benchmark names the model by its config's path relative to the CSV: validate reads it there.
+        run([py, "-m", "laddersim", "calibrate", "fit", str(calib), "--name",
+             f"closed-loop-{args.backend}-{ws}-b{batch}"])
+        profiles[batch] = str(calib)
+    # Each row is predicted from the profile calibrated just before it; no fitting to the rows.
     measured = pd.read_csv(bench_csv)
-    measured = measured[measured["batch"].isin(args.batch)]
+    measured = measured[measured["batch"].isin(args.batch)].copy()
+    measured["hardware"] = measured["batch"].map(profiles)
     measured_path = run_dir / "measured.csv"
     measured.to_csv(measured_path, index=False)
     dtype = str(measured["dtype"].iloc[0])
     out = Path(args.out)
-    run([py, "-m", "laddersim", "validate", str(measured_path), "--hardware", str(calib), "--dtype", dtype,
-         "--hardware-p2p-off", str(calib), "--out", str(out / "calibrated")])
+    run([py, "-m", "laddersim", "validate", str(measured_path), "--dtype", dtype, "--out", str(out / "calibrated")])
     command = f"python calibration/closed_loop.py {' '.join(sys.argv[1:])}".strip()
-    line = write_summary(out, measured_path, calib, command, time.perf_counter() - started)
+    line = write_summary(out, measured_path, [Path(profiles[b]) for b in args.batch], command,
+                         time.perf_counter() - started)
     print(line)
     return 0
 
@@ -108,7 +121,7 @@ def summary_line(validation: pd.DataFrame) -> str:
             f"speedup median |error| {speedup.median():.1f} pp (worst {speedup.max():.1f} pp)")
 
 
-def write_summary(out: Path, measured_path: Path, calib: Path, command: str, wall_s: float) -> str:
+def write_summary(out: Path, measured_path: Path, calibs: list[Path], command: str, wall_s: float) -> str:
     """``out/index.md``: measured against predicted from the calibrated profile; returns the line."""
     import os
 
@@ -119,8 +132,6 @@ def write_summary(out: Path, measured_path: Path, calib: Path, command: str, wal
     line = summary_line(calibrated)
     table = calibrated[["batch", "schedule", "tokens_per_s", "predicted_tokens_per_s", "rel_error",
                         "measured_speedup", "predicted_speedup", "speedup_error_pp"]]
-    profile = load_profile(calib)
-    host, inter = profile.host_overhead, profile.interference
     load = " ".join(f"{v:.2f}" for v in os.getloadavg())
 
     def md(frame: pd.DataFrame) -> str:
@@ -129,18 +140,24 @@ def write_summary(out: Path, measured_path: Path, calib: Path, command: str, wal
             lines.append("| " + " | ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row) + " |")
         return "\n".join(lines)
 
-    mechanisms = ["- interference (compute, comm slowdown by message size): " + (", ".join(
-        f"{p.size_bytes} B: +{p.compute_slowdown:.2f}, +{p.comm_slowdown:.2f}" for p in inter.by_size)
-        or f"+{inter.compute_slowdown.value:.2f}, +{inter.comm_slowdown.value:.2f}")]
-    if host is not None:
-        mechanisms.insert(0, f"- host overhead ({host.mode}, {host.timing}): {host.compute_op_us.value:.2f} us per "
-                             f"compute op, {host.view_op_us.value:.2f} us per view, {host.collective_op_us.value:.1f} us "
-                             f"per collective issue; collectives progress on {host.collective_progress}")
+    mechanisms = []
+    for calib in calibs:
+        profile = load_profile(calib)
+        host, inter = profile.host_overhead, profile.interference
+        curve = ", ".join(f"{p.size_bytes} B: +{p.compute_slowdown:.2f}, +{p.comm_slowdown:.2f}" for p in inter.by_size)
+        mechanisms.append(f"- `{calib}`: interference (compute, comm slowdown): "
+                          f"{curve or f'+{inter.compute_slowdown.value:.2f}, +{inter.comm_slowdown.value:.2f}'}")
+        if host is not None:
+            mechanisms[-1] += (f"; host overhead ({host.mode}, {host.timing}) {host.compute_op_us.value:.2f} us per "
+                               f"compute op, {host.view_op_us.value:.2f} us per view, {host.collective_op_us.value:.1f} us "
+                               f"per collective issue; CPU share {host.cpu_share.value:.2f}; collectives progress on "
+                               f"{host.collective_progress}")
     text = [
         "# Closed loop on this machine: calibrate, measure, predict",
         "",
         "Real runs of `calibration/ladder_bench.py` against laddersim's predictions from the",
-        "microbenchmark-calibrated profile alone (no fitting to the benchmark rows).",
+        "microbenchmark-calibrated profiles alone (no fitting to the benchmark rows): each batch's rows",
+        "from the profile calibrated just before them.",
         "",
         f"Reproduce: `{command}` ({wall_s / 60:.1f} min here; load average at the end {load}).",
         "",
@@ -166,8 +183,9 @@ def write_summary(out: Path, measured_path: Path, calib: Path, command: str, wal
         "per decode step, counted in a profiler trace of the real step), and gloo's worker threads progress",
         "the AllReduces on the same cores as the compute, so overlap (ladder) buys less than on GPUs. The",
         "calibration measures both (per-op costs; the model's own modules beside an async AllReduce), and",
-        "the batch-dependent points are measured next to each batch's benchmark, since other processes on",
-        "the machine change every timing from minute to minute. Read the CPU numbers as a check of the",
+        "the load-dependent points (and the share of the cores a busy rank really gets, which short",
+        "samples' medians do not see) are measured next to each batch's benchmark, since other processes",
+        "on the machine change every timing from minute to minute. Read the CPU numbers as a check of the",
         f"pipeline and of these mechanisms, not of GPU accuracy. Measured rows: `{measured_path}`; details:",
         "`calibrated/index.md`.",
         "",

@@ -579,6 +579,7 @@ def bench_rank(cfg: BenchConfig, rank: int, world_size: int, device: torch.devic
         log(f"{shape.name}: built rank shards in {time.perf_counter() - t:.1f} s "
             f"(tp={world_size}, {cfg.backend}, {device.type}, {cfg.dtype})")
     eager = DistComm()
+    decoders = {}
     for schedule in cfg.schedules:
         comm = FuncolComm() if cfg.compile else eager
 
@@ -586,26 +587,32 @@ def bench_rank(cfg: BenchConfig, rank: int, world_size: int, device: torch.devic
             logits = forward(model, tok, input_pos, schedule, comm)
             return sample(logits, cfg.temperature, cfg.top_k)
 
-        if cfg.compile:
-            decode_one = torch.compile(decode_one, mode="reduce-overhead", fullgraph=True)
-        prefill, decode = [], []
-        for run in range(cfg.warmup + cfg.repeats):
+        decoders[schedule] = (torch.compile(decode_one, mode="reduce-overhead", fullgraph=True)
+                              if cfg.compile else decode_one)
+    # The schedules take turns, run by run: a machine load that drifts during the benchmark (other
+    # processes on shared cores) then weighs on every schedule alike, and their ratios hold.
+    prefill = {s: [] for s in cfg.schedules}
+    decode = {s: [] for s in cfg.schedules}
+    tokens = {}
+    for run in range(cfg.warmup + cfg.repeats):
+        for schedule in cfg.schedules:
             torch.manual_seed(cfg.seed + run)  # same prompt and sampling noise on every rank
             prompt = torch.randint(0, shape.vocab_size, (cfg.batch, cfg.prompt_len), device=device)
             dist.barrier()
-            p_s, d_s, tokens = generate_once(model, eager, schedule, prompt, cfg.gen_len,
-                                             decode_one, cfg, sync)
+            p_s, d_s, tokens[schedule] = generate_once(model, eager, schedule, prompt, cfg.gen_len,
+                                                       decoders[schedule], cfg, sync)
             if run >= cfg.warmup:
-                prefill.append(p_s)
-                decode.append(d_s)
+                prefill[schedule].append(p_s)
+                decode[schedule].append(d_s)
             if rank == 0:
                 kind = "warmup" if run < cfg.warmup else "run"
                 log(f"{schedule}: {kind} {run + 1}/{cfg.warmup + cfg.repeats} "
                     f"prefill {p_s:.4f} s decode {d_s:.4f} s")
-        if schedule != "upper_bound" and not _tokens_agree(tokens, eager):
+    for schedule in cfg.schedules:
+        if schedule != "upper_bound" and not _tokens_agree(tokens[schedule], eager):
             log(f"{schedule}: WARNING ranks sampled different tokens (logits differ across ranks)")
         if rank == 0:
-            p_s, d_s = statistics.median(prefill), statistics.median(decode)
+            p_s, d_s = statistics.median(prefill[schedule]), statistics.median(decode[schedule])
             row = {
                 **setting_fields(cfg, world_size), "schedule": schedule,
                 "tokens_per_s": round(cfg.batch * cfg.gen_len / (p_s + d_s), 4),

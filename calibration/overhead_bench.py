@@ -10,7 +10,10 @@ the trace's ops:
   ``[1, 1, 64]`` tensor, each allocating its output;
 * ``view``: view, transpose, select, slice, unsqueeze (metadata only);
 * ``collective``: the issue of an async AllReduce of one element (the call's return, the wait
-  outside the timing): what the calling thread pays to hand a collective to the backend.
+  outside the timing): what the calling thread pays to hand a collective to the backend;
+* ``cpu_share`` (CPU ranks): every rank runs the compute chain back to back for a sustained
+  window; the slowest rank's CPU time over its wall time is the share of the cores a busy rank
+  gets while other processes compete for them.
 
 Modes: ``eager`` (CPU: the chain's wall time; CUDA: the host's launch time, ``perf_counter``
 around the chain without a sync, the GPU running behind); on CUDA also ``graph`` (the chain
@@ -21,6 +24,7 @@ after fusion and graph replay). Values: median over ``repeats`` chains, spread a
 
 from __future__ import annotations
 
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -103,11 +107,37 @@ def _warm(fn, reps: int, ctx) -> range:
     return range(reps)
 
 
+SHARE_WINDOW_S = 0.4  # one sustained busy window
+SHARE_WINDOWS = 5
+
+
+def _cpu_share(ctx, chain) -> float:
+    """Median over SHARE_WINDOWS of the slowest rank's CPU time / (wall time x threads) while
+    every rank runs ``chain`` back to back for SHARE_WINDOW_S: the share of the cores a busy rank
+    gets when other processes compete for them. A short timed sample mostly runs between two
+    preemptions (its median never sees them); a whole run pays them all."""
+    threads = torch.get_num_threads()
+    shares = []
+    for _ in range(SHARE_WINDOWS):
+        dist.barrier()
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        while time.perf_counter() - wall0 < SHARE_WINDOW_S:
+            chain()
+        share = (time.process_time() - cpu0) / ((time.perf_counter() - wall0) * threads)
+        shares.append(-ctx.max_over(-min(share, 1.0), None))  # the slowest rank's
+    return statistics.median(shares)
+
+
 def measure(ctx, point: dict) -> dict | None:
     reps = ctx.opts.repeat_count
+    if point["op_class"] == "cpu_share":  # every rank at once, as in a run
+        x = torch.randn(1, 1, 64, device=ctx.device)
+        share = _cpu_share(ctx, _compute_chain(x, torch.randn(64, device=ctx.device)))
+        values = summarize([SHARE_WINDOW_S] * SHARE_WINDOWS)
+        return {**values, "ops_per_chain": 0, "cpu_share": share} if ctx.rank == 0 else None
     if point["op_class"] == "collective":  # every rank takes part in the AllReduces
         samples = _collective_issue(ctx, reps)
-        return {**summarize(samples), "ops_per_chain": 1} if ctx.rank == 0 else None
+        return {**summarize(samples), "ops_per_chain": 1, "cpu_share": None} if ctx.rank == 0 else None
     if ctx.rank != 0:
         return None
     dtype = DTYPES[point["dtype"]]
@@ -116,7 +146,7 @@ def measure(ctx, point: dict) -> dict | None:
     chain = _compute_chain(x, w) if point["op_class"] == "compute" else _view_chain(x)
     ops = top_level_ops(chain)
     samples = _time_chain(ctx, chain, point["mode"], reps)
-    return {**summarize([s / ops for s in samples]), "ops_per_chain": ops}
+    return {**summarize([s / ops for s in samples]), "ops_per_chain": ops, "cpu_share": None}
 
 
 def describe(point: dict) -> str:
@@ -124,6 +154,8 @@ def describe(point: dict) -> str:
 
 
 def result(values: dict) -> str:
+    if values.get("cpu_share") not in (None, ""):
+        return f"a busy rank ran {values['cpu_share']:.0%} of the wall time"
     return f"median {values['time_us']:.2f} us per op (p10 {values['p10_us']:.2f}, p90 {values['p90_us']:.2f})"
 
 

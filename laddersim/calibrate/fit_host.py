@@ -63,7 +63,7 @@ def host_overhead(fit) -> HostOverheadSpec | None:
     if overhead is None or ops is None or overhead.empty or ops.empty:
         return None
     eager = overhead[overhead["mode"] == "eager"]
-    if set(eager["op_class"]) != set(OP_CLASSES):
+    if not set(OP_CLASSES) <= set(eager["op_class"]):
         return None
 
     def per_op(cls: str) -> Sourced:
@@ -73,6 +73,11 @@ def host_overhead(fit) -> HostOverheadSpec | None:
                         f"ops per op (p10 {row['p10_us']:.3g} us, p90 {row['p90_us']:.3g} us)"))
 
     entries, _ = host_ops(ops)
+    shares = overhead[overhead["op_class"] == "cpu_share"]
+    share = {}
+    if not shares.empty and pd.notna(shares["cpu_share"].iloc[0]):
+        share = {"cpu_share": Sourced(value=float(shares["cpu_share"].iloc[0]), source=fit.cite(
+            "overhead", "cpu_share: median over sustained busy windows of the slowest rank's CPU time / wall time"))}
     schedules = ", ".join(sorted(set(ops["schedule"])))
     models = ", ".join(sorted(set(ops["model"])))
     host_cores = not fit.is_cuda
@@ -87,7 +92,7 @@ def host_overhead(fit) -> HostOverheadSpec | None:
         collective_progress_source=(
             f"calibration run {fit.run_dir} run.json: {fit.library} on CPU ranks, whose worker threads "
             "progress the collectives on the cores that compute" if host_cores else
-            f"calibration run {fit.run_dir} run.json: {fit.library} kernels on the GPUs"))
+            f"calibration run {fit.run_dir} run.json: {fit.library} kernels on the GPUs"), **share)
 
 
 def negative_interference_warnings(rows: pd.DataFrame) -> list[str]:

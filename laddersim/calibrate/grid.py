@@ -206,8 +206,11 @@ def overhead_points(world: World, opts: RunOptions) -> list[dict]:
     """Per-op framework cost of each op class (calibration/overhead_bench.py) in each mode a
     run of this device can be in: eager; on GPUs also CUDA graph and torch.compile."""
     run_modes = ("eager", "graph", "compile") if world.device == "cuda" and opts.graph else ("eager",)
-    return [{"dtype": compute_dtype(world), "mode": mode, "op_class": op_class}
-            for mode in run_modes for op_class in OP_CLASSES if not (op_class == "collective" and mode != "eager")]
+    points = [{"dtype": compute_dtype(world), "mode": mode, "op_class": op_class}
+              for mode in run_modes for op_class in OP_CLASSES if not (op_class == "collective" and mode != "eager")]
+    if world.device == "cpu":
+        points.append({"dtype": compute_dtype(world), "mode": "eager", "op_class": "cpu_share"})
+    return points
 
 
 OP_CLASSES = ("compute", "view", "collective")  # as calibration/op_trace.py classes trace ops

@@ -9,7 +9,10 @@ per-op cost calibrate measured from chains of such ops (``calibration/overhead_b
 
 Synchronous timing (CPU ranks: the calling thread runs the work too): the op takes its kernel
 time plus ``host_s`` minus the kernel floors the cost model already charges for it
-(``MODELED_FLOORS``: on a CPU the fitted floor is the dispatch of the one timed torch call).
+(``NO_FLOOR_KINDS`` charge none; on a CPU the fitted floor is the dispatch of the one timed torch
+call), all divided by ``cpu_share``: the microbenchmarks' medians are of samples that mostly ran
+between two preemptions, a whole run pays every preemption by the other processes on its cores.
+The collectives are divided by it too when they progress on those cores (``host_cores``).
 Asynchronous timing (eager on a GPU, the host running ahead): the op takes the longer of its
 kernel time and ``host_s``. Kinds without an entry (the comm stream's collectives) are unchanged.
 """
@@ -24,6 +27,9 @@ from laddersim.hardware.profile import HardwareProfile, HostOverheadSpec
 # per modelled kernel; the framework-only kinds (sampling, step_overhead, collective_launch)
 # charge none.
 NO_FLOOR_KINDS = frozenset({"sampling", "step_overhead", "collective_launch"})
+# The comm stream's op kinds (op_costs.collective_message_bytes); their host issue is the compute
+# stream's collective_launch.
+COLLECTIVE_KINDS = frozenset({"allreduce", "allgather_logits"})
 
 
 def host_time_s(spec: HostOverheadSpec, kind: str) -> float | None:
@@ -41,13 +47,17 @@ def with_host_overhead(hw: HardwareProfile, times: dict[str, np.ndarray]) -> dic
     if spec is None:
         return times
     out = dict(times)
+    share = spec.cpu_share.value
     for kind, kernel_s in times.items():
         host_s = host_time_s(spec, kind)
-        if host_s is None:
+        if spec.timing == "asynchronous":
+            out[kind] = kernel_s if host_s is None else np.maximum(kernel_s, host_s)
             continue
-        if spec.timing == "synchronous":
+        if host_s is not None:
             floors_s = 0.0 if kind in NO_FLOOR_KINDS else hw.gpu.kernel_launch_s
-            out[kind] = kernel_s + max(0.0, host_s - floors_s)
-        else:
-            out[kind] = np.maximum(kernel_s, host_s)
+            kernel_s = kernel_s + max(0.0, host_s - floors_s)
+        if kind not in COLLECTIVE_KINDS or spec.collective_progress == "host_cores":
+            kernel_s = kernel_s / share  # the rank runs only while the cores are its own
+        out[kind] = kernel_s
     return out
+

@@ -359,7 +359,8 @@ class HostOverheadSpec(BaseModel):
     ``collective_progress`` = ``host_cores``: the collectives' progress (gloo's worker threads)
     runs on the cores the compute uses, so an overlapped collective and compute slow each other
     through the profile's ``interference`` rates, measured that way by calibrate (the model's
-    own modules beside an async AllReduce); ``device``: they run on the accelerator.
+    own modules beside an async AllReduce), and the collectives run at ``cpu_share`` too;
+    ``device``: they run on the accelerator.
     """
 
     model_config = _FROZEN
@@ -373,6 +374,9 @@ class HostOverheadSpec(BaseModel):
     ops_source: str = Field(min_length=3)
     collective_progress: Literal["device", "host_cores"] = "device"
     collective_progress_source: str = "default: collectives progress on the device"
+    # Synchronous hosts: the share of its cores a busy rank really gets (other processes take the
+    # rest); every op of the rank, its collectives' progress included, runs at this speed.
+    cpu_share: Positive = Sourced(value=1.0, source="default: the ranks have their cores to themselves")
 
     @model_validator(mode="after")
     def _one_entry_per_kind(self) -> "HostOverheadSpec":
