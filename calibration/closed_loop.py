@@ -43,7 +43,9 @@ PER_BATCH = ("overhead", "allreduce", "interference")  # re-measured next to eac
 
 def run(cmd: list[str]) -> None:
     print("$ " + " ".join(shlex.quote(c) for c in cmd), file=sys.stderr, flush=True)
+    started = time.perf_counter()
     subprocess.run(cmd, check=True)
+    print(f"[closed_loop] {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
 
 
 def main() -> int:

@@ -40,6 +40,7 @@ from calibration.bench_timing import DTYPES, element_count, time_host_s, timer  
 from laddersim.calibrate.grid import human_bytes  # noqa: E402
 
 COMM_BATCH = 4  # all_reduces per batch: long enough to overlap several GEMMs
+COMPUTE_OVER_COMM = 3.0  # module compute per async AllReduce, in AllReduce times alone
 
 
 def _overlap_cpu(comm, gemms, group) -> tuple[float, float]:
@@ -165,10 +166,11 @@ def _measure_async_cpu(ctx, point: dict, group) -> dict | None:
     for _ in range(ctx.opts.warmup_count):
         compute_one()
         _comm_alone_cpu(buf, group)
-    # Enough modules that the AllReduce ends inside the compute (a ladder step's situation).
+    # Enough modules that the AllReduce ends well inside the compute (a ladder step's situation;
+    # an AllReduce that outlives the compute leaves its rate to noisy wake-ups after it).
     comm_s = statistics.median(_comm_alone_cpu(buf, group) for _ in range(5))
     one_s = statistics.median(time_host_s(compute_one) for _ in range(5))
-    reps_modules = max(1, math.ceil(1.5 * comm_s / one_s))
+    reps_modules = max(1, math.ceil(COMPUTE_OVER_COMM * comm_s / one_s))
     # Every rank runs the same count (the slowest rank's), so the overlaps line up.
     reps_modules = int(ctx.max_over(float(reps_modules), group))
 

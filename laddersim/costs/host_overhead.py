@@ -10,9 +10,12 @@ per-op cost calibrate measured from chains of such ops (``calibration/overhead_b
 Synchronous timing (CPU ranks: the calling thread runs the work too): the op takes its kernel
 time plus ``host_s`` minus the kernel floors the cost model already charges for it
 (``NO_FLOOR_KINDS`` charge none; on a CPU the fitted floor is the dispatch of the one timed torch
-call), all divided by ``cpu_share``: the microbenchmarks' medians are of samples that mostly ran
-between two preemptions, a whole run pays every preemption by the other processes on its cores.
-The collectives are divided by it too when they progress on those cores (``host_cores``).
+call), all divided by ``cpu_share``: the compute microbenchmarks' medians are of short samples
+that mostly ran between two preemptions, a whole run pays every preemption by the other processes
+on its cores. The collectives are not: a measured AllReduce is a whole call, its waits for the
+peer's and the worker threads' turns on the cores included. Where the collectives' progress
+shares the compute's cores (``collective_progress: host_cores``), the engine charges that through
+the profile's interference rates, which calibrate measures that way.
 Asynchronous timing (eager on a GPU, the host running ahead): the op takes the longer of its
 kernel time and ``host_s``. Kinds without an entry (the comm stream's collectives) are unchanged.
 """
@@ -56,8 +59,8 @@ def with_host_overhead(hw: HardwareProfile, times: dict[str, np.ndarray]) -> dic
         if host_s is not None:
             floors_s = 0.0 if kind in NO_FLOOR_KINDS else hw.gpu.kernel_launch_s
             kernel_s = kernel_s + max(0.0, host_s - floors_s)
-        if kind not in COLLECTIVE_KINDS or spec.collective_progress == "host_cores":
-            kernel_s = kernel_s / share  # the rank runs only while the cores are its own
+        if kind not in COLLECTIVE_KINDS:
+            kernel_s = kernel_s / share  # the rank computes only while the cores are its own
         out[kind] = kernel_s
     return out
 

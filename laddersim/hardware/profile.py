@@ -359,8 +359,7 @@ class HostOverheadSpec(BaseModel):
     ``collective_progress`` = ``host_cores``: the collectives' progress (gloo's worker threads)
     runs on the cores the compute uses, so an overlapped collective and compute slow each other
     through the profile's ``interference`` rates, measured that way by calibrate (the model's
-    own modules beside an async AllReduce), and the collectives run at ``cpu_share`` too;
-    ``device``: they run on the accelerator.
+    own modules beside an async AllReduce); ``device``: they run on the accelerator.
     """
 
     model_config = _FROZEN
@@ -375,7 +374,7 @@ class HostOverheadSpec(BaseModel):
     collective_progress: Literal["device", "host_cores"] = "device"
     collective_progress_source: str = "default: collectives progress on the device"
     # Synchronous hosts: the share of its cores a busy rank really gets (other processes take the
-    # rest); every op of the rank, its collectives' progress included, runs at this speed.
+    # rest); the rank's compute-stream ops run at this speed (laddersim.costs.host_overhead).
     cpu_share: Positive = Sourced(value=1.0, source="default: the ranks have their cores to themselves")
 
     @model_validator(mode="after")
