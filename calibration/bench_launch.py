@@ -78,10 +78,10 @@ class Ctx:
 
 
 def _benchmark_modules() -> dict:
-    from calibration import allreduce_bench, gemm_bench, interference_bench, memory_bench
+    from calibration import allreduce_bench, gemm_bench, interference_bench, memory_bench, op_trace, overhead_bench
 
     return {"allreduce": allreduce_bench, "gemm": gemm_bench, "memory": memory_bench,
-            "interference": interference_bench}
+            "interference": interference_bench, "overhead": overhead_bench, "ops": op_trace}
 
 
 def _broadcast(obj, src: int = 0):

@@ -1,15 +1,21 @@
-"""Interference: GEMMs on one stream while AllReduces run on another; both slowdowns measured.
+"""Interference: compute beside an AllReduce on another stream/thread; both slowdowns measured.
 
-This decides how much of Ladder Residual's overlap is real: NCCL kernels occupy SMs and HBM, so
-an overlapped GEMM runs slower, and so does the collective. Per point, on every rank of the world:
+This decides how much of Ladder Residual's overlap is real: NCCL kernels occupy SMs and HBM, and
+gloo's worker threads run on the CPU cores the compute uses (shared cores), so an overlapped
+compute runs slower, and so does the collective. Per point, on every rank of the world, each
+repetition times back to back (so a load drifting over the run cancels out of its ratios):
 
-1. alone: a batch of COMM_BATCH all_reduces (slowest rank's time), and one GEMM; the GEMM batch
-   is sized so it lasts about as long as the AllReduce batch (so the two overlap end to end),
-   then timed alone too;
-2. together: both batches start after a barrier, the AllReduces on a side CUDA stream (GPU) or
-   in the main thread while a second thread runs the GEMMs (CPU: torch releases the GIL in both);
-3. ``compute_slowdown = gemm_overlap / gemm_alone - 1`` (rank 0's GEMMs),
-   ``comm_slowdown = comm_overlap / comm_alone - 1``, medians over ``repeats``.
+1. the compute alone, and the AllReduce alone (slowest rank's time);
+2. both together:
+   * with ``model`` (CPU): the model's own attention + MLP modules (ladder_bench's code, this
+     rank's shard, decode at m tokens) after an async AllReduce of their output size is issued,
+     as a ladder step runs; the AllReduce's end is taken by its completion callback, and the
+     module count is sized so it ends inside the compute;
+   * else a batch of GEMMs m x n x k while COMM_BATCH AllReduces run on a side CUDA stream (GPU)
+     or in the main thread while a second thread runs the GEMMs (CPU: torch releases the GIL);
+3. ``compute_slowdown`` = median over repetitions of ``overlap / alone - 1`` of rank 0's
+   compute, ``comm_slowdown`` the same of the AllReduce, with their p10 and p90. A negative
+   median is a measurement problem (``calibrate fit`` reports it), not a speed-up.
 """
 
 from __future__ import annotations
@@ -28,10 +34,13 @@ if _ROOT not in sys.path:
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from calibration.bench_timing import DTYPES, element_count, timer  # noqa: E402
+import numpy as np  # noqa: E402
+
+from calibration.bench_timing import DTYPES, element_count, time_host_s, timer  # noqa: E402
 from laddersim.calibrate.grid import human_bytes  # noqa: E402
 
 COMM_BATCH = 4  # all_reduces per batch: long enough to overlap several GEMMs
+COMPUTE_OVER_COMM = 3.0  # module compute per async AllReduce, in AllReduce times alone
 
 
 def _overlap_cpu(comm, gemms, group) -> tuple[float, float]:
@@ -74,27 +83,165 @@ def _overlap_cuda(comm, gemms, group, comm_stream) -> tuple[float, float]:
     return events[2].elapsed_time(events[3]) * 1e-3, events[0].elapsed_time(events[1]) * 1e-3
 
 
-def measure(ctx, point: dict) -> dict | None:
-    group = ctx.group_of(point)
-    if group is None:
-        return None
+def _module_compute(ctx, point: dict):
+    """The model's own attention + MLP modules (ladder_bench's, this rank's shard) on m tokens of
+    decode: what a ladder step computes while the previous module's AllReduce is in flight."""
+    from calibration import ladder_bench as lb
+    from laddersim.model_shape import load_model_shape
+
+    shape = load_model_shape(point["model"])
+    tp, batch, pos = point["group_size"], point["m"], 64
+    model = lb.build_model(shape, ctx.rank, tp, batch, 2 * pos, 0, ctx.device, DTYPES[point["dtype"]])
+    layer = model.layers[0]
+    x = torch.randn(batch, 1, shape.dim, dtype=DTYPES[point["dtype"]], device=ctx.device)
+    input_pos = torch.tensor([pos], device=ctx.device)
+    rope = (model.freqs_cis[input_pos], model.causal_mask[None, None, input_pos], input_pos)
+
+    @torch.no_grad()
+    def modules():
+        layer.feed_forward(lb.mlp_norm(layer.attention(lb.attn_norm(x, layer.attention_norm), *rope),
+                                       layer.ffn_norm))
+    return modules
+
+
+def _gemm_compute(ctx, point: dict):
     dtype = DTYPES[point["dtype"]]
     m, n, k = point["m"], point["n"], point["k"]
     gen = torch.Generator(device=ctx.device).manual_seed(ctx.rank)
     x = torch.randn(m, k, dtype=dtype, device=ctx.device, generator=gen)
     w = torch.randn(n, k, dtype=dtype, device=ctx.device, generator=gen)
     y = torch.empty(m, n, dtype=dtype, device=ctx.device)
-    buf = torch.zeros(element_count(point["size_bytes"], dtype), dtype=dtype, device=ctx.device)
+    return lambda: torch.mm(x, w.t(), out=y)
 
-    def gemm():
-        torch.mm(x, w.t(), out=y)
+
+def _overlap_async_cpu(buf, compute, group) -> tuple[float, float]:
+    """(compute seconds, AllReduce seconds) with the AllReduce issued async first, as a ladder
+    step does: gloo's worker thread progresses it on the same cores while this thread computes.
+    Its end is taken by a completion callback (on gloo's thread), so it counts even when the
+    AllReduce ends before the compute."""
+    done = {}
+    dist.barrier(group=group)
+    t0 = time.perf_counter()
+    work = dist.all_reduce(buf, group=group, async_op=True)
+    work.get_future().then(lambda _f: done.setdefault("t", time.perf_counter()))
+    compute()
+    compute_s = time.perf_counter() - t0
+    work.wait()
+    comm_end = done.get("t") or time.perf_counter()
+    return compute_s, comm_end - t0
+
+
+def _comm_alone_cpu(buf, group) -> float:
+    done = {}
+    dist.barrier(group=group)
+    t0 = time.perf_counter()
+    work = dist.all_reduce(buf, group=group, async_op=True)
+    work.get_future().then(lambda _f: done.setdefault("t", time.perf_counter()))
+    work.wait()
+    return (done.get("t") or time.perf_counter()) - t0
+
+
+def _spread(ratios: list[float]) -> tuple[float, float, float]:
+    """(median, p10, p90) of per-repetition ratios, minus 1: slowdown fractions."""
+    r = np.asarray(ratios, dtype=float) - 1.0
+    return float(np.median(r)), float(np.percentile(r, 10)), float(np.percentile(r, 90))
+
+
+def measure(ctx, point: dict) -> dict | None:
+    """Per repetition, back to back: compute alone, AllReduce alone, both together; the
+    slowdowns are medians of the per-repetition ratios, so a load that drifts during the run
+    (other processes on a shared machine) cancels out of each ratio."""
+    group = ctx.group_of(point)
+    if group is None:
+        return None
+    if point.get("model", "-") != "-" and not ctx.is_cuda:
+        return _measure_async_cpu(ctx, point, group)
+    return _measure_batches(ctx, point, group)
+
+
+def _measure_async_cpu(ctx, point: dict, group) -> dict | None:
+    compute_one = _module_compute(ctx, point)
+    dtype = DTYPES[point["dtype"]]
+    buf = torch.zeros(element_count(point["size_bytes"], dtype), dtype=dtype, device=ctx.device)
+    for _ in range(ctx.opts.warmup_count):
+        compute_one()
+        _comm_alone_cpu(buf, group)
+    # Enough modules that the AllReduce ends well inside the compute (a ladder step's situation;
+    # an AllReduce that outlives the compute leaves its rate to noisy wake-ups after it).
+    comm_s = statistics.median(_comm_alone_cpu(buf, group) for _ in range(5))
+    one_s = statistics.median(time_host_s(compute_one) for _ in range(5))
+    reps_modules = max(1, math.ceil(COMPUTE_OVER_COMM * comm_s / one_s))
+    # Every rank runs the same count (the slowest rank's), so the overlaps line up.
+    reps_modules = int(ctx.max_over(float(reps_modules), group))
+
+    def compute():
+        for _ in range(reps_modules):
+            compute_one()
+
+    rows = []
+    for _ in range(ctx.opts.repeat_count):
+        dist.barrier(group=group)
+        alone_c = time_host_s(compute)
+        alone_a = ctx.max_over(_comm_alone_cpu(buf, group), group)
+        over_c, over_a = _overlap_async_cpu(buf, compute, group)
+        rows.append((alone_c, alone_a, over_c, ctx.max_over(over_a, group)))
+    if ctx.rank != 0:
+        return None
+    return _values(rows, reps_modules, 1)
+
+
+# Below this share of its work done during the compute, an AllReduce counts as stalled at it
+# (its slowdown is then 1 / MIN_PROGRESS - 1, large and finite, so the engine's clock runs).
+MIN_PROGRESS = 0.01
+
+
+def fluid_slowdowns(alone_c: float, alone_a: float, over_c: float, over_a: float) -> tuple[float, float]:
+    """(compute, comm) slowdowns of laddersim's engine (``laddersim.engine``: while both run, the
+    compute progresses at 1 / (1 + compute slowdown), the collective at 1 / (1 + comm slowdown),
+    each at full speed alone) that reproduce one overlapped timing: the AllReduce (``alone_a``
+    of work) issued at 0 beside ``alone_c`` of compute; the compute ended at ``over_c``, the
+    AllReduce at ``over_a``. Solved as the engine runs them: the AllReduce overlaps the compute
+    for ``o = min(over_a, over_c)``; if it outlived the compute, what it did during the compute is
+    its work minus the time it ran alone afterwards."""
+    o = min(over_a, over_c)
+    alone_part = over_c - o  # compute time with no AllReduce beside it
+    compute = o / max(alone_c - alone_part, 1e-12) - 1.0 if alone_c > alone_part else float("nan")
+    done = alone_a if over_a <= over_c else alone_a - (over_a - over_c)
+    progress = max(done, MIN_PROGRESS * alone_a) / o
+    return compute, 1.0 / progress - 1.0
+
+
+def _values(rows: list[tuple[float, float, float, float]], n_compute: int, n_comm: int) -> dict:
+    alone_c, alone_a, over_c, over_a = (np.asarray(col, dtype=float) for col in zip(*rows))
+    if n_comm == 1:  # one async AllReduce beside the compute: the engine's rates, solved per repetition
+        pairs = np.array([fluid_slowdowns(*row) for row in rows])
+        compute_r, comm_r = pairs[:, 0] + 1.0, pairs[:, 1] + 1.0
+        compute_r = compute_r[np.isfinite(compute_r)]
+    else:
+        compute_r, comm_r = over_c / alone_c, over_a / alone_a
+    compute, compute_p10, compute_p90 = _spread(list(compute_r))
+    comm, comm_p10, comm_p90 = _spread(list(comm_r))
+    return {
+        "reps": len(rows),
+        "gemm_alone_us": float(np.median(alone_c)) / n_compute * 1e6,
+        "gemm_overlap_us": float(np.median(over_c)) / n_compute * 1e6,
+        "comm_alone_us": float(np.median(alone_a)) / n_comm * 1e6,
+        "comm_overlap_us": float(np.median(over_a)) / n_comm * 1e6,
+        "compute_slowdown": compute, "comm_slowdown": comm, "compute_p10": compute_p10,
+        "compute_p90": compute_p90, "comm_p10": comm_p10, "comm_p90": comm_p90,
+    }
+
+
+def _measure_batches(ctx, point: dict, group) -> dict | None:
+    gemm = _gemm_compute(ctx, point)
+    dtype = DTYPES[point["dtype"]]
+    buf = torch.zeros(element_count(point["size_bytes"], dtype), dtype=dtype, device=ctx.device)
 
     def comm():
         for _ in range(COMM_BATCH):
             dist.all_reduce(buf, group=group)
 
     time_s = timer(ctx.is_cuda)
-    reps = ctx.opts.repeat_count
     for _ in range(ctx.opts.warmup_count):
         gemm()
         comm()
@@ -105,45 +252,39 @@ def measure(ctx, point: dict) -> dict | None:
         ctx.sync()
         return ctx.max_over(time_s(comm), group)
 
-    comm_alone_s = statistics.median(comm_alone() for _ in range(reps))
-    gemm_one_s = statistics.median(time_s(gemm) for _ in range(reps))
-    n_gemm = max(1, math.ceil(comm_alone_s / gemm_one_s))
+    comm_alone_s = statistics.median(comm_alone() for _ in range(3))
+    gemm_one_s = statistics.median(time_s(gemm) for _ in range(3))
+    n_gemm = int(ctx.max_over(float(max(1, math.ceil(comm_alone_s / gemm_one_s))), group))
 
     def gemms():
         for _ in range(n_gemm):
             gemm()
 
-    gemm_alone_s = statistics.median(time_s(gemms) for _ in range(reps))
     comm_stream = torch.cuda.Stream() if ctx.is_cuda else None
-    gemm_over, comm_over = [], []
-    for _ in range(reps):
+    rows = []
+    for _ in range(ctx.opts.repeat_count):
+        alone_c = time_s(gemms)
+        alone_a = comm_alone()
         if ctx.is_cuda:
-            gemm_s, comm_s = _overlap_cuda(comm, gemms, group, comm_stream)
+            over_c, over_a = _overlap_cuda(comm, gemms, group, comm_stream)
         else:
-            gemm_s, comm_s = _overlap_cpu(comm, gemms, group)
-        gemm_over.append(gemm_s)
-        comm_over.append(ctx.max_over(comm_s, group))
+            over_c, over_a = _overlap_cpu(comm, gemms, group)
+        rows.append((alone_c, alone_a, over_c, ctx.max_over(over_a, group)))
     if ctx.rank != 0:
         return None
-    gemm_overlap_s, comm_overlap_s = statistics.median(gemm_over), statistics.median(comm_over)
-    return {
-        "reps": reps,
-        "gemm_alone_us": gemm_alone_s / n_gemm * 1e6, "gemm_overlap_us": gemm_overlap_s / n_gemm * 1e6,
-        "comm_alone_us": comm_alone_s / COMM_BATCH * 1e6,
-        "comm_overlap_us": comm_overlap_s / COMM_BATCH * 1e6,
-        "compute_slowdown": gemm_overlap_s / gemm_alone_s - 1.0,
-        "comm_slowdown": comm_overlap_s / comm_alone_s - 1.0,
-    }
+    return _values(rows, n_gemm, COMM_BATCH)
 
 
 def describe(point: dict) -> str:
-    return (f"AllReduce {human_bytes(point['size_bytes'])} x {point['group_size']} ranks with GEMM "
-            f"m={point['m']} n={point['n']} k={point['k']} {point['dtype']}")
+    what = (f"{point['model']} attention + MLP at {point['m']} tokens" if point.get("model", "-") != "-"
+            else f"GEMM m={point['m']} n={point['n']} k={point['k']}")
+    return f"AllReduce {human_bytes(point['size_bytes'])} x {point['group_size']} ranks with {what} {point['dtype']}"
 
 
 def result(values: dict) -> str:
-    return (f"compute slowdown {values['compute_slowdown']:+.1%}, "
-            f"comm slowdown {values['comm_slowdown']:+.1%}")
+    return (f"compute slowdown {values['compute_slowdown']:+.1%} (p10 {values['compute_p10']:+.1%}, "
+            f"p90 {values['compute_p90']:+.1%}), comm slowdown {values['comm_slowdown']:+.1%} "
+            f"(p10 {values['comm_p10']:+.1%}, p90 {values['comm_p90']:+.1%})")
 
 
 if __name__ == "__main__":

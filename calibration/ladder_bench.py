@@ -113,6 +113,23 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = NORM_EPS) -> Tensor:
     return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).type_as(x) * weight
 
 
+# The norms under the op kinds' names (see TransformerBlock.attention): four program ops.
+def attn_norm(x: Tensor, weight: Tensor) -> Tensor:
+    return rms_norm(x, weight)
+
+
+def mlp_norm(x: Tensor, weight: Tensor) -> Tensor:
+    return rms_norm(x, weight)
+
+
+def norm(x: Tensor, weight: Tensor) -> Tensor:
+    return rms_norm(x, weight)
+
+
+def final_norm(x: Tensor, weight: Tensor) -> Tensor:
+    return rms_norm(x, weight)
+
+
 def precompute_freqs_cis(seq_len: int, head_dim: int, base: float = ROPE_BASE) -> Tensor:
     """gpt-fast's RoPE table: ``[seq_len, head_dim // 2, 2]`` holding (cos, sin)."""
     freqs = 1.0 / (base ** (torch.arange(0, head_dim, 2)[: head_dim // 2].float() / head_dim))
@@ -165,35 +182,75 @@ class TransformerBlock(nn.Module):
     def w3(self) -> Tensor:
         return self.w_in[self.n_qkv + self.n_ff:]
 
+    # Each step below is one function named after the op kind of laddersim's op program it is
+    # (laddersim.schedules.program.MODULE_OPS), so a profiler trace attributes every framework op
+    # to its kind by the innermost frame (calibration/op_trace.py); a call costs ~0.1 us.
+
     def attention(self, x: Tensor, freqs_cis: Tensor, mask: Tensor, input_pos: Tensor) -> Tensor:
         """This rank's partial sum of the attention output (row-parallel ``wo``, not reduced)."""
-        return self._attend(F.linear(x, self.wqkv), freqs_cis, mask, input_pos)
+        return self._attend(self.qkv(x), freqs_cis, mask, input_pos)
 
     def feed_forward(self, x: Tensor) -> Tensor:
         """This rank's partial sum of the SwiGLU MLP output (row-parallel ``w2``, not reduced)."""
-        return F.linear(F.silu(F.linear(x, self.w1)) * F.linear(x, self.w3), self.w2)
+        return self.down(self.act(*self.gate_up(x)))
 
     def fused(self, x: Tensor, freqs_cis: Tensor, mask: Tensor, input_pos: Tensor) -> Tensor:
         """GPT-J/PaLM parallel block: attention + MLP partial sums from one input matmul."""
-        qkv, gate, up = F.linear(x, self.w_in).split([self.n_qkv, self.n_ff, self.n_ff], dim=-1)
-        return self._attend(qkv, freqs_cis, mask, input_pos) + F.linear(F.silu(gate) * up, self.w2)
+        qkv, gate, up = self.qkv_gate_up(x)
+        bsz, seqlen, _ = qkv.shape
+        y = self.attention_core(self.rope(qkv, freqs_cis, input_pos), mask)
+        h = self.act(gate, up)  # before the projections, in the op program's order
+        return partial_add(self.o_proj(y.transpose(1, 2).reshape(bsz, seqlen, -1)), self.down(h))
+
+    def qkv(self, x: Tensor) -> Tensor:
+        return F.linear(x, self.wqkv)
+
+    def gate_up(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        return F.linear(x, self.w1), F.linear(x, self.w3)
+
+    def qkv_gate_up(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        return F.linear(x, self.w_in).split([self.n_qkv, self.n_ff, self.n_ff], dim=-1)
+
+    @staticmethod
+    def act(gate: Tensor, up: Tensor) -> Tensor:
+        return F.silu(gate) * up
+
+    def down(self, h: Tensor) -> Tensor:
+        return F.linear(h, self.w2)
 
     def _attend(self, qkv: Tensor, freqs_cis: Tensor, mask: Tensor, input_pos: Tensor) -> Tensor:
+        bsz, seqlen, _ = qkv.shape
+        y = self.attention_core(self.rope(qkv, freqs_cis, input_pos), mask)
+        return self.o_proj(y.transpose(1, 2).reshape(bsz, seqlen, -1))
+
+    def rope(self, qkv: Tensor, freqs_cis: Tensor, input_pos: Tensor) -> Tensor:
+        """Rotated queries ``[B, H, S, hd]``; the rotated keys and the values go into the cache."""
         bsz, seqlen, _ = qkv.shape
         kv_size = self.n_local_heads * self.head_dim
         q, k, v = qkv.split([self.n_head * self.head_dim, kv_size, kv_size], dim=-1)
         q = apply_rotary_emb(q.view(bsz, seqlen, self.n_head, self.head_dim), freqs_cis)
         k = apply_rotary_emb(k.view(bsz, seqlen, self.n_local_heads, self.head_dim), freqs_cis)
         v = v.view(bsz, seqlen, self.n_local_heads, self.head_dim)
-        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
-        self.k_cache[:, :, input_pos] = k  # gpt-fast KVCache.update: preallocated, index_put
-        self.v_cache[:, :, input_pos] = v
+        self.k_cache[:, :, input_pos] = k.transpose(1, 2)  # gpt-fast KVCache.update: index_put
+        self.v_cache[:, :, input_pos] = v.transpose(1, 2)
+        return q.transpose(1, 2)
+
+    def attention_core(self, q: Tensor, mask: Tensor) -> Tensor:
         rep = self.n_head // self.n_local_heads
         k = self.k_cache.repeat_interleave(rep, dim=1)
         v = self.v_cache.repeat_interleave(rep, dim=1)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        y = y.transpose(1, 2).reshape(bsz, seqlen, self.n_head * self.head_dim)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    def o_proj(self, y: Tensor) -> Tensor:
         return F.linear(y, self.wo)
+
+
+def residual_add(x: Tensor, y: Tensor) -> Tensor:
+    return x + y
+
+
+def partial_add(x: Tensor, y: Tensor) -> Tensor:
+    return x + y
 
 
 class Transformer(nn.Module):
@@ -326,12 +383,16 @@ class DistComm(Comm):
     def __init__(self, group=None):
         self.group = group
         self.rank, self.world_size = dist.get_rank(group), dist.get_world_size(group)
+        self._parts: dict[tuple, list[Tensor]] = {}  # AllGather outputs, kept like a static cache
 
     def start(self, t: Tensor):
         return _Work(t, dist.all_reduce(t, group=self.group, async_op=True))
 
     def gather_vocab(self, t: Tensor) -> Tensor:
-        parts = [torch.empty_like(t) for _ in range(self.world_size)]
+        key = (t.shape, t.dtype, t.device)
+        if key not in self._parts:
+            self._parts[key] = [torch.empty_like(t) for _ in range(self.world_size)]
+        parts = self._parts[key]
         dist.all_gather(parts, t.contiguous(), group=self.group)
         return torch.cat(parts, dim=-1)
 
@@ -360,14 +421,14 @@ NO_COMM = Comm()
 
 def standard(model: Transformer, x: Tensor, rope: tuple, comm: Comm) -> Tensor:
     for layer in model.layers:
-        x = x + comm.all_reduce(layer.attention(rms_norm(x, layer.attention_norm), *rope))
-        x = x + comm.all_reduce(layer.feed_forward(rms_norm(x, layer.ffn_norm)))
+        x = residual_add(x, comm.all_reduce(layer.attention(attn_norm(x, layer.attention_norm), *rope)))
+        x = residual_add(x, comm.all_reduce(layer.feed_forward(mlp_norm(x, layer.ffn_norm))))
     return x
 
 
 def parallel(model: Transformer, x: Tensor, rope: tuple, comm: Comm) -> Tensor:
     for layer in model.layers:
-        x = x + comm.all_reduce(layer.fused(rms_norm(x, layer.attention_norm), *rope))
+        x = residual_add(x, comm.all_reduce(layer.fused(norm(x, layer.attention_norm), *rope)))
     return x
 
 
@@ -378,14 +439,14 @@ def ladder(model: Transformer, x: Tensor, rope: tuple, comm: Comm) -> Tensor:
     for i in range(2 * len(model.layers)):
         layer = model.layers[i // 2]
         if i >= 2:
-            x = x + pending[i - 2].wait()
+            x = residual_add(x, pending[i - 2].wait())
         if i % 2 == 0:
-            y = layer.attention(rms_norm(x, layer.attention_norm), *rope)
+            y = layer.attention(attn_norm(x, layer.attention_norm), *rope)
         else:
-            y = layer.feed_forward(rms_norm(x, layer.ffn_norm))
+            y = layer.feed_forward(mlp_norm(x, layer.ffn_norm))
         pending.append(comm.start(y))
     for p in pending[-2:]:
-        x = x + p.wait()
+        x = residual_add(x, p.wait())
     return x
 
 
@@ -403,12 +464,24 @@ def forward(model: Transformer, tokens: Tensor, input_pos: Tensor, schedule: str
             last_only: bool = False) -> Tensor:
     """Logits ``[B, S, vocab]`` (``S = 1`` if ``last_only``) for ``tokens [B, S]`` at
     positions ``input_pos [S]``; writes those positions into the KV caches."""
-    x = F.embedding(tokens, model.tok_embeddings)
-    rope = (model.freqs_cis[input_pos], model.causal_mask[None, None, input_pos], input_pos)
+    x, rope = embed(model, tokens, input_pos)
     x = SCHEDULE_FNS[schedule](model, x, rope, comm)
     if last_only:
         x = x[:, -1:]
-    logits = comm.gather_vocab(F.linear(rms_norm(x, model.norm), model.output))
+    return vocab_logits(model, comm.gather_vocab(lm_head(model, final_norm(x, model.norm))))
+
+
+def embed(model: Transformer, tokens: Tensor, input_pos: Tensor) -> tuple[Tensor, tuple]:
+    """The token embeddings and the RoPE table rows, mask rows and positions of this pass."""
+    rope = (model.freqs_cis[input_pos], model.causal_mask[None, None, input_pos], input_pos)
+    return F.embedding(tokens, model.tok_embeddings), rope
+
+
+def lm_head(model: Transformer, x: Tensor) -> Tensor:
+    return F.linear(x, model.output)
+
+
+def vocab_logits(model: Transformer, logits: Tensor) -> Tensor:
     return logits[..., : model.shape.vocab_size]  # drop the padding rows of the last shard
 
 
@@ -438,6 +511,14 @@ def sample(logits: Tensor, temperature: float, top_k: int) -> Tensor:
     probs = torch.softmax(logits, dim=-1)
     q = torch.empty_like(probs).exponential_(1)  # Gumbel-style sampling without a CPU sync
     return torch.argmax(probs / q, dim=-1, keepdim=True)
+
+
+def step(decode_one: Callable, tok: Tensor, input_pos: Tensor, new: Tensor, i: int) -> Tensor:
+    """One decode step of ``generate_once``: token ``i`` of every sequence into ``new``."""
+    tok = decode_one(tok, input_pos).clone()  # clone: CUDA-graph outputs get overwritten
+    input_pos += 1
+    new[:, i: i + 1] = tok
+    return tok
 
 
 @dataclasses.dataclass(frozen=True)
@@ -477,9 +558,7 @@ def generate_once(model: Transformer, comm: Comm, schedule: str, prompt: Tensor,
     new[:, :1] = tok
     input_pos = torch.tensor([plen], device=prompt.device)
     for i in range(1, gen_len):
-        tok = decode_one(tok, input_pos).clone()  # clone: CUDA-graph outputs get overwritten
-        input_pos += 1
-        new[:, i: i + 1] = tok
+        tok = step(decode_one, tok, input_pos, new, i)
     sync()
     t2 = time.perf_counter()
     return t1 - t0, t2 - t1, new
@@ -500,6 +579,7 @@ def bench_rank(cfg: BenchConfig, rank: int, world_size: int, device: torch.devic
         log(f"{shape.name}: built rank shards in {time.perf_counter() - t:.1f} s "
             f"(tp={world_size}, {cfg.backend}, {device.type}, {cfg.dtype})")
     eager = DistComm()
+    decoders = {}
     for schedule in cfg.schedules:
         comm = FuncolComm() if cfg.compile else eager
 
@@ -507,26 +587,32 @@ def bench_rank(cfg: BenchConfig, rank: int, world_size: int, device: torch.devic
             logits = forward(model, tok, input_pos, schedule, comm)
             return sample(logits, cfg.temperature, cfg.top_k)
 
-        if cfg.compile:
-            decode_one = torch.compile(decode_one, mode="reduce-overhead", fullgraph=True)
-        prefill, decode = [], []
-        for run in range(cfg.warmup + cfg.repeats):
+        decoders[schedule] = (torch.compile(decode_one, mode="reduce-overhead", fullgraph=True)
+                              if cfg.compile else decode_one)
+    # The schedules take turns, run by run: a machine load that drifts during the benchmark (other
+    # processes on shared cores) then weighs on every schedule alike, and their ratios hold.
+    prefill = {s: [] for s in cfg.schedules}
+    decode = {s: [] for s in cfg.schedules}
+    tokens = {}
+    for run in range(cfg.warmup + cfg.repeats):
+        for schedule in cfg.schedules:
             torch.manual_seed(cfg.seed + run)  # same prompt and sampling noise on every rank
             prompt = torch.randint(0, shape.vocab_size, (cfg.batch, cfg.prompt_len), device=device)
             dist.barrier()
-            p_s, d_s, tokens = generate_once(model, eager, schedule, prompt, cfg.gen_len,
-                                             decode_one, cfg, sync)
+            p_s, d_s, tokens[schedule] = generate_once(model, eager, schedule, prompt, cfg.gen_len,
+                                                       decoders[schedule], cfg, sync)
             if run >= cfg.warmup:
-                prefill.append(p_s)
-                decode.append(d_s)
+                prefill[schedule].append(p_s)
+                decode[schedule].append(d_s)
             if rank == 0:
                 kind = "warmup" if run < cfg.warmup else "run"
                 log(f"{schedule}: {kind} {run + 1}/{cfg.warmup + cfg.repeats} "
                     f"prefill {p_s:.4f} s decode {d_s:.4f} s")
-        if schedule != "upper_bound" and not _tokens_agree(tokens, eager):
+    for schedule in cfg.schedules:
+        if schedule != "upper_bound" and not _tokens_agree(tokens[schedule], eager):
             log(f"{schedule}: WARNING ranks sampled different tokens (logits differ across ranks)")
         if rank == 0:
-            p_s, d_s = statistics.median(prefill), statistics.median(decode)
+            p_s, d_s = statistics.median(prefill[schedule]), statistics.median(decode[schedule])
             row = {
                 **setting_fields(cfg, world_size), "schedule": schedule,
                 "tokens_per_s": round(cfg.batch * cfg.gen_len / (p_s + d_s), 4),

@@ -92,7 +92,13 @@ def test_fitted_profile_loads_with_sources_and_reproduces_the_measured_table(cal
     assert str(out) in profile.gpu.gemm_compute_efficiency.source
     assert "measurements/gemm.csv" in profile.gpu.kernel_launch_us.source
     assert "measurements/interference.csv" in profile.interference.compute_slowdown.source
-    assert profile.framework.step_overhead_us.source.startswith("copied from base profile h100-sxm-nvswitch")
+    # The framework's per-op costs and the traced step's ops hold what the base's fixed costs would.
+    host = profile.host_overhead
+    assert host.timing == "synchronous" and host.collective_progress == "host_cores"
+    assert "measurements/overhead.csv" in host.compute_op_us.source and "measurements/ops.csv" in host.ops_source
+    assert 0 < host.cpu_share.value <= 1 and "measurements/overhead.csv" in host.cpu_share.source
+    assert {e.kind for e in host.ops} >= {"attn_norm", "rope", "attention", "residual_add", "collective_launch"}
+    assert profile.framework.step_overhead_us.value == 0 and "host_overhead" in profile.framework.step_overhead_us.source
     assert "only one node measured" in profile.network.allreduce.bus_bandwidth_gbps.source
     assert profile.provenance["backend"] == "gloo" and "calibrate run" in profile.provenance["command_line"]
 
@@ -314,7 +320,8 @@ def test_summary_of_a_partial_run_marks_values_copied_from_the_base(calibrated, 
     assert _summary_line(lines, "interference").endswith(
         f"compute scaled by NCCL's channel share of 32 {base}not measured)")
     assert _summary_line(lines, "inter-node AR").endswith(f"{base}only one node measured)")
-    assert "framework overheads" in _summary_line(lines, "also from base")
+    assert "framework overheads" not in _summary_line(lines, "also from base")  # the host overhead holds them
+    assert "per compute op" in _summary_line(lines, "host overhead")
     assert "from base" not in _summary_line(lines, "intra-node AR")  # measured
     # The profile's sources say the same.
     profile = load_profile(run)

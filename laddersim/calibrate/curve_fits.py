@@ -174,5 +174,6 @@ def protocol_tier_fit(gpus: int, size_bytes, time_us, source: str) -> TierFit:
     pairs = fit_protocol_terms(gpus, size_bytes, time_us)
     labels = ["ll", "ll128", "simple", "simple-large"][: len(pairs)] if len(pairs) > 1 else ["simple"]
     return TierFit(gpus=gpus, source=source,
-                   terms=[ProtocolTerm(protocol=lab, latency_us=round(a, 3), bus_bandwidth_gbps=round(b, 2))
+                   # 4 significant digits: a noisy CPU table's slow line (< 0.005 GB/s) stays > 0
+                   terms=[ProtocolTerm(protocol=lab, latency_us=round(a, 3), bus_bandwidth_gbps=float(f"{b:.4g}"))
                           for lab, (a, b) in zip(labels, pairs)])

@@ -25,13 +25,14 @@ from laddersim.calibrate.curve_fits import (
     protocol_tier_fit,
 )
 from laddersim.calibrate.environment import library_name, read_manifest
+from laddersim.calibrate.fit_host import host_overhead
 from laddersim.calibrate.grid import human_bytes
 from laddersim.calibrate.schema import SCHEMAS
 from laddersim.calibrate.plausibility import check_points
 from laddersim.calibrate.store import PointStore, measurement_path
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import (
-    AlphaBeta, CollectiveSpec, GpuSpec, HardwareProfile, InterferencePoint, InterferenceSpec, MeasuredTable,
+    AlphaBeta, CollectiveSpec, FrameworkSpec, GpuSpec, HardwareProfile, InterferencePoint, InterferenceSpec, MeasuredTable,
     NetworkSpec, NodeSpec, PEAK_FIELD_BY_DTYPE, Sourced, TierFit, load_profile, parse_profile,
 )
 from laddersim.provenance import laddersim_version, profile_sha256
@@ -406,7 +407,8 @@ def _interference(fit: _Fit) -> InterferenceSpec:
                                 comm_slowdown_part=base.comm_slowdown_part,
                                 **_base_channel_rule(fit, " (not measured)"))
     points = ", ".join(f"{r.size_bytes} B with m={r.m} n={r.n} k={r.k}" for r in rows.itertuples())
-    what = f"median over {len(rows)} points ({points}), clipped at 0"
+    what = (f"median over {len(rows)} points ({points}), a median below 0 held at 0 (calibrate fit warns: "
+            "a measurement problem)")
     by_size = []
     sizes = sorted(set(int(v) for v in rows["size_bytes"]))
     if len(sizes) > 1:
@@ -416,7 +418,8 @@ def _interference(fit: _Fit) -> InterferenceSpec:
                 size_bytes=size,
                 compute_slowdown=max(0.0, float(at["compute_slowdown"].median())),
                 comm_slowdown=max(0.0, float(at["comm_slowdown"].median())),
-                source=fit.cite("interference", f"median over the {len(at)} GEMM shapes at {size} B, clipped at 0")))
+                source=fit.cite("interference", f"median over the {len(at)} computes at {size} B; below 0 held "
+                                                 "at 0 (calibrate fit warns)")))
     compute = max(0.0, float(rows["compute_slowdown"].median()))
     rule: dict = {}
     if not by_size and fit.is_cuda and base.collective_channels is not None:
@@ -517,6 +520,7 @@ def build_profile(run_dir: str, name: str, base: str) -> HardwareProfile:
                         description=f"{gpus_per_node} CPU ranks ({m.get('threads_per_rank', '?')} threads each) "
                                     f"on {', '.join(m.get('hosts', [m.get('host', '?')]))}, gloo over TCP "
                                     "loopback; fabric 'pcie' is nominal (the schema has no CPU fabric)")
+    host = host_overhead(fit)
     raw = HardwareProfile(
         name=name,
         description=f"calibrated from {run_dir}: {m.get('device_name', '?')}, {m.get('world_size', '?')} ranks "
@@ -527,13 +531,25 @@ def build_profile(run_dir: str, name: str, base: str) -> HardwareProfile:
         network=_network(fit, primary, collectives.intra_node, gpus_per_node),
         collectives=collectives,
         interference=_interference(fit),
-        framework=fit.base.framework.model_copy(update={
-            f: fit.copied(getattr(fit.base.framework, f), " (framework overheads not measured)")
-            for f in ("step_overhead_us", "sampling_us", "collective_sync_us", "collective_sync_gbps",
-                      "collective_input_copies")}),
+        framework=_framework(fit, host),
+        host_overhead=host,
         provenance=_provenance(fit),
     )
     return raw
+
+
+def _framework(fit: _Fit, host) -> FrameworkSpec:
+    """The base's fixed framework costs, or, with the host overhead measured (an eager run),
+    zero for those its per-op costs and op counts already hold (the step loop, sampling, the
+    collective's issue; an eager collective is in place, no input copy)."""
+    base = fit.base.framework
+    fields = ("step_overhead_us", "sampling_us", "collective_sync_us", "collective_sync_gbps", "collective_input_copies")
+    if host is None:
+        return base.model_copy(update={f: fit.copied(getattr(base, f), " (framework overheads not measured)")
+                                       for f in fields})
+    why = fit.cite("overhead", "0: held by host_overhead (per-op costs x the ops of the traced step)")
+    return base.model_copy(update={f: Sourced(value=0.0, source=why) for f in fields}
+                           | {"single_token_kernel_floor_us": None})
 
 
 def _provenance(fit: _Fit) -> dict[str, str]:

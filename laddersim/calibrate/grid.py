@@ -181,17 +181,58 @@ def interference_points(world: World, opts: RunOptions) -> list[dict]:
                   for g in ((16, 8192, 8192), (4096, 8192, 8192))]
     else:
         combos = [(s, g) for s in (1 * MIB, 16 * MIB) for g in ((64, 1024, 1024), (256, 1024, 1024))]
-    return [
+    points = [
         {"world_size": world.world_size, "group_size": world.world_size,
-         "dtype": compute_dtype(world), "mode": "eager", "size_bytes": size, "m": m, "n": n, "k": k}
+         "dtype": compute_dtype(world), "mode": "eager", "size_bytes": size, "m": m, "n": n, "k": k, "model": "-"}
         for size, (m, n, k) in combos
     ]
+    if world.device == "cpu" and opts.models:
+        # What a run overlaps: the model's own attention + MLP modules beside an async AllReduce of
+        # their output (batch x dim elements), at each decode batch; replaces the generic GEMMs.
+        points = []
+        for name in opts.models:
+            shape = load_model_shape(name)
+            tp = world.world_size
+            if shape.n_heads % tp or shape.intermediate_size % tp:
+                continue
+            for batch in opts.batch or (1,):
+                points.append({"world_size": tp, "group_size": tp, "dtype": compute_dtype(world), "mode": "eager",
+                               "size_bytes": batch * shape.dim * DTYPE_BYTES[compute_dtype(world)], "m": batch,
+                               "n": shape.dim, "k": shape.intermediate_per_rank(tp), "model": name})
+    return points
+
+
+def overhead_points(world: World, opts: RunOptions) -> list[dict]:
+    """Per-op framework cost of each op class (calibration/overhead_bench.py) in each mode a
+    run of this device can be in: eager; on GPUs also CUDA graph and torch.compile."""
+    run_modes = ("eager", "graph", "compile") if world.device == "cuda" and opts.graph else ("eager",)
+    points = [{"dtype": compute_dtype(world), "mode": mode, "op_class": op_class}
+              for mode in run_modes for op_class in OP_CLASSES if not (op_class == "collective" and mode != "eager")]
+    if world.device == "cpu":
+        points.append({"dtype": compute_dtype(world), "mode": "eager", "op_class": "cpu_share"})
+    return points
+
+
+OP_CLASSES = ("compute", "view", "collective")  # as calibration/op_trace.py classes trace ops
+TRACE_SCHEDULES = ("standard", "parallel", "ladder", "upper_bound")
+
+
+def ops_points(world: World, opts: RunOptions) -> list[dict]:
+    """One decode step of ladder_bench per model and schedule, traced at TP = the world size."""
+    points = []
+    for name in opts.models:
+        shape = load_model_shape(name)
+        if world.world_size > 1 and (shape.n_heads % world.world_size or shape.intermediate_size % world.world_size):
+            continue
+        batch = (opts.batch or (1,))[0]  # op counts do not depend on the batch
+        points += [{"model": name, "tp": world.world_size, "batch": batch, "schedule": s} for s in TRACE_SCHEDULES]
+    return points
 
 
 def build_grid(world: World, opts: RunOptions) -> dict[str, list[dict]]:
     """Points per requested benchmark, in measuring order."""
     builders = {"allreduce": allreduce_points, "gemm": gemm_points, "memory": memory_points,
-                "interference": interference_points}
+                "interference": interference_points, "overhead": overhead_points, "ops": ops_points}
     for name in opts.models:
         load_model_shape(name)  # fail early, before any rank starts
     grid = {name: builders[name](world, opts) for name in opts.benchmarks}

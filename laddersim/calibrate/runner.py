@@ -93,7 +93,7 @@ def prepare_run_dir(opts: RunOptions, world: World, backend: str, command: str) 
     fresh = describe_host(backend, world.device)
     fresh.update(world_size=world.world_size, ranks_per_node=world.ranks_per_node,
                  nodes=world.nodes, threads_per_rank=threads_per_rank(world),
-                 modes=sorted({p["mode"] for points in grid.values() for p in points}),
+                 modes=sorted({p["mode"] for points in grid.values() for p in points if "mode" in p}),
                  options=opts.model_dump(mode="json", exclude={"out"}),
                  date_utc=now_utc(), command_line=command, laddersim_version=laddersim_version())
     manifest = merge_manifest(out, fresh, {"date_utc": now_utc(), "command_line": command,

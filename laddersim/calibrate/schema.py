@@ -35,19 +35,30 @@ SCHEMAS: dict[str, Schema] = {
         # Memory-bound kernels on size_bytes tensors; moved_bytes counts reads plus writes.
         Schema("memory", ("dtype", "mode", "kernel", "size_bytes"),
                TIMING_VALUES + ("moved_bytes", "gbps")),
-        # A batch of GEMMs on one stream/thread while a batch of AllReduces runs on another.
-        Schema("interference", ("world_size", "group_size", "dtype", "mode", "size_bytes", "m", "n", "k"),
+        # Compute (a batch of GEMMs m x n x k, or with ``model`` that model's own attention + MLP
+        # modules at m tokens) beside AllReduces on another stream/thread; slowdowns are medians
+        # of per-repetition ratios (alone and overlapped timed back to back), with their spread.
+        Schema("interference", ("world_size", "group_size", "dtype", "mode", "size_bytes", "m", "n", "k",
+                                "model"),
                ("reps", "gemm_alone_us", "gemm_overlap_us", "comm_alone_us", "comm_overlap_us",
-                "compute_slowdown", "comm_slowdown")),
+                "compute_slowdown", "comm_slowdown", "compute_p10", "compute_p90", "comm_p10", "comm_p90")),
+        # Framework (host dispatch) cost per op of a chain of small ops of one class, in one mode.
+        # ``cpu_share`` (op_class cpu_share, CPU ranks): the fraction of wall time a rank kept busy
+        # for a sustained window really ran (other processes on the cores take the rest).
+        Schema("overhead", ("dtype", "mode", "op_class"), TIMING_VALUES + ("ops_per_chain", "cpu_share")),
+        # Top-level framework ops per program op kind in a profiler trace of one ladder_bench
+        # decode step: "kind.class=ops per occurrence;..." (calibration/op_trace.py).
+        Schema("ops", ("model", "tp", "batch", "schedule"), ("ops_total", "counts")),
     )
 }
 BENCHMARKS = tuple(SCHEMAS)
 
 INT_COLUMNS = frozenset({"world_size", "group_size", "nodes", "size_bytes", "m", "n", "k", "reps",
-                         "moved_bytes"})
-STR_COLUMNS = frozenset({"dtype", "mode", "stat", "kernel", "origin"})
+                         "moved_bytes", "ops_per_chain", "tp", "batch", "ops_total"})
+STR_COLUMNS = frozenset({"dtype", "mode", "stat", "kernel", "origin", "op_class", "model", "schedule", "counts"})
 # May be empty: an imported log gives a mean without spread.
-OPTIONAL_COLUMNS = frozenset({"p10_us", "p90_us", "min_us", "max_us", "origin"})
+OPTIONAL_COLUMNS = frozenset({"p10_us", "p90_us", "min_us", "max_us", "origin", "compute_p10", "compute_p90",
+                              "comm_p10", "comm_p90", "cpu_share"})
 MODES = ("eager", "graph")
 
 

@@ -76,9 +76,10 @@ def _import(args: argparse.Namespace) -> int:
 
 def _warn_noisy(run_dir: str) -> None:
     """On stderr, one line per measured table whose times fall with size (noise, kept as is)."""
+    from laddersim.calibrate.fit_host import fit_warnings
     from laddersim.calibrate.fit_profile import noisy_table_warnings
 
-    for warning in noisy_table_warnings(run_dir):
+    for warning in noisy_table_warnings(run_dir) + fit_warnings(run_dir):
         print(warning, file=sys.stderr)
 
 
@@ -127,6 +128,14 @@ def _report(profile, run_dir: str) -> None:
              *([(f"compute scaled by NCCL's channel share of {channels.value:g}", channels)]
                if (channels := profile.interference.collective_channels) else [])),
     ]
+    if (host := profile.host_overhead) is not None:
+        per_step = sum(e.compute + e.view + e.collective for e in host.ops)
+        out.append(line("host overhead", (f"{host.mode} {host.timing}: {host.compute_op_us.value:.2f} us per compute "
+                                          f"op", host.compute_op_us),
+                        (f"{host.view_op_us.value:.2f} per view", host.view_op_us),
+                        (f"{host.collective_op_us.value:.2f} per collective issue; {len(host.ops)} kinds, "
+                         f"{per_step:g} ops over one of each; collectives progress on {host.collective_progress}",
+                         host.collective_op_us)))
     others = {"eager launch": profile.collectives.eager_launch_us, "device memory": gpu.memory_gb,
               "attention efficiency": gpu.attention_compute_efficiency,
               "framework overheads": profile.framework.step_overhead_us}

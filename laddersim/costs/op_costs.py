@@ -16,6 +16,7 @@ from laddersim.costs.framework_collectives import framework_allreduce_time_s
 from laddersim.costs.gemm import gemm_time_s, memory_bound_time_s
 from laddersim.costs.gemm_tables import SOL, library_gemm_time_s
 from laddersim.framework import load_framework
+from laddersim.costs.host_overhead import with_host_overhead
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.model_shape import ModelShape
 from laddersim.workload import Workload
@@ -54,7 +55,7 @@ def op_times_s(
     times, _ = _fixed_op_times(model, hw, work, tp, phase)
     out = {kind: np.full(kv_lens.shape, value) for kind, value in times.items()}
     out["attention"] = attention_time_s(model, hw, work, tp, phase, kv_lens)
-    return out
+    return with_host_overhead(hw, out)  # the framework's per-op dispatch (None in compiled profiles)
 
 
 def splits_k(gpu, m: int, n: int) -> bool:

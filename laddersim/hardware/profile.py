@@ -361,6 +361,56 @@ class FrameworkSpec(BaseModel):
     single_token_kernel_floor_us: NonNegative | None = None
 
 
+class HostOps(BaseModel):
+    """Top-level framework ops one program op of ``kind`` dispatches, per op class (a profiler
+    trace of the real run divided by the program's occurrences of the kind)."""
+
+    model_config = _FROZEN
+
+    kind: str
+    compute: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    view: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    collective: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+
+
+class HostOverheadSpec(BaseModel):
+    """Framework (host dispatch) cost of the ops a real forward pass runs around its kernels
+    (``laddersim.costs.host_overhead``): eager Python and dispatcher work, allocation, and the
+    norms', RoPE's, cache writes', views' and sampling's many small ops.
+
+    ``timing`` = ``synchronous`` (CPU ranks): the host runs each op's work itself, so host and
+    compute time add; ``asynchronous`` (eager on a GPU): the host launches ahead of the device,
+    so an op takes the longer of the two.
+
+    ``collective_progress`` = ``host_cores``: the collectives' progress (gloo's worker threads)
+    runs on the cores the compute uses, so an overlapped collective and compute slow each other
+    through the profile's ``interference`` rates, measured that way by calibrate (the model's
+    own modules beside an async AllReduce); ``device``: they run on the accelerator.
+    """
+
+    model_config = _FROZEN
+
+    mode: Literal["eager", "graph", "compile"] = "eager"
+    timing: Literal["synchronous", "asynchronous"]
+    compute_op_us: NonNegative  # per op that runs a kernel (and allocates)
+    view_op_us: NonNegative  # per view op (metadata only)
+    collective_op_us: NonNegative  # per collective issue on the calling thread
+    ops: list[HostOps] = Field(min_length=1)
+    ops_source: str = Field(min_length=3)
+    collective_progress: Literal["device", "host_cores"] = "device"
+    collective_progress_source: str = "default: collectives progress on the device"
+    # Synchronous hosts: the share of its cores a busy rank really gets (other processes take the
+    # rest); the rank's compute-stream ops run at this speed (laddersim.costs.host_overhead).
+    cpu_share: Positive = Sourced(value=1.0, source="default: the ranks have their cores to themselves")
+
+    @model_validator(mode="after")
+    def _one_entry_per_kind(self) -> "HostOverheadSpec":
+        kinds = [entry.kind for entry in self.ops]
+        if len(kinds) != len(set(kinds)):
+            raise ValueError(f"ops: one entry per kind, got {sorted(kinds)}")
+        return self
+
+
 class WhatIf(BaseModel):
     """Scalings applied on top of the measured/fitted collective costs, for what-if sweeps.
 
@@ -393,6 +443,7 @@ class HardwareProfile(BaseModel):
     collectives: CollectiveSpec
     interference: InterferenceSpec
     framework: FrameworkSpec
+    host_overhead: HostOverheadSpec | None = None  # None: kernels alone (a compiled, graph-replayed run)
     provenance: dict[str, str] = {}  # free-form: who made it, how (calibration runs, fits)
     what_if: WhatIf = WhatIf()  # scalings for what-if studies; identity in shipped profiles
 

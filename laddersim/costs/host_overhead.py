@@ -1,0 +1,66 @@
+"""Framework (host dispatch) time of each op kind, from the profile's ``host_overhead`` section.
+
+A program op of kind K stands for the framework ops the real run dispatches for it (counted in
+a profiler trace of one decode step by ``calibration/op_trace.py``): ``compute`` ops (a kernel
+and usually an allocation), ``view`` ops (metadata only) and ``collective`` issues, each at the
+per-op cost calibrate measured from chains of such ops (``calibration/overhead_bench.py``):
+
+    host_s(K) = n_compute(K) * compute_op_s + n_view(K) * view_op_s + n_collective(K) * collective_op_s
+
+Synchronous timing (CPU ranks: the calling thread runs the work too): the op takes its kernel
+time plus ``host_s`` minus the kernel floors the cost model already charges for it
+(``NO_FLOOR_KINDS`` charge none; on a CPU the fitted floor is the dispatch of the one timed torch
+call), all divided by ``cpu_share``: the compute microbenchmarks' medians are of short samples
+that mostly ran between two preemptions, a whole run pays every preemption by the other processes
+on its cores. The collectives are not: a measured AllReduce is a whole call, its waits for the
+peer's and the worker threads' turns on the cores included. Where the collectives' progress
+shares the compute's cores (``collective_progress: host_cores``), the engine charges that through
+the profile's interference rates, which calibrate measures that way.
+Asynchronous timing (eager on a GPU, the host running ahead): the op takes the longer of its
+kernel time and ``host_s``. Kinds without an entry (the comm stream's collectives) are unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from laddersim.hardware.profile import HardwareProfile, HostOverheadSpec
+
+# Kernel floors (gpu.kernel_launch_us) laddersim.costs.op_costs already charges per op kind: one
+# per modelled kernel; the framework-only kinds (sampling, step_overhead, collective_launch)
+# charge none.
+NO_FLOOR_KINDS = frozenset({"sampling", "step_overhead", "collective_launch"})
+# The comm stream's op kinds (op_costs.collective_message_bytes); their host issue is the compute
+# stream's collective_launch.
+COLLECTIVE_KINDS = frozenset({"allreduce", "allgather_logits"})
+
+
+def host_time_s(spec: HostOverheadSpec, kind: str) -> float | None:
+    """Host seconds of one op of ``kind`` (None: the kind has no entry)."""
+    entry = next((e for e in spec.ops if e.kind == kind), None)
+    if entry is None:
+        return None
+    return 1e-6 * (entry.compute * spec.compute_op_us.value + entry.view * spec.view_op_us.value
+                   + entry.collective * spec.collective_op_us.value)
+
+
+def with_host_overhead(hw: HardwareProfile, times: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``times`` (seconds per op kind) with the framework's host time of each kind folded in."""
+    spec = hw.host_overhead
+    if spec is None:
+        return times
+    out = dict(times)
+    share = spec.cpu_share.value
+    for kind, kernel_s in times.items():
+        host_s = host_time_s(spec, kind)
+        if spec.timing == "asynchronous":
+            out[kind] = kernel_s if host_s is None else np.maximum(kernel_s, host_s)
+            continue
+        if host_s is not None:
+            floors_s = 0.0 if kind in NO_FLOOR_KINDS else hw.gpu.kernel_launch_s
+            kernel_s = kernel_s + max(0.0, host_s - floors_s)
+        if kind not in COLLECTIVE_KINDS:
+            kernel_s = kernel_s / share  # the rank computes only while the cores are its own
+        out[kind] = kernel_s
+    return out
+
