@@ -14,7 +14,7 @@ import sys
 from laddersim.errors import UserInputError
 
 COMMAND_MODULES = (
-    "simulate", "profiles", "calibrate", "validate", "fit", "sweep", "plot", "plan", "report",
+    "simulate", "profiles", "calibrate", "validate", "fit", "sweep", "plot", "plan", "report", "serving",
 )
 
 
