@@ -96,7 +96,7 @@ def test_capacity_search_brackets_the_slo(scenarios):
         cap = max_sustainable_rate(scenarios["h100-sxm-p2p-off", schedule], opts, load, start_rate=4.0, rel_tol=0.05)
         ok, bad = cap.bracket
         assert ok == cap.rate and bad <= ok * 1.05
-        attained = dict(cap.tried)
+        attained = {rate: m["slo_attainment"] for rate, m in cap.tried}
         assert attained[ok] >= 0.9 > attained[bad]
         caps[schedule] = cap.rate
     assert caps["ladder"] >= caps["standard"]

@@ -1,4 +1,4 @@
-"""``laddersim report``: run the four sections and write ``<out>/index.md`` plus ``<out>/figures/``.
+"""``laddersim report``: run the five sections and write ``<out>/index.md`` plus ``<out>/figures/``.
 
 Everything comes from built-in defaults (presets, the shipped profile, the built-in copy of the
 paper's table), so the command needs no arguments and no network. The Markdown holds no dates or
@@ -16,6 +16,7 @@ from laddersim.report.bandwidth_section import bandwidth_section
 from laddersim.report.markdown import Section
 from laddersim.report.paper_section import paper_section
 from laddersim.report.planning_section import planning_section
+from laddersim.report.serving_section import serving_section
 from laddersim.report.timeline_section import timeline_section
 
 
@@ -38,6 +39,7 @@ def build_report(out_dir: str | Path = "reports", quick: bool = False, workers: 
          lambda: bandwidth_section(out_dir, figures_dir, quick, workers, progress)),
         ("decode-step timeline (70B, TP 8)", lambda: timeline_section(out_dir, figures_dir)),
         ("planning example (70B on one node)", lambda: planning_section(out_dir, figures_dir)),
+        ("serving under load (70B, TP 8)", lambda: serving_section(out_dir, figures_dir)),
     ]
     sections: list[Section] = []
     started = time.perf_counter()

@@ -40,7 +40,7 @@ class Capacity:
     rate: float | None  # highest sustained request rate found (req/s); None: not even the lowest
     bracket: tuple[float, float] | None  # (sustained, not sustained) at the end of the search
     summary: dict | None  # metrics at ``rate``
-    tried: list[tuple[float, float]] = field(default_factory=list)  # (rate, SLO attainment)
+    tried: list[tuple[float, dict]] = field(default_factory=list)  # (rate, metrics) in the order tried
 
 
 def sustains(scenario: Scenario, options: ServingOptions, load: OfferedLoad, rate: float) -> tuple[bool, dict]:
@@ -59,7 +59,7 @@ def max_sustainable_rate(scenario: Scenario, options: ServingOptions, load: Offe
 
     def check(rate: float) -> tuple[bool, dict]:
         ok, metrics = sustains(scenario, options, load, rate)
-        result.tried.append((rate, metrics["slo_attainment"]))
+        result.tried.append((rate, metrics))
         return ok, metrics
 
     rate = start_rate

@@ -4,7 +4,8 @@
 * TPOT (time per output token) = (finish - first token) / (output_len - 1), undefined (NaN) for a
   one-token output; a request's TPOT is the mean over its decode tokens;
 * throughput = output tokens / (last finish - first arrival);
-* goodput = requests meeting both SLOs / the same span; SLO attainment = their share.
+* SLO attainment = the share of requests meeting both SLOs; goodput = attainment x the offered
+  rate (requests per second over the arrival span): the rate of requests served within the SLOs.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def summary(frame: pd.DataFrame, run: ServingRun, options: ServingOptions) -> di
         "offered_rate": run.requests.offered_rate if n > 1 else None,
         "throughput_tokens_per_s": float(frame["output_len"].sum()) / span_s if span_s > 0 else None,
         "throughput_req_per_s": n / span_s if span_s > 0 else None,
-        "goodput_req_per_s": good / span_s if span_s > 0 else None,
+        "goodput_req_per_s": good / n * run.requests.offered_rate if n > 1 and span_s > 0 else None,
         "slo_attainment": good / n,
         "ttft_slo_s": options.ttft_slo_s,
         "tpot_slo_s": options.tpot_slo_s,
