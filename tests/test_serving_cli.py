@@ -87,3 +87,21 @@ def test_trace_missing_column_is_one_line(capsys, tmp_path):
     trace.write_text("arrival,prompt_len,output_len\n0,1,1\n")
     code, _, err = run_cli(BASE[:7] + ["--trace", str(trace)], capsys)
     assert code == 2 and err.count("\n") == 1 and "arrival_s" in err
+
+
+def test_plan_for_a_rate_ranks_by_replicas_from_serving_capacity(capsys):
+    args = ["plan", "--model", "llama-3.1-70b", "--profiles", "h100-sxm-p2p-off", "--tp", "8", "--rate", "12",
+            "--ttft-slo-s", "0.5", "--tpot-slo-s", "0.03", "--prompt-len", "256", "--gen-len", "32",
+            "--requests", "60", "--json", "--no-progress"]
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, err
+    rows = json.loads(out)
+    assert {r["schedule"] for r in rows} == {"standard", "ladder"}
+    for row in rows:
+        assert row["replicas"] * row["capacity_req_per_s"] >= 12 > (row["replicas"] - 1) * row["capacity_req_per_s"]
+        assert row["gpus"] == 8 * row["replicas"]
+    assert [r["usd_per_hour"] for r in rows] == sorted(r["usd_per_hour"] for r in rows)
+    by = {r["schedule"]: r for r in rows}
+    assert by["ladder"]["capacity_req_per_s"] >= by["standard"]["capacity_req_per_s"]
+    code, _, err = run_cli(args[:9] + ["--no-progress"], capsys)  # a rate without a TTFT SLO
+    assert code == 2 and err.count("\n") == 1 and "ttft-slo-s" in err
