@@ -105,3 +105,25 @@ def test_plan_for_a_rate_ranks_by_replicas_from_serving_capacity(capsys):
     assert by["ladder"]["capacity_req_per_s"] >= by["standard"]["capacity_req_per_s"]
     code, _, err = run_cli(args[:9] + ["--no-progress"], capsys)  # a rate without a TTFT SLO
     assert code == 2 and err.count("\n") == 1 and "ttft-slo-s" in err
+
+
+def test_sweep_over_rate_and_serving_options(capsys, tmp_path):
+    grid = tmp_path / "g.yaml"
+    grid.write_text("models: [llama-3.1-70b]\nhardware: [h100-sxm-p2p-off]\ntp: [8]\nprompt_len: [256]\n"
+                    "gen_len: [16]\nschedules: [standard, ladder]\nserving:\n  rate: [3, 6]\n"
+                    "  chunked_prefill: [false, true]\n  requests: 40\n  ttft_slo_s: 0.3\n")
+    out = tmp_path / "out"
+    code, stdout, err = run_cli(["sweep", str(grid), "--out", str(out), "--workers", "1", "--no-progress"], capsys)
+    assert code == 0, err
+    assert "8 points (8 computed" in stdout
+    frame = pd.read_parquet(out / "results.parquet")
+    assert len(frame) == 8 and set(frame["status"]) == {"ok"}
+    assert sorted(set(zip(frame["rate"], frame["chunked_prefill"]))) == [(3.0, False), (3.0, True), (6.0, False),
+                                                                         (6.0, True)]
+    assert frame["ttft_p99_s"].notna().all() and frame["goodput_req_per_s"].notna().all()
+    first = (out / "results.csv").read_bytes()
+    code, stdout, _ = run_cli(["sweep", str(grid), "--out", str(out), "--workers", "1", "--no-progress"], capsys)
+    assert "8 reused" in stdout and (out / "results.csv").read_bytes() == first
+    grid.write_text(grid.read_text().replace("requests: 40", "requests: 40\n  max_running: [0]"))
+    code, _, err = run_cli(["sweep", str(grid), "--out", str(out), "--no-progress"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "max_running" in err

@@ -71,7 +71,6 @@ def summary(frame: pd.DataFrame, run: ServingRun, options: ServingOptions) -> di
         "mean_in_system": None if math.isnan(run.mean_in_system) else run.mean_in_system,
         "iterations": run.iterations,
         "kv_blocks": run.kv_blocks,
-        "engine_runs": run.engine_runs,
         "iteration_error_bound": run.iteration_error_bound,
     })
     return out

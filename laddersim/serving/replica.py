@@ -36,8 +36,8 @@ class ServingRun:
     # Time-average of the requests in the system (waiting or running) from the first to the last
     # arrival, counted by the simulation as it runs (for Little's law).
     mean_in_system: float
-    engine_runs: int
-    iteration_error_bound: float
+    engine_runs: int  # new engine runs this simulation needed (the rest were cached)
+    iteration_error_bound: float  # largest bound on an iteration time's relative error, this run
 
 
 def check_requests_fit(requests: Requests, options: ServingOptions, kv_blocks: int) -> None:
@@ -101,10 +101,14 @@ def simulate_replica(timer: IterationTimer, requests: Requests, options: Serving
 
     env.process(arrivals())
     env.process(engine())
+    # The timer is shared between runs (its engine runs are reused); its error bound is this run's.
+    earlier_bound, timer.max_error_bound = timer.max_error_bound, 0.0
+    runs_before = timer.engine_runs
     try:
         env.run()
     finally:
         bar.close()
+        bound, timer.max_error_bound = timer.max_error_bound, max(earlier_bound, timer.max_error_bound)
     span = window_end_s - float(requests.arrival_s[0])
     return ServingRun(
         requests=requests,
@@ -114,6 +118,6 @@ def simulate_replica(timer: IterationTimer, requests: Requests, options: Serving
         iterations=counts["iterations"],
         kv_blocks=kv_blocks,
         mean_in_system=area["sum"] / span if span > 0 else float("nan"),
-        engine_runs=timer.engine_runs,
-        iteration_error_bound=timer.max_error_bound,
+        engine_runs=timer.engine_runs - runs_before,
+        iteration_error_bound=bound,
     )
