@@ -23,6 +23,7 @@ from laddersim.plan.planner import (
     candidate_points,
     rank_options,
 )
+from laddersim.cli.plan_serving import run_serving_plan
 from laddersim.plan.prices import DEFAULT_PRICES, load_prices
 from laddersim.schedules.plan import parse_schedule
 from laddersim.sweep.runner import run_points
@@ -61,6 +62,13 @@ def register(sub) -> None:
     p.add_argument("--min-user-tokens-per-s", type=positive_float("min-user-tokens-per-s"))
     p.add_argument("--min-total-tokens-per-s", type=positive_float("min-total-tokens-per-s"))
     p.add_argument("--max-token-latency-ms", type=positive_float("max-token-latency-ms"))
+    p.add_argument("--rate", type=positive_float("rate"),
+                   help="requests/s to serve: rank by the replicas a continuous-batching simulation says meet "
+                        "--ttft-slo-s/--tpot-slo-s (laddersim serving --capacity)")
+    p.add_argument("--ttft-slo-s", type=positive_float("ttft-slo-s"), help="with --rate: time-to-first-token SLO")
+    p.add_argument("--tpot-slo-s", type=positive_float("tpot-slo-s"), help="with --rate: time-per-output-token SLO")
+    p.add_argument("--requests", type=positive_int("requests"), default=200,
+                   help="with --rate: requests simulated per rate tried (default 200)")
     p.add_argument("--rank-by", choices=RANK_KEYS,
                    help="default: usd_per_hour with a total target, else usd_per_million_tokens")
     p.add_argument("--top", type=positive_int("top"), default=10, help="options shown (default 10)")
@@ -107,6 +115,8 @@ def _candidate_profiles(names: list[str] | None, prices) -> tuple[dict, list[str
 def run_plan(args: argparse.Namespace) -> int:
     if not args.model:
         raise UserInputError("plan: --model is required")
+    if args.rate is not None or args.ttft_slo_s is not None or args.tpot_slo_s is not None:
+        return run_serving_plan(args, _candidate_profiles)
     target = Target(args.min_user_tokens_per_s, args.min_total_tokens_per_s, args.max_token_latency_ms)
     if args.gen_len < 2:
         raise UserInputError("gen-len: must be >= 2 (throughput is measured over decode steps)")

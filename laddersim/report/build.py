@@ -17,6 +17,7 @@ from laddersim.report.markdown import Section
 from laddersim.report.multinode_section import multinode_section
 from laddersim.report.paper_section import paper_section
 from laddersim.report.planning_section import planning_section
+from laddersim.report.serving_section import serving_section
 from laddersim.report.timeline_section import timeline_section
 
 
@@ -40,6 +41,7 @@ def build_report(out_dir: str | Path = "reports", quick: bool = False, workers: 
         ("decode-step timeline (70B, TP 8)", lambda: timeline_section(out_dir, figures_dir)),
         ("planning example (70B on one node)", lambda: planning_section(out_dir, figures_dir)),
         ("multi-node (405B at TP 16/32/64, 70B at TP 16)", lambda: multinode_section(out_dir, figures_dir)),
+        ("serving under load (70B, TP 8)", lambda: serving_section(out_dir, figures_dir)),
     ]
     sections: list[Section] = []
     started = time.perf_counter()

@@ -12,6 +12,7 @@ from laddersim.errors import DoesNotFitError, UserInputError
 from laddersim.hardware.overrides import with_overrides
 from laddersim.hardware.profile import HardwareProfile, load_profile
 from laddersim.model_shape import ModelShape, load_model_shape
+from laddersim.serving.sweep_axes import serving_point_metrics
 from laddersim.simulate import make_scenario, simulate
 from laddersim.sweep.overrides import override_scales
 from laddersim.sweep.points import Point
@@ -47,6 +48,9 @@ def _overridden(ref: str, overrides: tuple[tuple[str, float | None], ...], tp: i
 def simulate_point(point: Point) -> dict:
     """SimResult.summary() of the point; raises UserInputError (incl. DoesNotFitError) if infeasible."""
     profile = _overridden(point.hardware_ref, point.overrides, point.tp)
+    if point.serving:  # one replica under load (laddersim.serving.sweep_axes)
+        return serving_point_metrics(_model(point.model_ref), profile, point.tp, point.schedule, point.dtype,
+                                     point.kv_reads, point.prompt_len, point.gen_len, point.serving)
     scenario = make_scenario(_model(point.model_ref), profile, point.tp, point.batch, point.prompt_len,
                              point.gen_len, point.schedule, point.dtype, point.kv_cache,
                              point.kv_reads)

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from laddersim.config_files import build, read_yaml_mapping
 from laddersim.limits import MAX_BATCH, MAX_TOKENS, MAX_TP, override_maximum
 from laddersim.schedules.plan import SCHEDULE_NAMES
+from laddersim.serving.sweep_axes import ServingAxes
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -112,6 +113,7 @@ class SweepGrid(BaseModel):
     kv_cache: list[Literal["static", "dynamic"]] = Field(default=["static"], min_length=1)
     kv_reads: list[Literal["repeat_interleave", "per_kv_head"]] = Field(default=["repeat_interleave"], min_length=1)
     overrides: Overrides = Overrides()
+    serving: ServingAxes | None = None  # every point one replica under load (laddersim.serving.sweep_axes)
 
     # Directory relative paths in the grid are taken from (the grid file's); not part of the grid.
     base_dir: str = Field(default="", exclude=True)

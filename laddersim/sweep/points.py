@@ -10,6 +10,7 @@ from pathlib import Path
 
 from laddersim.hardware.profile import load_profile
 from laddersim.model_shape import PRESETS, load_model_shape
+from laddersim.serving.sweep_axes import SERVING_COLUMNS
 from laddersim.sweep.grid import OVERRIDE_COLUMNS, SweepGrid
 
 SCENARIO_COLUMNS = ("model", "hardware", "tp", "batch", "prompt_len", "gen_len", "schedule", "dtype", "kv_cache",
@@ -36,11 +37,13 @@ class Point:
     model_ref: str
     hardware_ref: str
     kv_reads: str = "repeat_interleave"
+    serving: tuple[tuple[str, object], ...] | None = None  # (column, value) of a serving point
 
     def inputs(self) -> dict:
         """The input columns of this point's result row."""
         row = {c: getattr(self, c) for c in SCENARIO_COLUMNS}
         row.update(self.overrides)
+        row.update(self.serving or ())
         return row
 
     @property
@@ -50,7 +53,9 @@ class Point:
 
 
 def point_key(inputs: dict) -> str:
-    text = json.dumps([[c, inputs[c]] for c in INPUT_COLUMNS], separators=(",", ":"))
+    # Serving columns join the key only where present, so other points keep their keys.
+    text = json.dumps([[c, inputs[c]] for c in INPUT_COLUMNS]
+                      + [[c, inputs[c]] for c in SERVING_COLUMNS if c in inputs], separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
@@ -82,14 +87,15 @@ def expand_grid(grid: SweepGrid) -> list[Point]:
     model_refs, profile_refs = check_names(grid)
     swept = grid.overrides.swept()
     override_values = list(itertools.product(*swept.values()))
+    serving = grid.serving.settings() if grid.serving else [None]
     points: dict[str, Point] = {}
-    for model, hw, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache, kv_reads, values in itertools.product(
+    for model, hw, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache, kv_reads, values, load in itertools.product(
         grid.models, grid.hardware, grid.tp, grid.batch, grid.prompt_len, grid.gen_len, grid.schedules,
-        grid.dtype, grid.kv_cache, grid.kv_reads, override_values,
+        grid.dtype, grid.kv_cache, grid.kv_reads, override_values, serving,
     ):
         chosen = dict(zip(swept, values))
         overrides = tuple((c, chosen.get(c)) for c in OVERRIDE_COLUMNS)
         point = Point(model, hw, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache, overrides,
-                      model_refs[model], profile_refs[hw], kv_reads)
+                      model_refs[model], profile_refs[hw], kv_reads, load)
         points.setdefault(point.key, point)
     return list(points.values())

@@ -1,0 +1,270 @@
+"""How long one continuous-batching iteration takes: the step simulator run on the iteration's shape.
+
+An iteration of a vLLM-style engine is one forward pass over ``tokens`` new tokens: one per
+decoding sequence plus the prompt tokens (whole prompts or chunks) of prefilling ones. Every op
+but attention and the logits tail depends only on ``tokens`` (GEMM M, norms, the AllReduce
+message); attention depends on the KV positions read; the logits tail (final norm, LM head,
+logits AllGather, sampling) on the number of sequences that sample (``logits``). Durations come
+from laddersim.costs.op_costs (``op_times_s`` for everything but attention, whose decode part is
+``attention_time_s``'s formula over the summed KV lengths and whose prefill part generalises its
+causal formula to a chunk after ``ctx`` cached positions); the SimPy engine (laddersim.engine)
+turns them into the iteration's makespan on the chosen schedule, exactly as laddersim.simulate
+does for one static batch.
+
+Engine runs are the cost, so they are shared between shapes, and only two of the shape's
+dimensions need them:
+
+* **attention (exact)**: at a fixed ``tokens``, only the attention ops' durations (all equal,
+  ``a`` seconds per layer) vary, so by the engine's linearity (laddersim.engine.simulator: every
+  event time is linear in the durations for a fixed event order) the makespan is piecewise
+  linear in ``a`` with breaks only where the event order (signature) changes. Anchors sit on a
+  geometric grid of ``a`` (ratio 8); two anchors with the same signature interpolate exactly, otherwise the
+  interval is bisected (to a relative width of 1e-6, below which the error is negligible).
+* **logits tail (exact)**: the tail runs after the last AllReduce has finished and alone (the
+  compute stream waits for the AllGather), so it adds its durations' sum; runs use one reference
+  count and the tail's sum is corrected to the iteration's count.
+* **tokens (bounded)**: runs sit on a grid of ``tokens`` (every integer up to 16, then
+  ``points_per_octave`` per doubling). Off the grid, the time is the serial sum of the
+  iteration's own durations (exact, no engine) minus the time overlap saves, interpolated
+  linearly between the two grid points. Under the standard schedule nothing overlaps, so the
+  saving is 0 and the result exact; under ladder the saving is the hidden communication, which
+  grows with the tokens (messages and compute both do), so the error is at most the difference
+  of the savings at the two grid points. :class:`IterationTimer` keeps the largest such bound,
+  relative to the iteration's time, in ``max_error_bound``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from laddersim.costs.collectives import bandwidth_share
+from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_s
+from laddersim.engine.simulator import RankWork, run_engine
+from laddersim.simulate import Scenario
+from laddersim.schedules.program import build_program
+
+# Ops after the last hidden-state AllReduce whose durations depend on the sampling sequences.
+TAIL_KINDS = frozenset({"final_norm", "lm_head", "allgather_logits", "sampling"})
+EXACT_TOKENS = 16  # every token count up to this is its own grid point
+A_GRID_BASE_S = 1e-6  # attention anchors at 1 us * A_GRID_FACTOR**k
+A_GRID_FACTOR = 8.0
+A_MIN_WIDTH = 1e-6  # stop bisecting an attention interval below this relative width
+
+
+@dataclass(frozen=True)
+class MixedPhase(Phase):
+    """A forward pass of ``total_tokens`` new tokens of which ``batch`` sequences sample (a
+    continuous-batching iteration); op_costs reads ``tokens`` and ``batch``."""
+
+    total_tokens: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.total_tokens
+
+
+def token_bracket(tokens: int, points_per_octave: int) -> tuple[int, int]:
+    """The grid points (lo, hi) around ``tokens`` (equal when it is one)."""
+    if tokens <= EXACT_TOKENS:
+        return tokens, tokens
+    octave = 1 << (tokens.bit_length() - 1)
+    step = max(1, octave // points_per_octave)
+    lo = tokens - tokens % step
+    return (lo, lo) if lo == tokens else (lo, lo + step)
+
+
+class AttentionCost:
+    """Per-layer attention seconds of one rank for an iteration (op_costs' formulas, summed over
+    sequences: decode reads are linear in KV length, so only sums are needed)."""
+
+    def __init__(self, scenario: Scenario):
+        model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
+        gpu = hw.gpu
+        b = work.dtype_bytes
+        hd = model.head_dim
+        h_r = model.heads_per_rank(tp)
+        heads_streamed = h_r if work.kv_reads == "repeat_interleave" else model.kv_heads_per_rank(tp)
+        attn_peak = gpu.peak_flops_per_s_for(work.dtype) * gpu.attention_compute_efficiency.value
+        stream_bw = gpu.memory_bandwidth_bytes_per_s * gpu.gemm_memory_efficiency.value
+        self.launch_s = gpu.kernel_launch_s
+        self.flops_s_per_pair = 4.0 * h_r * hd / attn_peak  # per (query, key) pair
+        self.read_s_per_kv = 2 * heads_streamed * hd * b / stream_bw  # per cached position read
+        self.read_s_per_query = 2 * h_r * hd * b / stream_bw  # decode: q in, out written
+        self.read_s_per_new = (2 * h_r + 2 * heads_streamed) * hd * b / stream_bw  # prefill token
+
+    def seconds(self, decode_seqs: int, decode_kv: int, prefill_tokens: int, prefill_ctx: int,
+                prefill_pairs: float) -> float:
+        """``decode_kv``: positions the decoding sequences attend over, summed; ``prefill_ctx``:
+        cached positions before each chunk, summed; ``prefill_pairs``: sum over chunks of
+        c * (ctx + c / 2) (causal (query, key) pairs)."""
+        total = 0.0
+        if decode_seqs:
+            total += self.launch_s + max(self.flops_s_per_pair * decode_kv,
+                                         self.read_s_per_kv * decode_kv + self.read_s_per_query * decode_seqs)
+        if prefill_tokens:
+            total += self.launch_s + max(self.flops_s_per_pair * prefill_pairs,
+                                         self.read_s_per_new * prefill_tokens + self.read_s_per_kv * prefill_ctx)
+        return total
+
+
+class _Layout:
+    """A program's ops as index arrays over the distinct op kinds (for fast duration vectors)."""
+
+    def __init__(self, program, kind_index: dict[str, int]):
+        self.n_layers_ops = len(program.ops)
+        self.kind_of_op = np.array([kind_index[k] for k in program.kinds])
+        self.attention = np.array([k == "attention" for k in program.kinds])
+        self.streams = [op.stream for op in program.ops]
+        self.deps = [op.deps for op in program.ops]
+
+
+class IterationTimer:
+    """Makespan of an iteration on one scenario (model, hardware, TP, schedule, dtype, KV reads;
+    its workload's batch and lengths are not read), with every engine run cached.
+
+    Layers repeat, so a run of the whole model is replaced, when it is exact, by runs of
+    ``REDUCED_LAYERS``, twice and three times as many layers: their makespans are checked to grow
+    by the same amount per block of layers (to 1e-9 relative; the engine is periodic once the
+    streams' offset settles) and extrapolated to the model's layers; otherwise the whole model
+    runs. Tests check the extrapolation against whole-model runs.
+    """
+
+    REDUCED_LAYERS = 2
+
+    def __init__(self, scenario: Scenario, points_per_octave: int = 8):
+        self.scenario = scenario
+        self.points_per_octave = points_per_octave
+        model, tp = scenario.model, scenario.tp
+        self.program = build_program(scenario.schedule, model.n_layers, tp)
+        self._kind_names = sorted(set(self.program.kinds))
+        index = {k: i for i, k in enumerate(self._kind_names)}
+        self._full = _Layout(self.program, index)
+        self._reduced: list[_Layout] = []
+        k = self.REDUCED_LAYERS
+        if model.n_layers > 3 * k and not scenario.schedule.startswith("hybrid"):
+            self._reduced = [_Layout(build_program(scenario.schedule, n, tp), index) for n in (k, 2 * k, 3 * k)]
+        self._tail_kinds = np.array([name in TAIL_KINDS for name in self._kind_names])
+        self._serial_kinds = np.array([name not in TAIL_KINDS and name != "attention" for name in self._kind_names])
+        self._kind_counts = np.bincount(self._full.kind_of_op, minlength=len(self._kind_names))
+        nodes = scenario.hardware.nodes_for(tp)
+        self._links = {0: tuple(f"node{i}" for i in range(nodes)) + (("network",) if nodes > 1 else ())}
+        self.attention = AttentionCost(scenario)
+        self._base: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, float]] = {}
+        self._tail_s: dict[tuple[bool, int], float] = {}
+        self._serial_s: dict[int, float] = {}
+        self._n_attention = int(self._full.attention.sum())
+        self._anchors: dict[tuple[int, float], tuple[float, tuple]] = {}  # (tokens, a) -> body s, signature ids
+        self._signatures: dict[tuple, int] = {}
+        # tokens -> sorted starts and (lo, hi, body at lo, body at hi) of intervals of ``a`` known linear
+        self._segments: dict[int, tuple[list[float], list[tuple[float, float, float, float]]]] = {}
+        self.engine_runs = 0
+        self.whole_model_runs = 0
+        self.max_error_bound = 0.0
+
+    def _kind_seconds(self, tokens: int, logits: int) -> np.ndarray:
+        """Seconds of one op of each kind (``_kind_names`` order); attention is not used."""
+        s = self.scenario
+        times = op_times_s(s.model, s.hardware, s.workload, s.tp, MixedPhase("decode", logits, 1, tokens),
+                           np.ones(1))
+        return np.array([float(times[k][0]) for k in self._kind_names])
+
+    def _tail_seconds(self, tokens: int, logits: int) -> float:
+        # Tail durations depend on tokens only through the single-token kernel floor.
+        key = (tokens == 1, logits)
+        if key not in self._tail_s:
+            seconds = self._kind_seconds(tokens, logits)
+            self._tail_s[key] = float((seconds * self._kind_counts)[self._tail_kinds].sum())
+        return self._tail_s[key]
+
+    def _base_at(self, tokens: int):
+        """Per-kind seconds, per-kind (compute, comm) slowdowns and the tail sum at a grid point;
+        the reference logits count is ``tokens`` (a decode-only iteration)."""
+        if tokens not in self._base:
+            s = self.scenario
+            phase = MixedPhase("decode", tokens, 1, tokens)
+            seconds = self._kind_seconds(tokens, tokens)
+            by_kind = {kind: s.hardware.interference.at(size, bandwidth_share(s.hardware, s.tp, size), s.tp)
+                       for kind, size in collective_message_bytes(s.model, s.workload, s.tp, phase).items()}
+            slow = np.array([by_kind.get(k, (0.0, 0.0)) for k in self._kind_names], dtype=float).reshape(-1, 2)
+            tail_s = float((seconds * self._kind_counts)[self._tail_kinds].sum())
+            self._base[tokens] = (seconds, slow[:, 0], slow[:, 1], tail_s)
+        return self._base[tokens]
+
+    def _run(self, layout: _Layout, seconds: np.ndarray, compute: np.ndarray, comm: np.ndarray,
+             a_s: float) -> tuple[float, int]:
+        d = seconds[layout.kind_of_op]
+        d[layout.attention] = a_s
+        idx = layout.kind_of_op
+        result = run_engine([RankWork(layout.streams, layout.deps, d)], compute[idx], comm[idx],
+                            group_links=self._links)
+        self.engine_runs += 1
+        return float(result.end_s.max()), self._signatures.setdefault(result.signature, len(self._signatures))
+
+    def _anchor(self, tokens: int, a_s: float) -> tuple[float, tuple]:
+        """(makespan without the tail, engine signature ids) at a grid point with attention ``a_s``."""
+        key = (tokens, a_s)
+        if key not in self._anchors:
+            seconds, compute, comm, tail_s = self._base_at(tokens)
+            anchor = None
+            if self._reduced:
+                (t1, s1), (t2, s2), (t3, s3) = (self._run(lay, seconds, compute, comm, a_s) for lay in self._reduced)
+                if abs((t3 - t2) - (t2 - t1)) <= 1e-9 * t3:
+                    k, n = self.REDUCED_LAYERS, self.scenario.model.n_layers
+                    anchor = (t1 + (n - k) / k * (t2 - t1) - tail_s, (s1, s2, s3))
+            if anchor is None:
+                t, sig = self._run(self._full, seconds, compute, comm, a_s)
+                self.whole_model_runs += 1
+                anchor = (t - tail_s, (sig,))
+            self._anchors[key] = anchor
+        return self._anchors[key]
+
+    def body_seconds(self, tokens: int, a_s: float) -> float:
+        """Makespan without the logits tail at a grid point, exact in ``a_s``."""
+        starts, segments = self._segments.setdefault(tokens, ([], []))
+        i = bisect.bisect_right(starts, a_s) - 1
+        if i >= 0:
+            lo, hi, t_lo, t_hi = segments[i]
+            if a_s <= hi:
+                return t_lo + (t_hi - t_lo) * (a_s - lo) / (hi - lo)
+        k = math.floor(math.log(a_s / A_GRID_BASE_S, A_GRID_FACTOR)) if a_s > 0 else 0
+        lo, hi = A_GRID_BASE_S * A_GRID_FACTOR ** k, A_GRID_BASE_S * A_GRID_FACTOR ** (k + 1)
+        if a_s <= 0:
+            lo, hi = 0.0, A_GRID_BASE_S
+        while True:
+            (t_lo, sig_lo), (t_hi, sig_hi) = self._anchor(tokens, lo), self._anchor(tokens, hi)
+            if sig_lo == sig_hi or hi - lo <= A_MIN_WIDTH * hi:
+                i = bisect.bisect_right(starts, lo)
+                starts.insert(i, lo)
+                segments.insert(i, (lo, hi, t_lo, t_hi))
+                return t_lo + (t_hi - t_lo) * (a_s - lo) / (hi - lo)
+            mid = 0.5 * (lo + hi)
+            lo, hi = (lo, mid) if a_s <= mid else (mid, hi)
+
+    def _serial_seconds(self, tokens: int) -> float:
+        """Sum of the durations of every op but attention and the tail, at ``tokens``."""
+        if tokens not in self._serial_s:
+            seconds = self._kind_seconds(tokens, tokens)
+            self._serial_s[tokens] = float((seconds * self._kind_counts)[self._serial_kinds].sum())
+        return self._serial_s[tokens]
+
+    def _saved_seconds(self, tokens: int, attention_s: float) -> float:
+        """Serial sum minus the simulated makespan (body only) at a grid point."""
+        serial = self._serial_seconds(tokens) + self._n_attention * attention_s
+        return serial - self.body_seconds(tokens, attention_s)
+
+    def seconds(self, tokens: int, logits: int, attention_s: float) -> float:
+        """Makespan of an iteration of ``tokens`` new tokens, ``logits`` sampling sequences and
+        ``attention_s`` per-layer attention (AttentionCost.seconds)."""
+        lo, hi = token_bracket(tokens, self.points_per_octave)
+        if hi == lo:
+            body = self.body_seconds(lo, attention_s)
+        else:
+            saved_lo, saved_hi = self._saved_seconds(lo, attention_s), self._saved_seconds(hi, attention_s)
+            saved = saved_lo + (saved_hi - saved_lo) * (tokens - lo) / (hi - lo)
+            body = self._serial_seconds(tokens) + self._n_attention * attention_s - saved
+            self.max_error_bound = max(self.max_error_bound, abs(saved_hi - saved_lo) / body)
+        return body + self._tail_seconds(tokens, max(1, logits))

@@ -1,0 +1,35 @@
+"""KV-cache blocks one replica has: GPU memory left by the weights and the largest iteration's
+activations (laddersim.costs.memory_fit), divided into paged blocks."""
+
+from __future__ import annotations
+
+import math
+
+from laddersim.costs.memory_fit import memory_use
+from laddersim.errors import DoesNotFitError
+from laddersim.simulate import Scenario
+from laddersim.serving.options import ServingOptions
+from laddersim.workload import Workload
+
+
+def kv_block_count(scenario: Scenario, options: ServingOptions) -> int:
+    """Blocks of ``block_size`` tokens per GPU (every rank holds its heads' share of each token).
+
+    The activations are memory_fit's for an iteration of ``max_batched_tokens`` tokens with
+    ``max_running`` sampling sequences (a prefill of that many tokens is the largest transient).
+    """
+    model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
+    largest = Workload(batch=options.max_running,
+                       prompt_len=max(1, math.ceil(options.max_batched_tokens / options.max_running)),
+                       gen_len=1, dtype=work.dtype)
+    use = memory_use(model, hw, largest, tp)
+    free_bytes = use.capacity_bytes - use.weights_bytes - use.activations_bytes
+    block_bytes = options.block_size * model.kv_bytes_per_token_per_rank(tp, work.dtype_bytes)
+    blocks = int(free_bytes // block_bytes) if free_bytes > 0 else 0
+    if blocks < 1:
+        gib = 2**30
+        raise DoesNotFitError(
+            f"memory: {model.name} at tp={tp} leaves no KV cache on {hw.name}: weights "
+            f"{use.weights_bytes / gib:.1f} GiB + activations {use.activations_bytes / gib:.1f} GiB of "
+            f"{use.capacity_bytes / gib:.1f} GiB usable; raise tp or lower max-batched-tokens")
+    return blocks

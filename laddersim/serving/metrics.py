@@ -1,0 +1,76 @@
+"""Per-request latencies and the run's summary: TTFT/TPOT/E2E percentiles, throughput, goodput.
+
+* TTFT (time to first token) = first token - arrival; E2E = finish - arrival;
+* TPOT (time per output token) = (finish - first token) / (output_len - 1), undefined (NaN) for a
+  one-token output; a request's TPOT is the mean over its decode tokens;
+* throughput = output tokens / (last finish - first arrival);
+* SLO attainment = the share of requests meeting both SLOs; goodput = attainment x the offered
+  rate (requests per second over the arrival span): the rate of requests served within the SLOs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from laddersim.serving.options import ServingOptions
+from laddersim.serving.replica import ServingRun
+
+PERCENTILES = (50, 90, 99)
+REQUEST_COLUMNS = ("request", "arrival_s", "prompt_len", "output_len", "first_token_s", "finish_s", "ttft_s",
+                   "tpot_s", "e2e_s", "preemptions", "meets_slo")
+
+
+def request_frame(run: ServingRun, options: ServingOptions) -> pd.DataFrame:
+    req = run.requests
+    ttft = run.first_token_s - req.arrival_s
+    decode_tokens = req.output_len - 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(decode_tokens > 0, (run.finish_s - run.first_token_s) / np.maximum(decode_tokens, 1), np.nan)
+    meets = np.ones(len(req), dtype=bool)
+    if options.ttft_slo_s is not None:
+        meets &= ttft <= options.ttft_slo_s
+    if options.tpot_slo_s is not None:
+        meets &= np.isnan(tpot) | (tpot <= options.tpot_slo_s)
+    return pd.DataFrame({
+        "request": np.arange(len(req), dtype=np.int64), "arrival_s": req.arrival_s,
+        "prompt_len": req.prompt_len, "output_len": req.output_len, "first_token_s": run.first_token_s,
+        "finish_s": run.finish_s, "ttft_s": ttft, "tpot_s": tpot, "e2e_s": run.finish_s - req.arrival_s,
+        "preemptions": run.preemptions, "meets_slo": meets,
+    }, columns=list(REQUEST_COLUMNS))
+
+
+def _percentiles(values: np.ndarray, name: str) -> dict[str, float | None]:
+    values = values[~np.isnan(values)]
+    out = {}
+    for p in PERCENTILES:
+        out[f"{name}_p{p}_s"] = float(np.percentile(values, p)) if len(values) else None
+    out[f"{name}_mean_s"] = float(values.mean()) if len(values) else None
+    return out
+
+
+def summary(frame: pd.DataFrame, run: ServingRun, options: ServingOptions) -> dict:
+    """Latency percentiles, throughput and goodput of a run (keys in a fixed order)."""
+    span_s = float(frame["finish_s"].max() - frame["arrival_s"].min())
+    n = len(frame)
+    good = int(frame["meets_slo"].sum())
+    out: dict = {}
+    for name in ("ttft", "tpot", "e2e"):
+        out.update(_percentiles(frame[f"{name}_s"].to_numpy(), name))
+    out.update({
+        "offered_rate": run.requests.offered_rate if n > 1 else None,
+        "throughput_tokens_per_s": float(frame["output_len"].sum()) / span_s if span_s > 0 else None,
+        "throughput_req_per_s": n / span_s if span_s > 0 else None,
+        "goodput_req_per_s": good / n * run.requests.offered_rate if n > 1 and span_s > 0 else None,
+        "slo_attainment": good / n,
+        "ttft_slo_s": options.ttft_slo_s,
+        "tpot_slo_s": options.tpot_slo_s,
+        "preemptions": int(frame["preemptions"].sum()),
+        "mean_in_system": None if math.isnan(run.mean_in_system) else run.mean_in_system,
+        "iterations": run.iterations,
+        "kv_blocks": run.kv_blocks,
+        "iteration_error_bound": run.iteration_error_bound,
+    })
+    return out

@@ -1,0 +1,63 @@
+"""Serve a set of requests on one replica of a scenario: the entry point of laddersim.serving."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import pandas as pd
+
+from laddersim.serving.arrivals import Requests
+from laddersim.serving.iteration_time import IterationTimer
+from laddersim.serving.kv_blocks import kv_block_count
+from laddersim.serving.metrics import request_frame, summary
+from laddersim.serving.options import ServingOptions
+from laddersim.serving.replica import ServingRun, simulate_replica
+from laddersim.simulate import Scenario, make_scenario
+
+
+@dataclass(frozen=True)
+class ServingResult:
+    scenario: Scenario
+    options: ServingOptions
+    run: ServingRun
+    frame: pd.DataFrame  # one row per request (metrics.REQUEST_COLUMNS)
+    metrics: dict  # metrics.summary()
+
+    def summary(self, rate: float | None = None) -> dict:
+        """The row ``--json`` prints: scenario, options, then the metrics."""
+        s, o = self.scenario, self.options
+        return {
+            "schedule": s.schedule, "model": s.model.name, "hardware": s.hardware.name, "tp": s.tp,
+            "rate": rate, "requests": len(self.frame), "max_running": o.max_running,
+            "max_batched_tokens": o.max_batched_tokens, "chunked_prefill": o.chunked_prefill,
+            **self.metrics,
+        }
+
+
+def serving_scenario(model, hardware, tp: int, schedule: str, dtype: str = "bfloat16",
+                     kv_reads: str = "per_kv_head") -> Scenario:
+    """A Scenario for serving: a paged (dynamic) KV cache; batch and lengths come per iteration."""
+    return make_scenario(model, hardware, tp, 1, 1, 1, schedule, dtype, "dynamic", kv_reads)
+
+
+_TIMERS: dict[tuple, IterationTimer] = {}
+
+
+def timer_for(scenario: Scenario, options: ServingOptions) -> IterationTimer:
+    """One timer per scenario and process, so a rate search or a sweep reuses every engine run.
+    Keyed by the identity of the model and profile objects (the timer keeps them alive)."""
+    w = scenario.workload
+    key = (id(scenario.model), id(scenario.hardware), scenario.tp, scenario.schedule, w.dtype, w.kv_reads,
+           options.points_per_octave)
+    if key not in _TIMERS:
+        if len(_TIMERS) >= 64:
+            _TIMERS.pop(next(iter(_TIMERS)))
+        _TIMERS[key] = IterationTimer(scenario, options.points_per_octave)
+    return _TIMERS[key]
+
+
+def serve(scenario: Scenario, requests: Requests, options: ServingOptions, progress: bool = False) -> ServingResult:
+    timer = timer_for(scenario, options)
+    run = simulate_replica(timer, requests, options, kv_block_count(scenario, options), progress,
+                           label=f"serving {scenario.schedule}")
+    frame = request_frame(run, options)
+    return ServingResult(scenario, options, run, frame, summary(frame, run, options))

@@ -1,0 +1,205 @@
+"""Serving under load: closed-form limits against `laddersim simulate`, Little's law, ladder vs
+standard under load, the scheduler's invariants, and the iteration-time model's exactness and
+stated error bound."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from laddersim.costs.op_costs import Phase, attention_time_s
+from laddersim.serving.arrivals import Requests, draw_requests, parse_length
+from laddersim.serving.capacity import OfferedLoad, max_sustainable_rate
+from laddersim.serving.iteration_time import IterationTimer
+from laddersim.serving.options import serving_options
+from laddersim.serving.replica import simulate_replica
+from laddersim.serving.run import serve, serving_scenario
+from laddersim.serving.scheduler import ContinuousBatcher
+from laddersim.simulate import make_scenario, simulate
+
+MODEL, TP = "llama-3.1-70b", 8
+
+
+@pytest.fixture(scope="module")
+def scenarios():
+    return {(hw, s): serving_scenario(MODEL, hw, TP, s) for hw in ("h100-sxm-nvswitch", "h100-sxm-p2p-off")
+            for s in ("standard", "ladder")}
+
+
+def _static(hw: str, schedule: str, batch: int, prompt: int, gen: int) -> dict:
+    return simulate(make_scenario(MODEL, hw, TP, batch, prompt, gen, schedule, kv_cache="dynamic",
+                                  kv_reads="per_kv_head")).summary()
+
+
+def _fixed(n: int, rate: float, prompt: int, gen: int, seed: int = 0) -> Requests:
+    return draw_requests(n, rate, parse_length(str(prompt), "p"), parse_length(str(gen), "g"), seed)
+
+
+@pytest.mark.parametrize("schedule", ["standard", "ladder"])
+def test_vanishing_rate_gives_single_request_prefill_and_batch1_decode(scenarios, schedule):
+    hw = "h100-sxm-p2p-off"
+    static = _static(hw, schedule, 1, 512, 48)
+    result = serve(scenarios[hw, schedule], _fixed(12, 0.01, 512, 48), serving_options())
+    # Requests 100 s apart never meet, so every one is the single request `simulate` runs.
+    assert result.metrics["ttft_p50_s"] == pytest.approx(static["prefill_s"], rel=0.02)
+    assert result.metrics["tpot_p50_s"] == pytest.approx(static["tpot_s"], rel=0.02)
+    # The model is exact there (grid points, attention interpolated only within one event order).
+    assert result.metrics["ttft_p50_s"] == pytest.approx(static["prefill_s"], rel=1e-9)
+    assert result.metrics["tpot_p50_s"] == pytest.approx(static["tpot_s"], rel=1e-9)
+
+
+def test_saturation_with_batch_cap_reaches_static_batch_throughput(scenarios):
+    hw, batch, prompt, gen = "h100-sxm-nvswitch", 8, 256, 32
+    static = _static(hw, "ladder", batch, prompt, gen)["tokens_per_s"]
+    opts = serving_options(max_running=batch, max_batched_tokens=batch * prompt)
+    # Everything queued at once: each wave is exactly the static batch (one prefill, then decode).
+    n = 4 * batch
+    at_once = Requests(np.zeros(n), np.full(n, prompt), np.full(n, gen))
+    at_once = serve(scenarios[hw, "ladder"], at_once, opts)
+    assert at_once.metrics["throughput_tokens_per_s"] == pytest.approx(static, rel=1e-3)
+    # Poisson arrivals far above capacity: waves desynchronise, throughput still approaches it.
+    poisson = serve(scenarios[hw, "ladder"], _fixed(200, 500.0, prompt, gen), opts)
+    assert poisson.metrics["throughput_tokens_per_s"] == pytest.approx(static, rel=0.05)
+
+
+def test_littles_law(scenarios):
+    rate = 3.0
+    requests = draw_requests(1500, rate, parse_length("uniform:128:1024", "p"), parse_length("uniform:16:256", "g"),
+                             seed=3)
+    m = serve(scenarios["h100-sxm-p2p-off", "standard"], requests, serving_options(chunked_prefill=True)).metrics
+    # The simulation's own count of requests in the system, time-averaged, against rate x E2E.
+    assert m["mean_in_system"] == pytest.approx(requests.offered_rate * m["e2e_mean_s"], rel=0.05)
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_ladder_never_worse_under_load(scenarios, chunked):
+    hw = "h100-sxm-p2p-off"
+    assert _static(hw, "ladder", 16, 512, 64)["tokens_per_s"] > _static(hw, "standard", 16, 512, 64)["tokens_per_s"]
+    requests = draw_requests(300, 5.0, parse_length("uniform:128:2048", "p"), parse_length("uniform:16:256", "g"),
+                             seed=1)
+    opts = serving_options(chunked_prefill=chunked, max_batched_tokens=4096, ttft_slo_s=0.5, tpot_slo_s=0.03)
+    std = serve(scenarios[hw, "standard"], requests, opts).metrics
+    lad = serve(scenarios[hw, "ladder"], requests, opts).metrics
+    for name in ("ttft", "tpot", "e2e"):
+        for p in ("p50", "p90", "p99"):
+            assert lad[f"{name}_{p}_s"] <= std[f"{name}_{p}_s"], (name, p)
+    assert std["goodput_req_per_s"] is not None and lad["goodput_req_per_s"] >= std["goodput_req_per_s"]
+
+
+def test_capacity_search_brackets_the_slo(scenarios):
+    opts = serving_options(ttft_slo_s=0.5, tpot_slo_s=0.03, max_batched_tokens=4096, chunked_prefill=True)
+    load = OfferedLoad(150, parse_length("512", "p"), parse_length("64", "g"), seed=2)
+    caps = {}
+    for schedule in ("standard", "ladder"):
+        cap = max_sustainable_rate(scenarios["h100-sxm-p2p-off", schedule], opts, load, start_rate=4.0, rel_tol=0.05)
+        ok, bad = cap.bracket
+        assert ok == cap.rate and bad <= ok * 1.05
+        attained = {rate: m["slo_attainment"] for rate, m in cap.tried}
+        assert attained[ok] >= 0.9 > attained[bad]
+        caps[schedule] = cap.rate
+    assert caps["ladder"] >= caps["standard"]
+
+
+def test_same_seed_same_results_different_seed_different(scenarios):
+    scenario = scenarios["h100-sxm-nvswitch", "ladder"]
+    draw = lambda seed: draw_requests(100, 6.0, parse_length("exponential:300", "p"),  # noqa: E731
+                                      parse_length("uniform:8:128", "g"), seed)
+    a = serve(scenario, draw(5), serving_options(chunked_prefill=True)).frame
+    b = serve(scenario, draw(5), serving_options(chunked_prefill=True)).frame
+    c = serve(scenario, draw(6), serving_options(chunked_prefill=True)).frame
+    assert a.equals(b) and not a.equals(c)
+
+
+def test_preemption_by_recompute_completes_every_request(scenarios):
+    requests = _fixed(40, 50.0, 200, 120)
+    opts = serving_options(max_running=16, block_size=16)
+    # 80 blocks hold ~4 full requests; 16 running sequences outgrow them and are preempted.
+    timer = IterationTimer(scenarios["h100-sxm-nvswitch", "standard"])
+    run = simulate_replica(timer, requests, opts, kv_blocks=80)
+    assert run.preemptions.sum() > 0
+    assert np.all(run.finish_s >= run.first_token_s) and not np.isnan(run.finish_s).any()
+    roomy = simulate_replica(timer, requests, opts, kv_blocks=10_000)
+    assert roomy.preemptions.sum() == 0
+    assert run.finish_s.max() > roomy.finish_s.max()  # recomputation and a smaller batch cost time
+
+
+@settings(max_examples=25, deadline=None)
+@given(chunked=st.booleans(), max_running=st.integers(1, 8), budget=st.integers(64, 600),
+       blocks=st.integers(30, 120), seed=st.integers(0, 10_000))
+def test_scheduler_invariants(chunked, max_running, budget, blocks, seed):
+    rng = np.random.default_rng(seed)
+    n = 12
+    prompt = rng.integers(1, 200, n)
+    output = rng.integers(1, 60, n)
+    limit = min(blocks * 8, budget if not chunked else 10**9)
+    output = np.minimum(output, np.maximum(1, limit - prompt))
+    keep = prompt + output <= limit
+    prompt, output = prompt[keep], output[keep]
+    if len(prompt) == 0:
+        return
+    opts = serving_options(chunked_prefill=chunked, max_running=max_running, max_batched_tokens=budget, block_size=8)
+    batcher = ContinuousBatcher(prompt, output, blocks, opts)
+    for i in range(len(prompt)):
+        batcher.add(i)
+    done = 0
+    for step in range(100_000):
+        it = batcher.plan()
+        if it is None:
+            break
+        assert it.tokens <= budget and len(batcher.running) <= max_running
+        assert 0 <= batcher.free_blocks and sum(batcher.blocks) + batcher.free_blocks == blocks
+        for seq in it.decode:
+            assert batcher.cached[seq] + 1 <= batcher.blocks[seq] * 8
+        done += batcher.complete(it, float(step))
+    assert done == len(prompt)
+    assert batcher.free_blocks == blocks
+    assert batcher.generated == [int(x) for x in output]
+
+
+def test_attention_cost_matches_op_costs(scenarios):
+    s = scenarios["h100-sxm-nvswitch", "standard"]
+    timer = IterationTimer(s)
+    att = timer.attention
+    for batch, kv in ((1, 1025), (7, 300), (64, 4000)):
+        expected = attention_time_s(s.model, s.hardware, s.workload, TP, Phase("decode", batch, 1), [kv])[0]
+        assert att.seconds(batch, batch * kv, 0, 0, 0.0) == pytest.approx(expected, rel=1e-12)
+    for prompt in (1, 100, 3000):
+        expected = attention_time_s(s.model, s.hardware, s.workload, TP, Phase("prefill", 1, prompt), [prompt])[0]
+        assert att.seconds(0, 0, prompt, 0, prompt * prompt / 2.0) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("schedule", ["ladder", "desync_half"])
+def test_iteration_time_tail_and_layer_extrapolation_are_exact(schedule):
+    timer = IterationTimer(serving_scenario(MODEL, "h100-sxm-p2p-off", TP, schedule))
+    for tokens, logits, a_s in ((1, 1, 2e-5), (24, 10, 1.3e-4), (2048, 3, 9e-4), (64, 64, 3e-4)):
+        seconds, compute, comm, tail_s = timer._base_at(tokens)
+        whole, _ = timer._run(timer._full, seconds, compute, comm, a_s)  # the whole model, tail at ``tokens``
+        expected = whole - tail_s + timer._tail_seconds(tokens, logits)
+        assert timer.seconds(tokens, logits, a_s) == pytest.approx(expected, rel=1e-9)
+    assert timer.whole_model_runs == 0  # every anchor was extrapolated from the reduced runs
+
+
+@settings(max_examples=8, deadline=None)
+@given(tokens=st.integers(17, 5000), a_us=st.floats(5.0, 3000.0))
+def test_token_interpolation_error_within_stated_bound(tokens, a_us):
+    scenario = serving_scenario(MODEL, "h100-sxm-p2p-off", TP, "ladder")
+    coarse, exact = _timers(scenario)
+    before = coarse.max_error_bound
+    coarse.max_error_bound = 0.0
+    got = coarse.seconds(tokens, 4, a_us * 1e-6)
+    bound = coarse.max_error_bound
+    coarse.max_error_bound = max(before, bound)
+    truth = exact.seconds(tokens, 4, a_us * 1e-6)  # 8192 points per octave: every integer is a grid point
+    assert abs(got - truth) <= bound * got + 1e-12
+    assert bound < 0.05
+
+
+_TIMER_CACHE: dict = {}
+
+
+def _timers(scenario):
+    if "t" not in _TIMER_CACHE:
+        _TIMER_CACHE["t"] = (IterationTimer(scenario, 8), IterationTimer(scenario, 8192))
+    return _TIMER_CACHE["t"]
