@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump(rows, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(_time_sources(first), file=sys.stderr)  # stdout stays the table
+        print(_time_sources(results[0]), file=sys.stderr)  # stdout stays the table
         print(format_table(rows, [
             ("schedule", "schedule", "{}"), ("tp", "tp", "{}"), ("nodes", "nodes", "{}"),
             ("batch", "batch", "{}"), ("prefill_s", "prefill s", "{:.3f}"), ("decode_s", "decode s", "{:.3f}"),
@@ -72,6 +72,21 @@ def run(args: argparse.Namespace) -> int:
             ("exposed_comm_s", "exposed comm s", "{:.3f}"),
         ]))
     return 0
+
+
+def _time_sources(result) -> str:
+    """Where each op's time came from (as AIConfigurator labels it): SILICON = a measured table,
+    HYBRID = a measured table extended by the roofline, SOL = the roofline/bandwidth model."""
+    from laddersim.costs.op_costs import Phase, op_time_sources
+
+    s = result.scenario
+    w = s.workload
+    kinds = list(dict.fromkeys(result.program.kinds))
+    lines = ["op time sources (SILICON: measured table; HYBRID: table extended by the roofline; SOL: roofline model):"]
+    for phase in (Phase("prefill", w.batch, w.prompt_len), Phase("decode", w.batch, 1)):
+        sources = op_time_sources(s.model, s.hardware, w, s.tp, phase)
+        lines.append(f"  {phase.name}: " + ", ".join(f"{k} {sources[k]}" for k in kinds if k in sources))
+    return "\n".join(lines)
 
 
 class ProgressBar:
