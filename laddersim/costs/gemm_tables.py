@@ -17,8 +17,9 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
+import csv
+
 import numpy as np
-from scipy.interpolate import RegularGridInterpolator
 
 from laddersim.costs.gemm import gemm_time_s
 from laddersim.hardware.profile import HardwareProfile, MeasuredTable, read_gemm_table_csv
@@ -31,23 +32,60 @@ def model_gemm_table(hw: HardwareProfile) -> MeasuredTable | None:
     return next((t for t in hw.gpu.gemm_tables if t.use == "model"), None)
 
 
+def _read_points(path: Path) -> np.ndarray:
+    """The table's (m, n, k, time_us) rows, without pandas (the simulate path stays light); a file
+    this plain reader cannot take goes through the reading layer, which says what is wrong."""
+    names = ("m", "n", "k", "time_us")
+    try:
+        with open(path, newline="") as handle:
+            rows = list(csv.reader(line for line in handle if line.strip() and not line.startswith("#")))
+        index = [rows[0].index(name) for name in names]
+        values = np.array([[float(row[i]) for i in index] for row in rows[1:]], dtype=float).reshape(-1, 4)
+        if not np.isfinite(values).all():
+            raise ValueError("non-finite value")
+        return values
+    except (OSError, IndexError, ValueError):
+        frame = read_gemm_table_csv(path)
+        return frame[list(names)].to_numpy(dtype=float)
+
+
 @lru_cache(maxsize=32)
-def _grid(path: Path, _mtime_ns: int) -> tuple[tuple[np.ndarray, ...], RegularGridInterpolator]:
-    """Axes (log m, log n, log k) and an interpolator of log time (s) over the table's full grid;
-    grid points the table lacks are filled from their neighbours along m."""
-    frame = read_gemm_table_csv(path)
-    frame = frame.groupby(["m", "n", "k"], as_index=False)["time_us"].median()
-    axes = tuple(np.log(np.sort(frame[c].unique()).astype(float)) for c in ("m", "n", "k"))
+def _grid(path: Path, _mtime_ns: int) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """Axes (log m, log n, log k) and the cube of log time (s) over the table's full grid (repeated
+    points: their median); grid points the table lacks are filled from their neighbours along m."""
+    points = _read_points(path)
+    axes = tuple(np.log(np.unique(points[:, c])) for c in range(3))
+    index = tuple(np.searchsorted(a, np.log(points[:, c])) for c, a in enumerate(axes))
     cube = np.full(tuple(len(a) for a in axes), np.nan)
-    index = [np.searchsorted(a, np.log(frame[c].to_numpy(dtype=float))) for a, c in zip(axes, ("m", "n", "k"))]
-    cube[tuple(index)] = np.log(frame["time_us"].to_numpy() * 1e-6)
+    flat = np.ravel_multi_index(index, cube.shape)
+    for cell in np.unique(flat):
+        cube.flat[cell] = np.log(np.median(points[flat == cell, 3]) * 1e-6)
     for j in range(cube.shape[1]):  # a missing (n, k) point at some m: interpolate along log m
         for k in range(cube.shape[2]):
             line = cube[:, j, k]
             known = np.isfinite(line)
             if known.any() and not known.all():
                 cube[:, j, k] = np.interp(axes[0], axes[0][known], line[known])
-    return axes, RegularGridInterpolator(axes, cube, bounds_error=False, fill_value=None)
+    return axes, cube
+
+
+def _interpolate(axes: tuple[np.ndarray, ...], cube: np.ndarray, point: np.ndarray) -> float:
+    """Multilinear interpolation of ``cube`` at ``point`` (linear extrapolation from the edge cell
+    outside the grid), as scipy's RegularGridInterpolator(method="linear", fill_value=None)."""
+    corners = []
+    for a, x in zip(axes, point):
+        if len(a) == 1:
+            corners.append(((0, 1.0),))
+            continue
+        i = int(np.clip(np.searchsorted(a, x, side="right") - 1, 0, len(a) - 2))
+        w = (x - a[i]) / (a[i + 1] - a[i])
+        corners.append(((i, 1.0 - w), (i + 1, w)))
+    total = 0.0
+    for (i, wi) in corners[0]:
+        for (j, wj) in corners[1]:
+            for (k, wk) in corners[2]:
+                total += wi * wj * wk * cube[i, j, k]
+    return float(total)
 
 
 def library_gemm_time_s(hw: HardwareProfile, m: int, n: int, k: int, dtype_bytes: int,
@@ -59,12 +97,12 @@ def library_gemm_time_s(hw: HardwareProfile, m: int, n: int, k: int, dtype_bytes
     if table is None or dtype_bytes != 2 or not hw.base_dir:
         return roofline, SOL
     path = (Path(hw.base_dir) / table.file).resolve()
-    axes, interp = _grid(path, path.stat().st_mtime_ns)
+    axes, cube = _grid(path, path.stat().st_mtime_ns)
     point = np.log([float(m), float(n), float(k)])
     inside = all(a[0] <= x <= a[-1] for a, x in zip(axes, point))
     if inside:
-        return float(np.exp(interp(point)[0])), SILICON
+        return float(np.exp(_interpolate(axes, cube, point))), SILICON
     nearest = np.exp([float(np.clip(x, a[0], a[-1])) for a, x in zip(axes, point)])
-    anchor_table = float(np.exp(interp(np.log(nearest))[0]))
+    anchor_table = float(np.exp(_interpolate(axes, cube, np.log(nearest))))
     anchor_roofline = float(gemm_time_s(hw.gpu, *nearest, dtype_bytes, None, peak_flops_per_s))
     return roofline * anchor_table / anchor_roofline, HYBRID
