@@ -28,7 +28,7 @@ COMMANDS = {
     "plot": "plot a results table (PNG and SVG), or a decode-step timeline",
     "plan": "cheapest configurations meeting a throughput/latency target; break-even fabrics",
     "report": "write the report (reports/index.md with figures) from built-in defaults",
-    "serving": "requests under load: continuous batching, TTFT/TPOT percentiles, goodput, capacity",
+    "serving": "one replica under load: continuous batching, TTFT/TPOT percentiles, goodput, capacity",
 }
 COMMAND_MODULES = tuple(COMMANDS)
 

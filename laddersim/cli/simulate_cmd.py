@@ -71,6 +71,11 @@ def run(args: argparse.Namespace) -> int:
             ("speedup_vs_standard", "vs standard", "{:.3f}x"),
             ("exposed_comm_s", "exposed comm s", "{:.3f}"),
         ]))
+        for row in rows:
+            if "decode_s_ci95" in row:
+                lo, hi = row["decode_s_ci95"]
+                print(f"{row['schedule']}: decode from {row['sampled_steps']} sampled steps of "
+                      f"{row['gen_len'] - 1}; 95% interval {lo:.4f}-{hi:.4f} s (--exact-steps: all)")
     return 0
 
 
