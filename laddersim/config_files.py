@@ -84,7 +84,7 @@ def check_numbers(raw, where: str, path: str = "") -> None:
         for i, value in enumerate(raw):
             check_numbers(value, where, f"{path}.{i}" if path else str(i))
     elif isinstance(raw, float) and not math.isfinite(raw):
-        raise UserInputError(f"{where}: {path or 'file'}: {raw} is not finite; allowed: finite numbers")
+        raise UserInputError(f"{where}: {path or 'file'}: Input should be a finite number (got {raw})")
     elif isinstance(raw, int) and not isinstance(raw, bool) and abs(raw) > MAX_CONFIG_INT:
         raise UserInputError(f"{where}: {path or 'file'}: {raw:.3g} is out of range; allowed: "
                              f"integers of magnitude up to {MAX_CONFIG_INT}")

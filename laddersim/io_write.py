@@ -58,7 +58,7 @@ def check_output(path: str | Path, flag: str, kind: str = "file") -> Path:
         while not existing.exists() and existing != existing.parent:
             existing = existing.parent
         if existing != _absolute(path) and not existing.is_dir():
-            raise UserInputError(f"{flag}: cannot create {path}: {existing} is a file, not a directory")
+            raise UserInputError(f"{flag}: cannot write to {path}: {existing} is a file, not a directory")
         target = existing if existing != _absolute(path) else path
         if target.is_dir() and not os.access(target, os.W_OK | os.X_OK):
             raise UserInputError(f"{flag}: cannot write in {target}: permission denied; allowed: a writable path")

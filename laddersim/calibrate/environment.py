@@ -16,7 +16,9 @@ import sys
 from pathlib import Path
 
 from laddersim.errors import UserInputError
-from laddersim.io_read import read_json
+from laddersim.config_files import check_numbers
+from laddersim.io_read import check_tree, read_json
+from laddersim.limits import MAX_TP
 
 MANIFEST = "run.json"
 # Fields that must agree for a re-run to resume into an existing run directory.
@@ -100,6 +102,13 @@ def read_manifest(run_dir: str | Path) -> dict:
         raise UserInputError(f"run: {run_dir} has no {MANIFEST}; not a calibration run directory "
                              "(make one with `laddersim calibrate run` or `import-nccl-tests`)")
     manifest = read_json(path, "run")
+    check_tree(manifest, f"run: {path}")
+    if isinstance(manifest, dict):
+        check_numbers(manifest, f"run: {path}")
+        for key in ("world_size", "ranks_per_node", "nodes"):  # the run's shape, used in every fit
+            value = manifest.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TP):
+                raise UserInputError(f"run: {path}: {key} = {value!r}; allowed: an integer from 1 to {MAX_TP}")
     if not isinstance(manifest, dict) or "backend" not in manifest:
         raise UserInputError(f"run: {path} is not a laddersim run manifest (no 'backend')")
     return manifest

@@ -24,7 +24,7 @@ def _number(name: str, cast, kind: str, ok):
 
 
 def positive_int(name: str, maximum: int = 2**31 - 1):
-    return _number(name, int, f"an integer from 1 to {maximum}", lambda v: 1 <= v <= maximum)
+    return _number(name, int, f"a positive integer up to {maximum}", lambda v: 1 <= v <= maximum)
 
 
 def positive_float(name: str, maximum: float = 1e15):

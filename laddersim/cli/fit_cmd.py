@@ -71,7 +71,9 @@ def run(args: argparse.Namespace) -> int:
     setup = ValidationSetup(args.hardware, args.hardware_p2p_off, args.dtype, args.kv_cache, args.kv_reads,
                             args.framework)
     command = invoked_command("fit")
-    out = Path(args.out)
+    out = check_output(args.out, "out", "file" if Path(args.out).suffix in (".yaml", ".yml") else "dir")
+    if not out.name:
+        raise UserInputError(f"out: '{args.out}' names no file or directory; allowed: NEW.yaml or a directory")
     out_off = Path(args.out_p2p_off) if args.out_p2p_off else _off_path(out)
     # Every input before the first evaluation: output paths, then each row's model, profile,
     # TP, memory and node count (a bad row would otherwise surface after minutes of fitting).

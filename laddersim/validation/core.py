@@ -81,6 +81,10 @@ def read_measured(path: str | Path | None = None) -> pd.DataFrame:
         if column in frame.columns:
             frame[column] = [value if isinstance(value, str) or pd.isna(value) else str(value)
                              for value in frame[column]]
+    for column in ("model", "schedule"):
+        if frame[column].isna().any():
+            row = int(np.flatnonzero(frame[column].isna().to_numpy())[0]) + 1
+            raise UserInputError(f"measured: {column} in row {row} of {path} is blank; allowed: a {column} name")
     frame["tokens_per_s"] = tokens.astype(float)
     if "dtype" in frame.columns:
         _check_dtypes(frame, path)
