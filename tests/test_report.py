@@ -1,4 +1,4 @@
-"""``laddersim report``: one command writes index.md with four sections, working relative figure
+"""``laddersim report``: one command writes index.md with five sections, working relative figure
 links, the commands to reproduce, and nothing machine- or time-dependent in the Markdown."""
 
 from __future__ import annotations
@@ -31,20 +31,20 @@ def report(tmp_path_factory) -> tuple[Path, str, str]:
     return out_dir, stdout.getvalue(), stderr.getvalue()
 
 
-def test_report_writes_index_with_four_sections_and_progress(report):
+def test_report_writes_index_with_five_sections_and_progress(report):
     out_dir, stdout, stderr = report
     index = out_dir / "index.md"
     assert stdout.strip() == str(index)
     text = index.read_text()
     headings = re.findall(r"^## (.+)$", text, flags=re.M)
-    assert [h.split(".")[0] for h in headings] == ["1", "2", "3", "4"]
+    assert [h.split(".")[0] for h in headings] == ["1", "2", "3", "4", "5"]
     assert "Paper reproduction" in headings[0] and "interconnect" in headings[1]
-    assert "decode step" in headings[2] and "Planning" in headings[3]
-    for i in range(1, 5):
-        assert f"report: [{i}/4]" in stderr
+    assert "decode step" in headings[2] and "Planning" in headings[3] and "Multi-node" in headings[4]
+    for i in range(1, 6):
+        assert f"report: [{i}/5]" in stderr
     # Every section says how to read it and how to reproduce it.
-    assert text.count("**How to read this.**") == 4
-    assert text.count("```bash") >= 4
+    assert text.count("**How to read this.**") == 5
+    assert text.count("```bash") >= 5
 
 
 def test_report_links_resolve_to_real_figures(report):
