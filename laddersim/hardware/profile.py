@@ -461,9 +461,6 @@ class HardwareProfile(BaseModel):
         if nvls and self.node.fabric != "nvswitch":
             raise ValueError(f"collectives.algorithms: {', '.join(nvls)} needs node.fabric nvswitch (NVLink SHARP), "
                              f"not {self.node.fabric}; allowed: ring, tree, collnet")
-        if {"nvls_tree", "collnet"} & set(self.collectives.algorithms) and self.network is None:
-            raise ValueError("collectives.algorithms: nvls_tree and collnet cross nodes and need a network; "
-                             "allowed without one: ring, tree, nvls")
         counts = [fit.gpus for fit in self.collectives.intra_node_fits]
         if len(counts) != len(set(counts)):
             raise ValueError("collectives.intra_node_fits: two fits for the same gpus count")

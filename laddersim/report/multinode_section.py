@@ -47,9 +47,14 @@ def multinode_section(out_dir: Path, figures_dir: Path) -> Section:
         table(frame, {"standard tok/s": "{:.1f}", "ladder tok/s": "{:.1f}", "ladder speedup": "{:.3f}x",
                       "standard exposed comm s": "{:.3f}", "ladder exposed comm s": "{:.3f}"}),
         "",
+        "**How to read this.** Each row is one TP group spread over `nodes` nodes; 'exposed comm' is the "
+        "communication time the compute lane waits for over the whole run. Standard exposes every "
+        "AllReduce; ladder overlaps each with the next module's compute, so only what outlasts that "
+        "compute shows. The decode column is what decides tokens/s at batch 1.",
+        "",
         "Reproduce one row (and see each collective's algorithm/protocol in the trace's event args):",
         "",
         code([f"laddersim simulate --model llama-3.1-405b --hardware {HARDWARE} --tp 32 --batch {BATCH} "
               f"--prompt-len {PROMPT_LEN} --gen-len {GEN_LEN} --trace trace_405b_tp32.json"]),
     ])
-    return Section("Multi-node: 405B on 2, 4 and 8 nodes", body)
+    return Section("5. Multi-node: Llama-3.1-405B on 2, 4 and 8 nodes", body)
