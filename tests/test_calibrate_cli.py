@@ -368,14 +368,26 @@ def test_second_ctrl_c_exits_quietly_and_keeps_the_finished_points(tmp_path):
 
 # ---- noisy tables ---------------------------------------------------------------------------------
 
-def _rewrite_times(path: Path, time_of) -> None:
-    """Set every row's time_us to ``time_of(row)`` (a synthetic, fully controlled table)."""
+def _rewrite_times(path: Path, time_of, column: str = "time_us") -> None:
+    """Set every row's ``column`` to ``time_of(row)`` (a synthetic, fully controlled table)."""
     table = rows(path)
     with open(path, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(table[0]), lineterminator="\n")
         writer.writeheader()
         for row in table:
-            writer.writerow({**row, "time_us": format(time_of(row), "g")})
+            writer.writerow({**row, column: format(time_of(row), "g")})
+
+
+def test_fit_reports_a_negative_interference_slowdown_in_one_line(calibrated, tmp_path, capsys):
+    out, _, _ = calibrated
+    run = tmp_path / "negative"
+    shutil.copytree(out, run)
+    _rewrite_times(run / "measurements" / "interference.csv", lambda r: -0.58, "compute_slowdown")
+    _rewrite_times(run / "measurements" / "interference.csv", lambda r: 0.2, "comm_slowdown")
+    assert main(["calibrate", "fit", str(run), "--name", "negative"]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if "interference.csv" in line]
+    assert len(lines) == 1 and "compute slowdown measured -58.0%" in lines[0] and "measurement problem" in lines[0]
+    assert load_profile(run).interference.compute_slowdown.value == 0.0  # held at 0, and said so
 
 
 def test_fit_warns_once_per_table_whose_times_fall_with_size(calibrated, tmp_path, capsys):
@@ -385,6 +397,8 @@ def test_fit_warns_once_per_table_whose_times_fall_with_size(calibrated, tmp_pat
     allreduce, memory = run / "measurements" / "allreduce.csv", run / "measurements" / "memory.csv"
     _rewrite_times(memory, lambda r: 10 + int(r["size_bytes"]) / 1e3)  # monotone: no warning
     _rewrite_times(allreduce, lambda r: 100 + int(r["size_bytes"]) / 1e4)
+    for column in ("compute_slowdown", "comm_slowdown"):  # a noisy run may measure one below 0 (its own warning)
+        _rewrite_times(run / "measurements" / "interference.csv", lambda r: 0.1, column)
     assert main(["calibrate", "fit", str(run), "--name", "clean"]) == 0
     assert "warning" not in capsys.readouterr().err
     # 1 MiB timed 30% below 64 KiB (106.5 us): what a loaded CPU does to a --quick table.
