@@ -158,6 +158,7 @@ class IterationTimer:
         self._base: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, float]] = {}
         self._tail_s: dict[tuple[bool, int], float] = {}
         self._serial_s: dict[int, float] = {}
+        self._kinds_s: dict[tuple[int, int], np.ndarray] = {}
         self._n_attention = int(self._full.attention.sum())
         self._anchors: dict[tuple[int, float], tuple[float, tuple]] = {}  # (tokens, a) -> body s, signature ids
         self._signatures: dict[tuple, int] = {}
@@ -169,10 +170,13 @@ class IterationTimer:
 
     def _kind_seconds(self, tokens: int, logits: int) -> np.ndarray:
         """Seconds of one op of each kind (``_kind_names`` order); attention is not used."""
-        s = self.scenario
-        times = op_times_s(s.model, s.hardware, s.workload, s.tp, MixedPhase("decode", logits, 1, tokens),
-                           np.ones(1))
-        return np.array([float(times[k][0]) for k in self._kind_names])
+        key = (tokens, logits)
+        if key not in self._kinds_s:
+            s = self.scenario
+            times = op_times_s(s.model, s.hardware, s.workload, s.tp, MixedPhase("decode", logits, 1, tokens),
+                               np.ones(1))
+            self._kinds_s[key] = np.array([float(times[k][0]) for k in self._kind_names])
+        return self._kinds_s[key]
 
     def _tail_seconds(self, tokens: int, logits: int) -> float:
         # Tail durations depend on tokens only through the single-token kernel floor.
