@@ -78,7 +78,7 @@ def serving_section(out_dir: Path, figures_dir: Path) -> Section:
         "Iteration times are exact at the token counts this workload produces except between grid "
         "points of the token axis, where the bound is stated per run (`iteration_error_bound`).",
         "",
-        "Reproduce the P2P-off rows:",
+        "Reproduce the P2P-off rows (the command searches the capacity to 2%, the table to 10%):",
         "",
         code([command]),
     ])
