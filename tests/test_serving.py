@@ -203,3 +203,20 @@ def _timers(scenario):
     if "t" not in _TIMER_CACHE:
         _TIMER_CACHE["t"] = (IterationTimer(scenario, 8), IterationTimer(scenario, 8192))
     return _TIMER_CACHE["t"]
+
+
+def test_arrivals_rate_burstiness_and_trace_order(tmp_path):
+    from laddersim.serving.arrivals import read_trace
+    fixed = parse_length("100", "p")
+    for shape in (1.0, 0.25):
+        req = draw_requests(20_000, 5.0, fixed, fixed, seed=1, gamma_shape=shape)
+        gaps = np.diff(req.arrival_s)
+        assert gaps.mean() == pytest.approx(1 / 5.0, rel=1e-12)  # the offered rate is exact
+        assert gaps.var() / gaps.mean() ** 2 == pytest.approx(1 / shape, rel=0.15)  # squared CV = 1 / shape
+    lengths = draw_requests(5000, 1.0, parse_length("uniform:10:20", "p"), parse_length("exponential:50", "g"), 2)
+    assert lengths.prompt_len.min() == 10 and lengths.prompt_len.max() == 20
+    assert lengths.output_len.min() >= 1 and lengths.output_len.mean() == pytest.approx(50, rel=0.05)
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_len,output_len\n2.0,5,6\n1.0,7,8\n")
+    got = read_trace(trace)
+    assert got.arrival_s.tolist() == [1.0, 2.0] and got.prompt_len.tolist() == [7, 5]

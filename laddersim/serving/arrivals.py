@@ -71,7 +71,9 @@ def draw_requests(n: int, rate_per_s: float, prompt: LengthSpec, output: LengthS
                   gamma_shape: float = 1.0) -> Requests:
     """``n`` requests arriving at ``rate_per_s`` on average; gaps are gamma with shape
     ``gamma_shape`` (1: Poisson arrivals; below 1 burstier, above 1 more regular; the gaps'
-    squared coefficient of variation is 1 / shape). The first arrives at 0."""
+    squared coefficient of variation is 1 / shape). The first arrives at 0 and the gaps are scaled
+    to average exactly 1 / rate, so the offered rate is the one asked for, not a draw of it (for
+    Poisson arrivals: the process conditioned on its n-th arrival time)."""
     if n < 1:
         raise UserInputError(f"requests: must be >= 1, got {n}")
     if not rate_per_s > 0:
@@ -81,6 +83,8 @@ def draw_requests(n: int, rate_per_s: float, prompt: LengthSpec, output: LengthS
     rng = np.random.default_rng(seed)
     gaps = rng.gamma(gamma_shape, 1.0 / (gamma_shape * rate_per_s), size=n)
     gaps[0] = 0.0
+    if n > 1:
+        gaps[1:] *= (n - 1) / (rate_per_s * gaps[1:].sum())
     return Requests(np.cumsum(gaps), prompt.draw(rng, n), output.draw(rng, n))
 
 

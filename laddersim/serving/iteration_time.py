@@ -19,7 +19,9 @@ dimensions need them:
   event time is linear in the durations for a fixed event order) the makespan is piecewise
   linear in ``a`` with breaks only where the event order (signature) changes. Anchors sit on a
   geometric grid of ``a`` (ratio 8); two anchors with the same signature interpolate exactly, otherwise the
-  interval is bisected (to a relative width of 1e-6, below which the error is negligible).
+  interval is bisected until the signatures agree or the two ends' times differ by at most 0.1%
+  (the time is non-decreasing in ``a``, so that difference bounds the interpolation error; it
+  joins ``max_error_bound``).
 * **logits tail (exact)**: the tail runs after the last AllReduce has finished and alone (the
   compute stream waits for the AllGather), so it adds its durations' sum; runs use one reference
   count and the tail's sum is corrected to the iteration's count.
@@ -52,7 +54,7 @@ TAIL_KINDS = frozenset({"final_norm", "lm_head", "allgather_logits", "sampling"}
 EXACT_TOKENS = 16  # every token count up to this is its own grid point
 A_GRID_BASE_S = 1e-6  # attention anchors at 1 us * A_GRID_FACTOR**k
 A_GRID_FACTOR = 8.0
-A_MIN_WIDTH = 1e-6  # stop bisecting an attention interval below this relative width
+A_TOLERANCE = 1e-3  # stop bisecting an attention interval once its ends differ by this share
 
 
 @dataclass(frozen=True)
@@ -156,21 +158,25 @@ class IterationTimer:
         self._base: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, float]] = {}
         self._tail_s: dict[tuple[bool, int], float] = {}
         self._serial_s: dict[int, float] = {}
+        self._kinds_s: dict[tuple[int, int], np.ndarray] = {}
         self._n_attention = int(self._full.attention.sum())
         self._anchors: dict[tuple[int, float], tuple[float, tuple]] = {}  # (tokens, a) -> body s, signature ids
         self._signatures: dict[tuple, int] = {}
-        # tokens -> sorted starts and (lo, hi, body at lo, body at hi) of intervals of ``a`` known linear
-        self._segments: dict[int, tuple[list[float], list[tuple[float, float, float, float]]]] = {}
+        # tokens -> sorted starts and (lo, hi, body at lo, body at hi, error bound) of ``a`` intervals
+        self._segments: dict[int, tuple[list[float], list[tuple[float, float, float, float, float]]]] = {}
         self.engine_runs = 0
         self.whole_model_runs = 0
         self.max_error_bound = 0.0
 
     def _kind_seconds(self, tokens: int, logits: int) -> np.ndarray:
         """Seconds of one op of each kind (``_kind_names`` order); attention is not used."""
-        s = self.scenario
-        times = op_times_s(s.model, s.hardware, s.workload, s.tp, MixedPhase("decode", logits, 1, tokens),
-                           np.ones(1))
-        return np.array([float(times[k][0]) for k in self._kind_names])
+        key = (tokens, logits)
+        if key not in self._kinds_s:
+            s = self.scenario
+            times = op_times_s(s.model, s.hardware, s.workload, s.tp, MixedPhase("decode", logits, 1, tokens),
+                               np.ones(1))
+            self._kinds_s[key] = np.array([float(times[k][0]) for k in self._kind_names])
+        return self._kinds_s[key]
 
     def _tail_seconds(self, tokens: int, logits: int) -> float:
         # Tail durations depend on tokens only through the single-token kernel floor.
@@ -223,26 +229,30 @@ class IterationTimer:
         return self._anchors[key]
 
     def body_seconds(self, tokens: int, a_s: float) -> float:
-        """Makespan without the logits tail at a grid point, exact in ``a_s``."""
+        """Makespan without the logits tail at a grid point: exact in ``a_s`` within one event
+        order, else within the bound it adds to ``max_error_bound``."""
         starts, segments = self._segments.setdefault(tokens, ([], []))
         i = bisect.bisect_right(starts, a_s) - 1
-        if i >= 0:
-            lo, hi, t_lo, t_hi = segments[i]
-            if a_s <= hi:
-                return t_lo + (t_hi - t_lo) * (a_s - lo) / (hi - lo)
-        k = math.floor(math.log(a_s / A_GRID_BASE_S, A_GRID_FACTOR)) if a_s > 0 else 0
-        lo, hi = A_GRID_BASE_S * A_GRID_FACTOR ** k, A_GRID_BASE_S * A_GRID_FACTOR ** (k + 1)
-        if a_s <= 0:
-            lo, hi = 0.0, A_GRID_BASE_S
-        while True:
-            (t_lo, sig_lo), (t_hi, sig_hi) = self._anchor(tokens, lo), self._anchor(tokens, hi)
-            if sig_lo == sig_hi or hi - lo <= A_MIN_WIDTH * hi:
-                i = bisect.bisect_right(starts, lo)
-                starts.insert(i, lo)
-                segments.insert(i, (lo, hi, t_lo, t_hi))
-                return t_lo + (t_hi - t_lo) * (a_s - lo) / (hi - lo)
-            mid = 0.5 * (lo + hi)
-            lo, hi = (lo, mid) if a_s <= mid else (mid, hi)
+        if i >= 0 and a_s <= segments[i][1]:
+            lo, hi, t_lo, t_hi, bound = segments[i]
+        else:
+            k = math.floor(math.log(a_s / A_GRID_BASE_S, A_GRID_FACTOR)) if a_s > 0 else 0
+            lo, hi = A_GRID_BASE_S * A_GRID_FACTOR ** k, A_GRID_BASE_S * A_GRID_FACTOR ** (k + 1)
+            if a_s <= 0:
+                lo, hi = 0.0, A_GRID_BASE_S
+            while True:
+                (t_lo, sig_lo), (t_hi, sig_hi) = self._anchor(tokens, lo), self._anchor(tokens, hi)
+                if sig_lo == sig_hi or t_hi - t_lo <= A_TOLERANCE * t_lo:
+                    break
+                mid = 0.5 * (lo + hi)
+                lo, hi = (lo, mid) if a_s <= mid else (mid, hi)
+            bound = 0.0 if sig_lo == sig_hi else (t_hi - t_lo) / t_lo
+            i = bisect.bisect_right(starts, lo)
+            starts.insert(i, lo)
+            segments.insert(i, (lo, hi, t_lo, t_hi, bound))
+        if bound > self.max_error_bound:
+            self.max_error_bound = bound
+        return t_lo + (t_hi - t_lo) * (a_s - lo) / (hi - lo)
 
     def _serial_seconds(self, tokens: int) -> float:
         """Sum of the durations of every op but attention and the tail, at ``tokens``."""

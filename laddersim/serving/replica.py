@@ -109,6 +109,8 @@ def simulate_replica(timer: IterationTimer, requests: Requests, options: Serving
     finally:
         bar.close()
         bound, timer.max_error_bound = timer.max_error_bound, max(earlier_bound, timer.max_error_bound)
+    if counts["done"] < n:  # the scheduler stalled with work left: a bug, never bad input
+        raise RuntimeError(f"serving: {n - counts['done']} requests never finished")
     span = window_end_s - float(requests.arrival_s[0])
     return ServingRun(
         requests=requests,
