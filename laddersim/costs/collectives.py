@@ -161,9 +161,10 @@ def table_offset(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_
     (calibrate warns of it): the table's running maximum is used, so time never falls with size."""
     size = np.asarray(size_bytes, dtype=float)
     shapes = sorted({(int(n), abs(math.log(n / nodes)))
-                     for table, frame in profile.allreduce_tables if table.use == "model"
-                     for n in frame.loc[(frame["nodes"] > 1) & (frame["gpus"] == frame["nodes"] * gpus_per_node),
-                                        "nodes"].unique()}, key=lambda item: (item[1], item[0]))
+                     for table, cols in profile.allreduce_arrays if table.use == "model"
+                     for n in np.unique(cols["nodes"][(cols["nodes"] > 1)
+                                                      & (cols["gpus"] == cols["nodes"] * gpus_per_node)])},
+                    key=lambda item: (item[1], item[0]))
     found = _table_for(profile, gpus_per_node * shapes[0][0], shapes[0][0]) if shapes else None
     if found is None:
         return np.ones_like(size)
@@ -193,8 +194,8 @@ def allreduce_time_s(profile: HardwareProfile, tp: int, size_bytes):
 
 
 def _has_multi_node_table(profile: HardwareProfile, gpus_per_node: int) -> bool:
-    return any(((frame["nodes"] > 1) & (frame["gpus"] == frame["nodes"] * gpus_per_node)).any()
-               for table, frame in profile.allreduce_tables if table.use == "model")
+    return any(((cols["nodes"] > 1) & (cols["gpus"] == cols["nodes"] * gpus_per_node)).any()
+               for table, cols in profile.allreduce_arrays if table.use == "model")
 
 
 # Grid (points per doubling) on which an offset-scaled curve is made non-decreasing in size.

@@ -24,16 +24,16 @@ def framework_allreduce_time_s(hw: HardwareProfile, fw, tp: int, size_bytes: flo
     framework's kernel, or the profile's NCCL table for a one-node group), else ``SOL`` (the
     profile's fitted NCCL model)."""
     if tp > 1 and fw.allreduce_library.value == "multimem" and hw.nodes_for(tp) == 1:
-        for table, frame in hw.allreduce_tables:
+        for table, cols in hw.allreduce_arrays:  # numpy columns: the simulate path loads no pandas
             if not table.library.startswith("multimem"):
                 continue
-            rows = frame[(frame["gpus"] == tp) & (frame["nodes"] == 1)]
-            sizes = rows["size_bytes"].to_numpy()
-            if len(rows) >= 2 and sizes[0] <= size_bytes:
-                seconds = float(interpolate_table_s(sizes, rows["time_s"].to_numpy(), size_bytes))
+            rows = (cols["gpus"] == tp) & (cols["nodes"] == 1)
+            sizes = cols["size_bytes"][rows]
+            if len(sizes) >= 2 and sizes[0] <= size_bytes:
+                seconds = float(interpolate_table_s(sizes, cols["time_s"][rows], size_bytes))
                 return max(seconds + mode_correction_s(hw, table), 0.0), SILICON
     nodes = hw.nodes_for(tp)
     measured = hw.collectives.prefer == "table" and any(
-        ((frame["gpus"] == tp) & (frame["nodes"] == nodes)).sum() >= 2
-        for table, frame in hw.allreduce_tables if table.use == "model")
+        ((cols["gpus"] == tp) & (cols["nodes"] == nodes)).sum() >= 2
+        for table, cols in hw.allreduce_arrays if table.use == "model")
     return float(allreduce_time_s(hw, tp, size_bytes)), SILICON if (measured and nodes == 1) else SOL
