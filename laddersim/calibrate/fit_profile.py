@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -80,8 +81,16 @@ def copied_reason(value: Sourced, base: str) -> str | None:
     return rest[2:].split("):", 1)[0] if rest.startswith(" (") else "not measured"
 
 
+# Warnings from reading the run (a cut-short last line): printed once the fit has succeeded, so a
+# fit that then fails prints its one error line alone.
+_READ_WARNINGS: list[str] = []
+
+
 def _frame(run_dir: str, benchmark: str) -> pd.DataFrame:
-    rows = PointStore(measurement_path(run_dir, benchmark), SCHEMAS[benchmark]).load(repair=False)
+    store = PointStore(measurement_path(run_dir, benchmark), SCHEMAS[benchmark],
+                       warn=lambda message: _READ_WARNINGS.append(
+                           message.replace("and its point will be measured again", "and not fitted")))
+    rows = store.load(repair=False)
     check_points(rows, measurement_path(run_dir, benchmark), read_manifest(run_dir).get("backend"))
     return pd.DataFrame(rows, columns=list(SCHEMAS[benchmark].columns))
 
@@ -586,6 +595,7 @@ def fit_run(run_dir: str, name: str, base: str) -> HardwareProfile:
         raise UserInputError(f"name: '{name}' must be a non-empty name without spaces or slashes")
     if not Path(run_dir).is_dir():
         raise UserInputError(f"run: {run_dir} is not a directory")
+    _READ_WARNINGS.clear()
     profile = build_profile(run_dir, name, base)
     text = profile_yaml(profile, run_dir)
     try:
@@ -596,4 +606,6 @@ def fit_run(run_dir: str, name: str, base: str) -> HardwareProfile:
     if not all(math.isfinite(v) for v in (loaded.gpu.gemm_compute_efficiency.value,
                                           loaded.collectives.intra_node.bus_bandwidth_gbps.value)):
         raise UserInputError(f"fit: {run_dir} gives non-finite parameters; too few or degenerate points")
+    for message in dict.fromkeys(_READ_WARNINGS):
+        print(f"warning: {message}", file=sys.stderr, flush=True)
     return loaded
