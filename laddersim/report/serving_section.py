@@ -82,4 +82,4 @@ def serving_section(out_dir: Path, figures_dir: Path) -> Section:
         "",
         code([command]),
     ])
-    return Section("5. Serving under load: Llama-3.1-70B, TP 8", body, cdfs + goodput)
+    return Section("6. Serving under load: Llama-3.1-70B, TP 8", body, cdfs + goodput)

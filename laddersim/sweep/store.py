@@ -33,8 +33,12 @@ def _row_problem(row) -> str | None:
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or not math.isfinite(value) or value < 0):
             return f"{column} must be a finite number >= 0 or empty"
-    if row.get("status") == "ok" and not (row.get("tokens_per_s") or 0) > 0:
-        return "an ok row needs tokens_per_s > 0"
+    # A static point's result is its tokens/s; a serving point's (a ``rate`` axis) its throughput.
+    throughput = "throughput_tokens_per_s" if row.get("rate") is not None else "tokens_per_s"
+    value = row.get(throughput)
+    positive = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    if row.get("status") == "ok" and not positive:
+        return f"an ok row needs {throughput} > 0"
     return None
 
 
