@@ -172,3 +172,31 @@ def test_simulate_runs_every_profile(name):
         assert out["standard"]["tokens_per_s"] > 0
         # Ladder hides communication: never slower than standard on the same machine.
         assert out["ladder"]["tokens_per_s"] >= out["standard"]["tokens_per_s"] * 0.99
+
+
+def _sources(node):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "source" and isinstance(value, str):
+                yield value
+            else:
+                yield from _sources(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _sources(value)
+
+
+def test_sources_name_public_origins_not_local_paths():
+    """Users have no ../shared: profile sources and table headers cite repository, commit and file."""
+    from laddersim.profiles_check.origins import public_origin
+    from laddersim.profiles_check.sources import ALLREDUCE_SOURCES, GEMM_SOURCES
+
+    for name in PROFILES:
+        texts = list(_sources(read_profile_mapping(profiles_dir() / f"{name}.yaml")))
+        assert texts and not [t for t in texts if "../shared" in t], name
+    for key, src in {**ALLREDUCE_SOURCES, **GEMM_SOURCES}.items():
+        lines = (profiles_dir() / "tables" / f"{key}.csv").read_text().splitlines()
+        header = [line for line in lines if line.startswith("#")]
+        assert not [line for line in header if "../shared" in line], key
+        assert header[0] == f"# source: {public_origin(src.path)}", key
+        assert " @ " in header[0] or "commit: not recorded in provenance" in header[0], key

@@ -7,7 +7,8 @@ per power-of-two size from 512 B to 1 GiB: the median of the original rows whose
 5% of it (exact for power-of-two sweeps; a few neighbouring rows for Vidur's 8 KiB grid).
 GEMM: the original rows at a subset of m values (all (n, k) pairs), duplicates' median.
 
-Each file starts with ``#`` lines naming the source file, the rows taken, the library version and
+Each file starts with ``#`` lines naming the public origin of the source file (repository @
+commit : file, ``laddersim.profiles_check.origins``), the rows taken, the library version and
 the timing method. Output is deterministic. Usage: ``python tools/resample_reference.py``.
 """
 
@@ -19,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from laddersim.profiles_check.origins import public_origin
 from laddersim.profiles_check.sources import (
     ALLREDUCE_SOURCES, GEMM_SOURCES, read_allreduce_source, read_gemm_source, shared_root,
 )
@@ -53,7 +55,7 @@ def main() -> int:
     for key, src in ALLREDUCE_SOURCES.items():
         compact = resample_allreduce(read_allreduce_source(key, root))
         _write(OUT / f"{key}.csv", [
-            f"source: ../shared/reference_data/{src.path}",
+            f"source: {public_origin(src.path)}",
             f"rows: {src.rows}",
             f"library: {src.library}; mode: {src.mode}; timing: {src.timing}",
             f"note: {src.note}" if src.note else "note: -",
@@ -67,7 +69,7 @@ def main() -> int:
         frame = frame.groupby(["n", "k", "m"], sort=True, as_index=False)["time_us"].median()
         frame["time_us"] = frame["time_us"].round(4)
         _write(OUT / f"{key}.csv", [
-            f"source: ../shared/reference_data/{src.path}",
+            f"source: {public_origin(src.path)}",
             f"rows: {src.rows}; only m in {{{', '.join(map(str, GEMM_M))}}}, median of duplicates",
             f"note: {src.note}",
             "resampled by tools/resample_reference.py",
