@@ -411,3 +411,26 @@ def test_fit_warns_once_per_table_whose_times_fall_with_size(calibrated, tmp_pat
         "74.59 us, 30% less than 64 KiB (106.6 us); times should grow with size, this table is noisy: re-run "
         "into a new --out without --quick or with more --repeats (the same --out only measures missing points)"]
     assert allreduce.read_bytes() == before  # measurements are kept as they are
+
+
+def test_fit_refuses_an_allreduce_faster_than_the_base_profiles_links(calibrated, tmp_path):
+    """One doctored row (1 MiB in 0.001 us: ~1e6 GB/s busbw) against 1.5x the base profile's
+    fastest single-node link (h100-sxm-nvswitch: 370 GB/s -> 555 GB/s) is one error line."""
+    out, _, _ = calibrated
+    run = tmp_path / "doctored"
+    shutil.copytree(out, run)
+    allreduce = run / "measurements" / "allreduce.csv"
+    table = rows(allreduce)
+    line = 2 + next(i for i, r in enumerate(table) if r["size_bytes"] == "1048576")
+    with open(allreduce, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(table[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows({**r, "time_us": "0.001"} if i == line - 2 else r for i, r in enumerate(table))
+    profile_before = (run / "profile.yaml").read_bytes()
+    proc = laddersim("calibrate", "fit", str(run), "--name", "doctored", "--base", "h100-sxm-nvswitch")
+    assert proc.returncode == 2, proc.stderr
+    (error,) = proc.stderr.splitlines()
+    busbw = 2 * (int(table[line - 2]["group_size"]) - 1) / int(table[line - 2]["group_size"]) * 1048576 / 0.001 / 1e3
+    assert f"{allreduce}:{line}:" in error and f"busbw {busbw:g} GB/s" in error
+    assert "allowed: busbw <= 555 GB/s" in error and "Traceback" not in proc.stderr
+    assert (run / "profile.yaml").read_bytes() == profile_before  # no profile from the doctored run

@@ -29,7 +29,7 @@ from laddersim.calibrate.environment import library_name, read_manifest
 from laddersim.calibrate.fit_host import host_overhead
 from laddersim.calibrate.grid import human_bytes
 from laddersim.calibrate.schema import SCHEMAS
-from laddersim.calibrate.plausibility import check_points
+from laddersim.calibrate.plausibility import check_allreduce_bandwidth, check_points
 from laddersim.calibrate.store import PointStore, measurement_path
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import (
@@ -56,6 +56,8 @@ class _Fit:
         self.base = load_profile(base)
         self.command = f"laddersim calibrate fit {run_dir} --name {name} --base {base}"
         self.frames = {b: _frame(run_dir, b) for b in SCHEMAS}
+        check_allreduce_bandwidth(self.frames["allreduce"].to_dict("records"),
+                                  measurement_path(run_dir, "allreduce"), self.base)
         self.is_cuda = self.manifest.get("device") == "cuda"
         self.library = library_name(self.manifest)
 

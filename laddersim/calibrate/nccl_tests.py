@@ -32,6 +32,7 @@ from pathlib import Path
 
 from laddersim.calibrate.environment import command_line, write_manifest
 from laddersim.calibrate.fit_profile import DTYPE_BYTES, fit_run
+from laddersim.calibrate.plausibility import busbw_excess, link_bandwidth_gbps
 from laddersim.calibrate.schema import SCHEMAS, point_key
 from laddersim.calibrate.store import PointStore, measurement_path
 from laddersim.errors import UserInputError
@@ -199,9 +200,8 @@ def _check_bandwidth_pinned(logs: list[AllReduceLog]) -> None:
                 f"(allowed: logs reaching >= {MIN_BANDWIDTH_BYTES} B, e.g. all_reduce_perf -b 8 -e 1G)")
 
 
-# Physically impossible rows (issue 17): bus bandwidth above this multiple of the fastest link's
-# datasheet, or a time of MAX_TIME_US or more for a message of MAX_TIME_CHECK_BYTES or less.
-MAX_LINK_MULTIPLE = 1.5
+# Physically impossible rows (issue 17): bus bandwidth above MAX_LINK_MULTIPLE (plausibility.py) x
+# the fastest link's datasheet, or a time of MAX_TIME_US or more for a message of MAX_TIME_CHECK_BYTES or less.
 MAX_TIME_US = 1e6
 MAX_TIME_CHECK_BYTES = 1 << 30
 
@@ -217,9 +217,8 @@ def implausible_row(log: AllReduceLog, link_gbps: float) -> str | None:
         if row.size_bytes <= MAX_TIME_CHECK_BYTES and row.time_us >= MAX_TIME_US:
             return (f"{where}: time {row.time_us:.6g} us is >= 1 s for a message <= 1 GiB; allowed: times "
                     "an AllReduce can take (check the unit and the run)")
-        if row.busbw_gbps > MAX_LINK_MULTIPLE * link_gbps:
-            return (f"{where}: busbw {row.busbw_gbps:g} GB/s exceeds {MAX_LINK_MULTIPLE}x the fastest link "
-                    f"({link_gbps:g} GB/s); allowed: busbw <= {MAX_LINK_MULTIPLE * link_gbps:g} GB/s")
+        if (why := busbw_excess(row.busbw_gbps, link_gbps)):
+            return f"{where}: {why}"
     return None
 
 
@@ -227,9 +226,7 @@ def check_plausible(logs: list[AllReduceLog], base: str) -> None:
     """Refuse (one error line) the first physically impossible row among ``logs``."""
     from laddersim.hardware.profile import load_profile
 
-    profile = load_profile(base)
-    link_gbps = max(profile.collectives.intra_node.bus_bandwidth_gbps.value,
-                    profile.network.nic_bandwidth_gbps.value if profile.network else 0.0)
+    link_gbps = link_bandwidth_gbps(load_profile(base))
     for log in logs:
         why = implausible_row(log, link_gbps)
         if why:
