@@ -43,6 +43,12 @@ def test_report_writes_index_with_six_sections_and_progress(report):
     assert "Multi-node" in headings[4] and "Serving" in headings[5]
     for i in range(1, 7):
         assert f"report: [{i}/6]" in stderr
+    # The page records what made it: the laddersim version and a hash of each shipped profile.
+    from laddersim.hardware import load_profile
+    from laddersim.provenance import laddersim_version, profile_sha256
+
+    assert f"Made by laddersim {laddersim_version()}" in text
+    assert f"`h100-sxm-p2p-off` {profile_sha256(load_profile('h100-sxm-p2p-off'))[:16]}" in text
     # Every section says how to read it and how to reproduce it.
     assert text.count("**How to read this.**") == 6
     assert text.count("```bash") >= 5

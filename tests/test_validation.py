@@ -131,6 +131,12 @@ def test_validate_cli_writes_a_report(tmp_path, capsys, h100):
     assert (out / "index.md").exists() and (out / "tokens_per_s_vs_tp.png").stat().st_size > 10_000
     frame = pd.read_csv(out / "validation.csv")
     assert frame["rel_error"].abs().max() < 1e-5  # measured rows were made by this very profile
+    # The report records what made it: the laddersim version and each profile's hash.
+    from laddersim.provenance import laddersim_version, profile_sha256
+
+    report = (out / "index.md").read_text()
+    assert f"Made by laddersim {laddersim_version()}" in report
+    assert f"`h100-sxm-nvswitch` {profile_sha256(h100)[:16]}" in report
 
 
 def test_validate_splits_figure_and_trends_by_model_and_prompt_length(tmp_path, capsys, monkeypatch, h100):

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 from laddersim.errors import UserInputError
+from laddersim.hardware.profile import list_profiles
+from laddersim.provenance import provenance_line
 from laddersim.report.bandwidth_section import bandwidth_section
 from laddersim.report.markdown import Section
 from laddersim.report.multinode_section import multinode_section
@@ -67,6 +69,8 @@ def render(sections: list[Section], out_dir: Path, quick: bool) -> str:
         "on H100 nodes: first against the paper's measurements, then beyond them.",
         "",
         f"Regenerate everything on this page (under a minute on a 2-core CPU, no GPU): `{command}`",
+        "",
+        provenance_line(list_profiles()),  # the report runs on the shipped profiles only
         "",
     ]
     if quick:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from laddersim.provenance import provenance_line
 from laddersim.validation.core import MODEL_P2P, error_summary, setting_columns, with_model_p2p
 from laddersim.validation.figure import paper_figure, setting_label
 
@@ -66,6 +67,8 @@ def write_report(frame: pd.DataFrame, out_dir: str | Path, command: str, tp1: pd
         "# Validation against measured tokens/s",
         "",
         f"Reproduce: `{command}`",
+        "",
+        provenance_line(frame["hardware"].dropna().unique()) if "hardware" in frame else "",
         "",
         "Bars: measured; black markers: laddersim's prediction.",
         "",
