@@ -17,12 +17,10 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-import csv
-
 import numpy as np
 
 from laddersim.costs.gemm import gemm_time_s
-from laddersim.hardware.profile import HardwareProfile, MeasuredTable, read_gemm_table_csv
+from laddersim.hardware.profile import HardwareProfile, MeasuredTable, read_gemm_table_csv, read_plain_columns
 
 SILICON, HYBRID, SOL = "SILICON", "HYBRID", "SOL"
 
@@ -33,20 +31,13 @@ def model_gemm_table(hw: HardwareProfile) -> MeasuredTable | None:
 
 
 def _read_points(path: Path) -> np.ndarray:
-    """The table's (m, n, k, time_us) rows, without pandas (the simulate path stays light); a file
-    this plain reader cannot take goes through the reading layer, which says what is wrong."""
+    """The table's (m, n, k, time_us) rows, without pandas where the plain reader takes the file;
+    otherwise (or with a non-finite value) through the reading layer, which says what is wrong."""
     names = ("m", "n", "k", "time_us")
-    try:
-        with open(path, newline="") as handle:
-            rows = list(csv.reader(line for line in handle if line.strip() and not line.startswith("#")))
-        index = [rows[0].index(name) for name in names]
-        values = np.array([[float(row[i]) for i in index] for row in rows[1:]], dtype=float).reshape(-1, 4)
-        if not np.isfinite(values).all():
-            raise ValueError("non-finite value")
+    values = read_plain_columns(path, names)
+    if values is not None and np.isfinite(values).all():
         return values
-    except (OSError, IndexError, ValueError):
-        frame = read_gemm_table_csv(path)
-        return frame[list(names)].to_numpy(dtype=float)
+    return read_gemm_table_csv(path)[list(names)].to_numpy(dtype=float)
 
 
 @lru_cache(maxsize=32)

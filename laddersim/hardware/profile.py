@@ -521,17 +521,24 @@ def read_table_arrays(path: Path) -> dict[str, np.ndarray]:
     return _read_table_arrays(*_file_identity(Path(path)))
 
 
-@lru_cache(maxsize=256)
-def _read_table_arrays(path: Path, _mtime_ns: int, _size: int) -> dict[str, np.ndarray]:
-    names = ("gpus", "nodes", "size_bytes", "time_us")
+def read_plain_columns(path: Path, names: tuple[str, ...]) -> np.ndarray | None:
+    """The ``names`` columns of a shipped table (``#`` comment lines, then a CSV header) as a float
+    array of shape (rows, len(names)), read without pandas so the simulate path stays light; None
+    for a file this plain reader cannot take (its caller reads it through the reading layer,
+    which says exactly what is wrong)."""
     try:
         with open(path, newline="") as handle:
             rows = list(csv.reader(line for line in handle if line.strip() and not line.startswith("#")))
-        header, body = rows[0], rows[1:]
-        index = [header.index(name) for name in names]
-        values = np.array([[float(row[i]) for i in index] for row in body], dtype=float).reshape(-1, 4)
+        index = [rows[0].index(name) for name in names]
+        return np.array([[float(row[i]) for i in index] for row in rows[1:]], dtype=float).reshape(-1, len(names))
     except (OSError, IndexError, ValueError):
-        # A file this plain reader cannot take: pandas reads it, or says exactly what is wrong.
+        return None
+
+
+@lru_cache(maxsize=256)
+def _read_table_arrays(path: Path, _mtime_ns: int, _size: int) -> dict[str, np.ndarray]:
+    values = read_plain_columns(path, ("gpus", "nodes", "size_bytes", "time_us"))
+    if values is None:
         frame = _read_table_csv(path, _mtime_ns, _size)
         return {name: frame[name].to_numpy() for name in ("gpus", "nodes", "size_bytes", "time_s")}
     order = np.lexsort((values[:, 2], values[:, 1], values[:, 0]))
