@@ -12,9 +12,9 @@ from dataclasses import asdict
 from tqdm import tqdm
 
 from laddersim.cli.args import positive_float, positive_int
+from laddersim.cli.plan_inputs import candidate_profiles, checked_shape, gpu_hour_prices
+from laddersim.cli.plan_serving import run_serving_plan
 from laddersim.errors import UserInputError
-from laddersim.hardware.profile import list_profiles, load_profile
-from laddersim.model_shape import load_model_shape
 from laddersim.plan.break_even import VARY, Scenario, break_even, parse_side
 from laddersim.plan.planner import (
     DEFAULT_BATCHES,
@@ -23,9 +23,7 @@ from laddersim.plan.planner import (
     candidate_points,
     rank_options,
 )
-from laddersim.cli.plan_serving import run_serving_plan
 from laddersim.plan.prices import DEFAULT_PRICES, load_prices
-from laddersim.schedules.plan import parse_schedule
 from laddersim.sweep.runner import run_points
 from laddersim.tables import format_table
 
@@ -95,39 +93,18 @@ def register(sub) -> None:
     be.set_defaults(func=run_break_even)
 
 
-def _candidate_profiles(names: list[str] | None, prices) -> tuple[dict, list[str]]:
-    """(name -> (load ref, profile), names skipped); explicit names need a price, defaults without
-    one are skipped."""
-    out, skipped = {}, []
-    for name in names or list_profiles():
-        profile = load_profile(name)
-        if profile.name not in prices.prices:
-            if names:
-                prices.usd_per_gpu_hour(profile.name)  # raises, naming the priced profiles
-            skipped.append(profile.name)
-            continue
-        out[name] = (name, profile)
-    if not out:
-        raise UserInputError("profiles: none of the candidate profiles has a price; add them to a --prices file")
-    return out, skipped
-
-
 def run_plan(args: argparse.Namespace) -> int:
     if not args.model:
         raise UserInputError("plan: --model is required")
     if args.rate is not None or args.ttft_slo_s is not None or args.tpot_slo_s is not None:
-        return run_serving_plan(args, _candidate_profiles)
+        return run_serving_plan(args)
     target = Target(args.min_user_tokens_per_s, args.min_total_tokens_per_s, args.max_token_latency_ms)
     if args.gen_len < 2:
         raise UserInputError("gen-len: must be >= 2 (throughput is measured over decode steps)")
     # Check every input before anything is printed, so a bad one is one error line.
-    shape = load_model_shape(args.model)
-    for schedule in args.schedule:
-        parse_schedule(schedule, shape.n_layers)
-    for tp in args.tp or []:
-        shape.check_tp(tp)
+    shape = checked_shape(args)
     prices = load_prices(args.prices)
-    profiles, skipped = _candidate_profiles(args.profiles, prices)
+    profiles, skipped = candidate_profiles(args.profiles, prices)
     no_dtype = [name for name, (_, profile) in profiles.items() if args.dtype not in profile.gpu.dtypes()]
     profiles = {name: entry for name, entry in profiles.items() if name not in no_dtype}
     if not profiles:
@@ -147,8 +124,7 @@ def run_plan(args: argparse.Namespace) -> int:
     errors = [r for r in rows if r["status"] == "error"]
     if errors:
         raise UserInputError(f"plan: {len(errors)} configurations failed to simulate, e.g. {errors[0]['error']}")
-    usd = {name: prices.usd_per_gpu_hour(profile.name) for name, (_, profile) in profiles.items()}
-    options = rank_options(rows, usd, target, args.rank_by)
+    options = rank_options(rows, gpu_hour_prices(prices, profiles), target, args.rank_by)
     feasible = sum(r["status"] == "ok" for r in rows)
     if args.json:
         json.dump([asdict(o) for o in options[:args.top]], sys.stdout, indent=2)

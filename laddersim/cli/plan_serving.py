@@ -11,10 +11,9 @@ from dataclasses import asdict
 from tqdm import tqdm
 
 from laddersim.errors import UserInputError
-from laddersim.model_shape import load_model_shape
+from laddersim.cli.plan_inputs import candidate_profiles, checked_shape, gpu_hour_prices
 from laddersim.plan.prices import load_prices
 from laddersim.plan.serving_plan import plan_for_rate, serving_candidates
-from laddersim.schedules.plan import parse_schedule
 from laddersim.serving.arrivals import LengthSpec
 from laddersim.serving.capacity import OfferedLoad
 from laddersim.serving.options import serving_options
@@ -25,22 +24,18 @@ DEFINITIONS = ("Capacity: the highest request rate one replica serves with 90% o
                "per GPU-hour.")
 
 
-def run_serving_plan(args: argparse.Namespace, candidate_profiles) -> int:
+def run_serving_plan(args: argparse.Namespace) -> int:
     if args.rate is None or args.ttft_slo_s is None:
         raise UserInputError("rate: planning for a request rate needs --rate and --ttft-slo-s (and optionally "
                              "--tpot-slo-s)")
-    shape = load_model_shape(args.model)
-    for schedule in args.schedule:
-        parse_schedule(schedule, shape.n_layers)
-    for tp in args.tp or []:
-        shape.check_tp(tp)
+    shape = checked_shape(args)
     options = serving_options(ttft_slo_s=args.ttft_slo_s, tpot_slo_s=args.tpot_slo_s)
     prices = load_prices(args.prices)
     profiles, _ = candidate_profiles(args.profiles, prices)
     candidates = serving_candidates(shape, profiles, args.schedule, args.tp, args.max_nodes)
     if not candidates:
         raise UserInputError("tp: no (profile, TP) to simulate; check --tp, --max-nodes and --profiles")
-    usd = {name: prices.usd_per_gpu_hour(profile.name) for name, (_, profile) in profiles.items()}
+    usd = gpu_hour_prices(prices, profiles)
     load = OfferedLoad(args.requests, LengthSpec("fixed", args.prompt_len), LengthSpec("fixed", args.gen_len))
     with tqdm(total=len(candidates), desc="plan", unit="config", file=sys.stderr, disable=args.no_progress) as bar:
         options_ranked = plan_for_rate(shape, candidates, usd, args.rate, options, load, args.dtype,
