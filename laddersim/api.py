@@ -39,12 +39,13 @@ def simulate_schedules(model, hardware, tp: int, batch: int = 1, prompt_len: int
     if isinstance(schedules, str):
         schedules = [schedules]
     profile = hardware if isinstance(hardware, HardwareProfile) else load_profile(hardware)
-    # Every input checked before the first simulation: each schedule's scenario and its memory.
+    # Every input checked before the first simulation: each schedule's scenario, then the memory
+    # (the same for every schedule) before the context warning, so a bad input stays one line.
     scenarios = [make_scenario(model, profile, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache,
                                kv_reads, framework) for schedule in dict.fromkeys(schedules)]
-    for scenario in scenarios:
-        check_fits(scenario.model, scenario.hardware, scenario.workload, scenario.tp)
-    scenarios[0].model.warn_context(prompt_len, gen_len)
+    first = scenarios[0]
+    check_fits(first.model, first.hardware, first.workload, first.tp)
+    first.model.warn_context(prompt_len, gen_len)
     results = []
     for scenario in scenarios:
         schedule = scenario.schedule
