@@ -15,7 +15,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from laddersim.errors import UserInputError
-from laddersim.io_read import read_yaml
+from laddersim.io_read import first_line, read_yaml
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -101,5 +101,4 @@ def build(model: type[Model], raw, where: str, **extra) -> Model:
     except ValidationError as exc:
         raise UserInputError(format_validation_error(exc, where, model)) from None
     except (TypeError, RecursionError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserInputError(f"{where}: {first}") from None
+        raise UserInputError(f"{where}: {first_line(exc)}") from None

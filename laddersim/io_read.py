@@ -22,7 +22,8 @@ from laddersim.errors import UserInputError
 MAX_INPUT_BYTES = 64 * 1024**2
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type name when it has none): one-line errors."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
@@ -39,7 +40,7 @@ def read_bytes(path: str | Path, what: str, max_bytes: int = MAX_INPUT_BYTES) ->
         with path.open("rb") as fh:
             data = fh.read(max_bytes + 1)  # /proc-like files report size 0
     except OSError as exc:
-        raise UserInputError(f"{what}: cannot read {path}: {exc.strerror or _first_line(exc)}") from None
+        raise UserInputError(f"{what}: cannot read {path}: {exc.strerror or first_line(exc)}") from None
     if len(data) > max_bytes:
         raise UserInputError(f"{what}: {path} is larger than {max_bytes} bytes; allowed: at most that")
     return data
@@ -79,11 +80,11 @@ def parse_yaml(text: str, where: str):
         at = f":{mark.line + 1}" if mark is not None else ""
         raise UserInputError(f"{where}{at}: not valid YAML: {exc.problem or exc.context or 'syntax error'}") from None
     except yaml.YAMLError as exc:
-        raise UserInputError(f"{where}: not valid YAML: {_first_line(exc)}") from None
+        raise UserInputError(f"{where}: not valid YAML: {first_line(exc)}") from None
     except (ValueError, TypeError, OverflowError, RecursionError, AttributeError) as exc:
         # A tag's constructor failed (!!float 'nope', !!timestamp 'x', !!binary '*'), or the
         # nesting is deeper than Python's stack.
-        raise UserInputError(f"{where}: a YAML value cannot be built: {_first_line(exc)}; allowed: plain "
+        raise UserInputError(f"{where}: a YAML value cannot be built: {first_line(exc)}; allowed: plain "
                              "numbers, strings, lists and mappings") from None
 
 
@@ -120,7 +121,7 @@ def parse_json(text: str, where: str):
     except json.JSONDecodeError as exc:
         raise UserInputError(f"{where}:{exc.lineno}: not valid JSON: {exc.msg}") from None
     except (ValueError, RecursionError) as exc:
-        raise UserInputError(f"{where}: not valid JSON: {_first_line(exc)}") from None
+        raise UserInputError(f"{where}: not valid JSON: {first_line(exc)}") from None
 
 
 def read_json(path: str | Path, what: str):
@@ -138,7 +139,7 @@ def read_csv(path: str | Path, what: str, **kwargs):
     except pd.errors.EmptyDataError:
         raise UserInputError(f"{what}: {path} is empty; allowed: a CSV file with a header line") from None
     except (pd.errors.ParserError, ValueError, csv.Error) as exc:
-        raise UserInputError(f"{what}: cannot read {path}: {_first_line(exc)}") from None
+        raise UserInputError(f"{what}: cannot read {path}: {first_line(exc)}") from None
 
 
 def finite_number(value, where: str, *, minimum: float | None = None, positive: bool = False,

@@ -23,7 +23,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from laddersim.config_files import build, read_yaml_mapping
 from laddersim.errors import UserInputError
-from laddersim.io_read import read_csv
+from laddersim.io_read import first_line, read_csv
 from laddersim.resources import resource_path
 
 if TYPE_CHECKING:  # pandas loads only where a table is read as a frame (profiles check/fit)
@@ -568,8 +568,7 @@ def _read_csv(path: Path, dtypes: dict[str, type]) -> "pd.DataFrame":
     try:
         return frame.astype(dtypes)
     except (ValueError, TypeError, OverflowError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserInputError(f"table: {path}: {first}; allowed: numbers in {', '.join(dtypes)}") from None
+        raise UserInputError(f"table: {path}: {first_line(exc)}; allowed: numbers in {', '.join(dtypes)}") from None
 
 
 @lru_cache(maxsize=256)
