@@ -100,3 +100,37 @@ def test_shipped_decode_gemm_rows_are_smooth_in_m():
     big = table[(table["n"] >= 4096) & (table["k"] >= 4096) & (table["m"].between(4, 16))]
     spread = big.groupby(["n", "k"])["time_us"].agg(lambda t: t.max() / t.min() - 1.0)
     assert spread.median() < 0.03
+
+
+def test_sustained_throughput_caps_compute_bound_gemms_only():
+    """A long run of compute-bound GEMMs settles at the power-limited rate (gpu.sustained_tflops):
+    a prefill-sized GEMM costs at least its FLOPs at that rate; a decode-sized (weight-streaming)
+    GEMM is unaffected."""
+    from laddersim.costs.gemm_tables import library_gemm_time_s
+
+    hw = load_profile("h100-sxm-nvswitch")
+    uncapped = hw.model_copy(update={"gpu": hw.gpu.model_copy(update={"sustained_tflops": None})})
+    peak = hw.gpu.peak_flops_per_s
+    rate = hw.gpu.sustained_tflops.value * 1e12
+    for m, n, k in [(1024, 7168, 8192), (2048, 14336, 4096), (4096, 1280, 8192)]:
+        capped, source = library_gemm_time_s(hw, m, n, k, 2, peak)
+        free, _ = library_gemm_time_s(uncapped, m, n, k, 2, peak)
+        assert source == "SILICON"
+        assert capped == pytest.approx(max(free, 2.0 * m * n * k / rate), rel=1e-12)
+        assert capped > free  # the table's few-ms microbenchmark ran above the sustained rate here
+    for m in (1, 4, 16):
+        assert library_gemm_time_s(hw, m, 14336, 4096, 2, peak) == library_gemm_time_s(uncapped, m, 14336, 4096, 2, peak)
+
+
+def test_sustained_tflops_is_the_tables_longest_gemms_median():
+    import pandas as pd
+
+    from laddersim.profiles_check.fit import fit_gemm, sustained_tflops
+
+    rows = [{"m": 8192, "n": n, "k": 8192, "time_us": 2 * 8192 * n * 8192 / (tf * 1e12) * 1e6}
+            for n, tf in [(4096, 700.0), (8192, 760.0), (16384, 800.0)]]
+    rows += [{"m": 2048, "n": 8192, "k": 8192, "time_us": 1.0}, {"m": 8192, "n": 51200, "k": 8192, "time_us": 1.0}]
+    assert sustained_tflops(pd.DataFrame(rows)) == pytest.approx(760.0)
+    for name in ("h100-sxm-nvswitch", "h200-sxm-nvswitch", "a100-sxm-nvswitch", "l40s-pcie", "b200-sxm-nvswitch"):
+        profile = load_profile(name)  # the shipped value is what `laddersim profiles fit NAME` prints
+        assert profile.gpu.sustained_tflops.value == fit_gemm(profile)["sustained_tflops"]

@@ -81,7 +81,17 @@ def _interpolate(axes: tuple[np.ndarray, ...], cube: np.ndarray, point: np.ndarr
 
 def library_gemm_time_s(hw: HardwareProfile, m: int, n: int, k: int, dtype_bytes: int,
                         peak_flops_per_s: float) -> tuple[float, str]:
-    """Seconds of one library (cuBLAS) GEMM of m x k by k x n, and its source label."""
+    """Seconds of one library (cuBLAS) GEMM of m x k by k x n, and its source label; a 16-bit GEMM
+    runs no faster than the GPU's sustained tensor throughput (``gpu.sustained_tflops``)."""
+    seconds, source = _library_gemm_time_s(hw, m, n, k, dtype_bytes, peak_flops_per_s)
+    sustained = hw.gpu.sustained_tflops
+    if sustained is not None and dtype_bytes == 2:
+        seconds = max(seconds, 2.0 * m * n * k / (sustained.value * 1e12))
+    return seconds, source
+
+
+def _library_gemm_time_s(hw: HardwareProfile, m: int, n: int, k: int, dtype_bytes: int,
+                         peak_flops_per_s: float) -> tuple[float, str]:
     roofline = float(gemm_time_s(hw.gpu, m, n, k, dtype_bytes, None, peak_flops_per_s))
     table = model_gemm_table(hw)
     # The tables are 16-bit GEMMs; another dtype (fp8, fp32) keeps the roofline of its own peak.

@@ -83,6 +83,11 @@ class GpuSpec(BaseModel):
     # Streaming multiprocessors (datasheet); with it, a library GEMM whose output tiles cannot fill
     # the SMs is split along K (laddersim.costs.op_costs.splits_k). None: no split-K rule.
     sm_count: Positive | None = None
+    # 16-bit tensor throughput (1e12 FLOP/s) that a long run of compute-bound kernels sustains at
+    # the GPU's power limit: a prefill's back-to-back GEMMs run at it, while a short GEMM
+    # microbenchmark (a few ms of work) runs at boost clocks above it. Caps the GEMM time's compute
+    # rate (laddersim.costs.gemm_tables). None: no cap.
+    sustained_tflops: Positive | None = None
     # Memory-bound kernels (norms, elementwise, KV-cache reads): fraction of peak bandwidth.
     elementwise_memory_efficiency: Positive
     attention_compute_efficiency: Positive  # prefill flash-attention, fraction of peak_tflops

@@ -64,7 +64,22 @@ def fit_gemm(profile: HardwareProfile) -> dict[str, float]:
     ce, me, p, launch = np.exp(res.x)
     return {"gemm_compute_efficiency": round(float(ce), 3), "gemm_memory_efficiency": round(float(me), 3),
             "gemm_blend_order": round(float(p), 2), "kernel_launch_us": round(float(launch), 2),
-            "rows": len(frame), "file": table.file}
+            "sustained_tflops": sustained_tflops(frame), "rows": len(frame), "file": table.file}
+
+
+SUSTAINED_M = 8192  # the table's longest GEMMs: tens of ms of back-to-back work per timed run
+SUSTAINED_NK = (4096, 16384)  # the projections of 8B-405B models at TP 1-8
+
+
+def sustained_tflops(frame: pd.DataFrame) -> float:
+    """Median achieved TFLOP/s of the table's largest-m rows with n and k in ``SUSTAINED_NK``: the
+    rate at which a long run of compute-bound GEMMs settles (``GpuSpec.sustained_tflops``)."""
+    lo, hi = SUSTAINED_NK
+    rows = frame[(frame["m"] == SUSTAINED_M) & frame["n"].between(lo, hi) & frame["k"].between(lo, hi)]
+    if rows.empty:
+        return float("nan")
+    flops = 2.0 * rows["m"] * rows["n"] * rows["k"]
+    return round(float((flops / (rows["time_us"] * 1e-6)).median() / 1e12), 1)
 
 
 def fit_network(profile: HardwareProfile) -> dict[str, float] | None:
