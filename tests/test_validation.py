@@ -86,14 +86,17 @@ def _perturbed(profile, step_us, mem_scale, latency_scale, bandwidth_scale=1.0, 
 def test_fit_recovers_known_parameters_and_predicts_held_out_schedules(tmp_path, h100):
     truth = _perturbed(h100, step_us=400.0, mem_scale=0.9, latency_scale=1.4, bandwidth_scale=0.7, floor_us=1.0)
     measured = _tiny_measured(tmp_path, truth)
-    result = fit_profiles(measured, {"on": h100}, ValidationSetup(), schedules=("standard",), priors=False)
+    # upper_bound rows (no communication) beside standard ones see the AllReduce apart from compute.
+    fitted_schedules = ("standard", "upper_bound")
+    result = fit_profiles(measured, {"on": h100}, ValidationSetup(), schedules=fitted_schedules, priors=False)
     p = result.parameters
     assert p["step_overhead_us"] == pytest.approx(400.0, rel=0.03)
     assert p["memory_efficiency_scale"] == pytest.approx(0.9, rel=0.01)
     assert p["single_token_kernel_floor_us"] == pytest.approx(1.0, abs=0.1)
     assert p["allreduce_latency_scale[p2p=on]"] == pytest.approx(1.4, rel=0.03)
     assert p["allreduce_bandwidth_scale[p2p=on]"] == pytest.approx(0.7, rel=0.05)
-    held_out = result.all_rows[result.all_rows["schedule"] != "standard"]
+    held_out = result.all_rows[~result.all_rows["schedule"].isin(fitted_schedules)]
+    assert set(held_out["schedule"]) == {"ladder", "parallel"}
     assert held_out["rel_error"].abs().max() < 0.005
     fitted = result.profiles["on"]
     # Kept from the base, and the provenance says why.
@@ -113,8 +116,8 @@ def test_fit_priors_hold_a_microbenchmarked_scale_the_rows_barely_move(tmp_path,
     # Rows from a machine whose AllReduce floor is 40% above the table: the prior pulls the
     # fitted scale toward the measured table (1.0) without stopping it from moving.
     truth = _perturbed(h100, step_us=400.0, mem_scale=1.0, latency_scale=1.4)
-    measured = _tiny_measured(tmp_path, truth, schedules=("standard",))
-    result = fit_profiles(measured, {"on": h100}, ValidationSetup(), schedules=("standard",))
+    measured = _tiny_measured(tmp_path, truth, schedules=("standard", "upper_bound"))
+    result = fit_profiles(measured, {"on": h100}, ValidationSetup(), schedules=("standard", "upper_bound"))
     scale = result.parameters["allreduce_latency_scale[p2p=on]"]
     assert 1.0 < scale < 1.38
     assert "sigma" in result.profiles["on"].provenance["fit_priors"]
@@ -301,6 +304,22 @@ def test_fit_fits_one_machine_of_a_hardware_column(tmp_path, capsys, h100):
     assert abs(result.parameters["step_overhead_us"] - 400.0) < 20.0
 
 
+def test_standard_rows_alone_keep_a_measured_allreduce(tmp_path, h100):
+    # Standard rows cannot tell the AllReduce from the kernels around it (both change with TP):
+    # a collective the profile measured (its tables) is kept, and the provenance says so; the
+    # other parameters are still fitted.
+    truth = _perturbed(h100, step_us=400.0, mem_scale=0.9, latency_scale=1.0)
+    measured = _tiny_measured(tmp_path, truth, schedules=("standard",))
+    result = fit_profiles(measured, {"on": h100}, ValidationSetup(), schedules=("standard",), priors=False)
+    assert not [name for name in result.parameters if name.startswith("allreduce_")]
+    assert result.parameters["step_overhead_us"] == pytest.approx(400.0, rel=0.03)
+    assert result.parameters["memory_efficiency_scale"] == pytest.approx(0.9, rel=0.01)
+    fitted = result.profiles["on"]
+    assert fitted.what_if.intra_latency_scale == h100.what_if.intra_latency_scale
+    assert fitted.what_if.intra_bandwidth_scale == h100.what_if.intra_bandwidth_scale
+    assert "measured AllReduce tables" in fitted.provenance["fit_kept"]
+
+
 def test_fit_gives_a_mechanism_built_collective_a_floor_per_group_size(tmp_path, h100):
     # A collective model without a measured table (the P2P-off profile) does not know how its
     # cost changes with the group (a ring crossing CPU sockets); fitted beside rows of the same
@@ -323,7 +342,7 @@ def test_fit_gives_a_mechanism_built_collective_a_floor_per_group_size(tmp_path,
     for g, s in truth_scales.items():
         assert result.parameters[f"allreduce_latency_scale@{g}[p2p=off]"] == pytest.approx(s, rel=0.03)
     assert "allreduce_latency_scale[p2p=off]" not in result.parameters
-    assert "allreduce_latency_scale[p2p=on]" in result.parameters
+    assert "allreduce_latency_scale[p2p=on]" not in result.parameters  # measured tables, standard rows: kept
     fitted = result.profiles["off"]
     assert [f.gpus for f in fitted.collectives.intra_node_fits] == [2, 4, 8]
     for fit in fitted.collectives.intra_node_fits:
