@@ -89,8 +89,13 @@ def test_batch_1_and_batch_2_steps_differ_by_the_kernel_path_alone(h100):
     vllm = Workload(batch=2, prompt_len=64, gen_len=4, dtype="float16", framework="vllm")
     at_2 = op_times_s(model, h100, vllm, tp, Phase("decode", 2, 1), np.array([64.0]))
     assert at_2["qkv"][0] == pytest.approx(library_gemm_time_s(h100, 2, 768, 4096, 2, h100.gpu.peak_flops_per_s)[0])
-    # A GEMM with enough output tiles to fill the GPU is not split.
-    assert not splits_k(h100.gpu, 64, 132 * int(h100.gpu.gemm_tile_n.value))
+    # A GEMM with enough output tiles to fill the SMs twice over is not split; one a tile short is.
+    tile_n = int(h100.gpu.gemm_tile_n.value)
+    assert not splits_k(h100.gpu, 64, 2 * 132 * tile_n)
+    assert splits_k(h100.gpu, 64, (2 * 132 - 1) * tile_n)
+    # gate/up of Llama-3.1-8B at TP 2 (112 tiles) and the same projection fused with QKV (136
+    # tiles) take one kernel path.
+    assert splits_k(h100.gpu, 4, 14336) == splits_k(h100.gpu, 4, 14336 + 3072)
 
 
 @pytest.mark.parametrize("framework", ["gpt-fast", "vllm"])

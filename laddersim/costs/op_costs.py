@@ -58,14 +58,22 @@ def op_times_s(
     return with_host_overhead(hw, out)  # the framework's per-op dispatch (None in compiled profiles)
 
 
+SPLIT_K_WAVES = 2  # fewer output tiles than this many full waves of the SMs: K is split
+
+
 def splits_k(gpu, m: int, n: int) -> bool:
     """Does the library split K for an m x n output? When its output tiles (``gemm_tile_m`` x
-    ``gemm_tile_n``) are fewer than the GPU's SMs, cuBLAS's heuristics split the reduction dimension
-    over more CTAs and add a kernel that sums the fp32 partials (decode-shaped GEMMs: M <= 64)."""
+    ``gemm_tile_n``) cannot fill the SMs twice over, one tile per SM leaves SMs idle for the whole
+    kernel (fewer tiles than SMs) or for its whole last wave (fewer than two waves), so cuBLAS's
+    heuristics split the reduction dimension over more CTAs and add a kernel that sums the fp32
+    partials (decode-shaped GEMMs: M <= 64). A rule at one wave would put two shapes a few tiles
+    apart on two kernel paths (Llama-3.1-8B's gate/up at TP 2, 112 tiles, and the same projection
+    fused with QKV, 136), which the development tables do not show; the rule is cuBLAS's heuristic
+    approximated, to be settled by a profiler trace on a GPU."""
     if gpu.sm_count is None:
         return False
     tiles = np.ceil(m / gpu.gemm_tile_m.value) * np.ceil(n / gpu.gemm_tile_n.value)
-    return bool(m > 1 and tiles < gpu.sm_count.value)
+    return bool(m > 1 and tiles < SPLIT_K_WAVES * gpu.sm_count.value)
 
 
 def op_time_sources(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
