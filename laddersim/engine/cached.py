@@ -1,9 +1,10 @@
 """``run_engine`` with a memory: a program run again with other durations is replayed.
 
-Keeps the tapes (``laddersim.engine.replay``) of the last engine runs of each program in this
-process. A run whose event order matches a kept tape is replayed from it (bit for bit the
-engine's result, ~10x cheaper); otherwise the engine runs and its tape is kept. A sweep's points
-share a handful of programs, and the decode steps of one scenario share one or a few event
+Keeps the event orders (tapes, ``laddersim.engine.replay``) of the engine runs of each program in
+this process, as a tree of shared prefixes (``laddersim.engine.order_tree``). A run whose event
+order is one kept is replayed along it (bit for bit the engine's result, ~20x cheaper);
+otherwise the engine runs and its order joins the tree. A sweep's points share a handful of
+programs with a handful of orders each, and the decode steps of one scenario share one or a few
 orders, so most runs are replays.
 """
 
@@ -14,13 +15,13 @@ from typing import Sequence
 
 import numpy as np
 
-from laddersim.engine.replay import Tape, replay
+from laddersim.engine.order_tree import OrderTree
 from laddersim.engine.simulator import EngineResult, RankWork, run_engine
 
-TAPES_PER_PROGRAM = 6  # event orders kept per program, the last one replayed first
+NODES_KEPT = 400_000  # tree nodes (one per completion of a kept order) of all programs together
 PROGRAMS_KEPT = 64
 
-_tapes: OrderedDict[tuple, list[Tape]] = OrderedDict()
+_trees: OrderedDict[tuple, OrderTree] = OrderedDict()
 _last: dict[tuple, EngineResult] = {}  # the latest run, by its inputs
 
 
@@ -54,23 +55,26 @@ def run_cached(ranks: Sequence[RankWork], compute_slowdown=0.0, comm_slowdown=0.
 
 
 def _run(key, ranks, durations, compute_slowdown, comm_slowdown, group_links) -> EngineResult:
-    tapes = _tapes.get(key, []) if key is not None else []
-    if tapes:
-        for i, tape in enumerate(tapes):
-            result = replay(tape, durations, compute_slowdown, comm_slowdown)
-            if result is not None:
-                tapes.insert(0, tapes.pop(i))  # the order that held is likely to hold next
-                return result
+    tree = _trees.get(key) if key is not None else None
+    if tree is not None:
+        _trees.move_to_end(key)
+        result = tree.replay(durations, compute_slowdown, comm_slowdown)
+        if result is not None:
+            return result
     result = run_engine(ranks, compute_slowdown, comm_slowdown, group_links, record_tape=key is not None)
     if key is not None:
-        _tapes[key] = [result.tape] + tapes[:TAPES_PER_PROGRAM - 1]
-        _tapes.move_to_end(key)
-        while len(_tapes) > PROGRAMS_KEPT:
-            _tapes.popitem(last=False)
+        if tree is None:
+            tree = _trees[key] = OrderTree(*durations.shape)
+        tree.insert(result.tape)
+        while len(_trees) > 1 and (len(_trees) > PROGRAMS_KEPT or sum(t.nodes for t in _trees.values()) > NODES_KEPT):
+            _trees.popitem(last=False)  # the least recently used program's orders
+        if tree.nodes > NODES_KEPT:  # one program alone outgrew the bound: start its tree afresh
+            _trees[key] = OrderTree(*durations.shape)
+            _trees[key].insert(result.tape)
     return result
 
 
 def forget() -> None:
     """Drop every kept tape (tests; a long-lived process that wants its memory back)."""
-    _tapes.clear()
+    _trees.clear()
     _last.clear()
