@@ -181,11 +181,14 @@ class SimResult:
 
 
 @lru_cache(maxsize=64)
-def _program(schedule: str, n_layers: int, tp: int) -> tuple[Program, StreamMasks, list[str], list[tuple]]:
-    """A program (frozen) with its stream masks, streams and deps, built once per process: a
-    sweep repeats a handful of programs over many points."""
+def _program(schedule: str, n_layers: int, tp: int) -> tuple[Program, StreamMasks, list[str], list[tuple], tuple, np.ndarray]:
+    """A program (frozen) with its stream masks, streams, deps, op kinds (each once) and each op's
+    index in them, built once per process: a sweep repeats a handful of programs over many points."""
     program = build_program(schedule, n_layers, tp)
-    return program, StreamMasks.of(program), [op.stream for op in program.ops], [op.deps for op in program.ops]
+    kind_names = tuple(dict.fromkeys(program.kinds))
+    kind_of_op = np.array([kind_names.index(k) for k in program.kinds], dtype=int)
+    return (program, StreamMasks.of(program), [op.stream for op in program.ops], [op.deps for op in program.ops],
+            kind_names, kind_of_op)
 
 
 def _rank_works(streams: list[str], deps: list[tuple], durations: np.ndarray, n_ranks: int, rng,
@@ -218,7 +221,7 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
     nodes = hw.nodes_for(tp)
     parse_schedule(scenario.schedule, model.n_layers)
     memory = check_fits(model, hw, work, tp)
-    program, masks, streams, deps = _program(scenario.schedule, model.n_layers, tp)
+    program, masks, streams, deps, kind_names, kind_of_op = _program(scenario.schedule, model.n_layers, tp)
     kinds = program.kinds
     rng = np.random.default_rng(options.seed)
     stochastic = options.jitter > 0.0
@@ -229,8 +232,8 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
         """Per-op (compute, comm) slowdowns; only the collectives' entries are read."""
         by_kind = {kind: hw.interference.at(size, bandwidth_share(hw, tp, size), tp)
                    for kind, size in collective_message_bytes(model, work, tp, phase).items()}
-        pairs = np.array([by_kind.get(kind, (0.0, 0.0)) for kind in kinds], dtype=float).reshape(-1, 2)
-        return pairs[:, 0], pairs[:, 1]
+        pairs = np.array([by_kind.get(kind, (0.0, 0.0)) for kind in kind_names], dtype=float).reshape(-1, 2)
+        return pairs[kind_of_op, 0], pairs[kind_of_op, 1]
 
     cached = options.replay and not stochastic  # jittered runs rarely share an event order
 
@@ -243,7 +246,8 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
     # Prefill.
     prefill_phase = Phase("prefill", work.batch, work.prompt_len)
     prefill_costs = op_times_s(model, hw, work, tp, prefill_phase, np.array([work.prompt_len]))
-    prefill = run(np.array([prefill_costs[k][0] for k in kinds]), interference(prefill_phase), "prefill")
+    prefill = run(np.array([prefill_costs[k][0] for k in kind_names])[kind_of_op], interference(prefill_phase),
+                  "prefill")
     prefill_metrics = step_metrics(prefill, masks)
 
     # Decode: gen_len - 1 steps (the prefill already produced the first token).
@@ -255,8 +259,6 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
     # Durations per (step, op kind), not per (step, op): ops of one kind cost the same, and a
     # (steps x ops) matrix of a long generation would not fit in memory. A step's row per op is
     # ``by_kind[step][kind_of_op]``.
-    kind_names = tuple(dict.fromkeys(kinds))
-    kind_of_op = np.array([kind_names.index(k) for k in kinds], dtype=int)
     by_kind = np.zeros((n_steps, len(kind_names)))
     for j, name in enumerate(kind_names):
         by_kind[:, j] = costs[name]

@@ -79,16 +79,44 @@ def _interpolate(axes: tuple[np.ndarray, ...], cube: np.ndarray, point: np.ndarr
     return float(total)
 
 
+@lru_cache(maxsize=64)
+def _table_path(base_dir: str, file: str) -> Path:
+    return (Path(base_dir) / file).resolve()
+
+
+_times: dict[tuple, tuple] = {}  # see library_gemm_time_s
+TIMES_KEPT = 8192
+
+
 def library_gemm_time_s(hw: HardwareProfile, m: int, n: int, k: int, dtype_bytes: int,
                         peak_flops_per_s: float) -> tuple[float, str]:
-    """Seconds of one library (cuBLAS) GEMM of m x k by k x n, and its source label."""
-    roofline = float(gemm_time_s(hw.gpu, m, n, k, dtype_bytes, None, peak_flops_per_s))
+    """Seconds of one library (cuBLAS) GEMM of m x k by k x n, and its source label.
+
+    Remembered per GPU spec, table file (and its modification time) and shape: a sweep asks for
+    the same few shapes at every point."""
     table = model_gemm_table(hw)
     # The tables are 16-bit GEMMs; another dtype (fp8, fp32) keeps the roofline of its own peak.
-    if table is None or dtype_bytes != 2 or not hw.base_dir:
+    path = stamp = None
+    if table is not None and dtype_bytes == 2 and hw.base_dir:
+        path = _table_path(hw.base_dir, table.file)
+        stamp = path.stat().st_mtime_ns
+    key = (id(hw.gpu), path, stamp, m, n, k, dtype_bytes, peak_flops_per_s)
+    kept = _times.get(key)
+    if kept is not None and kept[0] is hw.gpu:
+        return kept[1]
+    result = _library_gemm_time_s(hw, m, n, k, dtype_bytes, peak_flops_per_s, path, stamp)
+    if len(_times) >= TIMES_KEPT:
+        _times.clear()
+    _times[key] = (hw.gpu, result)  # the spec itself is kept too, so its id cannot be reused
+    return result
+
+
+def _library_gemm_time_s(hw: HardwareProfile, m: int, n: int, k: int, dtype_bytes: int, peak_flops_per_s: float,
+                         path: Path | None, stamp: int | None) -> tuple[float, str]:
+    roofline = float(gemm_time_s(hw.gpu, m, n, k, dtype_bytes, None, peak_flops_per_s))
+    if path is None:
         return roofline, SOL
-    path = (Path(hw.base_dir) / table.file).resolve()
-    axes, cube = _grid(path, path.stat().st_mtime_ns)
+    axes, cube = _grid(path, stamp)
     point = np.log([float(m), float(n), float(k)])
     inside = all(a[0] <= x <= a[-1] for a, x in zip(axes, point))
     if inside:
