@@ -21,6 +21,7 @@ decode is estimated from a random sample of steps with its 95% interval
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -31,7 +32,7 @@ from pydantic import ValidationError
 from laddersim.costs.collectives import bandwidth_share
 from laddersim.costs.memory_fit import MemoryUse, check_fits
 from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_s
-from laddersim.engine.cached import run_cached
+from laddersim.engine.cached import run_cached, run_cached_many
 from laddersim.engine.simulator import EngineResult, RankWork, run_engine
 from laddersim.errors import UserInputError
 from laddersim.framework import load_framework
@@ -212,9 +213,81 @@ def _affine_between(durations: np.ndarray, lo: int, hi: int) -> bool:
     return bool(np.abs(durations[lo:hi + 1] - line).max() <= 1e-12 * scale)
 
 
+@dataclass(frozen=True)
+class RunRequest:
+    """One engine run a simulation asks for (``run_engine``'s arguments; ``cached``: through
+    ``laddersim.engine.cached``)."""
+
+    works: list[RankWork]
+    compute_slowdown: np.ndarray
+    comm_slowdown: np.ndarray
+    group_links: dict
+    family: str
+    cached: bool
+
+    def run(self) -> EngineResult:
+        if self.cached:
+            return run_cached(self.works, self.compute_slowdown, self.comm_slowdown, self.group_links, self.family)
+        return run_engine(self.works, self.compute_slowdown, self.comm_slowdown, self.group_links)
+
+
 def simulate(scenario: Scenario, options: SimOptions | None = None, progress=None) -> SimResult:
     """Prefill and decode of one scenario. ``progress(done, total, op_ranks)``, if given, is called
     after each engine run of a jittered simulation (op_ranks: ops x ranks of one run)."""
+    steps = simulation(scenario, options, progress)
+    try:
+        request = next(steps)
+        while True:
+            request = steps.send(request.run())
+    except StopIteration as done:
+        return done.value
+
+
+def simulate_many(scenarios: list[Scenario], options: SimOptions | None = None) -> list[SimResult | Exception]:
+    """``simulate`` of each scenario, or the exception it raised. The simulations advance
+    together, and the engine runs they ask for at each round go to ``run_cached_many``, which
+    replays the runs of one program in one batch: a sweep's points, with the same results as one
+    by one."""
+    out: list = [None] * len(scenarios)
+    sims = [simulation(s, options) for s in scenarios]
+    pending: dict[int, RunRequest] = {}
+
+    def advance(i: int, result=None) -> None:
+        try:
+            if isinstance(result, Exception):
+                pending[i] = sims[i].throw(result)
+            else:
+                pending[i] = sims[i].send(result)
+        except StopIteration as done:
+            out[i] = done.value
+        except Exception as exc:  # noqa: BLE001 - that simulation's outcome
+            out[i] = exc
+
+    for i in range(len(sims)):
+        advance(i)
+    while pending:
+        round_ = list(pending.items())
+        pending.clear()
+        together = [(i, r) for i, r in round_ if r.cached]
+        results = run_cached_many([(r.works, r.compute_slowdown, r.comm_slowdown, r.group_links, r.family)
+                                   for _, r in together])
+        for (i, _), result in zip(together, results):
+            advance(i, result)
+        for i, request in round_:
+            if not request.cached:
+                try:
+                    result = request.run()
+                except Exception as exc:  # noqa: BLE001 - handed to the simulation that asked
+                    result = exc
+                advance(i, result)
+    return out
+
+
+def simulation(scenario: Scenario, options: SimOptions | None = None, progress=None
+               ) -> Generator[RunRequest, EngineResult, SimResult]:
+    """``simulate`` as a generator: it yields each engine run it needs and is sent the result, so
+    that a caller can run the requests of many simulations together
+    (``laddersim.simulate_many``); returns the SimResult."""
     options = options or SimOptions()
     model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
     model.check_tp(tp)
@@ -237,16 +310,14 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
 
     cached = options.replay and not stochastic  # jittered runs rarely share an event order
 
-    def run(durations: np.ndarray, slowdowns: tuple[np.ndarray, np.ndarray], family: str) -> EngineResult:
+    def run(durations: np.ndarray, slowdowns: tuple[np.ndarray, np.ndarray], family: str) -> RunRequest:
         works = _rank_works(streams, deps, durations, n_ranks, rng, options.jitter)
-        if cached:
-            return run_cached(works, slowdowns[0], slowdowns[1], group_links=links, family=family)
-        return run_engine(works, slowdowns[0], slowdowns[1], group_links=links)
+        return RunRequest(works, slowdowns[0], slowdowns[1], links, family, cached)
 
     # Prefill.
     prefill_phase = Phase("prefill", work.batch, work.prompt_len)
     prefill_costs = op_times_s(model, hw, work, tp, prefill_phase, np.array([work.prompt_len]))
-    prefill = run(np.array([prefill_costs[k][0] for k in kind_names])[kind_of_op], interference(prefill_phase),
+    prefill = yield run(np.array([prefill_costs[k][0] for k in kind_names])[kind_of_op], interference(prefill_phase),
                   "prefill")
     prefill_metrics = step_metrics(prefill, masks)
 
@@ -271,9 +342,9 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
 
     metrics_of: dict[int, np.ndarray] = {}  # id(result) -> its metrics (a run repeated is one result)
 
-    def anchor(step: int) -> EngineResult:
+    def anchor(step: int) -> Generator[RunRequest, EngineResult, EngineResult]:
         if step not in anchors:
-            result = anchors[step] = run(by_kind[step][kind_of_op], decode_slowdowns, "decode")
+            result = anchors[step] = yield run(by_kind[step][kind_of_op], decode_slowdowns, "decode")
             if id(result) not in metrics_of:
                 metrics_of[id(result)] = step_metrics(result, masks)
             metrics[step] = metrics_of[id(result)]
@@ -286,7 +357,7 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
         for done, step in enumerate(steps):
             if progress:
                 progress(done + 1, len(steps) + 1, n_ranks * len(kinds))
-            anchor(int(step))
+            yield from anchor(int(step))
         if progress:
             progress(len(steps) + 1, len(steps) + 1, n_ranks * len(kinds))
         if len(steps) < n_steps:
@@ -297,12 +368,13 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
             step_lo[:], step_hi[:] = nearest, nearest  # a step not simulated shows a simulated one's spans
     elif n_steps and options.exact_steps:
         for step in range(n_steps):
-            anchor(step)
+            yield from anchor(step)
     elif n_steps:
         stack = [(0, n_steps - 1)]
         while stack:
             lo, hi = stack.pop()
-            a, b = anchor(lo), anchor(hi)
+            a = yield from anchor(lo)
+            b = yield from anchor(hi)
             if hi - lo < 2:
                 continue
             if a.signature == b.signature and _affine_between(by_kind, lo, hi):

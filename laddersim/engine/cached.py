@@ -15,14 +15,18 @@ from typing import Sequence
 
 import numpy as np
 
+from laddersim.engine.order_batch import replay_many
 from laddersim.engine.order_tree import OrderTree
 from laddersim.engine.simulator import EngineResult, RankWork, run_engine
 
 NODES_KEPT = 400_000  # tree nodes (one per completion of a kept order) of all programs together
 PROGRAMS_KEPT = 64
+RUNS_KEPT = 512  # results of recent runs, by their inputs (a run asked for again is not redone)
+RUN_BYTES_KEPT = 64 * 2**20  # and at most this much of their spans
 
 _trees: OrderedDict[tuple, OrderTree] = OrderedDict()
-_last: dict[tuple, EngineResult] = {}  # the latest run, by its inputs
+_last: OrderedDict[tuple, EngineResult] = OrderedDict()  # recent runs, by their inputs
+_last_bytes = 0
 
 
 def _program_key(ranks: Sequence[RankWork], group_links: dict) -> tuple | None:
@@ -33,48 +37,122 @@ def _program_key(ranks: Sequence[RankWork], group_links: dict) -> tuple | None:
             tuple(sorted((g, tuple(links)) for g, links in (group_links or {}).items())))
 
 
-def run_cached(ranks: Sequence[RankWork], compute_slowdown=0.0, comm_slowdown=0.0,
-               group_links: dict[int, tuple[str, ...]] | None = None, family: str = "") -> EngineResult:
-    """``run_engine(ranks, compute_slowdown, comm_slowdown, group_links)``, replayed where it can.
-
-    ``family`` keeps apart the tapes of runs unlikely to share an order (a prefill and a decode
-    step of one program), so that neither is tried first on the other's runs."""
+def _inputs(ranks, compute_slowdown, comm_slowdown, group_links, family) -> tuple:
+    """(tree key or None where not cached, durations (ranks x ops), the memo key of the run)."""
     key = _program_key(ranks, group_links)
     if key is not None:
         key = key + (family,)
     durations = np.stack([np.asarray(w.durations_s, dtype=float) for w in ranks])
     inputs = (key, durations.tobytes(), np.asarray(compute_slowdown, dtype=float).tobytes(),
               np.asarray(comm_slowdown, dtype=float).tobytes())
-    if key is not None and inputs in _last:
-        return _last[inputs]  # the same run again (a static KV cache's decode steps)
-    result = _run(key, ranks, durations, compute_slowdown, comm_slowdown, group_links)
-    if key is not None:
-        _last.clear()
-        _last[inputs] = result
+    return key, durations, inputs
+
+
+def _remember(inputs: tuple, result: EngineResult) -> EngineResult:
+    global _last_bytes
+    if inputs not in _last:
+        _last_bytes += 3 * result.start_s.nbytes
+    _last[inputs] = result
+    _last.move_to_end(inputs)
+    while len(_last) > 1 and (len(_last) > RUNS_KEPT or _last_bytes > RUN_BYTES_KEPT):
+        _last_bytes -= 3 * _last.popitem(last=False)[1].start_s.nbytes
     return result
 
 
-def _run(key, ranks, durations, compute_slowdown, comm_slowdown, group_links) -> EngineResult:
-    tree = _trees.get(key) if key is not None else None
-    if tree is not None:
-        _trees.move_to_end(key)
-        result = tree.replay(durations, compute_slowdown, comm_slowdown)
-        if result is not None:
-            return result
-    result = run_engine(ranks, compute_slowdown, comm_slowdown, group_links, record_tape=key is not None)
-    if key is not None:
-        if tree is None:
-            tree = _trees[key] = OrderTree(*durations.shape)
-        tree.insert(result.tape)
-        while len(_trees) > 1 and (len(_trees) > PROGRAMS_KEPT or sum(t.nodes for t in _trees.values()) > NODES_KEPT):
-            _trees.popitem(last=False)  # the least recently used program's orders
-        if tree.nodes > NODES_KEPT:  # one program alone outgrew the bound: start its tree afresh
-            _trees[key] = OrderTree(*durations.shape)
-            _trees[key].insert(result.tape)
+def run_cached(ranks: Sequence[RankWork], compute_slowdown=0.0, comm_slowdown=0.0,
+               group_links: dict[int, tuple[str, ...]] | None = None, family: str = "") -> EngineResult:
+    """``run_engine(ranks, compute_slowdown, comm_slowdown, group_links)``, replayed where it can.
+
+    ``family`` keeps apart the orders of runs unlikely to share one (a prefill and a decode step
+    of one program)."""
+    key, durations, inputs = _inputs(ranks, compute_slowdown, comm_slowdown, group_links, family)
+    if key is None:
+        return run_engine(ranks, compute_slowdown, comm_slowdown, group_links)
+    if inputs in _last:
+        return _remember(inputs, _last[inputs])  # the same run again (a static KV cache's decode steps)
+    tree = _trees.get(key)
+    result = tree.replay(durations, compute_slowdown, comm_slowdown) if tree is not None else None
+    return _remember(inputs, result or _run_and_keep(key, ranks, durations, compute_slowdown, comm_slowdown,
+                                                     group_links))
+
+
+def run_cached_many(requests: Sequence[tuple]) -> list[EngineResult | Exception]:
+    """``run_cached(*request)`` of each request (ranks, compute_slowdown, comm_slowdown,
+    group_links, family), or the exception it raised. Runs of one program are replayed together
+    (``laddersim.engine.order_batch``); the results are the same as one by one."""
+    results: list = [None] * len(requests)
+    by_key: dict[tuple, dict[tuple, list[int]]] = {}  # tree key -> run inputs -> requests
+    prepared = []
+    for i, request in enumerate(requests):
+        key, durations, inputs = _inputs(*request)
+        prepared.append((durations, inputs))
+        if key is None or inputs in _last:
+            results[i] = _one(request)
+        else:
+            by_key.setdefault(key, {}).setdefault(inputs, []).append(i)
+    for key, runs in by_key.items():
+        todo = [same[0] for same in runs.values()]  # a run asked for twice is done once
+        while todo:
+            tree = _trees.get(key)
+            replayed = _replay_many(tree, [requests[i] for i in todo], [prepared[i][0] for i in todo]) \
+                if tree is not None else [None] * len(todo)
+            left = []
+            for i, result in zip(todo, replayed):
+                if result is not None:
+                    results[i] = _remember(prepared[i][1], result)
+                else:
+                    left.append(i)
+            if left:  # the engine for the first run off the kept orders; its order may serve others
+                first = left[0]
+                ranks, compute, comm, links, _ = requests[first]
+                try:
+                    results[first] = _remember(prepared[first][1], _run_and_keep(key, ranks, prepared[first][0],
+                                                                                 compute, comm, links))
+                except Exception as exc:  # noqa: BLE001 - handed back to the one simulation that asked
+                    results[first] = exc
+            todo = left[1:]
+        for same in runs.values():
+            for i in same[1:]:
+                results[i] = results[same[0]]
+    return results
+
+
+def _one(request: tuple) -> EngineResult | Exception:
+    try:
+        return run_cached(*request)
+    except Exception as exc:  # noqa: BLE001 - handed back to the one simulation that asked
+        return exc
+
+
+def _replay_many(tree: OrderTree, requests: list[tuple], durations: list[np.ndarray]) -> list:
+    if len(requests) == 1:
+        _, compute, comm, _, _ = requests[0]
+        return [tree.replay(durations[0], compute, comm)]
+    n_ops = tree.n_ops
+    compute = np.stack([np.broadcast_to(np.asarray(r[1], dtype=float), (n_ops,)) for r in requests])
+    comm = np.stack([np.broadcast_to(np.asarray(r[2], dtype=float), (n_ops,)) for r in requests])
+    return replay_many(tree, np.stack(durations), compute, comm)
+
+
+def _run_and_keep(key, ranks, durations, compute_slowdown, comm_slowdown, group_links) -> EngineResult:
+    """The engine, its order joining the program's tree."""
+    result = run_engine(ranks, compute_slowdown, comm_slowdown, group_links, record_tape=True)
+    tree = _trees.get(key)
+    if tree is None:
+        tree = _trees[key] = OrderTree(*durations.shape)
+    _trees.move_to_end(key)
+    tree.insert(result.tape)
+    while len(_trees) > 1 and (len(_trees) > PROGRAMS_KEPT or sum(t.nodes for t in _trees.values()) > NODES_KEPT):
+        _trees.popitem(last=False)  # the least recently used program's orders
+    if tree.nodes > NODES_KEPT:  # one program alone outgrew the bound: start its tree afresh
+        _trees[key] = OrderTree(*durations.shape)
+        _trees[key].insert(result.tape)
     return result
 
 
 def forget() -> None:
     """Drop every kept tape (tests; a long-lived process that wants its memory back)."""
+    global _last_bytes
     _trees.clear()
     _last.clear()
+    _last_bytes = 0

@@ -34,15 +34,17 @@ class _Node:
     """Starts since the previous completion, then (unless ``end``) a completion: the running
     set's number, and the child of each outcome seen (the first one apart, most nodes have one)."""
 
-    __slots__ = ("starts", "running_id", "outcome", "child", "more", "end")
+    __slots__ = ("starts", "running_id", "serials", "outcome", "child", "more", "end", "batch")
 
     def __init__(self):
         self.starts: tuple | None = None  # (op, ranks, links, is_comm) each; None until filled
         self.running_id = -1
+        self.serials: tuple = ()  # of the running activities at the completion, in start order
         self.outcome: tuple | None = None  # (serials completed, at the previous clock reading)
         self.child: _Node | None = None
         self.more: dict | None = None  # further outcomes -> child
         self.end: tuple | None = None  # (moments, signature, events) where nothing runs any more
+        self.batch: tuple | None = None  # laddersim.engine.order_batch's arrays of this node
 
 
 class OrderTree:
@@ -59,8 +61,8 @@ class OrderTree:
     def _rate_class_of(self, compute_by_op: np.ndarray, comm_by_op: np.ndarray) -> tuple[list, list]:
         """For these slowdowns: each running set's rate class (sets with equal rates share one),
         and a running set of each class."""
-        _, op_class = np.unique(np.stack([compute_by_op, comm_by_op], axis=1), axis=0, return_inverse=True)
-        op_class = op_class.reshape(-1)
+        # (compute, comm) as one complex number: equal pairs, equal numbers (a sort of pairs is slower)
+        _, op_class = np.unique(compute_by_op + 1j * comm_by_op, return_inverse=True)
         key = op_class.astype(np.int64).tobytes()
         if key not in self._rate_classes:
             if len(self._rate_classes) >= 16:
@@ -106,6 +108,7 @@ class OrderTree:
     def _fill(self, node: _Node, starts: tuple, running: list) -> None:
         if node.starts is None:
             node.starts = starts
+            node.serials = tuple(s for s, _ in running)
             key = tuple(e for _, e in running)
             node.running_id = self._running_ids.setdefault(key, len(self.running_sets))
             if node.running_id == len(self.running_sets):

@@ -1,15 +1,19 @@
 """Run points on local cores (a process pool) or on a Dask distributed cluster.
 
 Both yield lists of finished rows as tasks complete (in completion order, which varies; the
-table is sorted afterwards). Points go out in small batches: one simulation takes ~10-50 ms, so a
-task per point would spend a noticeable share on scheduling, and a batch per worker would make
-progress and the resumable store coarse.
+table is sorted afterwards). Points go out in tasks of a few dozen, grouped by program (model,
+TP, schedule): a worker learns a program's event orders once (``laddersim.engine.cached``) and
+replays a task's runs of one program in one batch, so a task should hold many points of one
+program; a task per worker would make progress and the resumable store coarse. Locally, each
+worker has a share of the programs of its own (a contiguous run of the grouped tasks) and, once
+done, takes tasks from the far end of the largest share left.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
@@ -21,9 +25,23 @@ from laddersim.sweep.points import Point
 CONNECT_TIMEOUT_S = 20.0  # to reach the Dask scheduler before giving up
 
 
+MAX_TASK = 64  # points per task
+TASKS_PER_WORKER = 6  # at least, where the grid is large enough for tasks of MIN_TASK points
+MIN_TASK = 8
+
+
+def by_program(points: list[Point]) -> list[Point]:
+    """The points grouped by program (model, TP, schedule), in grid order within a group."""
+    first: dict[tuple, int] = {}
+    for i, p in enumerate(points):
+        first.setdefault((p.model_ref, p.tp, p.schedule), i)
+    return sorted(points, key=lambda p: first[(p.model_ref, p.tp, p.schedule)])
+
+
 def batches(points: list[Point], workers: int) -> list[list[Point]]:
-    """At least ~16 batches per worker, and at most 8 points per batch."""
-    size = max(1, min(8, len(points) // max(1, 16 * workers)))
+    """Tasks of consecutive points grouped by program (``by_program``)."""
+    points = by_program(points)
+    size = max(1, min(MAX_TASK, max(MIN_TASK, len(points) // max(1, TASKS_PER_WORKER * workers))))
     return [points[i:i + size] for i in range(0, len(points), size)]
 
 
@@ -42,21 +60,39 @@ def run_local(points: list[Point], workers: int) -> Iterator[list[dict]]:
         for task in tasks:
             yield evaluate_points(task)
         return
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_worker_init, initargs=(os.getpid(),))
-    queue = iter(tasks)
-    pending: set = set()
+    workers = min(workers, len(tasks))
+    # One single-process pool per worker, so that a task goes to the worker chosen for it.
+    pools = [ProcessPoolExecutor(max_workers=1, initializer=_worker_init, initargs=(os.getpid(),))
+             for _ in range(workers)]
+    shares = [deque(tasks[len(tasks) * w // workers:len(tasks) * (w + 1) // workers]) for w in range(workers)]
+    pending: dict = {}
+
+    def submit(worker: int) -> None:
+        own = shares[worker]
+        if own:
+            task = own.popleft()
+        else:  # its share is done: the last task of the largest share left (the far end from its owner)
+            largest = max(shares, key=len)
+            if not largest:
+                return
+            task = largest.pop()
+        pending[pools[worker].submit(evaluate_points, task)] = worker
+
     try:
-        while True:
-            # A bounded queue: an interrupt then abandons little queued work.
-            while len(pending) < 4 * workers and (task := next(queue, None)) is not None:
-                pending.add(pool.submit(evaluate_points, task))
-            if not pending:
-                break
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+        for worker in range(workers):
+            for _ in range(2):  # one running, one queued: a worker never waits for the parent
+                submit(worker)
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
+                worker = pending.pop(future)
+                submit(worker)
                 yield future.result()
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        for pool in pools:
+            pool.shutdown(wait=False, cancel_futures=True)
+        for pool in pools:
+            pool.shutdown(wait=True)
 
 
 def run_dask(points: list[Point], address: str) -> Iterator[list[dict]]:
