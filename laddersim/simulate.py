@@ -11,8 +11,10 @@ Exact shortcuts, both tested against the plain simulation:
   step between them lie on the line joining theirs, then every step between them has that order
   too (a linear function non-negative at both ends is non-negative between), so its spans are
   the linear interpolation of the two. Otherwise the interval is bisected and simulated.
-* **replay**: a run of a program seen before in this process is replayed from its recorded event
-  order where that order holds (``laddersim.engine.cached``): bit for bit the engine's result.
+* **replay**: a run of a program seen before in this process is replayed along its recorded event
+  orders where one holds (``laddersim.engine.cached``): bit for bit the engine's result.
+  ``laddersim.simulate_batch.simulate_many`` advances many simulations together so that their runs of one program replay
+  in one batch (a sweep's task).
 
 With jitter, every rank is simulated and no two steps are alike; unless ``exact_steps``, the
 decode is estimated from a random sample of steps with its 95% interval
@@ -32,7 +34,7 @@ from pydantic import ValidationError
 from laddersim.costs.collectives import bandwidth_share
 from laddersim.costs.memory_fit import MemoryUse, check_fits
 from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_s
-from laddersim.engine.cached import run_cached, run_cached_many
+from laddersim.engine.cached import run_cached
 from laddersim.engine.simulator import EngineResult, RankWork, run_engine
 from laddersim.errors import UserInputError
 from laddersim.framework import load_framework
@@ -182,7 +184,8 @@ class SimResult:
 
 
 @lru_cache(maxsize=64)
-def _program(schedule: str, n_layers: int, tp: int) -> tuple[Program, StreamMasks, list[str], list[tuple], tuple, np.ndarray]:
+def _program(schedule: str, n_layers: int,
+             tp: int) -> tuple[Program, StreamMasks, list[str], list[tuple], tuple, np.ndarray]:
     """A program (frozen) with its stream masks, streams, deps, op kinds (each once) and each op's
     index in them, built once per process: a sweep repeats a handful of programs over many points."""
     program = build_program(schedule, n_layers, tp)
@@ -243,51 +246,11 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
         return done.value
 
 
-def simulate_many(scenarios: list[Scenario], options: SimOptions | None = None) -> list[SimResult | Exception]:
-    """``simulate`` of each scenario, or the exception it raised. The simulations advance
-    together, and the engine runs they ask for at each round go to ``run_cached_many``, which
-    replays the runs of one program in one batch: a sweep's points, with the same results as one
-    by one."""
-    out: list = [None] * len(scenarios)
-    sims = [simulation(s, options) for s in scenarios]
-    pending: dict[int, RunRequest] = {}
-
-    def advance(i: int, result=None) -> None:
-        try:
-            if isinstance(result, Exception):
-                pending[i] = sims[i].throw(result)
-            else:
-                pending[i] = sims[i].send(result)
-        except StopIteration as done:
-            out[i] = done.value
-        except Exception as exc:  # noqa: BLE001 - that simulation's outcome
-            out[i] = exc
-
-    for i in range(len(sims)):
-        advance(i)
-    while pending:
-        round_ = list(pending.items())
-        pending.clear()
-        together = [(i, r) for i, r in round_ if r.cached]
-        results = run_cached_many([(r.works, r.compute_slowdown, r.comm_slowdown, r.group_links, r.family)
-                                   for _, r in together])
-        for (i, _), result in zip(together, results):
-            advance(i, result)
-        for i, request in round_:
-            if not request.cached:
-                try:
-                    result = request.run()
-                except Exception as exc:  # noqa: BLE001 - handed to the simulation that asked
-                    result = exc
-                advance(i, result)
-    return out
-
-
 def simulation(scenario: Scenario, options: SimOptions | None = None, progress=None
                ) -> Generator[RunRequest, EngineResult, SimResult]:
     """``simulate`` as a generator: it yields each engine run it needs and is sent the result, so
     that a caller can run the requests of many simulations together
-    (``laddersim.simulate_many``); returns the SimResult."""
+    (``laddersim.simulate_batch.simulate_many``); returns the SimResult."""
     options = options or SimOptions()
     model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
     model.check_tp(tp)

@@ -112,7 +112,8 @@ def test_overlap_by_binary_search_is_the_merge_bit_for_bit(a, b):
 def test_simulations_run_together_equal_one_by_one():
     from laddersim.engine.cached import forget
     from laddersim.errors import UserInputError
-    from laddersim.simulate import make_scenario, simulate, simulate_many
+    from laddersim.simulate import make_scenario, simulate
+    from laddersim.simulate_batch import simulate_many
 
     scenarios = [make_scenario("llama-3.1-8b", "h100-sxm-nvswitch", tp, batch, 128, 6, schedule, kv_cache=kv)
                  for tp in (2, 4) for batch in (1, 8) for schedule in ("standard", "ladder")

@@ -9,7 +9,8 @@ and completions of one run in order, with the outcome of both comparisons. ``rep
 run's arithmetic for new durations (the same floating-point operations in the same order, through
 ``laddersim.engine.fluid``) and checks every comparison on the way: if all come out as recorded,
 the engine would have taken the same path, so the spans are exactly (bit for bit) the engine's;
-at the first that does not, it returns None and the caller runs the engine.
+at the first that does not, it returns None and the caller runs the engine. The walk itself is
+``laddersim.engine.order_tree``'s (a tree of one tape), which keeps many tapes of a program.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from laddersim.engine.fluid import Activity, comm_rate, compute_rate, done_tolerance_s
+from laddersim.engine.fluid import Activity, comm_rate, compute_rate
 from laddersim.engine.simulator import EngineResult
 
 

@@ -13,7 +13,8 @@ from laddersim.hardware.overrides import with_overrides
 from laddersim.hardware.profile import HardwareProfile, load_profile
 from laddersim.model_shape import ModelShape, load_model_shape
 from laddersim.serving.sweep_axes import serving_point_metrics
-from laddersim.simulate import Scenario, SimResult, make_scenario, simulate, simulate_many
+from laddersim.simulate import Scenario, SimResult, make_scenario, simulate
+from laddersim.simulate_batch import simulate_many
 from laddersim.sweep.overrides import override_scales
 from laddersim.sweep.points import Point
 
