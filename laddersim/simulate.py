@@ -13,8 +13,6 @@ Exact shortcuts, both tested against the plain simulation:
   the linear interpolation of the two. Otherwise the interval is bisected and simulated.
 * **replay**: a run of a program seen before in this process is replayed along its recorded event
   orders where one holds (``laddersim.engine.cached``): bit for bit the engine's result.
-  ``laddersim.simulate_batch.simulate_many`` advances many simulations together so that their runs of one program replay
-  in one batch (a sweep's task).
 
 With jitter, every rank is simulated and no two steps are alike; unless ``exact_steps``, the
 decode is estimated from a random sample of steps with its 95% interval
@@ -23,7 +21,6 @@ decode is estimated from a random sample of steps with its 95% interval
 
 from __future__ import annotations
 
-from collections.abc import Generator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -216,41 +213,9 @@ def _affine_between(durations: np.ndarray, lo: int, hi: int) -> bool:
     return bool(np.abs(durations[lo:hi + 1] - line).max() <= 1e-12 * scale)
 
 
-@dataclass(frozen=True)
-class RunRequest:
-    """One engine run a simulation asks for (``run_engine``'s arguments; ``cached``: through
-    ``laddersim.engine.cached``)."""
-
-    works: list[RankWork]
-    compute_slowdown: np.ndarray
-    comm_slowdown: np.ndarray
-    group_links: dict
-    family: str
-    cached: bool
-
-    def run(self) -> EngineResult:
-        if self.cached:
-            return run_cached(self.works, self.compute_slowdown, self.comm_slowdown, self.group_links, self.family)
-        return run_engine(self.works, self.compute_slowdown, self.comm_slowdown, self.group_links)
-
-
 def simulate(scenario: Scenario, options: SimOptions | None = None, progress=None) -> SimResult:
     """Prefill and decode of one scenario. ``progress(done, total, op_ranks)``, if given, is called
     after each engine run of a jittered simulation (op_ranks: ops x ranks of one run)."""
-    steps = simulation(scenario, options, progress)
-    try:
-        request = next(steps)
-        while True:
-            request = steps.send(request.run())
-    except StopIteration as done:
-        return done.value
-
-
-def simulation(scenario: Scenario, options: SimOptions | None = None, progress=None
-               ) -> Generator[RunRequest, EngineResult, SimResult]:
-    """``simulate`` as a generator: it yields each engine run it needs and is sent the result, so
-    that a caller can run the requests of many simulations together
-    (``laddersim.simulate_batch.simulate_many``); returns the SimResult."""
     options = options or SimOptions()
     model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
     model.check_tp(tp)
@@ -273,14 +238,16 @@ def simulation(scenario: Scenario, options: SimOptions | None = None, progress=N
 
     cached = options.replay and not stochastic  # jittered runs rarely share an event order
 
-    def run(durations: np.ndarray, slowdowns: tuple[np.ndarray, np.ndarray], family: str) -> RunRequest:
+    def run(durations: np.ndarray, slowdowns: tuple[np.ndarray, np.ndarray], family: str) -> EngineResult:
         works = _rank_works(streams, deps, durations, n_ranks, rng, options.jitter)
-        return RunRequest(works, slowdowns[0], slowdowns[1], links, family, cached)
+        if cached:
+            return run_cached(works, slowdowns[0], slowdowns[1], group_links=links, family=family)
+        return run_engine(works, slowdowns[0], slowdowns[1], group_links=links)
 
     # Prefill.
     prefill_phase = Phase("prefill", work.batch, work.prompt_len)
     prefill_costs = op_times_s(model, hw, work, tp, prefill_phase, np.array([work.prompt_len]))
-    prefill = yield run(np.array([prefill_costs[k][0] for k in kind_names])[kind_of_op], interference(prefill_phase),
+    prefill = run(np.array([prefill_costs[k][0] for k in kind_names])[kind_of_op], interference(prefill_phase),
                   "prefill")
     prefill_metrics = step_metrics(prefill, masks)
 
@@ -305,9 +272,9 @@ def simulation(scenario: Scenario, options: SimOptions | None = None, progress=N
 
     metrics_of: dict[int, np.ndarray] = {}  # id(result) -> its metrics (a run repeated is one result)
 
-    def anchor(step: int) -> Generator[RunRequest, EngineResult, EngineResult]:
+    def anchor(step: int) -> EngineResult:
         if step not in anchors:
-            result = anchors[step] = yield run(by_kind[step][kind_of_op], decode_slowdowns, "decode")
+            result = anchors[step] = run(by_kind[step][kind_of_op], decode_slowdowns, "decode")
             if id(result) not in metrics_of:
                 metrics_of[id(result)] = step_metrics(result, masks)
             metrics[step] = metrics_of[id(result)]
@@ -320,7 +287,7 @@ def simulation(scenario: Scenario, options: SimOptions | None = None, progress=N
         for done, step in enumerate(steps):
             if progress:
                 progress(done + 1, len(steps) + 1, n_ranks * len(kinds))
-            yield from anchor(int(step))
+            anchor(int(step))
         if progress:
             progress(len(steps) + 1, len(steps) + 1, n_ranks * len(kinds))
         if len(steps) < n_steps:
@@ -331,13 +298,12 @@ def simulation(scenario: Scenario, options: SimOptions | None = None, progress=N
             step_lo[:], step_hi[:] = nearest, nearest  # a step not simulated shows a simulated one's spans
     elif n_steps and options.exact_steps:
         for step in range(n_steps):
-            yield from anchor(step)
+            anchor(step)
     elif n_steps:
         stack = [(0, n_steps - 1)]
         while stack:
             lo, hi = stack.pop()
-            a = yield from anchor(lo)
-            b = yield from anchor(hi)
+            a, b = anchor(lo), anchor(hi)
             if hi - lo < 2:
                 continue
             if a.signature == b.signature and _affine_between(by_kind, lo, hi):

@@ -1,4 +1,4 @@
-"""The event-order tree and the batched replay, bit for bit against the reference engine.
+"""The event-order tree, bit for bit against the reference engine.
 
 A program run with other durations may take another event order part-way through; the tree keeps
 the orders seen as shared prefixes, and a replay that meets an outcome the first branch does not
@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_engine_paths import assert_same, programs
 
-from laddersim.engine.order_batch import replay_many
 from laddersim.engine.order_tree import OrderTree
 from laddersim.engine.simulator import RankWork, run_engine
 from laddersim.results import _overlap_s
@@ -45,11 +44,6 @@ def test_a_run_that_leaves_the_first_branch_mid_run_continues_on_the_second():
     for m in (1.5, 2.5, 1.7, 2.2):  # 1.7 follows the first order, 2.2 the second
         assert_same(tree.replay(_stack(runs[m]), 0.2, 0.1), reference_engine.run_engine(runs[m], 0.2, 0.1, {0: ("a",)}))
     assert tree.replay(_stack(runs[0.5]), 0.2, 0.1) is None  # an order not kept: the caller runs the engine
-    batch = replay_many(tree, np.stack([_stack(runs[m]) for m in (2.2, 0.5, 1.7)]), np.full((3, 4), 0.2),
-                        np.full((3, 4), 0.1))
-    assert batch[1] is None
-    for m, got in ((2.2, batch[0]), (1.7, batch[2])):
-        assert_same(got, reference_engine.run_engine(runs[m], 0.2, 0.1, {0: ("a",)}))
 
 
 @SETTINGS
@@ -63,20 +57,14 @@ def test_tree_of_several_orders_replays_each_exactly(case, scales, kept):
     inserted = variants[:max(1, kept)]
     for v in inserted:
         tree.insert(run_engine(v, cs, ms, links, record_tape=True).tape)
-    batch = replay_many(tree, np.stack([_stack(v) for v in variants]), np.tile(cs, (len(variants), 1)),
-                        np.tile(ms, (len(variants), 1)))
     for i, v in enumerate(variants):
         expected = reference_engine.run_engine(v, cs, ms, links)
         got = tree.replay(_stack(v), cs, ms)
         if i < len(inserted):
-            assert got is not None and batch[i] is not None
+            assert got is not None
         if got is not None:
             assert_same(got, expected)
-        # the batch answers exactly where the one-run replay does
-        assert (batch[i] is None) == (got is None)
-        if batch[i] is not None:
-            assert_same(batch[i], expected)
-            assert batch[i].events == expected.events
+            assert got.events == expected.events
 
 
 def _merged_overlap_s(a_start, a_end, b_start, b_end) -> float:
@@ -109,30 +97,10 @@ def test_overlap_by_binary_search_is_the_merge_bit_for_bit(a, b):
     assert got == _merged_overlap_s(a[0].tolist(), a[1].tolist(), b[0].tolist(), b[1].tolist())
 
 
-def test_simulations_run_together_equal_one_by_one():
-    from laddersim.engine.cached import forget
-    from laddersim.errors import UserInputError
-    from laddersim.simulate import make_scenario, simulate
-    from laddersim.simulate_batch import simulate_many
-
-    scenarios = [make_scenario("llama-3.1-8b", "h100-sxm-nvswitch", tp, batch, 128, 6, schedule, kv_cache=kv)
-                 for tp in (2, 4) for batch in (1, 8) for schedule in ("standard", "ladder")
-                 for kv in ("static", "dynamic")]
-    scenarios.append(make_scenario("llama-3.1-8b", "h100-sxm-nvswitch", 3, 1, 128, 6, "standard"))  # 3 !| heads
-    forget()
-    together = simulate_many(scenarios)
-    forget()
-    for scenario, got in zip(scenarios[:-1], together):
-        expected = simulate(scenario)
-        assert got.summary() == expected.summary()
-        assert np.array_equal(got.decode_metrics, expected.decode_metrics)
-    assert isinstance(together[-1], UserInputError)
-
-
 def test_sweep_tasks_group_points_by_program():
     from laddersim.sweep.grid import parse_grid
     from laddersim.sweep.points import expand_grid
-    from laddersim.sweep.runner import MAX_TASK, batches
+    from laddersim.sweep.runner import batches
 
     grid = {"models": ["llama-3.1-8b"], "hardware": ["h100-sxm-nvswitch"], "tp": [2, 4], "batch": [1, 2, 4],
             "prompt_len": [64], "gen_len": [4], "schedules": ["standard", "ladder"],
@@ -141,7 +109,7 @@ def test_sweep_tasks_group_points_by_program():
     tasks = batches(points, 2)
     flat = [p for task in tasks for p in task]
     assert sorted(p.key for p in flat) == sorted(p.key for p in points)  # each point once
-    programs = [(p.tp, p.schedule) for p in flat]
+    programs = [(p.model, p.schedule) for p in flat]
     changes = sum(a != b for a, b in zip(programs, programs[1:]))
-    assert changes == 3  # four programs, each one contiguous run
-    assert all(len(task) <= MAX_TASK for task in tasks) and len(tasks) >= 2
+    assert changes == 1  # two programs (the schedules; TP changes durations only), each one contiguous run
+    assert all(len(task) <= 8 for task in tasks) and len(tasks) >= 2

@@ -2,7 +2,7 @@
 
 Keeps the event orders (tapes, ``laddersim.engine.replay``) of the engine runs of each program in
 this process, as a tree of shared prefixes (``laddersim.engine.order_tree``). A run whose event
-order is one kept is replayed along it (bit for bit the engine's result, ~20x cheaper);
+order is one kept is replayed along it (bit for bit the engine's result, ~50x cheaper);
 otherwise the engine runs and its order joins the tree. A sweep's points share a handful of
 programs with a handful of orders each, and the decode steps of one scenario share one or a few
 orders, so most runs are replays.
@@ -15,13 +15,12 @@ from typing import Sequence
 
 import numpy as np
 
-from laddersim.engine.order_batch import replay_many
 from laddersim.engine.order_tree import OrderTree
 from laddersim.engine.simulator import EngineResult, RankWork, run_engine
 
 NODES_KEPT = 400_000  # tree nodes (one per completion of a kept order) of all programs together
 PROGRAMS_KEPT = 64
-RUNS_KEPT = 512  # results of recent runs, by their inputs (a run asked for again is not redone)
+RUNS_KEPT = 16  # results of recent runs, by their inputs (a run asked for again is not redone)
 RUN_BYTES_KEPT = 64 * 2**20  # and at most this much of their spans
 
 _trees: OrderedDict[tuple, OrderTree] = OrderedDict()
@@ -74,64 +73,6 @@ def run_cached(ranks: Sequence[RankWork], compute_slowdown=0.0, comm_slowdown=0.
     result = tree.replay(durations, compute_slowdown, comm_slowdown) if tree is not None else None
     return _remember(inputs, result or _run_and_keep(key, ranks, durations, compute_slowdown, comm_slowdown,
                                                      group_links))
-
-
-def run_cached_many(requests: Sequence[tuple]) -> list[EngineResult | Exception]:
-    """``run_cached(*request)`` of each request (ranks, compute_slowdown, comm_slowdown,
-    group_links, family), or the exception it raised. Runs of one program are replayed together
-    (``laddersim.engine.order_batch``); the results are the same as one by one."""
-    results: list = [None] * len(requests)
-    by_key: dict[tuple, dict[tuple, list[int]]] = {}  # tree key -> run inputs -> requests
-    prepared = []
-    for i, request in enumerate(requests):
-        key, durations, inputs = _inputs(*request)
-        prepared.append((durations, inputs))
-        if key is None or inputs in _last:
-            results[i] = _one(request)
-        else:
-            by_key.setdefault(key, {}).setdefault(inputs, []).append(i)
-    for key, runs in by_key.items():
-        todo = [same[0] for same in runs.values()]  # a run asked for twice is done once
-        while todo:
-            tree = _trees.get(key)
-            replayed = _replay_many(tree, [requests[i] for i in todo], [prepared[i][0] for i in todo]) \
-                if tree is not None else [None] * len(todo)
-            left = []
-            for i, result in zip(todo, replayed):
-                if result is not None:
-                    results[i] = _remember(prepared[i][1], result)
-                else:
-                    left.append(i)
-            if left:  # the engine for the first run off the kept orders; its order may serve others
-                first = left[0]
-                ranks, compute, comm, links, _ = requests[first]
-                try:
-                    results[first] = _remember(prepared[first][1], _run_and_keep(key, ranks, prepared[first][0],
-                                                                                 compute, comm, links))
-                except Exception as exc:  # noqa: BLE001 - handed back to the one simulation that asked
-                    results[first] = exc
-            todo = left[1:]
-        for same in runs.values():
-            for i in same[1:]:
-                results[i] = results[same[0]]
-    return results
-
-
-def _one(request: tuple) -> EngineResult | Exception:
-    try:
-        return run_cached(*request)
-    except Exception as exc:  # noqa: BLE001 - handed back to the one simulation that asked
-        return exc
-
-
-def _replay_many(tree: OrderTree, requests: list[tuple], durations: list[np.ndarray]) -> list:
-    if len(requests) == 1:
-        _, compute, comm, _, _ = requests[0]
-        return [tree.replay(durations[0], compute, comm)]
-    n_ops = tree.n_ops
-    compute = np.stack([np.broadcast_to(np.asarray(r[1], dtype=float), (n_ops,)) for r in requests])
-    comm = np.stack([np.broadcast_to(np.asarray(r[2], dtype=float), (n_ops,)) for r in requests])
-    return replay_many(tree, np.stack(durations), compute, comm)
 
 
 def _run_and_keep(key, ranks, durations, compute_slowdown, comm_slowdown, group_links) -> EngineResult:

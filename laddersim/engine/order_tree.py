@@ -34,17 +34,17 @@ class _Node:
     """Starts since the previous completion, then (unless ``end``) a completion: the running
     set's number, and the child of each outcome seen (the first one apart, most nodes have one)."""
 
-    __slots__ = ("starts", "running_id", "serials", "outcome", "child", "more", "end", "batch")
+    __slots__ = ("starts", "ops", "running_id", "serials", "outcome", "child", "more", "end")
 
     def __init__(self):
         self.starts: tuple | None = None  # (op, ranks, links, is_comm) each; None until filled
+        self.ops: tuple = ()  # the ops of the starts
         self.running_id = -1
         self.serials: tuple = ()  # of the running activities at the completion, in start order
         self.outcome: tuple | None = None  # (serials completed, at the previous clock reading)
         self.child: _Node | None = None
         self.more: dict | None = None  # further outcomes -> child
         self.end: tuple | None = None  # (moments, signature, events) where nothing runs any more
-        self.batch: tuple | None = None  # laddersim.engine.order_batch's arrays of this node
 
 
 class OrderTree:
@@ -108,6 +108,7 @@ class OrderTree:
     def _fill(self, node: _Node, starts: tuple, running: list) -> None:
         if node.starts is None:
             node.starts = starts
+            node.ops = tuple(entry[0] for entry in starts)
             node.serials = tuple(s for s, _ in running)
             key = tuple(e for _, e in running)
             node.running_id = self._running_ids.setdefault(key, len(self.running_sets))
@@ -149,53 +150,79 @@ class OrderTree:
         class_of_set, representative = self._rate_class_of(compute_by_op, comm_by_op)
         compute_by_op, comm_by_op = compute_by_op.tolist(), comm_by_op.tolist()
         rows = durations_s.tolist()
+        row = rows[0] if self.n_ranks == 1 else None
         rates_by_class: list = [None] * len(representative)
         ulp = math.ulp
-        serials: list[int] = []  # of the running activities, in start order
-        remaining: list[float] = []
-        serial = 0
+        remaining: list[float] = []  # of the running activities, in start order (node.serials)
         times = [0.0]
         now = 0.0
         node = self.root
         while True:
-            for op, ranks, _links, is_comm in node.starts:
-                if is_comm and len(ranks) > 1:
-                    remaining.append(max(rows[r][op] for r in ranks))
-                else:
-                    remaining.append(rows[ranks[0]][op])
-                serials.append(serial)
-                serial += 1
+            if row is not None:
+                for op in node.ops:
+                    remaining.append(row[op])
+            else:
+                for op, ranks, _links, is_comm in node.starts:
+                    if is_comm and len(ranks) > 1:
+                        remaining.append(max(rows[r][op] for r in ranks))
+                    else:
+                        remaining.append(rows[ranks[0]][op])
             if node.end is not None:
                 break
-            if not serials:
-                return None  # (a tape cannot complete with nothing running)
             rate_class = class_of_set[node.running_id]
             rates = rates_by_class[rate_class]
             if rates is None:
                 rates = rates_by_class[rate_class] = self._rates_of(representative[rate_class], compute_by_op,
                                                                     comm_by_op)
-            later = now + min([max(r, 0.0) / q for r, q in zip(remaining, rates)])
-            same_time = later == now
-            dt = later - now
-            now = later
-            if dt > 0.0:
-                remaining = [r - q * dt for r, q in zip(remaining, rates)]
-            tolerance = EPS_S + 8.0 * ulp(now)
-            finished = tuple([s for s, r, q in zip(serials, remaining, rates) if r <= tolerance * q])
-            outcome = (finished, same_time)
+            # _rates' arithmetic, spelled out for one and two running activities (the usual cases):
+            # max(r, 0.0) is ``0.0 if 0.0 > r else r`` and min([a, b]) is ``b if b < a else a``.
+            serials = node.serials
+            if len(remaining) == 1:
+                r, = remaining
+                q, = rates
+                later = now + (0.0 if 0.0 > r else r) / q
+                dt = later - now
+                if dt > 0.0:
+                    r = r - q * dt
+                now = later
+                if r <= (EPS_S + 8.0 * ulp(now)) * q:
+                    finished, remaining = serials, []
+                else:
+                    finished, remaining = (), [r]
+            elif len(remaining) == 2:
+                r0, r1 = remaining
+                q0, q1 = rates
+                d0, d1 = (0.0 if 0.0 > r0 else r0) / q0, (0.0 if 0.0 > r1 else r1) / q1
+                later = now + (d1 if d1 < d0 else d0)
+                dt = later - now
+                if dt > 0.0:
+                    r0, r1 = r0 - q0 * dt, r1 - q1 * dt
+                now = later
+                tolerance = EPS_S + 8.0 * ulp(now)
+                f0, f1 = r0 <= tolerance * q0, r1 <= tolerance * q1
+                if f0:
+                    finished, remaining = (serials if f1 else serials[:1]), ([] if f1 else [r1])
+                else:
+                    finished, remaining = (serials[1:] if f1 else ()), ([r0] if f1 else [r0, r1])
+            elif not remaining:
+                return None  # (a tape cannot complete with nothing running)
+            else:
+                later = now + min([max(r, 0.0) / q for r, q in zip(remaining, rates)])
+                dt = later - now
+                if dt > 0.0:
+                    remaining = [r - q * dt for r, q in zip(remaining, rates)]
+                now = later
+                tolerance = EPS_S + 8.0 * ulp(now)
+                done = [r <= tolerance * q for r, q in zip(remaining, rates)]
+                finished = tuple([s for s, d in zip(serials, done) if d])
+                remaining = [r for r, d in zip(remaining, done) if not d]
+            outcome = (finished, dt == 0.0)  # dt is 0 exactly where later == now
             if node.outcome == outcome:
                 node = node.child
             else:
                 node = node.more.get(outcome) if node.more else None
                 if node is None:
                     return None
-            if len(finished) == len(serials):
-                serials, remaining = [], []
-            else:
-                done = set(finished)
-                keep = [i for i, s in enumerate(serials) if s not in done]
-                serials = [serials[i] for i in keep]
-                remaining = [remaining[i] for i in keep]
             times.append(now)
         moments, signature, events = node.end
         at = np.array(times)

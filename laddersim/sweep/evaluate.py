@@ -14,7 +14,6 @@ from laddersim.hardware.profile import HardwareProfile, load_profile
 from laddersim.model_shape import ModelShape, load_model_shape
 from laddersim.serving.sweep_axes import serving_point_metrics
 from laddersim.simulate import Scenario, SimResult, make_scenario, simulate
-from laddersim.simulate_batch import simulate_many
 from laddersim.sweep.overrides import override_scales
 from laddersim.sweep.points import Point
 
@@ -93,16 +92,5 @@ def evaluate_point(point: Point) -> dict:
 
 
 def evaluate_points(points: list[Point]) -> list[dict]:
-    """Rows of a batch of points (one task of a worker), in order. Their simulations run
-    together (``simulate_many``: the engine runs of one program replayed in one batch)."""
-    outcomes: list = [None] * len(points)
-    scenarios: dict[int, Scenario] = {}
-    for i, point in enumerate(points):
-        if point.serving:
-            outcomes[i] = _outcome(simulate_point, point)
-        else:
-            outcomes[i] = scenarios[i] = _outcome(_scenario, point)
-    ready = {i: s for i, s in scenarios.items() if not isinstance(s, Exception)}
-    for i, result in zip(ready, simulate_many(list(ready.values()))):
-        outcomes[i] = result
-    return [_row(point, outcome) for point, outcome in zip(points, outcomes)]
+    """Rows of a batch of points (one task of a worker)."""
+    return [evaluate_point(p) for p in points]

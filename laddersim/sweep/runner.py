@@ -1,12 +1,13 @@
 """Run points on local cores (a process pool) or on a Dask distributed cluster.
 
 Both yield lists of finished rows as tasks complete (in completion order, which varies; the
-table is sorted afterwards). Points go out in tasks of a few dozen, grouped by program (model,
-TP, schedule): a worker learns a program's event orders once (``laddersim.engine.cached``) and
-replays a task's runs of one program in one batch, so a task should hold many points of one
-program; a task per worker would make progress and the resumable store coarse. Locally, each
-worker has a share of the programs of its own (a contiguous run of the grouped tasks) and, once
-done, takes tasks from the far end of the largest share left.
+table is sorted afterwards). Points go out in small batches: one simulation takes a few ms, so a
+task per point would spend a noticeable share on scheduling, and a batch per worker would make
+progress and the resumable store coarse. Batches are grouped by program (model, schedule): a
+worker learns a program's event orders (``laddersim.engine.cached``) with a few engine runs and
+replays the rest, so locally each worker has a share of the programs of its own (a contiguous
+run of the grouped batches) and, once done, takes batches from the far end of the largest share
+left, instead of every worker learning every program.
 """
 
 from __future__ import annotations
@@ -25,23 +26,19 @@ from laddersim.sweep.points import Point
 CONNECT_TIMEOUT_S = 20.0  # to reach the Dask scheduler before giving up
 
 
-MAX_TASK = 64  # points per task
-TASKS_PER_WORKER = 6  # at least, where the grid is large enough for tasks of MIN_TASK points
-MIN_TASK = 8
-
-
 def by_program(points: list[Point]) -> list[Point]:
-    """The points grouped by program (model, TP, schedule), in grid order within a group."""
+    """The points grouped by program (model and schedule: on one node, the TP changes the
+    durations, not the program), in grid order within a group."""
     first: dict[tuple, int] = {}
     for i, p in enumerate(points):
-        first.setdefault((p.model_ref, p.tp, p.schedule), i)
-    return sorted(points, key=lambda p: first[(p.model_ref, p.tp, p.schedule)])
+        first.setdefault((p.model_ref, p.schedule), i)
+    return sorted(points, key=lambda p: first[(p.model_ref, p.schedule)])
 
 
 def batches(points: list[Point], workers: int) -> list[list[Point]]:
-    """Tasks of consecutive points grouped by program (``by_program``)."""
+    """At least ~16 batches per worker, and at most 8 points per batch, grouped by program."""
     points = by_program(points)
-    size = max(1, min(MAX_TASK, max(MIN_TASK, len(points) // max(1, TASKS_PER_WORKER * workers))))
+    size = max(1, min(8, len(points) // max(1, 16 * workers)))
     return [points[i:i + size] for i in range(0, len(points), size)]
 
 
