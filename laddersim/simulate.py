@@ -181,18 +181,17 @@ class SimResult:
 
 
 @lru_cache(maxsize=64)
-def _program(schedule: str, n_layers: int,
-             tp: int) -> tuple[Program, StreamMasks, list[str], list[tuple], tuple, np.ndarray]:
+def _program(schedule: str, n_layers: int, tp: int) -> tuple[Program, StreamMasks, tuple, tuple, tuple, np.ndarray]:
     """A program (frozen) with its stream masks, streams, deps, op kinds (each once) and each op's
     index in them, built once per process: a sweep repeats a handful of programs over many points."""
     program = build_program(schedule, n_layers, tp)
     kind_names = tuple(dict.fromkeys(program.kinds))
     kind_of_op = np.array([kind_names.index(k) for k in program.kinds], dtype=int)
-    return (program, StreamMasks.of(program), [op.stream for op in program.ops], [op.deps for op in program.ops],
-            kind_names, kind_of_op)
+    return (program, StreamMasks.of(program), tuple(op.stream for op in program.ops),
+            tuple(op.deps for op in program.ops), kind_names, kind_of_op)
 
 
-def _rank_works(streams: list[str], deps: list[tuple], durations: np.ndarray, n_ranks: int, rng,
+def _rank_works(streams: tuple[str, ...], deps: tuple[tuple, ...], durations: np.ndarray, n_ranks: int, rng,
                 jitter: float) -> list[RankWork]:
     works = []
     for _ in range(n_ranks):
@@ -223,7 +222,7 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
     parse_schedule(scenario.schedule, model.n_layers)
     memory = check_fits(model, hw, work, tp)
     program, masks, streams, deps, kind_names, kind_of_op = _program(scenario.schedule, model.n_layers, tp)
-    kinds = program.kinds
+    ops_per_pass = len(kind_of_op)
     rng = np.random.default_rng(options.seed)
     stochastic = options.jitter > 0.0
     n_ranks = tp if (stochastic or options.all_ranks) else 1
@@ -253,7 +252,7 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
 
     # Decode: gen_len - 1 steps (the prefill already produced the first token).
     n_steps = work.gen_len - 1
-    kv_lens = np.array([work.kv_len_at_decode_step(s) for s in range(n_steps)])
+    kv_lens = np.broadcast_to(work.kv_len_at_decode_step(np.arange(n_steps)), (n_steps,))  # every step at once
     decode_phase = Phase("decode", work.batch, 1)
     decode_slowdowns = interference(decode_phase)
     costs = op_times_s(model, hw, work, tp, decode_phase, kv_lens)
@@ -281,15 +280,15 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
         return anchors[step]
 
     half_width = None
-    n_sample = n_steps if options.exact_steps else (options.sample_steps or sample_size(n_steps, n_ranks, len(kinds)))
+    n_sample = n_steps if options.exact_steps else (options.sample_steps or sample_size(n_steps, n_ranks, ops_per_pass))
     if n_steps and stochastic:
         steps = np.arange(n_steps) if n_sample >= n_steps else choose_steps(n_steps, n_sample, options.seed)
         for done, step in enumerate(steps):
             if progress:
-                progress(done + 1, len(steps) + 1, n_ranks * len(kinds))
+                progress(done + 1, len(steps) + 1, n_ranks * ops_per_pass)
             anchor(int(step))
         if progress:
-            progress(len(steps) + 1, len(steps) + 1, n_ranks * len(kinds))
+            progress(len(steps) + 1, len(steps) + 1, n_ranks * ops_per_pass)
         if len(steps) < n_steps:
             control = simulate(scenario, SimOptions(replay=options.replay)).decode_metrics
             sampled = estimate(control, steps, metrics[steps])

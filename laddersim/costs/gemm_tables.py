@@ -49,8 +49,14 @@ def _grid(path: Path, _mtime_ns: int) -> tuple[tuple[np.ndarray, ...], np.ndarra
     index = tuple(np.searchsorted(a, np.log(points[:, c])) for c, a in enumerate(axes))
     cube = np.full(tuple(len(a) for a in axes), np.nan)
     flat = np.ravel_multi_index(index, cube.shape)
-    for cell in np.unique(flat):
-        cube.flat[cell] = np.log(np.median(points[flat == cell, 3]) * 1e-6)
+    # The median of each cell's times at once: sorted by cell then time, a cell's middle one (odd
+    # count) or the mean of its two middle ones (even), as np.median per cell gives.
+    order = np.lexsort((points[:, 3], flat))
+    cells, first, count = np.unique(flat[order], return_index=True, return_counts=True)
+    times = points[order, 3]
+    low, high = times[first + (count - 1) // 2], times[first + count // 2]
+    median = np.where(count % 2 == 1, low, (low + high) / 2.0)
+    cube.flat[cells] = np.log(median * 1e-6)
     for j in range(cube.shape[1]):  # a missing (n, k) point at some m: interpolate along log m
         for k in range(cube.shape[2]):
             line = cube[:, j, k]

@@ -10,6 +10,7 @@ orders, so most runs are replays.
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
 from typing import Sequence
 
@@ -28,11 +29,32 @@ _last: OrderedDict[tuple, EngineResult] = OrderedDict()  # recent runs, by their
 _last_bytes = 0
 
 
+_program_numbers: dict[tuple, int] = {}  # (streams, deps) -> a number standing for them in keys
+_numbers_by_identity: dict[tuple[int, int], tuple] = {}  # of tuples (unchangeable): no re-hashing
+_next_number = itertools.count()
+
+
+def _program_number(streams: Sequence[str], deps: Sequence[tuple]) -> int:
+    """A number per distinct program: keys hold it instead of two tuples as long as the program,
+    which Python would hash again at every look-up."""
+    if isinstance(streams, tuple) and isinstance(deps, tuple):
+        known = _numbers_by_identity.get((id(streams), id(deps)))
+        if known is not None and known[0] is streams and known[1] is deps:
+            return known[2]
+    if len(_program_numbers) >= PROGRAMS_KEPT:
+        _program_numbers.clear()  # a program seen again gets a new number (and a new tree)
+        _numbers_by_identity.clear()
+    number = _program_numbers.setdefault((tuple(streams), tuple(deps)), next(_next_number))
+    if isinstance(streams, tuple) and isinstance(deps, tuple):
+        _numbers_by_identity[(id(streams), id(deps))] = (streams, deps, number)  # kept, so ids stay theirs
+    return number
+
+
 def _program_key(ranks: Sequence[RankWork], group_links: dict) -> tuple | None:
     first = ranks[0]
     if any(w.streams is not first.streams or w.deps is not first.deps for w in ranks):
         return None  # ranks with programs of their own: not cached
-    return (tuple(first.streams), tuple(first.deps), tuple(w.group for w in ranks),
+    return (_program_number(first.streams, first.deps), tuple(w.group for w in ranks),
             tuple(sorted((g, tuple(links)) for g, links in (group_links or {}).items())))
 
 
