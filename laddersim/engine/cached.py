@@ -46,6 +46,8 @@ def _program_number(streams: Sequence[str], deps: Sequence[tuple]) -> int:
         _numbers_by_identity.clear()
     number = _program_numbers.setdefault((tuple(streams), tuple(deps)), next(_next_number))
     if isinstance(streams, tuple) and isinstance(deps, tuple):
+        if len(_numbers_by_identity) >= 4 * PROGRAMS_KEPT:
+            _numbers_by_identity.clear()
         _numbers_by_identity[(id(streams), id(deps))] = (streams, deps, number)  # kept, so ids stay theirs
     return number
 
@@ -92,9 +94,13 @@ def run_cached(ranks: Sequence[RankWork], compute_slowdown=0.0, comm_slowdown=0.
     if inputs in _last:
         return _remember(inputs, _last[inputs])  # the same run again (a static KV cache's decode steps)
     tree = _trees.get(key)
-    result = tree.replay(durations, compute_slowdown, comm_slowdown) if tree is not None else None
-    return _remember(inputs, result or _run_and_keep(key, ranks, durations, compute_slowdown, comm_slowdown,
-                                                     group_links))
+    result = None
+    if tree is not None:
+        _trees.move_to_end(key)  # recently used: evicted last
+        result = tree.replay(durations, compute_slowdown, comm_slowdown)
+    if result is None:
+        result = _run_and_keep(key, ranks, durations, compute_slowdown, comm_slowdown, group_links)
+    return _remember(inputs, result)
 
 
 def _run_and_keep(key, ranks, durations, compute_slowdown, comm_slowdown, group_links) -> EngineResult:
