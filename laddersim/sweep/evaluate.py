@@ -13,7 +13,7 @@ from laddersim.hardware.overrides import with_overrides
 from laddersim.hardware.profile import HardwareProfile, load_profile
 from laddersim.model_shape import ModelShape, load_model_shape
 from laddersim.serving.sweep_axes import serving_point_metrics
-from laddersim.simulate import Scenario, SimResult, make_scenario, simulate
+from laddersim.simulate import make_scenario, simulate
 from laddersim.sweep.overrides import override_scales
 from laddersim.sweep.points import Point
 
@@ -45,29 +45,25 @@ def _overridden(ref: str, overrides: tuple[tuple[str, float | None], ...], tp: i
     return with_overrides(profile, **scales) if scales else profile
 
 
-def _scenario(point: Point) -> Scenario:
-    profile = _overridden(point.hardware_ref, point.overrides, point.tp)
-    return make_scenario(_model(point.model_ref), profile, point.tp, point.batch, point.prompt_len, point.gen_len,
-                         point.schedule, point.dtype, point.kv_cache, point.kv_reads)
-
-
 def simulate_point(point: Point) -> dict:
     """SimResult.summary() of the point; raises UserInputError (incl. DoesNotFitError) if infeasible."""
+    profile = _overridden(point.hardware_ref, point.overrides, point.tp)
     if point.serving:  # one replica under load (laddersim.serving.sweep_axes)
-        profile = _overridden(point.hardware_ref, point.overrides, point.tp)
         return serving_point_metrics(_model(point.model_ref), profile, point.tp, point.schedule, point.dtype,
                                      point.kv_reads, point.prompt_len, point.gen_len, point.serving)
-    return simulate(_scenario(point)).summary()
+    scenario = make_scenario(_model(point.model_ref), profile, point.tp, point.batch, point.prompt_len,
+                             point.gen_len, point.schedule, point.dtype, point.kv_cache,
+                             point.kv_reads)
+    return simulate(scenario).summary()
 
 
-def _row(point: Point, outcome) -> dict:
-    """The point's row from ``outcome``: a summary (or a SimResult), or the exception raised."""
+def evaluate_point(point: Point) -> dict:
+    """The point's row: ``key``, input columns, ``status`` (ok | infeasible | error), ``error``
+    (message or None) and the metrics (seconds, tokens/s, GiB)."""
     row = {"key": point.key, **point.inputs(), "status": "ok", "error": None}
     inputs = set(row)
     try:
-        if isinstance(outcome, Exception):
-            raise outcome
-        summary = outcome.summary() if isinstance(outcome, SimResult) else outcome
+        summary = simulate_point(point)
     except (DoesNotFitError, UserInputError) as exc:  # does not fit, or tp/schedule invalid here
         row.update(status="infeasible", error=str(exc))
         return row
@@ -76,19 +72,6 @@ def _row(point: Point, outcome) -> dict:
         return row
     row.update({k: v for k, v in summary.items() if k not in inputs})
     return row
-
-
-def _outcome(run, *args):
-    try:
-        return run(*args)
-    except Exception as exc:  # noqa: BLE001 - becomes the row's status
-        return exc
-
-
-def evaluate_point(point: Point) -> dict:
-    """The point's row: ``key``, input columns, ``status`` (ok | infeasible | error), ``error``
-    (message or None) and the metrics (seconds, tokens/s, GiB)."""
-    return _row(point, _outcome(simulate_point, point))
 
 
 def evaluate_points(points: list[Point]) -> list[dict]:
