@@ -11,8 +11,8 @@ Exact shortcuts, both tested against the plain simulation:
   step between them lie on the line joining theirs, then every step between them has that order
   too (a linear function non-negative at both ends is non-negative between), so its spans are
   the linear interpolation of the two. Otherwise the interval is bisected and simulated.
-* **replay**: a run of a program seen before in this process is replayed from its recorded event
-  order where that order holds (``laddersim.engine.cached``): bit for bit the engine's result.
+* **replay**: a run of a program seen before in this process is replayed along its recorded event
+  orders where one holds (``laddersim.engine.cached``): bit for bit the engine's result.
 
 With jitter, every rank is simulated and no two steps are alike; unless ``exact_steps``, the
 decode is estimated from a random sample of steps with its 95% interval
@@ -181,14 +181,17 @@ class SimResult:
 
 
 @lru_cache(maxsize=64)
-def _program(schedule: str, n_layers: int, tp: int) -> tuple[Program, StreamMasks, list[str], list[tuple]]:
-    """A program (frozen) with its stream masks, streams and deps, built once per process: a
-    sweep repeats a handful of programs over many points."""
+def _program(schedule: str, n_layers: int, tp: int) -> tuple[Program, StreamMasks, tuple, tuple, tuple, np.ndarray]:
+    """A program (frozen) with its stream masks, streams, deps, op kinds (each once) and each op's
+    index in them, built once per process: a sweep repeats a handful of programs over many points."""
     program = build_program(schedule, n_layers, tp)
-    return program, StreamMasks.of(program), [op.stream for op in program.ops], [op.deps for op in program.ops]
+    kind_names = tuple(dict.fromkeys(program.kinds))
+    kind_of_op = np.array([kind_names.index(k) for k in program.kinds], dtype=int)
+    return (program, StreamMasks.of(program), tuple(op.stream for op in program.ops),
+            tuple(op.deps for op in program.ops), kind_names, kind_of_op)
 
 
-def _rank_works(streams: list[str], deps: list[tuple], durations: np.ndarray, n_ranks: int, rng,
+def _rank_works(streams: tuple[str, ...], deps: tuple[tuple, ...], durations: np.ndarray, n_ranks: int, rng,
                 jitter: float) -> list[RankWork]:
     works = []
     for _ in range(n_ranks):
@@ -218,8 +221,8 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
     nodes = hw.nodes_for(tp)
     parse_schedule(scenario.schedule, model.n_layers)
     memory = check_fits(model, hw, work, tp)
-    program, masks, streams, deps = _program(scenario.schedule, model.n_layers, tp)
-    kinds = program.kinds
+    program, masks, streams, deps, kind_names, kind_of_op = _program(scenario.schedule, model.n_layers, tp)
+    ops_per_pass = len(kind_of_op)
     rng = np.random.default_rng(options.seed)
     stochastic = options.jitter > 0.0
     n_ranks = tp if (stochastic or options.all_ranks) else 1
@@ -229,8 +232,8 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
         """Per-op (compute, comm) slowdowns; only the collectives' entries are read."""
         by_kind = {kind: hw.interference.at(size, bandwidth_share(hw, tp, size), tp)
                    for kind, size in collective_message_bytes(model, work, tp, phase).items()}
-        pairs = np.array([by_kind.get(kind, (0.0, 0.0)) for kind in kinds], dtype=float).reshape(-1, 2)
-        return pairs[:, 0], pairs[:, 1]
+        pairs = np.array([by_kind.get(kind, (0.0, 0.0)) for kind in kind_names], dtype=float).reshape(-1, 2)
+        return pairs[kind_of_op, 0], pairs[kind_of_op, 1]
 
     cached = options.replay and not stochastic  # jittered runs rarely share an event order
 
@@ -243,20 +246,19 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
     # Prefill.
     prefill_phase = Phase("prefill", work.batch, work.prompt_len)
     prefill_costs = op_times_s(model, hw, work, tp, prefill_phase, np.array([work.prompt_len]))
-    prefill = run(np.array([prefill_costs[k][0] for k in kinds]), interference(prefill_phase), "prefill")
+    prefill = run(np.array([prefill_costs[k][0] for k in kind_names])[kind_of_op], interference(prefill_phase),
+                  "prefill")
     prefill_metrics = step_metrics(prefill, masks)
 
     # Decode: gen_len - 1 steps (the prefill already produced the first token).
     n_steps = work.gen_len - 1
-    kv_lens = np.array([work.kv_len_at_decode_step(s) for s in range(n_steps)])
+    kv_lens = np.broadcast_to(work.kv_len_at_decode_step(np.arange(n_steps)), (n_steps,))  # every step at once
     decode_phase = Phase("decode", work.batch, 1)
     decode_slowdowns = interference(decode_phase)
     costs = op_times_s(model, hw, work, tp, decode_phase, kv_lens)
     # Durations per (step, op kind), not per (step, op): ops of one kind cost the same, and a
     # (steps x ops) matrix of a long generation would not fit in memory. A step's row per op is
     # ``by_kind[step][kind_of_op]``.
-    kind_names = tuple(dict.fromkeys(kinds))
-    kind_of_op = np.array([kind_names.index(k) for k in kinds], dtype=int)
     by_kind = np.zeros((n_steps, len(kind_names)))
     for j, name in enumerate(kind_names):
         by_kind[:, j] = costs[name]
@@ -278,15 +280,15 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
         return anchors[step]
 
     half_width = None
-    n_sample = n_steps if options.exact_steps else (options.sample_steps or sample_size(n_steps, n_ranks, len(kinds)))
+    n_sample = n_steps if options.exact_steps else (options.sample_steps or sample_size(n_steps, n_ranks, ops_per_pass))
     if n_steps and stochastic:
         steps = np.arange(n_steps) if n_sample >= n_steps else choose_steps(n_steps, n_sample, options.seed)
         for done, step in enumerate(steps):
             if progress:
-                progress(done + 1, len(steps) + 1, n_ranks * len(kinds))
+                progress(done + 1, len(steps) + 1, n_ranks * ops_per_pass)
             anchor(int(step))
         if progress:
-            progress(len(steps) + 1, len(steps) + 1, n_ranks * len(kinds))
+            progress(len(steps) + 1, len(steps) + 1, n_ranks * ops_per_pass)
         if len(steps) < n_steps:
             control = simulate(scenario, SimOptions(replay=options.replay)).decode_metrics
             sampled = estimate(control, steps, metrics[steps])

@@ -49,8 +49,14 @@ def _grid(path: Path, _mtime_ns: int) -> tuple[tuple[np.ndarray, ...], np.ndarra
     index = tuple(np.searchsorted(a, np.log(points[:, c])) for c, a in enumerate(axes))
     cube = np.full(tuple(len(a) for a in axes), np.nan)
     flat = np.ravel_multi_index(index, cube.shape)
-    for cell in np.unique(flat):
-        cube.flat[cell] = np.log(np.median(points[flat == cell, 3]) * 1e-6)
+    # The median of each cell's times at once: sorted by cell then time, a cell's middle one (odd
+    # count) or the mean of its two middle ones (even), as np.median per cell gives.
+    order = np.lexsort((points[:, 3], flat))
+    cells, first, count = np.unique(flat[order], return_index=True, return_counts=True)
+    times = points[order, 3]
+    low, high = times[first + (count - 1) // 2], times[first + count // 2]
+    median = np.where(count % 2 == 1, low, (low + high) / 2.0)
+    cube.flat[cells] = np.log(median * 1e-6)
     for j in range(cube.shape[1]):  # a missing (n, k) point at some m: interpolate along log m
         for k in range(cube.shape[2]):
             line = cube[:, j, k]
@@ -79,26 +85,49 @@ def _interpolate(axes: tuple[np.ndarray, ...], cube: np.ndarray, point: np.ndarr
     return float(total)
 
 
+@lru_cache(maxsize=64)
+def _table_path(base_dir: str, file: str) -> Path:
+    return (Path(base_dir) / file).resolve()
+
+
+_times: dict[tuple, tuple] = {}  # see library_gemm_time_s
+TIMES_KEPT = 8192
+
+
 def library_gemm_time_s(hw: HardwareProfile, m: int, n: int, k: int, dtype_bytes: int,
                         peak_flops_per_s: float) -> tuple[float, str]:
     """Seconds of one library (cuBLAS) GEMM of m x k by k x n, and its source label; a 16-bit GEMM
-    runs no faster than the GPU's sustained tensor throughput (``gpu.sustained_tflops``)."""
-    seconds, source = _library_gemm_time_s(hw, m, n, k, dtype_bytes, peak_flops_per_s)
+    runs no faster than the GPU's sustained tensor throughput (``gpu.sustained_tflops``).
+
+    Remembered per GPU spec, table file (and its modification time) and shape: a sweep asks for
+    the same few shapes at every point."""
+    table = model_gemm_table(hw)
+    # The tables are 16-bit GEMMs; another dtype (fp8, fp32) keeps the roofline of its own peak.
+    path = stamp = None
+    if table is not None and dtype_bytes == 2 and hw.base_dir:
+        path = _table_path(hw.base_dir, table.file)
+        stamp = path.stat().st_mtime_ns
+    key = (id(hw.gpu), path, stamp, m, n, k, dtype_bytes, peak_flops_per_s)
+    kept = _times.get(key)
+    if kept is not None and kept[0] is hw.gpu:
+        return kept[1]
+    seconds, source = _library_gemm_time_s(hw, m, n, k, dtype_bytes, peak_flops_per_s, path, stamp)
     sustained = hw.gpu.sustained_tflops
     if sustained is not None and dtype_bytes == 2:
         seconds = max(seconds, 2.0 * m * n * k / (sustained.value * 1e12))
-    return seconds, source
+    result = (seconds, source)
+    if len(_times) >= TIMES_KEPT:
+        _times.clear()
+    _times[key] = (hw.gpu, result)  # the spec itself is kept too, so its id cannot be reused
+    return result
 
 
-def _library_gemm_time_s(hw: HardwareProfile, m: int, n: int, k: int, dtype_bytes: int,
-                         peak_flops_per_s: float) -> tuple[float, str]:
+def _library_gemm_time_s(hw: HardwareProfile, m: int, n: int, k: int, dtype_bytes: int, peak_flops_per_s: float,
+                         path: Path | None, stamp: int | None) -> tuple[float, str]:
     roofline = float(gemm_time_s(hw.gpu, m, n, k, dtype_bytes, None, peak_flops_per_s))
-    table = model_gemm_table(hw)
-    # The tables are 16-bit GEMMs; another dtype (fp8, fp32) keeps the roofline of its own peak.
-    if table is None or dtype_bytes != 2 or not hw.base_dir:
+    if path is None:
         return roofline, SOL
-    path = (Path(hw.base_dir) / table.file).resolve()
-    axes, cube = _grid(path, path.stat().st_mtime_ns)
+    axes, cube = _grid(path, stamp)
     point = np.log([float(m), float(n), float(k)])
     inside = all(a[0] <= x <= a[-1] for a, x in zip(axes, point))
     if inside:

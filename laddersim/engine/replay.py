@@ -9,7 +9,8 @@ and completions of one run in order, with the outcome of both comparisons. ``rep
 run's arithmetic for new durations (the same floating-point operations in the same order, through
 ``laddersim.engine.fluid``) and checks every comparison on the way: if all come out as recorded,
 the engine would have taken the same path, so the spans are exactly (bit for bit) the engine's;
-at the first that does not, it returns None and the caller runs the engine.
+at the first that does not, it returns None and the caller runs the engine. The walk itself is
+``laddersim.engine.order_tree``'s (a tree of one tape), which keeps many tapes of a program.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from laddersim.engine.fluid import Activity, comm_rate, compute_rate, done_tolerance_s
+from laddersim.engine.fluid import Activity, comm_rate, compute_rate
 from laddersim.engine.simulator import EngineResult
 
 
@@ -85,55 +86,6 @@ def _rates(acts: list[list], one_rank: bool) -> None:
 def replay(tape: Tape, durations_s: np.ndarray, compute_slowdown, comm_slowdown) -> EngineResult | None:
     """The engine's result for ``durations_s`` (ranks x ops) and slowdowns (a number or one per
     op), or None where the run would take another path than the tape's."""
-    durations_s = np.asarray(durations_s, dtype=float)
-    if durations_s.shape != (tape.n_ranks, tape.n_ops):
-        return None
-    compute_by_op = np.broadcast_to(np.asarray(compute_slowdown, dtype=float), (tape.n_ops,)).tolist()
-    comm_by_op = np.broadcast_to(np.asarray(comm_slowdown, dtype=float), (tape.n_ops,)).tolist()
-    rows = durations_s.tolist()
-    one_rank = tape.n_ranks == 1
-    acts: list[list] = []
-    times = [0.0]
-    now = 0.0
-    serial = 0
-    delay = 0.0
-    stale = True  # rates and delay need recomputing
-    for entry in tape.entries:
-        if len(entry) == 4:
-            op, ranks, links, is_comm = entry
-            if is_comm:
-                work = max(rows[r][op] for r in ranks)
-                acts.append([serial, work, 1.0, True, ranks, links, compute_by_op[op], comm_by_op[op]])
-            else:
-                acts.append([serial, rows[ranks[0]][op], 1.0, False, ranks, links, 0.0, 0.0])
-            serial += 1
-            stale = True
-            continue
-        serials, same_time = entry
-        if stale:
-            if not acts:
-                return None
-            _rates(acts, one_rank)
-            delay = min(max(a[REMAINING], 0.0) / a[RATE] for a in acts)
-            stale = False
-        later = now + delay
-        if (later == now) != same_time:
-            return None
-        dt = later - now
-        now = later
-        if dt > 0.0:
-            for a in acts:
-                a[REMAINING] -= a[RATE] * dt
-        tolerance = done_tolerance_s(now)
-        still = []
-        finished = []
-        for a in acts:
-            (finished if a[REMAINING] <= tolerance * a[RATE] else still).append(a)
-        if len(finished) != len(serials) or any(a[SERIAL] != s for a, s in zip(finished, serials)):
-            return None
-        acts = still
-        times.append(now)
-        stale = True
-    at = np.array(times)
-    ready, start, end = at[tape.moments[0]], at[tape.moments[1]], at[tape.moments[2]]
-    return EngineResult(start, end, ready, tape.signature, tape.events, tape)
+    from laddersim.engine.order_tree import OrderTree
+
+    return OrderTree.of(tape).replay(durations_s, compute_slowdown, comm_slowdown)

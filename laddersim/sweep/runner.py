@@ -1,15 +1,20 @@
 """Run points on local cores (a process pool) or on a Dask distributed cluster.
 
 Both yield lists of finished rows as tasks complete (in completion order, which varies; the
-table is sorted afterwards). Points go out in small batches: one simulation takes ~10-50 ms, so a
+table is sorted afterwards). Points go out in small batches: one simulation takes a few ms, so a
 task per point would spend a noticeable share on scheduling, and a batch per worker would make
-progress and the resumable store coarse.
+progress and the resumable store coarse. Batches are grouped by program (model, schedule): a
+worker learns a program's event orders (``laddersim.engine.cached``) with a few engine runs and
+replays the rest, so locally each worker has a share of the programs of its own (a contiguous
+run of the grouped batches) and, once done, takes batches from the far end of the largest share
+left, instead of every worker learning every program.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
@@ -21,8 +26,18 @@ from laddersim.sweep.points import Point
 CONNECT_TIMEOUT_S = 20.0  # to reach the Dask scheduler before giving up
 
 
+def by_program(points: list[Point]) -> list[Point]:
+    """The points grouped by program (model and schedule: on one node, the TP changes the
+    durations, not the program), in grid order within a group."""
+    first: dict[tuple, int] = {}
+    for i, p in enumerate(points):
+        first.setdefault((p.model_ref, p.schedule), i)
+    return sorted(points, key=lambda p: first[(p.model_ref, p.schedule)])
+
+
 def batches(points: list[Point], workers: int) -> list[list[Point]]:
-    """At least ~16 batches per worker, and at most 8 points per batch."""
+    """At least ~16 batches per worker, and at most 8 points per batch, grouped by program."""
+    points = by_program(points)
     size = max(1, min(8, len(points) // max(1, 16 * workers)))
     return [points[i:i + size] for i in range(0, len(points), size)]
 
@@ -42,21 +57,39 @@ def run_local(points: list[Point], workers: int) -> Iterator[list[dict]]:
         for task in tasks:
             yield evaluate_points(task)
         return
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_worker_init, initargs=(os.getpid(),))
-    queue = iter(tasks)
-    pending: set = set()
+    workers = min(workers, len(tasks))
+    # One single-process pool per worker, so that a task goes to the worker chosen for it.
+    pools = [ProcessPoolExecutor(max_workers=1, initializer=_worker_init, initargs=(os.getpid(),))
+             for _ in range(workers)]
+    shares = [deque(tasks[len(tasks) * w // workers:len(tasks) * (w + 1) // workers]) for w in range(workers)]
+    pending: dict = {}
+
+    def submit(worker: int) -> None:
+        own = shares[worker]
+        if own:
+            task = own.popleft()
+        else:  # its share is done: the last task of the largest share left (the far end from its owner)
+            largest = max(shares, key=len)
+            if not largest:
+                return
+            task = largest.pop()
+        pending[pools[worker].submit(evaluate_points, task)] = worker
+
     try:
-        while True:
-            # A bounded queue: an interrupt then abandons little queued work.
-            while len(pending) < 4 * workers and (task := next(queue, None)) is not None:
-                pending.add(pool.submit(evaluate_points, task))
-            if not pending:
-                break
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+        for worker in range(workers):
+            for _ in range(2):  # one running, one queued: a worker never waits for the parent
+                submit(worker)
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
+                worker = pending.pop(future)
+                submit(worker)
                 yield future.result()
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        for pool in pools:
+            pool.shutdown(wait=False, cancel_futures=True)
+        for pool in pools:
+            pool.shutdown(wait=True)
 
 
 def run_dask(points: list[Point], address: str) -> Iterator[list[dict]]:
