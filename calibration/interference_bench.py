@@ -83,25 +83,39 @@ def _overlap_cuda(comm, gemms, group, comm_stream) -> tuple[float, float]:
     return events[2].elapsed_time(events[3]) * 1e-3, events[0].elapsed_time(events[1]) * 1e-3
 
 
-def _module_compute(ctx, point: dict):
-    """The model's own attention + MLP modules (ladder_bench's, this rank's shard) on m tokens of
-    decode: what a ladder step computes while the previous module's AllReduce is in flight."""
+_MODELS: dict = {}  # (model, tp, batch, dtype, rank) -> the built shard, shared by the points
+
+
+def decode_modules(ctx, model: str, tp: int, batch: int, dtype: str):
+    """The model's own attention + MLP modules (ladder_bench's, this rank's shard) on ``batch``
+    tokens of decode, one layer per call, cycling over the layers as a step does (so each finds
+    its weights where a step finds them): what a step computes between two AllReduces."""
     from calibration import ladder_bench as lb
     from laddersim.model_shape import load_model_shape
 
-    shape = load_model_shape(point["model"])
-    tp, batch, pos = point["group_size"], point["m"], 64
-    model = lb.build_model(shape, ctx.rank, tp, batch, 2 * pos, 0, ctx.device, DTYPES[point["dtype"]])
-    layer = model.layers[0]
-    x = torch.randn(batch, 1, shape.dim, dtype=DTYPES[point["dtype"]], device=ctx.device)
-    input_pos = torch.tensor([pos], device=ctx.device)
-    rope = (model.freqs_cis[input_pos], model.causal_mask[None, None, input_pos], input_pos)
+    key = (model, tp, batch, dtype, ctx.rank)
+    if key not in _MODELS:
+        shape, pos = load_model_shape(model), 64
+        _MODELS.clear()
+        _MODELS[key] = (lb.build_model(shape, ctx.rank, tp, batch, 2 * pos, 0, ctx.device, DTYPES[dtype]),
+                        torch.tensor([pos], device=ctx.device), shape.dim)
+    built, input_pos, dim = _MODELS[key]
+    x = torch.randn(batch, 1, dim, dtype=DTYPES[dtype], device=ctx.device)
+    rope = (built.freqs_cis[input_pos], built.causal_mask[None, None, input_pos], input_pos)
+    turn = [0]
 
     @torch.no_grad()
     def modules():
+        layer = built.layers[turn[0] % len(built.layers)]
+        turn[0] += 1
         layer.feed_forward(lb.mlp_norm(layer.attention(lb.attn_norm(x, layer.attention_norm), *rope),
                                        layer.ffn_norm))
     return modules
+
+
+def _module_compute(ctx, point: dict):
+    """What a ladder step computes while the previous module's AllReduce is in flight."""
+    return decode_modules(ctx, point["model"], point["group_size"], point["m"], point["dtype"])
 
 
 def _gemm_compute(ctx, point: dict):
