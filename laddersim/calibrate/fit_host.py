@@ -74,11 +74,10 @@ def host_overhead(fit) -> HostOverheadSpec | None:
                         + ("" if cls == "collective" else ", each after the step's weight bytes streamed, slowest rank")))
 
     entries, _ = host_ops(ops)
-    shares = overhead[overhead["op_class"] == "cpu_share"]
+    # The measured cpu_share (overhead.csv) is reported, not charged: every timing above is taken
+    # on all ranks at once at the run's load, in samples as long as the run's ops, so the other
+    # processes' share of the cores is already in them (dividing by it again counted it twice).
     share = {}
-    if not shares.empty and pd.notna(shares["cpu_share"].iloc[0]):
-        share = {"cpu_share": Sourced(value=float(shares["cpu_share"].iloc[0]), source=fit.cite(
-            "overhead", "cpu_share: median over sustained busy windows of the slowest rank's CPU time / wall time"))}
     sampling = eager[eager["op_class"] == "sampling"]
     if not sampling.empty:
         row = sampling.iloc[0]

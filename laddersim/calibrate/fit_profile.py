@@ -374,12 +374,12 @@ def _gpu(fit: _Fit) -> GpuSpec:
     # of percent at the model's decode shapes on a CPU, whose caches it cannot represent).
     model_gemm = gemm[gemm["origin"].fillna("generic") != "generic"] if "origin" in gemm else gemm.iloc[:0]
     fitted = model_gemm if len(model_gemm) >= MIN_GEMM_POINTS else gemm
-    which = "the model's " if fitted is model_gemm else ""
+    which = "the model's " if fitted is model_gemm else ""  # "fitted to the model's 10 GEMMs"
     if len(fitted) >= MIN_GEMM_POINTS:
         roof = fit_roofline(fitted["m"], fitted["n"], fitted["k"], fitted["time_us"].to_numpy(float) * 1e-6,
                             DTYPE_BYTES[dtype], peak.value * 1e12, bandwidth.value * 1e9)
         what = (f"roofline t = launch + (t_compute^p + t_memory^p)^(1/p) (laddersim.costs.gemm) fitted "
-                f"to {len(fitted)} {which}GEMMs ({dtype}, {fitted['mode'].iloc[0]}) against peak "
+                f"to {which}{len(fitted)} GEMMs ({dtype}, {fitted['mode'].iloc[0]}) against peak "
                 f"{peak.value:.4g} TFLOP/s, {bandwidth.value:.4g} GB/s; RMS log error "
                 f"{roof.rms_log_error:.3f}")
         fields.update(
