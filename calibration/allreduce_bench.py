@@ -2,7 +2,17 @@
 
 Per point: ``warmup`` untimed calls, then ``repeats`` timed calls, each after a barrier of the
 group; a call's time is the slowest rank's (a collective ends when its last rank does). In graph
-mode one sample is a replay of GRAPH_INNER captured all_reduces divided by GRAPH_INNER. Standalone:
+mode one sample is a replay of GRAPH_INNER captured all_reduces divided by GRAPH_INNER.
+
+Where the collectives progress on the cores that compute (gloo on CPU ranks) and ``--models``
+names the run's model, a timed call is what a standard decode step pays for its AllReduce: per
+repetition, every rank runs the model's own attention + MLP modules
+(``interference_bench.decode_modules``, at the first ``--batch``, cycling over the layers) and
+then the blocking AllReduce, and, back to back, the modules alone; the call's time is the
+difference of the slowest ranks' (``step_allreduce_s``); the point's value is their mean (``stat``
+= mean: a step pays the sum of its AllReduces). It holds what a call after a barrier does
+not see: the wait for the slower rank, gloo's threads and the caches as the module left them
+(on 2 shared cores such a call measured 2-3x a call after a barrier). Standalone:
 
     python calibration/allreduce_bench.py --backend gloo --world-size 2 --out runs/cpu
     torchrun --nproc-per-node 8 calibration/allreduce_bench.py --out runs/h100
@@ -17,11 +27,12 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from calibration.bench_timing import DTYPES, element_count, runner, summarize, timer  # noqa: E402
-from laddersim.calibrate.grid import human_bytes  # noqa: E402
+from calibration.bench_timing import DTYPES, element_count, runner, summarize, time_host_s, timer  # noqa: E402
+from laddersim.calibrate.grid import compute_dtype, human_bytes  # noqa: E402
 
 
 def measure(ctx, point: dict) -> dict | None:
@@ -31,6 +42,22 @@ def measure(ctx, point: dict) -> dict | None:
     dtype = DTYPES[point["dtype"]]
     buf = torch.zeros(element_count(point["size_bytes"], dtype), dtype=dtype, device=ctx.device)
     dist.all_reduce(buf, group=group)  # communicator set-up outside any timing or capture
+    if not ctx.is_cuda and ctx.opts.models and point["mode"] == "eager":
+        from calibration.interference_bench import decode_modules
+
+        modules = decode_modules(ctx, ctx.opts.models[0], point["group_size"], (ctx.opts.batch or (1,))[0],
+                                 compute_dtype(ctx.world))
+        reduce = lambda: dist.all_reduce(buf, group=group)  # noqa: E731
+        for module in modules:  # warm-up
+            module()
+            reduce()
+        samples = [step_allreduce_s(ctx, reduce, modules[rep % len(modules)], group, reps=1)[0]
+                   for rep in range(ctx.opts.repeat_count)]
+        if ctx.rank != 0:
+            return None
+        # A step pays the sum of its AllReduces, i.e. their mean: on shared cores gloo's thread
+        # wake-ups give a long tail (p90 ~3x the median measured here) that a median drops.
+        return {**summarize(samples), "stat": "mean", "time_us": float(np.mean(samples)) * 1e6}
     run, calls = runner(lambda: dist.all_reduce(buf, group=group), point["mode"])
     time_s = timer(ctx.is_cuda)
     for _ in range(ctx.opts.warmup_count):
@@ -42,6 +69,20 @@ def measure(ctx, point: dict) -> dict | None:
         ctx.sync()
         samples.append(ctx.max_over(time_s(run) / calls, group))
     return summarize(samples) if ctx.rank == 0 else None
+
+
+def step_allreduce_s(ctx, all_reduce, module, group, reps: int) -> list[float]:
+    """``reps`` times, the seconds a step pays for ``all_reduce`` after ``module``: the slowest
+    rank's module + AllReduce minus the slowest rank's module alone, timed back to back (a load
+    drifting over the run weighs on both); floored at 1% of the module. Every rank gets them."""
+    samples = []
+    for _ in range(reps):
+        dist.barrier(group=group)
+        with_s = ctx.max_over(time_host_s(lambda: (module(), all_reduce())), group)
+        dist.barrier(group=group)
+        alone_s = ctx.max_over(time_host_s(module), group)
+        samples.append(max(with_s - alone_s, 0.01 * alone_s))
+    return samples
 
 
 def describe(point: dict) -> str:

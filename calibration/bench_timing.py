@@ -8,7 +8,9 @@ for it (eager); ``capture`` records ``inner`` calls into a CUDA graph, the regim
 
 from __future__ import annotations
 
+import math
 import time
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -90,3 +92,61 @@ def element_count(size_bytes: int, dtype: torch.dtype) -> int:
     if elements < 1 or rest:
         raise ValueError(f"{size_bytes} B is not a whole number of {dtype} elements")
     return elements
+
+
+# ---- the run's cache state ------------------------------------------------------------------
+# A decode step reads each weight once, after the rest of the rank's weights went through the
+# caches: its GEMMs find their weights in memory, not in a cache, and its small ops find the
+# framework's code and data evicted. The benchmarks measure in that state (gemm_bench rotates
+# over weight copies; overhead_bench streams the working set before each chain), on every rank at
+# once, as the ranks of a run compute at once (ranks on one host share its memory bandwidth and,
+# on SMT cores, the cores' units).
+
+FALLBACK_CACHE_BYTES = 32 * 1024 * 1024
+
+
+def last_level_cache_bytes(device: torch.device) -> int:
+    """The device's last-level cache: the GPU's L2 (CUDA properties), or the largest CPU cache
+    in sysfs (Linux); FALLBACK_CACHE_BYTES where neither says."""
+    if device.type == "cuda":
+        return int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or FALLBACK_CACHE_BYTES)
+    sizes = []
+    for path in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = path.read_text().strip().upper()
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            sizes.append(int(digits) * {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}.get(text[-1:], 1))
+    return max(sizes, default=FALLBACK_CACHE_BYTES)
+
+
+def working_set_bytes(ctx, dtype: torch.dtype) -> int:
+    """The weight bytes a rank streams per decode step of the run's models
+    (``laddersim.calibrate.grid.step_weight_bytes``; twice the last-level cache without models), at
+    most 4 x the last-level cache: beyond that nothing is left in it anyway."""
+    from laddersim.calibrate.grid import step_weight_bytes
+
+    cache = last_level_cache_bytes(ctx.device)
+    step = step_weight_bytes(ctx.opts, torch.tensor([], dtype=dtype).element_size())
+    return min(step or 2 * cache, 4 * cache)
+
+
+def cold_copies(item_bytes: int, working_set: int, max_copies: int) -> int:
+    """Copies of an item to rotate over so each is evicted by the others before its next use:
+    ceil(working set / item), at least 1 and at most ``max_copies``."""
+    return int(min(max_copies, max(1, math.ceil(working_set / max(1, item_bytes)))))
+
+
+def run_group(ctx):
+    """The group of every rank (None with one rank): the benchmarks that run on all ranks at once."""
+    return ctx.groups.get(ctx.world.world_size) if ctx.world.world_size > 1 else None
+
+
+def slowest_summary(ctx, samples_s: list[float]) -> dict | None:
+    """``summarize`` of this rank's samples scaled to the slowest rank's median (rank 0; None on
+    the others): ranks that compute at once finish when the last does."""
+    median = float(np.median(samples_s))
+    group = run_group(ctx)
+    slowest = ctx.max_over(median, group) if group is not None else median
+    if ctx.rank != 0:
+        return None
+    return summarize([s * slowest / median for s in samples_s])

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -39,6 +40,7 @@ SMALL_MODEL = {  # 4 layers, width 512: runs in seconds on two CPU ranks
 SCHEDULES = ("standard", "parallel", "ladder", "upper_bound")
 ALLREDUCE_SIZES = "1KiB,2KiB,4KiB,8KiB,16KiB,32KiB,64KiB,256KiB,1MiB,4MiB"
 PER_BATCH = ("overhead", "allreduce", "interference")  # re-measured next to each batch's benchmark
+COMM = ("allreduce", "interference")  # the noisiest on shared cores: more repetitions
 
 
 def run(cmd: list[str]) -> None:
@@ -57,7 +59,9 @@ def main() -> int:
     parser.add_argument("--prompt-len", type=int, default=32)
     parser.add_argument("--gen-len", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3, help="ladder_bench timed runs per schedule")
-    parser.add_argument("--calibrate-repeats", type=int, default=10)
+    parser.add_argument("--calibrate-repeats", type=int, default=20)
+    parser.add_argument("--comm-repeats", type=int, default=30,
+                        help="calibrate repetitions of the AllReduce and interference points")
     parser.add_argument("--run-dir", default="runs/closed_loop")
     parser.add_argument("--out", default="reports/closed_loop")
     args = parser.parse_args()
@@ -78,8 +82,9 @@ def main() -> int:
     common = run_dir / "calibration"
     run([*calibrate, "--out", str(common), "--benchmarks", "ops,memory,gemm", "--batch", str(args.batch[0])])
     bench_csv = run_dir / "ladder_bench.csv"
-    profiles = {}
+    profiles, loads = {}, {}
     for batch in args.batch:
+        loads[batch] = os.getloadavg()[0]
         # Right before each batch's benchmark, into a copy: what the machine's load changes (per-op
         # costs, the CPU share, AllReduce, interference) and the batch's own GEMMs.
         calib = run_dir / f"calibration_b{batch}"
@@ -87,9 +92,11 @@ def main() -> int:
             shutil.copytree(common, calib)
             for name in PER_BATCH:
                 (calib / "measurements" / f"{name}.csv").unlink(missing_ok=True)
-        run([*calibrate, "--out", str(calib), "--benchmarks", ",".join(PER_BATCH + ("gemm",)),
-             "--batch", str(batch), "--prompt-len", str(args.prompt_len), "--sizes", ALLREDUCE_SIZES,
-             "--dtypes", "float32"])
+        at_batch = ["--out", str(calib), "--batch", str(batch), "--prompt-len", str(args.prompt_len)]
+        run([*calibrate, *at_batch, "--benchmarks", "overhead,gemm"])
+        run([*calibrate[:calibrate.index("--repeats") + 1], str(args.comm_repeats),
+             *calibrate[calibrate.index("--repeats") + 2:], *at_batch, "--benchmarks", ",".join(COMM),
+             "--sizes", ALLREDUCE_SIZES, "--dtypes", "float32"])
         cmd = [py, str(Path(__file__).with_name("ladder_bench.py")), "--backend", args.backend,
                "--world-size", ws, "--model", str(model), "--batch", str(batch),
                "--prompt-len", str(args.prompt_len), "--gen-len", str(args.gen_len),
@@ -108,7 +115,7 @@ def main() -> int:
     out = Path(args.out)
     run([py, "-m", "laddersim", "validate", str(measured_path), "--dtype", dtype, "--out", str(out / "calibrated")])
     command = f"python calibration/closed_loop.py {' '.join(sys.argv[1:])}".strip()
-    line = write_summary(out, measured_path, [Path(profiles[b]) for b in args.batch], command,
+    line = write_summary(out, measured_path, {Path(profiles[b]): loads[b] for b in args.batch}, command,
                          time.perf_counter() - started)
     print(line)
     return 0
@@ -123,10 +130,9 @@ def summary_line(validation: pd.DataFrame) -> str:
             f"speedup median |error| {speedup.median():.1f} pp (worst {speedup.max():.1f} pp)")
 
 
-def write_summary(out: Path, measured_path: Path, calibs: list[Path], command: str, wall_s: float) -> str:
-    """``out/index.md``: measured against predicted from the calibrated profile; returns the line."""
-    import os
-
+def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], command: str, wall_s: float) -> str:
+    """``out/index.md``: measured against predicted from the calibrated profile (``calibs``: each
+    calibration directory and the 1-minute load average when it started); returns the line."""
     from laddersim.hardware.profile import load_profile
     from laddersim.validation.core import error_summary
 
@@ -143,17 +149,20 @@ def write_summary(out: Path, measured_path: Path, calibs: list[Path], command: s
         return "\n".join(lines)
 
     mechanisms = []
-    for calib in calibs:
+    for calib, load_1min in calibs.items():
         profile = load_profile(calib)
         host, inter = profile.host_overhead, profile.interference
         curve = ", ".join(f"{p.size_bytes} B: +{p.compute_slowdown:.2f}, +{p.comm_slowdown:.2f}" for p in inter.by_size)
-        mechanisms.append(f"- `{calib}`: interference (compute, comm slowdown): "
+        mechanisms.append(f"- `{calib}` (load average {load_1min:.2f}): interference (compute, comm slowdown): "
                           f"{curve or f'+{inter.compute_slowdown.value:.2f}, +{inter.comm_slowdown.value:.2f}'}")
         if host is not None:
+            sampling = f"{host.sampling_us.value:.0f} us" if host.sampling_us is not None else "not measured"
             mechanisms[-1] += (f"; host overhead ({host.mode}, {host.timing}) {host.compute_op_us.value:.2f} us per "
                                f"compute op, {host.view_op_us.value:.2f} us per view, {host.collective_op_us.value:.1f} us "
-                               f"per collective issue; CPU share {host.cpu_share.value:.2f}; collectives progress on "
-                               f"{host.collective_progress}")
+                               f"per collective issue; sampling {sampling}; GEMM floor "
+                               f"{profile.gpu.kernel_launch_us.value:.1f} us, weight streaming "
+                               f"{profile.gpu.memory_bandwidth_gbps.value * profile.gpu.gemm_memory_efficiency.value:.1f}"
+                               f" GB/s; collectives progress on {host.collective_progress}")
     text = [
         "# Closed loop on this machine: calibrate, measure, predict",
         "",
@@ -181,13 +190,16 @@ def write_summary(out: Path, measured_path: Path, calibs: list[Path], command: s
         "",
         "## How to read this",
         "",
-        "Two CPU ranks on a shared machine: eager PyTorch pays a framework cost per op (hundreds of ops",
-        "per decode step, counted in a profiler trace of the real step), and gloo's worker threads progress",
-        "the AllReduces on the same cores as the compute, so overlap (ladder) buys less than on GPUs. The",
-        "calibration measures both (per-op costs; the model's own modules beside an async AllReduce), and",
-        "the load-dependent points (and the share of the cores a busy rank really gets, which short",
-        "samples' medians do not see) are measured next to each batch's benchmark, since other processes",
-        "on the machine change every timing from minute to minute. Read the CPU numbers as a check of the",
+        "Two CPU ranks on a shared machine. Calibration measures in the state a decode step runs in,",
+        "on every rank at once: a step reads each weight once, after the rest of the rank's weights went",
+        "through the caches, so the GEMMs at the model's shapes rotate over weight copies as large as the",
+        "step's weights (cold, sharing the memory bandwidth as the ranks do), the per-op framework cost",
+        "is timed after that working set streamed, the top-k sampling over the vocabulary is timed as one",
+        "call, and an AllReduce is what a step pays for it after the model's own module (module +",
+        "AllReduce minus the module: the wait for the slower rank and gloo's thread wake-ups included);",
+        "the overlap of the ladder is measured as the ladder runs it (one module beside an async",
+        "AllReduce). Other processes on the machine change every timing from minute to minute, so the",
+        "load-dependent points are measured next to each batch's benchmark. Read the CPU numbers as a check of the",
         f"pipeline and of these mechanisms, not of GPU accuracy. Measured rows: `{measured_path}`; details:",
         "`calibrated/index.md`.",
         "",

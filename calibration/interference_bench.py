@@ -7,10 +7,12 @@ repetition times back to back (so a load drifting over the run cancels out of it
 
 1. the compute alone, and the AllReduce alone (slowest rank's time);
 2. both together:
-   * with ``model`` (CPU): the model's own attention + MLP modules (ladder_bench's code, this
-     rank's shard, decode at m tokens) after an async AllReduce of their output size is issued,
-     as a ladder step runs; the AllReduce's end is taken by its completion callback, and the
-     module count is sized so it ends inside the compute;
+   * with ``model`` (CPU): one of the model's own modules (ladder_bench's code, this rank's
+     shard, decode at m tokens, the next of a step's modules each repetition) after an async
+     AllReduce of its output size is issued, as a ladder step runs; the AllReduce's end is taken
+     by its completion callback; "alone" for the AllReduce is what a standard step pays for it
+     (``allreduce_bench.step_allreduce_s``); the slowdowns are the engine's rates that reproduce
+     each repetition (``fluid_slowdowns``);
    * else a batch of GEMMs m x n x k while COMM_BATCH AllReduces run on a side CUDA stream (GPU)
      or in the main thread while a second thread runs the GEMMs (CPU: torch releases the GIL);
 3. ``compute_slowdown`` = median over repetitions of ``overlap / alone - 1`` of rank 0's
@@ -40,7 +42,6 @@ from calibration.bench_timing import DTYPES, element_count, time_host_s, timer  
 from laddersim.calibrate.grid import human_bytes  # noqa: E402
 
 COMM_BATCH = 4  # all_reduces per batch: long enough to overlap several GEMMs
-COMPUTE_OVER_COMM = 3.0  # module compute per async AllReduce, in AllReduce times alone
 
 
 def _overlap_cpu(comm, gemms, group) -> tuple[float, float]:
@@ -83,25 +84,51 @@ def _overlap_cuda(comm, gemms, group, comm_stream) -> tuple[float, float]:
     return events[2].elapsed_time(events[3]) * 1e-3, events[0].elapsed_time(events[1]) * 1e-3
 
 
-def _module_compute(ctx, point: dict):
-    """The model's own attention + MLP modules (ladder_bench's, this rank's shard) on m tokens of
-    decode: what a ladder step computes while the previous module's AllReduce is in flight."""
+_MODELS: dict = {}  # (model, tp, batch, dtype, rank) -> the built shard, shared by the points
+MODULE_LAYERS = 4  # layers built: what runs between two AllReduces is one module of one of them
+DECODE_POS = 64  # the position decoded (KV cache length)
+
+
+def _random_shard(lb, shape, tp: int, batch: int, device, dtype):
+    """(shard, input position, dim): a rank's shard of at most MODULE_LAYERS layers with random
+    weights (values do not change a module's time), without the embedding and LM head."""
+    shape = shape.model_copy(update={"n_layers": min(shape.n_layers, MODULE_LAYERS), "vocab_size": tp})
+    built = lb.Transformer(shape, tp, batch, 2 * DECODE_POS, device, dtype)
+    gen = torch.Generator(device=device).manual_seed(0)
+    for name, buf in built.named_buffers():
+        if name.endswith("norm"):
+            buf.fill_(1.0)
+        elif buf.is_floating_point() and "freqs_cis" not in name:
+            buf.normal_(0.0, buf.shape[-1] ** -0.5 if buf.dim() > 1 else 1.0, generator=gen)
+    return built, torch.tensor([DECODE_POS], device=device), shape.dim
+
+
+def decode_modules(ctx, model: str, tp: int, batch: int, dtype: str):
+    """The model's own modules (ladder_bench's, this rank's shard) on ``batch`` tokens of decode,
+    one callable each in a step's order (attention of layer 0, its MLP, attention of layer 1, ...):
+    what a step computes between two AllReduces. Callers cycle over them, so each module finds
+    its weights where a step finds them."""
     from calibration import ladder_bench as lb
     from laddersim.model_shape import load_model_shape
 
-    shape = load_model_shape(point["model"])
-    tp, batch, pos = point["group_size"], point["m"], 64
-    model = lb.build_model(shape, ctx.rank, tp, batch, 2 * pos, 0, ctx.device, DTYPES[point["dtype"]])
-    layer = model.layers[0]
-    x = torch.randn(batch, 1, shape.dim, dtype=DTYPES[point["dtype"]], device=ctx.device)
-    input_pos = torch.tensor([pos], device=ctx.device)
-    rope = (model.freqs_cis[input_pos], model.causal_mask[None, None, input_pos], input_pos)
+    key = (model, tp, batch, dtype, ctx.rank)
+    if key not in _MODELS:
+        _MODELS.clear()
+        _MODELS[key] = _random_shard(lb, load_model_shape(model), tp, batch, ctx.device, DTYPES[dtype])
+    built, input_pos, dim = _MODELS[key]
+    x = torch.randn(batch, 1, dim, dtype=DTYPES[dtype], device=ctx.device)
+    rope = (built.freqs_cis[input_pos], built.causal_mask[None, None, input_pos], input_pos)
 
-    @torch.no_grad()
-    def modules():
-        layer.feed_forward(lb.mlp_norm(layer.attention(lb.attn_norm(x, layer.attention_norm), *rope),
-                                       layer.ffn_norm))
-    return modules
+    def module(i: int):
+        layer = built.layers[i // 2]
+
+        @torch.no_grad()
+        def run():
+            if i % 2 == 0:
+                return layer.attention(lb.attn_norm(x, layer.attention_norm), *rope)
+            return layer.feed_forward(lb.mlp_norm(x, layer.ffn_norm))
+        return run
+    return [module(i) for i in range(2 * len(built.layers))]
 
 
 def _gemm_compute(ctx, point: dict):
@@ -160,34 +187,29 @@ def measure(ctx, point: dict) -> dict | None:
 
 
 def _measure_async_cpu(ctx, point: dict, group) -> dict | None:
-    compute_one = _module_compute(ctx, point)
+    """Per repetition, for the next module of a step (cycling): the module alone; the AllReduce
+    as a step pays it (``allreduce_bench.step_allreduce_s``: module + blocking AllReduce minus the
+    module); and the ladder's overlap, the AllReduce issued async just before the module and
+    waited on after it (its end taken by its completion callback). Slowest ranks' times."""
+    from calibration.allreduce_bench import step_allreduce_s
+
+    modules = decode_modules(ctx, point["model"], point["group_size"], point["m"], point["dtype"])
     dtype = DTYPES[point["dtype"]]
     buf = torch.zeros(element_count(point["size_bytes"], dtype), dtype=dtype, device=ctx.device)
-    for _ in range(ctx.opts.warmup_count):
-        compute_one()
+    for module in modules:  # warm-up
+        module()
         _comm_alone_cpu(buf, group)
-    # Enough modules that the AllReduce ends well inside the compute (a ladder step's situation;
-    # an AllReduce that outlives the compute leaves its rate to noisy wake-ups after it).
-    comm_s = statistics.median(_comm_alone_cpu(buf, group) for _ in range(5))
-    one_s = statistics.median(time_host_s(compute_one) for _ in range(5))
-    reps_modules = max(1, math.ceil(COMPUTE_OVER_COMM * comm_s / one_s))
-    # Every rank runs the same count (the slowest rank's), so the overlaps line up.
-    reps_modules = int(ctx.max_over(float(reps_modules), group))
-
-    def compute():
-        for _ in range(reps_modules):
-            compute_one()
-
     rows = []
-    for _ in range(ctx.opts.repeat_count):
+    for rep in range(ctx.opts.repeat_count):
+        module = modules[rep % len(modules)]
         dist.barrier(group=group)
-        alone_c = time_host_s(compute)
-        alone_a = ctx.max_over(_comm_alone_cpu(buf, group), group)
-        over_c, over_a = _overlap_async_cpu(buf, compute, group)
-        rows.append((alone_c, alone_a, over_c, ctx.max_over(over_a, group)))
+        alone_c = ctx.max_over(time_host_s(module), group)
+        alone_a = step_allreduce_s(ctx, lambda: dist.all_reduce(buf, group=group), module, group, reps=1)[0]
+        over_c, over_a = _overlap_async_cpu(buf, module, group)
+        rows.append((alone_c, alone_a, ctx.max_over(over_c, group), ctx.max_over(over_a, group)))
     if ctx.rank != 0:
         return None
-    return _values(rows, reps_modules, 1)
+    return _values(rows, 1, 1)
 
 
 # Below this share of its work done during the compute, an AllReduce counts as stalled at it

@@ -9,13 +9,21 @@ the trace's ops:
 * ``compute``: glue ops of a transformer step (casts, elementwise, reductions, a stack) on a
   ``[1, 1, 64]`` tensor, each allocating its output;
 * ``view``: view, transpose, select, slice, unsqueeze (metadata only);
+* ``sampling`` (with ``--models``): one call of the run's top-k sampling
+  (``calibration/ladder_bench.sample``) of ``[batch, vocab]`` logits at the first ``--batch`` and
+  the largest model vocabulary: a few ops, but each a kernel over the whole vocabulary (top-k,
+  softmax, random draws) that no per-op figure covers; the value is per call, and
+  ``ops_per_chain`` its framework ops;
 * ``collective``: the issue of an async AllReduce of one element (the call's return, the wait
   outside the timing): what the calling thread pays to hand a collective to the backend;
 * ``cpu_share`` (CPU ranks): every rank runs the compute chain back to back for a sustained
   window; the slowest rank's CPU time over its wall time is the share of the cores a busy rank
   gets while other processes compete for them.
 
-Modes: ``eager`` (CPU: the chain's wall time; CUDA: the host's launch time, ``perf_counter``
+Compute, view and sampling run in the run's cache state (``bench_timing``: before each sample
+every rank streams its decode step's weight bytes, so the framework's code and data are evicted
+as in a step whose small ops run between weight reads) on every rank at once, the value being the
+slowest rank's median. Modes: ``eager`` (CPU: the chain's wall time; CUDA: the host's launch time, ``perf_counter``
 around the chain without a sync, the GPU running behind); on CUDA also ``graph`` (the chain
 captured in a CUDA graph, the replay's device time per op: the kernel floor inside a graph) and
 ``compile`` (``torch.compile(mode="reduce-overhead")`` of the chain: per traced op, what is left
@@ -36,8 +44,11 @@ if _ROOT not in sys.path:
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from calibration.bench_timing import DTYPES, capture, summarize, time_cuda_s  # noqa: E402
+from calibration.bench_timing import (  # noqa: E402
+    DTYPES, capture, run_group, slowest_summary, summarize, time_cuda_s,
+    working_set_bytes)
 from calibration.op_trace import top_level_ops  # noqa: E402
+from laddersim.model_shape import load_model_shape  # noqa: E402
 
 CHAIN_OPS = 40  # ops per timed chain (a multiple of each chain's period)
 
@@ -83,21 +94,48 @@ def _collective_issue(ctx, reps: int) -> list[float]:
     return samples[ctx.opts.warmup_count:]
 
 
-def _time_chain(ctx, chain, mode: str, reps: int) -> list[float]:
-    """Seconds per chain."""
+def _time_chain(ctx, chain, mode: str, reps: int, before=lambda: None) -> list[float]:
+    """Seconds per chain; ``before()`` runs untimed before each (every rank at once)."""
+    group = run_group(ctx)
     if mode == "graph":
-        replay = capture(chain, inner=1).replay
-        return [time_cuda_s(replay) for _ in _warm(replay, reps, ctx)]
-    if mode == "compile":
-        compiled = torch.compile(chain, mode="reduce-overhead")
-        return [time_cuda_s(compiled) for _ in _warm(compiled, reps, ctx)]
+        chain = capture(chain, inner=1).replay
+    elif mode == "compile":
+        chain = torch.compile(chain, mode="reduce-overhead")
     samples = []
     for _ in _warm(chain, reps, ctx):
+        before()
+        ctx.sync()
+        if group is not None:
+            dist.barrier(group=group)
+        if mode in ("graph", "compile"):
+            samples.append(time_cuda_s(chain))
+            continue
         t0 = time.perf_counter()
         chain()  # CUDA: the host's launch time only (no sync); CPU: the ops themselves
         samples.append(time.perf_counter() - t0)
         ctx.sync()
     return samples
+
+
+def cache_evictor(ctx, dtype: torch.dtype):
+    """A callable that reads the rank's decode-step working set, as a step's weight reads evict
+    what ran before them."""
+    itemsize = torch.tensor([], dtype=dtype).element_size()
+    nbytes = working_set_bytes(ctx, dtype)
+    buf = torch.ones(max(1, nbytes // itemsize), dtype=dtype, device=ctx.device)
+    return lambda: buf.sum()
+
+
+def sampling_call(ctx, dtype: torch.dtype):
+    """The run's top-k sampling of ``[batch, vocab]`` logits (None without --models)."""
+    if not ctx.opts.models:
+        return None
+    from calibration.ladder_bench import sample
+
+    vocab = max(load_model_shape(name).vocab_size for name in ctx.opts.models)
+    batch = (ctx.opts.batch or (1,))[0]
+    logits = torch.randn(batch, 1, vocab, dtype=dtype, device=ctx.device)
+    return lambda: sample(logits, 0.8, 200)
 
 
 def _warm(fn, reps: int, ctx) -> range:
@@ -138,15 +176,18 @@ def measure(ctx, point: dict) -> dict | None:
     if point["op_class"] == "collective":  # every rank takes part in the AllReduces
         samples = _collective_issue(ctx, reps)
         return {**summarize(samples), "ops_per_chain": 1, "cpu_share": None} if ctx.rank == 0 else None
-    if ctx.rank != 0:
-        return None
     dtype = DTYPES[point["dtype"]]
     x = torch.randn(1, 1, 64, dtype=dtype, device=ctx.device)
     w = torch.randn(64, dtype=dtype, device=ctx.device)
-    chain = _compute_chain(x, w) if point["op_class"] == "compute" else _view_chain(x)
+    if point["op_class"] == "sampling":
+        chain, per = sampling_call(ctx, dtype), 1
+    else:
+        chain = _compute_chain(x, w) if point["op_class"] == "compute" else _view_chain(x)
+        per = None
     ops = top_level_ops(chain)
-    samples = _time_chain(ctx, chain, point["mode"], reps)
-    return {**summarize([s / ops for s in samples]), "ops_per_chain": ops, "cpu_share": None}
+    samples = _time_chain(ctx, chain, point["mode"], reps, cache_evictor(ctx, dtype))
+    values = slowest_summary(ctx, [s / (per or ops) for s in samples])
+    return None if values is None else {**values, "ops_per_chain": ops, "cpu_share": None}
 
 
 def describe(point: dict) -> str:

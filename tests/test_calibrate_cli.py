@@ -96,7 +96,14 @@ def test_fitted_profile_loads_with_sources_and_reproduces_the_measured_table(cal
     host = profile.host_overhead
     assert host.timing == "synchronous" and host.collective_progress == "host_cores"
     assert "measurements/overhead.csv" in host.compute_op_us.source and "measurements/ops.csv" in host.ops_source
-    assert 0 < host.cpu_share.value <= 1 and "measurements/overhead.csv" in host.cpu_share.source
+    # The other processes' share of the cores is in every timing (all ranks at once, at the run's
+    # load): measured and reported, not charged again.
+    assert host.cpu_share.value == 1.0 and "cpu_share" in {r["op_class"] for r in rows(out / "measurements" / "overhead.csv")}
+    # The run's top-k sampling over the model's vocabulary, one measured call and its ops.
+    assert host.sampling_us.value > 0 and "top-k sampling at batch 1" in host.sampling_us.source
+    assert host.sampling_ops >= 5
+    # The roofline is fitted to the model's own GEMMs (4 shapes beyond the quick grid's).
+    assert "fitted to the model's 4 GEMMs" in profile.gpu.gemm_memory_efficiency.source
     assert {e.kind for e in host.ops} >= {"attn_norm", "rope", "attention", "residual_add", "collective_launch"}
     assert profile.framework.step_overhead_us.value == 0 and "host_overhead" in profile.framework.step_overhead_us.source
     assert "only one node measured" in profile.network.allreduce.bus_bandwidth_gbps.source
@@ -247,8 +254,8 @@ def test_a_run_without_a_profile_says_to_fit_it(tmp_path, capsys):
      "error: tp, prompt-len: --tp, --prompt-len need --models (used only for the model GEMM shapes); "
      "allowed: with --models MODEL[,MODEL...], or drop them"),
     (["--batch", "4"], "error: batch: --batch needs --models"),
-    (["--models", "llama-3.1-8b", "--benchmarks", "allreduce"],
-     "error: models: --models needs the gemm benchmark, which this run does not measure (benchmarks: allreduce)"),
+    (["--models", "llama-3.1-8b", "--benchmarks", "memory"],
+     "error: models: --models needs the gemm benchmark, which this run does not measure (benchmarks: memory)"),
     (["--sizes", "1KiB", "--dtypes", "float32", "--benchmarks", "gemm,memory"],
      "error: sizes, dtypes: --sizes, --dtypes need the allreduce benchmark"),
 ])

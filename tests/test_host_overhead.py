@@ -51,6 +51,30 @@ def test_synchronous_host_time_adds_to_the_kernel_less_the_floor_already_charged
         assert host[kind][0] == plain[kind][0]
 
 
+def test_a_gemm_kind_keeps_its_measured_call_and_adds_its_other_ops(tiny_model, h100):
+    """A library GEMM's time is a measured call (its fitted floor holds that call's dispatch): the
+    kind adds the host time of its other traced ops, never less than nothing."""
+    full = _with_host(h100, "synchronous")
+    spec = full.host_overhead.model_copy(update={"ops": [*full.host_overhead.ops, HostOps(kind="qkv", compute=1, view=3),
+                                                         HostOps(kind="down", compute=1)]})
+    plain, host = _decode(tiny_model, h100), _decode(tiny_model, full.model_copy(update={"host_overhead": spec}))
+    assert host["qkv"][0] == pytest.approx(plain["qkv"][0] + 3 * 1.0e-6, rel=1e-12)
+    assert host["down"][0] == pytest.approx(plain["down"][0], rel=1e-12)
+
+
+def test_measured_sampling_replaces_the_modelled_kernels_and_its_own_ops(tiny_model, h100):
+    """With the sampling call measured (1800 us, 8 of the kind's 11 compute ops), the kind is that
+    call plus the host time of the kind's other ops: 3 compute + 3 view ops."""
+    full = _with_host(h100, "synchronous")
+    spec = full.host_overhead.model_copy(update={"sampling_us": _us(1800.0), "sampling_ops": 8.0})
+    host = _decode(tiny_model, full.model_copy(update={"host_overhead": spec}))
+    assert host["sampling"][0] == pytest.approx((1800.0 + 3 * 4.0 + 3 * 1.0) * 1e-6, rel=1e-12)
+    # More measured ops than the kind traced leave no negative host time.
+    spec = spec.model_copy(update={"sampling_ops": 30.0})
+    assert _decode(tiny_model, full.model_copy(update={"host_overhead": spec}))["sampling"][0] == \
+        pytest.approx(1800e-6, rel=1e-12)
+
+
 def test_a_rank_with_a_share_of_its_cores_computes_that_much_slower(tiny_model, h100):
     full = _with_host(h100, "synchronous")
     spec = full.host_overhead.model_copy(update={"cpu_share": _us(0.25), "collective_progress": "host_cores"})

@@ -70,14 +70,22 @@ def host_overhead(fit) -> HostOverheadSpec | None:
         row = eager[eager["op_class"] == cls].iloc[0]
         return Sourced(value=float(row["time_us"]), source=fit.cite(
             "overhead", f"{cls} ops, eager: median of {int(row['reps'])} chains of {int(row['ops_per_chain'])} "
-                        f"ops per op (p10 {row['p10_us']:.3g} us, p90 {row['p90_us']:.3g} us)"))
+                        f"ops per op (p10 {row['p10_us']:.3g} us, p90 {row['p90_us']:.3g} us)"
+                        + ("" if cls == "collective" else ", each after the step's weight bytes streamed, slowest rank")))
 
     entries, _ = host_ops(ops)
-    shares = overhead[overhead["op_class"] == "cpu_share"]
+    # The measured cpu_share (overhead.csv) is reported, not charged: every timing above is taken
+    # on all ranks at once at the run's load, in samples as long as the run's ops, so the other
+    # processes' share of the cores is already in them (dividing by it again counted it twice).
     share = {}
-    if not shares.empty and pd.notna(shares["cpu_share"].iloc[0]):
-        share = {"cpu_share": Sourced(value=float(shares["cpu_share"].iloc[0]), source=fit.cite(
-            "overhead", "cpu_share: median over sustained busy windows of the slowest rank's CPU time / wall time"))}
+    sampling = eager[eager["op_class"] == "sampling"]
+    if not sampling.empty:
+        row = sampling.iloc[0]
+        batch = (fit.manifest.get("options", {}).get("batch") or [1])[0]
+        share["sampling_us"] = Sourced(value=float(row["time_us"]), source=fit.cite(
+            "overhead", f"sampling: median of {int(row['reps'])} calls of the run's top-k sampling at batch {batch} "
+                        f"(p10 {row['p10_us']:.3g} us, p90 {row['p90_us']:.3g} us), slowest rank"))
+        share["sampling_ops"] = float(row["ops_per_chain"])
     schedules = ", ".join(sorted(set(ops["schedule"])))
     models = ", ".join(sorted(set(ops["model"])))
     host_cores = not fit.is_cuda

@@ -369,11 +369,17 @@ def _gpu(fit: _Fit) -> GpuSpec:
         attention_compute_efficiency=fit.copied(base.attention_compute_efficiency, " (not measured)"),
         usable_memory_fraction=fit.copied(base.usable_memory_fraction),
     )
-    if len(gemm) >= MIN_GEMM_POINTS:
-        roof = fit_roofline(gemm["m"], gemm["n"], gemm["k"], gemm["time_us"].to_numpy(float) * 1e-6,
+    # The model's own GEMMs, where calibrate measured enough of them, are what the simulated runs
+    # run: the roofline is fitted to those (a roofline fitted to a generic grid too is off by tens
+    # of percent at the model's decode shapes on a CPU, whose caches it cannot represent).
+    model_gemm = gemm[gemm["origin"].fillna("generic") != "generic"] if "origin" in gemm else gemm.iloc[:0]
+    fitted = model_gemm if len(model_gemm) >= MIN_GEMM_POINTS else gemm
+    which = "the model's " if fitted is model_gemm else ""  # "fitted to the model's 10 GEMMs"
+    if len(fitted) >= MIN_GEMM_POINTS:
+        roof = fit_roofline(fitted["m"], fitted["n"], fitted["k"], fitted["time_us"].to_numpy(float) * 1e-6,
                             DTYPE_BYTES[dtype], peak.value * 1e12, bandwidth.value * 1e9)
         what = (f"roofline t = launch + (t_compute^p + t_memory^p)^(1/p) (laddersim.costs.gemm) fitted "
-                f"to {len(gemm)} GEMMs ({dtype}, {gemm['mode'].iloc[0]}) against peak "
+                f"to {which}{len(fitted)} GEMMs ({dtype}, {fitted['mode'].iloc[0]}) against peak "
                 f"{peak.value:.4g} TFLOP/s, {bandwidth.value:.4g} GB/s; RMS log error "
                 f"{roof.rms_log_error:.3f}")
         fields.update(

@@ -138,6 +138,23 @@ def model_gemm_shapes(opts: RunOptions) -> list[tuple[int, int, int, str]]:
     return out
 
 
+def step_weight_bytes(opts: RunOptions, dtype_bytes: int) -> int:
+    """The weight bytes one rank reads per decode step (every layer's QKV, O, gate/up and down
+    shards and the LM head's) of the largest of ``opts.models`` over its TP degrees; 0 without
+    models. What a decode step streams between two uses of a weight (calibration/gemm_bench.py)."""
+    best = 0
+    for name in opts.models:
+        shape = load_model_shape(name)
+        for tp in opts.tp or (1, 2, 4, 8):
+            if tp > 1 and (shape.n_heads % tp or shape.intermediate_size % tp):
+                continue
+            d, hd = shape.dim, shape.head_dim
+            h_r, kv_r = shape.heads_per_rank(tp), shape.kv_heads_per_rank(tp)
+            layer = ((h_r + 2 * kv_r) * hd * d + d * h_r * hd + 3 * shape.intermediate_per_rank(tp) * d)
+            best = max(best, (shape.n_layers * layer + shape.vocab_per_rank(tp) * d) * dtype_bytes)
+    return best
+
+
 def gemm_points(world: World, opts: RunOptions) -> list[dict]:
     shapes = [(m, n, k, "generic") for m, n, k in _generic_gemm_shapes(world, opts)]
     shapes += model_gemm_shapes(opts)
@@ -208,6 +225,8 @@ def overhead_points(world: World, opts: RunOptions) -> list[dict]:
     run_modes = ("eager", "graph", "compile") if world.device == "cuda" and opts.graph else ("eager",)
     points = [{"dtype": compute_dtype(world), "mode": mode, "op_class": op_class}
               for mode in run_modes for op_class in OP_CLASSES if not (op_class == "collective" and mode != "eager")]
+    if opts.models:  # the run's top-k sampling over the vocabulary, eager
+        points.append({"dtype": compute_dtype(world), "mode": "eager", "op_class": "sampling"})
     if world.device == "cpu":
         points.append({"dtype": compute_dtype(world), "mode": "eager", "op_class": "cpu_share"})
     return points

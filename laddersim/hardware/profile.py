@@ -407,6 +407,11 @@ class HostOverheadSpec(BaseModel):
     # Synchronous hosts: the share of its cores a busy rank really gets (other processes take the
     # rest); the rank's compute-stream ops run at this speed (laddersim.costs.host_overhead).
     cpu_share: Positive = Sourced(value=1.0, source="default: the ranks have their cores to themselves")
+    # The step's top-k sampling measured as one call at the calibrated batch (None: the sampling
+    # kind is its modelled kernels plus its ops' per-op cost); ``sampling_ops``: the framework ops
+    # that call ran, which the sampling kind's traced ops include.
+    sampling_us: NonNegative | None = None
+    sampling_ops: float = Field(default=0.0, ge=0)
 
     @model_validator(mode="after")
     def _one_entry_per_kind(self) -> "HostOverheadSpec":
