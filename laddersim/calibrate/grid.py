@@ -148,10 +148,8 @@ def step_weight_bytes(opts: RunOptions, dtype_bytes: int) -> int:
         for tp in opts.tp or (1, 2, 4, 8):
             if tp > 1 and (shape.n_heads % tp or shape.intermediate_size % tp):
                 continue
-            d, hd = shape.dim, shape.head_dim
-            h_r, kv_r = shape.heads_per_rank(tp), shape.kv_heads_per_rank(tp)
-            layer = ((h_r + 2 * kv_r) * hd * d + d * h_r * hd + 3 * shape.intermediate_per_rank(tp) * d)
-            best = max(best, (shape.n_layers * layer + shape.vocab_per_rank(tp) * d) * dtype_bytes)
+            layer = shape.layer_params_per_rank(tp) - 2 * shape.dim  # its linear shards (norms aside)
+            best = max(best, (shape.n_layers * layer + shape.vocab_per_rank(tp) * shape.dim) * dtype_bytes)
     return best
 
 

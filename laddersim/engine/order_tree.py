@@ -21,11 +21,9 @@ share one: the ops of a kind share their slowdowns) the tree keeps which sets ha
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from laddersim.engine.fluid import EPS_S
+from laddersim.engine.fluid import done_tolerance_s
 from laddersim.engine.replay import RATE, Tape, _rates
 from laddersim.engine.simulator import EngineResult
 
@@ -152,7 +150,7 @@ class OrderTree:
         rows = durations_s.tolist()
         row = rows[0] if self.n_ranks == 1 else None
         rates_by_class: list = [None] * len(representative)
-        ulp = math.ulp
+        tolerance_of = done_tolerance_s  # the engine's own rule (fluid), bound locally
         remaining: list[float] = []  # of the running activities, in start order (node.serials)
         times = [0.0]
         now = 0.0
@@ -185,7 +183,7 @@ class OrderTree:
                 if dt > 0.0:
                     r = r - q * dt
                 now = later
-                if r <= (EPS_S + 8.0 * ulp(now)) * q:
+                if r <= tolerance_of(now) * q:
                     finished, remaining = serials, []
                 else:
                     finished, remaining = (), [r]
@@ -198,7 +196,7 @@ class OrderTree:
                 if dt > 0.0:
                     r0, r1 = r0 - q0 * dt, r1 - q1 * dt
                 now = later
-                tolerance = EPS_S + 8.0 * ulp(now)
+                tolerance = tolerance_of(now)
                 f0, f1 = r0 <= tolerance * q0, r1 <= tolerance * q1
                 if f0:
                     finished, remaining = (serials if f1 else serials[:1]), ([] if f1 else [r1])
@@ -212,7 +210,7 @@ class OrderTree:
                 if dt > 0.0:
                     remaining = [r - q * dt for r, q in zip(remaining, rates)]
                 now = later
-                tolerance = EPS_S + 8.0 * ulp(now)
+                tolerance = tolerance_of(now)
                 done = [r <= tolerance * q for r, q in zip(remaining, rates)]
                 finished = tuple([s for s, d in zip(serials, done) if d])
                 remaining = [r for r, d in zip(remaining, done) if not d]
