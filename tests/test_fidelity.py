@@ -11,7 +11,7 @@ import pytest
 from laddersim.cli import main
 from laddersim.cli.args import FRAMEWORKS
 from laddersim.costs.gemm_tables import HYBRID, SILICON, SOL, library_gemm_time_s, model_gemm_table
-from laddersim.costs.op_costs import Phase, op_time_sources, op_times_s, splits_k
+from laddersim.costs.op_costs import SPLIT_K_WAVES, Phase, op_time_sources, op_times_s, splits_k
 from laddersim.errors import UserInputError
 from laddersim.framework import framework_names, load_framework
 from laddersim.hardware.profile import load_profile, read_gemm_table_csv
@@ -89,13 +89,35 @@ def test_batch_1_and_batch_2_steps_differ_by_the_kernel_path_alone(h100):
     vllm = Workload(batch=2, prompt_len=64, gen_len=4, dtype="float16", framework="vllm")
     at_2 = op_times_s(model, h100, vllm, tp, Phase("decode", 2, 1), np.array([64.0]))
     assert at_2["qkv"][0] == pytest.approx(library_gemm_time_s(h100, 2, 768, 4096, 2, h100.gpu.peak_flops_per_s)[0])
-    # A GEMM with enough output tiles to fill the SMs twice over is not split; one a tile short is.
+    # A GEMM with enough output tiles to fill the SMs four times over is not split; one a tile short is.
     tile_n = int(h100.gpu.gemm_tile_n.value)
-    assert not splits_k(h100.gpu, 64, 2 * 132 * tile_n)
-    assert splits_k(h100.gpu, 64, (2 * 132 - 1) * tile_n)
-    # gate/up of Llama-3.1-8B at TP 2 (112 tiles) and the same projection fused with QKV (136
-    # tiles) take one kernel path.
-    assert splits_k(h100.gpu, 4, 14336) == splits_k(h100.gpu, 4, 14336 + 3072)
+    assert not splits_k(h100.gpu, 64, SPLIT_K_WAVES * 132 * tile_n)
+    assert splits_k(h100.gpu, 64, (SPLIT_K_WAVES * 132 - 1) * tile_n)
+    # gate/up of Llama-3.1-8B (224 tiles at TP 1, 112 at TP 2) and the same projection stacked
+    # with QKV (272, 136) take one kernel path.
+    for tp in (1, 2):
+        assert splits_k(h100.gpu, 4, 28672 // tp) == splits_k(h100.gpu, 4, (28672 + 6144) // tp)
+
+
+def test_stacked_linear_costs_its_parts_less_the_saved_kernel_floors(h100):
+    """parallel's QKV + gate/up: one GEMM over the stacked weights streams the bytes and does the
+    FLOPs of its two parts, so it costs the parts' measured times less one kernel floor; the
+    split-K reduce (when the stacked shape splits) sums the stacked output."""
+    model = ModelShape(name="llama-3.1-8b-like", n_layers=32, dim=4096, n_heads=32, n_kv_heads=8,
+                       intermediate_size=14336, vocab_size=128256)
+    peak = h100.gpu.peak_flops_per_s
+    for framework, batch, tp in (("vllm", 16, 2), ("gpt-fast", 1, 4), ("gpt-fast", 64, 1)):
+        work = Workload(batch=batch, prompt_len=64, gen_len=4, dtype="float16", framework=framework)
+        times = op_times_s(model, h100, work, tp, Phase("decode", batch, 1), np.array([64.0]))
+        qkv_n, gate_up_n = 6144 // tp, 28672 // tp
+        parts = sum(library_gemm_time_s(h100, batch, n, 4096, 2, peak)[0] for n in (qkv_n, gate_up_n))
+        reduce = 0.0
+        if framework == "gpt-fast" and splits_k(h100.gpu, batch, qkv_n + gate_up_n):
+            reduce = h100.gpu.kernel_launch_s + 2 * batch * (qkv_n + gate_up_n) * 4 / (
+                h100.gpu.memory_bandwidth_bytes_per_s * h100.gpu.elementwise_memory_efficiency.value)
+        expected = parts - h100.gpu.kernel_launch_s + reduce
+        assert times["qkv_gate_up"][0] == pytest.approx(expected, rel=1e-9), (framework, batch, tp)
+        assert times["qkv_gate_up"][0] < times["qkv"][0] + times["gate_up"][0]
 
 
 @pytest.mark.parametrize("framework", ["gpt-fast", "vllm"])

@@ -14,7 +14,7 @@ import numpy as np
 
 from laddersim.costs.framework_collectives import framework_allreduce_time_s
 from laddersim.costs.gemm import gemm_time_s, memory_bound_time_s
-from laddersim.costs.gemm_tables import SOL, library_gemm_time_s
+from laddersim.costs.gemm_tables import HYBRID, SOL, library_gemm_time_s
 from laddersim.framework import load_framework
 from laddersim.costs.host_overhead import with_host_overhead
 from laddersim.hardware.profile import HardwareProfile
@@ -58,18 +58,20 @@ def op_times_s(
     return with_host_overhead(hw, out)  # the framework's per-op dispatch (None in compiled profiles)
 
 
-SPLIT_K_WAVES = 2  # fewer output tiles than this many full waves of the SMs: K is split
+SPLIT_K_WAVES = 4  # fewer output tiles than this many full waves of the SMs: K is split
 
 
 def splits_k(gpu, m: int, n: int) -> bool:
     """Does the library split K for an m x n output? When its output tiles (``gemm_tile_m`` x
-    ``gemm_tile_n``) cannot fill the SMs twice over, one tile per SM leaves SMs idle for the whole
-    kernel (fewer tiles than SMs) or for its whole last wave (fewer than two waves), so cuBLAS's
-    heuristics split the reduction dimension over more CTAs and add a kernel that sums the fp32
-    partials (decode-shaped GEMMs: M <= 64). A rule at one wave would put two shapes a few tiles
-    apart on two kernel paths (Llama-3.1-8B's gate/up at TP 2, 112 tiles, and the same projection
-    fused with QKV, 136), which the development tables do not show; the rule is cuBLAS's heuristic
-    approximated, to be settled by a profiler trace on a GPU."""
+    ``gemm_tile_n``) fill the SMs only a few waves deep, the last wave leaves SMs idle for a large
+    share of the kernel, so cuBLAS's heuristics split the reduction dimension over more CTAs and
+    add a kernel that sums the fp32 partials (decode-shaped GEMMs: M <= 64). The threshold sits
+    at four waves so that a linear and the same weights stacked with a neighbour's (parallel's
+    QKV + gate/up: Llama-3.1-8B's gate/up at TP 1 is 224 tiles, stacked with QKV 272) take one
+    kernel path, as the 8B table's TP 1 rows (no communication) show: parallel gains 9 us a layer
+    over desync_half at batch 64, where a rule at two waves (only the stacked GEMM unsplit)
+    predicts 25. The rule is cuBLAS's heuristic approximated, to be settled by a profiler trace on
+    a GPU."""
     if gpu.sm_count is None:
         return False
     tiles = np.ceil(m / gpu.gemm_tile_m.value) * np.ceil(n / gpu.gemm_tile_n.value)
@@ -117,8 +119,18 @@ def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
 
     peak = gpu.peak_flops_per_s_for(work.dtype)
 
-    def linear(kind: str, m: int, n: int, k: int) -> float:
-        seconds, sources[kind] = library_gemm_time_s(hw, m, n, k, b, peak)
+    def linear(kind: str, m: int, n: int, k: int, parts: tuple[int, ...] = ()) -> float:
+        """One linear layer. ``parts``: the widths of the weights stacked along N into this one
+        (parallel's fused QKV and gate/up). The stacked GEMM streams the same weight bytes and does
+        the same FLOPs as its parts, so each part's share costs what the library runs at that
+        part's own shape; stacking saves the kernel floors of all parts but one."""
+        if parts:
+            priced = [library_gemm_time_s(hw, m, part, k, b, peak) for part in parts]
+            seconds = sum(s for s, _ in priced) - (len(parts) - 1) * gpu.kernel_launch_s
+            labels = {label for _, label in priced}
+            sources[kind] = labels.pop() if len(labels) == 1 else HYBRID
+        else:
+            seconds, sources[kind] = library_gemm_time_s(hw, m, n, k, b, peak)
         if launch is not None:  # a fitted single-token floor replaces the GPU's kernel floor
             seconds += launch - gpu.kernel_launch_s
         if fw.splitk_reduce_kernel.value and splits_k(gpu, m, n):
@@ -144,7 +156,7 @@ def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
         "rope": streamed(t * (2 * (h_r + kv_r) + 2 * kv_r) * hd * b, "rope"),
         "o_proj": linear("o_proj", t, d, h_r * hd),
         "gate_up": linear("gate_up", t, 2 * i_r, d),
-        "qkv_gate_up": linear("qkv_gate_up", t, qkv_n + 2 * i_r, d),
+        "qkv_gate_up": linear("qkv_gate_up", t, qkv_n + 2 * i_r, d, parts=(qkv_n, 2 * i_r)),
         "act": streamed(3 * t * i_r * b, "act"),  # SiLU(gate) * up
         "down": linear("down", t, d, i_r),
         "residual_add": elementwise_add,
