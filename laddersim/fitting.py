@@ -76,6 +76,7 @@ LOSS_SCALE = 0.03  # a row off by ~3% is where the robust loss turns from quadra
 CONSTANT_PRIOR_SIGMA = 1.0
 PRIOR_SIGMA = 0.1  # microbenchmarked scales: one sigma = 10%
 WEAK_PRIOR_SIGMA = 0.5  # scales of a collective model built from mechanisms, not a measured table
+FAR_FROM_PRIOR_SIGMAS = 2.0  # a fitted value this many prior sigmas from its base is reported
 
 
 @dataclass(frozen=True)
@@ -332,7 +333,7 @@ def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup
 
 def _pinning_warnings(params: list[_Param], x: np.ndarray, rows: int) -> list[str]:
     """What says the rows could not pin the parameters: fewer rows than parameters, a parameter
-    that ended at one of its bounds."""
+    that ended at one of its bounds, a microbenchmarked value pulled far from where it was."""
     out = []
     if rows < len(params):
         out.append(f"{rows} fitted rows for {len(params)} parameters: the rows cannot pin them "
@@ -342,6 +343,12 @@ def _pinning_warnings(params: list[_Param], x: np.ndarray, rows: int) -> list[st
     if at_bound:
         out.append(f"at a bound: {', '.join(at_bound)} (the rows push it past what the model allows: "
                    "a missing mechanism, not a result)")
+    far = [f"{q.name}{f'[p2p={q.p2p}]' if q.p2p else ''} {v:.4g} (base {q.start:.4g})" for q, v in zip(params, x)
+           if q.prior_sigma and q.start > 0 and abs(np.log(v / q.start)) > FAR_FROM_PRIOR_SIGMAS * q.prior_sigma]
+    if far:
+        out.append(f"far from its microbenchmark value (over {FAR_FROM_PRIOR_SIGMAS:g} sigma of its prior): "
+                   f"{', '.join(far)}: the rows pay for a cost the model lacks, so read the other schedules' "
+                   "predictions with care")
     return out
 
 
