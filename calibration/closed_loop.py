@@ -58,7 +58,7 @@ def main() -> int:
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--prompt-len", type=int, default=32)
     parser.add_argument("--gen-len", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=3, help="ladder_bench timed runs per schedule")
+    parser.add_argument("--repeats", type=int, default=5, help="ladder_bench timed runs per schedule")
     parser.add_argument("--calibrate-repeats", type=int, default=20)
     parser.add_argument("--comm-repeats", type=int, default=30,
                         help="calibrate repetitions of the AllReduce and interference points")
@@ -66,7 +66,7 @@ def main() -> int:
     parser.add_argument("--out", default="reports/closed_loop")
     args = parser.parse_args()
 
-    started = time.perf_counter()
+    started, load_start = time.perf_counter(), os.getloadavg()
     run_dir = Path(args.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     model = Path(args.model) if args.model else run_dir / "model" / "config.json"
@@ -116,7 +116,7 @@ def main() -> int:
     run([py, "-m", "laddersim", "validate", str(measured_path), "--dtype", dtype, "--out", str(out / "calibrated")])
     command = f"python calibration/closed_loop.py {' '.join(sys.argv[1:])}".strip()
     line = write_summary(out, measured_path, {Path(profiles[b]): loads[b] for b in args.batch}, command,
-                         time.perf_counter() - started)
+                         time.perf_counter() - started, load_start)
     print(line)
     return 0
 
@@ -130,9 +130,11 @@ def summary_line(validation: pd.DataFrame) -> str:
             f"speedup median |error| {speedup.median():.1f} pp (worst {speedup.max():.1f} pp)")
 
 
-def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], command: str, wall_s: float) -> str:
+def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], command: str, wall_s: float,
+                  load_start: tuple[float, ...] = ()) -> str:
     """``out/index.md``: measured against predicted from the calibrated profile (``calibs``: each
-    calibration directory and the 1-minute load average when it started); returns the line."""
+    calibration directory and the 1-minute load average when it started; ``load_start``: the load
+    averages when the loop started); returns the line."""
     from laddersim.hardware.profile import load_profile
     from laddersim.validation.core import error_summary
 
@@ -141,6 +143,9 @@ def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], com
     table = calibrated[["batch", "schedule", "tokens_per_s", "predicted_tokens_per_s", "rel_error",
                         "measured_speedup", "predicted_speedup", "speedup_error_pp"]]
     load = " ".join(f"{v:.2f}" for v in os.getloadavg())
+    before = " ".join(f"{v:.2f}" for v in load_start)
+    loads = f"load average (1, 5, 15 min) at the start {before}, at the end {load}" if before else \
+        f"load average at the end {load}"
 
     def md(frame: pd.DataFrame) -> str:
         lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
@@ -170,7 +175,8 @@ def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], com
         "microbenchmark-calibrated profiles alone (no fitting to the benchmark rows): each batch's rows",
         "from the profile calibrated just before them.",
         "",
-        f"Reproduce: `{command}` ({wall_s / 60:.1f} min here; load average at the end {load}).",
+        f"Reproduce: `{command}` ({wall_s / 60:.1f} min here; {loads}; this loop's own two ranks",
+        "add about 2).",
         "",
         "    " + line,
         "",
@@ -190,15 +196,18 @@ def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], com
         "",
         "## How to read this",
         "",
-        "Two CPU ranks on a shared machine. Calibration measures in the state a decode step runs in,",
+        "Two CPU ranks on a shared machine, each pinned to a core of its own (calibrate and benchmark",
+        "alike, `laddersim/calibrate/cores.py`). Calibration measures in the state a decode step runs in,",
         "on every rank at once: a step reads each weight once, after the rest of the rank's weights went",
         "through the caches, so the GEMMs at the model's shapes rotate over weight copies as large as the",
         "step's weights (cold, sharing the memory bandwidth as the ranks do), the per-op framework cost",
         "is timed after that working set streamed, the top-k sampling over the vocabulary is timed as one",
-        "call, and an AllReduce is what a step pays for it after the model's own module (module +",
-        "AllReduce minus the module: the wait for the slower rank and gloo's thread wake-ups included);",
-        "the overlap of the ladder is measured as the ladder runs it (one module beside an async",
-        "AllReduce). Other processes on the machine change every timing from minute to minute, so the",
+        "call, and an AllReduce is what a standard step pays for it (the model's own modules in a row,",
+        "each followed by the AllReduce, minus the modules alone, over their number; a mean: the wait",
+        "for the slower rank and gloo's thread wake-ups, a long tail, included; its issue on the calling",
+        "thread is charged once, by the step's collective launch); the overlap of the ladder is measured",
+        "as the ladder runs it (one module beside an async AllReduce; the engine's rates solved from",
+        "the mean timings). Other processes on the machine change every timing from minute to minute, so the",
         "load-dependent points are measured next to each batch's benchmark. Read the CPU numbers as a check of the",
         f"pipeline and of these mechanisms, not of GPU accuracy. Measured rows: `{measured_path}`; details:",
         "`calibrated/index.md`.",

@@ -11,8 +11,8 @@ repetition times back to back (so a load drifting over the run cancels out of it
      shard, decode at m tokens, the next of a step's modules each repetition) after an async
      AllReduce of its output size is issued, as a ladder step runs; the AllReduce's end is taken
      by its completion callback; "alone" for the AllReduce is what a standard step pays for it
-     (``allreduce_bench.step_allreduce_s``); the slowdowns are the engine's rates that reproduce
-     each repetition (``fluid_slowdowns``);
+     (``allreduce_bench.chain_allreduce_s``); the slowdowns are the engine's rates that reproduce
+     the repetitions' mean timings (``fluid_slowdowns``);
    * else a batch of GEMMs m x n x k while COMM_BATCH AllReduces run on a side CUDA stream (GPU)
      or in the main thread while a second thread runs the GEMMs (CPU: torch releases the GIL);
 3. ``compute_slowdown`` = median over repetitions of ``overlap / alone - 1`` of rank 0's
@@ -187,11 +187,15 @@ def measure(ctx, point: dict) -> dict | None:
 
 
 def _measure_async_cpu(ctx, point: dict, group) -> dict | None:
-    """Per repetition, for the next module of a step (cycling): the module alone; the AllReduce
-    as a step pays it (``allreduce_bench.step_allreduce_s``: module + blocking AllReduce minus the
-    module); and the ladder's overlap, the AllReduce issued async just before the module and
-    waited on after it (its end taken by its completion callback). Slowest ranks' times."""
-    from calibration.allreduce_bench import step_allreduce_s
+    """Per repetition, for the next module of a step (cycling), back to back: the module alone,
+    and the ladder's overlap, the AllReduce issued async just before the module and waited on
+    after it (its end taken by its completion callback); then, as often, the AllReduce as a step
+    pays it (``allreduce_bench.chain_allreduce_s``, the ``allreduce`` table's own measure, so the
+    engine's rates apply to the durations it simulates). Slowest ranks' times. The slowdowns are
+    the engine's rates solved from the four timings' means (a step pays the sum of its modules and
+    AllReduces, tails included; a solve per repetition of heavy-tailed timings is mostly noise);
+    the spread columns are the per-repetition solves against the mean AllReduce."""
+    from calibration.allreduce_bench import FLOOR_US, chain_allreduce_s
 
     modules = decode_modules(ctx, point["model"], point["group_size"], point["m"], point["dtype"])
     dtype = DTYPES[point["dtype"]]
@@ -199,17 +203,38 @@ def _measure_async_cpu(ctx, point: dict, group) -> dict | None:
     for module in modules:  # warm-up
         module()
         _comm_alone_cpu(buf, group)
-    rows = []
+    rows, alone_a = [], []
     for rep in range(ctx.opts.repeat_count):
         module = modules[rep % len(modules)]
         dist.barrier(group=group)
         alone_c = ctx.max_over(time_host_s(module), group)
-        alone_a = step_allreduce_s(ctx, lambda: dist.all_reduce(buf, group=group), module, group, reps=1)[0]
         over_c, over_a = _overlap_async_cpu(buf, module, group)
-        rows.append((alone_c, alone_a, ctx.max_over(over_c, group), ctx.max_over(over_a, group)))
+        rows.append((alone_c, ctx.max_over(over_c, group), ctx.max_over(over_a, group)))
+        alone_a.append(chain_allreduce_s(ctx, lambda: dist.all_reduce(buf, group=group), modules, group))
     if ctx.rank != 0:
         return None
-    return _values(rows, 1, 1)
+    comm_s = max(float(np.mean(alone_a)), FLOOR_US * 1e-6)
+    return _mean_solve(rows, comm_s)
+
+
+def _mean_solve(rows: list[tuple[float, float, float]], comm_s: float) -> dict:
+    """The interference row from (compute alone, compute overlapped, AllReduce end) per repetition
+    and the mean AllReduce ``comm_s``: the rates solved from the means (``fluid_slowdowns``), the
+    per-repetition solves' p10 and p90."""
+    alone_c, over_c, over_a = (float(np.mean(col)) for col in zip(*rows))
+    compute, comm = fluid_slowdowns(alone_c, comm_s, over_c, over_a)
+    pairs = np.array([fluid_slowdowns(c, comm_s, oc, oa) for c, oc, oa in rows])
+    compute_r = pairs[np.isfinite(pairs[:, 0]), 0]
+    if not math.isfinite(compute):  # the compute outlived the AllReduce by more than it took alone
+        compute = float(np.median(compute_r)) if len(compute_r) else 0.0
+    _, compute_p10, compute_p90 = _spread(list(compute_r + 1.0)) if len(compute_r) else (0.0, 0.0, 0.0)
+    _, comm_p10, comm_p90 = _spread(list(pairs[:, 1] + 1.0))
+    return {
+        "reps": len(rows), "gemm_alone_us": alone_c * 1e6, "gemm_overlap_us": over_c * 1e6,
+        "comm_alone_us": comm_s * 1e6, "comm_overlap_us": over_a * 1e6,
+        "compute_slowdown": compute, "comm_slowdown": comm, "compute_p10": compute_p10,
+        "compute_p90": compute_p90, "comm_p10": comm_p10, "comm_p90": comm_p90,
+    }
 
 
 # Below this share of its work done during the compute, an AllReduce counts as stalled at it
@@ -235,12 +260,7 @@ def fluid_slowdowns(alone_c: float, alone_a: float, over_c: float, over_a: float
 
 def _values(rows: list[tuple[float, float, float, float]], n_compute: int, n_comm: int) -> dict:
     alone_c, alone_a, over_c, over_a = (np.asarray(col, dtype=float) for col in zip(*rows))
-    if n_comm == 1:  # one async AllReduce beside the compute: the engine's rates, solved per repetition
-        pairs = np.array([fluid_slowdowns(*row) for row in rows])
-        compute_r, comm_r = pairs[:, 0] + 1.0, pairs[:, 1] + 1.0
-        compute_r = compute_r[np.isfinite(compute_r)]
-    else:
-        compute_r, comm_r = over_c / alone_c, over_a / alone_a
+    compute_r, comm_r = over_c / alone_c, over_a / alone_a
     compute, compute_p10, compute_p90 = _spread(list(compute_r))
     comm, comm_p10, comm_p90 = _spread(list(comm_r))
     return {
