@@ -141,21 +141,24 @@ def _gemm_compute(ctx, point: dict):
     return lambda: torch.mm(x, w.t(), out=y)
 
 
-def _overlap_async_cpu(buf, compute, group) -> tuple[float, float]:
-    """(compute seconds, AllReduce seconds) with the AllReduce issued async first, as a ladder
-    step does: gloo's worker thread progresses it on the same cores while this thread computes.
-    Its end is taken by a completion callback (on gloo's thread), so it counts even when the
-    AllReduce ends before the compute."""
+def _overlap_async_cpu(buf, compute, group) -> tuple[float, float, float]:
+    """(issue seconds, compute seconds, AllReduce seconds) with the AllReduce issued async first,
+    as a ladder step does: gloo's worker thread progresses it on the same cores while this thread
+    computes. The compute and the AllReduce count from the issue's return, as the engine starts
+    them after the step's collective launch (which charges the issue). The AllReduce's end is
+    taken by a completion callback (on gloo's thread), so it counts even when it ends before the
+    compute."""
     done = {}
     dist.barrier(group=group)
-    t0 = time.perf_counter()
+    t_call = time.perf_counter()
     work = dist.all_reduce(buf, group=group, async_op=True)
     work.get_future().then(lambda _f: done.setdefault("t", time.perf_counter()))
+    t0 = time.perf_counter()
     compute()
     compute_s = time.perf_counter() - t0
     work.wait()
     comm_end = done.get("t") or time.perf_counter()
-    return compute_s, comm_end - t0
+    return t0 - t_call, compute_s, max(comm_end - t0, 0.0)
 
 
 def _comm_alone_cpu(buf, group) -> float:
@@ -190,8 +193,8 @@ def _measure_async_cpu(ctx, point: dict, group) -> dict | None:
     """Per repetition, for the next module of a step (cycling), back to back: the module alone,
     and the ladder's overlap, the AllReduce issued async just before the module and waited on
     after it (its end taken by its completion callback); then, as often, the AllReduce as a step
-    pays it (``allreduce_bench.chain_allreduce_s``, the ``allreduce`` table's own measure, so the
-    engine's rates apply to the durations it simulates). Slowest ranks' times. The slowdowns are
+    pays it (``allreduce_bench.chain_allreduce_s``, the ``allreduce`` table's own measure, less
+    rank 0's mean issue time: what the engine simulates of it after the launch). Slowest ranks' times. The slowdowns are
     the engine's rates solved from the four timings' means (a step pays the sum of its modules and
     AllReduces, tails included; a solve per repetition of heavy-tailed timings is mostly noise);
     the spread columns are the per-repetition solves against the mean AllReduce."""
@@ -203,17 +206,20 @@ def _measure_async_cpu(ctx, point: dict, group) -> dict | None:
     for module in modules:  # warm-up
         module()
         _comm_alone_cpu(buf, group)
-    rows, alone_a = [], []
+    rows, alone_a, issue = [], [], []
     for rep in range(ctx.opts.repeat_count):
         module = modules[rep % len(modules)]
         dist.barrier(group=group)
         alone_c = ctx.max_over(time_host_s(module), group)
-        over_c, over_a = _overlap_async_cpu(buf, module, group)
+        issue_s, over_c, over_a = _overlap_async_cpu(buf, module, group)
         rows.append((alone_c, ctx.max_over(over_c, group), ctx.max_over(over_a, group)))
+        issue.append(issue_s)
         alone_a.append(chain_allreduce_s(ctx, lambda: dist.all_reduce(buf, group=group), modules, group))
     if ctx.rank != 0:
         return None
-    comm_s = max(float(np.mean(alone_a)), FLOOR_US * 1e-6)
+    # What the engine simulates of the AllReduce: the step-paid call less its issue (charged by
+    # the collective launch, laddersim.costs.host_overhead).
+    comm_s = max(float(np.mean(alone_a)) - float(np.mean(issue)), FLOOR_US * 1e-6)
     return _mean_solve(rows, comm_s)
 
 
