@@ -228,13 +228,15 @@ def _mean_solve(rows: list[tuple[float, float, float]], comm_s: float) -> dict:
     and the mean AllReduce ``comm_s``: the rates solved from the means (``fluid_slowdowns``), the
     per-repetition solves' p10 and p90."""
     alone_c, over_c, over_a = (float(np.mean(col)) for col in zip(*rows))
-    compute, comm = fluid_slowdowns(alone_c, comm_s, over_c, over_a)
+    solved = fluid_slowdowns(alone_c, comm_s, over_c, over_a)
     pairs = np.array([fluid_slowdowns(c, comm_s, oc, oa) for c, oc, oa in rows])
-    compute_r = pairs[np.isfinite(pairs[:, 0]), 0]
-    if not math.isfinite(compute):  # the compute outlived the AllReduce by more than it took alone
-        compute = float(np.median(compute_r)) if len(compute_r) else 0.0
-    _, compute_p10, compute_p90 = _spread(list(compute_r + 1.0)) if len(compute_r) else (0.0, 0.0, 0.0)
-    _, comm_p10, comm_p90 = _spread(list(pairs[:, 1] + 1.0))
+    spreads = []
+    for column, value in enumerate(solved):
+        finite = pairs[np.isfinite(pairs[:, column]), column]
+        if not math.isfinite(value):  # no overlap in the means: the repetitions' median, else none
+            value = float(np.median(finite)) if len(finite) else 0.0
+        spreads.append((value, *(_spread(list(finite + 1.0))[1:] if len(finite) else (value, value))))
+    (compute, compute_p10, compute_p90), (comm, comm_p10, comm_p90) = spreads
     return {
         "reps": len(rows), "gemm_alone_us": alone_c * 1e6, "gemm_overlap_us": over_c * 1e6,
         "comm_alone_us": comm_s * 1e6, "comm_overlap_us": over_a * 1e6,
@@ -257,6 +259,8 @@ def fluid_slowdowns(alone_c: float, alone_a: float, over_c: float, over_a: float
     for ``o = min(over_a, over_c)``; if it outlived the compute, what it did during the compute is
     its work minus the time it ran alone afterwards."""
     o = min(over_a, over_c)
+    if o <= 0.0:  # the AllReduce was done before the compute began: no overlap to solve from
+        return float("nan"), float("nan")
     alone_part = over_c - o  # compute time with no AllReduce beside it
     compute = o / max(alone_c - alone_part, 1e-12) - 1.0 if alone_c > alone_part else float("nan")
     done = alone_a if over_a <= over_c else alone_a - (over_a - over_c)

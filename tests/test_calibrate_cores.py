@@ -42,3 +42,11 @@ def test_the_interference_row_solves_the_engines_rates_from_mean_timings():
     assert row["comm_slowdown"] == pytest.approx(slow_a, rel=1e-6)
     assert row["compute_p10"] == pytest.approx(slow_c, rel=1e-6) and row["comm_p90"] == pytest.approx(slow_a, rel=1e-6)
     assert row["comm_alone_us"] == pytest.approx(2000.0) and row["reps"] == 3
+
+
+def test_an_allreduce_done_before_the_compute_began_gives_no_rate_and_no_crash():
+    pytest.importorskip("torch")
+    from calibration.interference_bench import _mean_solve
+
+    row = _mean_solve([(0.001, 0.0011, 0.0), (0.001, 0.0012, 0.0)], 0.0005)
+    assert (row["compute_slowdown"], row["comm_slowdown"]) == (0.0, 0.0)
