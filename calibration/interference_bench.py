@@ -7,12 +7,11 @@ repetition times back to back (so a load drifting over the run cancels out of it
 
 1. the compute alone, and the AllReduce alone (slowest rank's time);
 2. both together:
-   * with ``model`` (CPU): one of the model's own modules (ladder_bench's code, this rank's
-     shard, decode at m tokens, the next of a step's modules each repetition) after an async
-     AllReduce of its output size is issued, as a ladder step runs; the AllReduce's end is taken
-     by its completion callback; "alone" for the AllReduce is what a standard step pays for it
-     (``allreduce_bench.chain_allreduce_s``); the slowdowns are the engine's rates that reproduce
-     the repetitions' mean timings (``fluid_slowdowns``);
+   * with ``model`` (CPU): the model's own modules (ladder_bench's code, this rank's shard,
+     decode at m tokens) in ladder order, each one's async AllReduce waited on before the module
+     after next, as a ladder step runs them; "alone" for the AllReduce is what a standard step
+     pays for it (``allreduce_bench.chain_allreduce_s``); the slowdowns are the engine's rates
+     that run that chain as measured (``calibration/ladder_overlap.py``);
    * else a batch of GEMMs m x n x k while COMM_BATCH AllReduces run on a side CUDA stream (GPU)
      or in the main thread while a second thread runs the GEMMs (CPU: torch releases the GIL);
 3. ``compute_slowdown`` = median over repetitions of ``overlap / alone - 1`` of rank 0's
@@ -141,36 +140,6 @@ def _gemm_compute(ctx, point: dict):
     return lambda: torch.mm(x, w.t(), out=y)
 
 
-def _overlap_async_cpu(buf, compute, group) -> tuple[float, float, float]:
-    """(issue seconds, compute seconds, AllReduce seconds) with the AllReduce issued async first,
-    as a ladder step does: gloo's worker thread progresses it on the same cores while this thread
-    computes. The compute and the AllReduce count from the issue's return, as the engine starts
-    them after the step's collective launch (which charges the issue). The AllReduce's end is
-    taken by a completion callback (on gloo's thread), so it counts even when it ends before the
-    compute."""
-    done = {}
-    dist.barrier(group=group)
-    t_call = time.perf_counter()
-    work = dist.all_reduce(buf, group=group, async_op=True)
-    work.get_future().then(lambda _f: done.setdefault("t", time.perf_counter()))
-    t0 = time.perf_counter()
-    compute()
-    compute_s = time.perf_counter() - t0
-    work.wait()
-    comm_end = done.get("t") or time.perf_counter()
-    return t0 - t_call, compute_s, max(comm_end - t0, 0.0)
-
-
-def _comm_alone_cpu(buf, group) -> float:
-    done = {}
-    dist.barrier(group=group)
-    t0 = time.perf_counter()
-    work = dist.all_reduce(buf, group=group, async_op=True)
-    work.get_future().then(lambda _f: done.setdefault("t", time.perf_counter()))
-    work.wait()
-    return (done.get("t") or time.perf_counter()) - t0
-
-
 def _spread(ratios: list[float]) -> tuple[float, float, float]:
     """(median, p10, p90) of per-repetition ratios, minus 1: slowdown fractions."""
     r = np.asarray(ratios, dtype=float) - 1.0
@@ -190,82 +159,58 @@ def measure(ctx, point: dict) -> dict | None:
 
 
 def _measure_async_cpu(ctx, point: dict, group) -> dict | None:
-    """Per repetition, for the next module of a step (cycling), back to back: the module alone,
-    and the ladder's overlap, the AllReduce issued async just before the module and waited on
-    after it (its end taken by its completion callback); then, as often, the AllReduce as a step
-    pays it (``allreduce_bench.chain_allreduce_s``, the ``allreduce`` table's own measure, less
-    rank 0's mean issue time: what the engine simulates of it after the launch). Slowest ranks' times. The slowdowns are
-    the engine's rates solved from the four timings' means (a step pays the sum of its modules and
-    AllReduces, tails included; a solve per repetition of heavy-tailed timings is mostly noise);
-    the spread columns are the per-repetition solves against the mean AllReduce."""
+    """The ladder's overlap as the ladder runs it (``calibration.ladder_overlap``): per repetition,
+    back to back, the model's modules alone, the same modules in ladder order with an async
+    AllReduce of the point's size after each, and the AllReduce as a standard step pays it
+    (``allreduce_bench.chain_allreduce_s``, the ``allreduce`` table's own measure; less rank 0's
+    mean issue, it is what the engine simulates after the collective launch). Slowest ranks'
+    times. The slowdowns are the engine's rates that run the mean ladder chain as measured (its
+    end and its time in the modules); the spread columns: per repetition, the modules' slowdown and
+    the comm rate that ends that repetition's chain, the compute rate held."""
     from calibration.allreduce_bench import FLOOR_US, chain_allreduce_s
+    from calibration.ladder_overlap import ladder_chain_s
 
     modules = decode_modules(ctx, point["model"], point["group_size"], point["m"], point["dtype"])
     dtype = DTYPES[point["dtype"]]
-    buf = torch.zeros(element_count(point["size_bytes"], dtype), dtype=dtype, device=ctx.device)
-    for module in modules:  # warm-up
-        module()
-        _comm_alone_cpu(buf, group)
-    rows, alone_a, issue = [], [], []
-    for rep in range(ctx.opts.repeat_count):
-        module = modules[rep % len(modules)]
+    bufs = [torch.zeros(element_count(point["size_bytes"], dtype), dtype=dtype, device=ctx.device)
+            for _ in modules]
+
+    def alone():
+        for module in modules:
+            module()
+
+    ladder_chain_s(ctx, modules, bufs, group)  # warm-up
+    rows = []
+    for _ in range(ctx.opts.repeat_count):
         dist.barrier(group=group)
-        alone_c = ctx.max_over(time_host_s(module), group)
-        issue_s, over_c, over_a = _overlap_async_cpu(buf, module, group)
-        rows.append((alone_c, ctx.max_over(over_c, group), ctx.max_over(over_a, group)))
-        issue.append(issue_s)
-        alone_a.append(chain_allreduce_s(ctx, lambda: dist.all_reduce(buf, group=group), modules, group))
+        alone_s = ctx.max_over(time_host_s(alone), group)
+        ladder_s, modules_s, issue_s = ladder_chain_s(ctx, modules, bufs, group)
+        step_s = chain_allreduce_s(ctx, lambda: dist.all_reduce(bufs[0], group=group), modules, group)
+        rows.append((alone_s, ctx.max_over(ladder_s, group), ctx.max_over(modules_s, group), issue_s, step_s))
     if ctx.rank != 0:
         return None
-    # What the engine simulates of the AllReduce: the step-paid call less its issue (charged by
-    # the collective launch, laddersim.costs.host_overhead).
-    comm_s = max(float(np.mean(alone_a)) - float(np.mean(issue)), FLOOR_US * 1e-6)
-    return _mean_solve(rows, comm_s)
+    issue_s, step_s = float(np.mean([r[3] for r in rows])), float(np.mean([r[4] for r in rows]))
+    return ladder_row(len(modules), rows, max(step_s - issue_s, FLOOR_US * 1e-6))
 
 
-def _mean_solve(rows: list[tuple[float, float, float]], comm_s: float) -> dict:
-    """The interference row from (compute alone, compute overlapped, AllReduce end) per repetition
-    and the mean AllReduce ``comm_s``: the rates solved from the means (``fluid_slowdowns``), the
-    per-repetition solves' p10 and p90."""
-    alone_c, over_c, over_a = (float(np.mean(col)) for col in zip(*rows))
-    solved = fluid_slowdowns(alone_c, comm_s, over_c, over_a)
-    pairs = np.array([fluid_slowdowns(c, comm_s, oc, oa) for c, oc, oa in rows])
-    spreads = []
-    for column, value in enumerate(solved):
-        finite = pairs[np.isfinite(pairs[:, column]), column]
-        if not math.isfinite(value):  # no overlap in the means: the repetitions' median, else none
-            value = float(np.median(finite)) if len(finite) else 0.0
-        spreads.append((value, *(_spread(list(finite + 1.0))[1:] if len(finite) else (value, value))))
-    (compute, compute_p10, compute_p90), (comm, comm_p10, comm_p90) = spreads
+def ladder_row(n: int, rows: list[tuple[float, ...]], comm_s: float) -> dict:
+    """The interference row from ladder chains of ``n`` modules, per repetition (alone, ladder,
+    in the modules, one issue, ...), and the AllReduce the engine simulates (``comm_s``)."""
+    from calibration.ladder_overlap import MAX_COMM_SLOWDOWN, bisect_rate, chain_run, chain_work, ladder_rates
+
+    alone_s, ladder_s, modules_s, issue_s = (float(np.mean(col)) for col in list(zip(*rows))[:4])
+    compute, comm = ladder_rates(n, alone_s, ladder_s, modules_s, issue_s, comm_s)
+    work = chain_work(n, alone_s / n, issue_s, comm_s)
+    held = max(compute, 0.0)
+    comm_r = [bisect_rate(lambda x: chain_run(work, held, x)[0], row[1], MAX_COMM_SLOWDOWN) for row in rows]
+    _, compute_p10, compute_p90 = _spread([row[2] / row[0] for row in rows])
+    _, comm_p10, comm_p90 = _spread([r + 1.0 for r in comm_r])
     return {
-        "reps": len(rows), "gemm_alone_us": alone_c * 1e6, "gemm_overlap_us": over_c * 1e6,
-        "comm_alone_us": comm_s * 1e6, "comm_overlap_us": over_a * 1e6,
+        "reps": len(rows), "gemm_alone_us": alone_s / n * 1e6, "gemm_overlap_us": modules_s / n * 1e6,
+        "comm_alone_us": comm_s * 1e6, "comm_overlap_us": (ladder_s - modules_s) / n * 1e6,
         "compute_slowdown": compute, "comm_slowdown": comm, "compute_p10": compute_p10,
         "compute_p90": compute_p90, "comm_p10": comm_p10, "comm_p90": comm_p90,
     }
-
-
-# Below this share of its work done during the compute, an AllReduce counts as stalled at it
-# (its slowdown is then 1 / MIN_PROGRESS - 1, large and finite, so the engine's clock runs).
-MIN_PROGRESS = 0.01
-
-
-def fluid_slowdowns(alone_c: float, alone_a: float, over_c: float, over_a: float) -> tuple[float, float]:
-    """(compute, comm) slowdowns of laddersim's engine (``laddersim.engine``: while both run, the
-    compute progresses at 1 / (1 + compute slowdown), the collective at 1 / (1 + comm slowdown),
-    each at full speed alone) that reproduce one overlapped timing: the AllReduce (``alone_a``
-    of work) issued at 0 beside ``alone_c`` of compute; the compute ended at ``over_c``, the
-    AllReduce at ``over_a``. Solved as the engine runs them: the AllReduce overlaps the compute
-    for ``o = min(over_a, over_c)``; if it outlived the compute, what it did during the compute is
-    its work minus the time it ran alone afterwards."""
-    o = min(over_a, over_c)
-    if o <= 0.0:  # the AllReduce was done before the compute began: no overlap to solve from
-        return float("nan"), float("nan")
-    alone_part = over_c - o  # compute time with no AllReduce beside it
-    compute = o / max(alone_c - alone_part, 1e-12) - 1.0 if alone_c > alone_part else float("nan")
-    done = alone_a if over_a <= over_c else alone_a - (over_a - over_c)
-    progress = max(done, MIN_PROGRESS * alone_a) / o
-    return compute, 1.0 / progress - 1.0
 
 
 def _values(rows: list[tuple[float, float, float, float]], n_compute: int, n_comm: int) -> dict:

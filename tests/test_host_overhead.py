@@ -8,12 +8,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from laddersim.calibrate.fit_host import format_counts, host_ops, negative_interference_warnings, parse_counts
 from laddersim.costs.op_costs import Phase, op_times_s
-from laddersim.engine.simulator import RankWork, run_engine
 from laddersim.hardware.profile import HostOps, HostOverheadSpec, Sourced
 from laddersim.workload import Workload
 
@@ -150,22 +147,3 @@ def test_a_negative_slowdown_is_one_warning_line_with_its_figure():
                          "comm_p10": [0.1, 0.1], "comm_p90": [0.5, 0.5]})
     lines = negative_interference_warnings(rows)
     assert len(lines) == 1 and "-58.0%" in lines[0] and "2048 B" in lines[0] and "p10 -90.0%" in lines[0]
-
-
-@settings(max_examples=40, deadline=None)
-@given(compute_s=st.floats(0.5, 3.0), comm_s=st.floats(0.05, 2.0), slow_c=st.floats(0.0, 2.0),
-       slow_a=st.floats(0.0, 20.0))
-def test_the_interference_solve_recovers_the_engines_rates(compute_s, comm_s, slow_c, slow_a):
-    """Simulate an async AllReduce issued just before a compute with given slowdowns; calibrate's
-    solve (interference_bench.fluid_slowdowns) must give those slowdowns back from the timings."""
-    pytest.importorskip("torch")
-    from calibration.interference_bench import MIN_PROGRESS, fluid_slowdowns
-
-    work = RankWork(["compute", "comm", "compute"], [(), (0,), ()], np.array([1e-12, comm_s, compute_s]))
-    result = run_engine([work], compute_slowdown=slow_c, comm_slowdown=slow_a)
-    over_c, over_a = result.end_s[0, 2], result.end_s[0, 1]
-    compute, comm = fluid_slowdowns(compute_s, comm_s, over_c, over_a)
-    assert compute == pytest.approx(slow_c, rel=1e-6, abs=1e-6)
-    done_during = min(over_a, over_c) / (1 + slow_a)
-    if done_during >= MIN_PROGRESS * comm_s:  # below that the solve reports "stalled", a floor
-        assert comm == pytest.approx(slow_a, rel=1e-6, abs=1e-6)
