@@ -58,7 +58,7 @@ def main() -> int:
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--prompt-len", type=int, default=32)
     parser.add_argument("--gen-len", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=5, help="ladder_bench timed runs per schedule")
+    parser.add_argument("--repeats", type=int, default=7, help="ladder_bench timed runs per schedule")
     parser.add_argument("--calibrate-repeats", type=int, default=20)
     parser.add_argument("--comm-repeats", type=int, default=30,
                         help="calibrate repetitions of the AllReduce and interference points")

@@ -160,15 +160,16 @@ def measure(ctx, point: dict) -> dict | None:
 
 def _measure_async_cpu(ctx, point: dict, group) -> dict | None:
     """The ladder's overlap as the ladder runs it (``calibration.ladder_overlap``): per repetition,
-    back to back, the model's modules alone, the same modules in ladder order with an async
-    AllReduce of the point's size after each, and the AllReduce as a standard step pays it
-    (``allreduce_bench.chain_allreduce_s``, the ``allreduce`` table's own measure; less rank 0's
-    mean issue, it is what the engine simulates after the collective launch). Slowest ranks'
-    times. The slowdowns are the engine's rates that run the mean ladder chain as measured (its
+    back to back, a collective's issue (as the ``overhead`` benchmark times it), the model's
+    modules alone, the same modules in ladder order with an async AllReduce of the point's size
+    after each, and the AllReduce as a standard step pays it (``allreduce_bench.chain_allreduce_s``,
+    the ``allreduce`` table's own measure; less the issue, it is what the engine simulates after
+    the collective launch). Slowest ranks' times. The slowdowns are the engine's rates that run the mean ladder chain as measured (its
     end and its time in the modules); the spread columns: per repetition, the modules' slowdown and
     the comm rate that ends that repetition's chain, the compute rate held."""
     from calibration.allreduce_bench import FLOOR_US, chain_allreduce_s
     from calibration.ladder_overlap import ladder_chain_s
+    from calibration.overhead_bench import collective_issue_s
 
     modules = decode_modules(ctx, point["model"], point["group_size"], point["m"], point["dtype"])
     dtype = DTYPES[point["dtype"]]
@@ -180,17 +181,19 @@ def _measure_async_cpu(ctx, point: dict, group) -> dict | None:
             module()
 
     ladder_chain_s(ctx, modules, bufs, group)  # warm-up
-    rows = []
+    n, rows = len(modules), []
     for _ in range(ctx.opts.repeat_count):
+        issue_s = collective_issue_s(ctx, group)
         dist.barrier(group=group)
         alone_s = ctx.max_over(time_host_s(alone), group)
-        ladder_s, modules_s, issue_s = ladder_chain_s(ctx, modules, bufs, group)
+        ladder_s, modules_s, issues_s = ladder_chain_s(ctx, modules, bufs, group)
+        in_compute_s = ctx.max_over(modules_s + max(issues_s - n * issue_s, 0.0), group)
         step_s = chain_allreduce_s(ctx, lambda: dist.all_reduce(bufs[0], group=group), modules, group)
-        rows.append((alone_s, ctx.max_over(ladder_s, group), ctx.max_over(modules_s, group), issue_s, step_s))
+        rows.append((alone_s, ctx.max_over(ladder_s, group), in_compute_s, issue_s, step_s))
     if ctx.rank != 0:
         return None
     issue_s, step_s = float(np.mean([r[3] for r in rows])), float(np.mean([r[4] for r in rows]))
-    return ladder_row(len(modules), rows, max(step_s - issue_s, FLOOR_US * 1e-6))
+    return ladder_row(n, rows, max(step_s - issue_s, FLOOR_US * 1e-6))
 
 
 def ladder_row(n: int, rows: list[tuple[float, ...]], comm_s: float) -> dict:

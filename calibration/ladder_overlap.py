@@ -10,14 +10,18 @@ module where a ladder step waited ~0.6 ms). So per repetition, on every rank at 
 
 * the model's modules in a row, alone (``alone``);
 * the same modules in ladder order, each module's AllReduce issued async after it and waited on
-  before the module after next (``ladder``), with the time spent in the modules themselves
-  (``modules``) and in the issues (``issue``);
-* the AllReduce as a standard step pays it (``allreduce_bench.chain_allreduce_s``).
+  before the module after next (``ladder``), with the time spent in the modules themselves and in
+  the issues;
+* the AllReduce as a standard step pays it (``allreduce_bench.chain_allreduce_s``), and its issue
+  as calibrate's ``overhead`` benchmark times it (``overhead_bench.collective_issue_s``: what the
+  engine charges a collective launch).
 
-``compute_slowdown`` is the modules' time in the ladder over their time alone, less 1;
-``comm_slowdown`` the rate at which laddersim's engine (``laddersim.engine``), running the same
-chain (module, collective launch, AllReduce; the AllReduce's duration the standard step's less
-its issue), ends it when the ladder chain ended (bisection: the chain's end grows with the rate).
+The engine runs the same chain with the profile's decomposition: per module a compute op, a
+collective launch of the issue's time and the AllReduce less that issue. An issue inside the chain
+takes longer than alone (gloo's thread, woken by it, runs on the calling thread's core): that
+excess is compute-thread time lost to the AllReduce, counted with the modules. The two rates are
+those with which the engine ends the chain when it ended and spends in the compute ops what the
+chain spent in its modules (and the issues' excess): ``ladder_rates``.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ MAX_COMPUTE_SLOWDOWN = 10.0
 
 
 def ladder_chain_s(ctx, modules, bufs, group) -> tuple[float, float, float]:
-    """(ladder chain seconds, seconds in the modules, mean issue seconds) of this rank: the
+    """(ladder chain seconds, seconds in the modules, seconds in the issues) of this rank: the
     modules in ladder order, module i's AllReduce (of ``bufs[i]``) waited on before module i+2."""
     pending, in_modules, issues = [], 0.0, []
     dist.barrier(group=group)
@@ -50,7 +54,7 @@ def ladder_chain_s(ctx, modules, bufs, group) -> tuple[float, float, float]:
         issues.append(time.perf_counter() - t1)
     for work in pending[-2:]:
         work.wait()
-    return time.perf_counter() - start, in_modules, float(np.mean(issues))
+    return time.perf_counter() - start, in_modules, float(np.sum(issues))
 
 
 def chain_work(n: int, module_s: float, issue_s: float, comm_s: float) -> RankWork:
