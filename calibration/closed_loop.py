@@ -3,9 +3,11 @@
 1. ``laddersim calibrate run`` (gloo on CPU ranks, or NCCL on GPUs) measures what the run pays:
    the framework's per-op (host dispatch) cost per op class, the framework ops per op kind in a
    profiler trace of one real decode step, GEMM and memory-bound kernels at the model's shapes,
-   AllReduce, and the interference of the model's own modules with an async AllReduce of their
-   message (on shared CPU cores). The per-batch points (model GEMMs, interference) are measured
-   just before that batch's benchmark, so calibration and benchmark see the same machine load;
+   the AllReduce as a standard step pays it, and the interference of the model's own modules with
+   async AllReduces of their message as a ladder step runs them (on shared CPU cores). The
+   per-batch points (model GEMMs, per-op costs, AllReduce, interference) are measured just before
+   that batch's benchmark, so calibration and benchmark see the same machine load; every CPU rank
+   is pinned to its own cores in both (``laddersim.calibrate.cores``);
 2. ``calibration/ladder_bench.py`` runs a real tensor-parallel generation with every schedule;
 3. ``laddersim calibrate fit`` turns all of it into one profile, and ``laddersim validate``
    simulates the benchmark's runs on it, with no fitting to the benchmark rows
