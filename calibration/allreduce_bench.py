@@ -6,13 +6,14 @@ mode one sample is a replay of GRAPH_INNER captured all_reduces divided by GRAPH
 
 Where the collectives progress on the cores that compute (gloo on CPU ranks) and ``--models``
 names the run's model, a timed call is what a standard decode step pays for its AllReduce: per
-repetition, every rank runs the model's own attention + MLP modules
-(``interference_bench.decode_modules``, at the first ``--batch``, cycling over the layers) and
-then the blocking AllReduce, and, back to back, the modules alone; the call's time is the
-difference of the slowest ranks' (``step_allreduce_s``); the point's value is their mean (``stat``
-= mean: a step pays the sum of its AllReduces). It holds what a call after a barrier does
-not see: the wait for the slower rank, gloo's threads and the caches as the module left them
-(on 2 shared cores such a call measured 2-3x a call after a barrier). Standalone:
+repetition, every rank runs the model's own attention and MLP modules
+(``interference_bench.decode_modules``, at the first ``--batch``, every layer built) in a row,
+each followed by the blocking AllReduce, as a standard step does, and, back to back, the modules
+alone; a sample is the difference of the slowest ranks' times over the number of modules
+(``chain_allreduce_s``); the point's value is their mean (``stat`` = mean: a step pays the sum of
+its AllReduces). It holds what a call after a barrier does not see: the wait for the slower rank,
+gloo's threads and the caches as the module left them (on 2 shared cores such a call measured 2-3x
+a call after a barrier). Standalone:
 
     python calibration/allreduce_bench.py --backend gloo --world-size 2 --out runs/cpu
     torchrun --nproc-per-node 8 calibration/allreduce_bench.py --out runs/h100
@@ -51,13 +52,15 @@ def measure(ctx, point: dict) -> dict | None:
         for module in modules:  # warm-up
             module()
             reduce()
-        samples = [step_allreduce_s(ctx, reduce, modules[rep % len(modules)], group, reps=1)[0]
-                   for rep in range(ctx.opts.repeat_count)]
+        samples = [chain_allreduce_s(ctx, reduce, modules, group) for _ in range(ctx.opts.repeat_count)]
         if ctx.rank != 0:
             return None
         # A step pays the sum of its AllReduces, i.e. their mean: on shared cores gloo's thread
-        # wake-ups give a long tail (p90 ~3x the median measured here) that a median drops.
-        return {**summarize(samples), "stat": "mean", "time_us": float(np.mean(samples)) * 1e6}
+        # wake-ups give a long tail (p90 ~3x the median measured here) that a median drops. A
+        # sample may come out below zero (the two chains' compute differ by noise); the mean keeps
+        # it, unbiased; the spread columns (times > 0) show samples floored at FLOOR_US.
+        floored = [max(s, FLOOR_US * 1e-6) for s in samples]
+        return {**summarize(floored), "stat": "mean", "time_us": max(float(np.mean(samples)) * 1e6, FLOOR_US)}
     run, calls = runner(lambda: dist.all_reduce(buf, group=group), point["mode"])
     time_s = timer(ctx.is_cuda)
     for _ in range(ctx.opts.warmup_count):
@@ -69,6 +72,31 @@ def measure(ctx, point: dict) -> dict | None:
         ctx.sync()
         samples.append(ctx.max_over(time_s(run) / calls, group))
     return summarize(samples) if ctx.rank == 0 else None
+
+
+FLOOR_US = 1.0  # a measured AllReduce is at least this (a mean below it is noise around nothing)
+
+
+def chain_allreduce_s(ctx, all_reduce, modules, group) -> float:
+    """Seconds a step pays per ``all_reduce``, once: the slowest rank's time of ``modules`` in a
+    row, each followed by the AllReduce (a standard step's segments), minus the slowest rank's time
+    of the modules alone right after, over the number of modules. The chain keeps what a barrier
+    before every call would reset: a rank that left one AllReduce late enters the next one late,
+    and the other waits for it."""
+    def with_reduce():
+        for module in modules:
+            module()
+            all_reduce()
+
+    def alone():
+        for module in modules:
+            module()
+
+    dist.barrier(group=group)
+    with_s = ctx.max_over(time_host_s(with_reduce), group)
+    dist.barrier(group=group)
+    alone_s = ctx.max_over(time_host_s(alone), group)
+    return (with_s - alone_s) / len(modules)
 
 
 def step_allreduce_s(ctx, all_reduce, module, group, reps: int) -> list[float]:

@@ -35,6 +35,7 @@ import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
 from laddersim.calibrate import runner  # noqa: E402
+from laddersim.calibrate.cores import pin_cpu_rank  # noqa: E402
 from laddersim.calibrate.environment import read_manifest, write_manifest  # noqa: E402
 from laddersim.calibrate.grid import World  # noqa: E402
 from laddersim.calibrate.options import RunOptions  # noqa: E402
@@ -146,6 +147,8 @@ def _spawned(rank: int, world: World, backend: str, opts: RunOptions, grid: dict
     if backend == "nccl":
         torch.cuda.set_device(rank)
         device = torch.device("cuda", rank)
+    else:  # before the backend starts its threads: they inherit the rank's cores
+        pin_cpu_rank(rank, world.ranks_per_node)
     dist.init_process_group(backend, init_method=init, rank=rank, world_size=world.world_size)
     try:
         run_rank(rank, world, backend, device, opts, grid if rank == 0 else None)
@@ -163,6 +166,8 @@ def _torchrun_worker(opts: RunOptions, command: str, backend: str, device_kind: 
     if backend == "nccl":
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
+    else:
+        pin_cpu_rank(local_rank, local_size)
     dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size)
     world = World(world_size, local_size, device_kind)
     try:

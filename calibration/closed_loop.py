@@ -3,9 +3,11 @@
 1. ``laddersim calibrate run`` (gloo on CPU ranks, or NCCL on GPUs) measures what the run pays:
    the framework's per-op (host dispatch) cost per op class, the framework ops per op kind in a
    profiler trace of one real decode step, GEMM and memory-bound kernels at the model's shapes,
-   AllReduce, and the interference of the model's own modules with an async AllReduce of their
-   message (on shared CPU cores). The per-batch points (model GEMMs, interference) are measured
-   just before that batch's benchmark, so calibration and benchmark see the same machine load;
+   the AllReduce as a standard step pays it, and the interference of the model's own modules with
+   async AllReduces of their message as a ladder step runs them (on shared CPU cores). The
+   per-batch points (model GEMMs, per-op costs, AllReduce, interference) are measured just before
+   that batch's benchmark, so calibration and benchmark see the same machine load; every CPU rank
+   is pinned to its own cores in both (``laddersim.calibrate.cores``);
 2. ``calibration/ladder_bench.py`` runs a real tensor-parallel generation with every schedule;
 3. ``laddersim calibrate fit`` turns all of it into one profile, and ``laddersim validate``
    simulates the benchmark's runs on it, with no fitting to the benchmark rows
@@ -58,7 +60,7 @@ def main() -> int:
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--prompt-len", type=int, default=32)
     parser.add_argument("--gen-len", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=3, help="ladder_bench timed runs per schedule")
+    parser.add_argument("--repeats", type=int, default=7, help="ladder_bench timed runs per schedule")
     parser.add_argument("--calibrate-repeats", type=int, default=20)
     parser.add_argument("--comm-repeats", type=int, default=30,
                         help="calibrate repetitions of the AllReduce and interference points")
@@ -66,7 +68,7 @@ def main() -> int:
     parser.add_argument("--out", default="reports/closed_loop")
     args = parser.parse_args()
 
-    started = time.perf_counter()
+    started, load_start = time.perf_counter(), os.getloadavg()
     run_dir = Path(args.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     model = Path(args.model) if args.model else run_dir / "model" / "config.json"
@@ -92,6 +94,7 @@ def main() -> int:
             shutil.copytree(common, calib)
             for name in PER_BATCH:
                 (calib / "measurements" / f"{name}.csv").unlink(missing_ok=True)
+            generic_gemms_only(calib / "measurements" / "gemm.csv")
         at_batch = ["--out", str(calib), "--batch", str(batch), "--prompt-len", str(args.prompt_len)]
         run([*calibrate, *at_batch, "--benchmarks", "overhead,gemm"])
         run([*calibrate[:calibrate.index("--repeats") + 1], str(args.comm_repeats),
@@ -116,9 +119,20 @@ def main() -> int:
     run([py, "-m", "laddersim", "validate", str(measured_path), "--dtype", dtype, "--out", str(out / "calibrated")])
     command = f"python calibration/closed_loop.py {' '.join(sys.argv[1:])}".strip()
     line = write_summary(out, measured_path, {Path(profiles[b]): loads[b] for b in args.batch}, command,
-                         time.perf_counter() - started)
+                         time.perf_counter() - started, load_start)
     print(line)
     return 0
+
+
+def generic_gemms_only(path: Path) -> None:
+    """Drop the model GEMMs (another batch's shapes) from a copied ``gemm.csv``: ``calibrate fit``
+    fits the GEMM roofline to the model GEMMs of the run, so each batch's profile is fitted to the
+    GEMMs its own runs run (measured again at the batch's shapes right after), not to a batch-1
+    step's GEMV-like m = 1 calls as well (a CPU BLAS runs m = 1 and m > 1 on different kernels;
+    one roofline through both missed the batch-4 LM head by half)."""
+    if path.exists():
+        frame = pd.read_csv(path)
+        frame[frame["origin"].fillna("generic") == "generic"].to_csv(path, index=False)
 
 
 def summary_line(validation: pd.DataFrame) -> str:
@@ -130,9 +144,11 @@ def summary_line(validation: pd.DataFrame) -> str:
             f"speedup median |error| {speedup.median():.1f} pp (worst {speedup.max():.1f} pp)")
 
 
-def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], command: str, wall_s: float) -> str:
+def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], command: str, wall_s: float,
+                  load_start: tuple[float, ...] = ()) -> str:
     """``out/index.md``: measured against predicted from the calibrated profile (``calibs``: each
-    calibration directory and the 1-minute load average when it started); returns the line."""
+    calibration directory and the 1-minute load average when it started; ``load_start``: the load
+    averages when the loop started); returns the line."""
     from laddersim.hardware.profile import load_profile
     from laddersim.validation.core import error_summary
 
@@ -141,6 +157,9 @@ def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], com
     table = calibrated[["batch", "schedule", "tokens_per_s", "predicted_tokens_per_s", "rel_error",
                         "measured_speedup", "predicted_speedup", "speedup_error_pp"]]
     load = " ".join(f"{v:.2f}" for v in os.getloadavg())
+    before = " ".join(f"{v:.2f}" for v in load_start)
+    loads = f"load average (1, 5, 15 min) at the start {before}, at the end {load}" if before else \
+        f"load average at the end {load}"
 
     def md(frame: pd.DataFrame) -> str:
         lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
@@ -170,7 +189,8 @@ def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], com
         "microbenchmark-calibrated profiles alone (no fitting to the benchmark rows): each batch's rows",
         "from the profile calibrated just before them.",
         "",
-        f"Reproduce: `{command}` ({wall_s / 60:.1f} min here; load average at the end {load}).",
+        f"Reproduce: `{command}` ({wall_s / 60:.1f} min here; {loads}; this loop's own two ranks",
+        "add about 2).",
         "",
         "    " + line,
         "",
@@ -190,15 +210,18 @@ def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], com
         "",
         "## How to read this",
         "",
-        "Two CPU ranks on a shared machine. Calibration measures in the state a decode step runs in,",
+        "Two CPU ranks on a shared machine, each pinned to a core of its own (calibrate and benchmark",
+        "alike, `laddersim/calibrate/cores.py`). Calibration measures in the state a decode step runs in,",
         "on every rank at once: a step reads each weight once, after the rest of the rank's weights went",
         "through the caches, so the GEMMs at the model's shapes rotate over weight copies as large as the",
         "step's weights (cold, sharing the memory bandwidth as the ranks do), the per-op framework cost",
         "is timed after that working set streamed, the top-k sampling over the vocabulary is timed as one",
-        "call, and an AllReduce is what a step pays for it after the model's own module (module +",
-        "AllReduce minus the module: the wait for the slower rank and gloo's thread wake-ups included);",
-        "the overlap of the ladder is measured as the ladder runs it (one module beside an async",
-        "AllReduce). Other processes on the machine change every timing from minute to minute, so the",
+        "call, and an AllReduce is what a standard step pays for it (the model's own modules in a row,",
+        "each followed by the AllReduce, minus the modules alone, over their number; a mean: the wait",
+        "for the slower rank and gloo's thread wake-ups, a long tail, included; its issue on the calling",
+        "thread is charged once, by the step's collective launch); the overlap of the ladder is measured",
+        "as the ladder runs it (one module beside an async AllReduce; the engine's rates solved from",
+        "the mean timings). Other processes on the machine change every timing from minute to minute, so the",
         "load-dependent points are measured next to each batch's benchmark. Read the CPU numbers as a check of the",
         f"pipeline and of these mechanisms, not of GPU accuracy. Measured rows: `{measured_path}`; details:",
         "`calibrated/index.md`.",

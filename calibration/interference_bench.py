@@ -7,12 +7,11 @@ repetition times back to back (so a load drifting over the run cancels out of it
 
 1. the compute alone, and the AllReduce alone (slowest rank's time);
 2. both together:
-   * with ``model`` (CPU): one of the model's own modules (ladder_bench's code, this rank's
-     shard, decode at m tokens, the next of a step's modules each repetition) after an async
-     AllReduce of its output size is issued, as a ladder step runs; the AllReduce's end is taken
-     by its completion callback; "alone" for the AllReduce is what a standard step pays for it
-     (``allreduce_bench.step_allreduce_s``); the slowdowns are the engine's rates that reproduce
-     each repetition (``fluid_slowdowns``);
+   * with ``model`` (CPU): the model's own modules (ladder_bench's code, this rank's shard,
+     decode at m tokens) in ladder order, each one's async AllReduce waited on before the module
+     after next, as a ladder step runs them; "alone" for the AllReduce is what a standard step
+     pays for it (``allreduce_bench.chain_allreduce_s``); the slowdowns are the engine's rates
+     that run that chain as measured (``calibration/ladder_overlap.py``);
    * else a batch of GEMMs m x n x k while COMM_BATCH AllReduces run on a side CUDA stream (GPU)
      or in the main thread while a second thread runs the GEMMs (CPU: torch releases the GIL);
 3. ``compute_slowdown`` = median over repetitions of ``overlap / alone - 1`` of rank 0's
@@ -141,33 +140,6 @@ def _gemm_compute(ctx, point: dict):
     return lambda: torch.mm(x, w.t(), out=y)
 
 
-def _overlap_async_cpu(buf, compute, group) -> tuple[float, float]:
-    """(compute seconds, AllReduce seconds) with the AllReduce issued async first, as a ladder
-    step does: gloo's worker thread progresses it on the same cores while this thread computes.
-    Its end is taken by a completion callback (on gloo's thread), so it counts even when the
-    AllReduce ends before the compute."""
-    done = {}
-    dist.barrier(group=group)
-    t0 = time.perf_counter()
-    work = dist.all_reduce(buf, group=group, async_op=True)
-    work.get_future().then(lambda _f: done.setdefault("t", time.perf_counter()))
-    compute()
-    compute_s = time.perf_counter() - t0
-    work.wait()
-    comm_end = done.get("t") or time.perf_counter()
-    return compute_s, comm_end - t0
-
-
-def _comm_alone_cpu(buf, group) -> float:
-    done = {}
-    dist.barrier(group=group)
-    t0 = time.perf_counter()
-    work = dist.all_reduce(buf, group=group, async_op=True)
-    work.get_future().then(lambda _f: done.setdefault("t", time.perf_counter()))
-    work.wait()
-    return (done.get("t") or time.perf_counter()) - t0
-
-
 def _spread(ratios: list[float]) -> tuple[float, float, float]:
     """(median, p10, p90) of per-repetition ratios, minus 1: slowdown fractions."""
     r = np.asarray(ratios, dtype=float) - 1.0
@@ -187,60 +159,66 @@ def measure(ctx, point: dict) -> dict | None:
 
 
 def _measure_async_cpu(ctx, point: dict, group) -> dict | None:
-    """Per repetition, for the next module of a step (cycling): the module alone; the AllReduce
-    as a step pays it (``allreduce_bench.step_allreduce_s``: module + blocking AllReduce minus the
-    module); and the ladder's overlap, the AllReduce issued async just before the module and
-    waited on after it (its end taken by its completion callback). Slowest ranks' times."""
-    from calibration.allreduce_bench import step_allreduce_s
+    """The ladder's overlap as the ladder runs it (``calibration.ladder_overlap``): per repetition,
+    back to back, a collective's issue (as the ``overhead`` benchmark times it), the model's
+    modules alone, the same modules in ladder order with an async AllReduce of the point's size
+    after each, and the AllReduce as a standard step pays it (``allreduce_bench.chain_allreduce_s``,
+    the ``allreduce`` table's own measure; less the issue, it is what the engine simulates after
+    the collective launch). Slowest ranks' times. The slowdowns are the engine's rates that run the mean ladder chain as measured (its
+    end and its time in the modules); the spread columns: per repetition, the modules' slowdown and
+    the comm rate that ends that repetition's chain, the compute rate held."""
+    from calibration.allreduce_bench import FLOOR_US, chain_allreduce_s
+    from calibration.ladder_overlap import ladder_chain_s
+    from calibration.overhead_bench import collective_issue_s
 
     modules = decode_modules(ctx, point["model"], point["group_size"], point["m"], point["dtype"])
     dtype = DTYPES[point["dtype"]]
-    buf = torch.zeros(element_count(point["size_bytes"], dtype), dtype=dtype, device=ctx.device)
-    for module in modules:  # warm-up
-        module()
-        _comm_alone_cpu(buf, group)
-    rows = []
-    for rep in range(ctx.opts.repeat_count):
-        module = modules[rep % len(modules)]
+    bufs = [torch.zeros(element_count(point["size_bytes"], dtype), dtype=dtype, device=ctx.device)
+            for _ in modules]
+
+    def alone():
+        for module in modules:
+            module()
+
+    ladder_chain_s(ctx, modules, bufs, group)  # warm-up
+    n, rows = len(modules), []
+    for _ in range(ctx.opts.repeat_count):
+        issue_s = collective_issue_s(ctx, group)
         dist.barrier(group=group)
-        alone_c = ctx.max_over(time_host_s(module), group)
-        alone_a = step_allreduce_s(ctx, lambda: dist.all_reduce(buf, group=group), module, group, reps=1)[0]
-        over_c, over_a = _overlap_async_cpu(buf, module, group)
-        rows.append((alone_c, alone_a, ctx.max_over(over_c, group), ctx.max_over(over_a, group)))
+        alone_s = ctx.max_over(time_host_s(alone), group)
+        ladder_s, modules_s, issues_s = ladder_chain_s(ctx, modules, bufs, group)
+        in_compute_s = ctx.max_over(modules_s + max(issues_s - n * issue_s, 0.0), group)
+        step_s = chain_allreduce_s(ctx, lambda: dist.all_reduce(bufs[0], group=group), modules, group)
+        rows.append((alone_s, ctx.max_over(ladder_s, group), in_compute_s, issue_s, step_s))
     if ctx.rank != 0:
         return None
-    return _values(rows, 1, 1)
+    issue_s, step_s = float(np.mean([r[3] for r in rows])), float(np.mean([r[4] for r in rows]))
+    return ladder_row(n, rows, max(step_s - issue_s, FLOOR_US * 1e-6))
 
 
-# Below this share of its work done during the compute, an AllReduce counts as stalled at it
-# (its slowdown is then 1 / MIN_PROGRESS - 1, large and finite, so the engine's clock runs).
-MIN_PROGRESS = 0.01
+def ladder_row(n: int, rows: list[tuple[float, ...]], comm_s: float) -> dict:
+    """The interference row from ladder chains of ``n`` modules, per repetition (alone, ladder,
+    in the modules, one issue, ...), and the AllReduce the engine simulates (``comm_s``)."""
+    from calibration.ladder_overlap import MAX_COMM_SLOWDOWN, bisect_rate, chain_run, chain_work, ladder_rates
 
-
-def fluid_slowdowns(alone_c: float, alone_a: float, over_c: float, over_a: float) -> tuple[float, float]:
-    """(compute, comm) slowdowns of laddersim's engine (``laddersim.engine``: while both run, the
-    compute progresses at 1 / (1 + compute slowdown), the collective at 1 / (1 + comm slowdown),
-    each at full speed alone) that reproduce one overlapped timing: the AllReduce (``alone_a``
-    of work) issued at 0 beside ``alone_c`` of compute; the compute ended at ``over_c``, the
-    AllReduce at ``over_a``. Solved as the engine runs them: the AllReduce overlaps the compute
-    for ``o = min(over_a, over_c)``; if it outlived the compute, what it did during the compute is
-    its work minus the time it ran alone afterwards."""
-    o = min(over_a, over_c)
-    alone_part = over_c - o  # compute time with no AllReduce beside it
-    compute = o / max(alone_c - alone_part, 1e-12) - 1.0 if alone_c > alone_part else float("nan")
-    done = alone_a if over_a <= over_c else alone_a - (over_a - over_c)
-    progress = max(done, MIN_PROGRESS * alone_a) / o
-    return compute, 1.0 / progress - 1.0
+    alone_s, ladder_s, modules_s, issue_s = (float(np.mean(col)) for col in list(zip(*rows))[:4])
+    compute, comm = ladder_rates(n, alone_s, ladder_s, modules_s, issue_s, comm_s)
+    work = chain_work(n, alone_s / n, issue_s, comm_s)
+    held = max(compute, 0.0)
+    comm_r = [bisect_rate(lambda x: chain_run(work, held, x)[0], row[1], MAX_COMM_SLOWDOWN) for row in rows]
+    _, compute_p10, compute_p90 = _spread([row[2] / row[0] for row in rows])
+    _, comm_p10, comm_p90 = _spread([r + 1.0 for r in comm_r])
+    return {
+        "reps": len(rows), "gemm_alone_us": alone_s / n * 1e6, "gemm_overlap_us": modules_s / n * 1e6,
+        "comm_alone_us": comm_s * 1e6, "comm_overlap_us": (ladder_s - modules_s) / n * 1e6,
+        "compute_slowdown": compute, "comm_slowdown": comm, "compute_p10": compute_p10,
+        "compute_p90": compute_p90, "comm_p10": comm_p10, "comm_p90": comm_p90,
+    }
 
 
 def _values(rows: list[tuple[float, float, float, float]], n_compute: int, n_comm: int) -> dict:
     alone_c, alone_a, over_c, over_a = (np.asarray(col, dtype=float) for col in zip(*rows))
-    if n_comm == 1:  # one async AllReduce beside the compute: the engine's rates, solved per repetition
-        pairs = np.array([fluid_slowdowns(*row) for row in rows])
-        compute_r, comm_r = pairs[:, 0] + 1.0, pairs[:, 1] + 1.0
-        compute_r = compute_r[np.isfinite(compute_r)]
-    else:
-        compute_r, comm_r = over_c / alone_c, over_a / alone_a
+    compute_r, comm_r = over_c / alone_c, over_a / alone_a
     compute, compute_p10, compute_p90 = _spread(list(compute_r))
     comm, comm_p10, comm_p90 = _spread(list(comm_r))
     return {

@@ -35,6 +35,7 @@ if _ROOT not in sys.path:  # run as `python calibration/ladder_bench.py` from a 
 from calibration.bench_launch import local_rendezvous, loopback_only, spawn_ranks  # noqa: E402
 from calibration.ladder_csv import append_row, check_out_csv, read_rows, row_key  # noqa: E402
 from calibration.ladder_memory import GIB, available_host_bytes, peak_bytes_per_rank  # noqa: E402
+from laddersim.calibrate.cores import pin_cpu_rank  # noqa: E402
 from laddersim.errors import UserInputError  # noqa: E402
 from laddersim.io_write import lock_run_dir  # noqa: E402
 from laddersim.model_shape import ModelShape, load_model_shape  # noqa: E402
@@ -675,8 +676,8 @@ def pending_schedules(cfg: BenchConfig, tp: int) -> tuple[str, ...]:
 def _init_group(backend: str, rank: int, world_size: int, init_method: str | None,
                 local_world_size: int) -> None:
     if backend == "gloo":
-        # Share the cores among the local ranks instead of every rank using all of them.
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world_size))
+        # Each local rank on its share of the cores, as calibrate runs them (laddersim.calibrate.cores).
+        pin_cpu_rank(int(os.environ.get("LOCAL_RANK", rank)), local_world_size)
     if init_method and init_method.startswith("file://"):
         loopback_only()  # locally spawned: nothing listens beyond the loopback
     dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world_size)

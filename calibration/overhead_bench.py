@@ -75,22 +75,25 @@ def _view_chain(x: torch.Tensor):
     return chain
 
 
-def _collective_issue(ctx, reps: int) -> list[float]:
-    """Seconds per async all_reduce issue (the wait outside the timing), median over a chain."""
+def collective_issue_s(ctx, group) -> float:
+    """Seconds of one async all_reduce issue (the wait outside the timing): the median over a
+    chain of CHAIN_OPS // 4 issues of one element, after a barrier of ``group``."""
     buf = torch.zeros(1, device=ctx.device)
+    dist.barrier(group=group)
+    issue = []
+    for _ in range(CHAIN_OPS // 4):
+        t0 = time.perf_counter()
+        work = dist.all_reduce(buf, group=group, async_op=True)
+        issue.append(time.perf_counter() - t0)
+        work.wait()
+    return statistics.median(issue)
+
+
+def _collective_issue(ctx, reps: int) -> list[float]:
+    """Seconds per async all_reduce issue, one sample per chain (``collective_issue_s``)."""
     group = ctx.groups.get(ctx.world.world_size) if ctx.world.world_size > 1 else None
-    dist.all_reduce(buf, group=group)
-    samples = []
-    for _ in range(ctx.opts.warmup_count + reps):
-        dist.barrier(group=group)
-        issue = []
-        for _ in range(CHAIN_OPS // 4):
-            t0 = time.perf_counter()
-            work = dist.all_reduce(buf, group=group, async_op=True)
-            issue.append(time.perf_counter() - t0)
-            work.wait()
-        issue.sort()
-        samples.append(issue[len(issue) // 2])
+    dist.all_reduce(torch.zeros(1, device=ctx.device), group=group)
+    samples = [collective_issue_s(ctx, group) for _ in range(ctx.opts.warmup_count + reps)]
     return samples[ctx.opts.warmup_count:]
 
 

@@ -59,6 +59,24 @@ def test_roofline_fit_recovers_the_gemm_model_parameters():
     assert np.max(np.abs(pred / times - 1)) < 1e-3
 
 
+def test_a_time_weighted_roofline_fit_is_right_where_the_time_is():
+    """Small GEMMs on one roofline and one long GEMM (an LM head) twice as slow as that roofline
+    says: alike, the fit follows the many small ones; weighted by time, it moves toward the long
+    one, where a step's seconds are."""
+    gpu = GpuSpec(name="test", peak_tflops=_s(0.09), memory_bandwidth_gbps=_s(45), memory_gb=_s(12),
+                  gemm_compute_efficiency=_s(0.9), gemm_memory_efficiency=_s(0.3),
+                  gemm_blend_order=_s(1.0), gemm_tile_m=_s(1), elementwise_memory_efficiency=_s(0.5),
+                  attention_compute_efficiency=_s(0.5), kernel_launch_us=_s(10.0))
+    shapes = [(m, n, k) for m in (1, 4, 16, 64) for n, k in ((384, 512), (512, 256), (1536, 512), (512, 768))]
+    m, n, k = (np.array(v, float) for v in zip(*(shapes + [(16, 16000, 512)])))
+    times = gemm_time_s(gpu, m, n, k, 4)
+    times[-1] *= 2.0
+    args = (m, n, k, times, 4, gpu.peak_flops_per_s, gpu.memory_bandwidth_bytes_per_s)
+    alike, weighted = fit_roofline(*args), fit_roofline(*args, weights=times)
+    miss = [abs(roofline_time_s(f, 16, 16000, 512, 4, *args[-2:]) / times[-1] - 1) for f in (alike, weighted)]
+    assert miss[0] > 0.4 and miss[1] < miss[0] - 0.15
+
+
 def test_bandwidth_efficiency_ignores_launch_dominated_points():
     moved = np.array([1e3, 1e8, 1e9])
     times = 2e-6 + moved / (0.8 * 1e12)

@@ -93,10 +93,12 @@ def roofline_time_s(fit: Roofline, m, n, k, dtype_bytes, peak_flops_per_s, bandw
     return fit.launch_s + (t_compute**p + t_memory**p) ** (1.0 / p)
 
 
-def _solve_efficiencies(c0, m0, body, p):
-    """Efficiencies given the p and the launch-free times ``body`` (relative least squares)."""
-    design = np.column_stack([c0**p, m0**p]) / body[:, None] ** p
-    (u, v), *_ = np.linalg.lstsq(design, np.ones_like(body), rcond=None)
+def _solve_efficiencies(c0, m0, body, p, root_w=None):
+    """Efficiencies given the p and the launch-free times ``body`` (relative least squares, each
+    row weighted by ``root_w``, the square root of its weight)."""
+    root_w = np.ones_like(body) if root_w is None else root_w
+    design = np.column_stack([c0**p, m0**p]) / body[:, None] ** p * root_w[:, None]
+    (u, v), *_ = np.linalg.lstsq(design, root_w, rcond=None)
     lo, hi = EFFICIENCY_BOUNDS
     ce = np.clip(u ** (-1.0 / p), lo, hi) if u > 0 else hi
     me = np.clip(v ** (-1.0 / p), lo, hi) if v > 0 else hi
@@ -104,8 +106,13 @@ def _solve_efficiencies(c0, m0, body, p):
 
 
 def fit_roofline(m, n, k, times_s, dtype_bytes: int, peak_flops_per_s: float,
-                 bandwidth_bytes_per_s: float, tiles=TILES_M, orders=BLEND_ORDERS) -> Roofline:
+                 bandwidth_bytes_per_s: float, tiles=TILES_M, orders=BLEND_ORDERS, weights=None) -> Roofline:
+    """The roofline parameters with the least RMS log error over the points, each weighted by
+    ``weights`` (default: alike; ``rms_log_error`` is the weighted one)."""
     m, n, k, t = (np.asarray(v, float) for v in (m, n, k, times_s))
+    w = np.ones_like(t) if weights is None else np.asarray(weights, float)
+    w = w / w.sum()
+    root_w = np.sqrt(w)
     moved = dtype_bytes * (m * k + n * k + m * n)
     m0 = moved / bandwidth_bytes_per_s  # memory time at efficiency 1
     best = None
@@ -117,10 +124,10 @@ def fit_roofline(m, n, k, times_s, dtype_bytes: int, peak_flops_per_s: float,
             for _ in range(5):  # coarse grid, then finer ones around the best launch
                 scored = []
                 for launch in launches:
-                    ce, me = _solve_efficiencies(c0, m0, t - launch, p)
+                    ce, me = _solve_efficiencies(c0, m0, t - launch, p, root_w)
                     fit = Roofline(ce, me, p, tile, float(launch), 0.0)
                     pred = roofline_time_s(fit, m, n, k, dtype_bytes, peak_flops_per_s, bandwidth_bytes_per_s)
-                    scored.append((float(np.sqrt(np.mean(np.log(pred / t) ** 2))), float(launch), ce, me))
+                    scored.append((float(np.sqrt(np.sum(w * np.log(pred / t) ** 2))), float(launch), ce, me))
                 err, launch, ce, me = min(scored)
                 step = launches[1] - launches[0]
                 launches = np.clip(np.linspace(launch - step, launch + step, 21), 0.0, 0.98 * t_min)

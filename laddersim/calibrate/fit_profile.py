@@ -376,10 +376,14 @@ def _gpu(fit: _Fit) -> GpuSpec:
     fitted = model_gemm if len(model_gemm) >= MIN_GEMM_POINTS else gemm
     which = "the model's " if fitted is model_gemm else ""  # "fitted to the model's 10 GEMMs"
     if len(fitted) >= MIN_GEMM_POINTS:
-        roof = fit_roofline(fitted["m"], fitted["n"], fitted["k"], fitted["time_us"].to_numpy(float) * 1e-6,
-                            DTYPE_BYTES[dtype], peak.value * 1e12, bandwidth.value * 1e9)
+        times_s = fitted["time_us"].to_numpy(float) * 1e-6
+        # The model's GEMMs weigh as the time they take (a step's error in seconds is the LM
+        # head's, not the small projections'); a generic grid's alike.
+        roof = fit_roofline(fitted["m"], fitted["n"], fitted["k"], times_s, DTYPE_BYTES[dtype],
+                            peak.value * 1e12, bandwidth.value * 1e9, weights=times_s if which else None)
         what = (f"roofline t = launch + (t_compute^p + t_memory^p)^(1/p) (laddersim.costs.gemm) fitted "
-                f"to {which}{len(fitted)} GEMMs ({dtype}, {fitted['mode'].iloc[0]}) against peak "
+                f"to {which}{len(fitted)} GEMMs ({dtype}, {fitted['mode'].iloc[0]}"
+                f"{', each weighted by its time' if which else ''}) against peak "
                 f"{peak.value:.4g} TFLOP/s, {bandwidth.value:.4g} GB/s; RMS log error "
                 f"{roof.rms_log_error:.3f}")
         fields.update(

@@ -14,6 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from laddersim.calibrate.cores import rank_cores
 from laddersim.calibrate.environment import describe_host, merge_manifest, now_utc, write_manifest
 from laddersim.calibrate.grid import World, build_grid, rounded_sizes_note
 from laddersim.calibrate.options import RunOptions
@@ -103,10 +104,12 @@ def prepare_run_dir(opts: RunOptions, world: World, backend: str, command: str) 
 
 
 def threads_per_rank(world: World) -> int:
-    """CPU ranks stand for GPUs: each gets an equal share of the cores (intra-op threads)."""
+    """CPU ranks stand for GPUs: each gets an equal share of the cores (intra-op threads; each
+    rank is pinned to its share, ``laddersim.calibrate.cores``)."""
     if world.device == "cuda":
         return 0  # not applicable
-    return max(1, (os.cpu_count() or 1) // world.ranks_per_node)
+    cores = rank_cores(0, world.ranks_per_node)
+    return 1 if cores is None else len(cores)
 
 
 class Progress:

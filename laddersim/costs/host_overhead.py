@@ -20,7 +20,12 @@ two preemptions, a whole run pays every preemption by the other processes on its
 collectives are not: a measured AllReduce is a whole call, its waits for the peer's and the
 worker threads' turns on the cores included. Where the collectives' progress shares the
 compute's cores (``collective_progress: host_cores``), the engine charges that through the
-profile's interference rates, which calibrate measures that way.
+profile's interference rates, which calibrate measures that way. A measured collective is timed
+on the calling thread from its call to its return, so it holds its own issue (the backend
+enqueueing the work: ``collective_op_us`` per collective op of ``collective_launch``); the issue
+is charged once, on the compute stream where the calling thread pays it (``collective_launch``),
+and each collective kind keeps the rest, ``max(0, measured - issue)``: a blocking call still
+costs the measured time, an async one (the ladder) overlaps only what follows its issue.
 Asynchronous timing (eager on a GPU, the host running ahead): the op takes the longer of its
 kernel time and ``host_s``. Kinds without an entry (the comm stream's collectives) are unchanged.
 """
@@ -64,6 +69,9 @@ def with_host_overhead(hw: HardwareProfile, times: dict[str, np.ndarray]) -> dic
         if spec.timing == "asynchronous":
             out[kind] = kernel_s if host_s is None else np.maximum(kernel_s, host_s)
             continue
+        if kind in COLLECTIVE_KINDS:  # a whole call: its issue is charged by collective_launch
+            out[kind] = np.maximum(kernel_s - collective_issue_s(spec), 0.0)
+            continue
         if kind == "sampling" and spec.sampling_us is not None:
             kernel_s = np.full_like(kernel_s, spec.sampling_us.value * 1e-6)
             host_s = max(0.0, (host_s or 0.0) - spec.sampling_ops * op_s)
@@ -72,8 +80,12 @@ def with_host_overhead(hw: HardwareProfile, times: dict[str, np.ndarray]) -> dic
         elif host_s is not None:
             floors_s = 0.0 if kind in NO_FLOOR_KINDS else hw.gpu.kernel_launch_s
             kernel_s = kernel_s - floors_s + host_s
-        if kind not in COLLECTIVE_KINDS:
-            kernel_s = kernel_s / share  # the rank computes only while the cores are its own
-        out[kind] = kernel_s
+        out[kind] = kernel_s / share  # the rank computes only while the cores are its own
     return out
+
+
+def collective_issue_s(spec: HostOverheadSpec) -> float:
+    """Host seconds of one collective's issue: the collective ops of ``collective_launch``."""
+    entry = next((e for e in spec.ops if e.kind == "collective_launch"), None)
+    return 0.0 if entry is None else 1e-6 * entry.collective * spec.collective_op_us.value
 
