@@ -99,20 +99,6 @@ def chain_allreduce_s(ctx, all_reduce, modules, group) -> float:
     return (with_s - alone_s) / len(modules)
 
 
-def step_allreduce_s(ctx, all_reduce, module, group, reps: int) -> list[float]:
-    """``reps`` times, the seconds a step pays for ``all_reduce`` after ``module``: the slowest
-    rank's module + AllReduce minus the slowest rank's module alone, timed back to back (a load
-    drifting over the run weighs on both); floored at 1% of the module. Every rank gets them."""
-    samples = []
-    for _ in range(reps):
-        dist.barrier(group=group)
-        with_s = ctx.max_over(time_host_s(lambda: (module(), all_reduce())), group)
-        dist.barrier(group=group)
-        alone_s = ctx.max_over(time_host_s(module), group)
-        samples.append(max(with_s - alone_s, 0.01 * alone_s))
-    return samples
-
-
 def describe(point: dict) -> str:
     return (f"{point['group_size']} ranks/{point['nodes']} node(s) {point['dtype']} {point['mode']} "
             f"{human_bytes(point['size_bytes'])}")

@@ -85,10 +85,6 @@ def chain_run(work: RankWork, compute_slowdown: float, comm_slowdown: float) -> 
     return float(result.end_s.max()), float(sum(result.end_s[0, i] - result.start_s[0, i] for i in modules))
 
 
-def chain_end_s(work: RankWork, compute_slowdown: float, comm_slowdown: float) -> float:
-    return chain_run(work, compute_slowdown, comm_slowdown)[0]
-
-
 def bisect_rate(measure, target: float, top: float) -> float:
     """The x in [0, top] where the increasing ``measure(x)`` reaches ``target`` (bisection on
     log(1 + x); the bounds where it is reached at neither end)."""

@@ -29,11 +29,11 @@ def test_the_ladder_chain_solve_recovers_the_engines_comm_rate():
     """A ladder chain run by the engine with known rates; the solve (calibration/ladder_overlap)
     gives both rates back from the chain's end and its time in the modules."""
     pytest.importorskip("torch")
-    from calibration.ladder_overlap import chain_end_s, chain_work, ladder_rates
+    from calibration.ladder_overlap import chain_run, chain_work, ladder_rates
 
     n, module_s, issue_s, comm_s = 8, 0.001, 0.0001, 0.0015
     for slow_c, slow_a in ((0.0, 0.5), (0.2, 3.0), (0.1, 0.0)):
-        ladder_s = chain_end_s(chain_work(n, module_s, issue_s, comm_s), slow_c, slow_a)
+        ladder_s = chain_run(chain_work(n, module_s, issue_s, comm_s), slow_c, slow_a)[0]
         # the modules' time in the chain: what the engine's compute ops took
         result = run_engine([chain_work(n, module_s, issue_s, comm_s)], slow_c, slow_a)
         modules_s = float(sum(result.end_s[0, 3 * i] - result.start_s[0, 3 * i] for i in range(n)))
