@@ -55,14 +55,9 @@ from scipy.optimize import least_squares
 
 from laddersim.errors import UserInputError
 from laddersim.costs.collectives import alpha_beta_time_s
-from laddersim.hardware.profile import (
-    HardwareProfile,
-    MeasuredTable,
-    ProtocolTerm,
-    Sourced,
-    TierFit,
-    load_profile,
-)
+from laddersim.hardware.comm_specs import ProtocolTerm, TierFit
+from laddersim.hardware.profile import HardwareProfile, load_profile
+from laddersim.hardware.sourced import MeasuredTable, Sourced
 from laddersim.model_shape import load_model_shape
 from laddersim.provenance import laddersim_version, profile_sha256
 from laddersim.schedules.plan import overlaps_communication

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from laddersim.config_files import build, read_yaml_mapping
 from laddersim.errors import UserInputError
-from laddersim.hardware.profile import Positive
+from laddersim.hardware.sourced import Positive
 
 FRAMEWORKS_DIR = Path(__file__).resolve().parent / "data" / "frameworks"
 _FROZEN = ConfigDict(frozen=True, extra="forbid")

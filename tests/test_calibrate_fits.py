@@ -10,7 +10,9 @@ from laddersim.calibrate.curve_fits import (
 )
 from laddersim.costs.collectives import alpha_beta_time_s
 from laddersim.costs.gemm import gemm_time_s
-from laddersim.hardware.profile import AlphaBeta, GpuSpec, Sourced
+from laddersim.hardware.comm_specs import AlphaBeta
+from laddersim.hardware.compute_specs import GpuSpec
+from laddersim.hardware.sourced import Sourced
 
 
 def _s(value: float) -> Sourced:

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from laddersim.costs.collectives import allreduce_time_s, fit_time_s, intra_node_model_s, model_allreduce_s
 from laddersim.hardware.overrides import with_overrides
-from laddersim.hardware.profile import ProtocolTerm, TierFit, load_profile
+from laddersim.hardware.comm_specs import ProtocolTerm, TierFit
+from laddersim.hardware.profile import load_profile
 from laddersim.profiles_check.compare import check_allreduce
 from laddersim.calibrate.curve_fits import fit_protocol_terms
 

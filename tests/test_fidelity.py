@@ -14,7 +14,8 @@ from laddersim.costs.gemm_tables import HYBRID, SILICON, SOL, library_gemm_time_
 from laddersim.costs.op_costs import SPLIT_K_WAVES, Phase, op_time_sources, op_times_s, splits_k
 from laddersim.errors import UserInputError
 from laddersim.framework import framework_names, load_framework
-from laddersim.hardware.profile import load_profile, read_gemm_table_csv
+from laddersim.hardware.profile import load_profile
+from laddersim.hardware.table_files import read_gemm_table_csv
 from laddersim.model_shape import ModelShape
 from laddersim.simulate import make_scenario, simulate
 from laddersim.workload import Workload
@@ -213,7 +214,7 @@ def test_fit_predictions_carry_the_parameter_uncertainty_to_every_schedule(h100,
     get the interval exp(+-1.96 g sigma); the speedup's sensitivity is the schedule's minus standard's."""
     from laddersim.fit_predictions import Z95, predictions
     from laddersim.fitting import FitResult
-    from laddersim.hardware.profile import Sourced
+    from laddersim.hardware.sourced import Sourced
     from laddersim.validation.core import ValidationSetup
 
     model = tmp_path / "config.json"

@@ -11,7 +11,8 @@ import pytest
 
 from laddersim.calibrate.fit_host import format_counts, host_ops, negative_interference_warnings, parse_counts
 from laddersim.costs.op_costs import Phase, op_times_s
-from laddersim.hardware.profile import HostOps, HostOverheadSpec, Sourced
+from laddersim.hardware.compute_specs import HostOps, HostOverheadSpec
+from laddersim.hardware.sourced import Sourced
 from laddersim.workload import Workload
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

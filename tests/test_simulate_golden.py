@@ -8,7 +8,8 @@ import pytest
 from laddersim.costs.collectives import bandwidth_share
 from laddersim.costs.op_costs import Phase, op_times_s
 from laddersim.hardware.overrides import with_overrides
-from laddersim.hardware.profile import InterferencePoint, InterferenceSpec, Sourced
+from laddersim.hardware.comm_specs import InterferencePoint, InterferenceSpec
+from laddersim.hardware.sourced import Sourced
 from laddersim.simulate import Scenario, SimOptions, simulate
 from laddersim.workload import Workload
 

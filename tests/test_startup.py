@@ -49,7 +49,8 @@ def test_the_chosen_command_parses_its_own_arguments():
 
 
 def test_numpy_table_reader_matches_the_pandas_one_on_every_shipped_allreduce_table():
-    from laddersim.hardware.profile import profiles_dir, read_table_arrays, read_table_csv
+    from laddersim.hardware.profile import profiles_dir
+    from laddersim.hardware.table_files import read_table_arrays, read_table_csv
 
     tables = [p for p in sorted((profiles_dir() / "tables").glob("*.csv")) if "gemm" not in p.name]
     assert tables

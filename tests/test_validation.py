@@ -13,7 +13,9 @@ from laddersim.cli import main
 from laddersim.errors import UserInputError
 from laddersim.fitting import fit_profiles, save_profile
 from laddersim.costs.collectives import alpha_beta_time_s
-from laddersim.hardware.profile import ProtocolTerm, Sourced, TierFit, load_profile
+from laddersim.hardware.comm_specs import ProtocolTerm, TierFit
+from laddersim.hardware.profile import load_profile
+from laddersim.hardware.sourced import Sourced
 from laddersim.validation import ValidationSetup, error_summary, read_measured, validate
 from laddersim.validation import figure
 from laddersim.validation.core import BUILTIN_MEASURED

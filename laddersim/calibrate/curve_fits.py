@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
-from laddersim.hardware.profile import ProtocolTerm, TierFit
+from laddersim.hardware.comm_specs import ProtocolTerm, TierFit
 
 BLEND_ORDERS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
 TILES_M = (1.0, 8.0, 16.0, 32.0, 64.0, 128.0)

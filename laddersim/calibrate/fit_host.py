@@ -18,7 +18,8 @@ import statistics
 
 import pandas as pd
 
-from laddersim.hardware.profile import HostOps, HostOverheadSpec, Sourced
+from laddersim.hardware.compute_specs import HostOps, HostOverheadSpec
+from laddersim.hardware.sourced import Sourced
 
 OP_CLASSES = ("compute", "view", "collective")
 

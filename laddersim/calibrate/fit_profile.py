@@ -32,10 +32,17 @@ from laddersim.calibrate.schema import SCHEMAS
 from laddersim.calibrate.plausibility import check_allreduce_bandwidth, check_points
 from laddersim.calibrate.store import PointStore, measurement_path
 from laddersim.errors import UserInputError
-from laddersim.hardware.profile import (
-    AlphaBeta, CollectiveSpec, FrameworkSpec, GpuSpec, HardwareProfile, InterferencePoint, InterferenceSpec, MeasuredTable,
-    NetworkSpec, NodeSpec, PEAK_FIELD_BY_DTYPE, Sourced, TierFit, load_profile, parse_profile,
+from laddersim.hardware.comm_specs import (
+    AlphaBeta,
+    CollectiveSpec,
+    InterferencePoint,
+    InterferenceSpec,
+    NetworkSpec,
+    TierFit,
 )
+from laddersim.hardware.compute_specs import FrameworkSpec, GpuSpec, NodeSpec, PEAK_FIELD_BY_DTYPE
+from laddersim.hardware.profile import HardwareProfile, load_profile, parse_profile
+from laddersim.hardware.sourced import MeasuredTable, Sourced
 from laddersim.provenance import laddersim_version, profile_sha256
 
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "double": 8, "float": 4,

@@ -24,7 +24,9 @@ import math
 import numpy as np
 
 from laddersim.costs import nccl_algorithms
-from laddersim.hardware.profile import AlphaBeta, HardwareProfile, MeasuredTable, TierFit, WhatIf
+from laddersim.hardware.comm_specs import AlphaBeta, TierFit, WhatIf
+from laddersim.hardware.profile import HardwareProfile
+from laddersim.hardware.sourced import MeasuredTable
 
 
 def _algorithm_steps(tier: AlphaBeta, n: int) -> float:

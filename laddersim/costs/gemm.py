@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from laddersim.hardware.profile import GpuSpec
+from laddersim.hardware.compute_specs import GpuSpec
 
 
 def gemm_time_s(gpu: GpuSpec, m, n, k, dtype_bytes: int = 2, launch_s: float | None = None,

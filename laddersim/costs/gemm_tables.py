@@ -20,7 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from laddersim.costs.gemm import gemm_time_s
-from laddersim.hardware.profile import HardwareProfile, MeasuredTable, read_gemm_table_csv, read_plain_columns
+from laddersim.hardware.profile import HardwareProfile
+from laddersim.hardware.sourced import MeasuredTable
+from laddersim.hardware.table_files import read_gemm_table_csv, read_plain_columns
 
 SILICON, HYBRID, SOL = "SILICON", "HYBRID", "SOL"
 

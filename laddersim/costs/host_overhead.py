@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from laddersim.hardware.profile import HardwareProfile, HostOverheadSpec
+from laddersim.hardware.compute_specs import HostOverheadSpec
+from laddersim.hardware.profile import HardwareProfile
 
 # Kernel floors (gpu.kernel_launch_us) laddersim.costs.op_costs already charges per op kind: one
 # per modelled kernel; the framework-only kinds (sampling, step_overhead, collective_launch)

@@ -4,7 +4,8 @@ interference. Returns a new frozen profile; the original is untouched."""
 from __future__ import annotations
 
 from laddersim.errors import UserInputError
-from laddersim.hardware.profile import HardwareProfile, Sourced
+from laddersim.hardware.profile import HardwareProfile
+from laddersim.hardware.sourced import Sourced
 
 OVERRIDE_KEYS = (
     "intra_bandwidth_scale", "intra_latency_scale", "inter_bandwidth_scale", "inter_latency_scale",

@@ -16,7 +16,9 @@ import pandas as pd
 
 from laddersim.costs.collectives import interpolate_table_s, mode_correction_s, model_allreduce_s
 from laddersim.costs.gemm import gemm_time_s
-from laddersim.hardware.profile import HardwareProfile, MeasuredTable, read_gemm_table_csv
+from laddersim.hardware.profile import HardwareProfile
+from laddersim.hardware.sourced import MeasuredTable
+from laddersim.hardware.table_files import read_gemm_table_csv
 from laddersim.profiles_check.sources import (
     ALLREDUCE_SOURCES, CHECK_MAX_BYTES, CHECK_MIN_BYTES, GEMM_SOURCES, read_allreduce_source, read_gemm_source,
     shared_root,

@@ -23,7 +23,10 @@ from scipy.optimize import least_squares
 from laddersim.calibrate.curve_fits import PROTOCOL_FIT_MIN_BYTES, protocol_tier_fit
 from laddersim.costs import collectives
 from laddersim.costs.gemm import gemm_time_s
-from laddersim.hardware.profile import HardwareProfile, Sourced, TierFit, read_gemm_table_csv
+from laddersim.hardware.comm_specs import TierFit
+from laddersim.hardware.profile import HardwareProfile
+from laddersim.hardware.sourced import Sourced
+from laddersim.hardware.table_files import read_gemm_table_csv
 from laddersim.profiles_check.sources import CHECK_MAX_BYTES
 
 def fit_intra_node(profile: HardwareProfile) -> list[TierFit]:
