@@ -23,6 +23,9 @@ from laddersim.limits import MAX_TP
 MANIFEST = "run.json"
 # Fields that must agree for a re-run to resume into an existing run directory.
 RESUME_FIELDS = ("backend", "device", "device_name", "world_size", "ranks_per_node", "nodes")
+TEXT_FIELDS = ("backend", "device", "device_name", "cpu_model", "host", "torch", "cuda", "nccl", "driver",
+               "date_utc", "command_line", "source")
+TEXT_LIST_FIELDS = ("hosts", "modes", "logs")
 
 
 def command_line() -> str:
@@ -109,6 +112,14 @@ def read_manifest(run_dir: str | Path) -> dict:
             value = manifest.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TP):
                 raise UserInputError(f"run: {path}: {key} = {value!r}; allowed: an integer from 1 to {MAX_TP}")
+        for key in TEXT_FIELDS:  # printed into the fitted profile's description and provenance
+            value = manifest.get(key)
+            if value is not None and not isinstance(value, str):
+                raise UserInputError(f"run: {path}: {key} = {value!r}; allowed: a string")
+        for key in TEXT_LIST_FIELDS:
+            value = manifest.get(key)
+            if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+                raise UserInputError(f"run: {path}: {key} = {value!r}; allowed: a list of strings")
     if not isinstance(manifest, dict) or "backend" not in manifest:
         raise UserInputError(f"run: {path} is not a laddersim run manifest (no 'backend')")
     return manifest
