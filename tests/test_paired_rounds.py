@@ -64,3 +64,29 @@ def test_validate_takes_a_measured_paired_speedup_where_the_rows_give_one(tmp_pa
     assert speedups == pytest.approx({"standard": 1.0, "ladder": 1.25, "parallel": 1.2})
     ladder = frame[frame["schedule"] == "ladder"].iloc[0]
     assert ladder["speedup_error_pp"] == pytest.approx((ladder["predicted_speedup"] - 1.25) * 100)
+
+
+# ---- the AllReduce table fitted non-decreasing in size (laddersim/calibrate/monotone.py) ----
+
+def test_nondecreasing_fit_pools_a_flat_noisy_stretch_at_its_median_and_keeps_a_growing_curve():
+    from laddersim.calibrate.monotone import nondecreasing_fit
+
+    # gloo on 2 shared cores (a closed-loop run's table, us): 1-64 KiB are all latency; one point
+    # 30% low among them moves the pooled level no more than a median allows.
+    measured = [1934, 1923, 1773, 1802, 1779, 1270, 1680, 2198, 3106, 6452]
+    assert list(nondecreasing_fit(measured)) == [1779.0] * 7 + [2198.0, 3106.0, 6452.0]
+    growing = [1.0, 2.0, 2.0, 5.0]
+    assert list(nondecreasing_fit(growing)) == growing
+    assert list(nondecreasing_fit([2.0, 1.0])) == [1.5, 1.5]
+    assert list(nondecreasing_fit([5.0, 1.0, 1.0], weights=[1, 1, 3])) == [1.0, 1.0, 1.0]  # weighted
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(st.floats(0.1, 1e4), min_size=1, max_size=12))
+def test_nondecreasing_fit_is_nondecreasing_within_the_values_range_and_idempotent(values):
+    from laddersim.calibrate.monotone import nondecreasing_fit
+
+    fitted = nondecreasing_fit(values)
+    assert len(fitted) == len(values) and (np.diff(fitted) >= 0).all()
+    assert min(values) <= fitted.min() and fitted.max() <= max(values)
+    assert list(nondecreasing_fit(fitted)) == list(fitted)
