@@ -90,3 +90,16 @@ def test_nondecreasing_fit_is_nondecreasing_within_the_values_range_and_idempote
     assert len(fitted) == len(values) and (np.diff(fitted) >= 0).all()
     assert min(values) <= fitted.min() and fitted.max() <= max(values)
     assert list(nondecreasing_fit(fitted)) == list(fitted)
+
+
+def test_each_allreduce_curve_is_fitted_on_its_own_and_only_where_collectives_share_the_cores():
+    from laddersim.calibrate.monotone import nondecreasing_in_size, shared_cores
+
+    frame = pd.DataFrame({"group_size": [2, 2, 2, 4, 4], "nodes": 1, "dtype": "float32", "mode": "eager",
+                          "size_bytes": [4096, 1024, 2048, 1024, 2048], "reps": 30,
+                          "time_us": [300.0, 200.0, 100.0, 50.0, 40.0]})
+    fitted = nondecreasing_in_size(frame)
+    assert list(fitted["time_us"]) == [300.0, 150.0, 150.0, 45.0, 45.0]  # by size, per group size
+    assert list(frame["time_us"]) == [300.0, 200.0, 100.0, 50.0, 40.0]  # the measurements kept
+    assert shared_cores({"backend": "gloo"}) and not shared_cores({"backend": "nccl"})
+    assert not shared_cores({"source": "nccl-tests", "backend": "nccl"})

@@ -28,7 +28,7 @@ from laddersim.calibrate.curve_fits import (
 from laddersim.calibrate.environment import library_name, read_manifest
 from laddersim.calibrate.fit_host import host_overhead
 from laddersim.calibrate.grid import human_bytes
-from laddersim.calibrate.monotone import nondecreasing_fit
+from laddersim.calibrate.monotone import MONOTONE_NOTE, nondecreasing_in_size, shared_cores
 from laddersim.calibrate.schema import SCHEMAS
 from laddersim.calibrate.plausibility import check_allreduce_bandwidth, check_points
 from laddersim.calibrate.store import PointStore, measurement_path
@@ -109,17 +109,14 @@ def _pick_dtype(dtypes, preferred: str | None = None) -> str:
 # ---- AllReduce -------------------------------------------------------------------------------
 
 def allreduce_table(frame: pd.DataFrame, mode: str, preferred_dtype: str | None) -> pd.DataFrame:
-    """gpus, nodes, size_bytes, time_us, dtype: one dtype per group shape (preferred first), the
-    times fitted non-decreasing in size (a point below a smaller size's is noise)."""
+    """gpus, nodes, size_bytes, time_us, dtype: one dtype per group shape (preferred first)."""
     rows = frame[frame["mode"] == mode]
     parts = []
     for (g, nodes), shape in rows.groupby(["group_size", "nodes"], sort=True):
         dtype = _pick_dtype(shape["dtype"], preferred_dtype)
         chosen = shape[shape["dtype"] == dtype].sort_values("size_bytes")
-        # Non-decreasing in size, weighted by repetitions (laddersim/calibrate/monotone.py).
-        time_us = nondecreasing_fit(chosen["time_us"], chosen["reps"].clip(lower=1) if "reps" in chosen else None)
         parts.append(pd.DataFrame({"gpus": g, "nodes": nodes, "size_bytes": chosen["size_bytes"],
-                                   "time_us": time_us, "dtype": dtype}))
+                                   "time_us": chosen["time_us"], "dtype": dtype}))
     if not parts:
         return pd.DataFrame(columns=["gpus", "nodes", "size_bytes", "time_us", "dtype"])
     return pd.concat(parts, ignore_index=True)
@@ -132,8 +129,8 @@ def _write_table(fit: _Fit, table: pd.DataFrame, mode: str, timing: str, path: P
     shapes = ", ".join(f"{g} ranks x {n} node(s) {d}" for (g, n, d), _ in
                        table.groupby(["gpus", "nodes", "dtype"], sort=True))
     header = [
-        f"# AllReduce time per call ({stat} over {int(reps.min())}-{int(reps.max())} timed calls, fitted "
-        f"non-decreasing in size: laddersim/calibrate/monotone.py), {mode}/{timing}",
+        f"# AllReduce time per call ({stat} over {int(reps.min())}-{int(reps.max())} timed calls"
+        f"{MONOTONE_NOTE if shared_cores(fit.manifest) else ''}), {mode}/{timing}",
         f"# source: calibration run {fit.run_dir} measurements/allreduce.csv ({fit.library}, "
         f"{fit.manifest.get('device_name', '?')}, {date})",
         f"# run command: {fit.manifest.get('command_line', '?')}",
@@ -286,6 +283,8 @@ def _collectives(fit: _Fit, tables_dir: Path) -> tuple[CollectiveSpec, pd.DataFr
         table = allreduce_table(frame, mode, preferred)
         if table.empty:
             continue
+        if shared_cores(fit.manifest):  # the table the engine reads; the tier fit keeps the points
+            table = nondecreasing_in_size(table, ("gpus", "nodes", "dtype"))
         timing = _timing(fit, mode)
         what = _write_table(fit, table, mode, timing, tables_dir / file)
         tables.append(MeasuredTable(file=f"tables/{file}", source=what, mode=mode, library=fit.library,

@@ -12,6 +12,29 @@ stretch into their weighted mean and leaves a curve that already grows untouched
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
+
+MONOTONE_NOTE = ", fitted non-decreasing in size: laddersim/calibrate/monotone.py"
+CURVE = ("group_size", "nodes", "dtype", "mode")  # the columns of measurements/allreduce.csv that make one curve
+
+
+def shared_cores(manifest: dict) -> bool:
+    """Did the run's collectives progress on the cores that compute (gloo on CPU ranks, not NCCL)?
+    There the table is fitted non-decreasing; an NCCL table (its protocol and algorithm switches
+    included) is kept as measured."""
+    return manifest.get("backend") != "nccl" and manifest.get("source") != "nccl-tests"
+
+
+def nondecreasing_in_size(frame: pd.DataFrame, curve=CURVE) -> pd.DataFrame:
+    """``frame`` (AllReduce rows: ``size_bytes``, ``time_us``) with each curve's (rows alike in the
+    ``curve`` columns) ``time_us`` fitted non-decreasing in size, weighted by ``reps`` if given."""
+    out = frame.copy()
+    keys = [c for c in curve if c in out.columns]
+    for _, rows in out.groupby(keys, sort=False) if keys else [(None, out)]:
+        rows = rows.sort_values("size_bytes")
+        weights = rows["reps"].clip(lower=1) if "reps" in rows else None
+        out.loc[rows.index, "time_us"] = nondecreasing_fit(rows["time_us"], weights)
+    return out
 
 
 def nondecreasing_fit(values, weights=None) -> np.ndarray:
