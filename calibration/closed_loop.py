@@ -60,7 +60,10 @@ def main() -> int:
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--prompt-len", type=int, default=32)
     parser.add_argument("--gen-len", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=7, help="ladder_bench timed runs per schedule")
+    parser.add_argument("--repeats", type=int, default=12,
+                        help="ladder_bench timed rounds (one measurement of each schedule per round)")
+    parser.add_argument("--min-time-s", type=float, default=1.0,
+                        help="ladder_bench's least duration of a measurement (generations back to back)")
     parser.add_argument("--calibrate-repeats", type=int, default=20)
     parser.add_argument("--comm-repeats", type=int, default=30,
                         help="calibrate repetitions of the AllReduce and interference points")
@@ -103,7 +106,7 @@ def main() -> int:
         cmd = [py, str(Path(__file__).with_name("ladder_bench.py")), "--backend", args.backend,
                "--world-size", ws, "--model", str(model), "--batch", str(batch),
                "--prompt-len", str(args.prompt_len), "--gen-len", str(args.gen_len),
-               "--repeats", str(args.repeats), "--out", str(bench_csv)]
+               "--repeats", str(args.repeats), "--min-time-s", str(args.min_time_s), "--out", str(bench_csv)]
         run(cmd + [arg for schedule in SCHEDULES for arg in ("--schedule", schedule)])
         run([py, "-m", "laddersim", "calibrate", "fit", str(calib), "--name",
              f"closed-loop-{args.backend}-{ws}-b{batch}"])
@@ -120,6 +123,9 @@ def main() -> int:
     command = f"python calibration/closed_loop.py {' '.join(sys.argv[1:])}".strip()
     line = write_summary(out, measured_path, {Path(profiles[b]): loads[b] for b in args.batch}, command,
                          time.perf_counter() - started, load_start)
+    noise = noise_line(pd.read_csv(out / "calibrated" / "validation.csv"))
+    if noise:
+        print(noise)
     print(line)
     return 0
 
@@ -144,6 +150,21 @@ def summary_line(validation: pd.DataFrame) -> str:
             f"speedup median |error| {speedup.median():.1f} pp (worst {speedup.max():.1f} pp)")
 
 
+def noise_line(validation: pd.DataFrame) -> str:
+    """The measured speedups' own noise, to read their errors against: the width of the per-round
+    ratios' interquartile range (ladder_bench's ``speedup_q1``..``speedup_q3``), in points, median
+    and widest over the schedules other than standard ("" where the rows carry none)."""
+    if not {"speedup_q1", "speedup_q3"} <= set(validation.columns):
+        return ""
+    other = validation[validation["schedule"] != "standard"]
+    width = ((other["speedup_q3"] - other["speedup_q1"]) * 100).dropna()
+    if width.empty:
+        return ""
+    return (f"measured speedups: per-round interquartile range {width.median():.1f} pp wide (median; "
+            f"widest {width.max():.1f} pp at batch {int(other.loc[width.idxmax(), 'batch'])} "
+            f"{other.loc[width.idxmax(), 'schedule']})")
+
+
 def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], command: str, wall_s: float,
                   load_start: tuple[float, ...] = ()) -> str:
     """``out/index.md``: measured against predicted from the calibrated profile (``calibs``: each
@@ -154,8 +175,9 @@ def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], com
 
     calibrated = pd.read_csv(out / "calibrated" / "validation.csv")
     line = summary_line(calibrated)
+    spread = [c for c in ("speedup_q1", "speedup_q3") if c in calibrated.columns]
     table = calibrated[["batch", "schedule", "tokens_per_s", "predicted_tokens_per_s", "rel_error",
-                        "measured_speedup", "predicted_speedup", "speedup_error_pp"]]
+                        "measured_speedup", *spread, "predicted_speedup", "speedup_error_pp"]]
     load = " ".join(f"{v:.2f}" for v in os.getloadavg())
     before = " ".join(f"{v:.2f}" for v in load_start)
     loads = f"load average (1, 5, 15 min) at the start {before}, at the end {load}" if before else \
@@ -193,6 +215,7 @@ def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], com
         "add about 2).",
         "",
         "    " + line,
+        *(["    " + noise_line(calibrated)] if noise_line(calibrated) else []),
         "",
         "## Every row",
         "",
@@ -222,7 +245,10 @@ def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], com
         "thread is charged once, by the step's collective launch); the overlap of the ladder is measured",
         "as the ladder runs it (one module beside an async AllReduce; the engine's rates solved from",
         "the mean timings). Other processes on the machine change every timing from minute to minute, so the",
-        "load-dependent points are measured next to each batch's benchmark. Read the CPU numbers as a check of the",
+        "load-dependent points are measured next to each batch's benchmark, the AllReduce table is fitted",
+        "non-decreasing in size (its latency-bound points pooled at their median, `laddersim/calibrate/monotone.py`),",
+        "and the benchmark times its schedules in paired rounds: a measured speedup is the median over rounds of",
+        "each round's ratio, shown with its quartiles (`calibration/paired_rounds.py`). Read the CPU numbers as a check of the",
         f"pipeline and of these mechanisms, not of GPU accuracy. Measured rows: `{measured_path}`; details:",
         "`calibrated/index.md`.",
         "",

@@ -35,6 +35,7 @@ if _ROOT not in sys.path:  # run as `python calibration/ladder_bench.py` from a 
 from calibration.bench_launch import local_rendezvous, loopback_only, spawn_ranks  # noqa: E402
 from calibration.ladder_csv import append_row, check_out_csv, read_rows, row_key  # noqa: E402
 from calibration.ladder_memory import GIB, available_host_bytes, peak_bytes_per_rank  # noqa: E402
+from calibration.paired_rounds import generations_per_measurement, paired_speedup, round_order  # noqa: E402
 from laddersim.calibrate.cores import pin_cpu_rank  # noqa: E402
 from laddersim.errors import UserInputError  # noqa: E402
 from laddersim.io_write import lock_run_dir  # noqa: E402
@@ -541,6 +542,7 @@ class BenchConfig:
     compile: bool
     nodes: int
     p2p: str
+    min_time_s: float = 0.0  # a measurement's least duration (more generations back to back)
 
 
 @torch.no_grad()
@@ -590,39 +592,74 @@ def bench_rank(cfg: BenchConfig, rank: int, world_size: int, device: torch.devic
 
         decoders[schedule] = (torch.compile(decode_one, mode="reduce-overhead", fullgraph=True)
                               if cfg.compile else decode_one)
-    # The schedules take turns, run by run: a machine load that drifts during the benchmark (other
-    # processes on shared cores) then weighs on every schedule alike, and their ratios hold.
-    prefill = {s: [] for s in cfg.schedules}
-    decode = {s: [] for s in cfg.schedules}
-    tokens = {}
-    for run in range(cfg.warmup + cfg.repeats):
+    # The schedules take turns, round by round (calibration/paired_rounds.py): a machine load that
+    # drifts during the benchmark then weighs on every schedule alike, and their ratios hold.
+    times = {s: {"prefill": [], "decode": []} for s in cfg.schedules}
+    tokens, warm_s = {}, dict.fromkeys(cfg.schedules, 0.0)
+    for run in range(cfg.warmup):
         for schedule in cfg.schedules:
-            torch.manual_seed(cfg.seed + run)  # same prompt and sampling noise on every rank
-            prompt = torch.randint(0, shape.vocab_size, (cfg.batch, cfg.prompt_len), device=device)
-            dist.barrier()
-            p_s, d_s, tokens[schedule] = generate_once(model, eager, schedule, prompt, cfg.gen_len,
-                                                       decoders[schedule], cfg, sync)
-            if run >= cfg.warmup:
-                prefill[schedule].append(p_s)
-                decode[schedule].append(d_s)
+            p_s, d_s, tokens[schedule] = _generate(model, eager, schedule, shape, cfg, decoders, sync, device, run)
+            warm_s[schedule] = p_s + d_s
             if rank == 0:
-                kind = "warmup" if run < cfg.warmup else "run"
-                log(f"{schedule}: {kind} {run + 1}/{cfg.warmup + cfg.repeats} "
-                    f"prefill {p_s:.4f} s decode {d_s:.4f} s")
+                log(f"{schedule}: warmup {run + 1}/{cfg.warmup} prefill {p_s:.4f} s decode {d_s:.4f} s")
+    gens = _agreed_generations(cfg, warm_s, device)
+    for r in range(cfg.repeats):
+        run = cfg.warmup + r
+        for schedule in round_order(cfg.schedules, r):
+            p_sum = d_sum = 0.0
+            for g in range(gens[schedule]):
+                p_s, d_s, tokens[schedule] = _generate(model, eager, schedule, shape, cfg, decoders, sync, device,
+                                                       run + g * (cfg.warmup + cfg.repeats))
+                p_sum, d_sum = p_sum + p_s, d_sum + d_s
+            times[schedule]["prefill"].append(p_sum / gens[schedule])
+            times[schedule]["decode"].append(d_sum / gens[schedule])
+            if rank == 0:
+                log(f"{schedule}: round {r + 1}/{cfg.repeats} ({gens[schedule]} generation(s)) prefill "
+                    f"{p_sum / gens[schedule]:.4f} s decode {d_sum / gens[schedule]:.4f} s per generation")
     for schedule in cfg.schedules:
         if schedule != "upper_bound" and not _tokens_agree(tokens[schedule], eager):
             log(f"{schedule}: WARNING ranks sampled different tokens (logits differ across ranks)")
         if rank == 0:
-            p_s, d_s = statistics.median(prefill[schedule]), statistics.median(decode[schedule])
+            p_s, d_s = statistics.median(times[schedule]["prefill"]), statistics.median(times[schedule]["decode"])
             row = {
                 **setting_fields(cfg, world_size), "schedule": schedule,
                 "tokens_per_s": round(cfg.batch * cfg.gen_len / (p_s + d_s), 4),
                 "prefill_s": round(p_s, 6), "decode_s": round(d_s, 6), "backend": cfg.backend,
-                "device": device.type, "repeats": cfg.repeats,
+                "device": device.type, "repeats": cfg.repeats, "generations": gens[schedule],
+                **_speedup_fields(times, schedule),
             }
-            log(f"{schedule}: {row['tokens_per_s']} tokens/s (median of {cfg.repeats})")
+            spread = (f"; speedup {row['speedup']} (quartiles {row['speedup_q1']}-{row['speedup_q3']})"
+                      if row.get("speedup") != "" else "")
+            log(f"{schedule}: {row['tokens_per_s']} tokens/s (median of {cfg.repeats} rounds){spread}")
             if cfg.out:
                 append_row(cfg.out, row)
+
+
+def _generate(model, comm, schedule, shape, cfg, decoders, sync, device, seed_offset: int):
+    """One generation of ``schedule`` after a barrier; the prompt and the sampling noise from
+    ``cfg.seed + seed_offset`` (the same on every rank and for every schedule of a round)."""
+    torch.manual_seed(cfg.seed + seed_offset)
+    prompt = torch.randint(0, shape.vocab_size, (cfg.batch, cfg.prompt_len), device=device)
+    dist.barrier()
+    return generate_once(model, comm, schedule, prompt, cfg.gen_len, decoders[schedule], cfg, sync)
+
+
+def _agreed_generations(cfg: BenchConfig, warm_s: dict[str, float], device) -> dict[str, int]:
+    """Generations per measurement of each schedule (``paired_rounds.generations_per_measurement``
+    of its last warm-up), the same on every rank (the slowest rank's warm-up decides)."""
+    warm = torch.tensor([warm_s[s] for s in cfg.schedules], dtype=torch.float64)
+    dist.all_reduce(warm, op=dist.ReduceOp.MAX)
+    return {s: generations_per_measurement(float(w), cfg.min_time_s) for s, w in zip(cfg.schedules, warm)}
+
+
+def _speedup_fields(times: dict, schedule: str) -> dict:
+    """The row's speedup over ``standard`` as the median of the per-round ratios, with its
+    quartiles (blank without a ``standard`` measured in the same rounds)."""
+    if "standard" not in times:
+        return {"speedup": "", "speedup_q1": "", "speedup_q3": ""}
+    total = {s: [p + d for p, d in zip(t["prefill"], t["decode"])] for s, t in times.items()}
+    median, q1, q3 = paired_speedup(total["standard"], total[schedule])
+    return {"speedup": round(median, 4), "speedup_q1": round(q1, 4), "speedup_q3": round(q3, 4)}
 
 
 def setting_fields(cfg: BenchConfig, tp: int) -> dict:
@@ -741,7 +778,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gen-len", type=int, default=512,
                    help="new tokens per sequence: 1 from the prefill + gen_len-1 decode steps")
     p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--repeats", type=int, default=3, help="timed runs; the median is reported")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="timed rounds (one measurement of each schedule per round); medians are reported")
+    p.add_argument("--min-time-s", type=float, default=0.0,
+                   help="least duration of a measurement: enough generations back to back (from the "
+                        "warm-up's time); 0: one generation")
     p.add_argument("--top-k", type=int, default=200)
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--seed", type=int, default=1234)
@@ -783,6 +824,8 @@ def make_config(args: argparse.Namespace, world_size: int, check_out: bool) -> B
     _positive("--warmup", args.warmup, 0)
     if args.temperature < 0:
         raise UserInputError(f"--temperature: must be >= 0, got {args.temperature}")
+    if not 0.0 <= args.min_time_s <= 3600.0:
+        raise UserInputError(f"--min-time-s: must be between 0 and 3600, got {args.min_time_s}")
     cuda = torch.cuda.is_available()
     backend = args.backend if args.backend != "auto" else ("nccl" if cuda else "gloo")
     if backend == "nccl" and not cuda:
@@ -802,6 +845,7 @@ def make_config(args: argparse.Namespace, world_size: int, check_out: bool) -> B
         repeats=args.repeats, backend=backend, device=device, dtype=dtype, out=args.out,
         seed=args.seed, top_k=args.top_k, temperature=args.temperature, compile=args.compile,
         nodes=nodes, p2p="off" if os.environ.get("NCCL_P2P_DISABLE") == "1" else "on",
+        min_time_s=args.min_time_s,
     )
 
 

@@ -14,7 +14,10 @@ from laddersim.errors import UserInputError
 CSV_COLUMNS = (
     "model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "tokens_per_s",
     "prefill_s", "decode_s", "backend", "device", "dtype", "repeats", "mode",
+    "generations", "speedup", "speedup_q1", "speedup_q3",
 )
+# generations: timed back to back per measurement (``--min-time-s``); speedup: over standard, the
+# median of the per-round ratios, and its quartiles (calibration/paired_rounds.py).
 # A row already in --out with these values is not measured again (laddersim validate's setting
 # columns, plus dtype and mode: a float32 and a bfloat16 run, or an eager and a compiled one, are
 # different measurements).

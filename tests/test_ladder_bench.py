@@ -218,6 +218,11 @@ def test_cli_end_to_end_two_gloo_ranks(e2e, tiny):
         assert prefill > 0 and decode > 0
         assert float(r["tokens_per_s"]) == pytest.approx(4 / (prefill + decode), rel=1e-3)
     assert "ranks sampled different tokens" not in res.stderr
+    # Paired rounds (one generation per measurement without --min-time-s): standard over itself
+    # is 1; the ladder's speedup lies within its quartiles.
+    assert [r["generations"] for r in rows] == ["1", "1"]
+    assert (rows[0]["speedup"], rows[0]["speedup_q1"], rows[0]["speedup_q3"]) == ("1.0", "1.0", "1.0")
+    assert float(rows[1]["speedup_q1"]) <= float(rows[1]["speedup"]) <= float(rows[1]["speedup_q3"])
     measured = read_measured(out)
     assert load_model_shape(measured["model"].iloc[0]).n_layers == load_model_shape(tiny).n_layers
 
@@ -236,6 +241,7 @@ def test_cli_bad_schedule_is_one_line_exit_2(tiny):
     (["--model", "no/such/config.json"], ["--model", "llama-3.1-70b"]),
     (["--out", "/nonexistent-dir/x.csv"], ["--out", "/nonexistent-dir/x.csv"]),
     (["--gen-len", "0"], ["--gen-len", ">= 1"]),
+    (["--min-time-s", "-1"], ["--min-time-s", "between 0 and 3600"]),
 ])
 def test_bad_input_exits_2_naming_the_flag(tiny, capsys, args, words):
     argv = ["--model", str(tiny), "--backend", "gloo", *args]

@@ -28,6 +28,7 @@ from laddersim.calibrate.curve_fits import (
 from laddersim.calibrate.environment import library_name, read_manifest
 from laddersim.calibrate.fit_host import host_overhead
 from laddersim.calibrate.grid import human_bytes
+from laddersim.calibrate.monotone import MONOTONE_NOTE, nondecreasing_in_size, shared_cores
 from laddersim.calibrate.schema import SCHEMAS
 from laddersim.calibrate.plausibility import check_allreduce_bandwidth, check_points
 from laddersim.calibrate.store import PointStore, measurement_path
@@ -135,7 +136,8 @@ def _write_table(fit: _Fit, table: pd.DataFrame, mode: str, timing: str, path: P
     shapes = ", ".join(f"{g} ranks x {n} node(s) {d}" for (g, n, d), _ in
                        table.groupby(["gpus", "nodes", "dtype"], sort=True))
     header = [
-        f"# AllReduce time per call ({stat} over {int(reps.min())}-{int(reps.max())} timed calls), {mode}/{timing}",
+        f"# AllReduce time per call ({stat} over {int(reps.min())}-{int(reps.max())} timed calls"
+        f"{MONOTONE_NOTE if shared_cores(fit.manifest) else ''}), {mode}/{timing}",
         f"# source: calibration run {fit.run_dir} measurements/allreduce.csv ({fit.library}, "
         f"{fit.manifest.get('device_name', '?')}, {date})",
         f"# run command: {fit.manifest.get('command_line', '?')}",
@@ -288,6 +290,8 @@ def _collectives(fit: _Fit, tables_dir: Path) -> tuple[CollectiveSpec, pd.DataFr
         table = allreduce_table(frame, mode, preferred)
         if table.empty:
             continue
+        if shared_cores(fit.manifest):  # the table the engine reads; the tier fit keeps the points
+            table = nondecreasing_in_size(table, ("gpus", "nodes", "dtype"))
         timing = _timing(fit, mode)
         what = _write_table(fit, table, mode, timing, tables_dir / file)
         tables.append(MeasuredTable(file=f"tables/{file}", source=what, mode=mode, library=fit.library,

@@ -192,7 +192,8 @@ def validate(measured: pd.DataFrame | None = None, setup: ValidationSetup | None
              on_start: Callable[[int], None] | None = None) -> pd.DataFrame:
     """The measured rows plus ``hardware``, ``predicted_tokens_per_s``, ``rel_error``,
     ``measured_speedup``, ``predicted_speedup`` (over ``standard`` at the same setting and p2p)
-    and ``speedup_error_pp`` (percentage points).
+    and ``speedup_error_pp`` (percentage points). A measured ``speedup`` column (``ladder_bench``'s
+    median of per-round ratios, calibration/paired_rounds.py) is the measured speedup where set.
 
     Every row is checked (model, schedule, TP, memory, node count) before any is simulated; then
     ``on_start(rows)`` is called, so a bad row is one error and nothing else."""
@@ -217,6 +218,9 @@ def validate(measured: pd.DataFrame | None = None, setup: ValidationSetup | None
             measured_base.append(np.nan)
             predicted_base.append(np.nan)
     frame["measured_speedup"] = frame["tokens_per_s"] / np.array(measured_base)
+    if "speedup" in frame.columns:  # measured paired with standard round by round (ladder_bench): preferred
+        paired = pd.to_numeric(frame["speedup"], errors="coerce")
+        frame["measured_speedup"] = paired.where(paired > 0, frame["measured_speedup"])
     frame["predicted_speedup"] = frame["predicted_tokens_per_s"] / np.array(predicted_base)
     frame["speedup_error_pp"] = (frame["predicted_speedup"] - frame["measured_speedup"]) * 100.0
     return frame
