@@ -97,7 +97,7 @@ def test_laddersim_core_and_calibrate_cli_import_without_torch():
 
 
 def test_size_decreases_flags_only_drops_beyond_the_margin_below_any_smaller_size():
-    from laddersim.calibrate.fit_profile import size_decreases
+    from laddersim.calibrate.noisy_tables import size_decreases
 
     sizes = [1024, 4096, 16384, 65536, 262144]
     # 16 KiB is 19% below 4 KiB (kept: within the margin); 64 KiB is 26.7% below 4 KiB, the slowest
@@ -113,7 +113,7 @@ def test_size_decreases_flags_only_drops_beyond_the_margin_below_any_smaller_siz
 
 
 def test_copied_reason_reads_what_the_fit_wrote_for_that_base_only():
-    from laddersim.calibrate.fit_profile import COPIED_PREFIX, copied_reason
+    from laddersim.calibrate.fit_context import COPIED_PREFIX, copied_reason
 
     base = "h100-sxm-nvswitch"
     assert copied_reason(Sourced(value=1, source=f"{COPIED_PREFIX}{base} (no GEMM measured): datasheet (x)"),

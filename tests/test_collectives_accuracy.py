@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from laddersim.costs.collectives import allreduce_time_s, fit_time_s, intra_node_model_s, model_allreduce_s
+from laddersim.costs.collectives import allreduce_time_s, fit_time_s, intra_node_model_s
 from laddersim.hardware.overrides import with_overrides
 from laddersim.hardware.comm_specs import ProtocolTerm, TierFit
 from laddersim.hardware.profile import load_profile

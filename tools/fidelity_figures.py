@@ -12,7 +12,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from laddersim.model_shape import ModelShape

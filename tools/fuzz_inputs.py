@@ -24,7 +24,6 @@ import io
 import json
 import math
 import random
-import shutil
 import signal
 import sys
 import tempfile

@@ -123,10 +123,10 @@ def negative_interference_warnings(rows: pd.DataFrame) -> list[str]:
 
 def fit_warnings(run_dir: str) -> list[str]:
     """The interference and op-count warnings of a run directory (printed by calibrate fit)."""
-    from laddersim.calibrate.fit_profile import _frame
+    from laddersim.calibrate.fit_context import read_frame
 
     lines = []
-    interference, ops = _frame(run_dir, "interference"), _frame(run_dir, "ops")
+    interference, ops = read_frame(run_dir, "interference"), read_frame(run_dir, "ops")
     if not interference.empty:
         lines += negative_interference_warnings(interference)
     if not ops.empty:

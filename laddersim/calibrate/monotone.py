@@ -4,9 +4,9 @@ More bytes never make a collective (or a memory kernel) faster on the same group
 curve that falls with size holds noise, not hardware: on a shared 2-core CPU the gloo AllReduce's
 latency-bound points (1 KiB..64 KiB, all ~2 ms) scattered by +-20% from one size to the next,
 each point a mean of its own repetitions, and a simulation that reads the point at its message
-size inherited the whole of that point's noise. The closest non-decreasing curve (least squares,
-weighted by each point's repetitions: pool adjacent violators) pools the points of such a flat
-stretch into their weighted mean and leaves a curve that already grows untouched.
+size inherited the whole of that point's noise. The closest non-decreasing curve (least absolute
+deviation, weighted by each point's repetitions: pool adjacent violators) pools the points of such
+a flat stretch at their weighted median and leaves a curve that already grows untouched.
 """
 
 from __future__ import annotations

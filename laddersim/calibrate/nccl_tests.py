@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from laddersim.calibrate.environment import command_line, write_manifest
-from laddersim.calibrate.fit_profile import DTYPE_BYTES, fit_run
+from laddersim.calibrate.fit_context import DTYPE_BYTES
+from laddersim.calibrate.fit_profile import fit_run
 from laddersim.calibrate.plausibility import busbw_excess, link_bandwidth_gbps
 from laddersim.calibrate.schema import SCHEMAS, point_key
 from laddersim.calibrate.store import PointStore, measurement_path

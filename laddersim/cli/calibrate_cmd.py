@@ -77,7 +77,7 @@ def _import(args: argparse.Namespace) -> int:
 def _warn_noisy(run_dir: str) -> None:
     """On stderr, one line per measured table whose times fall with size (noise, kept as is)."""
     from laddersim.calibrate.fit_host import fit_warnings
-    from laddersim.calibrate.fit_profile import noisy_table_warnings
+    from laddersim.calibrate.noisy_tables import noisy_table_warnings
 
     for warning in noisy_table_warnings(run_dir) + fit_warnings(run_dir):
         print(warning, file=sys.stderr)
@@ -87,7 +87,7 @@ def _report(profile, run_dir: str) -> None:
     """The fitted profile in a few lines; a value the fit copied from the base profile (its
     benchmark was not run, or the base is the same device's datasheet) is marked
     "(from base PROFILE: why)", so it cannot pass for a measurement."""
-    from laddersim.calibrate.fit_profile import copied_reason
+    from laddersim.calibrate.fit_context import copied_reason
 
     base = profile.provenance.get("base_profile", DEFAULT_BASE)
 

@@ -11,7 +11,6 @@ largest, time grows with size at the last point's bandwidth).
 
 from __future__ import annotations
 
-import numpy as np
 
 from laddersim.costs.collectives import allreduce_time_s, interpolate_table_s, mode_correction_s
 from laddersim.costs.gemm_tables import SILICON, SOL

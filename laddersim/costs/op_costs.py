@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from laddersim.costs.framework_collectives import framework_allreduce_time_s
-from laddersim.costs.gemm import gemm_time_s, memory_bound_time_s
+from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.gemm_tables import HYBRID, SOL, library_gemm_time_s
 from laddersim.framework import load_framework
 from laddersim.costs.host_overhead import with_host_overhead
