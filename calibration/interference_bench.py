@@ -88,11 +88,11 @@ MODULE_LAYERS = 4  # layers built: what runs between two AllReduces is one modul
 DECODE_POS = 64  # the position decoded (KV cache length)
 
 
-def _random_shard(lb, shape, tp: int, batch: int, device, dtype):
+def _random_shard(lmodel, shape, tp: int, batch: int, device, dtype):
     """(shard, input position, dim): a rank's shard of at most MODULE_LAYERS layers with random
     weights (values do not change a module's time), without the embedding and LM head."""
     shape = shape.model_copy(update={"n_layers": min(shape.n_layers, MODULE_LAYERS), "vocab_size": tp})
-    built = lb.Transformer(shape, tp, batch, 2 * DECODE_POS, device, dtype)
+    built = lmodel.Transformer(shape, tp, batch, 2 * DECODE_POS, device, dtype)
     gen = torch.Generator(device=device).manual_seed(0)
     for name, buf in built.named_buffers():
         if name.endswith("norm"):
@@ -107,13 +107,13 @@ def decode_modules(ctx, model: str, tp: int, batch: int, dtype: str):
     one callable each in a step's order (attention of layer 0, its MLP, attention of layer 1, ...):
     what a step computes between two AllReduces. Callers cycle over them, so each module finds
     its weights where a step finds them."""
-    from calibration import ladder_bench as lb
+    from calibration import ladder_model as lmodel
     from laddersim.model_shape import load_model_shape
 
     key = (model, tp, batch, dtype, ctx.rank)
     if key not in _MODELS:
         _MODELS.clear()
-        _MODELS[key] = _random_shard(lb, load_model_shape(model), tp, batch, ctx.device, DTYPES[dtype])
+        _MODELS[key] = _random_shard(lmodel, load_model_shape(model), tp, batch, ctx.device, DTYPES[dtype])
     built, input_pos, dim = _MODELS[key]
     x = torch.randn(batch, 1, dim, dtype=DTYPES[dtype], device=ctx.device)
     rope = (built.freqs_cis[input_pos], built.causal_mask[None, None, input_pos], input_pos)
@@ -124,8 +124,8 @@ def decode_modules(ctx, model: str, tp: int, batch: int, dtype: str):
         @torch.no_grad()
         def run():
             if i % 2 == 0:
-                return layer.attention(lb.attn_norm(x, layer.attention_norm), *rope)
-            return layer.feed_forward(lb.mlp_norm(x, layer.ffn_norm))
+                return layer.attention(lmodel.attn_norm(x, layer.attention_norm), *rope)
+            return layer.feed_forward(lmodel.mlp_norm(x, layer.ffn_norm))
         return run
     return [module(i) for i in range(2 * len(built.layers))]
 

@@ -16,7 +16,7 @@ MEMORY_MARGIN = 0.10
 
 
 def model_bytes_per_rank(shape: ModelShape, tp: int, batch: int, max_seq: int, dtype_bytes: int) -> int:
-    """Bytes of the buffers ``ladder_bench.build_model`` allocates on one rank: the weight shards (the
+    """Bytes of the buffers ``ladder_model.build_model`` allocates on one rank: the weight shards (the
     embedding replicated, the LM head's last shard padded), KV cache, RoPE table, causal mask."""
     d = shape.dim
     weights = (shape.n_layers * shape.layer_params_per_rank(tp) + shape.vocab_size * d

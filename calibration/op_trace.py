@@ -5,8 +5,8 @@ A ``torch.profiler`` trace (CPU activity, Python stacks) of one decode step, as
 top-level op (an ``aten::``/``c10d::`` op not called from inside another op: what the Python
 code dispatches, each paying the framework's per-op overhead once) is attributed to the op kind
 of laddersim's op program (``laddersim.schedules.program``) named by the innermost
-``ladder_bench`` function in its stack that is a kind (``FRAME_KINDS``: ladder_bench names one
-function per kind), and classed (``op_class``):
+``ladder_bench`` / ``ladder_model`` function in its stack that is a kind (``FRAME_KINDS``: they
+name one function per kind), and classed (``op_class``):
 
 * ``collective``: a ``c10d::`` op (the issue of an AllReduce or AllGather), kind
   ``collective_launch`` wherever it is called;
@@ -33,6 +33,8 @@ import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from calibration import ladder_bench as lb  # noqa: E402
+from calibration import ladder_comm as lcomm  # noqa: E402
+from calibration import ladder_model as lmodel  # noqa: E402
 from laddersim.calibrate.fit_host import format_counts  # noqa: E402
 from laddersim.schedules.program import build_program  # noqa: E402
 
@@ -53,7 +55,7 @@ VIEW_OPS = frozenset({
     "aten::lift_fresh", "aten::contiguous",
 })
 OP_CLASSES = ("compute", "view", "collective")
-_FRAME = re.compile(r"ladder_bench\.py\(\d+\): (\w+)$")
+_FRAME = re.compile(r"ladder_(?:bench|model)\.py\(\d+\): (\w+)$")  # the benchmark and its model
 
 
 def op_class(name: str) -> str:
@@ -158,8 +160,8 @@ def measure(ctx, point: dict) -> dict | None:
     shape = load_model_shape(point["model"])
     tp = point["tp"]
     dtype = DTYPES_BY_DEVICE["cuda" if ctx.is_cuda else "cpu"]
-    model = lb.build_model(shape, ctx.rank, tp, point["batch"], 2 * TRACE_POSITION, 0, ctx.device, dtype)
-    comm = lb.DistComm(ctx.groups[tp]) if tp > 1 else lb.NO_COMM
+    model = lmodel.build_model(shape, ctx.rank, tp, point["batch"], 2 * TRACE_POSITION, 0, ctx.device, dtype)
+    comm = lcomm.DistComm(ctx.groups[tp]) if tp > 1 else lcomm.NO_COMM
     ops = trace_step(model, comm, point["schedule"], point["batch"], TRACE_POSITION)
     if ctx.rank != 0:
         return None

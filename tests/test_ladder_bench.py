@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # calibration/ is not an installed package
 
 from calibration import ladder_bench as lb  # noqa: E402
+from calibration import ladder_model as lmodel  # noqa: E402
 from calibration import ladder_csv as lc  # noqa: E402
 from calibration import ladder_memory as lm  # noqa: E402
 from laddersim.model_shape import load_model_shape  # noqa: E402
@@ -70,8 +71,8 @@ def gloo2(tiny, tokens) -> dict[str, list[torch.Tensor]]:
 class Reference:
     def __init__(self, config: Path):
         self.s = load_model_shape(config)
-        self.layers = [lb.full_layer_weights(self.s, i, SEED) for i in range(self.s.n_layers)]
-        self.g = lb.full_global_weights(self.s, SEED)
+        self.layers = [lmodel.full_layer_weights(self.s, i, SEED) for i in range(self.s.n_layers)]
+        self.g = lmodel.full_global_weights(self.s, SEED)
 
     @staticmethod
     def norm(x, w):
@@ -79,7 +80,7 @@ class Reference:
 
     def rope(self, x):  # x [B, T, H, hd]; rotate pair (2j, 2j+1) by angle t * base^(-2j/hd)
         t, hd = x.shape[1], x.shape[-1]
-        inv = 1.0 / lb.ROPE_BASE ** (torch.arange(0, hd, 2).float() / hd)
+        inv = 1.0 / lmodel.ROPE_BASE ** (torch.arange(0, hd, 2).float() / hd)
         rot = torch.polar(torch.ones(t, hd // 2), torch.outer(torch.arange(t).float(), inv))
         xc = torch.view_as_complex(x.reshape(*x.shape[:-1], hd // 2, 2).contiguous())
         return torch.view_as_real(xc * rot[None, :, None, :]).flatten(3)
@@ -170,8 +171,8 @@ def test_replicated_kv_head_when_fewer_kv_heads_than_ranks(tmp_path, tokens):
 
 def test_kv_heads_of_rank():
     s = load_model_shape("llama-3.1-70b")  # 8 KV heads
-    assert list(lb.kv_heads_of_rank(s, 4, 3)) == [6, 7]
-    assert [list(lb.kv_heads_of_rank(s, 16, r)) for r in (0, 1, 2, 15)] == [[0], [0], [1], [7]]
+    assert list(lmodel.kv_heads_of_rank(s, 4, 3)) == [6, 7]
+    assert [list(lmodel.kv_heads_of_rank(s, 16, r)) for r in (0, 1, 2, 15)] == [[0], [0], [1], [7]]
 
 
 # ---- CSV and command line ------------------------------------------------------------------
@@ -360,7 +361,7 @@ def test_pending_schedules_keys_on_the_whole_setting(tiny, tmp_path):
 ])
 def test_model_bytes_per_rank_is_what_build_model_allocates(tmp_path, tp, dtype, kv_heads):
     shape = load_model_shape(_write_config(tmp_path / "m", num_key_value_heads=kv_heads))
-    model = lb.build_model(shape, tp - 1, tp, 3, 12, SEED, dtype=dtype)
+    model = lmodel.build_model(shape, tp - 1, tp, 3, 12, SEED, dtype=dtype)
     allocated = sum(b.numel() * b.element_size() for b in model.buffers())
     assert lm.model_bytes_per_rank(shape, tp, 3, 12, dtype.itemsize) == allocated
 

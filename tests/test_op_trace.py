@@ -20,6 +20,8 @@ dist = pytest.importorskip("torch.distributed")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from calibration import ladder_bench as lb  # noqa: E402
+from calibration import ladder_comm as lcomm  # noqa: E402
+from calibration import ladder_model as lmodel  # noqa: E402
 from calibration import op_trace  # noqa: E402
 from laddersim.model_shape import ModelShape  # noqa: E402
 from laddersim.schedules.program import build_program  # noqa: E402
@@ -34,8 +36,8 @@ def traces(tmp_path_factory):
     store = dist.FileStore(str(tmp_path_factory.mktemp("store") / "store"), 1)
     dist.init_process_group("gloo", store=store, rank=0, world_size=1)
     try:
-        model = lb.build_model(SHAPE, 0, TP, 2, 32, 0)
-        return {s: op_trace.trace_step(model, lb.DistComm(), s, 2, 16) for s in lb.SCHEDULES}
+        model = lmodel.build_model(SHAPE, 0, TP, 2, 32, 0)
+        return {s: op_trace.trace_step(model, lcomm.DistComm(), s, 2, 16) for s in lb.SCHEDULES}
     finally:
         dist.destroy_process_group()
 
