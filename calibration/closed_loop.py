@@ -121,12 +121,11 @@ def main() -> int:
     out = Path(args.out)
     run([py, "-m", "laddersim", "validate", str(measured_path), "--dtype", dtype, "--out", str(out / "calibrated")])
     command = f"python calibration/closed_loop.py {' '.join(sys.argv[1:])}".strip()
-    line = write_summary(out, measured_path, {Path(profiles[b]): loads[b] for b in args.batch}, command,
-                         time.perf_counter() - started, load_start)
-    noise = noise_line(pd.read_csv(out / "calibrated" / "validation.csv"))
+    noise, line = write_summary(out, measured_path, {Path(profiles[b]): loads[b] for b in args.batch}, command,
+                                time.perf_counter() - started, load_start)
     if noise:
         print(noise)
-    print(line)
+    print(line)  # the summary line stays the last
     return 0
 
 
@@ -166,15 +165,16 @@ def noise_line(validation: pd.DataFrame) -> str:
 
 
 def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], command: str, wall_s: float,
-                  load_start: tuple[float, ...] = ()) -> str:
+                  load_start: tuple[float, ...] = ()) -> tuple[str, str]:
     """``out/index.md``: measured against predicted from the calibrated profile (``calibs``: each
     calibration directory and the 1-minute load average when it started; ``load_start``: the load
-    averages when the loop started); returns the line."""
+    averages when the loop started); returns the noise line ("" without quartiles) and the summary line."""
     from laddersim.hardware.profile import load_profile
     from laddersim.validation.core import error_summary
 
     calibrated = pd.read_csv(out / "calibrated" / "validation.csv")
     line = summary_line(calibrated)
+    noise = noise_line(calibrated)
     spread = [c for c in ("speedup_q1", "speedup_q3") if c in calibrated.columns]
     table = calibrated[["batch", "schedule", "tokens_per_s", "predicted_tokens_per_s", "rel_error",
                         "measured_speedup", *spread, "predicted_speedup", "speedup_error_pp"]]
@@ -215,7 +215,7 @@ def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], com
         "add about 2).",
         "",
         "    " + line,
-        *(["    " + noise_line(calibrated)] if noise_line(calibrated) else []),
+        *(["    " + noise] if noise else []),
         "",
         "## Every row",
         "",
@@ -254,7 +254,7 @@ def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], com
         "",
     ]
     (out / "index.md").write_text("\n".join(text))
-    return line
+    return noise, line
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ import torch.distributed as dist  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from calibration import ladder_model as lmodel  # noqa: E402
 from calibration.bench_timing import DTYPES, element_count, time_host_s, timer  # noqa: E402
 from laddersim.calibrate.grid import human_bytes  # noqa: E402
 
@@ -88,7 +89,7 @@ MODULE_LAYERS = 4  # layers built: what runs between two AllReduces is one modul
 DECODE_POS = 64  # the position decoded (KV cache length)
 
 
-def _random_shard(lmodel, shape, tp: int, batch: int, device, dtype):
+def _random_shard(shape, tp: int, batch: int, device, dtype):
     """(shard, input position, dim): a rank's shard of at most MODULE_LAYERS layers with random
     weights (values do not change a module's time), without the embedding and LM head."""
     shape = shape.model_copy(update={"n_layers": min(shape.n_layers, MODULE_LAYERS), "vocab_size": tp})
@@ -107,13 +108,12 @@ def decode_modules(ctx, model: str, tp: int, batch: int, dtype: str):
     one callable each in a step's order (attention of layer 0, its MLP, attention of layer 1, ...):
     what a step computes between two AllReduces. Callers cycle over them, so each module finds
     its weights where a step finds them."""
-    from calibration import ladder_model as lmodel
     from laddersim.model_shape import load_model_shape
 
     key = (model, tp, batch, dtype, ctx.rank)
     if key not in _MODELS:
         _MODELS.clear()
-        _MODELS[key] = _random_shard(lmodel, load_model_shape(model), tp, batch, ctx.device, DTYPES[dtype])
+        _MODELS[key] = _random_shard(load_model_shape(model), tp, batch, ctx.device, DTYPES[dtype])
     built, input_pos, dim = _MODELS[key]
     x = torch.randn(batch, 1, dim, dtype=DTYPES[dtype], device=ctx.device)
     rope = (built.freqs_cis[input_pos], built.causal_mask[None, None, input_pos], input_pos)

@@ -88,6 +88,11 @@ class _Param:
     # before that costs as much as one measured row off by the loss scale. None: no prior.
     prior_sigma: float | None = None
 
+    @property
+    def label(self) -> str:
+        """The name as reported: ``name[p2p=off]`` for a parameter of one P2P setting's profile."""
+        return self.name + (f"[p2p={self.p2p}]" if self.p2p else "")
+
 
 @dataclass
 class FitResult:
@@ -322,7 +327,7 @@ def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup
             "fit_priors": (f"log-scale sigma {PRIOR_SIGMA} on microbenchmarked scales, {WEAK_PRIOR_SIGMA} on a "
                            "collective model without a measured table" if priors else "none"),
         }})
-    values = {q.name + (f"[p2p={q.p2p}]" if q.p2p else ""): float(v) for q, v in zip(params, x)}
+    values = {q.label: float(v) for q, v in zip(params, x)}
     return FitResult(fitted, values, fit_frame, all_frame, warnings, covariance, steps)
 
 
@@ -333,12 +338,12 @@ def _pinning_warnings(params: list[_Param], x: np.ndarray, rows: int) -> list[st
     if rows < len(params):
         out.append(f"{rows} fitted rows for {len(params)} parameters: the rows cannot pin them "
                    "(priors hold the rest near the base profile)")
-    at_bound = [q.name + (f"[p2p={q.p2p}]" if q.p2p else "") for q, v in zip(params, x)
+    at_bound = [q.label for q, v in zip(params, x)
                 if np.isclose(v, q.lower, rtol=1e-6, atol=1e-12) or np.isclose(v, q.upper, rtol=1e-6, atol=1e-12)]
     if at_bound:
         out.append(f"at a bound: {', '.join(at_bound)} (the rows push it past what the model allows: "
                    "a missing mechanism, not a result)")
-    far = [f"{q.name}{f'[p2p={q.p2p}]' if q.p2p else ''} {v:.4g} (base {q.start:.4g})" for q, v in zip(params, x)
+    far = [f"{q.label} {v:.4g} (base {q.start:.4g})" for q, v in zip(params, x)
            if q.prior_sigma and q.start > 0 and abs(np.log(v / q.start)) > FAR_FROM_PRIOR_SIGMAS * q.prior_sigma]
     if far:
         out.append(f"far from its microbenchmark value (over {FAR_FROM_PRIOR_SIGMAS:g} sigma of its prior): "

@@ -93,7 +93,8 @@ def test_nondecreasing_fit_is_nondecreasing_within_the_values_range_and_idempote
 
 
 def test_each_allreduce_curve_is_fitted_on_its_own_and_only_where_collectives_share_the_cores():
-    from laddersim.calibrate.monotone import nondecreasing_in_size, shared_cores
+    from laddersim.calibrate.fit_context import collectives_on_host_cores
+    from laddersim.calibrate.monotone import nondecreasing_in_size
 
     frame = pd.DataFrame({"group_size": [2, 2, 2, 4, 4], "nodes": 1, "dtype": "float32", "mode": "eager",
                           "size_bytes": [4096, 1024, 2048, 1024, 2048], "reps": 30,
@@ -101,5 +102,6 @@ def test_each_allreduce_curve_is_fitted_on_its_own_and_only_where_collectives_sh
     fitted = nondecreasing_in_size(frame)
     assert list(fitted["time_us"]) == [300.0, 150.0, 150.0, 45.0, 45.0]  # by size, per group size
     assert list(frame["time_us"]) == [300.0, 200.0, 100.0, 50.0, 40.0]  # the measurements kept
-    assert shared_cores({"backend": "gloo"}) and not shared_cores({"backend": "nccl"})
-    assert not shared_cores({"source": "nccl-tests", "backend": "nccl"})
+    assert collectives_on_host_cores({"backend": "gloo", "device": "cpu"})
+    assert not collectives_on_host_cores({"backend": "nccl", "device": "cuda"})
+    assert not collectives_on_host_cores({"source": "nccl-tests", "backend": "nccl", "device": "cuda"})

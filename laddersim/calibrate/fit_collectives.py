@@ -10,9 +10,11 @@ import numpy as np
 import pandas as pd
 
 from laddersim.calibrate.curve_fits import PROTOCOL_FIT_MIN_BYTES, fit_ring_tier, protocol_tier_fit
-from laddersim.calibrate.fit_context import FitContext, atomic_write, compute_dtype, pick_dtype
+from laddersim.calibrate.fit_context import (
+    FitContext, atomic_write, collectives_on_host_cores, compute_dtype, pick_dtype,
+)
 from laddersim.calibrate.grid import human_bytes
-from laddersim.calibrate.monotone import MONOTONE_NOTE, nondecreasing_in_size, shared_cores
+from laddersim.calibrate.monotone import MONOTONE_NOTE, nondecreasing_in_size
 from laddersim.errors import UserInputError
 from laddersim.hardware.comm_specs import AlphaBeta, CollectiveSpec, NetworkSpec, TierFit
 from laddersim.hardware.sourced import MeasuredTable, Sourced
@@ -40,7 +42,7 @@ def _write_table(fit: FitContext, table: pd.DataFrame, mode: str, timing: str, p
                        table.groupby(["gpus", "nodes", "dtype"], sort=True))
     header = [
         f"# AllReduce time per call ({stat} over {int(reps.min())}-{int(reps.max())} timed calls"
-        f"{MONOTONE_NOTE if shared_cores(fit.manifest) else ''}), {mode}/{timing}",
+        f"{MONOTONE_NOTE if collectives_on_host_cores(fit.manifest) else ''}), {mode}/{timing}",
         f"# source: calibration run {fit.run_dir} measurements/allreduce.csv ({fit.library}, "
         f"{fit.manifest.get('device_name', '?')}, {date})",
         f"# run command: {fit.manifest.get('command_line', '?')}",
@@ -193,7 +195,7 @@ def collectives_spec(fit: FitContext, tables_dir: Path) -> tuple[CollectiveSpec,
         table = allreduce_table(frame, mode, preferred)
         if table.empty:
             continue
-        if shared_cores(fit.manifest):  # the table the engine reads; the tier fit keeps the points
+        if collectives_on_host_cores(fit.manifest):  # the table the engine reads; the tier fit keeps the points
             table = nondecreasing_in_size(table, ("gpus", "nodes", "dtype"))
         timing = _timing(fit, mode)
         what = _write_table(fit, table, mode, timing, tables_dir / file)

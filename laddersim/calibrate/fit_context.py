@@ -22,6 +22,13 @@ DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "double"
 DTYPE_PREFERENCE = ("bfloat16", "float16", "float32", "float64")
 
 
+def collectives_on_host_cores(manifest: dict) -> bool:
+    """Did the run's collectives progress on the cores that compute? On CPU ranks (gloo) their
+    worker threads share the rank's cores; NCCL runs (calibrate's or imported nccl-tests logs)
+    reduce on the GPUs."""
+    return manifest.get("device") != "cuda"
+
+
 class FitContext:
     """Shared context: the run, its manifest and rows, the base profile, how to cite them."""
 

@@ -18,6 +18,7 @@ import statistics
 
 import pandas as pd
 
+from laddersim.calibrate.fit_context import collectives_on_host_cores, read_frame
 from laddersim.hardware.compute_specs import HostOps, HostOverheadSpec
 from laddersim.hardware.sourced import Sourced
 
@@ -89,7 +90,7 @@ def host_overhead(fit) -> HostOverheadSpec | None:
         share["sampling_ops"] = float(row["ops_per_chain"])
     schedules = ", ".join(sorted(set(ops["schedule"])))
     models = ", ".join(sorted(set(ops["model"])))
-    host_cores = not fit.is_cuda
+    host_cores = collectives_on_host_cores(fit.manifest)
     return HostOverheadSpec(
         mode="eager", timing="asynchronous" if fit.is_cuda else "synchronous",
         compute_op_us=per_op("compute"), view_op_us=per_op("view"), collective_op_us=per_op("collective"),
@@ -123,8 +124,6 @@ def negative_interference_warnings(rows: pd.DataFrame) -> list[str]:
 
 def fit_warnings(run_dir: str) -> list[str]:
     """The interference and op-count warnings of a run directory (printed by calibrate fit)."""
-    from laddersim.calibrate.fit_context import read_frame
-
     lines = []
     interference, ops = read_frame(run_dir, "interference"), read_frame(run_dir, "ops")
     if not interference.empty:

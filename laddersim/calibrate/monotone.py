@@ -18,13 +18,6 @@ MONOTONE_NOTE = ", fitted non-decreasing in size: laddersim/calibrate/monotone.p
 CURVE = ("group_size", "nodes", "dtype", "mode")  # the columns of measurements/allreduce.csv that make one curve
 
 
-def shared_cores(manifest: dict) -> bool:
-    """Did the run's collectives progress on the cores that compute (gloo on CPU ranks, not NCCL)?
-    There the table is fitted non-decreasing; an NCCL table (its protocol and algorithm switches
-    included) is kept as measured."""
-    return manifest.get("backend") != "nccl" and manifest.get("source") != "nccl-tests"
-
-
 def nondecreasing_in_size(frame: pd.DataFrame, curve=CURVE) -> pd.DataFrame:
     """``frame`` (AllReduce rows: ``size_bytes``, ``time_us``) with each curve's (rows alike in the
     ``curve`` columns) ``time_us`` fitted non-decreasing in size, weighted by ``reps`` if given."""
