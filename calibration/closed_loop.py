@@ -65,7 +65,7 @@ def main() -> int:
     parser.add_argument("--min-time-s", type=float, default=1.0,
                         help="ladder_bench's least duration of a measurement (generations back to back)")
     parser.add_argument("--calibrate-repeats", type=int, default=20)
-    parser.add_argument("--comm-repeats", type=int, default=30,
+    parser.add_argument("--comm-repeats", type=int, default=100,
                         help="calibrate repetitions of the AllReduce and interference points")
     parser.add_argument("--run-dir", default="runs/closed_loop")
     parser.add_argument("--out", default="reports/closed_loop")
@@ -243,8 +243,9 @@ def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], com
         "each followed by the AllReduce, minus the modules alone, over their number; a mean: the wait",
         "for the slower rank and gloo's thread wake-ups, a long tail, included; its issue on the calling",
         "thread is charged once, by the step's collective launch); the overlap of the ladder is measured",
-        "as the ladder runs it (one module beside an async AllReduce; the engine's rates solved from",
-        "the mean timings). Other processes on the machine change every timing from minute to minute, so the",
+        "as the ladder runs it (the model's modules in ladder order, each AllReduce async; the engine's rates",
+        "solved from the mean timings against the table's AllReduce at that size, into which the ladder",
+        "chains' own AllReduce is pooled: `laddersim/calibrate/step_allreduce.py`). Other processes on the machine change every timing from minute to minute, so the",
         "load-dependent points are measured next to each batch's benchmark, the AllReduce table is fitted",
         "non-decreasing in size (its latency-bound points pooled at their median, `laddersim/calibrate/monotone.py`),",
         "and the benchmark times its schedules in paired rounds: a measured speedup is the median over rounds of",

@@ -199,7 +199,7 @@ def _measure_async_cpu(ctx, point: dict, group) -> dict | None:
 def ladder_row(n: int, rows: list[tuple[float, ...]], comm_s: float) -> dict:
     """The interference row from ladder chains of ``n`` modules, per repetition (alone, ladder,
     in the modules, one issue, ...), and the AllReduce the engine simulates (``comm_s``)."""
-    from calibration.ladder_overlap import MAX_COMM_SLOWDOWN, bisect_rate, chain_run, chain_work, ladder_rates
+    from laddersim.calibrate.ladder_chain import MAX_COMM_SLOWDOWN, bisect_rate, chain_run, chain_work, ladder_rates
 
     alone_s, ladder_s, modules_s, issue_s = (float(np.mean(col)) for col in list(zip(*rows))[:4])
     compute, comm = ladder_rates(n, alone_s, ladder_s, modules_s, issue_s, comm_s)

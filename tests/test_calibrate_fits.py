@@ -134,7 +134,7 @@ def _interference_fit(is_cuda: bool, sizes_bytes, compute_slowdowns):
     rows = pd.DataFrame({"group_size": 8, "size_bytes": sizes_bytes, "compute_slowdown": compute_slowdowns,
                          "comm_slowdown": 0.5, "m": 1, "n": 1024, "k": 1024})
     return types.SimpleNamespace(
-        frames={"interference": rows}, base=load_profile("h100-sxm-nvswitch"), is_cuda=is_cuda,
+        frames={"interference": rows}, base=load_profile("h100-sxm-nvswitch"), is_cuda=is_cuda, resolved_chains=0,
         cite=lambda benchmark, detail: f"fit: test {benchmark}, {detail}",
         copied=lambda value, what="": Sourced(value=value.value, source=f"copied from base profile test{what}"))
 

@@ -34,6 +34,19 @@ def allreduce_table(frame: pd.DataFrame, mode: str, preferred_dtype: str | None)
     return pd.concat(parts, ignore_index=True)
 
 
+POOLED_NOTE = ("; at the step's message size pooled with {} ladder chain(s)' own AllReduce "
+               "(measurements/interference.csv): laddersim/calibrate/step_allreduce.py")
+
+
+def engine_table(fit: FitContext, table: pd.DataFrame) -> pd.DataFrame:
+    """The table the engine reads: non-decreasing in size where the collectives progress on the
+    compute cores (their noise otherwise reaches the simulation point by point); the tier fits
+    keep the measured points."""
+    if collectives_on_host_cores(fit.manifest):
+        return nondecreasing_in_size(table, ("gpus", "nodes", "dtype"))
+    return table
+
+
 def _write_table(fit: FitContext, table: pd.DataFrame, mode: str, timing: str, path: Path) -> str:
     reps = fit.frames["allreduce"]["reps"]
     stat = "/".join(sorted(set(fit.frames["allreduce"]["stat"])))
@@ -42,7 +55,8 @@ def _write_table(fit: FitContext, table: pd.DataFrame, mode: str, timing: str, p
                        table.groupby(["gpus", "nodes", "dtype"], sort=True))
     header = [
         f"# AllReduce time per call ({stat} over {int(reps.min())}-{int(reps.max())} timed calls"
-        f"{MONOTONE_NOTE if collectives_on_host_cores(fit.manifest) else ''}), {mode}/{timing}",
+        f"{MONOTONE_NOTE if collectives_on_host_cores(fit.manifest) else ''}"
+        f"{POOLED_NOTE.format(fit.pooled_chains) if fit.pooled_chains else ''}), {mode}/{timing}",
         f"# source: calibration run {fit.run_dir} measurements/allreduce.csv ({fit.library}, "
         f"{fit.manifest.get('device_name', '?')}, {date})",
         f"# run command: {fit.manifest.get('command_line', '?')}",
@@ -195,8 +209,7 @@ def collectives_spec(fit: FitContext, tables_dir: Path) -> tuple[CollectiveSpec,
         table = allreduce_table(frame, mode, preferred)
         if table.empty:
             continue
-        if collectives_on_host_cores(fit.manifest):  # the table the engine reads; the tier fit keeps the points
-            table = nondecreasing_in_size(table, ("gpus", "nodes", "dtype"))
+        table = engine_table(fit, table)
         timing = _timing(fit, mode)
         what = _write_table(fit, table, mode, timing, tables_dir / file)
         tables.append(MeasuredTable(file=f"tables/{file}", source=what, mode=mode, library=fit.library,

@@ -40,6 +40,10 @@ class FitContext:
         self.base = load_profile(base)
         self.command = f"laddersim calibrate fit {run_dir} --name {name} --base {base}"
         self.frames = {b: read_frame(run_dir, b) for b in SCHEMAS}
+        # Ladder-chain rows whose AllReduce was pooled into the table, and whose rates were solved
+        # against it (laddersim.calibrate.step_allreduce): said in the citations.
+        self.pooled_chains = 0
+        self.resolved_chains = 0
         check_allreduce_bandwidth(self.frames["allreduce"].to_dict("records"),
                                   measurement_path(run_dir, "allreduce"), self.base)
         self.is_cuda = self.manifest.get("device") == "cuda"

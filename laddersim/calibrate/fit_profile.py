@@ -17,11 +17,14 @@ import pandas as pd
 import yaml
 
 from laddersim.calibrate.curve_fits import bandwidth_efficiency, fit_roofline
-from laddersim.calibrate.fit_collectives import collectives_spec, network_spec
+from laddersim.calibrate.fit_collectives import collectives_spec, engine_table, network_spec
 from laddersim.calibrate.fit_context import (
-    DTYPE_BYTES, READ_WARNINGS, FitContext, atomic_write, compute_dtype, pick_dtype,
+    DTYPE_BYTES, READ_WARNINGS, FitContext, atomic_write, collectives_on_host_cores, compute_dtype, pick_dtype,
 )
 from laddersim.calibrate.fit_host import host_overhead
+from laddersim.calibrate.step_allreduce import (
+    collective_issue_us, ladder_chain_rows, pooled_allreduce, with_resolved_rates,
+)
 from laddersim.errors import UserInputError
 from laddersim.hardware.comm_specs import InterferencePoint, InterferenceSpec
 from laddersim.hardware.compute_specs import FrameworkSpec, GpuSpec, NodeSpec, PEAK_FIELD_BY_DTYPE
@@ -149,6 +152,9 @@ def _interference(fit: FitContext) -> InterferenceSpec:
     points = ", ".join(f"{r.size_bytes} B with m={r.m} n={r.n} k={r.k}" for r in rows.itertuples())
     what = (f"median over {len(rows)} points ({points}), a median below 0 held at 0 (calibrate fit warns: "
             "a measurement problem)")
+    if fit.resolved_chains:
+        what += (f"; {fit.resolved_chains} ladder chain(s) solved against the table's AllReduce at their size "
+                 "(laddersim/calibrate/step_allreduce.py)")
     by_size = []
     sizes = sorted(set(int(v) for v in rows["size_bytes"]))
     if len(sizes) > 1:
@@ -190,12 +196,30 @@ def _base_channel_rule(fit: FitContext, why: str) -> dict:
 
 # ---- the profile ------------------------------------------------------------------------------
 
+def _layers_of(model: str) -> int | None:
+    """The layer count of a ladder chain's model (None where its config cannot be read)."""
+    from laddersim.model_shape import load_model_shape
+
+    try:
+        return load_model_shape(model).n_layers
+    except (UserInputError, OSError, ValueError):
+        return None
+
+
 def build_profile(run_dir: str, name: str, base: str) -> HardwareProfile:
     fit = FitContext(run_dir, name, base)
     m = fit.manifest
     if all(frame.empty for frame in fit.frames.values()):
         raise UserInputError(f"fit: {run_dir} has no measured points yet; run `laddersim calibrate run --out {run_dir}`")
-    collectives, primary, _ = collectives_spec(fit, Path(run_dir) / "tables")
+    # The step's AllReduce measured twice on shared cores: one pooled estimate (step_allreduce).
+    chains = ladder_chain_rows(fit.frames["interference"], collectives_on_host_cores(m))
+    issue_us = collective_issue_us(fit.frames["overhead"])
+    fit.frames["allreduce"] = pooled_allreduce(fit.frames["allreduce"], chains, issue_us)
+    fit.pooled_chains = len(chains)
+    collectives, primary, primary_mode = collectives_spec(fit, Path(run_dir) / "tables")
+    if not chains.empty:
+        fit.frames["interference"], fit.resolved_chains = with_resolved_rates(
+            fit.frames["interference"], chains, engine_table(fit, primary), primary_mode, issue_us, _layers_of)
     gpus_per_node = int(m.get("ranks_per_node") or fit.base.node.gpus_per_node)
     if fit.is_cuda:
         node = NodeSpec(gpus_per_node=gpus_per_node, fabric=fit.base.node.fabric,
