@@ -16,10 +16,14 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from laddersim.calibrate.monotone import nondecreasing_fit
 from laddersim.calibrate.schema import SCHEMAS, point_key
+from laddersim.calibrate.step_allreduce import (
+    collective_issue_us, ladder_chain_rows, pooled_allreduce, resolved_rates,
+)
 from laddersim.cli import main
 from laddersim.costs.collectives import allreduce_time_s
 from laddersim.hardware import load_profile
@@ -83,10 +87,18 @@ def test_fitted_profile_loads_with_sources_and_reproduces_the_measured_table(cal
     table = profile.collectives.tables[0]
     assert (table.file, table.mode) == ("tables/allreduce.csv", "eager")
     assert table.library.startswith("gloo (torch ")
-    measured = rows(out / "measurements" / "allreduce.csv")
-    # The table fitted non-decreasing in size (on a loaded 2-core CPU gloo times are not
-    # monotone in size), never below half the smallest size's time (laddersim.costs.collectives).
-    fitted_us = nondecreasing_fit([float(r["time_us"]) for r in measured], [int(r["reps"]) for r in measured])
+    # The step's AllReduce, measured by both the allreduce and the interference benchmark on these
+    # shared cores, pooled into one row (laddersim.calibrate.step_allreduce); the table then
+    # fitted non-decreasing in size, each size weighted alike (on a loaded 2-core CPU gloo times
+    # are not monotone in size), never below half the smallest size's time (costs.collectives).
+    frame = lambda name: pd.read_csv(out / "measurements" / f"{name}.csv")
+    chains = ladder_chain_rows(frame("interference"), on_host_cores=True)
+    assert len(chains) == 1
+    pooled = pooled_allreduce(frame("allreduce"), chains, collective_issue_us(frame("overhead")))
+    measured = pooled.to_dict("records")
+    assert sum(r["reps"] for r in measured) == sum(int(r["reps"]) for r in rows(out / "measurements" / "allreduce.csv")) \
+        + int(chains.iloc[0]["reps"])
+    fitted_us = nondecreasing_fit([float(r["time_us"]) for r in measured])
     first_s = fitted_us[0] * 1e-6
     for r, time_us in zip(measured, fitted_us):
         expected_s = max(time_us * 1e-6, 0.5 * first_s)
@@ -217,16 +229,25 @@ def test_fit_keeps_interference_per_message_size(calibrated, tmp_path):
     path = run / "measurements" / "interference.csv"
     measured = rows(path)
     first = measured[0]
-    # A second message size with other slowdowns, as a GPU grid measures (16 KiB ... 32 MiB).
+    # A second message size with other slowdowns, as a GPU grid measures (16 KiB ... 32 MiB:
+    # a matmul beside the AllReduce, no ladder chain of the model's modules, model '-').
     extra = {**first, "size_bytes": str(int(first["size_bytes"]) * 16), "compute_slowdown": "0.4",
-             "comm_slowdown": "0.7"}
+             "comm_slowdown": "0.7", "model": "-"}
     with open(path, "a", newline="") as fh:
         csv.DictWriter(fh, fieldnames=list(first)).writerow(extra)
     assert laddersim("calibrate", "fit", str(run), "--name", "two-sizes").returncode == 0
     spec = load_profile(run).interference
     assert [p.size_bytes for p in spec.by_size] == [int(first["size_bytes"]), int(extra["size_bytes"])]
     assert spec.by_size[1].compute_slowdown == 0.4 and spec.by_size[1].comm_slowdown == 0.7
-    assert spec.by_size[0].compute_slowdown == max(0.0, float(first["compute_slowdown"]))
+    # The first size is a ladder chain on shared cores: its rates solved again against the
+    # AllReduce the engine reads from the fitted table at that size (step_allreduce.resolved_rates).
+    profile = load_profile(run)
+    chain = pd.read_csv(path).iloc[0]
+    table_us = allreduce_time_s(profile, 2, int(first["size_bytes"])) * 1e6
+    issue_us = collective_issue_us(pd.read_csv(run / "measurements" / "overhead.csv"))
+    compute, comm = resolved_rates(chain, table_us, issue_us, TINY_MODEL["num_hidden_layers"])
+    assert spec.by_size[0].compute_slowdown == pytest.approx(max(0.0, compute), rel=1e-9)
+    assert spec.by_size[0].comm_slowdown == pytest.approx(max(0.0, comm), rel=1e-9)
     assert "measurements/interference.csv" in spec.by_size[1].source
     assert spec.at(int(extra["size_bytes"]) * 4) == (0.4, 0.7)
 
@@ -391,6 +412,10 @@ def test_fit_reports_a_negative_interference_slowdown_in_one_line(calibrated, tm
     out, _, _ = calibrated
     run = tmp_path / "negative"
     shutil.copytree(out, run)
+    # The ladder chain's modules timed 58% faster beside the AllReduce than alone: the benchmark's
+    # figure and the one fit solves again from the chain's timings (step_allreduce) both read -58%.
+    _rewrite_times(run / "measurements" / "interference.csv", lambda r: 0.42 * float(r["gemm_alone_us"]),
+                   "gemm_overlap_us")
     _rewrite_times(run / "measurements" / "interference.csv", lambda r: -0.58, "compute_slowdown")
     _rewrite_times(run / "measurements" / "interference.csv", lambda r: 0.2, "comm_slowdown")
     assert main(["calibrate", "fit", str(run), "--name", "negative"]) == 0
