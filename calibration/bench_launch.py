@@ -229,20 +229,23 @@ def spawn_ranks(target, nprocs: int, args: tuple) -> None:
     """Run ``target(rank, *args)`` on ``nprocs`` local processes and wait for them (also used by
     ``ladder_bench.py``).
 
-    The ranks start with SIGINT ignored (the disposition is inherited through the spawn), so a
-    Ctrl-C on the terminal, or a SIGINT sent to this parent alone, reaches only the parent, which
-    then stops them itself: SIGTERM, and SIGKILL for any still alive after STOP_TIMEOUT_S. A
-    rank cut mid-append leaves at most a last line without its newline, which the next run
-    reports and measures again. A Ctrl-C while the ranks are being started is not seen.
+    SIGINT is blocked (held, not dropped) while the ranks are started: they inherit the mask and
+    ignore SIGINT from their first line (``_rank_main``), so a Ctrl-C on the terminal, or a SIGINT
+    sent to this parent alone, reaches only the parent, which then stops them itself: SIGTERM, and
+    SIGKILL for any still alive after STOP_TIMEOUT_S. A Ctrl-C while the ranks are being started
+    waits in the parent and lands as soon as they can be stopped (on two loaded cores a starting
+    parent can be descheduled while its ranks already measure). A rank cut mid-append leaves at
+    most a last line without its newline, which the next run reports and measures again.
     """
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    held = {signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
         context = mp.spawn(_rank_main, args=(target, os.getpid(), args), nprocs=nprocs, join=False)
     except BaseException:
-        signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
         raise
-    try:  # entered before SIGINT is restored: an interrupt from here on stops the ranks
-        signal.signal(signal.SIGINT, previous)
+    try:  # entered before SIGINT is let through: an interrupt from here on stops the ranks
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)  # a held Ctrl-C raises here
         while not context.join():
             pass
     except KeyboardInterrupt:
@@ -252,7 +255,10 @@ def spawn_ranks(target, nprocs: int, args: tuple) -> None:
 
 
 def _rank_main(rank: int, target, owner_pid: int, args: tuple) -> None:
-    """A spawned rank: dies with ``owner_pid`` (the launching process), then runs ``target``."""
+    """A spawned rank: ignores SIGINT (its launcher stops it) and dies with ``owner_pid`` (the
+    launching process), then runs ``target``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # drops a Ctrl-C held since the spawn
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     die_with_parent(owner_pid)
     target(rank, *args)
 
