@@ -79,9 +79,11 @@ class Ctx:
 
 
 def _benchmark_modules() -> dict:
-    from calibration import allreduce_bench, gemm_bench, interference_bench, memory_bench, op_trace, overhead_bench
+    from calibration import (
+        allgather_bench, allreduce_bench, gemm_bench, interference_bench, memory_bench, op_trace, overhead_bench,
+    )
 
-    return {"allreduce": allreduce_bench, "gemm": gemm_bench, "memory": memory_bench,
+    return {"allreduce": allreduce_bench, "allgather": allgather_bench, "gemm": gemm_bench, "memory": memory_bench,
             "interference": interference_bench, "overhead": overhead_bench, "ops": op_trace}
 
 
@@ -212,14 +214,31 @@ def _launch(opts: RunOptions, command: str) -> int:
     check_output(opts.out, "out", "dir")
     with run_dir_lock(opts.out):  # a second writer on this directory is one error line
         grid = runner.prepare_run_dir(opts, world, backend, command)
-        init = local_rendezvous(opts.out)
         if opts.world_size == 1:
-            _spawned(0, world, backend, opts, grid, init)
+            _spawned(0, world, backend, opts, grid, local_rendezvous(opts.out))
         else:
-            spawn_ranks(_spawned, opts.world_size, (world, backend, opts, grid, init))
+            for attempt in range(1, LAUNCH_ATTEMPTS + 1):
+                try:  # each launch measures only the points not yet stored
+                    spawn_ranks(_spawned, opts.world_size, (world, backend, opts, grid, local_rendezvous(opts.out)))
+                    break
+                except mp.ProcessExitedException as exc:
+                    if exc.signal_name is None:
+                        raise
+                    what = f"rank {exc.error_index} died of {exc.signal_name}"
+                    if attempt == LAUNCH_ATTEMPTS:
+                        print(f"error: calibrate run: {what} again, {LAUNCH_ATTEMPTS} launches in a row; the "
+                              f"finished points are kept in {opts.out}", file=sys.stderr)
+                        return 1
+                    print(f"[calibrate] {what}; launching the ranks again for the points not yet measured",
+                          file=sys.stderr)
     print(f"[calibrate] done: {opts.out}; next: laddersim calibrate fit {opts.out} --name NAME",
           file=sys.stderr)
     return 0
+
+
+# A rank killed by a signal (the CPU profiler of the ops benchmark has segfaulted about once in 25
+# two-rank runs here: torch 2.13, with_stack=True) is launched again, resuming where the store ends.
+LAUNCH_ATTEMPTS = 2
 
 
 STOP_TIMEOUT_S = 5.0  # after Ctrl-C, how long the ranks get to die of SIGTERM before SIGKILL

@@ -3,9 +3,9 @@
 1. ``laddersim calibrate run`` (gloo on CPU ranks, or NCCL on GPUs) measures what the run pays:
    the framework's per-op (host dispatch) cost per op class, the framework ops per op kind in a
    profiler trace of one real decode step, GEMM and memory-bound kernels at the model's shapes,
-   the AllReduce as a standard step pays it, and the interference of the model's own modules with
+   the AllReduce and the logits AllGather as a standard step pays them, and the interference of the model's own modules with
    async AllReduces of their message as a ladder step runs them (on shared CPU cores). The
-   per-batch points (model GEMMs, per-op costs, AllReduce, interference) are measured just before
+   per-batch points (model GEMMs, per-op costs, AllReduce, AllGather, interference) are measured just before
    that batch's benchmark, so calibration and benchmark see the same machine load; every CPU rank
    is pinned to its own cores in both (``laddersim.calibrate.cores``);
 2. ``calibration/ladder_bench.py`` runs a real tensor-parallel generation with every schedule;
@@ -41,8 +41,8 @@ SMALL_MODEL = {  # 4 layers, width 512: runs in seconds on two CPU ranks
 }
 SCHEDULES = ("standard", "parallel", "ladder", "upper_bound")
 ALLREDUCE_SIZES = "1KiB,2KiB,4KiB,8KiB,16KiB,32KiB,64KiB,256KiB,1MiB,4MiB"
-PER_BATCH = ("overhead", "allreduce", "interference")  # re-measured next to each batch's benchmark
-COMM = ("allreduce", "interference")  # the noisiest on shared cores: more repetitions
+PER_BATCH = ("overhead", "allreduce", "allgather", "interference")  # re-measured next to each batch's benchmark
+COMM = ("allreduce", "allgather", "interference")  # the noisiest on shared cores: more repetitions
 
 
 def run(cmd: list[str]) -> None:
@@ -66,7 +66,7 @@ def main() -> int:
                         help="ladder_bench's least duration of a measurement (generations back to back)")
     parser.add_argument("--calibrate-repeats", type=int, default=20)
     parser.add_argument("--comm-repeats", type=int, default=100,
-                        help="calibrate repetitions of the AllReduce and interference points")
+                        help="calibrate repetitions of the AllReduce, AllGather and interference points")
     parser.add_argument("--run-dir", default="runs/closed_loop")
     parser.add_argument("--out", default="reports/closed_loop")
     args = parser.parse_args()
@@ -242,7 +242,8 @@ def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], com
         "call, and an AllReduce is what a standard step pays for it (the model's own modules in a row,",
         "each followed by the AllReduce, minus the modules alone, over their number; a mean: the wait",
         "for the slower rank and gloo's thread wake-ups, a long tail, included; its issue on the calling",
-        "thread is charged once, by the step's collective launch); the overlap of the ladder is measured",
+        "thread is charged once, by the step's collective launch), and the logits AllGather likewise (each",
+        "rank's lm_head slice, then the gather: `calibration/allgather_bench.py`); the overlap of the ladder is measured",
         "as the ladder runs it (the model's modules in ladder order, each AllReduce async; the engine's rates",
         "solved from the mean timings against the table's AllReduce at that size, into which the ladder",
         "chains' own AllReduce is pooled: `laddersim/calibrate/step_allreduce.py`). Other processes on the machine change every timing from minute to minute, so the",

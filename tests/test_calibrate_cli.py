@@ -26,6 +26,9 @@ from laddersim.calibrate.step_allreduce import (
 )
 from laddersim.cli import main
 from laddersim.costs.collectives import allreduce_time_s
+from laddersim.costs.framework_collectives import logits_allgather_time_s
+from laddersim.costs.gemm_tables import SILICON
+from laddersim.framework import load_framework
 from laddersim.hardware import load_profile
 
 pytest.importorskip("torch")
@@ -66,6 +69,9 @@ def test_run_measures_every_grid_point_and_records_the_environment(calibrated):
     assert [int(r["size_bytes"]) for r in allreduce] == [1024, 65536, 1048576]
     assert all(r["group_size"] == "2" and r["mode"] == "eager" and float(r["time_us"]) > 0 for r in allreduce)
     assert all(float(r["min_us"]) <= float(r["time_us"]) <= float(r["max_us"]) for r in allreduce)
+    # The logits AllGather of the model's step: batch 1 x 500 vocab per rank x 2 ranks x 4 B.
+    allgather = rows(out / "measurements" / "allgather.csv")
+    assert [(r["size_bytes"], r["stat"]) for r in allgather] == [("4000", "mean")]
     gemm = rows(out / "measurements" / "gemm.csv")
     # 6 generic shapes + the tiny model's decode GEMMs at tp 2, batch 1: qkv (1, 256, 256),
     # o_proj (1, 256, 128), gate_up (1, 512, 256), lm_head (1, 500, 256); down is qkv's shape.
@@ -103,6 +109,11 @@ def test_fitted_profile_loads_with_sources_and_reproduces_the_measured_table(cal
     for r, time_us in zip(measured, fitted_us):
         expected_s = max(time_us * 1e-6, 0.5 * first_s)
         assert allreduce_time_s(profile, 2, int(r["size_bytes"])) == pytest.approx(expected_s, rel=1e-5)
+    # The step's logits AllGather is priced from its own measured table (calibration/allgather_bench.py).
+    gather = rows(out / "measurements" / "allgather.csv")[0]
+    assert [t.file for t in profile.collectives.allgather_tables] == ["tables/allgather.csv"]
+    assert logits_allgather_time_s(profile, load_framework("gpt-fast"), 2, 4000) == (
+        pytest.approx(float(gather["time_us"]) * 1e-6, rel=1e-5), SILICON)
     assert str(out) in profile.gpu.gemm_compute_efficiency.source
     assert "measurements/gemm.csv" in profile.gpu.kernel_launch_us.source
     assert "measurements/interference.csv" in profile.interference.compute_slowdown.source

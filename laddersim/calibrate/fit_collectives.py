@@ -47,17 +47,20 @@ def engine_table(fit: FitContext, table: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def _write_table(fit: FitContext, table: pd.DataFrame, mode: str, timing: str, path: Path) -> str:
-    reps = fit.frames["allreduce"]["reps"]
-    stat = "/".join(sorted(set(fit.frames["allreduce"]["stat"])))
+def _write_table(fit: FitContext, table: pd.DataFrame, mode: str, timing: str, path: Path,
+                 benchmark: str = "allreduce") -> str:
+    reps = fit.frames[benchmark]["reps"]
+    stat = "/".join(sorted(set(fit.frames[benchmark]["stat"])))
+    what = "AllReduce time per call" if benchmark == "allreduce" else "AllGather time per call (size: gathered bytes)"
     date = fit.manifest.get("date_utc", "unknown date")
     shapes = ", ".join(f"{g} ranks x {n} node(s) {d}" for (g, n, d), _ in
                        table.groupby(["gpus", "nodes", "dtype"], sort=True))
     header = [
-        f"# AllReduce time per call ({stat} over {int(reps.min())}-{int(reps.max())} timed calls"
+        f"# {what} ({stat} over {int(reps.min())}-{int(reps.max())} timed calls"
         f"{MONOTONE_NOTE if collectives_on_host_cores(fit.manifest) else ''}"
-        f"{POOLED_NOTE.format(fit.pooled_chains) if fit.pooled_chains else ''}), {mode}/{timing}",
-        f"# source: calibration run {fit.run_dir} measurements/allreduce.csv ({fit.library}, "
+        f"{POOLED_NOTE.format(fit.pooled_chains) if fit.pooled_chains and benchmark == 'allreduce' else ''}), "
+        f"{mode}/{timing}",
+        f"# source: calibration run {fit.run_dir} measurements/{benchmark}.csv ({fit.library}, "
         f"{fit.manifest.get('device_name', '?')}, {date})",
         f"# run command: {fit.manifest.get('command_line', '?')}",
         f"# rows: {shapes}",
@@ -231,7 +234,20 @@ def collectives_spec(fit: FitContext, tables_dir: Path) -> tuple[CollectiveSpec,
                 value=max(0.0, float(np.median(small["time_us_e"] - small["time_us_g"]))),
                 source=fit.cite("allreduce", f"median of eager minus graph time at {len(small)} points <= 64 KiB"))
     spec = CollectiveSpec(mode=regime, eager_launch_us=eager_launch, intra_node=intra, tables=tables,
+                          allgather_tables=_allgather_tables(fit, tables_dir, primary),
                           intra_node_fits=_intra_fits(fit, primary_table, primary),
                           # NVLS needs an NVSwitch; a CPU (gloo) run's nominal fabric is pcie
                           algorithms=[a for a in base.algorithms if fit.is_cuda or a not in ("nvls", "nvls_tree")])
     return spec, primary_table, primary
+
+
+def _allgather_tables(fit: FitContext, tables_dir: Path, primary: str) -> list[MeasuredTable]:
+    """The logits AllGather measured in the simulated regime's mode (calibration/allgather_bench.py),
+    as ``tables/allgather.csv``: the engine prices a step's gather from it (size: gathered bytes)."""
+    frame = fit.frames["allgather"]
+    if frame.empty or primary not in set(frame["mode"]):
+        return []
+    table = engine_table(fit, allreduce_table(frame, primary, compute_dtype(fit)))
+    timing = _timing(fit, primary)
+    what = _write_table(fit, table, primary, timing, tables_dir / "allgather.csv", benchmark="allgather")
+    return [MeasuredTable(file="tables/allgather.csv", source=what, mode=primary, library=fit.library, timing=timing)]

@@ -99,6 +99,18 @@ def allreduce_points(world: World, opts: RunOptions) -> list[dict]:
     ]
 
 
+def allgather_points(world: World, opts: RunOptions) -> list[dict]:
+    """The logits AllGather of each model's decode step at each batch (``--models``): every rank's
+    ``[batch, vocab / tp]`` slice gathered over tp = the world size, in each mode of the run."""
+    if world.world_size < 2:
+        return []
+    dtype, tp = compute_dtype(world), world.world_size
+    sizes = sorted({batch * load_model_shape(name).vocab_per_rank(tp) * tp * DTYPE_BYTES[dtype]
+                    for name in opts.models for batch in opts.batch or (1,)})
+    return [{"world_size": tp, "group_size": tp, "nodes": world.nodes_of(tp), "dtype": dtype, "mode": mode,
+             "size_bytes": size} for mode in modes(world, opts) for size in sizes]
+
+
 def _generic_gemm_shapes(world: World, opts: RunOptions) -> list[tuple[int, int, int]]:
     if opts.quick:
         ms, nks, floor = (1, 16, 128), ((128, 128), (512, 512)), ()
@@ -248,7 +260,7 @@ def ops_points(world: World, opts: RunOptions) -> list[dict]:
 
 def build_grid(world: World, opts: RunOptions) -> dict[str, list[dict]]:
     """Points per requested benchmark, in measuring order."""
-    builders = {"allreduce": allreduce_points, "gemm": gemm_points, "memory": memory_points,
+    builders = {"allreduce": allreduce_points, "allgather": allgather_points, "gemm": gemm_points, "memory": memory_points,
                 "interference": interference_points, "overhead": overhead_points, "ops": ops_points}
     for name in opts.models:
         load_model_shape(name)  # fail early, before any rank starts

@@ -151,8 +151,8 @@ def check_unused_options(opts: RunOptions) -> None:
         if needs == "models" and not opts.models:
             raise UserInputError(f"{names}: {flags} {verb} --models (used only for the model GEMM "
                                  f"shapes); allowed: with --models MODEL[,MODEL...], or drop {them}")
-        if needs == "gemm" and {"ops", "interference", "overhead", "allreduce"} & set(opts.benchmarks):
-            continue  # the op trace, the module interference, sampling and AllReduce read --models too
+        if needs == "gemm" and {"ops", "interference", "overhead", "allreduce", "allgather"} & set(opts.benchmarks):
+            continue  # the op trace, the module interference, sampling and the collectives read --models too
         if needs in BENCHMARKS and needs not in opts.benchmarks:
             raise UserInputError(f"{names}: {flags} {verb} the {needs} benchmark, which this run does not "
                                  f"measure (benchmarks: {','.join(opts.benchmarks)}); allowed: with "

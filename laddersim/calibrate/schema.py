@@ -30,6 +30,10 @@ SCHEMAS: dict[str, Schema] = {
         # AllReduce of size_bytes per rank over the first group_size ranks (spanning nodes).
         Schema("allreduce", ("world_size", "group_size", "nodes", "dtype", "mode", "size_bytes"),
                TIMING_VALUES),
+        # AllGather of the vocab-parallel logits: size_bytes is the gathered output (every rank's
+        # part) over the first group_size ranks; measured at the run's models and batches.
+        Schema("allgather", ("world_size", "group_size", "nodes", "dtype", "mode", "size_bytes"),
+               TIMING_VALUES),
         # Y[m, n] = X[m, k] @ W[n, k]^T on one device; origin names the model op it stands for.
         Schema("gemm", ("dtype", "mode", "m", "n", "k"), TIMING_VALUES + ("tflops", "origin")),
         # Memory-bound kernels on size_bytes tensors; moved_bytes counts reads plus writes.

@@ -7,6 +7,11 @@ symmetric-memory) AllReduce kernel. Where the hardware profile ships a measured 
 time is interpolated in log size (the table's host launch removed or added as for NCCL tables);
 below the table's smallest size, or without one, the profile's NCCL model is used (above its
 largest, time grows with size at the last point's bandwidth).
+
+The logits AllGather (``logits_allgather_time_s``): from the profile's measured AllGather tables
+(``collectives.allgather_tables``, sized by the gathered bytes; ``calibration/allgather_bench.py``)
+where one covers the group and size, else as an AllReduce of half the gathered bytes (a ring
+AllGather moves half of what an AllReduce of the same buffer does).
 """
 
 from __future__ import annotations
@@ -36,3 +41,17 @@ def framework_allreduce_time_s(hw: HardwareProfile, fw, tp: int, size_bytes: flo
         ((cols["gpus"] == tp) & (cols["nodes"] == nodes)).sum() >= 2
         for table, cols in hw.allreduce_arrays if table.use == "model")
     return float(allreduce_time_s(hw, tp, size_bytes)), SILICON if (measured and nodes == 1) else SOL
+
+
+def logits_allgather_time_s(hw: HardwareProfile, fw, tp: int, gathered_bytes: float) -> tuple[float, str]:
+    """Seconds of the logits AllGather whose output is ``gathered_bytes`` over ``tp`` ranks, and
+    its source label: ``SILICON`` from a measured AllGather table of a one-node group that covers
+    the size (a single measured size: that size only), else the AllReduce of half the bytes."""
+    if tp > 1 and hw.nodes_for(tp) == 1:
+        for table, cols in hw.allgather_arrays:
+            rows = (cols["gpus"] == tp) & (cols["nodes"] == 1)
+            sizes, times = cols["size_bytes"][rows], cols["time_s"][rows]
+            if len(sizes) and sizes[0] <= gathered_bytes <= sizes[-1]:
+                seconds = float(times[0]) if len(sizes) == 1 else float(interpolate_table_s(sizes, times, gathered_bytes))
+                return max(seconds + mode_correction_s(hw, table), 0.0), SILICON
+    return framework_allreduce_time_s(hw, fw, tp, gathered_bytes / 2.0)

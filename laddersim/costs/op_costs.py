@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from laddersim.costs.framework_collectives import framework_allreduce_time_s
+from laddersim.costs.framework_collectives import framework_allreduce_time_s, logits_allgather_time_s
 from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.gemm_tables import HYBRID, SOL, library_gemm_time_s
 from laddersim.framework import load_framework
@@ -168,8 +168,11 @@ def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
         "step_overhead": hw.framework.step_overhead_us.value * 1e-6,
         "collective_launch": sync_s + sync_bytes_s + copy_s,
     }
-    for kind, size in messages.items():
-        times[kind], sources[kind] = framework_allreduce_time_s(hw, fw, tp, size)
+    times["allreduce"], sources["allreduce"] = framework_allreduce_time_s(hw, fw, tp, messages["allreduce"])
+    # The gather from its own measured table where the profile has one (its message is the
+    # AllReduce equivalent: half the gathered bytes).
+    times["allgather_logits"], sources["allgather_logits"] = logits_allgather_time_s(
+        hw, fw, tp, 2.0 * messages["allgather_logits"])
     return times, {kind: sources.get(kind, SOL) for kind in times}
 
 

@@ -99,6 +99,10 @@ class CollectiveSpec(BaseModel):
     eager_launch_us: NonNegative = Sourced(value=0.0, source="default: no launch-cost correction")
     intra_node: AlphaBeta
     tables: list[MeasuredTable] = []
+    # Measured AllGather tables (``size_bytes``: the gathered output, every rank's part): the
+    # engine prices the logits gather from them where they cover its group and size
+    # (calibration/allgather_bench.py), else as an AllReduce of half the gathered bytes.
+    allgather_tables: list[MeasuredTable] = []
     # Fitted per-GPU-count curves of the intra-node tier (used where no model table matches, and
     # always for the intra-node part of a multi-node AllReduce).
     intra_node_fits: list[TierFit] = []

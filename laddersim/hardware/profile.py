@@ -105,6 +105,12 @@ class HardwareProfile(BaseModel):
         like ``allreduce_tables``: what the simulator reads, without loading pandas."""
         return [(table, read_table_arrays(Path(self.base_dir) / table.file)) for table in self.collectives.tables]
 
+    @cached_property
+    def allgather_arrays(self) -> list[tuple[MeasuredTable, dict[str, np.ndarray]]]:
+        """The measured AllGather tables as numpy columns (gpus, nodes, size_bytes, time_s)."""
+        return [(table, read_table_arrays(Path(self.base_dir) / table.file))
+                for table in self.collectives.allgather_tables]
+
     def intra_node_fit(self, gpus: int) -> TierFit | None:
         return next((f for f in self.collectives.intra_node_fits if f.gpus == gpus), None)
 
