@@ -117,6 +117,16 @@ def test_missing_table_file_is_rejected(tmp_path):
         load_profile(path)
 
 
+def test_missing_allgather_table_file_is_rejected_by_name(tmp_path):
+    shutil.copytree(profiles_dir() / "tables", tmp_path / "tables")
+    raw = yaml.safe_load((profiles_dir() / "h100-sxm-nvswitch.yaml").read_text())
+    raw["collectives"]["allgather_tables"] = [{"file": "tables/allgather.csv", "source": "a calibration run"}]
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(UserInputError, match=r"collectives\.allgather_tables: file not found: tables/allgather\.csv"):
+        load_profile(path)
+
+
 def test_duplicate_fit_counts_are_rejected(tmp_path):
     shutil.copytree(profiles_dir() / "tables", tmp_path / "tables")
     raw = yaml.safe_load((profiles_dir() / "h100-sxm-nvswitch.yaml").read_text())

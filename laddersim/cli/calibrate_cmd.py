@@ -111,6 +111,9 @@ def _report(profile, run_dir: str) -> None:
     for table in profile.collectives.tables:
         out.append(f"  {'AR table':<18}{table.file} ({table.mode}, timing {table.timing}, {table.library}); "
                    f"simulated as {profile.collectives.mode}")
+    for table in profile.collectives.allgather_tables:
+        out.append(f"  {'AllGather table':<18}{table.file} ({table.mode}, timing {table.timing}, {table.library}): "
+                   "the logits gather")
     if inter is not None:
         out.append(line("inter-node AR", (f"{inter.base_latency_us.value:.2f} us + {inter.step_latency_us.value:.3f} "
                                           "us/step", inter.base_latency_us),

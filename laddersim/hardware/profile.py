@@ -56,6 +56,7 @@ class HardwareProfile(BaseModel):
     @model_validator(mode="after")
     def _check_tables_exist(self) -> "HardwareProfile":
         for where, tables in (("collectives.tables", self.collectives.tables),
+                              ("collectives.allgather_tables", self.collectives.allgather_tables),
                               ("gpu.gemm_tables", self.gpu.gemm_tables)):
             for table in tables:
                 if self.base_dir and not (Path(self.base_dir) / table.file).exists():
