@@ -30,12 +30,11 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from calibration.allreduce_bench import FLOOR_US, chain_allreduce_s  # noqa: E402
-from calibration.bench_timing import DTYPES, runner, summarize, timer  # noqa: E402
+from calibration.allreduce_bench import chain_allreduce_s, chain_mean, time_per_call  # noqa: E402
+from calibration.bench_timing import DTYPES  # noqa: E402
 from laddersim.calibrate.grid import human_bytes  # noqa: E402
 from laddersim.model_shape import load_model_shape  # noqa: E402
 
@@ -81,21 +80,8 @@ def measure(ctx, point: dict) -> dict | None:
             lm_head()
             gather()
         samples = [chain_allreduce_s(ctx, gather, modules, group) for _ in range(ctx.opts.repeat_count)]
-        if ctx.rank != 0:
-            return None
-        floored = [max(s, FLOOR_US * 1e-6) for s in samples]
-        return {**summarize(floored), "stat": "mean", "time_us": max(float(np.mean(samples)) * 1e6, FLOOR_US)}
-    run, calls = runner(gather, point["mode"])
-    time_s = timer(ctx.is_cuda)
-    for _ in range(ctx.opts.warmup_count):
-        run()
-    ctx.sync()
-    samples = []
-    for _ in range(ctx.opts.repeat_count):
-        dist.barrier(group=group)
-        ctx.sync()
-        samples.append(ctx.max_over(time_s(run) / calls, group))
-    return summarize(samples) if ctx.rank == 0 else None
+        return chain_mean(samples) if ctx.rank == 0 else None
+    return time_per_call(ctx, gather, point["mode"], group)
 
 
 def describe(point: dict) -> str:

@@ -53,15 +53,27 @@ def measure(ctx, point: dict) -> dict | None:
             module()
             reduce()
         samples = [chain_allreduce_s(ctx, reduce, modules, group) for _ in range(ctx.opts.repeat_count)]
-        if ctx.rank != 0:
-            return None
-        # A step pays the sum of its AllReduces, i.e. their mean: on shared cores gloo's thread
-        # wake-ups give a long tail (p90 ~3x the median measured here) that a median drops. A
-        # sample may come out below zero (the two chains' compute differ by noise); the mean keeps
-        # it, unbiased; the spread columns (times > 0) show samples floored at FLOOR_US.
-        floored = [max(s, FLOOR_US * 1e-6) for s in samples]
-        return {**summarize(floored), "stat": "mean", "time_us": max(float(np.mean(samples)) * 1e6, FLOOR_US)}
-    run, calls = runner(lambda: dist.all_reduce(buf, group=group), point["mode"])
+        return chain_mean(samples) if ctx.rank == 0 else None
+    return time_per_call(ctx, lambda: dist.all_reduce(buf, group=group), point["mode"], group)
+
+
+FLOOR_US = 1.0  # a measured collective is at least this (a mean below it is noise around nothing)
+
+
+def chain_mean(samples_s: list[float]) -> dict:
+    """The values of a point timed as a step pays it (``chain_allreduce_s`` samples): their mean.
+    A step pays the sum of its collectives, i.e. their mean: on shared cores gloo's thread
+    wake-ups give a long tail (p90 ~3x the median measured here) that a median drops. A sample may
+    come out below zero (the two chains' compute differ by noise); the mean keeps it, unbiased; the
+    spread columns (times > 0) show samples floored at FLOOR_US."""
+    floored = [max(s, FLOOR_US * 1e-6) for s in samples_s]
+    return {**summarize(floored), "stat": "mean", "time_us": max(float(np.mean(samples_s)) * 1e6, FLOOR_US)}
+
+
+def time_per_call(ctx, collective, mode: str, group) -> dict | None:
+    """``summarize`` of one ``collective`` call (eager, or a graph replay over its calls) after a
+    barrier of ``group``, the slowest rank's time; rank 0 only (None elsewhere)."""
+    run, calls = runner(collective, mode)
     time_s = timer(ctx.is_cuda)
     for _ in range(ctx.opts.warmup_count):
         run()
@@ -72,9 +84,6 @@ def measure(ctx, point: dict) -> dict | None:
         ctx.sync()
         samples.append(ctx.max_over(time_s(run) / calls, group))
     return summarize(samples) if ctx.rank == 0 else None
-
-
-FLOOR_US = 1.0  # a measured AllReduce is at least this (a mean below it is noise around nothing)
 
 
 def chain_allreduce_s(ctx, all_reduce, modules, group) -> float:
