@@ -33,9 +33,9 @@ if _ROOT not in sys.path:
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
+from calibration import allreduce_bench  # noqa: E402
 from calibration.allreduce_bench import chain_allreduce_s, chain_mean, time_per_call  # noqa: E402
 from calibration.bench_timing import DTYPES  # noqa: E402
-from laddersim.calibrate.grid import human_bytes  # noqa: E402
 from laddersim.model_shape import load_model_shape  # noqa: E402
 
 CHAIN = 4  # lm_head + gather pairs per timed chain (a step has one; a chain of one is all noise)
@@ -47,7 +47,7 @@ def logits_shape(opts, tp: int, size_bytes: int, itemsize: int) -> tuple[int, in
     for name in opts.models:
         shape = load_model_shape(name)
         for batch in opts.batch or (1,):
-            if batch * shape.vocab_per_rank(tp) * tp * itemsize == size_bytes:
+            if shape.gathered_logits_bytes(batch, tp, itemsize) == size_bytes:
                 return batch, shape.dim, shape.vocab_per_rank(tp)
     return None
 
@@ -85,8 +85,7 @@ def measure(ctx, point: dict) -> dict | None:
 
 
 def describe(point: dict) -> str:
-    return (f"{point['group_size']} ranks/{point['nodes']} node(s) {point['dtype']} {point['mode']} "
-            f"{human_bytes(point['size_bytes'])} gathered")
+    return f"{allreduce_bench.describe(point)} gathered"  # the same point keys
 
 
 def result(values: dict) -> str:

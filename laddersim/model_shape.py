@@ -89,6 +89,11 @@ class ModelShape(BaseModel):
         mlp = 3 * self.dim * self.intermediate_per_rank(tp)
         return qkv + o + mlp + 2 * self.dim
 
+    def gathered_logits_bytes(self, batch: int, tp: int, dtype_bytes: int) -> int:
+        """The vocab-parallel logits of ``batch`` sequences gathered over ``tp`` ranks: every rank's
+        ``[batch, vocab_per_rank]`` part (the padded shard included)."""
+        return batch * self.vocab_per_rank(tp) * tp * dtype_bytes
+
     def params_per_rank(self, tp: int) -> int:
         """All parameters one rank holds: layers, embedding and LM head shards, final norm."""
         emb = self.vocab_per_rank(tp) * self.dim

@@ -105,7 +105,7 @@ def allgather_points(world: World, opts: RunOptions) -> list[dict]:
     if world.world_size < 2:
         return []
     dtype, tp = compute_dtype(world), world.world_size
-    sizes = sorted({batch * load_model_shape(name).vocab_per_rank(tp) * tp * DTYPE_BYTES[dtype]
+    sizes = sorted({load_model_shape(name).gathered_logits_bytes(batch, tp, DTYPE_BYTES[dtype])
                     for name in opts.models for batch in opts.batch or (1,)})
     return [{"world_size": tp, "group_size": tp, "nodes": world.nodes_of(tp), "dtype": dtype, "mode": mode,
              "size_bytes": size} for mode in modes(world, opts) for size in sizes]

@@ -169,10 +169,10 @@ def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
         "collective_launch": sync_s + sync_bytes_s + copy_s,
     }
     times["allreduce"], sources["allreduce"] = framework_allreduce_time_s(hw, fw, tp, messages["allreduce"])
-    # The gather from its own measured table where the profile has one (its message is the
-    # AllReduce equivalent: half the gathered bytes).
+    # The gather from its own measured table where the profile has one (its message above is the
+    # AllReduce equivalent, for its interference).
     times["allgather_logits"], sources["allgather_logits"] = logits_allgather_time_s(
-        hw, fw, tp, 2.0 * messages["allgather_logits"])
+        hw, fw, tp, float(model.gathered_logits_bytes(phase.batch, tp, b)))
     return times, {kind: sources.get(kind, SOL) for kind in times}
 
 
@@ -184,7 +184,7 @@ def collective_message_bytes(model: ModelShape, work: Workload, tp: int, phase: 
     b = work.dtype_bytes
     return {
         "allreduce": float(phase.tokens * model.dim * b),
-        "allgather_logits": float(phase.batch * model.vocab_per_rank(tp) * tp * b) / 2.0,
+        "allgather_logits": float(model.gathered_logits_bytes(phase.batch, tp, b)) / 2.0,
     }
 
 
