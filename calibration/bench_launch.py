@@ -81,10 +81,12 @@ class Ctx:
 def _benchmark_modules() -> dict:
     from calibration import (
         allgather_bench, allreduce_bench, gemm_bench, interference_bench, memory_bench, op_trace, overhead_bench,
+        skew_bench,
     )
 
     return {"allreduce": allreduce_bench, "allgather": allgather_bench, "gemm": gemm_bench, "memory": memory_bench,
-            "interference": interference_bench, "overhead": overhead_bench, "ops": op_trace}
+            "interference": interference_bench, "overhead": overhead_bench, "ops": op_trace,
+            "skew": skew_bench}
 
 
 def _broadcast(obj, src: int = 0):

@@ -41,8 +41,8 @@ SMALL_MODEL = {  # 4 layers, width 512: runs in seconds on two CPU ranks
 }
 SCHEDULES = ("standard", "parallel", "ladder", "upper_bound")
 ALLREDUCE_SIZES = "1KiB,2KiB,4KiB,8KiB,16KiB,32KiB,64KiB,256KiB,1MiB,4MiB"
-PER_BATCH = ("overhead", "allreduce", "allgather", "interference")  # re-measured next to each batch's benchmark
-COMM = ("allreduce", "allgather", "interference")  # the noisiest on shared cores: more repetitions
+PER_BATCH = ("overhead", "allreduce", "allgather", "interference", "skew")  # re-measured next to each batch's benchmark
+COMM = ("allreduce", "allgather", "interference", "skew")  # the noisiest on shared cores: more repetitions
 
 
 def run(cmd: list[str]) -> None:
@@ -203,7 +203,9 @@ def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], com
                                f"per collective issue; sampling {sampling}; GEMM floor "
                                f"{profile.gpu.kernel_launch_us.value:.1f} us, weight streaming "
                                f"{profile.gpu.memory_bandwidth_gbps.value * profile.gpu.gemm_memory_efficiency.value:.1f}"
-                               f" GB/s; collectives progress on {host.collective_progress}")
+                               f" GB/s; collectives progress on {host.collective_progress}; a collective waits "
+                               f"{100 * host.rank_skew_fraction.value:.1f}% of the compute since the previous one "
+                               f"for the slowest rank")
     text = [
         "# Closed loop on this machine: calibrate, measure, predict",
         "",
@@ -246,7 +248,9 @@ def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], com
         "rank's lm_head slice, then the gather: `calibration/allgather_bench.py`); the overlap of the ladder is measured",
         "as the ladder runs it (the model's modules in ladder order, each AllReduce async; the engine's rates",
         "solved from the mean timings against the table's AllReduce at that size, into which the ladder",
-        "chains' own AllReduce is pooled: `laddersim/calibrate/step_allreduce.py`). Other processes on the machine change every timing from minute to minute, so the",
+        "chains' own AllReduce is pooled: `laddersim/calibrate/step_allreduce.py`), and the ranks' skew as a step meets it",
+        "(the slowest rank's excess after stretches of the model's modules: a collective waits for it in proportion to the",
+        "compute since the previous one, `calibration/skew_bench.py`, `laddersim/costs/rank_skew.py`). Other processes on the machine change every timing from minute to minute, so the",
         "load-dependent points are measured next to each batch's benchmark, the AllReduce table is fitted",
         "non-decreasing in size (its latency-bound points pooled at their median, `laddersim/calibrate/monotone.py`),",
         "and the benchmark times its schedules in paired rounds: a measured speedup is the median over rounds of",

@@ -31,6 +31,7 @@ from pydantic import ValidationError
 from laddersim.costs.collectives import bandwidth_share
 from laddersim.costs.memory_fit import MemoryUse, check_fits
 from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_s
+from laddersim.costs.rank_skew import compute_before_collectives, skew_wait_per_compute
 from laddersim.engine.cached import run_cached
 from laddersim.engine.simulator import EngineResult, RankWork, run_engine
 from laddersim.errors import UserInputError
@@ -181,14 +182,17 @@ class SimResult:
 
 
 @lru_cache(maxsize=64)
-def _program(schedule: str, n_layers: int, tp: int) -> tuple[Program, StreamMasks, tuple, tuple, tuple, np.ndarray]:
-    """A program (frozen) with its stream masks, streams, deps, op kinds (each once) and each op's
-    index in them, built once per process: a sweep repeats a handful of programs over many points."""
+def _program(schedule: str, n_layers: int, tp: int) -> tuple[Program, StreamMasks, tuple, tuple, tuple, np.ndarray,
+                                                             np.ndarray]:
+    """A program (frozen) with its stream masks, streams, deps, op kinds (each once), each op's
+    index in them and each collective's compute ops before it (``laddersim.costs.rank_skew``),
+    built once per process: a sweep repeats a handful of programs over many points."""
     program = build_program(schedule, n_layers, tp)
     kind_names = tuple(dict.fromkeys(program.kinds))
     kind_of_op = np.array([kind_names.index(k) for k in program.kinds], dtype=int)
-    return (program, StreamMasks.of(program), tuple(op.stream for op in program.ops),
-            tuple(op.deps for op in program.ops), kind_names, kind_of_op)
+    streams = tuple(op.stream for op in program.ops)
+    return (program, StreamMasks.of(program), streams, tuple(op.deps for op in program.ops), kind_names,
+            kind_of_op, compute_before_collectives(streams, kind_of_op, len(kind_names)))
 
 
 def _rank_works(streams: tuple[str, ...], deps: tuple[tuple, ...], durations: np.ndarray, n_ranks: int, rng,
@@ -221,7 +225,13 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
     nodes = hw.nodes_for(tp)
     parse_schedule(scenario.schedule, model.n_layers)
     memory = check_fits(model, hw, work, tp)
-    program, masks, streams, deps, kind_names, kind_of_op = _program(scenario.schedule, model.n_layers, tp)
+    program, masks, streams, deps, kind_names, kind_of_op, before = _program(scenario.schedule, model.n_layers, tp)
+    skew = skew_wait_per_compute(hw, tp)
+
+    def op_durations(per_kind: np.ndarray) -> np.ndarray:
+        """Seconds per op from seconds per kind; each collective waits for the slowest rank."""
+        durations = per_kind[kind_of_op]
+        return durations + skew * (before @ per_kind) if skew else durations
     ops_per_pass = len(kind_of_op)
     rng = np.random.default_rng(options.seed)
     stochastic = options.jitter > 0.0
@@ -246,7 +256,7 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
     # Prefill.
     prefill_phase = Phase("prefill", work.batch, work.prompt_len)
     prefill_costs = op_times_s(model, hw, work, tp, prefill_phase, np.array([work.prompt_len]))
-    prefill = run(np.array([prefill_costs[k][0] for k in kind_names])[kind_of_op], interference(prefill_phase),
+    prefill = run(op_durations(np.array([prefill_costs[k][0] for k in kind_names])), interference(prefill_phase),
                   "prefill")
     prefill_metrics = step_metrics(prefill, masks)
 
@@ -273,7 +283,7 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
 
     def anchor(step: int) -> EngineResult:
         if step not in anchors:
-            result = anchors[step] = run(by_kind[step][kind_of_op], decode_slowdowns, "decode")
+            result = anchors[step] = run(op_durations(by_kind[step]), decode_slowdowns, "decode")
             if id(result) not in metrics_of:
                 metrics_of[id(result)] = step_metrics(result, masks)
             metrics[step] = metrics_of[id(result)]

@@ -88,6 +88,7 @@ def host_overhead(fit) -> HostOverheadSpec | None:
             "overhead", f"sampling: median of {int(row['reps'])} calls of the run's top-k sampling at batch {batch} "
                         f"(p10 {row['p10_us']:.3g} us, p90 {row['p90_us']:.3g} us), slowest rank"))
         share["sampling_ops"] = float(row["ops_per_chain"])
+    share.update(rank_skew(fit))
     schedules = ", ".join(sorted(set(ops["schedule"])))
     models = ", ".join(sorted(set(ops["model"])))
     host_cores = collectives_on_host_cores(fit.manifest)
@@ -103,6 +104,25 @@ def host_overhead(fit) -> HostOverheadSpec | None:
             f"calibration run {fit.run_dir} run.json: {fit.library} on CPU ranks, whose worker threads "
             "progress the collectives on the cores that compute" if host_cores else
             f"calibration run {fit.run_dir} run.json: {fit.library} kernels on the GPUs"), **share)
+
+
+def rank_skew(fit) -> dict:
+    """``rank_skew_fraction`` and ``rank_skew_group`` from the ``skew`` benchmark: the least-squares
+    line through the origin of the mean wait for the slowest rank against the stretch of compute
+    before it (laddersim.costs.rank_skew); empty without measurements."""
+    rows = fit.frames.get("skew")
+    if rows is None or rows.empty:
+        return {}
+    group = int(rows["group_size"].max())
+    rows = rows[rows["group_size"] == group]
+    stretch, wait = rows["stretch_us"].to_numpy(float), rows["wait_us"].to_numpy(float)
+    fraction = float((stretch * wait).sum() / (stretch * stretch).sum())
+    points = ", ".join(f"{w:.0f} us after {t:.0f} us" for t, w in zip(stretch, wait))
+    return {"rank_skew_fraction": Sourced(value=fraction, source=fit.cite(
+                "skew", f"the mean wait for the slowest of {group} ranks after stretches of the model's own decode "
+                        f"modules, least-squares line through the origin ({points}; "
+                        f"{int(rows['reps'].min())}+ repetitions each), calibration/skew_bench.py")),
+            "rank_skew_group": group}
 
 
 def negative_interference_warnings(rows: pd.DataFrame) -> list[str]:

@@ -111,6 +111,20 @@ def allgather_points(world: World, opts: RunOptions) -> list[dict]:
              "size_bytes": size} for mode in modes(world, opts) for size in sizes]
 
 
+SKEW_STRETCHES = (1, 2, 4, 8, 16)  # modules in a row per timed stretch (a step runs 2 x layers)
+
+
+def skew_points(world: World, opts: RunOptions) -> list[dict]:
+    """The ranks' spread over stretches of the first ``--models`` model's own decode modules (at the
+    first ``--batch``), where the collectives progress on the cores that compute (CPU ranks): there
+    a rank's time varies with what else the cores run, and a collective waits for the slowest."""
+    if world.world_size < 2 or world.device != "cpu" or not opts.models:
+        return []
+    batch = (opts.batch or (1,))[0]
+    return [{"world_size": world.world_size, "group_size": world.world_size, "dtype": compute_dtype(world),
+             "model": opts.models[0], "batch": batch, "modules": n} for n in SKEW_STRETCHES]
+
+
 def _generic_gemm_shapes(world: World, opts: RunOptions) -> list[tuple[int, int, int]]:
     if opts.quick:
         ms, nks, floor = (1, 16, 128), ((128, 128), (512, 512)), ()
@@ -261,7 +275,8 @@ def ops_points(world: World, opts: RunOptions) -> list[dict]:
 def build_grid(world: World, opts: RunOptions) -> dict[str, list[dict]]:
     """Points per requested benchmark, in measuring order."""
     builders = {"allreduce": allreduce_points, "allgather": allgather_points, "gemm": gemm_points, "memory": memory_points,
-                "interference": interference_points, "overhead": overhead_points, "ops": ops_points}
+                "interference": interference_points, "overhead": overhead_points, "ops": ops_points,
+                "skew": skew_points}
     for name in opts.models:
         load_model_shape(name)  # fail early, before any rank starts
     grid = {name: builders[name](world, opts) for name in opts.benchmarks}

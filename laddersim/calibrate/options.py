@@ -151,7 +151,7 @@ def check_unused_options(opts: RunOptions) -> None:
         if needs == "models" and not opts.models:
             raise UserInputError(f"{names}: {flags} {verb} --models (used only for the model GEMM "
                                  f"shapes); allowed: with --models MODEL[,MODEL...], or drop {them}")
-        if needs == "gemm" and {"ops", "interference", "overhead", "allreduce", "allgather"} & set(opts.benchmarks):
+        if needs == "gemm" and {"ops", "interference", "overhead", "allreduce", "allgather", "skew"} & set(opts.benchmarks):
             continue  # the op trace, the module interference, sampling and the collectives read --models too
         if needs in BENCHMARKS and needs not in opts.benchmarks:
             raise UserInputError(f"{names}: {flags} {verb} the {needs} benchmark, which this run does not "

@@ -50,6 +50,12 @@ SCHEMAS: dict[str, Schema] = {
         # ``cpu_share`` (op_class cpu_share, CPU ranks): the fraction of wall time a rank kept busy
         # for a sustained window really ran (other processes on the cores take the rest).
         Schema("overhead", ("dtype", "mode", "op_class"), TIMING_VALUES + ("ops_per_chain", "cpu_share")),
+        # Rank skew: every rank runs ``modules`` of the model's own decode modules in a row (``batch``
+        # tokens) right after a barrier; per repetition, the slowest rank's time less the ranks' mean
+        # is what a rank waits, on average, at the collective that follows. ``stretch_us``: the
+        # mean time of the stretch; ``wait_us``: the mean wait; ``wait_fraction`` = their ratio.
+        Schema("skew", ("world_size", "group_size", "dtype", "model", "batch", "modules"),
+               ("reps", "stretch_us", "wait_us", "wait_fraction")),
         # Top-level framework ops per program op kind in a profiler trace of one ladder_bench
         # decode step: "kind.class=ops per occurrence;..." (calibration/op_trace.py).
         Schema("ops", ("model", "tp", "batch", "schedule"), ("ops_total", "counts")),
@@ -58,7 +64,7 @@ SCHEMAS: dict[str, Schema] = {
 BENCHMARKS = tuple(SCHEMAS)
 
 INT_COLUMNS = frozenset({"world_size", "group_size", "nodes", "size_bytes", "m", "n", "k", "reps",
-                         "moved_bytes", "ops_per_chain", "tp", "batch", "ops_total"})
+                         "moved_bytes", "ops_per_chain", "tp", "batch", "ops_total", "modules"})
 STR_COLUMNS = frozenset({"dtype", "mode", "stat", "kernel", "origin", "op_class", "model", "schedule", "counts"})
 # May be empty: an imported log gives a mean without spread.
 OPTIONAL_COLUMNS = frozenset({"p10_us", "p90_us", "min_us", "max_us", "origin", "compute_p10", "compute_p90",

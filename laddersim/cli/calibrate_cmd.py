@@ -138,7 +138,10 @@ def _report(profile, run_dir: str) -> None:
                         (f"{host.view_op_us.value:.2f} per view", host.view_op_us),
                         (f"{host.collective_op_us.value:.2f} per collective issue; {len(host.ops)} kinds, "
                          f"{per_step:g} ops over one of each; collectives progress on {host.collective_progress}",
-                         host.collective_op_us)))
+                         host.collective_op_us),
+                        (f"rank skew: a collective waits {100 * host.rank_skew_fraction.value:.1f}% of the compute "
+                         f"before it" if host.rank_skew_fraction.value else "rank skew not measured",
+                         host.rank_skew_fraction)))
     others = {"eager launch": profile.collectives.eager_launch_us, "device memory": gpu.memory_gb,
               "attention efficiency": gpu.attention_compute_efficiency,
               "framework overheads": profile.framework.step_overhead_us}

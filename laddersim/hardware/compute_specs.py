@@ -163,6 +163,11 @@ class HostOverheadSpec(BaseModel):
     # that call ran, which the sampling kind's traced ops include.
     sampling_us: NonNegative | None = None
     sampling_ops: float = Field(default=0.0, ge=0)
+    # Rank skew (laddersim.costs.rank_skew): what a rank waits at a collective for the slowest of
+    # ``rank_skew_group`` ranks, per second of compute since the previous collective (the ranks'
+    # times vary from stretch to stretch on cores shared with other work).
+    rank_skew_fraction: NonNegative = Sourced(value=0.0, source="default: ranks computing alike finish together")
+    rank_skew_group: int = Field(default=2, ge=2)
 
     @model_validator(mode="after")
     def _one_entry_per_kind(self) -> "HostOverheadSpec":

@@ -45,6 +45,7 @@ import numpy as np
 
 from laddersim.costs.collectives import bandwidth_share
 from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_s
+from laddersim.costs.rank_skew import compute_before_collectives, skew_wait_per_compute
 from laddersim.engine.simulator import RankWork, run_engine
 from laddersim.simulate import Scenario
 from laddersim.schedules.program import build_program
@@ -122,6 +123,7 @@ class _Layout:
         self.attention = np.array([k == "attention" for k in program.kinds])
         self.streams = [op.stream for op in program.ops]
         self.deps = [op.deps for op in program.ops]
+        self.before = compute_before_collectives(self.streams, self.kind_of_op, len(kind_index))
 
 
 class IterationTimer:
@@ -152,6 +154,7 @@ class IterationTimer:
         self._tail_kinds = np.array([name in TAIL_KINDS for name in self._kind_names])
         self._serial_kinds = np.array([name not in TAIL_KINDS and name != "attention" for name in self._kind_names])
         self._kind_counts = np.bincount(self._full.kind_of_op, minlength=len(self._kind_names))
+        self._skew = skew_wait_per_compute(scenario.hardware, tp)
         nodes = scenario.hardware.nodes_for(tp)
         self._links = {0: tuple(f"node{i}" for i in range(nodes)) + (("network",) if nodes > 1 else ())}
         self.attention = AttentionCost(scenario)
@@ -204,6 +207,10 @@ class IterationTimer:
              a_s: float) -> tuple[float, int]:
         d = seconds[layout.kind_of_op]
         d[layout.attention] = a_s
+        if self._skew:  # each collective waits for the slowest rank (laddersim.costs.rank_skew)
+            per_kind = seconds.copy()
+            per_kind[self._kind_names.index("attention")] = a_s
+            d = d + self._skew * (layout.before @ per_kind)
         idx = layout.kind_of_op
         result = run_engine([RankWork(layout.streams, layout.deps, d)], compute[idx], comm[idx],
                             group_links=self._links)
