@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from laddersim.calibrate.fit_modules import module_seconds
 from laddersim.calibrate.monotone import nondecreasing_fit
 from laddersim.calibrate.schema import SCHEMAS, point_key
 from laddersim.calibrate.step_allreduce import (
@@ -30,6 +31,7 @@ from laddersim.costs.framework_collectives import logits_allgather_time_s
 from laddersim.costs.gemm_tables import SILICON
 from laddersim.framework import load_framework
 from laddersim.hardware import load_profile
+from laddersim.model_shape import load_model_shape
 
 pytest.importorskip("torch")
 
@@ -79,6 +81,12 @@ def test_run_measures_every_grid_point_and_records_the_environment(calibrated):
     assert len(rows(out / "measurements" / "memory.csv")) == 6
     interference = rows(out / "measurements" / "interference.csv")
     assert len(interference) == 1 and float(interference[0]["gemm_overlap_us"]) > 0
+    # The ranks' skew after 1..16 of the model's modules in a row (calibration/skew_bench.py).
+    skew = rows(out / "measurements" / "skew.csv")
+    assert [int(r["modules"]) for r in skew] == [1, 2, 4, 8, 16]
+    assert all(float(r["stretch_us"]) > 0 and float(r["wait_us"]) > 0 and int(r["reps"]) == 3 for r in skew)
+    assert all(float(r["wait_fraction"]) == pytest.approx(float(r["wait_us"]) / float(r["stretch_us"]), rel=1e-4)
+               for r in skew)
     manifest = json.loads((out / "run.json").read_text())
     assert manifest["backend"] == "gloo" and manifest["world_size"] == 2 and manifest["modes"] == ["eager"]
     assert manifest["torch"] and manifest["cpu_model"] and manifest["hosts"]
@@ -87,7 +95,7 @@ def test_run_measures_every_grid_point_and_records_the_environment(calibrated):
 
 
 def test_fitted_profile_loads_with_sources_and_reproduces_the_measured_table(calibrated):
-    out, _, _ = calibrated
+    out, model, _ = calibrated
     profile = load_profile(out)
     assert profile.name == "cpu-gloo-test" and profile.node.gpus_per_node == 2
     table = profile.collectives.tables[0]
@@ -127,6 +135,21 @@ def test_fitted_profile_loads_with_sources_and_reproduces_the_measured_table(cal
     # The run's top-k sampling over the model's vocabulary, one measured call and its ops.
     assert host.sampling_us.value > 0 and "top-k sampling at batch 1" in host.sampling_us.source
     assert host.sampling_ops >= 5
+    # The wait for the slowest rank per second of compute: the line through the origin of skew.csv.
+    skew = pd.read_csv(out / "measurements" / "skew.csv")
+    fraction = (skew["stretch_us"] * skew["wait_us"]).sum() / (skew["stretch_us"] ** 2).sum()
+    assert host.rank_skew_fraction.value == pytest.approx(fraction, rel=1e-9) and host.rank_skew_group == 2
+    assert "measurements/skew.csv" in host.rank_skew_fraction.source
+    # The per-op cost as the model's own modules pay it (laddersim/calibrate/fit_modules.py): the
+    # op program prices a module at the skew benchmark's longest stretch, per module.
+    longest = skew.loc[skew["modules"].idxmax()]
+    measured_s = longest["stretch_us"] / longest["modules"] * 1e-6
+    priced_s = module_seconds(profile, load_model_shape(str(model)), 2, 1, "float32", int(longest["modules"]))
+    assert "fit_modules.py" in host.compute_op_us.source and "tiny-op chains" in host.compute_op_us.source
+    if host.compute_op_us.value > 0:
+        assert priced_s == pytest.approx(measured_s, rel=1e-6)
+    else:  # modules faster than their kernels as priced: the per-op cost floors at zero
+        assert priced_s >= measured_s
     # The roofline is fitted to the model's own GEMMs (4 shapes beyond the quick grid's).
     assert "fitted to the model's 4 GEMMs" in profile.gpu.gemm_memory_efficiency.source
     assert {e.kind for e in host.ops} >= {"attn_norm", "rope", "attention", "residual_add", "collective_launch"}

@@ -22,6 +22,7 @@ from laddersim.calibrate.fit_context import (
     DTYPE_BYTES, READ_WARNINGS, FitContext, atomic_write, collectives_on_host_cores, compute_dtype, pick_dtype,
 )
 from laddersim.calibrate.fit_host import host_overhead
+from laddersim.calibrate.fit_modules import module_anchored
 from laddersim.calibrate.step_allreduce import (
     collective_issue_us, ladder_chain_rows, pooled_allreduce, with_resolved_rates,
 )
@@ -292,11 +293,15 @@ def fit_run(run_dir: str, name: str, base: str) -> HardwareProfile:
     READ_WARNINGS.clear()
     profile = build_profile(run_dir, name, base)
     text = profile_yaml(profile, run_dir)
+    loaded = parse_profile(yaml.safe_load(text), Path(run_dir), where="fitted profile")
+    anchored, _ = module_anchored(loaded, run_dir)  # the per-op cost as the model's modules pay it
+    if anchored is not loaded:
+        text = profile_yaml(profile.model_copy(update={"host_overhead": anchored.host_overhead}), run_dir)
+        loaded = parse_profile(yaml.safe_load(text), Path(run_dir), where="fitted profile")
     try:
         atomic_write(Path(run_dir) / "profile.yaml", text)
     except OSError as exc:
         raise UserInputError(f"run: cannot write {run_dir}/profile.yaml: {exc.strerror}") from None
-    loaded = parse_profile(yaml.safe_load(text), Path(run_dir), where="fitted profile")
     if not all(math.isfinite(v) for v in (loaded.gpu.gemm_compute_efficiency.value,
                                           loaded.collectives.intra_node.bus_bandwidth_gbps.value)):
         raise UserInputError(f"fit: {run_dir} gives non-finite parameters; too few or degenerate points")
