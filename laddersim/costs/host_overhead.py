@@ -3,7 +3,9 @@
 A program op of kind K stands for the framework ops the real run dispatches for it (counted in
 a profiler trace of one decode step by ``calibration/op_trace.py``): ``compute`` ops (a kernel
 and usually an allocation), ``view`` ops (metadata only) and ``collective`` issues, each at the
-per-op cost calibrate measured from chains of such ops (``calibration/overhead_bench.py``):
+per-op cost calibrate measured from chains of such ops (``calibration/overhead_bench.py``; where
+the model's own modules were timed, the compute ops' cost at which they price as measured,
+``laddersim.calibrate.fit_modules``):
 
     host_s(K) = n_compute(K) * compute_op_s + n_view(K) * view_op_s + n_collective(K) * collective_op_s
 
