@@ -77,3 +77,11 @@ def load_model_shape_from(tmp_path):
     config = tmp_path / "model.json"
     config.write_text(json.dumps(CONFIG))
     return load_model_shape(str(config))
+
+
+def test_a_skew_measurement_without_the_host_benchmarks_is_one_warning_line(tmp_path):
+    from laddersim.calibrate.fit_host import fit_warnings
+
+    run_dir, _ = _run_dir(tmp_path, 500.0)
+    lines = [line for line in fit_warnings(run_dir) if "skew.csv" in line]
+    assert len(lines) == 1 and "--benchmarks overhead,ops" in lines[0] and "\n" not in lines[0]

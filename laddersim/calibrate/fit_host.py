@@ -150,4 +150,8 @@ def fit_warnings(run_dir: str) -> list[str]:
         lines += negative_interference_warnings(interference)
     if not ops.empty:
         lines += host_ops(ops)[1]
+    if not read_frame(run_dir, "skew").empty and (ops.empty or read_frame(run_dir, "overhead").empty):
+        lines.append("warning: measurements/skew.csv: the rank skew and the module-anchored per-op cost belong to "
+                     "the profile's host_overhead section, which needs the overhead and ops benchmarks too; not "
+                     "fitted (add --benchmarks overhead,ops to this run)")
     return lines
