@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from laddersim.calibrate.curve_fits import (
-    bandwidth_efficiency, fit_line_relative, fit_ring_tier, fit_roofline, roofline_time_s,
+    EFFICIENCY_BOUNDS, MEASURED_BANDWIDTH_EFFICIENCY_MAX, _solve_efficiencies, bandwidth_efficiency, fit_line_relative,
+    fit_ring_tier, fit_roofline, roofline_time_s,
 )
 from laddersim.costs.collectives import alpha_beta_time_s
 from laddersim.costs.gemm import gemm_time_s
@@ -77,6 +78,57 @@ def test_a_time_weighted_roofline_fit_is_right_where_the_time_is():
     alike, weighted = fit_roofline(*args), fit_roofline(*args, weights=times)
     miss = [abs(roofline_time_s(f, 16, 16000, 512, 4, *args[-2:]) / times[-1] - 1) for f in (alike, weighted)]
     assert miss[0] > 0.4 and miss[1] < miss[0] - 0.15
+
+
+def _cpu_like_gpu(memory_efficiency: float) -> GpuSpec:
+    return GpuSpec(name="test", peak_tflops=_s(0.08), memory_bandwidth_gbps=_s(56), memory_gb=_s(12),
+                   gemm_compute_efficiency=_s(0.9), gemm_memory_efficiency=_s(memory_efficiency),
+                   gemm_blend_order=_s(1.0), gemm_tile_m=_s(1), elementwise_memory_efficiency=_s(0.5),
+                   attention_compute_efficiency=_s(0.5), kernel_launch_us=_s(5.0))
+
+
+def test_a_memory_term_the_points_do_not_pin_is_held_at_the_bound_and_the_compute_term_refitted():
+    """Compute-bound GEMMs (batch 64, weights in cache: memory at 10x the bandwidth): without a
+    bound the memory efficiency runs to the generic limit; with the measured-bandwidth bound it
+    stops there and the compute term, solved again, still prices the points."""
+    gpu = _cpu_like_gpu(10.0)
+    m, n, k = (np.array(v, float) for v in zip(*[(64, n, k) for n, k in ((384, 512), (512, 256), (1536, 512),
+                                                                          (512, 768), (2048, 2048))]))
+    times = gemm_time_s(gpu, m, n, k, 4)
+    args = (m, n, k, times, 4, gpu.peak_flops_per_s, gpu.memory_bandwidth_bytes_per_s)
+    free = fit_roofline(*args)
+    held = fit_roofline(*args, memory_efficiency_max=MEASURED_BANDWIDTH_EFFICIENCY_MAX)
+    assert free.memory_efficiency > MEASURED_BANDWIDTH_EFFICIENCY_MAX
+    assert held.memory_efficiency <= MEASURED_BANDWIDTH_EFFICIENCY_MAX
+    pred = roofline_time_s(held, m, n, k, 4, *args[-2:])
+    assert np.max(np.abs(pred / times - 1)) < 0.05  # as good: the points never pinned it
+
+
+def test_held_at_the_bound_the_compute_efficiency_is_solved_again():
+    # Times with no memory part at all (compute at efficiency 0.9): unbounded, the memory
+    # efficiency goes to the generic limit; held at 2, the compute one rises to make room for the
+    # memory time the bound now adds, the least-squares answer for that memory efficiency.
+    c0, m0 = np.array([1e-4, 2e-4, 5e-4, 1e-3]), np.array([1e-5, 1e-5, 4e-5, 5e-5])
+    body = c0 / 0.9
+    ce_free, me_free = _solve_efficiencies(c0, m0, body, 1.0)
+    ce, me = _solve_efficiencies(c0, m0, body, 1.0, memory_max=2.0)
+    assert (me_free, me) == (EFFICIENCY_BOUNDS[1], 2.0)
+    assert ce_free == pytest.approx(0.9, rel=0.02)
+    u = 1.0 / ce  # p = 1: body = c0 * u + m0 / 2, u by least squares in relative terms
+    a, r = c0 / body, 1.0 - m0 / 2.0 / body
+    assert u == pytest.approx(a @ r / (a @ a), rel=1e-9) and ce > 0.9
+
+
+def test_the_bound_leaves_a_memory_term_the_points_pin_alone():
+    gpu = _cpu_like_gpu(0.3)  # weight streaming at 17 GB/s: batch-1 GEMVs are memory-bound
+    shapes = [(mm, n, k) for mm in (1, 4, 16, 64) for n, k in ((384, 512), (1536, 512), (16000, 512))]
+    m, n, k = (np.array(v, float) for v in zip(*shapes))
+    times = gemm_time_s(gpu, m, n, k, 4)
+    args = (m, n, k, times, 4, gpu.peak_flops_per_s, gpu.memory_bandwidth_bytes_per_s)
+    free = fit_roofline(*args)
+    held = fit_roofline(*args, memory_efficiency_max=MEASURED_BANDWIDTH_EFFICIENCY_MAX)
+    assert held == free
+    assert held.memory_efficiency == pytest.approx(0.3, rel=0.01)
 
 
 def test_bandwidth_efficiency_ignores_launch_dominated_points():
@@ -152,3 +204,24 @@ def test_interference_measured_at_one_size_on_gpus_keeps_the_channel_rule():
     assert _interference(_interference_fit(False, [65536], [0.01])).collective_channels is None
     curve = _interference(_interference_fit(True, [65536, 1 << 20], [0.01, 0.1]))
     assert curve.collective_channels is None and len(curve.by_size) == 2
+
+
+def test_calibrate_fit_says_in_one_line_when_the_gemm_memory_term_sits_at_its_bound(tmp_path):
+    """A real CPU calibration (tests/data/calibration_compute_bound_gemms/SOURCE.md) whose batch-4
+    GEMMs fit as well at any weight-streaming rate: the profile holds the bound, says so in the
+    value's source, and calibrate fit warns once."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from laddersim.hardware.profile import load_profile
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parent / "data" / "calibration_compute_bound_gemms", run)
+    proc = subprocess.run([sys.executable, "-m", "laddersim", "calibrate", "fit", str(run), "--name", "cb"],
+                          capture_output=True, text=True, check=True)
+    warnings = [line for line in proc.stderr.splitlines() if "gemm_memory_efficiency" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("warning: gpu.gemm_memory_efficiency: 2,")
+    spec = load_profile(str(run / "profile.yaml")).gpu.gemm_memory_efficiency
+    assert spec.value == MEASURED_BANDWIDTH_EFFICIENCY_MAX and "held at its bound" in spec.source

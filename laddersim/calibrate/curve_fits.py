@@ -25,6 +25,12 @@ from laddersim.hardware.comm_specs import ProtocolTerm, TierFit
 BLEND_ORDERS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
 TILES_M = (1.0, 8.0, 16.0, 32.0, 64.0, 128.0)
 EFFICIENCY_BOUNDS = (1e-3, 10.0)  # "peak" may be a measured maximum, so > 1 is possible
+# Where the bandwidth is the best a memory kernel achieved (calibrate's memory benchmark, read +
+# write bytes), a GEMM moving its operands at more than twice that is no measurement: its memory
+# term was not pinned by the points (compute-bound shapes), and the bound keeps a what-if at other
+# shapes from streaming weights at 10x anything the machine did (up to 556 GB/s fitted on a CPU
+# whose best copy ran 56 GB/s).
+MEASURED_BANDWIDTH_EFFICIENCY_MAX = 2.0
 
 
 def fit_line_relative(x, y) -> tuple[float, float]:
@@ -93,22 +99,28 @@ def roofline_time_s(fit: Roofline, m, n, k, dtype_bytes, peak_flops_per_s, bandw
     return fit.launch_s + (t_compute**p + t_memory**p) ** (1.0 / p)
 
 
-def _solve_efficiencies(c0, m0, body, p, root_w=None):
+def _solve_efficiencies(c0, m0, body, p, root_w=None, memory_max: float = EFFICIENCY_BOUNDS[1]):
     """Efficiencies given the p and the launch-free times ``body`` (relative least squares, each
-    row weighted by ``root_w``, the square root of its weight)."""
+    row weighted by ``root_w``, the square root of its weight). With the memory efficiency held
+    at ``memory_max``, the compute one is solved again for it."""
     root_w = np.ones_like(body) if root_w is None else root_w
     design = np.column_stack([c0**p, m0**p]) / body[:, None] ** p * root_w[:, None]
     (u, v), *_ = np.linalg.lstsq(design, root_w, rcond=None)
     lo, hi = EFFICIENCY_BOUNDS
+    me = min(float(np.clip(v ** (-1.0 / p), lo, hi)) if v > 0 else hi, memory_max)
+    if me == memory_max and memory_max < hi:  # held at the bound: refit the compute term alone
+        rest = root_w - design[:, 1] * me ** (-p)
+        u = float(design[:, 0] @ rest / max(design[:, 0] @ design[:, 0], 1e-300))
     ce = np.clip(u ** (-1.0 / p), lo, hi) if u > 0 else hi
-    me = np.clip(v ** (-1.0 / p), lo, hi) if v > 0 else hi
     return float(ce), float(me)
 
 
 def fit_roofline(m, n, k, times_s, dtype_bytes: int, peak_flops_per_s: float,
-                 bandwidth_bytes_per_s: float, tiles=TILES_M, orders=BLEND_ORDERS, weights=None) -> Roofline:
+                 bandwidth_bytes_per_s: float, tiles=TILES_M, orders=BLEND_ORDERS, weights=None,
+                 memory_efficiency_max: float = EFFICIENCY_BOUNDS[1]) -> Roofline:
     """The roofline parameters with the least RMS log error over the points, each weighted by
-    ``weights`` (default: alike; ``rms_log_error`` is the weighted one)."""
+    ``weights`` (default: alike; ``rms_log_error`` is the weighted one), the memory efficiency at
+    most ``memory_efficiency_max``."""
     m, n, k, t = (np.asarray(v, float) for v in (m, n, k, times_s))
     w = np.ones_like(t) if weights is None else np.asarray(weights, float)
     w = w / w.sum()
@@ -124,7 +136,7 @@ def fit_roofline(m, n, k, times_s, dtype_bytes: int, peak_flops_per_s: float,
             for _ in range(5):  # coarse grid, then finer ones around the best launch
                 scored = []
                 for launch in launches:
-                    ce, me = _solve_efficiencies(c0, m0, t - launch, p, root_w)
+                    ce, me = _solve_efficiencies(c0, m0, t - launch, p, root_w, memory_efficiency_max)
                     fit = Roofline(ce, me, p, tile, float(launch), 0.0)
                     pred = roofline_time_s(fit, m, n, k, dtype_bytes, peak_flops_per_s, bandwidth_bytes_per_s)
                     scored.append((float(np.sqrt(np.sum(w * np.log(pred / t) ** 2))), float(launch), ce, me))

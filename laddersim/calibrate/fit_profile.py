@@ -16,7 +16,9 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from laddersim.calibrate.curve_fits import bandwidth_efficiency, fit_roofline
+from laddersim.calibrate.curve_fits import (
+    EFFICIENCY_BOUNDS, MEASURED_BANDWIDTH_EFFICIENCY_MAX, bandwidth_efficiency, fit_roofline,
+)
 from laddersim.calibrate.fit_collectives import collectives_spec, engine_table, network_spec
 from laddersim.calibrate.fit_context import (
     DTYPE_BYTES, READ_WARNINGS, FitContext, atomic_write, collectives_on_host_cores, compute_dtype, pick_dtype,
@@ -37,6 +39,20 @@ MIN_GEMM_POINTS = 4
 
 
 # ---- GEMM, memory, interference --------------------------------------------------------------
+
+ROOFLINE_AT_BOUND = "memory efficiency held at its bound"
+
+
+def roofline_warnings(profile) -> list[str]:
+    """One line where the GEMM roofline's memory efficiency ended at its bound (calibrate fit
+    prints it: the measured GEMMs left the memory term free)."""
+    spec = profile.gpu.gemm_memory_efficiency
+    if ROOFLINE_AT_BOUND not in spec.source:
+        return []
+    return [f"warning: gpu.gemm_memory_efficiency: {spec.value:g}, the {ROOFLINE_AT_BOUND}: the measured GEMMs "
+            "do not pin weight streaming (their times fit as well with the memory term at its bound); a what-if at "
+            "other shapes reads the bound, not a measurement"]
+
 
 def _primary_rows(frame: pd.DataFrame, dtype: str | None) -> pd.DataFrame:
     if frame.empty:
@@ -102,13 +118,19 @@ def _gpu(fit: FitContext) -> GpuSpec:
         times_s = fitted["time_us"].to_numpy(float) * 1e-6
         # The model's GEMMs weigh as the time they take (a step's error in seconds is the LM
         # head's, not the small projections'); a generic grid's alike.
+        measured_bandwidth = not (same_device or memory.empty)
+        memory_max = MEASURED_BANDWIDTH_EFFICIENCY_MAX if measured_bandwidth else EFFICIENCY_BOUNDS[1]
         roof = fit_roofline(fitted["m"], fitted["n"], fitted["k"], times_s, DTYPE_BYTES[dtype],
-                            peak.value * 1e12, bandwidth.value * 1e9, weights=times_s if which else None)
+                            peak.value * 1e12, bandwidth.value * 1e9, weights=times_s if which else None,
+                            memory_efficiency_max=memory_max)
         what = (f"roofline t = launch + (t_compute^p + t_memory^p)^(1/p) (laddersim.costs.gemm) fitted "
                 f"to {which}{len(fitted)} GEMMs ({dtype}, {fitted['mode'].iloc[0]}"
                 f"{', each weighted by its time' if which else ''}) against peak "
                 f"{peak.value:.4g} TFLOP/s, {bandwidth.value:.4g} GB/s; RMS log error "
                 f"{roof.rms_log_error:.3f}")
+        if roof.memory_efficiency >= memory_max * (1 - 1e-9):
+            what += (f"; {ROOFLINE_AT_BOUND} ({memory_max:g} x the {'measured ' if measured_bandwidth else ''}"
+                     f"bandwidth): these GEMMs do not pin the memory term")
         fields.update(
             gemm_compute_efficiency=Sourced(value=roof.compute_efficiency, source=fit.cite("gemm", what)),
             gemm_memory_efficiency=Sourced(value=roof.memory_efficiency, source=fit.cite("gemm", what)),

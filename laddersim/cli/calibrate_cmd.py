@@ -57,9 +57,13 @@ def _fit(args: argparse.Namespace) -> int:
     from laddersim.io_write import check_output
 
     check_output(Path(args.run_dir) / "profile.yaml", "run_dir", "file")
+    from laddersim.calibrate.fit_profile import roofline_warnings
+
     profile = fit_run(args.run_dir, args.name, args.base or DEFAULT_BASE)
     _report(profile, args.run_dir)
     _warn_noisy(args.run_dir)
+    for warning in roofline_warnings(profile):
+        print(warning, file=sys.stderr)
     return 0
 
 
