@@ -140,13 +140,19 @@ def generic_gemms_only(path: Path) -> None:
         frame[frame["origin"].fillna("generic") == "generic"].to_csv(path, index=False)
 
 
-def summary_line(validation: pd.DataFrame) -> str:
+def run_figures(validation: pd.DataFrame) -> dict:
     """The closed loop's figures: every row's tokens/s error, and the speedup error of the
-    schedules other than standard (whose speedup is 1 by definition)."""
+    schedules other than standard (whose speedup is 1 by definition), median and worst."""
     tokens = validation["rel_error"].abs() * 100
     speedup = validation.loc[validation["schedule"] != "standard", "speedup_error_pp"].abs()
-    return (f"closed loop: tokens/s median |error| {tokens.median():.1f}% (worst {tokens.max():.1f}%); "
-            f"speedup median |error| {speedup.median():.1f} pp (worst {speedup.max():.1f} pp)")
+    return {"tokens_median_pct": float(tokens.median()), "tokens_worst_pct": float(tokens.max()),
+            "speedup_median_pp": float(speedup.median()), "speedup_worst_pp": float(speedup.max())}
+
+
+def summary_line(validation: pd.DataFrame) -> str:
+    f = run_figures(validation)
+    return (f"closed loop: tokens/s median |error| {f['tokens_median_pct']:.1f}% (worst {f['tokens_worst_pct']:.1f}%); "
+            f"speedup median |error| {f['speedup_median_pp']:.1f} pp (worst {f['speedup_worst_pp']:.1f} pp)")
 
 
 def noise_line(validation: pd.DataFrame) -> str:
@@ -171,6 +177,7 @@ def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], com
     averages when the loop started); returns the noise line ("" without quartiles) and the summary line."""
     from laddersim.hardware.profile import load_profile
     from laddersim.validation.core import error_summary
+    from laddersim.validation.report import markdown_table
 
     calibrated = pd.read_csv(out / "calibrated" / "validation.csv")
     line = summary_line(calibrated)
@@ -182,12 +189,6 @@ def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], com
     before = " ".join(f"{v:.2f}" for v in load_start)
     loads = f"load average (1, 5, 15 min) at the start {before}, at the end {load}" if before else \
         f"load average at the end {load}"
-
-    def md(frame: pd.DataFrame) -> str:
-        lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
-        for row in frame.itertuples(index=False):
-            lines.append("| " + " | ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row) + " |")
-        return "\n".join(lines)
 
     mechanisms = []
     for calib, load_1min in calibs.items():
@@ -221,13 +222,13 @@ def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], com
         "",
         "## Every row",
         "",
-        md(table),
+        markdown_table(table, ".3f"),
         "",
         "## Errors",
         "",
-        md(error_summary(calibrated)),
+        markdown_table(error_summary(calibrated), ".3f"),
         "",
-        md(error_summary(calibrated, "schedule")),
+        markdown_table(error_summary(calibrated, "schedule"), ".3f"),
         "",
         "## What the calibration measured",
         "",

@@ -29,6 +29,13 @@ from pathlib import Path
 
 import pandas as pd
 
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+from calibration.closed_loop import run_figures  # noqa: E402  (the closed loop's own summary figures)
+from laddersim.validation.report import markdown_table  # noqa: E402
+
 TOKENS_BAR_PCT = 20.0  # issue 14's bars, per run: tokens/s median |error| and speedup median |error|
 SPEEDUP_BAR_PP = 5.0
 VALIDATION = Path("calibrated") / "validation.csv"
@@ -49,14 +56,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tokens-bar", type=float, default=TOKENS_BAR_PCT, help="per-run tokens/s median bar, %%")
     parser.add_argument("--speedup-bar", type=float, default=SPEEDUP_BAR_PP, help="per-run speedup median bar, pp")
     return parser
-
-
-def run_figures(validation: pd.DataFrame) -> dict:
-    """One run's figures, as closed_loop's summary line states them."""
-    tokens = validation["rel_error"].abs() * 100
-    speedup = validation.loc[validation["schedule"] != "standard", "speedup_error_pp"].abs()
-    return {"tokens_median_pct": float(tokens.median()), "tokens_worst_pct": float(tokens.max()),
-            "speedup_median_pp": float(speedup.median()), "speedup_worst_pp": float(speedup.max())}
 
 
 def longest_streak(flags: list[bool]) -> int:
@@ -107,14 +106,6 @@ def series_line(runs: pd.DataFrame, bias: pd.DataFrame) -> str:
     return line
 
 
-def _markdown(frame: pd.DataFrame) -> list[str]:
-    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
-    for _, row in frame.iterrows():
-        cells = [f"{v:.2f}" if isinstance(v, float) else str(v) for v in row]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
-
-
 def write_report(out: Path, frames: dict[str, pd.DataFrame], sources: dict[str, Path], command: str,
                  tokens_bar: float, speedup_bar: float) -> str:
     out.mkdir(parents=True, exist_ok=True)
@@ -132,7 +123,7 @@ def write_report(out: Path, frames: dict[str, pd.DataFrame], sources: dict[str, 
         "",
         "## Each run",
         "",
-        *_markdown(runs.assign(source=[str(sources[name]) for name in runs["run"]])),
+        markdown_table(runs.assign(source=[str(sources[name]) for name in runs["run"]])),
         "",
         "## Each row over the runs",
         "",
@@ -140,7 +131,7 @@ def write_report(out: Path, frames: dict[str, pd.DataFrame], sources: dict[str, 
         "a mechanism or a calibration should remove; the spread (sd) is what the machine's noise",
         "leaves, in the measured speedup and in the calibration alike.",
         "",
-        *_markdown(bias),
+        markdown_table(bias),
         "",
     ]
     (out / "index.md").write_text("\n".join(text))

@@ -53,12 +53,10 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from laddersim.calibrate.fit_profile import fit_run
+    from laddersim.calibrate.fit_profile import fit_run, roofline_warnings
     from laddersim.io_write import check_output
 
     check_output(Path(args.run_dir) / "profile.yaml", "run_dir", "file")
-    from laddersim.calibrate.fit_profile import roofline_warnings
-
     profile = fit_run(args.run_dir, args.name, args.base or DEFAULT_BASE)
     _report(profile, args.run_dir)
     _warn_noisy(args.run_dir)

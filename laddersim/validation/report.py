@@ -11,7 +11,8 @@ from laddersim.validation.core import MODEL_P2P, error_summary, setting_columns,
 from laddersim.validation.figure import paper_figure, setting_label
 
 
-def _markdown(frame: pd.DataFrame, floatfmt: str = ".2f") -> str:
+def markdown_table(frame: pd.DataFrame, floatfmt: str = ".2f") -> str:
+    """A GitHub table of ``frame``; floats as ``floatfmt``, NaN as -."""
     cols = list(frame.columns)
     def fmt(v):
         if isinstance(v, float):
@@ -85,7 +86,7 @@ def write_report(frame: pd.DataFrame, out_dir: str | Path, command: str, tp1: pd
             + (f"{', '.join(f'`{s}`' for s in held_out)} rows are predictions (held out)." if held_out
                else "no row is held out."),
             "",
-            _markdown(pd.DataFrame({"parameter": list(parameters), "value": list(parameters.values())}), ".4g"),
+            markdown_table(pd.DataFrame({"parameter": list(parameters), "value": list(parameters.values())}), ".4g"),
             "",
         ]
     lines += [
@@ -94,7 +95,7 @@ def write_report(frame: pd.DataFrame, out_dir: str | Path, command: str, tp1: pd
         "Tokens/s error = predicted / measured - 1; speedup error = predicted minus measured speedup over "
         "`standard` at the same setting, in percentage points (standard rows excluded).",
         "",
-        _markdown(pd.concat([overall, error_summary(with_model_p2p(frame), MODEL_P2P), error_summary(frame, "schedule"),
+        markdown_table(pd.concat([overall, error_summary(with_model_p2p(frame), MODEL_P2P), error_summary(frame, "schedule"),
                              error_summary(frame, "p2p"), error_summary(frame, "batch")], ignore_index=True)),
         "",
         "## Trends",
@@ -107,13 +108,13 @@ def write_report(frame: pd.DataFrame, out_dir: str | Path, command: str, tp1: pd
         lines.append("- none to check: no `ladder` row has a `standard` row at its setting and a second TP, "
                      "batch or P2P setting to compare with")
     if tp1 is not None:
-        lines += ["", "At TP 1 there is nothing to hide:", "", _markdown(tp1, ".4f")]
+        lines += ["", "At TP 1 there is nothing to hide:", "", markdown_table(tp1, ".4f")]
     cols = setting_columns(frame) + ["p2p", "tp", "batch", "schedule", "tokens_per_s", "predicted_tokens_per_s", "rel_error",
             "measured_speedup", "predicted_speedup", "speedup_error_pp"]
     table = frame[cols].copy()
     table["rel_error"] = table["rel_error"] * 100
     table = table.rename(columns={"rel_error": "error_pct", "tokens_per_s": "measured", "predicted_tokens_per_s": "predicted"})
-    lines += ["", "## Every row", "", _markdown(table, ".3f"), ""]
+    lines += ["", "## Every row", "", markdown_table(table, ".3f"), ""]
     path = out_dir / "index.md"
     path.write_text("\n".join(lines))
     return path
