@@ -54,6 +54,16 @@ def log(msg: str) -> None:
     print(f"[ladder_bench] {msg}", file=sys.stderr, flush=True)
 
 
+def configure_inductor_as_gpt_fast() -> None:
+    """Inductor's settings of gpt-fast's ``generate.py`` (``coordinate_descent_tuning``: with it
+    a batch-1 linear is lowered to a generated reduction on GPU, see the gpt-fast framework file
+    laddersim/data/frameworks/gpt-fast.yaml; ``unique_kernel_names``: kernels named after the ops
+    they fuse). Triton only: a CPU run compiles the same graph to C++ either way."""
+    import torch._inductor.config as inductor_config
+    inductor_config.coordinate_descent_tuning = True
+    inductor_config.triton.unique_kernel_names = True
+
+
 # ---- memory pre-check ----------------------------------------------------------------------
 
 def check_memory(cfg: BenchConfig, tp: int, device: torch.device, local_ranks: int) -> None:
@@ -250,6 +260,8 @@ def bench_rank(cfg: BenchConfig, rank: int, world_size: int, device: torch.devic
         log(f"{shape.name}: built rank shards in {time.perf_counter() - t:.1f} s "
             f"(tp={world_size}, {cfg.backend}, {device.type}, {cfg.dtype})")
     eager = DistComm()
+    if cfg.compile:
+        configure_inductor_as_gpt_fast()
     decoders = {}
     for schedule in cfg.schedules:
         comm = FuncolComm() if cfg.compile else eager

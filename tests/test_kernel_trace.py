@@ -1,0 +1,133 @@
+"""calibration/kernel_trace.py: the kernels of one decode step, per layer, from a profiler trace.
+
+The GPU run (CUDA kernels) is what issue 19 needs; here its CPU twin runs end to end (eager aten
+ops, and Inductor's generated C++ kernels under torch.compile), and the parts the GPU run shares
+with it are checked on their own: kernel names to classes (real cuBLAS, Triton, NCCL names), and
+one layer's kernels as the difference of two layer counts.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from calibration import kernel_trace as kt  # noqa: E402
+
+TINY = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "intermediate_size": 128, "vocab_size": 250, "model_type": "llama"}
+SMALL = ["--batch", "2", "--steps", "2", "--max-seq", "64", "--pos", "16"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("model") / "config.json"
+    path.write_text(json.dumps(TINY))
+    return str(path)
+
+
+def _rows(path: Path) -> list[dict]:
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _per_layer(out: Path, schedule: str, cls: str) -> float:
+    (row,) = [r for r in _rows(out / "per_layer.csv") if r["schedule"] == schedule and r["kernel_class"] == cls]
+    return float(row["kernels_per_layer"])
+
+
+@pytest.mark.parametrize(("name", "cls"), [
+    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize64x64x64_warpgroupsize1x1x1_execute_segment_k_off_"
+     "kernel__5x_cublas", "library_gemm"),
+    ("void gemv2T_kernel_val<int, int, __nv_bfloat16, __nv_bfloat16, float, 128, 16, 4, 4, false, false>",
+     "library_gemm"),
+    ("ampere_bf16_s16816gemm_bf16_64x64_sliced1x2_ldg8_f2f_stages_64x6_tn", "library_gemm"),
+    ("void cublasLt::splitKreduce_kernel<32, 16, int, float, __nv_bfloat16, float, __nv_bfloat16, true>",
+     "splitk_reduce"),
+    ("triton_red_fused_add_mean_mul_pow_rsqrt_3", "generated"),
+    ("triton_per_fused__to_copy_mul_sum_7", "generated"),
+    ("graph_0_cpp_fused_add_mean_mul_pow_rsqrt_0", "generated"),
+    ("graph_0_cpp_fused__unsafe_view_add_all_reduce_5", "generated"),  # named after an op it fuses
+    ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "collective"),
+    ("c10d::allreduce_", "collective"),
+    ("fmha_cutlassF_bf16_aligned_64x128_rf_sm80", "attention"),
+    ("aten::_scaled_dot_product_flash_attention_for_cpu", "attention"),
+    ("Memcpy DtoD (Device -> Device)", "copy"),
+    ("aten::mm", "library_gemm"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>", "other"),
+])
+def test_kernel_names_map_to_their_class(name, cls):
+    assert kt.kernel_class(name) == cls
+
+
+def test_signature_drops_the_numbering_of_compiled_graphs():
+    assert kt.signature("graph_3_cpp_fused_add_mean_mul_pow_rsqrt_12") == "cpp_fused_add_mean_mul_pow_rsqrt"
+    assert kt.signature("triton_poi_fused_add_3") == "triton_poi_fused_add"
+    assert kt.signature("aten::mm") == "aten::mm"
+
+
+def test_one_layer_is_the_difference_of_two_layer_counts():
+    low = {"gemm": (6, 60.0), "norm": (3, 9.0), "lm_head": (1, 50.0)}
+    high = {"gemm": (14, 140.0), "norm": (7, 21.0), "lm_head": (1, 50.0), "reduce": (4, 8.0)}
+    one, regular = kt.per_layer(low, high, 2)
+    assert regular
+    assert one == {"gemm": (4.0, 40.0), "norm": (2.0, 6.0), "reduce": (2.0, 4.0)}
+    _, regular = kt.per_layer(low, {**high, "norm": (6, 18.0)}, 2)  # 3 more norms over 2 layers
+    assert not regular
+
+
+def test_eager_trace_counts_each_schedules_gemms_and_collectives(tiny, tmp_path):
+    """The benchmark model's layer, as the op program has it: standard runs QKV, O, gate, up and
+    down (5 GEMMs) and two AllReduces a layer; parallel one stacked input GEMM, O and down (3) and
+    one AllReduce; upper_bound none. A rerun finds every point done and rewrites the same tables."""
+    out = tmp_path / "kt"
+    every = ["--schedule", "standard,parallel,ladder,upper_bound"]
+    assert kt.main(["--model", tiny, "--tp", "2", "--eager", *every, *SMALL, "--out", str(out)]) == 0
+    assert _per_layer(out, "standard", "library_gemm") == 5
+    assert _per_layer(out, "parallel", "library_gemm") == 3
+    assert _per_layer(out, "standard", "collective") == 2
+    assert _per_layer(out, "ladder", "collective") == 2
+    assert _per_layer(out, "parallel", "collective") == 1
+    assert _per_layer(out, "upper_bound", "collective") == 0
+    assert all(r["regular"] == "True" for r in _rows(out / "per_layer.csv"))
+    before = {name: (out / name).read_text() for name in ("kernels.csv", "steps.csv", "per_layer.csv")}
+    assert kt.main(["--model", tiny, "--tp", "2", "--eager", *every, *SMALL, "--out", str(out)]) == 0
+    assert {name: (out / name).read_text() for name in before} == before
+    assert "torch" in (out / "PROVENANCE.md").read_text()
+
+
+def test_compiled_trace_sees_inductors_fused_kernels(tiny, tmp_path, capsys):
+    """Under torch.compile the pointwise ops are fused into generated kernels: fewer kernels a
+    layer than the eager step, the GEMMs still extern calls, each layer the same kernels."""
+    eager, compiled = tmp_path / "eager", tmp_path / "compiled"
+    args = ["--model", tiny, "--schedule", "standard", *SMALL]
+    assert kt.main([*args, "--eager", "--out", str(eager)]) == 0
+    assert kt.main([*args, "--out", str(compiled)]) == 0
+    assert _per_layer(compiled, "standard", "generated") >= 1
+    assert _per_layer(eager, "standard", "generated") == 0
+    assert _per_layer(compiled, "standard", "library_gemm") == 5
+    total = {out: sum(float(r["kernels_per_layer"] or 0) for r in _rows(out / "per_layer.csv"))
+             for out in (eager, compiled)}
+    assert total[compiled] < total[eager]
+    assert all(r["regular"] == "True" for r in _rows(compiled / "per_layer.csv"))
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("kernel trace: standard b2: ")
+
+
+@pytest.mark.parametrize(("flag", "value", "field"), [
+    ("--layers", "2,1", "--layers"), ("--layers", "1", "--layers"), ("--batch", "0", "--batch"),
+    ("--schedule", "hybrid", "--schedule"), ("--tp", "3", "--tp"), ("--pos", "64", "--pos"),
+    ("--model", "no-such-model", "--model"),
+])
+def test_bad_input_is_one_line_naming_the_flag(tiny, tmp_path, capsys, flag, value, field):
+    args = ["--model", tiny, *SMALL, "--out", str(tmp_path / "o")]
+    code = kt.main([*args, flag, value])  # a repeated flag: argparse keeps the last value
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith(f"error: {field}:")
+    assert not (tmp_path / "o" / "kernels.csv").exists()
