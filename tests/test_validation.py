@@ -395,6 +395,34 @@ def test_fit_cli_with_ladder_writes_fitted_interference(tmp_path, capsys, h100):
     assert "| compute_slowdown | 0.2 |" in report
 
 
+def test_fit_cli_says_when_the_fit_predicts_held_out_speedups_worse_than_the_base(tmp_path, capsys, h100):
+    """Standard rows from a machine with a 400 us slower step, ladder rows from the base profile
+    itself: the fit takes the 400 us (it is never worse on its own rows) and so predicts ladder's
+    speedups worse than the base does; fit prints both and warns in one line. On rows the base
+    profile predicts exactly, the fit changes nothing and says nothing of it."""
+    slow = validate(_tiny_measured(tmp_path, h100, schedules=("standard",)),
+                    ValidationSetup(hardware=_perturbed(h100, step_us=400.0, mem_scale=1.0, latency_scale=1.0)))
+    measured = _tiny_measured(tmp_path, h100, schedules=("standard", "ladder"))
+    standard = measured["schedule"] == "standard"
+    measured.loc[standard, "tokens_per_s"] = slow["predicted_tokens_per_s"].to_numpy()
+    for name, frame in (("mixed", measured), ("base", _tiny_measured(tmp_path, h100, schedules=("standard", "ladder")))):
+        csv = tmp_path / f"{name}.csv"
+        frame.to_csv(csv, index=False)
+        assert main(["fit", str(csv), "--hardware", "h100-sxm-nvswitch", "--out", str(tmp_path / f"{name}.yaml"),
+                     "--report", str(tmp_path / f"report-{name}")]) == 0
+        out, err = capsys.readouterr()
+        assert "fitted and base profile (no fit)" in out
+        warning = [line for line in err.splitlines() if "worse than the base" in line]
+        if name == "mixed":
+            assert len(warning) == 1 and warning[0].startswith("fit: warning: ")
+            table = out.split("fitted and base profile (no fit):")[1].splitlines()
+            header, row = table[1].split(), table[2].split()
+            values = dict(zip(header, row))
+            assert float(values["worst_pp"]) > float(values["base_worst_pp"]) + 1.0
+        else:
+            assert warning == []
+
+
 def test_an_interrupted_fit_says_nothing_was_written(tmp_path, capsys, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

@@ -12,7 +12,7 @@ from laddersim.fit_predictions import held_out_speedup_summary, predictions
 from laddersim.fitting import fit_profiles, save_profile
 from laddersim.hardware.profile import load_profile
 from laddersim.io_write import check_output
-from laddersim.validation.core import ValidationSetup, check_rows, error_summary, read_measured
+from laddersim.validation.core import ValidationSetup, check_rows, error_summary, read_measured, validate
 from laddersim.validation.report import write_report
 
 
@@ -38,7 +38,23 @@ def _off_path(out: Path) -> Path:
     return out.with_name(out.name + "-p2p-off")
 
 
-def _print_predictions(table, schedules: tuple[str, ...]) -> None:
+def _held_out_against_base(table, base_rows, schedules: tuple[str, ...]) -> tuple[object, list[str]]:
+    """Per model, the held-out schedules' speedup errors with the fitted profile beside the base
+    profile's (no fit) on the same rows, and the models where the fit made either figure worse."""
+    fitted = held_out_speedup_summary(table, schedules)
+    if not len(fitted):
+        return fitted, []
+    base = held_out_speedup_summary(base_rows, schedules).drop(columns="rows")
+    merged = fitted.merge(base, on="model", how="left", suffixes=("", "_base"))
+    worse = [f"{r.model}: median {r.speedup_median_abs_err_pp:.2f} pp (base {r.speedup_median_abs_err_pp_base:.2f}), "
+             f"worst {r.speedup_worst_abs_err_pp:.2f} pp (base {r.speedup_worst_abs_err_pp_base:.2f})"
+             for r in merged.itertuples(index=False)
+             if r.speedup_median_abs_err_pp > r.speedup_median_abs_err_pp_base + 0.005
+             or r.speedup_worst_abs_err_pp > r.speedup_worst_abs_err_pp_base + 0.005]
+    return merged, worse
+
+
+def _print_predictions(table, schedules: tuple[str, ...], base_rows) -> list[str]:
     """What will Ladder give me: every schedule at every measured setting, with 95% intervals."""
     from laddersim.tables import format_table
 
@@ -52,10 +68,14 @@ def _print_predictions(table, schedules: tuple[str, ...]) -> None:
         ("model", "model", "{}"), ("p2p", "p2p", "{}"), ("tp", "tp", "{}"), ("batch", "batch", "{}"),
         ("schedule", "schedule", "{}"), ("tps", "tokens/s", "{}"), ("measured", "measured", "{:.1f}"),
         ("speedup", "speedup vs standard", "{}"), ("measured_speedup", "measured", "{:.3f}")]))
-    summary = held_out_speedup_summary(table, schedules)
+    summary, worse = _held_out_against_base(table, base_rows, schedules)
     if len(summary):
-        print("\nheld-out schedules, speedup over standard vs measured (points):")
-        print(summary.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+        print("\nheld-out schedules, speedup over standard vs measured (points), fitted and base profile (no fit):")
+        shown = summary.rename(columns={"speedup_median_abs_err_pp": "median_pp", "speedup_worst_abs_err_pp": "worst_pp",
+                                        "speedup_median_abs_err_pp_base": "base_median_pp",
+                                        "speedup_worst_abs_err_pp_base": "base_worst_pp"})
+        print(shown.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    return worse
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,9 +127,19 @@ def run(args: argparse.Namespace) -> int:
     if len(held_out):
         print("\nprediction of the other schedules (held out):")
         print(error_summary(held_out, "schedule").to_string(index=False, float_format=lambda v: f"{v:.2f}"))
-    _print_predictions(predictions(result, measured, setup), schedules)
-    if result.warnings:
-        print("fit: warning: " + "; ".join(result.warnings), file=sys.stderr)
+    base_rows = validate(measured, ValidationSetup(base["on"], base.get("off", args.hardware_p2p_off), args.dtype,
+                                                   args.kv_cache, args.kv_reads, args.framework))
+    worse = _print_predictions(predictions(result, measured, setup), schedules, base_rows)
+    warnings = list(result.warnings)
+    if worse:
+        # A fit must never make the base profile's answer worse: the rows it was given cannot show
+        # it (it is never worse on them), the held-out schedules can.
+        warnings.append("on the held-out schedules the fitted profile predicts speedups worse than the base "
+                        f"profile ({'; '.join(worse)}): the fitted rows pin what a step costs, not how much of "
+                        "an AllReduce a schedule hides; prefer the base profile's speedups, or fit those rows "
+                        "too (--with-ladder, --with-upper-bound)")
+    if warnings:
+        print("fit: warning: " + "; ".join(warnings), file=sys.stderr)
     report = write_report(result.all_rows, args.report, command, fit=(schedules, result.parameters))
     for path in written:
         print(f"profile: {path}", file=sys.stderr)
