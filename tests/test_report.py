@@ -117,3 +117,25 @@ def test_bandwidth_pivot_reads_speedups_per_scale():
     pivot = speedup_pivot(frame)
     assert list(pivot.columns) == ["model", "tp", "batch", "0.5x bw", "1x bw"]
     assert pivot.iloc[0][["0.5x bw", "1x bw"]].tolist() == [1.4, 1.2]
+
+
+def test_committed_reports_were_made_with_the_shipped_profiles_as_they_are():
+    """The reports in the repository name, per profile, the hash of the values and tables that
+    made them: every hash still matches the shipped profile (a profile or schema change without
+    regenerating the reports fails here, naming the report to regenerate)."""
+    from laddersim.hardware import load_profile
+    from laddersim.provenance import profile_sha256
+
+    repo = Path(__file__).resolve().parents[1]
+    current: dict[str, str] = {}
+    checked = 0
+    for name in ("reports/index.md", "reports/validation/index.md", "reports/fit/index.md"):
+        line = next(x for x in (repo / name).read_text().splitlines() if "profiles used (SHA-256" in x)
+        pairs = re.findall(r"`([a-z0-9-]+)` ([0-9a-f]{16})", line)
+        assert pairs, name
+        for profile, digest in pairs:
+            if profile not in current:
+                current[profile] = profile_sha256(load_profile(profile))[:16]
+            assert digest == current[profile], f"{name} is stale for {profile}: regenerate it (its Reproduce line)"
+            checked += 1
+    assert checked >= 3
