@@ -131,3 +131,26 @@ def test_bad_input_is_one_line_naming_the_flag(tiny, tmp_path, capsys, flag, val
     assert code == 2
     assert len(err) == 1 and err[0].startswith(f"error: {field}:")
     assert not (tmp_path / "o" / "kernels.csv").exists()
+
+
+def test_gpu_kernels_are_the_device_events_with_their_device_time():
+    """The GPU path reads CUDA activities (kernels, copies, memsets) only, each with its own time;
+    the CPU-side events of the same trace (launches, aten ops) are not kernels."""
+    import types
+
+    from torch.autograd import DeviceType
+
+    def event(name, device, start, end):
+        return types.SimpleNamespace(name=name, device_type=device,
+                                     time_range=types.SimpleNamespace(elapsed_us=lambda: end - start))
+
+    prof = types.SimpleNamespace(events=lambda: [
+        event("cudaGraphLaunch", DeviceType.CPU, 0.0, 5.0),
+        event("triton_red_fused_add_mean_mul_pow_rsqrt_0", DeviceType.CUDA, 10.0, 13.5),
+        event("aten::mm", DeviceType.CPU, 1.0, 2.0),
+        event("void cublasLt::splitKreduce_kernel<32, 16, int, float>", DeviceType.CUDA, 20.0, 22.0),
+        event("Memset (Device)", DeviceType.CUDA, 30.0, 31.0),
+    ])
+    assert kt._gpu_kernels(prof) == [("triton_red_fused_add_mean_mul_pow_rsqrt_0", 3.5),
+                                     ("void cublasLt::splitKreduce_kernel<32, 16, int, float>", 2.0),
+                                     ("Memset (Device)", 1.0)]
