@@ -84,7 +84,7 @@ TIMED_WARMUP_STEPS = 3  # reduce-overhead records its CUDA graph over the first 
 FIELDS_KERNELS = ("device", "mode", "sdpa", "tp", "schedule", "batch", "layers", "kernel", "kernel_class",
                   "calls_per_step", "us_per_step")
 FIELDS_PER_LAYER = ("device", "mode", "sdpa", "tp", "schedule", "batch", "layers_from", "layers_to", "kernel_class",
-                    "kernels_per_layer", "us_per_layer", "regular")
+                    "kernels_per_layer", "us_per_layer", "regular", "model_kernels_per_layer")
 FIELDS_LAYER_KERNELS = ("device", "mode", "sdpa", "tp", "schedule", "batch", "kernel", "kernel_class",
                         "calls_per_layer", "us_per_layer")
 
@@ -239,6 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="decode attention backend: torch's choice (as ladder_bench runs it) or the math "
                         "path only (lowered by Inductor into generated kernels)")
     p.add_argument("--dtype", choices=tuple(lb.DTYPES), default=None, help="default: bfloat16 on GPU, float32 on CPU")
+    p.add_argument("--predict", default=None, metavar="HARDWARE",
+                   help="also write the kernels laddersim's op program charges a layer (gpt-fast, this "
+                        "hardware profile: laddersim.costs.kernel_counts) beside the traced ones")
     p.add_argument("--out", required=True, help="directory for the CSVs and PROVENANCE.md (a rerun resumes)")
     return p
 
@@ -267,8 +270,15 @@ def make_config(args: argparse.Namespace) -> dict:
         raise UserInputError(f"--steps: must be an integer >= 1, got {args.steps}")
     if not 0 <= args.pos < args.max_seq:
         raise UserInputError(f"--pos: must be in 0..{args.max_seq - 1} (--max-seq {args.max_seq}), got {args.pos}")
+    predict = None
+    if args.predict is not None:
+        from laddersim.hardware.profile import load_profile
+        try:
+            predict = load_profile(args.predict)
+        except UserInputError as exc:
+            raise UserInputError(f"--predict: {str(exc).removeprefix('hardware: ')}") from None
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    return {"shape": shape, "tp": args.tp, "batches": _ints("--batch", args.batch), "schedules": schedules,
+    return {"predict": predict,"shape": shape, "tp": args.tp, "batches": _ints("--batch", args.batch), "schedules": schedules,
             "layers": layers, "max_seq": args.max_seq, "pos": args.pos, "steps": args.steps,
             "compiled": not args.eager, "cudagraphs": not args.no_cudagraphs, "device": device, "sdpa": args.sdpa,
             "dtype": args.dtype or ("bfloat16" if device == "cuda" else "float32"), "out": Path(args.out)}
@@ -377,6 +387,18 @@ def run(cfg: dict, argv: Sequence[str]) -> list[str]:
     return _summarise(out, kernel_rows, steps_rows, cfg, mode)
 
 
+def predicted_per_layer(cfg: dict, schedule: str, batch: int) -> dict[str, float]:
+    """The kernels laddersim's op program charges one layer (gpt-fast; {} without --predict)."""
+    if cfg.get("predict") is None:
+        return {}
+    from laddersim.costs.kernel_counts import kernels_per_layer
+    from laddersim.costs.op_costs import Phase
+    from laddersim.workload import Workload
+
+    work = Workload(batch=batch, prompt_len=max(cfg["pos"], 1), gen_len=1, framework="gpt-fast")
+    return kernels_per_layer(cfg["shape"], cfg["predict"], work, cfg["tp"], Phase("decode", batch, 1), schedule)
+
+
 def _summarise(out: Path, kernel_rows: list[dict], steps_rows: list[dict], cfg: dict, mode: str) -> list[str]:
     lo, hi = cfg["layers"]
     by_point: dict[tuple, dict[str, tuple[int, float]]] = collections.defaultdict(dict)
@@ -395,17 +417,20 @@ def _summarise(out: Path, kernel_rows: list[dict], steps_rows: list[dict], cfg: 
             layer_rows += [{**base, "kernel": k, "kernel_class": kernel_class(k), "calls_per_layer": round(c, 3),
                             "us_per_layer": round(u, 3)} for k, (c, u) in one.items()]
             totals = class_totals(one)
+            model = predicted_per_layer(cfg, schedule, batch)
             for cls, (calls, us) in totals.items():
                 class_rows.append({**base, "layers_from": lo, "layers_to": hi, "kernel_class": cls,
                                    "kernels_per_layer": round(calls, 3), "us_per_layer": round(us, 3),
-                                   "regular": regular})
+                                   "regular": regular, "model_kernels_per_layer": model.get(cls, "")})
             step_us = (step_of[keys[1]] - step_of[keys[0]]) / (hi - lo)
             class_rows.append({**base, "layers_from": lo, "layers_to": hi, "kernel_class": "step (wall clock)",
                                "kernels_per_layer": "", "us_per_layer": round(step_us, 3), "regular": regular})
             count = sum(c for c, _ in totals.values())
             parts = ", ".join(f"{c:g} {cls}" for cls, (c, _) in totals.items() if c)
+            said = (f"; laddersim {sum(model.values()):g} ("
+                    + ", ".join(f"{c:g} {cls}" for cls, c in model.items() if c) + ")") if model else ""
             summary.append(f"{schedule} b{batch}: {count:g} kernels/layer ({parts}){'' if regular else ' IRREGULAR'}, "
-                           f"{step_us:.1f} us/layer")
+                           f"{step_us:.1f} us/layer{said}")
     _write(out / "per_layer.csv", FIELDS_PER_LAYER, class_rows)
     _write(out / "layer_kernels.csv", FIELDS_LAYER_KERNELS, layer_rows)
     return summary

@@ -87,7 +87,7 @@ def test_eager_trace_counts_each_schedules_gemms_and_collectives(tiny, tmp_path)
     down (5 GEMMs) and two AllReduces a layer; parallel one stacked input GEMM, O and down (3) and
     one AllReduce; upper_bound none. A rerun finds every point done and rewrites the same tables."""
     out = tmp_path / "kt"
-    every = ["--schedule", "standard,parallel,ladder,upper_bound"]
+    every = ["--schedule", "standard,parallel,ladder,upper_bound", "--predict", "h100-sxm-nvswitch"]
     assert kt.main(["--model", tiny, "--tp", "2", "--eager", *every, *SMALL, "--out", str(out)]) == 0
     assert _per_layer(out, "standard", "library_gemm") == 5
     assert _per_layer(out, "parallel", "library_gemm") == 3
@@ -96,6 +96,11 @@ def test_eager_trace_counts_each_schedules_gemms_and_collectives(tiny, tmp_path)
     assert _per_layer(out, "parallel", "collective") == 1
     assert _per_layer(out, "upper_bound", "collective") == 0
     assert all(r["regular"] == "True" for r in _rows(out / "per_layer.csv"))
+    # Beside them, what laddersim's op program charges a layer (gpt-fast on an H100): the same
+    # collectives; gate and up as one GEMM where the benchmark model runs two.
+    model = {(r["schedule"], r["kernel_class"]): r["model_kernels_per_layer"] for r in _rows(out / "per_layer.csv")}
+    assert [float(model[(s, "collective")]) for s in ("standard", "ladder", "parallel", "upper_bound")] == [2, 2, 1, 0]
+    assert float(model[("standard", "library_gemm")]) + 1 == _per_layer(out, "standard", "library_gemm")
     before = {name: (out / name).read_text() for name in ("kernels.csv", "steps.csv", "per_layer.csv")}
     assert kt.main(["--model", tiny, "--tp", "2", "--eager", *every, *SMALL, "--out", str(out)]) == 0
     assert {name: (out / name).read_text() for name in before} == before
@@ -122,7 +127,7 @@ def test_compiled_trace_sees_inductors_fused_kernels(tiny, tmp_path, capsys):
 @pytest.mark.parametrize(("flag", "value", "field"), [
     ("--layers", "2,1", "--layers"), ("--layers", "1", "--layers"), ("--batch", "0", "--batch"),
     ("--schedule", "hybrid", "--schedule"), ("--tp", "3", "--tp"), ("--pos", "64", "--pos"),
-    ("--model", "no-such-model", "--model"),
+    ("--model", "no-such-model", "--model"), ("--predict", "no-such-gpu", "--predict"),
 ])
 def test_bad_input_is_one_line_naming_the_flag(tiny, tmp_path, capsys, flag, value, field):
     args = ["--model", tiny, *SMALL, "--out", str(tmp_path / "o")]

@@ -114,8 +114,8 @@ def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
         kernels = 0 if kind in fused else 1
         return float(memory_bound_time_s(gpu, moved_bytes, kernels=kernels, launch_s=launch))
 
-    def norm(rows: int) -> float:  # RMSNorm: read and write rows x dim
-        return streamed(2 * rows * d * b)
+    def norm(rows: int, kind: str = "") -> float:  # RMSNorm: read and write rows x dim
+        return streamed(2 * rows * d * b, kind)
 
     peak = gpu.peak_flops_per_s_for(work.dtype)
 
@@ -147,8 +147,8 @@ def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
     copy_s = copies * streamed(2 * hidden_bytes, "collective_input_copy")
     times = {
         "embedding": float(memory_bound_time_s(gpu, 2 * t * d * b)),
-        "attn_norm": norm(t),
-        "mlp_norm": norm(t),
+        "attn_norm": norm(t, "attn_norm"),
+        "mlp_norm": norm(t, "mlp_norm"),
         "norm": norm(t),
         "final_norm": norm(phase.batch),
         "qkv": linear("qkv", t, qkv_n, d),

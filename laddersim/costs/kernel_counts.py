@@ -1,0 +1,76 @@
+"""How many kernels of each class every op kind launches, as ``laddersim.costs.op_costs`` prices it.
+
+The cost model charges kernels: a floor each plus their bytes. These are the kernels it charges,
+per op kind and class, so a profiler trace of a real step (``calibration/kernel_trace.py``, which
+classes a trace's kernels the same way) can be set against the program, layer by layer:
+
+* ``library_gemm``: a linear run as a library call (cuBLAS), one per linear (stacked weights: one);
+* ``generated``: a kernel the framework's compiler generates: a single-token linear lowered to a
+  reduction (``single_token_linear: generated``), every memory-bound op (norms, RoPE, activation,
+  adds, embedding) unless fused into that linear (``fused_into_single_token_linear``);
+* ``splitk_reduce``: the partial sums' reduce kernel after a linear split along K;
+* ``attention``: the attention core;
+* ``copy``: a collective's input copy on the compute stream (``collective_input_copies``);
+* ``collective``: an AllReduce or the logits' AllGather (on the communication stream).
+
+Sampling (a measured constant) and the step's fixed overhead launch no kernel counted here.
+"""
+
+from __future__ import annotations
+
+import collections
+
+from laddersim.costs.op_costs import Phase, splits_k
+from laddersim.framework import load_framework
+from laddersim.hardware.profile import HardwareProfile
+from laddersim.model_shape import ModelShape
+from laddersim.schedules.program import build_program
+from laddersim.workload import Workload
+
+KERNEL_CLASSES = ("library_gemm", "generated", "splitk_reduce", "attention", "copy", "collective")
+MEMORY_BOUND_KINDS = ("embedding", "attn_norm", "mlp_norm", "norm", "final_norm", "rope", "act",
+                      "residual_add", "partial_add")
+
+
+def op_kernels(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
+               phase: Phase) -> dict[str, dict[str, float]]:
+    """``{op kind: {kernel class: kernels}}`` for one pass, the kernels the cost model charges."""
+    fw = load_framework(work.framework)
+    gpu = hw.gpu
+    t = phase.tokens
+    generated = fw.single_token_linear.value == "generated"
+    fused = set(fw.fused_into_single_token_linear.kinds) if (generated and t == 1) else set()
+    i_r = model.intermediate_per_rank(tp)
+    qkv_n = (model.heads_per_rank(tp) + 2 * model.kv_heads_per_rank(tp)) * model.head_dim
+    out: dict[str, dict[str, float]] = {}
+    for kind in MEMORY_BOUND_KINDS:
+        out[kind] = {} if kind in fused else {"generated": 1}
+
+    def linear(m: int, n: int) -> dict[str, float]:
+        kernels = {"generated" if (generated and m == 1) else "library_gemm": 1}
+        if fw.splitk_reduce_kernel.value and splits_k(gpu, m, n):
+            kernels["splitk_reduce"] = 1
+        return kernels
+
+    out |= {"qkv": linear(t, qkv_n), "o_proj": linear(t, model.dim), "gate_up": linear(t, 2 * i_r),
+            "qkv_gate_up": linear(t, qkv_n + 2 * i_r), "down": linear(t, model.dim),
+            "lm_head": linear(phase.batch, model.vocab_per_rank(tp)), "attention": {"attention": 1},
+            "sampling": {}, "step_overhead": {}}
+    copies = hw.framework.collective_input_copies.value if (tp > 1 and fw.collective_input_copy.value) else 0.0
+    out["collective_launch"] = {"copy": copies} if (copies and "collective_input_copy" not in fused) else {}
+    out["allreduce"] = out["allgather_logits"] = {"collective": 1}
+    return out
+
+
+def kernels_per_layer(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int, phase: Phase,
+                      schedule: str) -> dict[str, float]:
+    """``{kernel class: kernels}`` of one layer of ``schedule`` (its middle layer: in ladder a
+    layer's outputs are added further up, still counted with it), every class present."""
+    per_kind = op_kernels(model, hw, work, tp, phase)
+    program = build_program(schedule, model.n_layers, tp, phase.name)
+    layer = model.n_layers // 2
+    totals: collections.Counter = collections.Counter(dict.fromkeys(KERNEL_CLASSES, 0.0))
+    for op in program.ops:
+        if op.layer == layer:
+            totals.update(per_kind[op.kind])
+    return dict(totals)

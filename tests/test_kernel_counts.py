@@ -1,0 +1,86 @@
+"""laddersim.costs.kernel_counts: the kernels the cost model charges, per op kind and per layer.
+
+The counts are what a GPU trace of a real step (calibration/kernel_trace.py) is set against, so
+they must be the kernels the prices hold: on a profile priced by the roofline alone, raising the
+GPU's kernel floor by d raises every compute-stream op kind's time by d x its kernels, exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from laddersim.costs.kernel_counts import KERNEL_CLASSES, kernels_per_layer, op_kernels
+from laddersim.costs.op_costs import Phase, op_times_s, splits_k
+from laddersim.hardware.sourced import Sourced
+from laddersim.model_shape import load_model_shape
+from laddersim.workload import Workload
+
+COMPUTE_STREAM = ("library_gemm", "generated", "splitk_reduce", "attention", "copy")
+
+
+def _with_floor(profile, floor_us: float):
+    gpu = profile.gpu.model_copy(update={"kernel_launch_us": Sourced(value=floor_us, source="test"),
+                                         "gemm_tables": []})  # the roofline alone: every GEMM pays the floor
+    return profile.model_copy(update={"gpu": gpu})
+
+
+@pytest.mark.parametrize("framework", ["gpt-fast", "vllm"])
+@pytest.mark.parametrize(("tp", "batch"), [(1, 1), (8, 1), (8, 4), (2, 64)])
+def test_each_kinds_time_grows_with_the_kernel_floor_by_its_kernel_count(h100, framework, tp, batch):
+    model = load_model_shape("llama-3.1-8b")
+    work = Workload(batch=batch, prompt_len=64, gen_len=4, framework=framework)
+    phase = Phase("decode", batch, 1)
+    low, high = _with_floor(h100, 3.0), _with_floor(h100, 5.0)
+    kv = np.array([64.0])
+    t_low = op_times_s(model, low, work, tp, phase, kv)
+    t_high = op_times_s(model, high, work, tp, phase, kv)
+    counts = op_kernels(model, low, work, tp, phase)
+    for kind, kernels in counts.items():
+        if kind in ("allreduce", "allgather_logits"):
+            continue  # the communication stream: priced by the collective model, not the GPU's floor
+        charged = sum(kernels.get(c, 0) for c in COMPUTE_STREAM)
+        grown_us = float(t_high[kind][0] - t_low[kind][0]) * 1e6
+        assert grown_us == pytest.approx(2.0 * charged, abs=1e-6), (kind, kernels)
+
+
+def test_a_layer_of_each_schedule_golden(h100):
+    """Llama-3.1-8B, gpt-fast, TP 8: batch 1 runs every linear as a generated reduction, batch 4
+    as cuBLAS calls split along K (each output fills far fewer than four waves of the SMs)."""
+    model = load_model_shape("llama-3.1-8b")
+    one = kernels_per_layer(model, h100, Workload(batch=1, prompt_len=64, gen_len=4), 8, Phase("decode", 1, 1),
+                            "standard")
+    # qkv, o_proj, gate_up, down; norms x2, RoPE, SiLU x up, residual adds x2; one copy before each AllReduce.
+    assert one == {"library_gemm": 0, "generated": 10, "splitk_reduce": 0, "attention": 1, "copy": 2,
+                   "collective": 2}
+    work = Workload(batch=4, prompt_len=64, gen_len=4)
+    four = {s: kernels_per_layer(model, h100, work, 8, Phase("decode", 4, 1), s)
+            for s in ("standard", "ladder", "parallel", "upper_bound", "desync_half")}
+    assert all(splits_k(h100.gpu, 4, n) for n in (768, 4096, 7168, 768 + 7168))
+    assert four["standard"] == {"library_gemm": 4, "generated": 6, "splitk_reduce": 4, "attention": 1, "copy": 2,
+                                "collective": 2}
+    assert four["ladder"] == four["standard"]  # the same kernels, overlapped
+    # parallel: one norm, the stacked QKV + gate/up, the partial sum, one residual add, one AllReduce.
+    assert four["parallel"] == {"library_gemm": 3, "generated": 5, "splitk_reduce": 3, "attention": 1, "copy": 1,
+                                "collective": 1}
+    assert four["upper_bound"] == {**four["standard"], "copy": 0, "collective": 0}
+    assert four["desync_half"] == {**four["standard"], "copy": 1, "collective": 1}
+    assert set(four["standard"]) == set(KERNEL_CLASSES)
+
+
+def test_adding_layers_adds_each_layers_kernels(h100):
+    """Every layer of a program launches the same kernels, so a model twice as deep launches
+    the per-step kernels once and each layer's twice as often."""
+    from laddersim.schedules.program import build_program
+
+    model = load_model_shape("llama-3.1-8b")
+    work = Workload(batch=4, prompt_len=64, gen_len=4)
+    phase = Phase("decode", 4, 1)
+    per_kind = op_kernels(model, h100, work, 8, phase)
+
+    def step_total(n_layers: int, schedule: str) -> float:
+        return sum(sum(per_kind[op.kind].values()) for op in build_program(schedule, n_layers, 8).ops)
+
+    for schedule in ("standard", "ladder", "parallel"):
+        layer = sum(kernels_per_layer(model, h100, work, 8, phase, schedule).values())
+        assert step_total(6, schedule) - step_total(3, schedule) == pytest.approx(3 * layer)
