@@ -40,7 +40,6 @@ import csv
 import datetime
 import os
 import platform
-import re
 import shlex
 import subprocess
 import sys
@@ -59,27 +58,13 @@ from torch.profiler import ProfilerActivity, profile  # noqa: E402
 from calibration import ladder_bench as lb  # noqa: E402
 from calibration import ladder_comm as lcomm  # noqa: E402
 from calibration import ladder_model as lmodel  # noqa: E402
-from calibration.op_trace import VIEW_OPS  # noqa: E402
+from calibration.trace_kernels import (  # noqa: E402
+    class_totals, cpu_kernels, gpu_kernels, kernel_class, per_layer, signature,
+)
 from laddersim.errors import UserInputError  # noqa: E402
 from laddersim.io_write import lock_run_dir  # noqa: E402
 from laddersim.model_shape import load_model_shape  # noqa: E402
 
-KERNEL_CLASSES = ("library_gemm", "splitk_reduce", "generated", "attention", "collective", "copy", "other")
-# Name fragments of each class (lower case), tried in this order: GPU kernel names (cuBLAS,
-# CUTLASS, Triton, NCCL, CUDA copies) and their CPU twins (aten ops, Inductor's C++ kernels).
-_CLASS_TOKENS = (
-    # Generated first: Inductor names a kernel after the ops it fuses, e.g. cpp_fused_add_all_reduce
-    # (parallel's partial sum fused with the AllReduce's input copy) is a generated kernel.
-    ("generated", ("triton_", "cpp_fused", "cpp_kernel")),
-    ("splitk_reduce", ("splitkreduce", "splitk_reduce")),
-    ("collective", ("nccl", "c10d::", "allreduce", "all_reduce", "allgather", "all_gather")),
-    ("attention", ("flash", "fmha", "attention", "scaled_dot_product")),
-    ("library_gemm", ("gemm", "gemv", "cutlass", "xmma", "s16816", "cublas", "aten::mm", "aten::addmm",
-                      "aten::bmm", "aten::linear", "aten::matmul", "mkldnn")),
-    ("copy", ("memcpy", "memset", "aten::copy_", "aten::clone", "aten::fill_", "aten::zero_")),
-)
-_TRAILING_INDEX = re.compile(r"_\d+$")  # Inductor numbers its kernels: triton_poi_fused_add_3
-_GRAPH_PREFIX = re.compile(r"^graph_\d+_")  # CPU kernel events: graph_0_cpp_fused_...
 TIMED_WARMUP_STEPS = 3  # reduce-overhead records its CUDA graph over the first calls
 FIELDS_KERNELS = ("device", "mode", "sdpa", "tp", "schedule", "batch", "layers", "kernel", "kernel_class",
                   "calls_per_step", "us_per_step")
@@ -91,50 +76,6 @@ FIELDS_LAYER_KERNELS = ("device", "mode", "sdpa", "tp", "schedule", "batch", "ke
 
 def log(msg: str) -> None:
     print(f"[kernel_trace] {msg}", file=sys.stderr, flush=True)
-
-
-def kernel_class(name: str) -> str:
-    """The class of a kernel (GPU) or of its CPU twin (an op or a generated C++ kernel)."""
-    lowered = name.lower()
-    for cls, tokens in _CLASS_TOKENS:
-        if any(t in lowered for t in tokens):
-            return cls
-    return "other"
-
-
-def signature(name: str) -> str:
-    """A kernel's name without the numbering that differs between compiled graphs."""
-    return _TRAILING_INDEX.sub("", _GRAPH_PREFIX.sub("", name))
-
-
-# ---- one decode step's kernels -------------------------------------------------------------------
-
-def _cpu_kernels(prof) -> list[tuple[str, float]]:
-    """(name, us) of the caller thread's kernels: Inductor's generated ones, and every top-level
-    aten/c10d op that is not a view (inside a compiled graph, its extern calls)."""
-    events = list(prof.events())
-    if not events:
-        return []
-    ops = [e for e in events if e.name.startswith(("aten::", "c10d::")) or "cpp_fused" in e.name]
-    if not ops:
-        return []
-    caller = collections.Counter(e.thread for e in ops).most_common(1)[0][0]
-    out = []
-    for e in ops:
-        if e.thread != caller or e.name in VIEW_OPS:
-            continue
-        parent = e.cpu_parent
-        while parent is not None and not (parent.name.startswith(("aten::", "c10d::")) or "cpp_fused" in parent.name):
-            parent = parent.cpu_parent
-        if parent is None:
-            out.append((e.name, e.time_range.elapsed_us()))
-    return out
-
-
-def _gpu_kernels(prof) -> list[tuple[str, float]]:
-    """(name, us) of every device activity: kernels, copies, memsets."""
-    return [(e.name, e.time_range.elapsed_us()) for e in prof.events()
-            if e.device_type == torch.autograd.DeviceType.CUDA]
 
 
 def trace_point(model, comm, schedule: str, batch: int, pos: int, compiled: bool, steps: int,
@@ -173,38 +114,13 @@ def trace_point(model, comm, schedule: str, batch: int, pos: int, compiled: bool
                 i += 1
                 input_pos.fill_(pos)
             sync()
-    kernels = _gpu_kernels(prof) if cuda else _cpu_kernels(prof)
+    kernels = gpu_kernels(prof) if cuda else cpu_kernels(prof)
     totals: dict[str, list[float]] = {}
     for name, us in kernels:
         entry = totals.setdefault(signature(name), [0, 0.0])
         entry[0] += 1
         entry[1] += us
     return {k: (round(n / steps), us / steps) for k, (n, us) in totals.items()}, step_us
-
-
-def per_layer(low: dict[str, tuple[int, float]], high: dict[str, tuple[int, float]],
-              layers: int) -> tuple[dict[str, tuple[float, float]], bool]:
-    """One layer's {signature: (calls, us)}: the kernels ``layers`` more layers add, divided by
-    ``layers``; and whether every count divided exactly (the layers launch the same kernels)."""
-    out, regular = {}, True
-    for key in sorted(set(low) | set(high)):
-        calls = high.get(key, (0, 0.0))[0] - low.get(key, (0, 0.0))[0]
-        us = high.get(key, (0, 0.0))[1] - low.get(key, (0, 0.0))[1]
-        if calls % layers:
-            regular = False
-        if calls:
-            out[key] = (calls / layers, us / layers)
-    return out, regular
-
-
-def class_totals(kernels: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
-    """{kernel class: (calls, us)} summed over signatures."""
-    out = {cls: [0.0, 0.0] for cls in KERNEL_CLASSES}
-    for key, (calls, us) in kernels.items():
-        entry = out[kernel_class(key)]
-        entry[0] += calls
-        entry[1] += us
-    return {cls: (c, u) for cls, (c, u) in out.items()}
 
 
 # ---- the run -------------------------------------------------------------------------------------

@@ -156,6 +156,6 @@ def test_gpu_kernels_are_the_device_events_with_their_device_time():
         event("void cublasLt::splitKreduce_kernel<32, 16, int, float>", DeviceType.CUDA, 20.0, 22.0),
         event("Memset (Device)", DeviceType.CUDA, 30.0, 31.0),
     ])
-    assert kt._gpu_kernels(prof) == [("triton_red_fused_add_mean_mul_pow_rsqrt_0", 3.5),
+    assert kt.gpu_kernels(prof) == [("triton_red_fused_add_mean_mul_pow_rsqrt_0", 3.5),
                                      ("void cublasLt::splitKreduce_kernel<32, 16, int, float>", 2.0),
                                      ("Memset (Device)", 1.0)]
