@@ -306,27 +306,38 @@ def test_fit_fits_one_machine_of_a_hardware_column(tmp_path, capsys, h100):
     assert abs(result.parameters["step_overhead_us"] - 400.0) < 20.0
 
 
-def test_standard_rows_alone_keep_a_measured_allreduce(tmp_path, h100):
-    # Standard rows cannot tell the AllReduce from the kernels around it (both change with TP):
-    # a collective the profile measured (its tables) is kept, and the provenance says so; the
-    # other parameters are still fitted.
+def test_standard_rows_alone_keep_every_allreduce_model(tmp_path, h100):
+    # Standard rows cannot tell the AllReduce from the kernels around it (both change with TP), nor
+    # how much of it an overlapping schedule hides: a collective the profile measured (its tables)
+    # and one built from mechanisms (the P2P-off profile) are both kept, and the provenance says so;
+    # the other parameters are still fitted.
+    off = load_profile("h100-sxm-p2p-off")
     truth = _perturbed(h100, step_us=400.0, mem_scale=0.9, latency_scale=1.0)
-    measured = _tiny_measured(tmp_path, truth, schedules=("standard",))
-    result = fit_profiles(measured, {"on": h100}, ValidationSetup(), schedules=("standard",), priors=False)
+    (tmp_path / "on").mkdir()
+    (tmp_path / "off").mkdir()
+    measured = pd.concat([_tiny_measured(tmp_path / "on", truth, schedules=("standard",)),
+                          _tiny_measured(tmp_path / "off", _perturbed(off, step_us=400.0, mem_scale=0.9,
+                                                                      latency_scale=1.0),
+                                         schedules=("standard",), p2p="off")], ignore_index=True)
+    result = fit_profiles(measured, {"on": h100, "off": off}, ValidationSetup(), schedules=("standard",),
+                          priors=False)
     assert not [name for name in result.parameters if name.startswith("allreduce_")]
     assert result.parameters["step_overhead_us"] == pytest.approx(400.0, rel=0.03)
     assert result.parameters["memory_efficiency_scale"] == pytest.approx(0.9, rel=0.01)
-    fitted = result.profiles["on"]
-    assert fitted.what_if.intra_latency_scale == h100.what_if.intra_latency_scale
-    assert fitted.what_if.intra_bandwidth_scale == h100.what_if.intra_bandwidth_scale
-    assert "measured AllReduce tables" in fitted.provenance["fit_kept"]
+    for key, base in (("on", h100), ("off", off)):
+        fitted = result.profiles[key]
+        assert fitted.what_if.intra_latency_scale == base.what_if.intra_latency_scale
+        assert fitted.what_if.intra_bandwidth_scale == base.what_if.intra_bandwidth_scale
+        assert fitted.collectives.intra_node_fits == base.collectives.intra_node_fits
+        assert "the AllReduce model (standard rows alone" in fitted.provenance["fit_kept"]
 
 
 def test_fit_gives_a_mechanism_built_collective_a_floor_per_group_size(tmp_path, h100):
     # A collective model without a measured table (the P2P-off profile) does not know how its
     # cost changes with the group (a ring crossing CPU sockets); fitted beside rows of the same
-    # machine's measured collective (which pin the per-step constant), it gets a floor and a
-    # bandwidth per TP size (this tiny model's messages are too small to pin the bandwidth).
+    # machine's measured collective (which pin the per-step constant), and with upper_bound rows
+    # that see the collective apart from the compute, it gets a floor and a bandwidth per TP size
+    # (this tiny model's messages are too small to pin the bandwidth).
     base = load_profile("h100-sxm-p2p-off")
     tier = base.collectives.intra_node
     truth_scales = {2: 1.6, 4: 1.2, 8: 1.5}
@@ -336,15 +347,14 @@ def test_fit_gives_a_mechanism_built_collective_a_floor_per_group_size(tmp_path,
     truth = base.model_copy(update={"collectives": base.collectives.model_copy(update={"intra_node_fits": fits})})
     (tmp_path / "on").mkdir()
     (tmp_path / "off").mkdir()
-    measured = pd.concat([_tiny_measured(tmp_path / "on", h100, ("standard",)),
-                          _tiny_measured(tmp_path / "off", truth, ("standard", "ladder"), p2p="off")],
+    measured = pd.concat([_tiny_measured(tmp_path / "on", h100, ("standard", "upper_bound")),
+                          _tiny_measured(tmp_path / "off", truth, ("standard", "upper_bound", "ladder"), p2p="off")],
                          ignore_index=True)
-    result = fit_profiles(measured, {"on": h100, "off": base}, ValidationSetup(), schedules=("standard",),
-                          priors=False)
+    result = fit_profiles(measured, {"on": h100, "off": base}, ValidationSetup(),
+                          schedules=("standard", "upper_bound"), priors=False)
     for g, s in truth_scales.items():
         assert result.parameters[f"allreduce_latency_scale@{g}[p2p=off]"] == pytest.approx(s, rel=0.03)
     assert "allreduce_latency_scale[p2p=off]" not in result.parameters
-    assert "allreduce_latency_scale[p2p=on]" not in result.parameters  # measured tables, standard rows: kept
     fitted = result.profiles["off"]
     assert [f.gpus for f in fitted.collectives.intra_node_fits] == [2, 4, 8]
     for fit in fitted.collectives.intra_node_fits:
