@@ -98,14 +98,16 @@ def trace_step(model, comm, schedule: str, batch: int, pos: int, top_k: int = 20
         input_pos.fill_(pos)
         with profile(activities=[ProfilerActivity.CPU], with_stack=True) as prof:
             lb.step(decode_one, tok, input_pos, new, warmup)
-    return [(e.name, _kind(e) or "?", op_class(e.name)) for e in _top_level(prof)]
+    return [(e.name, _kind(e) or "?", op_class(e.name)) for e in top_level(prof)]
 
 
-def _top_level(prof) -> list:
-    """The calling thread's top-level op events of a profile, in start order. Other threads are
+def top_level(prof, is_op=None) -> list:
+    """The calling thread's top-level op events of a profile (events for which ``is_op`` holds,
+    default: aten/c10d ops, with no such event above them), in start order. Other threads are
     left out: gloo runs a collective's own work (copies of an AllGather's output) on its worker
     threads, which is the collective's time, not the caller's dispatch."""
-    events = [e for e in prof.events() if _is_op(e)]
+    is_op = is_op or _is_op
+    events = [e for e in prof.events() if is_op(e)]
     if not events:
         return []
     caller = collections.Counter(e.thread for e in events).most_common(1)[0][0]
@@ -114,7 +116,7 @@ def _top_level(prof) -> list:
         if event.thread != caller:
             continue
         parent = event.cpu_parent
-        while parent is not None and not _is_op(parent):
+        while parent is not None and not is_op(parent):
             parent = parent.cpu_parent
         if parent is None:
             top.append(event)
@@ -126,7 +128,7 @@ def top_level_ops(fn) -> int:
     fn()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         fn()
-    return len(_top_level(prof))
+    return len(top_level(prof))
 
 
 def count_ops(ops: list[tuple[str, str, str]]) -> dict[tuple[str, str], int]:

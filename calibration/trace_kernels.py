@@ -5,12 +5,11 @@ top-level ops), and one layer's kernels as the difference of two layer counts. U
 
 from __future__ import annotations
 
-import collections
 import re
 
 import torch
 
-from calibration.op_trace import VIEW_OPS
+from calibration.op_trace import VIEW_OPS, top_level
 
 KERNEL_CLASSES = ("library_gemm", "splitk_reduce", "generated", "attention", "collective", "copy", "other")
 # Name fragments of each class (lower case), tried in this order: GPU kernel names (cuBLAS,
@@ -45,26 +44,16 @@ def signature(name: str) -> str:
 
 # ---- one decode step's kernels ----------------------------------------------------------------
 
+def _is_kernel_event(event) -> bool:
+    """A CPU twin's kernel: an aten/c10d op or one of Inductor's generated C++ kernels."""
+    return event.name.startswith(("aten::", "c10d::")) or "cpp_fused" in event.name
+
+
 def cpu_kernels(prof) -> list[tuple[str, float]]:
     """(name, us) of the caller thread's kernels: Inductor's generated ones, and every top-level
     aten/c10d op that is not a view (inside a compiled graph, its extern calls)."""
-    events = list(prof.events())
-    if not events:
-        return []
-    ops = [e for e in events if e.name.startswith(("aten::", "c10d::")) or "cpp_fused" in e.name]
-    if not ops:
-        return []
-    caller = collections.Counter(e.thread for e in ops).most_common(1)[0][0]
-    out = []
-    for e in ops:
-        if e.thread != caller or e.name in VIEW_OPS:
-            continue
-        parent = e.cpu_parent
-        while parent is not None and not (parent.name.startswith(("aten::", "c10d::")) or "cpp_fused" in parent.name):
-            parent = parent.cpu_parent
-        if parent is None:
-            out.append((e.name, e.time_range.elapsed_us()))
-    return out
+    return [(e.name, e.time_range.elapsed_us()) for e in top_level(prof, _is_kernel_event)
+            if e.name not in VIEW_OPS]
 
 
 def gpu_kernels(prof) -> list[tuple[str, float]]:
