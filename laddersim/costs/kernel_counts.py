@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import collections
 
-from laddersim.costs.op_costs import Phase, splits_k
+from laddersim.costs.op_costs import Phase, linear_shapes, single_token_path, splits_k
 from laddersim.framework import load_framework
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.model_shape import ModelShape
@@ -36,26 +36,13 @@ def op_kernels(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
                phase: Phase) -> dict[str, dict[str, float]]:
     """``{op kind: {kernel class: kernels}}`` for one pass, the kernels the cost model charges."""
     fw = load_framework(work.framework)
-    gpu = hw.gpu
-    t = phase.tokens
-    generated = fw.single_token_linear.value == "generated"
-    fused = set(fw.fused_into_single_token_linear.kinds) if (generated and t == 1) else set()
-    i_r = model.intermediate_per_rank(tp)
-    qkv_n = (model.heads_per_rank(tp) + 2 * model.kv_heads_per_rank(tp)) * model.head_dim
-    out: dict[str, dict[str, float]] = {}
-    for kind in MEMORY_BOUND_KINDS:
-        out[kind] = {} if kind in fused else {"generated": 1}
-
-    def linear(m: int, n: int) -> dict[str, float]:
-        kernels = {"generated" if (generated and m == 1) else "library_gemm": 1}
-        if fw.splitk_reduce_kernel.value and splits_k(gpu, m, n):
-            kernels["splitk_reduce"] = 1
-        return kernels
-
-    out |= {"qkv": linear(t, qkv_n), "o_proj": linear(t, model.dim), "gate_up": linear(t, 2 * i_r),
-            "qkv_gate_up": linear(t, qkv_n + 2 * i_r), "down": linear(t, model.dim),
-            "lm_head": linear(phase.batch, model.vocab_per_rank(tp)), "attention": {"attention": 1},
-            "sampling": {}, "step_overhead": {}}
+    generated, fused = single_token_path(fw, phase.tokens)
+    out: dict[str, dict[str, float]] = {kind: {} if kind in fused else {"generated": 1} for kind in MEMORY_BOUND_KINDS}
+    for kind, (m, n, _, _) in linear_shapes(model, tp, phase).items():
+        out[kind] = {"generated" if (generated and m == 1) else "library_gemm": 1}
+        if fw.splitk_reduce_kernel.value and splits_k(hw.gpu, m, n):
+            out[kind]["splitk_reduce"] = 1
+    out |= {"attention": {"attention": 1}, "sampling": {}, "step_overhead": {}}
     copies = hw.framework.collective_input_copies.value if (tp > 1 and fw.collective_input_copy.value) else 0.0
     out["collective_launch"] = {"copy": copies} if (copies and "collective_input_copy" not in fused) else {}
     out["allreduce"] = out["allgather_logits"] = {"collective": 1}

@@ -85,6 +85,32 @@ def op_time_sources(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
     return _fixed_op_times(model, hw, work, tp, phase)[1] | {"attention": SOL}
 
 
+def single_token_path(fw, tokens: int) -> tuple[bool, frozenset[str]]:
+    """The kernel path of a linear with M rows (see laddersim.framework): is a one-row linear a
+    generated reduction under framework ``fw``, and which op kinds does it absorb in a pass of
+    ``tokens`` tokens (only a one-token pass fuses; a library GEMM fuses nothing)."""
+    generated = fw.single_token_linear.value == "generated"
+    fused = frozenset(fw.fused_into_single_token_linear.kinds) if (generated and tokens == 1) else frozenset()
+    return generated, fused
+
+
+def linear_shapes(model: ModelShape, tp: int, phase: Phase) -> dict[str, tuple[int, int, int, tuple[int, ...]]]:
+    """``{linear op kind: (m, n, k, parts)}`` on one rank: column-parallel QKV and gate/up,
+    row-parallel O and down, the vocab-parallel LM head on the last position of each sequence;
+    ``parts``, the widths stacked along N into parallel's fused QKV + gate/up."""
+    t, d = phase.tokens, model.dim
+    i_r = model.intermediate_per_rank(tp)
+    qkv_n = (model.heads_per_rank(tp) + 2 * model.kv_heads_per_rank(tp)) * model.head_dim
+    return {
+        "qkv": (t, qkv_n, d, ()),
+        "o_proj": (t, d, model.heads_per_rank(tp) * model.head_dim, ()),
+        "gate_up": (t, 2 * i_r, d, ()),
+        "qkv_gate_up": (t, qkv_n + 2 * i_r, d, (qkv_n, 2 * i_r)),
+        "down": (t, d, i_r, ()),
+        "lm_head": (phase.batch, model.vocab_per_rank(tp), d, ()),
+    }
+
+
 def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
                     phase: Phase) -> tuple[dict[str, float], dict[str, str]]:
     """Seconds of every op kind but attention, and each one's source label."""
@@ -97,18 +123,14 @@ def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
     h_r = model.heads_per_rank(tp)
     kv_r = model.kv_heads_per_rank(tp)
     i_r = model.intermediate_per_rank(tp)
-    v_r = model.vocab_per_rank(tp)
-    qkv_n = (h_r + 2 * kv_r) * hd
     sources: dict[str, str] = {}
 
     # A single-token pass (batch-1 decode) may run its kernels with another floor (a fitted
     # profile's FrameworkSpec.single_token_kernel_floor_us); attention, embedding and sampling keep theirs.
     floor = hw.framework.single_token_kernel_floor_us
     launch = floor.value * 1e-6 if (floor is not None and t == 1) else None
-    # The kernel path of a linear with M rows (see laddersim.framework): a generated reduction
-    # fused with its pointwise neighbours when the framework lowers M = 1 that way, else a library GEMM.
-    generated = fw.single_token_linear.value == "generated"
-    fused = set(fw.fused_into_single_token_linear.kinds) if (generated and t == 1) else set()
+    # A one-token pass's linears may be generated reductions fused with their pointwise neighbours.
+    _, fused = single_token_path(fw, t)
 
     def streamed(moved_bytes: float, kind: str = "") -> float:  # one memory-bound kernel of this pass
         kernels = 0 if kind in fused else 1
@@ -151,18 +173,12 @@ def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
         "mlp_norm": norm(t, "mlp_norm"),
         "norm": norm(t),
         "final_norm": norm(phase.batch),
-        "qkv": linear("qkv", t, qkv_n, d),
+        **{kind: linear(kind, m, n, k, parts) for kind, (m, n, k, parts) in linear_shapes(model, tp, phase).items()},
         # RoPE on q and k, and the new k, v written into the cache.
         "rope": streamed(t * (2 * (h_r + kv_r) + 2 * kv_r) * hd * b, "rope"),
-        "o_proj": linear("o_proj", t, d, h_r * hd),
-        "gate_up": linear("gate_up", t, 2 * i_r, d),
-        "qkv_gate_up": linear("qkv_gate_up", t, qkv_n + 2 * i_r, d, parts=(qkv_n, 2 * i_r)),
         "act": streamed(3 * t * i_r * b, "act"),  # SiLU(gate) * up
-        "down": linear("down", t, d, i_r),
         "residual_add": elementwise_add,
         "partial_add": elementwise_add,
-        # Logits of the last position of each sequence only.
-        "lm_head": linear("lm_head", phase.batch, v_r, d),
         "sampling": hw.framework.sampling_us.value * 1e-6
         + float(memory_bound_time_s(gpu, 4 * phase.batch * model.vocab_size * 4, kernels=0)),
         "step_overhead": hw.framework.step_overhead_us.value * 1e-6,
