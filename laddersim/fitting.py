@@ -110,6 +110,7 @@ class FitResult:
     # parameter, for finite-difference sensitivities of predictions).
     covariance: np.ndarray | None = None
     steps: list[tuple[float, dict[str, HardwareProfile]]] | None = None
+    base_rows: pd.DataFrame | None = None  # validation frame of every row with the base profiles (no fit)
 
 
 def _apply(profile: HardwareProfile, values: dict[str, float], source: str) -> HardwareProfile:
@@ -187,6 +188,12 @@ def _parameters(base: dict[str, HardwareProfile], settings: list[str], batches: 
         interference = first.interference
         params += [_Param("compute_slowdown", None, interference.compute_slowdown.value, 0.0, 1.0, 0.02),
                    _Param("comm_slowdown", None, interference.comm_slowdown.value, 0.0, 10.0, 0.2)]
+    if not collectives_seen:
+        # Standard rows alone: the AllReduce's time and the compute around it move together with
+        # TP, so the rows cannot tell a slower collective from kernels that shrink worse with TP,
+        # nor how much of a collective an overlapping schedule hides; every collective stays as the
+        # profile has it (see the module docstring).
+        return params
     measured = {p: any(t.use == "model" for t in base[p].collectives.tables) for p in settings}
     for p in settings:
         # A collective model read from measured tables is held closer than one built from
@@ -196,12 +203,6 @@ def _parameters(base: dict[str, HardwareProfile], settings: list[str], batches: 
         # collective pin the per-step constant: otherwise floors and that constant trade off
         # one for one.
         sigma = PRIOR_SIGMA if measured[p] else WEAK_PRIOR_SIGMA
-        if not collectives_seen:
-            # Standard rows alone: the AllReduce's time and the compute around it move together with
-            # TP, so the rows cannot tell a slower collective from kernels that shrink worse with TP,
-            # nor how much of a collective an overlapping schedule hides; the collective stays as the
-            # profile has it (see the module docstring).
-            continue
         if measured[p] or not any(measured.values()):
             suffixes = [""]
         else:
@@ -293,9 +294,12 @@ def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup
     warnings = _pinning_warnings(params, x, len(rows))
     all_frame = frame_for(x, measured)  # every row, fitted and held out, simulated once
     fit_frame = all_frame.loc[rows.index]
-    base_frame = validate(rows, ValidationSetup(base.get("on", setup.hardware), base.get("off", setup.hardware_p2p_off),
-                                                setup.dtype, setup.kv_cache, setup.kv_reads, setup.framework))
-    base_median = float(base_frame["rel_error"].abs().median())
+    # Every row with the base profiles too: the fitted rows for the check below, the held-out ones
+    # for the caller's comparison (``FitResult.base_rows``).
+    base_rows = validate(measured, ValidationSetup(base.get("on", setup.hardware),
+                                                   base.get("off", setup.hardware_p2p_off), setup.dtype,
+                                                   setup.kv_cache, setup.kv_reads, setup.framework))
+    base_median = float(base_rows.loc[rows.index, "rel_error"].abs().median())
     if float(fit_frame["rel_error"].abs().median()) > base_median:
         # A fit must never make the shipped profile's answer worse on the rows it was given.
         warnings.append(f"kept the base profile's values: the fit's median error on the fitted rows "
@@ -334,7 +338,7 @@ def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup
                            "collective model without a measured table" if priors else "none"),
         }})
     values = {q.label: float(v) for q, v in zip(params, x)}
-    return FitResult(fitted, values, fit_frame, all_frame, warnings, covariance, steps)
+    return FitResult(fitted, values, fit_frame, all_frame, warnings, covariance, steps, base_rows)
 
 
 def _pinning_warnings(params: list[_Param], x: np.ndarray, rows: int) -> list[str]:

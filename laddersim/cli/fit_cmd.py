@@ -12,7 +12,7 @@ from laddersim.fit_predictions import held_out_speedup_summary, predictions
 from laddersim.fitting import fit_profiles, save_profile
 from laddersim.hardware.profile import load_profile
 from laddersim.io_write import check_output
-from laddersim.validation.core import ValidationSetup, check_rows, error_summary, read_measured, validate
+from laddersim.validation.core import ValidationSetup, check_rows, error_summary, read_measured
 from laddersim.validation.report import write_report
 
 
@@ -127,9 +127,7 @@ def run(args: argparse.Namespace) -> int:
     if len(held_out):
         print("\nprediction of the other schedules (held out):")
         print(error_summary(held_out, "schedule").to_string(index=False, float_format=lambda v: f"{v:.2f}"))
-    base_rows = validate(measured, ValidationSetup(base["on"], base.get("off", args.hardware_p2p_off), args.dtype,
-                                                   args.kv_cache, args.kv_reads, args.framework))
-    worse = _print_predictions(predictions(result, measured, setup), schedules, base_rows)
+    worse = _print_predictions(predictions(result, measured, setup), schedules, result.base_rows)
     warnings = list(result.warnings)
     if worse:
         # A fit must never make the base profile's answer worse: the rows it was given cannot show
