@@ -38,6 +38,7 @@ import collections
 import contextlib
 import csv
 import datetime
+import io
 import os
 import platform
 import shlex
@@ -61,6 +62,7 @@ from calibration import ladder_model as lmodel  # noqa: E402
 from calibration.trace_kernels import (  # noqa: E402
     class_totals, cpu_kernels, gpu_kernels, kernel_class, per_layer, signature,
 )
+from laddersim.calibrate.fit_context import atomic_write  # noqa: E402
 from laddersim.errors import UserInputError  # noqa: E402
 from laddersim.io_write import lock_run_dir  # noqa: E402
 from laddersim.model_shape import load_model_shape  # noqa: E402
@@ -93,27 +95,23 @@ def trace_point(model, comm, schedule: str, batch: int, pos: int, compiled: bool
     tok = torch.zeros(batch, 1, dtype=torch.long, device=device)
     new = torch.empty(batch, TIMED_WARMUP_STEPS + 2 * steps, dtype=torch.long, device=device)
     input_pos = torch.tensor([pos], device=device)
-    i = 0
+    taken = [0, tok]  # steps run so far, the last token
+
+    def run_steps(count: int) -> None:  # decode steps, each at position ``pos`` (the same KV length)
+        for _ in range(count):
+            taken[1] = lb.step(fn, taken[1], input_pos, new, taken[0])
+            taken[0] += 1
+            input_pos.fill_(pos)
+        sync()
+
     with torch.no_grad():
-        for _ in range(TIMED_WARMUP_STEPS):
-            tok = lb.step(fn, tok, input_pos, new, i)
-            i += 1
-            input_pos.fill_(pos)
-        sync()
+        run_steps(TIMED_WARMUP_STEPS)
         start = time.perf_counter()
-        for _ in range(steps):
-            tok = lb.step(fn, tok, input_pos, new, i)
-            i += 1
-            input_pos.fill_(pos)
-        sync()
+        run_steps(steps)
         step_us = (time.perf_counter() - start) / steps * 1e6
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
         with profile(activities=activities) as prof:
-            for _ in range(steps):
-                tok = lb.step(fn, tok, input_pos, new, i)
-                i += 1
-                input_pos.fill_(pos)
-            sync()
+            run_steps(steps)
     kernels = gpu_kernels(prof) if cuda else cpu_kernels(prof)
     totals: dict[str, list[float]] = {}
     for name, us in kernels:
@@ -194,8 +192,8 @@ def make_config(args: argparse.Namespace) -> dict:
         except UserInputError as exc:
             raise UserInputError(f"--predict: {str(exc).removeprefix('hardware: ')}") from None
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    return {"predict": predict,"shape": shape, "tp": args.tp, "batches": _ints("--batch", args.batch), "schedules": schedules,
-            "layers": layers, "max_seq": args.max_seq, "pos": args.pos, "steps": args.steps,
+    return {"predict": predict, "shape": shape, "tp": args.tp, "batches": _ints("--batch", args.batch),
+            "schedules": schedules, "layers": layers, "max_seq": args.max_seq, "pos": args.pos, "steps": args.steps,
             "compiled": not args.eager, "cudagraphs": not args.no_cudagraphs, "device": device, "sdpa": args.sdpa,
             "dtype": args.dtype or ("bfloat16" if device == "cuda" else "float32"), "out": Path(args.out)}
 
@@ -208,12 +206,11 @@ def _read(path: Path) -> list[dict]:
 
 
 def _write(path: Path, fields: Sequence[str], rows: list[dict]) -> None:
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(fields))
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(tmp, path)
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=list(fields))
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write(path, text.getvalue())  # whole or not at all: an interrupted write leaves the last table
 
 
 def _key(row: dict) -> tuple:
@@ -280,7 +277,7 @@ def run(cfg: dict, argv: Sequence[str]) -> list[str]:
     for i, (schedule, batch, layers) in enumerate(points, 1):
         base = {"device": cfg["device"], "mode": mode, "sdpa": cfg["sdpa"], "tp": cfg["tp"], "schedule": schedule,
                 "batch": batch, "layers": layers}
-        if _key({k: str(v) for k, v in base.items()}) in done:
+        if _key(base) in done:
             continue
         t0 = time.perf_counter()
         shape = cfg["shape"].model_copy(update={"n_layers": layers})
@@ -289,17 +286,18 @@ def run(cfg: dict, argv: Sequence[str]) -> list[str]:
         with _sdpa_backend(cfg["sdpa"]):
             kernels, step_us = trace_point(model, comm, schedule, batch, cfg["pos"], cfg["compiled"], cfg["steps"],
                                            device, cfg["cudagraphs"])
-        if cfg["device"] == "cuda" and sum(n for n, _ in kernels.values()) < layers:
-            log(f"WARNING {schedule} batch {batch}: {sum(n for n, _ in kernels.values())} kernels seen for {layers} "
-                "layer(s): the profiler may not see this CUDA build's graph replays; rerun with --no-cudagraphs")
+        seen = sum(n for n, _ in kernels.values())
+        if cfg["device"] == "cuda" and seen < layers:
+            log(f"WARNING {schedule} batch {batch}: {seen} kernels seen for {layers} layer(s): the profiler may "
+                "not see this CUDA build's graph replays; rerun with --no-cudagraphs")
         del model
         kernel_rows += [{**base, "kernel": k, "kernel_class": kernel_class(k), "calls_per_step": n,
                          "us_per_step": round(us, 3)} for k, (n, us) in sorted(kernels.items())]
         _write(out / "kernels.csv", FIELDS_KERNELS, kernel_rows)
         steps_rows.append({**base, "step_us": round(step_us, 3)})
         _write(out / "steps.csv", (*base, "step_us"), steps_rows)
-        log(f"{i}/{len(points)} {schedule} batch {batch} {layers} layer(s): {sum(n for n, _ in kernels.values())} "
-            f"kernels, step {step_us:.1f} us ({time.perf_counter() - t0:.0f} s)")
+        log(f"{i}/{len(points)} {schedule} batch {batch} {layers} layer(s): {seen} kernels, step {step_us:.1f} us "
+            f"({time.perf_counter() - t0:.0f} s)")
     return _summarise(out, kernel_rows, steps_rows, cfg, mode)
 
 
@@ -324,12 +322,12 @@ def _summarise(out: Path, kernel_rows: list[dict], steps_rows: list[dict], cfg: 
     layer_rows, class_rows, summary = [], [], []
     for schedule in cfg["schedules"]:
         for batch in cfg["batches"]:
-            keys = [(cfg["device"], mode, cfg["sdpa"], str(cfg["tp"]), schedule, str(batch), str(n)) for n in (lo, hi)]
+            base = {"device": cfg["device"], "mode": mode, "sdpa": cfg["sdpa"], "tp": cfg["tp"], "schedule": schedule,
+                    "batch": batch}
+            keys = [_key({**base, "layers": n}) for n in (lo, hi)]
             if not all(k in step_of for k in keys):
                 continue
             one, regular = per_layer(by_point[keys[0]], by_point[keys[1]], hi - lo)
-            base = {"device": cfg["device"], "mode": mode, "sdpa": cfg["sdpa"], "tp": cfg["tp"], "schedule": schedule,
-                    "batch": batch}
             layer_rows += [{**base, "kernel": k, "kernel_class": kernel_class(k), "calls_per_layer": round(c, 3),
                             "us_per_layer": round(u, 3)} for k, (c, u) in one.items()]
             totals = class_totals(one)
