@@ -1,14 +1,14 @@
 """The event orders of one program, kept as a tree; a run replayed along it without SimPy.
 
-A ``Tape`` (``laddersim.engine.replay``) is one run's event order: the starts, and at each
+A ``Tape`` (``laddersim.engine.tape``) is one run's event order: the starts, and at each
 completion its outcome (which activities finished, and whether at the previous completion's clock
 reading). Everything the engine does up to a completion depends on the durations only through the
 outcomes before it, so runs of one program whose outcomes agree up to a completion have started
 the same activities by then and hold the same state: their tapes share that prefix. The tree
 keeps each prefix once. A node is the stretch between two completions: the activities started
 there, then a completion, whose outcome picks the child. A replay walks from the root, doing the
-engine's arithmetic (the same floating-point operations in the same order as ``_rates`` and the
-engine's fluid) and following at each completion the child of the outcome it computed; so a run
+engine's arithmetic (the same floating-point operations in the same order as ``tape.running_rates`` and
+the engine's fluid) and following at each completion the child of the outcome it computed; so a run
 whose order is a branch never taken before still replays up to the point where it leaves the
 tree, and one that follows any kept branch replays whole, bit for bit the engine's result. Where
 it leaves the tree it returns None: the caller runs the engine and inserts the new tape.
@@ -24,8 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 from laddersim.engine.fluid import done_tolerance_s
-from laddersim.engine.replay import RATE, Tape, _rates
-from laddersim.engine.simulator import EngineResult
+from laddersim.engine.tape import RATE, Tape, running_rates
+from laddersim.engine.work import EngineResult
 
 
 class _Node:
@@ -130,11 +130,11 @@ class OrderTree:
         return child
 
     def _rates_of(self, running_id: int, compute_by_op: list, comm_by_op: list) -> list[float]:
-        """Rates of a running set (in start order), by ``laddersim.engine.replay._rates``."""
+        """Rates of a running set (in start order), by ``laddersim.engine.tape.running_rates``."""
         acts = [[0, 0.0, 1.0, is_comm, ranks, links, compute_by_op[op] if is_comm else 0.0,
                  comm_by_op[op] if is_comm else 0.0]
                 for op, ranks, links, is_comm in self.running_sets[running_id]]
-        _rates(acts, self.n_ranks == 1)
+        running_rates(acts, self.n_ranks == 1)
         return [a[RATE] for a in acts]
 
     def replay(self, durations_s: np.ndarray, compute_slowdown, comm_slowdown) -> EngineResult | None:
@@ -172,7 +172,7 @@ class OrderTree:
             if rates is None:
                 rates = rates_by_class[rate_class] = self._rates_of(representative[rate_class], compute_by_op,
                                                                     comm_by_op)
-            # _rates' arithmetic, spelled out for one and two running activities (the usual cases):
+            # running_rates' arithmetic, spelled out for one and two running activities (the usual cases):
             # max(r, 0.0) is ``0.0 if 0.0 > r else r`` and min([a, b]) is ``b if b < a else a``.
             serials = node.serials
             if len(remaining) == 1:

@@ -29,26 +29,8 @@ import numpy as np
 import simpy
 
 from laddersim.engine.fluid import Activity, Fluid, done_tolerance_s
-
-
-@dataclass
-class RankWork:
-    """What one rank runs: streams and deps per op, standalone durations, its collective group."""
-
-    streams: Sequence[str]  # "compute" or "comm" per op
-    deps: Sequence[tuple[int, ...]]  # cross-stream dependencies per op
-    durations_s: np.ndarray  # standalone seconds per op
-    group: int = 0  # collectives are matched by (group, op index)
-
-
-@dataclass
-class EngineResult:
-    start_s: np.ndarray  # (ranks, ops) when the op began running (collectives: all arrived)
-    end_s: np.ndarray  # (ranks, ops)
-    ready_s: np.ndarray  # (ranks, ops) when the op's stream reached it with deps met
-    signature: tuple = ()
-    events: int = 0
-    tape: object = None  # laddersim.engine.replay.Tape when recorded
+from laddersim.engine.tape import Tape
+from laddersim.engine.work import EngineResult, RankWork  # noqa: F401  (re-exported: the engine's API)
 
 
 class _Clock:
@@ -186,7 +168,5 @@ def run_engine(
     at = np.array(clock.times)
     tape = None
     if record_tape:
-        from laddersim.engine.replay import Tape
-
         tape = Tape.of(clock.tape, moments, tuple(signature), clock.timeouts)
     return EngineResult(at[moments[1]], at[moments[2]], at[moments[0]], tuple(signature), clock.timeouts, tape)
