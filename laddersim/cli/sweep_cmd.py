@@ -35,6 +35,7 @@ _OVERRIDE_HELP = {
     "inter_latency_scale": "x inter-node AllReduce latency",
     "inter_latency_us": "inter-node (network tier) latency across the nodes, us",
     "nics_per_node": "NICs per node (a NIC per GPU at most; fewer share the inter-node traffic)",
+    "gpus_per_node": "GPUs per node (whole numbers; a TP group larger than a node spans nodes)",
     "compute_slowdown": "GEMM slowdown while an AllReduce runs (fraction)",
     "comm_slowdown": "AllReduce slowdown while compute runs (fraction of its whole time)",
 }

@@ -1,15 +1,16 @@
 """What-if variants of a profile: scale or set interconnect bandwidth and latency, NIC count,
-interference. Returns a new frozen profile; the original is untouched."""
+interference, GPUs per node. Returns a new frozen profile; the original is untouched."""
 
 from __future__ import annotations
 
 from laddersim.errors import UserInputError
+from laddersim.hardware.node_size import with_gpus_per_node
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.hardware.sourced import Sourced
 
 OVERRIDE_KEYS = (
     "intra_bandwidth_scale", "intra_latency_scale", "inter_bandwidth_scale", "inter_latency_scale",
-    "nics_per_node", "compute_slowdown", "comm_slowdown",
+    "nics_per_node", "compute_slowdown", "comm_slowdown", "gpus_per_node",
 )
 
 
@@ -23,11 +24,15 @@ def with_overrides(profile: HardwareProfile, **overrides) -> HardwareProfile:
     (a measured per-size curve keeps only the other fraction, and a ``compute_slowdown`` drops
     NCCL's channel rule, which would scale it down for small collectives); a ``comm_slowdown``
     stretches the whole collective, whichever part the profile's own fraction stretched.
+    ``gpus_per_node`` repacks the same GPUs into nodes of that many (applied first; the intra-node
+    fits that still hold are kept, see ``laddersim.hardware.node_size``).
     """
     unknown = set(overrides) - set(OVERRIDE_KEYS)
     if unknown:
         raise UserInputError(f"override: unknown {sorted(unknown)}; allowed: {', '.join(OVERRIDE_KEYS)}")
     overrides = {k: v for k, v in overrides.items() if v is not None}
+    if "gpus_per_node" in overrides:
+        profile = with_gpus_per_node(profile, overrides.pop("gpus_per_node"))
     for key, value in overrides.items():
         if not isinstance(value, (int, float)) or value < 0 or (key.endswith("bandwidth_scale") and value == 0):
             raise UserInputError(f"override: {key} must be a positive number, got {value!r}")

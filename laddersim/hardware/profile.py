@@ -24,6 +24,7 @@ from laddersim.config_files import build, read_yaml_mapping
 from laddersim.errors import UserInputError
 from laddersim.hardware.comm_specs import CollectiveSpec, InterferenceSpec, NetworkSpec, TierFit, WhatIf
 from laddersim.hardware.compute_specs import FrameworkSpec, GpuSpec, HostOverheadSpec, NodeSpec
+from laddersim.hardware.node_size import fits_mapping_for_node
 from laddersim.hardware.sourced import FROZEN_CONFIG, MeasuredTable
 from laddersim.hardware.table_files import file_identity, read_table_arrays, read_table_csv
 from laddersim.resources import resource_path
@@ -158,17 +159,56 @@ def _merged(base: dict, changes: dict) -> dict:
     return out
 
 
+# Where a profile names measured tables (relative to its own folder).
+TABLE_LISTS = (("collectives", "tables"), ("collectives", "allgather_tables"), ("gpu", "gemm_tables"))
+
+
+def _tables_from(mapping: dict, folder: Path) -> dict:
+    """``mapping`` with its relative table paths made absolute against ``folder``: a base profile's
+    tables stay its own wherever the profile extending it lives."""
+    out = dict(mapping)
+    for section, key in TABLE_LISTS:
+        part = out.get(section)
+        if not isinstance(part, dict) or not isinstance(part.get(key), list):
+            continue
+        tables = [{**t, "file": str((folder / t["file"]).resolve())}
+                  if isinstance(t, dict) and isinstance(t.get("file"), str) and not Path(t["file"]).is_absolute()
+                  else t for t in part[key]]
+        out[section] = {**part, key: tables}
+    return out
+
+
+def _base_path(base_name: str, folder: Path) -> Path:
+    """The profile ``extends:`` names: a path relative to the extending file, else as ``_resolve``."""
+    near = folder / base_name
+    if near.suffix in (".yaml", ".yml") and near.exists():
+        return near
+    return _resolve(base_name)
+
+
 def read_profile_mapping(path: Path, seen: tuple[Path, ...] = ()) -> dict:
-    """A profile file's mapping; ``extends: NAME`` takes a named profile as its base (the same machine
-    on another fabric restates only what differs)."""
+    """A profile file's mapping; ``extends: NAME`` takes a named profile (or a path, relative to the
+    file) as its base: the same machine on another fabric or node size restates only what
+    differs. The base's table paths stay relative to the base's folder. A derived profile that
+    changes ``node.gpus_per_node`` without restating ``collectives.intra_node_fits`` keeps the
+    base's fits that still hold (``laddersim.hardware.node_size``)."""
     raw = read_yaml_mapping(path, "hardware")
     base_name = raw.pop("extends", None)
     if base_name is None:
         return raw
-    base_path = _resolve(str(base_name))
+    base_path = _base_path(str(base_name), path.parent)
     if base_path.resolve() in seen or base_path.resolve() == path.resolve():
         raise UserInputError(f"hardware {path.name}: extends: {base_name} extends itself; allowed: another profile")
-    return _merged(read_profile_mapping(base_path, seen + (path.resolve(),)), raw)
+    base = read_profile_mapping(base_path, seen + (path.resolve(),))
+    if base_path.resolve().parent != path.resolve().parent:
+        base = _tables_from(base, base_path.resolve().parent)
+    merged = _merged(base, raw)
+    restated = isinstance(raw.get("collectives"), dict) and "intra_node_fits" in raw["collectives"]
+    base_node, node = base.get("node"), merged.get("node")
+    if not restated and isinstance(base_node, dict) and isinstance(node, dict):
+        merged = fits_mapping_for_node(merged, str(base.get("name", base_name)), base_node.get("gpus_per_node"),
+                                       node.get("gpus_per_node"))
+    return merged
 
 
 def load_profile(name_or_path: str | Path) -> HardwareProfile:

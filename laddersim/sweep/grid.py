@@ -32,7 +32,7 @@ _FROZEN = ConfigDict(frozen=True, extra="forbid")
 OVERRIDE_COLUMNS = (
     "intra_bandwidth_scale", "intra_bandwidth_gbps", "intra_latency_scale", "intra_latency_us",
     "inter_bandwidth_scale", "inter_bandwidth_gbps", "inter_latency_scale", "inter_latency_us",
-    "nics_per_node", "compute_slowdown", "comm_slowdown",
+    "nics_per_node", "compute_slowdown", "comm_slowdown", "gpus_per_node",
 )
 # (scale key, set key): two ways to say the same thing, so a grid may use only one of them.
 EXCLUSIVE_PAIRS = (
@@ -65,6 +65,7 @@ class Overrides(BaseModel):
     nics_per_node: list[float] | None = None
     compute_slowdown: list[float] | None = None  # fraction, see InterferenceSpec
     comm_slowdown: list[float] | None = None
+    gpus_per_node: list[float] | None = None  # GPUs per node (whole numbers; laddersim.hardware.node_size)
 
     @field_validator("*", mode="before")
     @classmethod
@@ -78,11 +79,13 @@ class Overrides(BaseModel):
             return values
         if not values:
             raise ValueError("must list at least one value")
-        strictly_positive = "bandwidth" in info.field_name or info.field_name == "nics_per_node"
+        strictly_positive = "bandwidth" in info.field_name or info.field_name.endswith("_per_node")
         maximum = override_maximum(info.field_name)
         for value in values:
             if not (value > 0 if strictly_positive else value >= 0) or not value <= maximum:
                 raise ValueError(f"must be {'> 0' if strictly_positive else '>= 0'} and <= {maximum:g}, got {value}")
+            if info.field_name == "gpus_per_node" and value != int(value):
+                raise ValueError(f"must be whole numbers of GPUs, got {value}")
         return [float(v) for v in values]
 
     @model_validator(mode="after")

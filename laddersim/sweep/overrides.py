@@ -9,6 +9,9 @@ TP group (``laddersim.costs.nominal.group_nominal``), so the set value is the on
 * ``inter_bandwidth_gbps`` / ``inter_latency_us``: the network tier's bus bandwidth, and its
   latency across the group's nodes.
 
+``gpus_per_node`` passes through unchanged; the set columns are converted against the profile with
+that node size (the number they replace depends on how the group is laid out across nodes).
+
 A set value that cannot matter for the point (an inter-node one when the group fits one node)
 is converted against the profile's own tier number instead; it changes nothing either way. Any
 what-if scale already in the profile is taken into account.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 from laddersim.costs.nominal import NoEffect, group_nominal
 from laddersim.errors import UserInputError
+from laddersim.hardware.node_size import with_gpus_per_node
 from laddersim.hardware.profile import HardwareProfile
 
 # set column -> the scale column it becomes
@@ -50,6 +54,9 @@ def override_scales(profile: HardwareProfile, overrides: dict[str, float | None]
     """Keyword arguments for ``with_overrides`` at a TP group of ``tp``: set columns converted,
     unset columns dropped."""
     out: dict[str, float] = {}
+    gpus_per_node = overrides.get("gpus_per_node")
+    if gpus_per_node is not None and gpus_per_node == gpus_per_node:
+        profile = with_gpus_per_node(profile, gpus_per_node)
     for key, value in overrides.items():
         if value is None or value != value:  # None or NaN: not swept
             continue

@@ -17,6 +17,7 @@ SCENARIO_COLUMNS = ("model", "hardware", "tp", "batch", "prompt_len", "gen_len",
                     "kv_reads")
 # Every input of a point, in table order; the result table is sorted by these.
 INPUT_COLUMNS = SCENARIO_COLUMNS + OVERRIDE_COLUMNS
+KEYED_IF_SET = ("gpus_per_node",)
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,8 @@ class Point:
 
 def point_key(inputs: dict) -> str:
     # Serving columns join the key only where present, so other points keep their keys.
-    text = json.dumps([[c, inputs[c]] for c in INPUT_COLUMNS]
+    # So do the override columns added later (KEYED_IF_SET) where set: older stores keep their keys.
+    text = json.dumps([[c, inputs[c]] for c in INPUT_COLUMNS if c not in KEYED_IF_SET or inputs[c] is not None]
                       + [[c, inputs[c]] for c in SERVING_COLUMNS if c in inputs], separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
