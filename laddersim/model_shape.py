@@ -31,6 +31,10 @@ class ModelShape(BaseModel):
     head_dim: int = Field(default=0, ge=0, le=1 << 16, description="0 means dim // n_heads")
     tie_embeddings: bool = False
     max_position_embeddings: int = Field(default=0, ge=0, le=1 << 30, description="context length; 0 = unknown")
+    # Sliding-window attention (Mistral): each position attends to the last ``sliding_window``
+    # ones. laddersim prices full attention, which is the same while a sequence fits the window;
+    # a longer one is refused (``check_window``). 0: full attention.
+    sliding_window: int = Field(default=0, ge=0, le=1 << 30, description="0 = full attention")
 
     @model_validator(mode="after")
     def _check(self) -> "ModelShape":
@@ -116,6 +120,17 @@ class ModelShape(BaseModel):
         if (warning := self.context_warning(prompt_len, gen_len)) is not None:
             print(warning, file=sys.stderr)
 
+    def check_window(self, prompt_len: int, gen_len: int, where: str = "prompt-len + gen-len") -> None:
+        """Raise UserInputError where a sequence of ``prompt_len + gen_len`` tokens outgrows the
+        model's sliding attention window: beyond it the window, not the sequence, bounds what each
+        token attends to, which the full-attention costs do not price."""
+        tokens = prompt_len + gen_len
+        if self.sliding_window and tokens > self.sliding_window:
+            raise UserInputError(
+                f"model: {where} = {tokens} tokens exceed the {self.sliding_window}-token sliding_window of "
+                f"{self.name}; laddersim prices full attention, the same only within the window; "
+                f"allowed: up to {self.sliding_window} tokens per sequence")
+
     def kv_bytes_per_token_per_rank(self, tp: int, dtype_bytes: int) -> int:
         """KV-cache bytes one token adds on one rank, over all layers (K and V)."""
         return 2 * self.n_layers * self.kv_heads_per_rank(tp) * self.head_dim * dtype_bytes
@@ -146,6 +161,13 @@ _HF_FIELDS = {
     "vocab_size": "vocab_size",
 }
 
+# Hugging Face architectures whose decoder is the shape priced here (RMSNorm, RoPE, GQA attention,
+# SwiGLU MLP): Llama; Mistral (the same, with a sliding window in v0.1); Qwen2 (the same, plus QKV
+# biases, one fused add each, not priced). Their ``model_type`` values, for configs without
+# ``architectures``.
+SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")
+_SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2")
+
 # Keys with which Hugging Face configs of mixture-of-experts models give their expert count
 # (Mixtral, Qwen-MoE / OLMoE, DeepSeek).
 _MOE_FIELDS = ("num_local_experts", "num_experts", "n_routed_experts")
@@ -157,8 +179,41 @@ def config_file_name(path: str | Path) -> str:
     return path.parent.name if path.name == "config.json" and path.parent.name else path.stem
 
 
+def _check_architecture(raw: dict, path: Path) -> None:
+    """Refuse, in one line, a config whose ``architectures`` (or, without them, ``model_type``) is
+    not a decoder laddersim prices."""
+    allowed = f"allowed: {', '.join(SUPPORTED_ARCHITECTURES)}"
+    names = raw.get("architectures")
+    if names is not None:
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            raise UserInputError(f"model: {path}: architectures: {names!r} is not a list of names; {allowed}")
+        other = [n for n in names if n not in SUPPORTED_ARCHITECTURES]
+        if other:
+            raise UserInputError(f"model: {path}: architectures: {', '.join(other)} is not a Llama-like decoder "
+                                 f"laddersim prices; {allowed}")
+        return
+    kind = raw.get("model_type")
+    if kind is not None and kind not in _SUPPORTED_MODEL_TYPES:
+        raise UserInputError(f"model: {path}: model_type: {kind!r} is not a Llama-like decoder laddersim prices; "
+                             f"{allowed} (model_type {', '.join(_SUPPORTED_MODEL_TYPES)})")
+
+
+def _sliding_window(raw: dict, path: Path) -> int:
+    """The config's attention window in tokens; 0 where attention is full (no ``sliding_window``,
+    null, or Qwen2's ``use_sliding_window: false``)."""
+    window = raw.get("sliding_window")
+    if window is None or raw.get("use_sliding_window") is False:
+        return 0
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise UserInputError(f"model: {path}: sliding_window: {window!r} is not a positive integer; "
+                             "allowed: a positive integer, or null for full attention")
+    return window
+
+
 def from_hf_config(path: str | Path) -> ModelShape:
-    """Read a Llama-style Hugging Face ``config.json``; other keys in the file are ignored."""
+    """Read a Llama-style Hugging Face ``config.json`` (``SUPPORTED_ARCHITECTURES``; others are
+    refused). Keys that change the cost are read or refused: ``sliding_window``, mixture-of-experts
+    counts; the rest (``rope_theta``, ``rms_norm_eps``, ...) change no time and are ignored."""
     path = Path(path)
     raw = read_json(path, "model")
     if not isinstance(raw, dict):
@@ -168,6 +223,7 @@ def from_hf_config(path: str | Path) -> ModelShape:
         key, count = next(iter(experts.items()))
         raise UserInputError(f"model: {path} describes a mixture-of-experts model ({key} {count}); laddersim "
                              "models dense Llama-style decoders (allowed: configs without routed experts)")
+    _check_architecture(raw, path)
     name = raw.get("_name_or_path")
     fields: dict = {"name": name if isinstance(name, str) and name else config_file_name(path)}
     for hf_key, ours in _HF_FIELDS.items():
@@ -180,6 +236,9 @@ def from_hf_config(path: str | Path) -> ModelShape:
         fields["head_dim"] = raw["head_dim"]
     if raw.get("max_position_embeddings") is not None:
         fields["max_position_embeddings"] = raw["max_position_embeddings"]
+    window = _sliding_window(raw, path)
+    if window:
+        fields["sliding_window"] = window
     tie = raw.get("tie_word_embeddings", False)
     if not isinstance(tie, bool):
         raise UserInputError(f"model: {path}: tie_word_embeddings: {tie!r} is not a boolean; allowed: true, false")

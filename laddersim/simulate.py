@@ -344,4 +344,5 @@ def make_scenario(model, hardware, tp: int, batch: int, prompt_len: int, gen_len
         raise UserInputError(f"{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
     parse_schedule(schedule, shape.n_layers)
     profile.gpu.peak_flops_per_s_for(work.dtype)  # a dtype this GPU cannot run is one error line now
+    shape.check_window(work.prompt_len, work.gen_len)
     return Scenario(shape, profile, work, tp, schedule)

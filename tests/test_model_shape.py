@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from laddersim.errors import UserInputError
-from laddersim.model_shape import PRESETS, load_model_shape
+from laddersim.model_shape import PRESETS, ModelShape, load_model_shape
 
 
 @pytest.mark.parametrize("name,billions", [("llama-3.1-8b", 8.03), ("llama-3.1-70b", 70.55), ("llama-3.1-405b", 405.85)])
@@ -73,3 +77,72 @@ def test_mixture_of_experts_and_zero_kv_heads_are_refused(tmp_path):
     path.write_text(json.dumps({k: v for k, v in QWEN_LIKE.items() if k != "num_key_value_heads"}))
     assert load_model_shape(path).n_kv_heads == 28  # no GQA field: one KV head per query head
     assert load_model_shape(tmp_path).name == tmp_path.name  # a config.json is named after its folder
+
+
+SMALL_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "small-4l-512" / "config.json"
+
+
+def _config(tmp_path, name, **changes):
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**json.loads(SMALL_CONFIG.read_text()), **changes}))
+    return folder / "config.json"
+
+
+def test_a_sliding_window_is_priced_within_it_and_refused_beyond_in_one_line(tmp_path):
+    from laddersim.api import simulate
+
+    windowed = _config(tmp_path, "mistral", architectures=["MistralForCausalLM"], sliding_window=1024)
+    full = _config(tmp_path, "llama")
+    assert load_model_shape(windowed).sliding_window == 1024 and load_model_shape(full).sliding_window == 0
+    # Within the window, windowed attention is full attention: the same times.
+    a = simulate(windowed, "h100-sxm-nvswitch", tp=2, prompt_len=512, gen_len=512)
+    b = simulate(full, "h100-sxm-nvswitch", tp=2, prompt_len=512, gen_len=512)
+    assert list(a.tokens_per_s) == list(b.tokens_per_s)
+    # Beyond it the window, not the sequence, bounds attention: refused, one line, exit 2.
+    run = subprocess.run([sys.executable, "-m", "laddersim", "simulate", "--model", str(windowed), "--hardware",
+                          "h100-sxm-nvswitch", "--tp", "2", "--prompt-len", "512", "--gen-len", "1024"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.splitlines() == [
+        "error: model: prompt-len + gen-len = 1536 tokens exceed the 1024-token sliding_window of mistral; laddersim "
+        "prices full attention, the same only within the window; allowed: up to 1024 tokens per sequence"]
+    # Qwen2 configs carry a window they do not use.
+    unused = _config(tmp_path, "qwen", architectures=["Qwen2ForCausalLM"], sliding_window=1024,
+                     use_sliding_window=False)
+    assert load_model_shape(unused).sliding_window == 0
+    with pytest.raises(UserInputError, match="sliding_window: 'big' is not a positive integer"):
+        load_model_shape(_config(tmp_path, "bad", sliding_window="big"))
+
+
+def test_a_serving_request_beyond_the_window_is_refused():
+    from laddersim.serving.arrivals import Requests
+
+    shape = ModelShape(name="m", n_layers=2, dim=256, n_heads=4, n_kv_heads=4, intermediate_size=512,
+                       vocab_size=1000, sliding_window=100)
+    shape.check_window(60, 40)
+    with pytest.raises(UserInputError, match="a request's prompt"):
+        from laddersim.serving.run import ServingOptions, serve, serving_scenario
+        requests = Requests(np.array([0.0, 1.0]), np.array([10, 90]), np.array([5, 20]))
+        serve(serving_scenario(shape, "h100-sxm-nvswitch", 1, "standard"), requests, ServingOptions())
+
+
+@pytest.mark.parametrize("changes, named", [
+    ({"architectures": ["GPT2LMHeadModel"]}, "architectures: GPT2LMHeadModel"),
+    ({"architectures": ["Gemma2ForCausalLM"]}, "architectures: Gemma2ForCausalLM"),
+    ({"architectures": "LlamaForCausalLM"}, "architectures: 'LlamaForCausalLM' is not a list of names"),
+    ({"architectures": None, "model_type": "phi3"}, "model_type: 'phi3'"),
+])
+def test_an_unknown_architecture_is_refused_naming_the_supported_ones(tmp_path, changes, named):
+    path = _config(tmp_path, "other", **changes)
+    with pytest.raises(UserInputError) as info:
+        load_model_shape(path)
+    message = str(info.value)
+    assert named in message and "\n" not in message
+    assert message.endswith("allowed: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM") or \
+        "allowed: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (model_type llama, mistral, qwen2)" in message
+
+
+@pytest.mark.parametrize("architecture", ["LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"])
+def test_the_supported_architectures_load(tmp_path, architecture):
+    assert load_model_shape(_config(tmp_path, "ok", architectures=[architecture])).n_layers == 4

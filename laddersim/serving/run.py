@@ -56,6 +56,10 @@ def timer_for(scenario: Scenario, options: ServingOptions) -> IterationTimer:
 
 
 def serve(scenario: Scenario, requests: Requests, options: ServingOptions, progress: bool = False) -> ServingResult:
+    if len(requests):  # the longest request within the model's attention window, if it has one
+        longest = int((requests.prompt_len + requests.output_len).argmax())
+        scenario.model.check_window(int(requests.prompt_len[longest]), int(requests.output_len[longest]),
+                                    where="a request's prompt + output length")
     timer = timer_for(scenario, options)
     run = simulate_replica(timer, requests, options, kv_block_count(scenario, options), progress,
                            label=f"serving {scenario.schedule}")
