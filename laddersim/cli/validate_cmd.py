@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import pandas as pd
 
@@ -12,15 +13,9 @@ from laddersim.errors import DoesNotFitError, UserInputError
 from laddersim.io_write import check_output
 from laddersim.simulate import make_scenario, simulate
 from laddersim.tables import format_table
-from laddersim.validation.core import (
-    MODEL_P2P,
-    ValidationSetup,
-    error_summary,
-    read_measured_tables,
-    setting_columns,
-    validate,
-    with_model_p2p,
-)
+from laddersim.validation.core import ValidationSetup, error_summary, read_measured_tables, validate
+from laddersim.validation.labels import MODEL_P2P, setting_columns, with_model_p2p
+from laddersim.validation.p2p_pairs import p2p_off_pairs, pair_summary
 from laddersim.validation.report import write_report
 
 
@@ -29,6 +24,9 @@ def register(sub) -> None:
     p.add_argument("measured", nargs="*", help="CSVs with model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,"
                    "tokens_per_s (several tables are validated together)")
     p.add_argument("--hardware", default="h100-sxm-nvswitch", help="profile for rows with p2p=on")
+    p.add_argument("--models", default=None, metavar="DIR",
+                   help="folder of <name>.json model configs the tables' model column names "
+                        "(default: models/ beside each table)")
     add_measured_workload_args(p)
     p.add_argument("--report", "--out", dest="out", default="reports/validation",
                    help="report directory (default reports/validation; --out is the older name)")
@@ -41,7 +39,9 @@ def run(args: argparse.Namespace) -> int:
     if any(not m.strip() for m in args.measured):
         raise UserInputError("measured: '' is not a path; allowed: CSV files, or nothing for the built-in table")
     check_output(args.out, "report", "dir")  # before any simulation, not after it
-    measured = read_measured_tables(args.measured)
+    if args.models is not None and not Path(args.models).is_dir():
+        raise UserInputError(f"models: {args.models} is not a folder; allowed: a folder of <name>.json model configs")
+    measured = read_measured_tables(args.measured, args.models)
     frame = validate(measured, setup, on_start=lambda n: print(f"validating {n} rows ...", file=sys.stderr))
     tp1 = _tp1_check(frame, setup)
     command = invoked_command("validate")
@@ -55,6 +55,12 @@ def run(args: argparse.Namespace) -> int:
     print()
     summary = pd.concat([error_summary(frame), error_summary(with_model_p2p(frame), MODEL_P2P)], ignore_index=True)
     print(summary.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    pairs = p2p_off_pairs(frame)
+    if len(pairs):
+        figures = pair_summary(pairs)
+        print(f"\nP2P-off extra decode time, {figures['pairs']} on/off pairs ({figures['scored_pairs']} where it is "
+              f">= 3% of the P2P-on decode): median error {figures['extra_decode_median_abs_err_pct']:.1f}%, "
+              f"worst {figures['extra_decode_worst_abs_err_pct']:.1f}%")
     print(f"\nreport: {path}", file=sys.stderr)
     return 0
 

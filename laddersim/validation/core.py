@@ -4,6 +4,10 @@ The measured table has the columns of the paper's figure
 (``model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s``) and optionally a
 ``hardware`` column. Without it, rows with ``p2p = on`` use the ``hardware`` profile and rows
 with ``p2p = off`` the ``hardware_p2p_off`` profile (NCCL_P2P_DISABLE=1 on the same machine).
+An optional ``framework`` column names each row's framework (``laddersim/data/frameworks``; blank:
+the setup's). A model that is neither a preset nor a path is looked up as ``<name>.json`` in the
+models folder (``--models DIR``; default: ``models/`` beside the table), and optional
+``prefill_s`` / ``decode_s`` columns are compared with the predicted phase times.
 """
 
 from __future__ import annotations
@@ -19,20 +23,21 @@ import pandas as pd
 
 from laddersim.costs.memory_fit import check_fits
 from laddersim.errors import UserInputError
+from laddersim.framework import framework_names
 from laddersim.resources import data_path
 from laddersim.io_read import read_text
 from laddersim.workload import DTYPE_BYTES
 from laddersim.hardware.profile import HardwareProfile, load_profile
 from laddersim.simulate import make_scenario, simulate
+from laddersim.validation.labels import MODEL_P2P, OTHER_SETTING, setting_columns, with_model_p2p  # noqa: F401
 
 BUILTIN_MEASURED = data_path("validation", "ladder_70b_tp_sweep.csv")
 REQUIRED_COLUMNS = ("model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "tokens_per_s")
 INTEGER_COLUMNS = ("tp", "nodes", "batch", "prompt_len", "gen_len")
 # A measured setting; ``hardware`` and ``dtype`` count where the table has them (ladder_bench
 # writes dtype: a float32 and a bfloat16 run of one setting are two settings).
-SETTING = ["model", "hardware", "tp", "nodes", "batch", "prompt_len", "gen_len", "dtype"]
-# The setting columns a figure panel or a trend holds fixed besides TP, batch and P2P.
-OTHER_SETTING = ["model", "prompt_len", "gen_len", "dtype"]
+SETTING = ["model", "hardware", "framework", "tp", "nodes", "batch", "prompt_len", "gen_len", "dtype"]
+MODELS_FOLDER = "models"  # beside a measured table: config.json files its model column names
 
 
 @dataclass(frozen=True)
@@ -47,8 +52,9 @@ class ValidationSetup:
     framework: str = "gpt-fast"  # the paper's benchmark
 
 
-def read_measured(path: str | Path | None = None) -> pd.DataFrame:
-    """The measured table (the built-in copy of the paper's 70B figure when ``path`` is None)."""
+def read_measured(path: str | Path | None = None, models_dir: str | Path | None = None) -> pd.DataFrame:
+    """The measured table (the built-in copy of the paper's 70B figure when ``path`` is None);
+    model names not a preset are looked up in ``models_dir`` (default: ``models/`` beside it)."""
     path = Path(path) if path else BUILTIN_MEASURED
     try:
         with warnings.catch_warnings():
@@ -77,7 +83,7 @@ def read_measured(path: str | Path | None = None) -> pd.DataFrame:
     tokens = pd.to_numeric(frame["tokens_per_s"], errors="coerce")
     if tokens.isna().any() or (tokens <= 0).any() or not np.isfinite(tokens).all():
         raise UserInputError(f"measured: {path}: tokens_per_s must be positive numbers (finite, > 0)")
-    for column in ("model", "schedule", "hardware"):  # text, even where a cell looks like a number
+    for column in ("model", "schedule", "hardware", "framework"):  # text, even where a cell looks like a number
         if column in frame.columns:
             frame[column] = [value if isinstance(value, str) or pd.isna(value) else str(value)
                              for value in frame[column]]
@@ -92,7 +98,13 @@ def read_measured(path: str | Path | None = None) -> pd.DataFrame:
         modes = ", ".join(sorted(frame["mode"].astype(str).unique()))
         raise UserInputError(f"measured: {path} mixes mode values ({modes}); validate one mode at a time "
                              "(a profile is simulated in its own timing regime, collectives.mode)")
-    frame["model"] = [_resolve_model(str(m), path) for m in frame["model"]]
+    if "framework" in frame.columns:
+        _check_frameworks(frame, path)
+    for column in ("prefill_s", "decode_s"):
+        if column in frame.columns:
+            frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    folder = Path(models_dir) if models_dir else path.parent / MODELS_FOLDER
+    frame["model"] = [_resolve_model(str(m), path, folder) for m in frame["model"]]
     keys = [c for c in SETTING + ["p2p", "schedule"] if c in frame.columns]
     later = frame.index[frame.duplicated(keys)]
     if len(later):
@@ -104,13 +116,13 @@ def read_measured(path: str | Path | None = None) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
-def read_measured_tables(paths: list[str | Path] | None) -> pd.DataFrame:
+def read_measured_tables(paths: list[str | Path] | None, models_dir: str | Path | None = None) -> pd.DataFrame:
     """Several measured tables as one (the built-in paper figure when none is given); columns one
     table lacks (``hardware``, ``dtype``) are blank in its rows. A setting measured in two tables is
     refused like a repeated row of one table."""
     if not paths:
         return read_measured()
-    frames = [read_measured(path) for path in paths]
+    frames = [read_measured(path, models_dir) for path in paths]
     if len(frames) == 1:
         return frames[0]
     frame = pd.concat(frames, ignore_index=True)
@@ -123,14 +135,16 @@ def read_measured_tables(paths: list[str | Path] | None) -> pd.DataFrame:
     return frame
 
 
-MODEL_P2P = "model_p2p"
-
-
-def with_model_p2p(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows with a ``model_p2p`` column (model and P2P setting), the groups issue 19 reports."""
-    from laddersim.validation.figure import model_label  # matplotlib: only when reporting
-
-    return frame.assign(**{MODEL_P2P: [f"{model_label(m)} p2p={p}" for m, p in zip(frame["model"], frame["p2p"])]})
+def _check_frameworks(frame: pd.DataFrame, path: Path) -> None:
+    """A ``framework`` column names a shipped framework in every row, or is blank (the setup's)."""
+    allowed = framework_names()
+    text = frame["framework"].astype("string").str.strip()
+    bad = text.notna() & (text != "") & ~text.isin(allowed)
+    if bad.any():
+        row = int(bad.to_numpy().nonzero()[0][0])
+        raise UserInputError(f"measured: framework in row {row + 1} of {path} is {str(text.iloc[row])!r}; "
+                             f"allowed: {', '.join(allowed)}, or blank for --framework")
+    frame["framework"] = [None if pd.isna(v) or not v else str(v) for v in text]
 
 
 def _check_dtypes(frame: pd.DataFrame, path: Path) -> None:
@@ -147,12 +161,20 @@ def _check_dtypes(frame: pd.DataFrame, path: Path) -> None:
     frame["dtype"] = text.astype(str)
 
 
-def _resolve_model(model: str, table: Path) -> str:
+def _resolve_model(model: str, table: Path, models_dir: Path) -> str:
     """A model that names a config.json relative to the measured table (as ``ladder_bench.py``
-    writes it) is read from there; presets and other paths are left as they are."""
+    writes it) is read from there; a bare name that is no preset, from ``models_dir/<name>.json``
+    (or ``models_dir/<name>/config.json``); presets and other paths are left as they are."""
+    from laddersim.model_shape import PRESETS
+
+    if model in PRESETS or Path(model).is_absolute() or Path(model).exists():
+        return model
     beside = table.parent / model
-    if not Path(model).is_absolute() and not Path(model).exists() and beside.exists():
+    if beside.exists():
         return str(beside)
+    for named in (models_dir / f"{model}.json", models_dir / model / "config.json"):
+        if named.is_file():
+            return str(named)
     return model
 
 
@@ -167,6 +189,12 @@ def _profile_for(row, setup: ValidationSetup, cache: dict) -> HardwareProfile:
     return cache[key]
 
 
+def row_framework(row, setup: ValidationSetup) -> str:
+    """The row's own framework (a ``framework`` column) or the setup's."""
+    framework = getattr(row, "framework", None)
+    return framework if isinstance(framework, str) and framework else setup.framework
+
+
 def check_rows(frame: pd.DataFrame, setup: ValidationSetup) -> list:
     """The scenario of every row of ``frame``, each checked (model, schedule, TP, memory, node
     count): the first bad row is one UserInputError, before anything is simulated."""
@@ -176,9 +204,10 @@ def check_rows(frame: pd.DataFrame, setup: ValidationSetup) -> list:
         profile = _profile_for(row, setup, cache)
         dtype = getattr(row, "dtype", None)  # a table's own dtype column (ladder_bench writes one) wins
         dtype = dtype if isinstance(dtype, str) and dtype else setup.dtype
+        framework = row_framework(row, setup)
         scenario = make_scenario(row.model, profile, int(row.tp), int(row.batch), int(row.prompt_len),
                                  int(row.gen_len), row.schedule, dtype, setup.kv_cache, setup.kv_reads,
-                                 setup.framework)
+                                 framework)
         scenario.model.check_tp(scenario.tp)
         check_fits(scenario.model, profile, scenario.workload, scenario.tp)
         if profile.nodes_for(scenario.tp) != int(row.nodes):
@@ -203,8 +232,11 @@ def validate(measured: pd.DataFrame | None = None, setup: ValidationSetup | None
     if on_start:
         on_start(len(scenarios))
     frame["hardware"] = [s.hardware.name for s in scenarios]
-    predicted = [simulate(s).summary()["tokens_per_s"] for s in scenarios]
-    frame["predicted_tokens_per_s"] = predicted
+    frame["framework"] = [s.workload.framework for s in scenarios]
+    summaries = [simulate(s).summary() for s in scenarios]
+    frame["predicted_tokens_per_s"] = [s["tokens_per_s"] for s in summaries]
+    frame["predicted_prefill_s"] = [s["prefill_s"] for s in summaries]
+    frame["predicted_decode_s"] = [s["decode_s"] for s in summaries]
     frame["rel_error"] = frame["predicted_tokens_per_s"] / frame["tokens_per_s"] - 1.0
     keys = [c for c in SETTING + ["p2p"] if c in frame.columns]
     base = frame[frame["schedule"] == "standard"].set_index(keys)
@@ -224,16 +256,6 @@ def validate(measured: pd.DataFrame | None = None, setup: ValidationSetup | None
     frame["predicted_speedup"] = frame["predicted_tokens_per_s"] / np.array(predicted_base)
     frame["speedup_error_pp"] = (frame["predicted_speedup"] - frame["measured_speedup"]) * 100.0
     return frame
-
-
-def setting_columns(frame: pd.DataFrame) -> list[str]:
-    """The setting columns besides TP, batch and P2P in which the rows differ (worth a panel, a
-    trend group and a column of their own): ``hardware`` when rows of one P2P setting name
-    different profiles (P2P on and off rows map to their own profiles anyway), then those of
-    ``OTHER_SETTING`` that take more than one value."""
-    hardware = "hardware" in frame.columns and any(
-        part["hardware"].nunique() > 1 for _, part in frame.groupby("p2p"))
-    return (["hardware"] if hardware else []) + [c for c in OTHER_SETTING if c in frame.columns and frame[c].nunique() > 1]
 
 
 def error_summary(frame: pd.DataFrame, by: str | None = None) -> pd.DataFrame:

@@ -13,8 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from laddersim.model_shape import config_file_name  # noqa: E402
-from laddersim.validation.core import setting_columns  # noqa: E402
+from laddersim.validation.labels import model_label, setting_columns, setting_label  # noqa: E402,F401
 
 SCHEDULE_ORDER = ["standard", "parallel", "ladder", "desync_half", "upper_bound"]
 COLORS = {"standard": "#4c72b0", "parallel": "#dd8452", "ladder": "#55a868", "desync_half": "#8172b3",
@@ -38,19 +37,7 @@ def save_figure(fig, out_base: str | Path) -> list[Path]:
 
 
 MAX_PANEL_COLUMNS = 4
-PANEL_ORDER = ["hardware", "model", "batch", "prompt_len", "gen_len", "dtype"]
-
-
-def model_label(model: str) -> str:
-    """A preset's name, or a config file's (``laddersim.model_shape.config_file_name``)."""
-    return config_file_name(model) if Path(str(model)).suffix == ".json" else str(model)
-
-
-def setting_label(column: str, value) -> str:
-    """How a setting column's value is named in a panel title or a trend check."""
-    if column == "model":
-        return model_label(value)
-    return {"batch": "batch {}", "prompt_len": "prompt {}", "gen_len": "gen {}"}.get(column, "{}").format(value)
+PANEL_ORDER = ["hardware", "model", "framework", "batch", "prompt_len", "gen_len", "dtype"]
 
 
 def paper_figure(frame: pd.DataFrame, out_base: str | Path) -> list[Path]:

@@ -7,8 +7,10 @@ from pathlib import Path
 import pandas as pd
 
 from laddersim.provenance import provenance_line
-from laddersim.validation.core import MODEL_P2P, error_summary, setting_columns, with_model_p2p
-from laddersim.validation.figure import paper_figure, setting_label
+from laddersim.validation.core import error_summary
+from laddersim.validation.figure import paper_figure
+from laddersim.validation.labels import MODEL_P2P, setting_columns, setting_label, with_model_p2p
+from laddersim.validation.p2p_pairs import SCORED_EXTRA_SHARE, p2p_off_pairs, pair_summary
 
 
 def markdown_table(frame: pd.DataFrame, floatfmt: str = ".2f") -> str:
@@ -56,6 +58,23 @@ def _where(key: dict) -> str:
     return "".join(f", {setting_label(c, v)}" for c, v in key.items())
 
 
+def _pairs_section(frame: pd.DataFrame) -> list[str]:
+    """The decode time P2P off adds over P2P on, for every setting measured both ways."""
+    pairs = p2p_off_pairs(frame)
+    if not len(pairs):
+        return []
+    figures = pair_summary(pairs)
+    table = pairs.assign(measured_extra_ms=pairs["measured_extra_s"] * 1e3, predicted_extra_ms=pairs["predicted_extra_s"] * 1e3,
+                         measured_extra_pct=pairs["measured_extra_share"] * 100, error_pct=pairs["extra_error"] * 100)
+    cols = [c for c in ["model", "framework", "tp", "batch", "gen_len", "schedule", "measured_extra_ms",
+                        "predicted_extra_ms", "measured_extra_pct", "error_pct"] if c in table.columns]
+    return ["## P2P off minus P2P on: extra decode time", "",
+            f"{figures['pairs']} settings measured with P2P on and off; over the {figures['scored_pairs']} where P2P off "
+            f"adds at least {SCORED_EXTRA_SHARE:.0%} of the P2P-on decode time, the predicted extra is off by "
+            f"{figures['extra_decode_median_abs_err_pct']:.1f}% (median), {figures['extra_decode_worst_abs_err_pct']:.1f}% "
+            "(worst).", "", markdown_table(table[cols], ".2f"), ""]
+
+
 def write_report(frame: pd.DataFrame, out_dir: str | Path, command: str, tp1: pd.DataFrame | None = None,
                  fit: tuple[tuple[str, ...], dict[str, float]] | None = None) -> Path:
     """The validation report; ``fit`` = (schedules fitted on, fitted parameters) for `laddersim fit`."""
@@ -98,6 +117,9 @@ def write_report(frame: pd.DataFrame, out_dir: str | Path, command: str, tp1: pd
         markdown_table(pd.concat([overall, error_summary(with_model_p2p(frame), MODEL_P2P), error_summary(frame, "schedule"),
                              error_summary(frame, "p2p"), error_summary(frame, "batch")], ignore_index=True)),
         "",
+    ]
+    lines += _pairs_section(frame)
+    lines += [
         "## Trends",
         "",
     ]

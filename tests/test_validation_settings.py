@@ -1,0 +1,117 @@
+"""Validation tables carry their setting (issue 29, item 4): a ``framework`` column, model names
+from a models folder, groups by model x P2P x framework, and the decode time P2P off adds over P2P
+on for every setting measured both ways."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import laddersim.validation
+from laddersim.cli import main
+from laddersim.validation import ValidationSetup, read_measured, validate
+from laddersim.validation.labels import MODEL_P2P, with_model_p2p
+from laddersim.validation.p2p_pairs import p2p_off_pairs, pair_summary
+
+HEADER = "model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,framework,tokens_per_s,prefill_s,decode_s\n"
+TINY = {"architectures": ["LlamaForCausalLM"], "hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 8,
+        "num_key_value_heads": 8, "intermediate_size": 1024, "vocab_size": 1000, "max_position_embeddings": 2048}
+
+
+def _table(tmp_path, rows: list[str], models: str = "models"):
+    (tmp_path / models).mkdir(exist_ok=True)
+    (tmp_path / models / "tiny-lm.json").write_text(json.dumps(TINY))
+    path = tmp_path / "measured.csv"
+    path.write_text(HEADER + "".join(r + "\n" for r in rows))
+    return path
+
+
+ROWS = [f"tiny-lm,2,1,4,128,32,{p2p},{s},gpt-fast-flash,{tps},0.01,{dec}"
+        for p2p, s, tps, dec in [("on", "standard", 1000, 0.100), ("on", "ladder", 1100, 0.090),
+                                 ("off", "standard", 800, 0.130), ("off", "ladder", 950, 0.105)]]
+
+
+def test_validation_modules_import_no_circle():
+    """The import circle validation.core <-> validation.figure is gone: among the validation
+    package's modules, every import (at module level or inside a function) goes one way."""
+    folder = Path(laddersim.validation.__file__).parent
+    edges = {}
+    for path in folder.glob("*.py"):
+        if path.stem == "__init__":
+            continue
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("laddersim.validation."):
+                names.add(node.module.rsplit(".", 1)[1])
+        edges[path.stem] = names
+    assert "core" not in edges["figure"] and "figure" not in edges["core"]
+
+    def reaches(start, goal, seen=()):
+        return any(n == goal or (n not in seen and reaches(n, goal, seen + (n,))) for n in edges.get(start, ()))
+    assert not [m for m in edges if reaches(m, m)]
+
+
+def test_models_folder_beside_the_table_names_the_config(tmp_path):
+    frame = read_measured(_table(tmp_path, ROWS))
+    assert {str(m) for m in frame["model"]} == {str(tmp_path / "models" / "tiny-lm.json")}
+    assert set(frame["framework"]) == {"gpt-fast-flash"}
+
+
+def test_models_dir_option_and_the_row_framework_are_used(tmp_path):
+    path = _table(tmp_path, ROWS, models="elsewhere")
+    frame = read_measured(path, tmp_path / "elsewhere")
+    result = validate(frame, ValidationSetup("h100-sxm-nvswitch", "h100-sxm-p2p-off"))
+    assert set(result["framework"]) == {"gpt-fast-flash"}  # the row's, not the setup's gpt-fast
+    groups = set(with_model_p2p(result)[MODEL_P2P])
+    assert groups == {"tiny-lm p2p=on gpt-fast-flash", "tiny-lm p2p=off gpt-fast-flash"}
+    # The row's framework changes the prediction: gpt-fast (compiled) prices the same rows otherwise.
+    other = validate(frame.assign(framework=None), ValidationSetup("h100-sxm-nvswitch", "h100-sxm-p2p-off"))
+    assert set(other["framework"]) == {"gpt-fast"}
+    assert not (other["predicted_tokens_per_s"].to_numpy() == result["predicted_tokens_per_s"].to_numpy()).all()
+
+
+def test_a_bad_framework_is_one_line(tmp_path, capsys):
+    path = _table(tmp_path, [r.replace("gpt-fast-flash", "trt-llm") for r in ROWS])
+    assert main(["validate", str(path), "--report", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "framework" in err[0] and "gpt-fast-flash" in err[0] and "trt-llm" in err[0]
+
+
+def test_a_missing_models_dir_is_one_line(tmp_path, capsys):
+    path = _table(tmp_path, ROWS)
+    assert main(["validate", str(path), "--models", str(tmp_path / "nope"), "--report", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "models" in err[0]
+
+
+def test_pairs_golden():
+    """Off minus on per setting and schedule; scored where the measured extra is >= 3% of on."""
+    frame = pd.DataFrame({
+        "model": ["m"] * 6, "framework": ["f"] * 6, "tp": [2] * 6, "nodes": [1] * 6, "batch": [1] * 6,
+        "prompt_len": [8] * 6, "gen_len": [4] * 6,
+        "p2p": ["on", "off", "on", "off", "on", "off"],
+        "schedule": ["standard", "standard", "ladder", "ladder", "parallel", "parallel"],
+        "decode_s": [1.00, 1.20, 0.90, 0.91, 0.95, 1.05],
+        "predicted_decode_s": [1.00, 1.25, 0.90, 0.95, 0.95, 1.00]})
+    pairs = p2p_off_pairs(frame).set_index("schedule")
+    assert pairs.loc["standard", "measured_extra_s"] == pytest.approx(0.20)
+    assert pairs.loc["standard", "extra_error"] == pytest.approx(0.25)
+    assert not pairs.loc["ladder", "scored"]  # 0.01 s of 0.90: below 3%
+    assert pairs.loc["parallel", "extra_error"] == pytest.approx(-0.5)
+    summary = pair_summary(pairs.reset_index())
+    assert summary["scored_pairs"] == 2 and summary["extra_decode_median_abs_err_pct"] == pytest.approx(37.5)
+    assert summary["extra_decode_worst_abs_err_pct"] == pytest.approx(50.0)
+
+
+def test_validate_cli_reports_groups_and_pairs(tmp_path, capsys):
+    path = _table(tmp_path, ROWS)
+    out = tmp_path / "report"
+    assert main(["validate", str(path), "--report", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "tiny-lm p2p=off gpt-fast-flash" in printed and "P2P-off extra decode time, 2 on/off pairs" in printed
+    report = (out / "index.md").read_text()
+    assert "## P2P off minus P2P on: extra decode time" in report
