@@ -52,6 +52,10 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:  # run as `python calibration/kernel_trace.py` from a checkout
     sys.path.insert(0, _ROOT)
 
+# Kineto (torch's profiler) prints profiler_start/stop lines on stderr at every trace unless its
+# log level is above its highest (5); read at the first trace, so setting it here is enough.
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402

@@ -21,6 +21,7 @@ stores (``laddersim.costs.host_overhead``). Used by calibrate's ``ops`` benchmar
 from __future__ import annotations
 
 import collections
+import os
 import re
 import sys
 from pathlib import Path
@@ -28,6 +29,10 @@ from pathlib import Path
 _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
+
+# Kineto (torch's profiler) prints profiler_start/stop lines on stderr at every trace unless its
+# log level is above its highest (5); read at the first trace, so setting it here is enough.
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
