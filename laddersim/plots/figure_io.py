@@ -1,12 +1,17 @@
 """Writing figures: PNG and SVG, byte-identical for identical inputs.
 
-Determinism needs three things: the Agg backend (no display, no GUI state), a fixed
-``svg.hashsalt`` (matplotlib otherwise salts SVG element ids with a random uuid), and no
-date or software-version metadata in either file.
+Determinism needs four things: the Agg backend (no display, no GUI state), a fixed
+``svg.hashsalt`` (matplotlib otherwise salts SVG element ids with a random uuid), no date or
+software-version metadata in either file, and SVG ids that do not hash full-precision floats:
+matplotlib names a clip path after its rectangle's coordinates, so a layout that moves by 1e-7
+px (less than the 6 decimals the file prints) renamed every clip path of a committed figure.
+``_renumber_svg_ids`` names them (and markers, hatches) by order of first appearance instead.
 """
 
 from __future__ import annotations
 
+import io
+import re
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -92,10 +97,44 @@ def save_figure(fig, out_base: str | Path) -> list[Path]:
         with matplotlib.rc_context(STYLE):
             for ext in ("png", "svg"):
                 path = base.with_name(base.name + "." + ext)
-                fig.savefig(path, format=ext, metadata=_METADATA[ext], bbox_inches="tight")
+                write_figure_file(fig, path, bbox_inches="tight")
                 paths.append(path)
     except OSError as exc:
         raise UserInputError(f"out: cannot write {base}: {exc.strerror}") from None
     finally:
         plt.close(fig)
     return paths
+
+
+def write_figure_file(fig, path: str | Path, **savefig_kw) -> None:
+    """``fig.savefig`` to ``path`` (PNG or SVG by its suffix) with no date or software metadata
+    and, in an SVG, ids numbered in document order (``_renumber_svg_ids``): the same drawing
+    gives the same bytes. Every figure file laddersim writes goes through here."""
+    path = Path(path)
+    ext = path.suffix.lower().lstrip(".")
+    if ext != "svg":
+        fig.savefig(path, format=ext, metadata=_METADATA.get(ext, {}), **savefig_kw)
+        return
+    buffer = io.StringIO()
+    with matplotlib.rc_context({"svg.hashsalt": STYLE["svg.hashsalt"]}):
+        fig.savefig(buffer, format="svg", metadata=_METADATA["svg"], **savefig_kw)
+    path.write_text(_renumber_svg_ids(buffer.getvalue()), encoding="utf-8")
+
+
+# matplotlib's hashed SVG ids: clip paths (p), markers (m), hatches (h), 10 hex digits each.
+_HASHED_ID = re.compile(r'id="([pmh])([0-9a-f]{10})"')
+
+
+def _renumber_svg_ids(svg: str) -> str:
+    """``svg`` with each hashed id (and every reference to it) renamed ``<kind>-<n>``, n counting
+    the ids of that kind in document order: the same drawing gives the same bytes."""
+    names: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    for kind, digest in _HASHED_ID.findall(svg):
+        if kind + digest not in names:
+            names[kind + digest] = f"{kind}-{counts.setdefault(kind, 0)}"
+            counts[kind] += 1
+    if not names:
+        return svg
+    used = re.compile(r'(?<=[#"])(' + "|".join(names) + r')(?=[")])')  # an id="..." or a #reference
+    return used.sub(lambda m: names[m.group(1)], svg)

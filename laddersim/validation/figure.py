@@ -18,20 +18,20 @@ from laddersim.validation.labels import model_label, setting_columns, setting_la
 SCHEDULE_ORDER = ["standard", "parallel", "ladder", "desync_half", "upper_bound"]
 COLORS = {"standard": "#4c72b0", "parallel": "#dd8452", "ladder": "#55a868", "desync_half": "#8172b3",
           "upper_bound": "#937860"}
-# Byte-identical files for identical inputs.
-SAVE_KW = {"png": {"metadata": {"Software": None}}, "svg": {"metadata": {"Date": None, "Creator": None}}}
 
 
 def save_figure(fig, out_base: str | Path) -> list[Path]:
-    """Write ``out_base.png`` and ``out_base.svg`` reproducibly; returns the paths."""
+    """Write ``out_base.png`` and ``out_base.svg``, byte-identical for identical inputs
+    (``laddersim.plots.figure_io.write_figure_file``); returns the paths."""
+    from laddersim.plots.figure_io import write_figure_file
+
     out_base = Path(out_base)
     out_base.parent.mkdir(parents=True, exist_ok=True)
     paths = []
-    with plt.rc_context({"svg.hashsalt": "laddersim"}):
-        for ext, kw in SAVE_KW.items():
-            path = out_base.with_suffix(f".{ext}")
-            fig.savefig(path, dpi=110, bbox_inches="tight", **kw)
-            paths.append(path)
+    for ext in ("png", "svg"):
+        path = out_base.with_suffix(f".{ext}")
+        write_figure_file(fig, path, dpi=110, bbox_inches="tight")
+        paths.append(path)
     plt.close(fig)
     return paths
 
