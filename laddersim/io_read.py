@@ -89,18 +89,50 @@ def parse_yaml(text: str, where: str):
 
 
 MAX_DEPTH = 64  # nesting of a YAML/JSON input; deeper is a recursive alias (&a [*a]) or garbage
+# Nodes of a YAML/JSON tree with every alias expanded: the largest real input (a measured table
+# as YAML) has tens of thousands; a "billion laughs" document (9 aliases of 9 aliases of ...)
+# has ~9^9 and hangs every reader that walks it, however small its text.
+MAX_NODES = 2_000_000
 
 
 def check_tree(tree, where: str) -> None:
-    """Refuse a tree nested deeper than MAX_DEPTH, or holding itself (a recursive YAML alias)."""
-    stack = [(tree, 1)]
+    """Refuse a tree nested deeper than MAX_DEPTH, holding itself (a recursive YAML alias), or
+    expanding to more than MAX_NODES nodes once its aliases are expanded (an alias bomb).
+
+    A YAML alias is the same Python object at every place it occurs, so each distinct list or
+    mapping is visited once and its expanded size and depth memoised (by identity): the cost is
+    the parsed size, never the expanded one."""
+    size: dict[int, int] = {}  # id -> nodes of the expanded subtree
+    depth: dict[int, int] = {}  # id -> levels of lists/mappings, itself included
+    keep = []  # the nodes whose ids are keys above (ids stay unique while they live)
+    on_path: set[int] = set()
+    stack: list[tuple[object, bool]] = [(tree, False)]
     while stack:
-        node, depth = stack.pop()
-        if isinstance(node, (dict, list)):
-            if depth > MAX_DEPTH:
+        node, done = stack.pop()
+        if not isinstance(node, (dict, list)):
+            continue
+        key = id(node)
+        children = [c for c in (node.values() if isinstance(node, dict) else node) if isinstance(c, (dict, list))]
+        if done:
+            on_path.discard(key)
+            size[key] = 1 + (len(node) - len(children)) + sum(size[id(c)] for c in children)
+            depth[key] = 1 + max((depth[id(c)] for c in children), default=0)
+            if size[key] > MAX_NODES:
+                raise UserInputError(f"{where}: expands to more than {MAX_NODES} nodes (YAML aliases of aliases?); "
+                                     "allowed: plain nested mappings and lists")
+            if depth[key] > MAX_DEPTH:
                 raise UserInputError(f"{where}: nested deeper than {MAX_DEPTH} levels (or a recursive alias); "
                                      "allowed: plain nested mappings and lists")
-            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+            continue
+        if key in size:
+            continue
+        if key in on_path or len(on_path) >= MAX_DEPTH:
+            raise UserInputError(f"{where}: nested deeper than {MAX_DEPTH} levels (or a recursive alias); "
+                                 "allowed: plain nested mappings and lists")
+        on_path.add(key)
+        keep.append(node)
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in size)
 
 
 def read_yaml(path: str | Path, what: str):

@@ -20,7 +20,7 @@ def override_maximum(column: str) -> float:
 
 # Serving and planning under load (laddersim.serving, plan --rate).
 MAX_REQUESTS = 1_000_000  # requests in one simulation: a few hundred bytes each, so well under 1 GB
-MAX_ITERATIONS = 20_000_000  # engine iterations a run may need at least (~minutes of simulation)
+MAX_ITERATIONS = 5_000_000  # engine iterations a run may need at least (~25,000 a second: minutes)
 MIN_RATE, MAX_RATE = 1e-6, 1e9  # request arrivals per second
 MAX_SLO_S = 1e6  # a TTFT or TPOT target, seconds
 MIN_GAMMA_SHAPE, MAX_GAMMA_SHAPE = 0.01, 100.0  # arrival-gap shape: squared coefficient of variation 100 .. 0.01

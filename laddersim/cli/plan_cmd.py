@@ -15,6 +15,7 @@ from laddersim.cli.args import positive_float, positive_int
 from laddersim.cli.plan_inputs import candidate_profiles, checked_shape, gpu_hour_prices
 from laddersim.cli.plan_serving import run_serving_plan
 from laddersim.errors import UserInputError
+from laddersim.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN, MAX_RATE, MAX_REQUESTS, MAX_SLO_S, MAX_TOKENS
 from laddersim.plan.break_even import VARY, Scenario, break_even, parse_side
 from laddersim.plan.planner import (
     DEFAULT_BATCHES,
@@ -35,8 +36,10 @@ DEFINITIONS = (
 
 
 def _workload_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--prompt-len", type=positive_int("prompt-len"), default=1024)
-    p.add_argument("--gen-len", type=positive_int("gen-len"), default=512)
+    p.add_argument("--prompt-len", type=positive_int("prompt-len", MAX_TOKENS), default=DEFAULT_PROMPT_LEN,
+                   help=f"prompt tokens per request (default {DEFAULT_PROMPT_LEN})")
+    p.add_argument("--gen-len", type=positive_int("gen-len", MAX_TOKENS), default=DEFAULT_GEN_LEN,
+                   help=f"generated tokens per request (default {DEFAULT_GEN_LEN}, as serving and simulate)")
     p.add_argument("--dtype", choices=["bfloat16", "float16", "float32", "fp8"], default="bfloat16")
     p.add_argument("--kv-cache", choices=["static", "dynamic"], default="static")
 
@@ -60,12 +63,12 @@ def register(sub) -> None:
     p.add_argument("--min-user-tokens-per-s", type=positive_float("min-user-tokens-per-s"))
     p.add_argument("--min-total-tokens-per-s", type=positive_float("min-total-tokens-per-s"))
     p.add_argument("--max-token-latency-ms", type=positive_float("max-token-latency-ms"))
-    p.add_argument("--rate", type=positive_float("rate"),
+    p.add_argument("--rate", type=positive_float("rate", MAX_RATE),
                    help="requests/s to serve: rank by the replicas a continuous-batching simulation says meet "
                         "--ttft-slo-s/--tpot-slo-s (laddersim serving --capacity)")
-    p.add_argument("--ttft-slo-s", type=positive_float("ttft-slo-s"), help="with --rate: time-to-first-token SLO")
-    p.add_argument("--tpot-slo-s", type=positive_float("tpot-slo-s"), help="with --rate: time-per-output-token SLO")
-    p.add_argument("--requests", type=positive_int("requests"), default=200,
+    p.add_argument("--ttft-slo-s", type=positive_float("ttft-slo-s", MAX_SLO_S), help="with --rate: time-to-first-token SLO")
+    p.add_argument("--tpot-slo-s", type=positive_float("tpot-slo-s", MAX_SLO_S), help="with --rate: time-per-output-token SLO")
+    p.add_argument("--requests", type=positive_int("requests", MAX_REQUESTS), default=200,
                    help="with --rate: requests simulated per rate tried (default 200)")
     p.add_argument("--rank-by", choices=RANK_KEYS,
                    help="default: usd_per_hour with a total target, else usd_per_million_tokens")
@@ -130,8 +133,9 @@ def run_plan(args: argparse.Namespace) -> int:
         json.dump([asdict(o) for o in options[:args.top]], sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0 if options else 1
-    print(f"{shape.name}: {len(points)} configurations simulated, {feasible} fit in memory, "
-          f"{len(options)} meet the target; ranked by {args.rank_by or target.default_rank_by}")
+    print(f"{shape.name}, prompt-len {args.prompt_len}, gen-len {args.gen_len} tokens: {len(points)} configurations "
+          f"simulated, {feasible} fit in memory, {len(options)} meet the target; "
+          f"ranked by {args.rank_by or target.default_rank_by}")
     if not options:
         print("no configuration meets the target")
         return 1

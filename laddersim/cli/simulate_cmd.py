@@ -37,7 +37,7 @@ def register(sub) -> None:
     p.add_argument("--out", metavar="FILE", help="also write the rows to FILE.csv, FILE.parquet or FILE.json")
     p.add_argument("--trace", metavar="OUT.json",
                    help="write a Chrome/Perfetto trace: every schedule, each its own process")
-    p.add_argument("--trace-steps", default="3",
+    p.add_argument("--trace-steps", default="3", type=_trace_steps,
                    help="decode steps in the trace after the prefill: a count or 'all' (default 3)")
     p.set_defaults(func=run)
 
@@ -149,6 +149,15 @@ def write_rows(rows: list[dict], path: str) -> None:
     print(f"out: {Path(path)} ({len(rows)} rows)", file=sys.stderr)
 
 
+def _trace_steps(text: str) -> str | int:
+    """``--trace-steps``: 'all' or a count of ASCII digits (str.isdigit() alone takes '\u00b3')."""
+    if text == "all" or isinstance(text, int):
+        return text
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"trace-steps must be a count (0, 1, 2, ...) or 'all', got {text[:40]!r}")
+    return int(text) if len(text.lstrip("0")) <= 12 else 10**12  # beyond any run's decode steps
+
+
 def _write_trace(results, path: str, steps: str) -> None:
     import pandas as pd
 
@@ -160,10 +169,8 @@ def _write_trace(results, path: str, steps: str) -> None:
         n = len(result.decode_metrics)
         if steps == "all":
             wanted = list(range(n))
-        elif steps.isdigit():
-            wanted = list(range(min(int(steps), n)))
         else:
-            raise UserInputError(f"trace-steps: '{steps}' is not a count or 'all'")
+            wanted = list(range(min(_trace_steps(steps), n)))
         frames.append(result.timeline("prefill").assign(schedule=result.scenario.schedule))
         if wanted:
             frames.append(result.timeline(wanted).assign(schedule=result.scenario.schedule))

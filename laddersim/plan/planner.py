@@ -67,6 +67,8 @@ class PlanOption:
     usd_per_hour: float
     usd_per_million_tokens: float
     memory_per_gpu_gib: float
+    prompt_len: int | None = None  # the workload the option was simulated for
+    gen_len: int | None = None
 
 
 def candidate_tps(model: ModelShape, profile: HardwareProfile, allowed: list[int] | None = None,
@@ -158,8 +160,12 @@ def option_for(row: dict, usd_per_gpu_hour: float, target: Target) -> PlanOption
         batch=row["batch"], replicas=replicas, gpus=gpus, tpot_s=tpot_s, user_tokens_per_s=user,
         total_tokens_per_s=total, usd_per_gpu_hour=usd_per_gpu_hour, usd_per_hour=usd_per_hour,
         usd_per_million_tokens=usd_per_hour / (total * 3600.0) * 1e6,
-        memory_per_gpu_gib=row["memory_per_gpu_gib"],
+        memory_per_gpu_gib=row["memory_per_gpu_gib"], prompt_len=_int_or_none(row.get("prompt_len")), gen_len=_int_or_none(row.get("gen_len")),
     )
+
+
+def _int_or_none(value) -> int | None:
+    return None if value is None else int(value)
 
 
 def rank_options(rows: list[dict], prices_by_hardware: dict[str, float], target: Target,

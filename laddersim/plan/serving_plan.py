@@ -4,7 +4,9 @@ For each candidate (profile, TP, schedule), one replica's capacity is the highes
 sustains within the SLOs (laddersim.serving.capacity: continuous batching, every iteration timed
 by the step simulator); replicas = the fewest whose capacities reach the target rate; GPUs =
 replicas x TP; cost per hour = GPUs x price per GPU-hour. Candidates whose weights leave no KV
-cache, or that sustain no rate, are left out. Cheapest first (ties: fewer GPUs, then names).
+cache, or that sustain no rate at all, are left out; one that sustains the target rate is always
+listed (its capacity is at least that rate, ``capacity_at_least`` where no rate tried failed).
+Cheapest first (ties: fewer GPUs, then names).
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ class ServingPlanOption:
     tpot_p99_s: float | None
     usd_per_gpu_hour: float
     usd_per_hour: float
+    capacity_at_least: bool  # every rate tried passed: the capacity is capacity_req_per_s or more
+    prompt_len: int  # the workload and the rule the capacity was judged by
+    gen_len: int
+    slo_attainment: float  # share of requests within the SLOs for a rate to count as sustained
 
 
 def serving_candidates(model_shape: ModelShape, profiles: dict[str, tuple[str, HardwareProfile]],
@@ -62,5 +68,6 @@ def plan_for_rate(model_shape: ModelShape, candidates: list[tuple], usd_per_gpu_
             hardware=profile.name, schedule=schedule, tp=tp, nodes=profile.nodes_for(tp),
             capacity_req_per_s=cap.rate, replicas=replicas, gpus=gpus, ttft_p99_s=cap.summary["ttft_p99_s"],
             tpot_p99_s=cap.summary["tpot_p99_s"], usd_per_gpu_hour=usd_per_gpu_hour[name],
-            usd_per_hour=gpus * usd_per_gpu_hour[name]))
+            usd_per_hour=gpus * usd_per_gpu_hour[name], capacity_at_least=cap.at_least,
+            prompt_len=int(load.prompt.a), gen_len=int(load.output.a), slo_attainment=options.slo_attainment))
     return sorted(out, key=lambda o: (o.usd_per_hour, o.gpus, o.hardware, o.schedule, o.tp))

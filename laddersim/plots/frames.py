@@ -51,6 +51,8 @@ def _typed(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
             or column == "nics_per_node"
         if not numeric:
             continue
+        if not pd.api.types.is_numeric_dtype(frame[column]):  # a blank cell ('' or spaces, as parquet keeps it) is empty
+            frame[column] = frame[column].map(lambda v: np.nan if isinstance(v, str) and not v.strip() else v)
         values = pd.to_numeric(frame[column], errors="coerce")
         bad = (values.isna() & frame[column].notna()) | values.isin([np.inf, -np.inf])
         if bad.any():

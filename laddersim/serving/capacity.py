@@ -5,9 +5,16 @@ A rate is sustained when at least ``slo_attainment`` of the requests meet both S
 replica's capacity the queue grows without bound, so the time to first token does too: a TTFT
 SLO is what makes an overloaded rate fail, and the search requires one. Every rate is simulated
 with the same seed, so the requests are the same (lengths) and their arrival gaps scale as
-1 / rate (common random numbers: the attainment moves with the rate, not with the draw). The
-search brackets the capacity by doubling or halving from ``start_rate``, then bisects the
-bracket geometrically to a relative width of ``rel_tol``.
+1 / rate (common random numbers: the attainment moves with the rate, not with the draw).
+
+The search is bracketed from both sides. Below: the offered ``start_rate`` if it is sustained,
+else the first of its halvings that is. Above: the first doubling that fails, but never beyond
+the replica's saturation throughput (the requests / makespan when they all arrive at once): a
+longer stream offered more than that queues without bound, so no rate above it is sustained in
+the long run. The bracket is then bisected geometrically to a relative width of ``rel_tol``.
+When every rate tried passes up to the saturation throughput (few requests, loose SLOs), the
+answer is that rate with ``at_least`` set: the capacity is at least it, and a longer run bounds
+it; it is never "no rate". So a sustained ``start_rate`` always gives a capacity >= it.
 """
 
 from __future__ import annotations
@@ -16,12 +23,12 @@ import math
 from dataclasses import dataclass, field
 
 from laddersim.errors import UserInputError
-from laddersim.serving.arrivals import LengthSpec, draw_requests
+from laddersim.serving.arrivals import LengthSpec, burst_of, check_load, draw_requests
 from laddersim.serving.options import ServingOptions
 from laddersim.serving.run import serve
 from laddersim.simulate import Scenario
 
-MAX_DOUBLINGS = 30
+MAX_HALVINGS = 30
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,23 @@ class Capacity:
     bracket: tuple[float, float] | None  # (sustained, not sustained) at the end of the search
     summary: dict | None  # metrics at ``rate``
     tried: list[tuple[float, dict]] = field(default_factory=list)  # (rate, metrics) in the order tried
+    saturation_req_per_s: float | None = None  # requests / makespan with every request arriving at once
+    at_least: bool = False  # no failing rate found: the capacity is ``rate`` or more
+
+    def describe(self) -> str:
+        """One phrase: 'capacity 4.1 req/s', 'capacity at least 12 req/s (...)' or 'no rate ...'."""
+        if self.rate is None:
+            low = min(r for r, _ in self.tried) if self.tried else None
+            return f"no rate found within the SLOs (down to {low:.3g} req/s)" if low else "no rate found"
+        if not self.at_least:
+            return f"capacity {self.rate:.3g} req/s within the SLOs"
+        sat = self.saturation_req_per_s
+        if sat is not None and self.rate > sat * (1 + 1e-9):
+            return (f"capacity at least {self.rate:.3g} req/s within the SLOs (every rate tried passed; it is above "
+                    f"the saturation throughput {sat:.3g} req/s, so this run is too short to tell: "
+                    "raise --requests)")
+        return (f"capacity at least {self.rate:.3g} req/s within the SLOs (every rate tried passed, up to the "
+                "saturation throughput; a longer run would bound it)")
 
 
 def sustains(scenario: Scenario, options: ServingOptions, load: OfferedLoad, rate: float) -> tuple[bool, dict]:
@@ -50,11 +74,20 @@ def sustains(scenario: Scenario, options: ServingOptions, load: OfferedLoad, rat
     return metrics["slo_attainment"] >= options.slo_attainment, metrics
 
 
+def saturation_throughput(scenario: Scenario, options: ServingOptions, load: OfferedLoad) -> float:
+    """Requests per second when the offered requests all arrive at once: the most the replica
+    completes; a stream offered more grows its queue without bound."""
+    requests = draw_requests(load.requests, 1.0, load.prompt, load.output, load.seed, load.gamma_shape)
+    metrics = serve(scenario, burst_of(requests), options).metrics
+    return metrics["throughput_req_per_s"] or math.inf
+
+
 def max_sustainable_rate(scenario: Scenario, options: ServingOptions, load: OfferedLoad, start_rate: float = 1.0,
                          rel_tol: float = 0.02) -> Capacity:
     if options.ttft_slo_s is None:
         raise UserInputError("ttft-slo-s: the capacity search needs a time-to-first-token SLO "
                              "(without one an overloaded replica is never detected)")
+    check_load(load.requests, start_rate, load.seed, load.gamma_shape)
     result = Capacity(None, None, None)
 
     def check(rate: float) -> tuple[bool, dict]:
@@ -62,21 +95,33 @@ def max_sustainable_rate(scenario: Scenario, options: ServingOptions, load: Offe
         result.tried.append((rate, metrics))
         return ok, metrics
 
-    rate = start_rate
-    ok, metrics = check(rate)
-    good = (rate, metrics) if ok else None
-    bad = None if ok else rate
-    for _ in range(MAX_DOUBLINGS):
-        if good and bad:
-            break
-        rate = rate * 2.0 if ok else rate / 2.0
-        ok, metrics = check(rate)
-        if ok:
-            good = (rate, metrics)
-        else:
+    ok, metrics = check(start_rate)
+    good, bad = ((start_rate, metrics), None) if ok else (None, start_rate)
+    if ok:  # upwards: doublings, capped at the saturation throughput
+        result.saturation_req_per_s = saturation_throughput(scenario, options, load)
+        ceiling = min(result.saturation_req_per_s, start_rate * 2.0 ** MAX_HALVINGS)
+        rate = start_rate
+        while bad is None and rate < ceiling:
+            rate = min(rate * 2.0, ceiling)
+            ok, metrics = check(rate)
+            if ok:
+                good = (rate, metrics)
+            else:
+                bad = rate
+        if bad is None:  # nothing failed: the capacity is at least the highest rate tried
+            result.rate, result.summary, result.at_least = good[0], good[1], True
+            return result
+    else:  # downwards: halvings until one is sustained
+        rate = start_rate
+        for _ in range(MAX_HALVINGS):
+            rate /= 2.0
+            ok, metrics = check(rate)
+            if ok:
+                good = (rate, metrics)
+                break
             bad = rate
-    if not good or not bad:
-        return result
+        if good is None:
+            return result
     while bad / good[0] > 1.0 + rel_tol:
         mid = math.sqrt(good[0] * bad)
         ok, metrics = check(mid)

@@ -6,6 +6,7 @@
 * throughput = output tokens / (last finish - first arrival);
 * SLO attainment = the share of requests meeting both SLOs; goodput = attainment x the offered
   rate (requests per second over the arrival span): the rate of requests served within the SLOs.
+  Both are None (null) where the arrival span is zero: one request, or all arriving at once.
 """
 
 from __future__ import annotations
@@ -51,19 +52,24 @@ def _percentiles(values: np.ndarray, name: str) -> dict[str, float | None]:
     return out
 
 
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
 def summary(frame: pd.DataFrame, run: ServingRun, options: ServingOptions) -> dict:
     """Latency percentiles, throughput and goodput of a run (keys in a fixed order)."""
     span_s = float(frame["finish_s"].max() - frame["arrival_s"].min())
     n = len(frame)
     good = int(frame["meets_slo"].sum())
+    offered = run.requests.offered_rate  # None for one request or all arriving at one instant
     out: dict = {}
     for name in ("ttft", "tpot", "e2e"):
         out.update(_percentiles(frame[f"{name}_s"].to_numpy(), name))
     out.update({
-        "offered_rate": run.requests.offered_rate if n > 1 else None,
-        "throughput_tokens_per_s": float(frame["output_len"].sum()) / span_s if span_s > 0 else None,
-        "throughput_req_per_s": n / span_s if span_s > 0 else None,
-        "goodput_req_per_s": good / n * run.requests.offered_rate if n > 1 and span_s > 0 else None,
+        "offered_rate": offered,
+        "throughput_tokens_per_s": _finite(float(frame["output_len"].sum()) / span_s) if span_s > 0 else None,
+        "throughput_req_per_s": _finite(n / span_s) if span_s > 0 else None,
+        "goodput_req_per_s": good / n * offered if offered is not None else None,
         "slo_attainment": good / n,
         "ttft_slo_s": options.ttft_slo_s,
         "tpot_slo_s": options.tpot_slo_s,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from laddersim.errors import UserInputError
+from laddersim.limits import MAX_BATCH, MAX_BLOCK_SIZE, MAX_SLO_S, MAX_TOKENS
 
 
 class ServingOptions(BaseModel):
@@ -23,14 +24,14 @@ class ServingOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    max_running: int = Field(default=64, gt=0)
-    max_batched_tokens: int = Field(default=8192, gt=0)
+    max_running: int = Field(default=64, gt=0, le=MAX_BATCH)
+    max_batched_tokens: int = Field(default=8192, gt=0, le=MAX_TOKENS)
     chunked_prefill: bool = False
-    block_size: int = Field(default=16, gt=0)
-    ttft_slo_s: float | None = Field(default=None, gt=0)
-    tpot_slo_s: float | None = Field(default=None, gt=0)
-    slo_attainment: float = Field(default=0.9, gt=0, le=1)
-    points_per_octave: int = Field(default=8, gt=0)  # token grid of the iteration-time model
+    block_size: int = Field(default=16, gt=0, le=MAX_BLOCK_SIZE)
+    ttft_slo_s: float | None = Field(default=None, gt=0, le=MAX_SLO_S, allow_inf_nan=False)
+    tpot_slo_s: float | None = Field(default=None, gt=0, le=MAX_SLO_S, allow_inf_nan=False)
+    slo_attainment: float = Field(default=0.9, gt=0, le=1, allow_inf_nan=False)
+    points_per_octave: int = Field(default=8, gt=0, le=64)  # token grid of the iteration-time model
 
 
 def serving_options(**values) -> ServingOptions:
@@ -40,4 +41,6 @@ def serving_options(**values) -> ServingOptions:
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(map(str, err["loc"])).replace("_", "-")
-        raise UserInputError(f"{field}: {err['msg']}, got {err.get('input')!r}") from None
+        shown = repr(err.get("input"))
+        shown = shown if len(shown) <= 40 else shown[:40] + "..."
+        raise UserInputError(f"{field}: {err['msg']}, got {shown}") from None

@@ -15,6 +15,7 @@ import simpy
 from tqdm import tqdm
 
 from laddersim.errors import UserInputError
+from laddersim.limits import MAX_ITERATIONS
 from laddersim.serving.arrivals import Requests
 from laddersim.serving.iteration_time import IterationTimer
 from laddersim.serving.options import ServingOptions
@@ -42,7 +43,16 @@ class ServingRun:
 
 def check_requests_fit(requests: Requests, options: ServingOptions, kv_blocks: int) -> None:
     """Every request must be able to run alone: its KV cache in the blocks, and (without chunked
-    prefill) its prompt plus output in one iteration's budget (vLLM's model-length rule)."""
+    prefill) its prompt plus output in one iteration's budget (vLLM's model-length rule). And the
+    run must end: the iterations it needs at the least (a request's output tokens one per
+    iteration; all output tokens max_running, all prompt tokens max_batched_tokens at a time) stay
+    within MAX_ITERATIONS."""
+    least = max(int(requests.output_len.max()),
+                -(-int(requests.output_len.sum()) // options.max_running),
+                -(-int(requests.prompt_len.sum()) // options.max_batched_tokens))
+    if least > MAX_ITERATIONS:
+        raise UserInputError(f"requests: {len(requests)} requests of these lengths need at least {least} engine "
+                             f"iterations; allowed: at most {MAX_ITERATIONS} (fewer --requests or shorter lengths)")
     longest = int((requests.prompt_len + requests.output_len).max())
     if -(-longest // options.block_size) > kv_blocks:
         raise UserInputError(f"requests: the longest request ({longest} tokens) needs more than the "

@@ -20,8 +20,11 @@ grid's ``batch`` is not read (the scheduler forms the batches). The KV cache is 
 from __future__ import annotations
 
 import itertools
+import math
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from laddersim.limits import MAX_BATCH, MAX_RATE, MAX_REQUESTS, MAX_SEED, MAX_SLO_S, MAX_TOKENS, MIN_RATE
 
 from laddersim.serving.arrivals import LengthSpec, draw_requests
 from laddersim.serving.options import serving_options
@@ -40,10 +43,10 @@ class ServingAxes(BaseModel):
     max_running: list[int] = Field(default=[64], min_length=1)
     max_batched_tokens: list[int] = Field(default=[8192], min_length=1)
     chunked_prefill: list[bool] = Field(default=[False], min_length=1)
-    requests: int = Field(default=500, gt=0)
-    ttft_slo_s: float | None = Field(default=None, gt=0)
-    tpot_slo_s: float | None = Field(default=None, gt=0)
-    seed: int = 0
+    requests: int = Field(default=500, gt=0, le=MAX_REQUESTS)
+    ttft_slo_s: float | None = Field(default=None, gt=0, le=MAX_SLO_S, allow_inf_nan=False)
+    tpot_slo_s: float | None = Field(default=None, gt=0, le=MAX_SLO_S, allow_inf_nan=False)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
 
     @field_validator(*SERVING_AXES, mode="before")
     @classmethod
@@ -52,10 +55,12 @@ class ServingAxes(BaseModel):
 
     @field_validator("rate", "max_running", "max_batched_tokens")
     @classmethod
-    def _positive(cls, values):
+    def _in_range(cls, values, info):
+        # Checked here, not by the file reader: a number written as a string ("inf") skips its check.
+        low, high = {"rate": (MIN_RATE, MAX_RATE), "max_running": (1, MAX_BATCH)}.get(info.field_name, (1, MAX_TOKENS))
         for value in values:
-            if not value > 0:
-                raise ValueError(f"must be > 0, got {value}")
+            if not (math.isfinite(value) and low <= value <= high):
+                raise ValueError(f"must be finite numbers from {low:g} to {high:g}, got {value}")
         return values
 
     def settings(self) -> list[tuple[tuple[str, object], ...]]:
