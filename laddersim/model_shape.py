@@ -257,10 +257,12 @@ def from_hf_config(path: str | Path) -> ModelShape:
 
 def load_model_shape(name_or_path: str | Path) -> ModelShape:
     """A preset name (``llama-3.1-70b``) or a path to a Hugging Face ``config.json``."""
+    from laddersim.resources import given_or_shipped
+
     key = str(name_or_path)
     if key in PRESETS:
         return PRESETS[key]
-    path = Path(key)
+    path = given_or_shipped(key)  # examples/... is also found in the installed package
     if path.is_dir():
         path = path / "config.json"
     if path.suffix == ".json" and path.exists():

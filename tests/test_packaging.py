@@ -53,6 +53,24 @@ def test_examples_are_found_from_any_folder(tmp_path, monkeypatch):
     assert resources.given_or_shipped("elsewhere/x.yaml") == Path("elsewhere/x.yaml")
 
 
+def test_example_model_configs_are_found_from_any_folder(tmp_path, monkeypatch):
+    """The README's --model examples/small-4l-512/config.json works where no examples/ is (the
+    wheel case); a config.json of the user's own under examples/ is read first."""
+    from laddersim.model_shape import load_model_shape
+
+    monkeypatch.chdir(tmp_path)
+    shipped = load_model_shape("examples/small-4l-512/config.json")
+    assert (shipped.n_layers, shipped.dim) == (4, 512)
+    assert load_model_shape("examples/small-4l-512") == shipped
+    own = tmp_path / "examples" / "small-4l-512"
+    own.mkdir(parents=True)
+    config = json.loads((REPO / "examples" / "small-4l-512" / "config.json").read_text())
+    (own / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 2}))
+    assert load_model_shape("examples/small-4l-512/config.json").n_layers == 2
+    with pytest.raises(UserInputError, match="unknown preset 'examples/none/config.json'"):
+        load_model_shape("examples/none/config.json")
+
+
 def test_the_wheel_carries_profiles_tables_programs_examples_and_data(tmp_path):
     """Build the wheel from a copy of the checkout (the build writes build/ beside the sources)."""
     src = tmp_path / "src"
