@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from laddersim.config_files import build, read_yaml_mapping
 from laddersim.errors import UserInputError
 from laddersim.hardware.sourced import Positive
+from laddersim.kernel_calibration import KernelCalibration
 
 FRAMEWORKS_DIR = Path(__file__).resolve().parent / "data" / "frameworks"
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -38,6 +39,21 @@ class FusedKinds(BaseModel):
     model_config = _FROZEN
 
     kinds: list[Literal["act", "collective_input_copy", "rope", "attn_norm", "mlp_norm"]]
+    source: str = Field(min_length=3)
+
+
+class OpKernels(BaseModel):
+    """Kernels each memory-bound op kind launches where the framework runs it as several eager
+    torch ops (no compiler fusing them): RoPE as a cast, four multiplies, a subtract, an add, a
+    stack and a cast back per tensor; SiLU(gate) * up as two. Kinds not listed: one kernel."""
+
+    model_config = _FROZEN
+
+    counts: dict[Literal["rope", "act", "attn_norm", "mlp_norm", "norm", "final_norm", "residual_add",
+                         "partial_add"], int]
+    # The bytes those kernels move together, as a multiple of the one fused kernel's (eager RoPE
+    # reads and writes fp32 intermediates between its kernels).
+    bytes_factor: dict[Literal["rope", "act"], float] = {}
     source: str = Field(min_length=3)
 
 
@@ -64,16 +80,55 @@ class Framework(BaseModel):
     allreduce_library: Choice[Literal["nccl", "multimem"]]
     # Prefill attention throughput relative to the profile's attention_compute_efficiency.
     prefill_attention_speedup: Positive
+    # fused (default): one FlashAttention-class kernel, ``prefill_attention_speedup`` applies;
+    # math / math_fp32: torch's math SDPA, scores materialised per query head over the attended
+    # positions, masked softmax, two batched GEMMs (fp32 ones after the upcast torch >= 2.5 does):
+    # laddersim.costs.math_attention.
+    prefill_attention: Choice[Literal["fused", "math", "math_fp32"]] | None = None
+    # last (default): the LM head runs on each sequence's last position in prefill; all: on
+    # every prompt position (gpt-fast's Transformer.forward returns the logits of every token).
+    prefill_logits: Choice[Literal["last", "all"]] | None = None
+    # Eager frameworks: kernels per memory-bound op kind (default one each; see OpKernels).
+    op_kernels: OpKernels | None = None
+
+    def kernels_for(self, kind: str) -> int:
+        """Kernels one ``kind`` op launches (1 unless ``op_kernels`` says otherwise)."""
+        return self.op_kernels.counts.get(kind, 1) if self.op_kernels is not None else 1
+
+    def bytes_factor_for(self, kind: str) -> float:
+        """Bytes one ``kind`` op moves relative to its fused kernel (1 unless ``op_kernels`` says)."""
+        return self.op_kernels.bytes_factor.get(kind, 1.0) if self.op_kernels is not None else 1.0
+    # A traced stack's kernels per class (``laddersim calibrate kernels``): laddersim.kernel_calibration.
+    kernel_calibration: KernelCalibration | None = None
+
+    @property
+    def prefill_attention_path(self) -> str:
+        return self.prefill_attention.value if self.prefill_attention else "fused"
+
+    @property
+    def prefill_logits_positions(self) -> str:
+        return self.prefill_logits.value if self.prefill_logits else "last"
 
 
 def framework_names() -> list[str]:
     return sorted(p.stem for p in FRAMEWORKS_DIR.glob("*.yaml"))
 
 
+def is_framework_file(name: str) -> bool:
+    """Does ``name`` name a framework file of the user's (``laddersim calibrate kernels`` writes
+    one) rather than a shipped framework?"""
+    return name.endswith((".yaml", ".yml")) and Path(name).is_file()
+
+
+def known_framework(name: str) -> bool:
+    return name in framework_names() or is_framework_file(name)
+
+
 @lru_cache(maxsize=None)
 def load_framework(name: str) -> Framework:
-    """A framework by name (``gpt-fast``, ``vllm``)."""
-    path = FRAMEWORKS_DIR / f"{name}.yaml"
+    """A framework by name (``gpt-fast``, ``vllm``) or a framework file's path (``.yaml``)."""
+    path = Path(name) if is_framework_file(name) else FRAMEWORKS_DIR / f"{name}.yaml"
     if not path.exists():
-        raise UserInputError(f"framework: unknown '{name}'; allowed: {', '.join(framework_names())}")
+        raise UserInputError(f"framework: unknown '{name}'; allowed: {', '.join(framework_names())}, "
+                             "or a framework .yaml file")
     return build(Framework, read_yaml_mapping(path, "framework"), f"framework {path.name}")

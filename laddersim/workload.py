@@ -41,10 +41,11 @@ class Workload(BaseModel):
     @field_validator("framework")
     @classmethod
     def _known_framework(cls, name: str) -> str:
-        from laddersim.framework import framework_names  # data files, read only here
+        from laddersim.framework import framework_names, known_framework  # data files, read only here
 
-        if name not in framework_names():
-            raise ValueError(f"unknown framework '{name}'; allowed: {', '.join(framework_names())}")
+        if not known_framework(name):
+            raise ValueError(f"unknown framework '{name}'; allowed: {', '.join(framework_names())}, "
+                             "or a framework .yaml file")
         return name
 
     @property

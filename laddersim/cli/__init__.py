@@ -29,6 +29,7 @@ COMMANDS = {
     "plan": "cheapest configurations meeting a throughput/latency target; break-even fabrics",
     "report": "write the report (reports/index.md with figures) from built-in defaults",
     "serving": "one replica under load: continuous batching, TTFT/TPOT percentiles, goodput, capacity",
+    "kernels": "one layer's kernels as laddersim prices them: class, count, us (beside a profiler trace)",
 }
 COMMAND_MODULES = tuple(COMMANDS)
 

@@ -9,7 +9,8 @@ classes a trace's kernels the same way) can be set against the program, layer by
   reduction (``single_token_linear: generated``), every memory-bound op (norms, RoPE, activation,
   adds, embedding) unless fused into that linear (``fused_into_single_token_linear``);
 * ``splitk_reduce``: the partial sums' reduce kernel after a linear split along K;
-* ``attention``: the attention core;
+* ``attention``: the attention core (on the math SDPA path in prefill: two batched library
+  GEMMs and the generated kernels around them, ``laddersim.costs.math_attention``);
 * ``copy``: a collective's input copy on the compute stream (``collective_input_copies``);
 * ``collective``: an AllReduce or the logits' AllGather (on the communication stream).
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import collections
 
-from laddersim.costs.op_costs import Phase, linear_shapes, single_token_path, splits_k
+from laddersim.costs.op_costs import Phase, linear_shapes, logits_rows, prefill_math_kernels, single_token_path, splits_k
 from laddersim.framework import load_framework
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.model_shape import ModelShape
@@ -37,16 +38,28 @@ def op_kernels(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
     """``{op kind: {kernel class: kernels}}`` for one pass, the kernels the cost model charges."""
     fw = load_framework(work.framework)
     generated, fused = single_token_path(fw, phase.tokens)
-    out: dict[str, dict[str, float]] = {kind: {} if kind in fused else {"generated": 1} for kind in MEMORY_BOUND_KINDS}
-    for kind, (m, n, _, _) in linear_shapes(model, tp, phase).items():
+    out: dict[str, dict[str, float]] = {kind: {} if kind in fused else {"generated": fw.kernels_for(kind)}
+                                       for kind in MEMORY_BOUND_KINDS}
+    for kind, (m, n, _, _) in linear_shapes(model, tp, phase, logits_rows(fw, phase)).items():
         out[kind] = {"generated" if (generated and m == 1) else "library_gemm": 1}
         if fw.splitk_reduce_kernel.value and splits_k(hw.gpu, m, n):
             out[kind]["splitk_reduce"] = 1
-    out |= {"attention": {"attention": 1}, "sampling": {}, "step_overhead": {}}
+    out |= {"attention": _attention_kernels(model, hw, work, tp, phase, fw), "sampling": {}, "step_overhead": {}}
     copies = hw.framework.collective_input_copies.value if (tp > 1 and fw.collective_input_copy.value) else 0.0
     out["collective_launch"] = {"copy": copies} if (copies and "collective_input_copy" not in fused) else {}
     out["allreduce"] = out["allgather_logits"] = {"collective": 1}
     return out
+
+
+def _attention_kernels(model, hw, work, tp, phase, fw) -> dict[str, float]:
+    """One attention kernel, or on the math SDPA path in prefill its batched GEMMs and generated
+    kernels (laddersim.costs.math_attention)."""
+    if phase.name != "prefill" or fw.prefill_attention_path == "fused":
+        return {"attention": 1}
+    counts: collections.Counter = collections.Counter()
+    for kernel in prefill_math_kernels(model, hw, work, tp, phase):
+        counts[kernel.kernel_class] += kernel.count
+    return {cls: n for cls, n in counts.items() if n}
 
 
 def kernels_per_layer(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int, phase: Phase,

@@ -15,6 +15,7 @@ import numpy as np
 from laddersim.costs.framework_collectives import framework_allreduce_time_s, logits_allgather_time_s
 from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.gemm_tables import HYBRID, SOL, library_gemm_time_s
+from laddersim.costs.math_attention import math_prefill_kernels
 from laddersim.framework import load_framework
 from laddersim.costs.host_overhead import with_host_overhead
 from laddersim.hardware.profile import HardwareProfile
@@ -94,9 +95,20 @@ def single_token_path(fw, tokens: int) -> tuple[bool, frozenset[str]]:
     return generated, fused
 
 
-def linear_shapes(model: ModelShape, tp: int, phase: Phase) -> dict[str, tuple[int, int, int, tuple[int, ...]]]:
-    """``{linear op kind: (m, n, k, parts)}`` on one rank: column-parallel QKV and gate/up,
-    row-parallel O and down, the vocab-parallel LM head on the last position of each sequence;
+def logits_rows(fw, phase: Phase) -> int:
+    """Rows of the LM head (and the final norm) in a pass: each sequence's last position, or in a
+    prefill under ``prefill_logits: all`` every prompt position (gpt-fast returns every token's logits)."""
+    if phase.name == "prefill" and fw.prefill_logits_positions == "all":
+        return phase.tokens
+    return phase.batch
+
+
+def linear_shapes(model: ModelShape, tp: int, phase: Phase,
+                  lm_head_rows: int | None = None) -> dict[str, tuple[int, int, int, tuple[int, ...]]]:
+    """``{linear op kind: (m, n, k, parts)}`` on one rank: column-parallel QKV and gate/up (one
+    fused GEMM of width 2 x intermediate / TP, as gpt-fast's ``w1`` and vLLM's
+    ``MergedColumnParallelLinear``), row-parallel O and down, the vocab-parallel LM head on
+    ``lm_head_rows`` rows (default: the last position of each sequence, ``logits_rows``);
     ``parts``, the widths stacked along N into parallel's fused QKV + gate/up."""
     t, d = phase.tokens, model.dim
     i_r = model.intermediate_per_rank(tp)
@@ -107,7 +119,7 @@ def linear_shapes(model: ModelShape, tp: int, phase: Phase) -> dict[str, tuple[i
         "gate_up": (t, 2 * i_r, d, ()),
         "qkv_gate_up": (t, qkv_n + 2 * i_r, d, (qkv_n, 2 * i_r)),
         "down": (t, d, i_r, ()),
-        "lm_head": (phase.batch, model.vocab_per_rank(tp), d, ()),
+        "lm_head": (phase.batch if lm_head_rows is None else lm_head_rows, model.vocab_per_rank(tp), d, ()),
     }
 
 
@@ -133,7 +145,8 @@ def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
     _, fused = single_token_path(fw, t)
 
     def streamed(moved_bytes: float, kind: str = "") -> float:  # one memory-bound kernel of this pass
-        kernels = 0 if kind in fused else 1
+        kernels = 0 if kind in fused else fw.kernels_for(kind)  # an eager framework: several per op
+        moved_bytes *= fw.bytes_factor_for(kind)
         return float(memory_bound_time_s(gpu, moved_bytes, kernels=kernels, launch_s=launch))
 
     def norm(rows: int, kind: str = "") -> float:  # RMSNorm: read and write rows x dim
@@ -172,8 +185,9 @@ def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
         "attn_norm": norm(t, "attn_norm"),
         "mlp_norm": norm(t, "mlp_norm"),
         "norm": norm(t),
-        "final_norm": norm(phase.batch),
-        **{kind: linear(kind, m, n, k, parts) for kind, (m, n, k, parts) in linear_shapes(model, tp, phase).items()},
+        "final_norm": norm(logits_rows(fw, phase)),
+        **{kind: linear(kind, m, n, k, parts)
+           for kind, (m, n, k, parts) in linear_shapes(model, tp, phase, logits_rows(fw, phase)).items()},
         # RoPE on q and k, and the new k, v written into the cache.
         "rope": streamed(t * (2 * (h_r + kv_r) + 2 * kv_r) * hd * b, "rope"),
         "act": streamed(3 * t * i_r * b, "act"),  # SiLU(gate) * up
@@ -232,6 +246,10 @@ def attention_time_s(
     stream_bw = gpu.memory_bandwidth_bytes_per_s * gpu.gemm_memory_efficiency.value
     if phase.name == "prefill":
         s = phase.new_tokens_per_seq
+        fw = load_framework(work.framework)
+        if fw.prefill_attention_path != "fused":
+            seconds = sum(k.seconds for k in prefill_math_kernels(model, hw, work, tp, phase))
+            return np.full(kv_lens.shape, seconds)
         if work.kv_cache == "static":
             flops = 4.0 * phase.batch * s * work.max_seq_len * h_r * hd
             moved = phase.batch * (2 * s * h_r + 2 * work.max_seq_len * heads_streamed) * hd * b
@@ -243,3 +261,17 @@ def attention_time_s(
     flops = 4.0 * phase.batch * kv_lens * h_r * hd
     moved = phase.batch * (kv_lens * 2 * heads_streamed * hd + 2 * h_r * hd) * b
     return gpu.kernel_launch_s + np.maximum(flops / attn_peak, moved / stream_bw)
+
+
+def prefill_math_kernels(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int, phase: Phase) -> list:
+    """The kernels of one layer's prefill attention on the math SDPA path (the framework's
+    ``prefill_attention``: laddersim.costs.math_attention): over the whole static cache, or over
+    the prompt with a dynamic one."""
+    gpu = hw.gpu
+    fp32 = gpu.peak_tflops_fp32.value * 1e12 if gpu.peak_tflops_fp32 is not None else None
+    s = phase.new_tokens_per_seq
+    return math_prefill_kernels(
+        gpu, variant=load_framework(work.framework).prefill_attention_path, batch=phase.batch, prompt_len=s,
+        cache_len=work.max_seq_len if work.kv_cache == "static" else s, heads=model.heads_per_rank(tp),
+        kv_heads=model.kv_heads_per_rank(tp), head_dim=model.head_dim, dtype_bytes=work.dtype_bytes,
+        peak_flops_per_s=gpu.peak_flops_per_s_for(work.dtype), fp32_peak_flops_per_s=fp32)

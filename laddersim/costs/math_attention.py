@@ -1,0 +1,80 @@
+"""Prefill attention on torch's math SDPA path, kernel by kernel (``prefill_attention: math`` or
+``math_fp32`` in a framework file).
+
+The Ladder Residual benchmark forces ``sdp_kernel(enable_math=True)`` only (../shared/docs/
+ladder-residual.md, "The benchmark, read from its code and logs"): K and V are read from the
+static cache of ``max_seq_len`` positions, expanded with ``repeat_interleave`` to every query
+head, and ``scaled_dot_product_attention`` gets a boolean mask row over the whole cache. torch's
+``_scaled_dot_product_attention_math`` (aten/src/ATen/native/transformers/attention.cpp) then runs
+
+    attn = (q * scale) @ (k * scale)^T ; attn.masked_fill(~mask, -inf) ; softmax ; attn @ v
+
+materialising one score per query head, query position and cache position. Since torch 2.5 the
+math path upcasts fp16/bf16 Q, K and V to fp32 ("Keep query, key, value in high precision for
+accuracy", unless ``torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True)``): the two
+batched GEMMs are fp32 GEMMs and the scores fp32 (``math_fp32``). Under ``torch.compile`` the
+GEMMs stay extern (cuBLAS) calls and the pointwise work around them becomes generated kernels.
+
+Every function returns seconds on one rank; ``kernels`` lists them with their class (the classes of
+``laddersim.costs.kernel_counts``) so the kernel view shows what the sum is made of.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from laddersim.costs.gemm import memory_bound_time_s
+
+ACC_BYTES = {"math": None, "math_fp32": 4}  # None: the scores keep the input dtype
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel (or ``count`` identical ones) of an op, and its seconds in total."""
+
+    name: str
+    kernel_class: str
+    count: float
+    seconds: float
+
+
+def _batched_gemm_s(gpu, flops: float, moved_bytes: float, peak_flops_per_s: float) -> float:
+    """A batched library GEMM: the slower of its FLOPs at the library's compute efficiency and
+    its bytes at the GEMM streaming efficiency, plus one kernel floor."""
+    compute = flops / (peak_flops_per_s * gpu.gemm_compute_efficiency.value)
+    memory = moved_bytes / (gpu.memory_bandwidth_bytes_per_s * gpu.gemm_memory_efficiency.value)
+    return gpu.kernel_launch_s + max(compute, memory)
+
+
+def math_prefill_kernels(gpu, *, variant: str, batch: int, prompt_len: int, cache_len: int, heads: int,
+                         kv_heads: int, head_dim: int, dtype_bytes: int,
+                         peak_flops_per_s: float, fp32_peak_flops_per_s: float | None) -> list[Kernel]:
+    """The kernels of one layer's prefill attention on the math path (see the module docstring):
+    ``batch`` sequences of ``prompt_len`` queries over ``cache_len`` cache positions, ``heads``
+    query and ``kv_heads`` KV heads of ``head_dim`` on this rank."""
+    acc = ACC_BYTES[variant] or dtype_bytes
+    upcast = acc != dtype_bytes
+    peak = fp32_peak_flops_per_s if (upcast and fp32_peak_flops_per_s) else peak_flops_per_s
+    b, s, L, h, hd = batch, prompt_len, cache_len, heads, head_dim
+    q_elems = b * s * h * hd
+    kv_elems = b * L * h * hd  # K (or V) expanded to every query head
+    scores = b * h * s * L
+    flops = 2.0 * scores * hd
+    return [
+        # K and V: the cache read per KV head, written expanded per query head (and upcast).
+        Kernel("kv_expand", "generated", 1, float(memory_bound_time_s(
+            gpu, 2 * b * L * kv_heads * hd * dtype_bytes + 2 * kv_elems * acc))),
+        # Q scaled (and upcast) for the GEMM.
+        Kernel("q_scale", "generated", 1, float(memory_bound_time_s(gpu, q_elems * (dtype_bytes + acc)))),
+        Kernel("scores_bmm", "library_gemm", 1, _batched_gemm_s(
+            gpu, flops, acc * (q_elems + kv_elems + scores), peak)),
+        # The boolean mask row (one per query position, broadcast over heads) and the softmax:
+        # scores read once, probabilities written once.
+        Kernel("masked_softmax", "generated", 1, float(memory_bound_time_s(
+            gpu, 2 * scores * acc + b * s * L))),
+        Kernel("values_bmm", "library_gemm", 1, _batched_gemm_s(
+            gpu, flops, acc * (scores + kv_elems + q_elems), peak)),
+        # The output back to the input dtype, heads transposed into the hidden dimension.
+        Kernel("out_cast", "generated", 1 if upcast else 0,
+               float(memory_bound_time_s(gpu, q_elems * (acc + dtype_bytes))) if upcast else 0.0),
+    ]

@@ -1,0 +1,152 @@
+"""What laddersim charges one layer, kernel by kernel (``laddersim kernels``).
+
+The table a performance engineer reads beside a profiler trace of the same step
+(``calibration/kernel_trace.py``): every kernel the cost model prices for the middle layer of a
+schedule's program, with its class (``laddersim.costs.kernel_counts``), count and device time.
+``layer_us`` sums the compute stream's kernels; collectives are listed but not summed (they run on
+the communication stream, and how much of them a step exposes is the schedule's business).
+
+With a calibrated framework file (``laddersim calibrate kernels``: ``kernel_calibration``), the
+layer's kernels are the traced classes of the nearest traced regime, each scaled by the bytes it
+streams (``laddersim.kernel_calibration``), plus the collectives the program adds at TP > 1.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pandas as pd
+
+from laddersim.costs.gemm import memory_bound_time_s
+from laddersim.costs.kernel_counts import op_kernels
+from laddersim.costs.op_costs import (Phase, _fixed_op_times, attention_time_s, linear_shapes, logits_rows,
+                                      prefill_math_kernels, splits_k)
+from laddersim.framework import load_framework
+from laddersim.kernel_calibration import driver_bytes
+from laddersim.schedules.program import build_program
+from laddersim.simulate import make_scenario
+
+COMPUTE_CLASSES = ("library_gemm", "splitk_reduce", "generated", "attention", "copy", "other")
+COLUMNS = ["kernel", "class", "count", "us"]
+DEFAULT_PROMPT_LEN = 1024
+DEFAULT_GEN_LEN = 512
+
+
+def kernel_table(model, hardware, tp: int, batch: int, schedule: str = "standard", framework: str | None = None,
+                 prompt_len: int = DEFAULT_PROMPT_LEN, phase: str = "decode", gen_len: int = DEFAULT_GEN_LEN,
+                 dtype: str = "bfloat16") -> pd.DataFrame:
+    """One layer's kernels as laddersim prices them: a DataFrame with columns ``kernel`` (the op
+    kind, ``op.part`` for a kernel within an op), ``class`` (library_gemm, splitk_reduce,
+    generated, attention, copy, other, collective), ``count`` (kernels in the layer) and ``us``
+    (their device time in total, microseconds), one row per kernel of the middle layer of
+    ``schedule``'s program on one rank of ``tp``. ``frame.attrs['layer_us']`` is the layer's
+    compute-stream time (every class but ``collective``).
+
+    ``model``: a preset or config.json path; ``hardware``: a profile name or path; ``framework``:
+    a shipped framework or a framework .yaml (default gpt-fast); ``phase``: ``decode`` (the first
+    decode step after a ``prompt_len`` prompt: a static cache attends all ``prompt_len + gen_len``
+    positions) or ``prefill`` (the prompt of ``batch`` sequences)."""
+    scenario = make_scenario(model, hardware, tp, batch, prompt_len, gen_len, schedule, dtype,
+                             framework=framework or "gpt-fast")
+    scenario.model.check_tp(tp)
+    fw = load_framework(scenario.workload.framework)
+    if phase not in ("decode", "prefill"):
+        from laddersim.errors import UserInputError
+        raise UserInputError(f"phase: '{phase}' is not a phase; allowed: decode, prefill")
+    the_phase = Phase(phase, batch, prompt_len if phase == "prefill" else 1)
+    if fw.kernel_calibration is not None and phase == "decode":
+        rows = _calibrated_rows(scenario, fw.kernel_calibration, the_phase)
+    else:
+        rows = _priced_rows(scenario, fw, the_phase)
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    frame["us"] = frame["us"].astype(float).round(3)
+    frame.attrs["layer_us"] = round(float(frame.loc[frame["class"] != "collective", "us"].sum()), 3)
+    return frame
+
+
+def _layer_kinds(scenario, phase_name: str) -> collections.Counter:
+    program = build_program(scenario.schedule, scenario.model.n_layers, scenario.tp, phase_name)
+    layer = scenario.model.n_layers // 2
+    return collections.Counter(op.kind for op in program.ops if op.layer == layer)
+
+
+def _priced_rows(scenario, fw, phase: Phase) -> list[tuple]:
+    model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
+    gpu = hw.gpu
+    times, _ = _fixed_op_times(model, hw, work, tp, phase)
+    kv_len = work.max_seq_len if phase.name == "decode" and work.kv_cache == "static" else (
+        work.prompt_len + 1 if phase.name == "decode" else work.prompt_len)
+    times["attention"] = float(attention_time_s(model, hw, work, tp, phase, np.array([kv_len]))[0])
+    classes = op_kernels(model, hw, work, tp, phase)
+    shapes = linear_shapes(model, tp, phase, logits_rows(fw, phase))
+    rows = []
+    for kind, ops in _layer_kinds(scenario, phase.name).items():  # program order
+        per_class = classes.get(kind, {})
+        seconds = times[kind]
+        if kind == "attention" and phase.name == "prefill" and fw.prefill_attention_path != "fused":
+            for k in prefill_math_kernels(model, hw, work, tp, phase):
+                if k.count:
+                    rows.append((f"attention.{k.name}", k.kernel_class, k.count * ops, k.seconds * ops * 1e6))
+            continue
+        if kind == "collective_launch":  # the input copies only: the hand-off is no kernel
+            copies = per_class.get("copy", 0.0)
+            if copies:
+                hidden = phase.tokens * model.dim * work.dtype_bytes
+                copy_s = copies * float(memory_bound_time_s(gpu, 2 * hidden))
+                rows.append(("collective_input_copy", "copy", copies * ops, copy_s * ops * 1e6))
+            continue
+        if "splitk_reduce" in per_class and kind in shapes:
+            m, n = shapes[kind][0], shapes[kind][1]
+            if splits_k(gpu, m, n):
+                reduce_s = float(memory_bound_time_s(gpu, 2 * m * n * 4))
+                rows.append((f"{kind}.splitk_reduce", "splitk_reduce", ops, reduce_s * ops * 1e6))
+                seconds -= reduce_s
+        main = [c for c in per_class if c != "splitk_reduce"]
+        if not main:
+            continue
+        cls = main[0]
+        rows.append((kind, cls, per_class[cls] * ops, seconds * ops * 1e6))
+    return rows
+
+
+def layer_bytes(model, tp: int, batch: int, cache_len: int, dtype_bytes: int) -> tuple[float, float]:
+    """(weights, expanded K/V) bytes one layer streams on one rank: the linears' weights, and K and
+    V of ``cache_len`` positions expanded to every query head of ``batch`` sequences."""
+    d, hd = model.dim, model.head_dim
+    h_r, kv_r, i_r = model.heads_per_rank(tp), model.kv_heads_per_rank(tp), model.intermediate_per_rank(tp)
+    weights = ((h_r + 2 * kv_r) * hd * d + d * h_r * hd + 2 * i_r * d + d * i_r) * dtype_bytes
+    kv = batch * cache_len * 2 * h_r * hd * dtype_bytes
+    return float(weights), float(kv)
+
+
+def _calibrated_rows(scenario, calib, phase: Phase) -> list[tuple]:
+    """The traced classes of the nearest regime, scaled by their drivers' bytes on this shard."""
+    model, work, tp = scenario.model, scenario.workload, scenario.tp
+    regime = calib.regime_for(phase.batch)
+    cache_len = work.max_seq_len if work.kv_cache == "static" else work.prompt_len + 1
+    weights, kv = layer_bytes(model, tp, phase.batch, cache_len, work.dtype_bytes)
+    rows = []
+    for cls, cost in regime.classes.items():
+        if cls == "collective" or not cost.kernels:
+            continue
+        if cost.bandwidth_gbps is None:
+            us = cost.us
+        else:
+            moved = driver_bytes(cost.driver, weights_bytes=weights, kv_bytes=kv)
+            us = cost.kernels * calib.floor_us + moved / (cost.bandwidth_gbps * 1e9) * 1e6
+        rows.append((f"{cls} (trace b={regime.batch})", cls, cost.kernels, us))
+    if tp > 1:  # the collectives the program adds (the trace's shard had none): priced by the profile
+        fw = load_framework(work.framework)
+        times, _ = _fixed_op_times(model, scenario.hardware, work, tp, phase)
+        kinds = _layer_kinds(scenario, phase.name)
+        per_kind = op_kernels(model, scenario.hardware, work, tp, phase)
+        for kind in ("allreduce",):
+            if kinds.get(kind):
+                rows.append((kind, "collective", kinds[kind], times[kind] * kinds[kind] * 1e6))
+        copies = per_kind["collective_launch"].get("copy", 0.0) * kinds.get("collective_launch", 0)
+        if copies and fw.collective_input_copy.value:
+            hidden = phase.tokens * model.dim * work.dtype_bytes
+            rows.append(("collective_input_copy", "copy", copies,
+                         copies * float(memory_bound_time_s(scenario.hardware.gpu, 2 * hidden)) * 1e6))
+    return rows
