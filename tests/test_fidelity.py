@@ -161,7 +161,10 @@ def test_vllm_prefill_attention_runs_at_the_flashattention_3_speedup(h100):
     model = ModelShape(name="m", n_layers=2, dim=8192, n_heads=64, n_kv_heads=8, intermediate_size=28672,
                        vocab_size=128256)
     phase = Phase("prefill", 1, 8192)  # long prompt: compute-bound attention
-    base = Workload(batch=1, prompt_len=8192, gen_len=1, kv_cache="dynamic", kv_reads="per_kv_head")
+    # gpt-fast-flash: FlashAttention-2 in prefill (the reference speedup 1.0; gpt-fast runs the math path)
+    base = Workload(batch=1, prompt_len=8192, gen_len=1, kv_cache="dynamic", kv_reads="per_kv_head",
+                    framework="gpt-fast-flash")
+    assert load_framework("gpt-fast-flash").prefill_attention_speedup.value == 1.0
     launch = h100.gpu.kernel_launch_s
     fa2 = op_times_s(model, h100, base, 8, phase, np.array([8192.0]))["attention"][0] - launch
     fa3 = op_times_s(model, h100, base.model_copy(update={"framework": "vllm"}), 8, phase,

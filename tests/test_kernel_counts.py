@@ -25,7 +25,7 @@ def _with_floor(profile, floor_us: float):
     return profile.model_copy(update={"gpu": gpu})
 
 
-@pytest.mark.parametrize("framework", ["gpt-fast", "vllm"])
+@pytest.mark.parametrize("framework", ["gpt-fast", "gpt-fast-flash", "vllm"])
 @pytest.mark.parametrize(("tp", "batch"), [(1, 1), (8, 1), (8, 4), (2, 64)])
 def test_each_kinds_time_grows_with_the_kernel_floor_by_its_kernel_count(h100, framework, tp, batch):
     model = load_model_shape("llama-3.1-8b")

@@ -115,3 +115,28 @@ def test_validate_cli_reports_groups_and_pairs(tmp_path, capsys):
     assert "tiny-lm p2p=off gpt-fast-flash" in printed and "P2P-off extra decode time, 2 on/off pairs" in printed
     report = (out / "index.md").read_text()
     assert "## P2P off minus P2P on: extra decode time" in report
+
+
+def test_an_eager_framework_prices_its_op_kernels():
+    """gpt-fast-flash runs RoPE as 18 eager kernels moving 10x the fused kernel's bytes, SiLU x up
+    as 2 (op_kernels); on the same profile its other memory-bound kinds cost what vLLM's do."""
+    import numpy as np
+
+    from laddersim.costs.gemm import memory_bound_time_s
+    from laddersim.costs.op_costs import Phase, op_times_s
+    from laddersim.framework import load_framework
+    from laddersim.hardware.profile import load_profile
+    from laddersim.model_shape import load_model_shape
+    from laddersim.workload import Workload
+
+    h100, model = load_profile("h100-sxm-nvswitch"), load_model_shape("llama-3.1-8b")
+    phase = Phase("decode", 4, 1)
+    times = {fw: op_times_s(model, h100, Workload(batch=4, prompt_len=64, gen_len=4, framework=fw), 2, phase,
+                            np.array([64.0])) for fw in ("gpt-fast-flash", "vllm")}
+    fw = load_framework("gpt-fast-flash")
+    assert fw.kernels_for("rope") == 18 and fw.bytes_factor_for("rope") == 10 and fw.kernels_for("attn_norm") == 1
+    fused_rope_bytes = 4 * (2 * (16 + 4) + 2 * 4) * 128 * 2  # batch 4, TP 2: 16 query and 4 KV heads a rank
+    assert times["gpt-fast-flash"]["rope"][0] == pytest.approx(
+        float(memory_bound_time_s(h100.gpu, 10 * fused_rope_bytes, kernels=18)), rel=1e-9)
+    assert times["gpt-fast-flash"]["act"][0] > times["vllm"]["act"][0] + h100.gpu.kernel_launch_s * 0.99
+    assert times["gpt-fast-flash"]["attn_norm"][0] == pytest.approx(times["vllm"]["attn_norm"][0], rel=1e-12)
