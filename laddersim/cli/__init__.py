@@ -30,8 +30,12 @@ COMMANDS = {
     "report": "write the report (reports/index.md with figures) from built-in defaults",
     "serving": "one replica under load: continuous batching, TTFT/TPOT percentiles, goodput, capacity",
     "kernels": "one layer's kernels as laddersim prices them: class, count, us (beside a profiler trace)",
+    "program": "run a shipped calibration program (ladder_bench, kernel_trace, closed_loop, ...)",
 }
 COMMAND_MODULES = tuple(COMMANDS)
+DESCRIPTION = ("laddersim: a performance simulator for tensor-parallel LLM inference, the standard and the "
+               "Ladder Residual schedules on NVLink, PCIe and InfiniBand machines. laddersim COMMAND --help "
+               "tells more; laddersim report writes the main report.")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -51,7 +55,7 @@ def _chosen(argv: list[str] | None) -> str | None:
 
 def build_parser(argv: list[str] | None = None, load_all: bool = False) -> argparse.ArgumentParser:
     """The parser; only the command chosen in ``argv`` (every one with ``load_all``) is imported."""
-    parser = OneLineParser(prog="laddersim", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="laddersim", description=DESCRIPTION)
     from laddersim.provenance import laddersim_version
 
     parser.add_argument("--version", action="version", version=f"laddersim {laddersim_version()}")

@@ -19,16 +19,19 @@ _SCHEDULE_KINDS = ("bandwidth", "latency", "heatmap")
 _X_KINDS = ("bandwidth", "latency")
 _SCENARIO_FLAGS = ("model", "hardware", "tp")
 DEFAULT_RANKS = 2  # timeline lanes drawn without --ranks (fewer when TP is smaller)
+TIMELINE_DIR = "runs/plots"  # where a timeline goes without --out (never the folder's root)
 
 
 def register(sub) -> None:
     p = sub.add_parser("plot", help="plot a results table (PNG and SVG), or a decode-step timeline",
-                       description=__doc__.splitlines()[0])
+                       description="Plot a results table (PNG and SVG beside it), or one decode step's timeline "
+                                   f"(PNG and SVG in {TIMELINE_DIR}/ unless --out).")
     p.add_argument("results", nargs="?", metavar="RESULTS",
                    help="results table (.parquet or .csv, e.g. from laddersim sweep); not for --kind timeline")
     p.add_argument("--kind", required=True, choices=KINDS)
     p.add_argument("--out", metavar="BASE",
-                   help="output path without extension (default: <RESULTS stem>-<kind>, or timeline-<model>-tp<N>)")
+                   help="output path without extension (default: <RESULTS stem>-<kind> beside RESULTS, or "
+                        f"{TIMELINE_DIR}/timeline-<model>-tp<N>)")
     p.add_argument("--title", help="figure title")
     p.add_argument("--where", action="append", metavar="COL=VAL",
                    help="keep rows with COL equal to VAL; repeatable: one column repeated means any of its "
@@ -126,6 +129,7 @@ def _timeline(args: argparse.Namespace) -> list[Path]:
     scenario = next(iter(results.values())).scenario
     title = args.title or (f"Decode step {args.step}: {scenario.model.name}, TP {args.tp}, batch {args.batch}, "
                            f"{scenario.hardware.name}")
-    out = args.out or f"timeline-{scenario.model.name}-tp{args.tp}"
+    out = args.out or f"{TIMELINE_DIR}/timeline-{scenario.model.name}-tp{args.tp}"
+    check_output(f"{out}.png", "out", "file")
     decode = collective_args(scenario.model, scenario.hardware, scenario.workload, scenario.tp)[("decode", "allreduce")]
     return plot_timeline(spans, out, zoom_layers=args.zoom_layers, title=title, comm_label=label(decode))

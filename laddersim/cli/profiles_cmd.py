@@ -26,7 +26,8 @@ def register(sub) -> None:
     check = verbs.add_parser("check", help="compare the model with the profile's measured tables")
     check.add_argument("name")
     check.add_argument("--shipped", action="store_true",
-                       help="compare with the shipped compact rows even if ../shared is present")
+                       help="compare with the compact tables shipped with the profiles, even where the "
+                            "original measurement files are on this machine (LADDERSIM_SHARED)")
     check.set_defaults(func=run_check)
     fit = verbs.add_parser("fit", help="fit the profile's parameters to its shipped tables; print YAML")
     fit.add_argument("name")
@@ -176,8 +177,9 @@ def run_report(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UserInputError(f"out: cannot create {target.parent}: {exc.strerror}") from None
     if shared_root() is None:
-        print("profiles report: ../shared/reference_data is absent; comparing with the shipped compact "
-              "tables instead of the original rows", file=sys.stderr)
+        print("profiles report: the original measurement files are not on this machine (set LADDERSIM_SHARED "
+              "to a folder holding reference_data/ to use them); comparing with the compact tables shipped "
+              "with the profiles", file=sys.stderr)
     path = write_report(args.out)
     print(f"report: {path}", file=sys.stderr)
     return 0

@@ -48,8 +48,8 @@ def report_target(out: str | Path | None) -> Path:
     if shared_root() is not None or not _from_original_rows(path):
         return path
     if out:
-        raise UserInputError(f"out: {path} was compared with the original rows (../shared/reference_data), "
-                             "which this machine lacks; a comparison with the compact tables would replace it "
+        raise UserInputError(f"out: {path} was compared with the original measurement files, which are not "
+                             "on this machine (LADDERSIM_SHARED); a comparison with the compact tables would replace it "
                              "with less data; allowed: another report path")
     target = path.parent.parent / "runs" / "collectives" / "collectives.md"
     print(f"profiles report: {path} holds the comparison with the original rows and is kept; "
@@ -108,13 +108,13 @@ def write_report(out: str | Path | None = None) -> Path:
         f"{laddersim_version()}); do not edit.",
         "",
         *(["For every profile, every AllReduce table it lists is compared over **4 KiB-256 MiB** with",
-           f"{ORIGINAL_ROWS_MARK} (../shared/reference_data, via the registry in",
+           f"{ORIGINAL_ROWS_MARK} (the original public measurement files, reference_data/, via the registry in",
            "laddersim/profiles_check/sources.py; the shipped tables in hardware_profiles/tables are",
            "medians of these rows at power-of-two sizes, rebuilt by `python tools/resample_reference.py`)."]
           if shared_root() is not None else
           ["For every profile, every AllReduce table it lists is compared over **4 KiB-256 MiB** with",
-           "the **shipped compact rows** (hardware_profiles/tables): ../shared/reference_data, which holds",
-           "the original rows, is not on this machine, so row counts are smaller and a table whose",
+           "the **shipped compact rows** (hardware_profiles/tables): the original public measurement files",
+           "(reference_data/) are not on this machine, so row counts are smaller and a table whose",
            "original rows scatter may pass here and miss against them."]),
         "",
         "* **model** = the parametric model the simulator falls back on for unmeasured GPU counts and",

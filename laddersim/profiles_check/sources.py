@@ -215,7 +215,7 @@ def read_allreduce_source(key: str, root: Path | None = None) -> pd.DataFrame:
     src = ALLREDUCE_SOURCES[key]
     root = root or shared_root()
     if root is None:
-        raise FileNotFoundError("../shared/reference_data is not available on this machine")
+        raise FileNotFoundError("the original measurement files (reference_data/) are not on this machine; set LADDERSIM_SHARED")
     frame = READERS[src.reader](root / src.path)
     frame = frame.astype({"gpus": int, "nodes": int, "size_bytes": float, "time_us": float})
     return frame.sort_values(["gpus", "nodes", "size_bytes"], kind="stable").reset_index(drop=True)
@@ -243,7 +243,7 @@ def read_gemm_source(key: str, root: Path | None = None) -> pd.DataFrame:
     """Original rows ``m, n, k, time_us`` of one GEMM table (needs ../shared)."""
     root = root or shared_root()
     if root is None:
-        raise FileNotFoundError("../shared/reference_data is not available on this machine")
+        raise FileNotFoundError("the original measurement files (reference_data/) are not on this machine; set LADDERSIM_SHARED")
     raw = pd.read_csv(root / GEMM_SOURCES[key].path, usecols=["m", "n", "k", "latency"])
     frame = pd.DataFrame({"m": raw["m"].astype(int), "n": raw["n"].astype(int), "k": raw["k"].astype(int),
                           "time_us": raw["latency"] * 1e3})
