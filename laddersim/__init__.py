@@ -1,55 +1,55 @@
 """laddersim: a discrete-event simulator of tensor-parallel LLM inference (standard vs Ladder
-Residual schedules). The Python API (``laddersim.api``), loaded on first use so that
-``import laddersim`` stays cheap:
+Residual schedules). The Python API (``laddersim.api``), one function per command, each returning
+a pandas DataFrame, loaded on first use so that ``import laddersim`` stays cheap:
 
-* ``simulate(model=..., hardware=..., tp=..., batch=..., prompt_len=..., gen_len=..., schedules=[...])``
-  -> DataFrame, one row per schedule (the columns of ``laddersim simulate --json``)
-* ``timeline(...)`` -> DataFrame of spans; ``load_profile(name)``; ``sweep(grid, out)``;
-  ``validate(measured=None)``
+* ``simulate(model, hardware, tp, batch, prompt_len, gen_len, schedules, ...)``: one row per schedule
+* ``timeline(...)``: the spans of every op, rank and step
+* ``sweep(grid, out)``: the results table of a what-if grid
+* ``validate(measured)``, ``fit(measured, hardware)``: predictions against measured runs
+* ``plan(model, ...)``: the cheapest deployments meeting a target
+* ``serving(model, hardware, tp, rate=...)``: one replica under load
+* ``load_profile(name)``: a hardware profile
 
-``simulate`` and ``sweep`` are also the names of submodules (``laddersim/simulate.py``,
-``laddersim/sweep/``). ``laddersim.simulate`` and ``laddersim.sweep`` are those modules, made
-callable: calling one runs the API function, and ``from laddersim.simulate import ...`` or
-``laddersim.sweep.runner`` keep working.
+``help(laddersim.simulate)`` and ``inspect.signature`` show each function's parameters.
+
+``simulate``, ``sweep``, ``plan`` and ``serving`` are also the names of submodules; on the
+package these names are the API functions. Import the submodules with ``from``
+(``from laddersim.simulate import make_scenario``, ``from laddersim.sweep import runner``), not
+through the package attribute (``laddersim.sweep`` being the function, ``laddersim.sweep.runner``
+is not the submodule).
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
 
-API = ("simulate", "timeline", "load_profile", "sweep", "validate")
-_CALLABLE_SUBMODULES = ("simulate", "sweep")
+API = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "serving", "load_profile")
+# API names that are also submodules: the import system binds a submodule on its package when it
+# is imported; these properties keep the package attribute the function.
+_SHADOWED_SUBMODULES = ("simulate", "sweep", "plan", "serving")
 __all__ = [*API, "__version__"]
 
 
-class _CallableModule(types.ModuleType):
-    """A submodule that, called, runs the API function of the same name."""
-
-    def __call__(self, *args, **kwargs):
-        api = importlib.import_module("laddersim.api")
-        return getattr(api, self.__name__.rpartition(".")[2])(*args, **kwargs)
-
-
-def _callable_submodule(name: str) -> property:
+def _api_function(name: str) -> property:
     def get(package):
-        module = importlib.import_module(f"laddersim.{name}")
-        if not isinstance(module, _CallableModule):
-            module.__class__ = _CallableModule
-        return module
+        from laddersim import api
+
+        return getattr(api, name)
 
     def ignore_set(package, module) -> None:
-        # The import system binds each imported submodule on its package; the getter above
-        # already returns that very module.
+        # The import system sets laddersim.<name> to the submodule after importing it; the
+        # submodule stays reachable in sys.modules and through its dotted import.
         pass
 
-    return property(get, ignore_set, doc=f"the laddersim.{name} module; call it for laddersim.api.{name}")
+    return property(get, ignore_set, doc=f"laddersim.api.{name}")
 
 
 class _Package(types.ModuleType):
-    simulate = _callable_submodule("simulate")
-    sweep = _callable_submodule("sweep")
+    simulate = _api_function("simulate")
+    sweep = _api_function("sweep")
+    plan = _api_function("plan")
+    serving = _api_function("serving")
 
 
 sys.modules[__name__].__class__ = _Package

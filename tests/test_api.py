@@ -108,3 +108,129 @@ def test_simulate_out_with_an_unknown_format_is_one_line_exit_2(tmp_path, capsys
     err = capsys.readouterr().err
     assert err.startswith("error: out:") and ".parquet" in err and err.count("\n") == 1
     assert not (tmp_path / "rows.txt").exists()
+
+
+# ---- every public function: a real signature, its own docstring, the command's defaults -------
+
+PUBLIC = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "serving", "load_profile")
+
+
+def test_every_public_function_is_listed():
+    from laddersim import api
+
+    assert set(PUBLIC) <= set(laddersim.__all__) and set(api.PUBLIC) == set(laddersim.__all__) - {"__version__"}
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_help_and_signature_show_the_function(name):
+    import inspect
+    import pydoc
+
+    function = getattr(laddersim, name)
+    assert inspect.isfunction(function) and function.__module__ == "laddersim.api"
+    parameters = inspect.signature(function).parameters
+    assert parameters and all(p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters.values())
+    text = pydoc.render_doc(function, renderer=pydoc.plaintext)
+    assert text.splitlines()[0] == "Python Library Documentation: function %s in module laddersim.api" % name
+    assert f"{name}(" + next(iter(parameters)) in text  # the signature, first parameter first
+    first_line = inspect.getdoc(function).splitlines()[0]
+    assert len(first_line) > 20 and first_line in text
+
+
+def _command_defaults(command: str) -> dict:
+    from laddersim.cli import build_parser
+
+    parser = build_parser([command])
+    sub = next(a for a in parser._actions if a.dest == "command").choices[command]
+    return {a.dest: a.default for a in sub._actions if a.dest != "help"}
+
+
+# API parameter -> command option, where the names differ.
+_RENAMED = {"schedules": "schedule", "batches": "batch", "tps": "tp", "profiles": "profiles"}
+
+
+@pytest.mark.parametrize("name, skip", [
+    ("simulate", {"schedules"}),  # the command's --schedule default is None, meaning standard and ladder
+    ("plan", {"workers"}),  # the command's default is every core; the API's None means the same
+    ("serving", {"schedules", "per_request"}),
+])
+def test_api_defaults_are_the_commands(name, skip):
+    import inspect
+
+    defaults = _command_defaults(name)
+    checked = 0
+    for parameter in inspect.signature(getattr(laddersim, name)).parameters.values():
+        if parameter.default is parameter.empty or parameter.name in skip:
+            continue
+        option = _RENAMED.get(parameter.name, parameter.name)
+        want = defaults[option]
+        got = parameter.default
+        assert (list(got) if isinstance(got, tuple) else got) == want or str(got) == want, parameter.name
+        checked += 1
+    assert checked >= 5
+
+
+def test_plan_from_python_is_the_commands_answer(capsys):
+    kwargs = dict(profiles=["h100-sxm-nvswitch"], tps=[1, 2], batches=[1, 8], prompt_len=128, gen_len=16,
+                  min_user_tokens_per_s=50.0, workers=1)
+    frame = laddersim.plan("llama-3.1-8b", **kwargs)
+    assert main(["plan", "--model", "llama-3.1-8b", "--profiles", "h100-sxm-nvswitch", "--tp", "1", "2",
+                 "--batch", "1", "8", "--prompt-len", "128", "--gen-len", "16", "--min-user-tokens-per-s", "50",
+                 "--workers", "1", "--json", "--no-progress"]) == 0
+    assert frame.to_dict("records") == json.loads(capsys.readouterr().out)
+    assert len(frame) > 0 and (frame["user_tokens_per_s"] >= 50).all()
+    assert frame["usd_per_million_tokens"].is_monotonic_increasing
+    # A target nothing meets: an empty table, not an error.
+    assert laddersim.plan("llama-3.1-8b", **{**kwargs, "min_user_tokens_per_s": 1e6}).empty
+
+
+def test_serving_from_python_is_the_commands_answer(capsys):
+    frame = laddersim.serving("llama-3.1-8b", "h100-sxm-nvswitch", 2, rate=2.0, requests=40, prompt_len=128,
+                              gen_len=32, ttft_slo_s=0.5)
+    assert main(["serving", "--model", "llama-3.1-8b", "--hardware", "h100-sxm-nvswitch", "--tp", "2",
+                 "--rate", "2", "--requests", "40", "--prompt-len", "128", "--gen-len", "32",
+                 "--ttft-slo-s", "0.5", "--json", "--no-progress"]) == 0
+    assert frame.to_dict("records") == json.loads(capsys.readouterr().out)
+    assert list(frame["schedule"]) == ["standard", "ladder"]
+    requests = laddersim.serving("llama-3.1-8b", "h100-sxm-nvswitch", 2, rate=2.0, requests=40, prompt_len=128,
+                                 gen_len=32, schedules=["ladder"], per_request=True)
+    assert len(requests) == 40 and list(requests.columns[:1]) == ["schedule"]
+
+
+def test_bad_arguments_are_one_line_errors():
+    from laddersim.errors import UserInputError
+
+    with pytest.raises(UserInputError, match="tp") as info:
+        laddersim.plan("llama-3.1-8b", tps=[0], workers=1)
+    assert "\n" not in str(info.value) and not str(info.value).startswith("error:")
+    with pytest.raises(UserInputError, match="rate"):
+        laddersim.serving("llama-3.1-8b", "h100-sxm-nvswitch", 2)  # neither a rate nor a trace
+
+
+def test_fit_from_python_is_the_commands_fit(tmp_path, capsys):
+    measured = pd.DataFrame([{"model": "llama-3.1-8b", "tp": 2, "nodes": 1, "batch": 1, "prompt_len": 128,
+                              "gen_len": 8, "p2p": "on", "schedule": s, "tokens_per_s": v}
+                             for s, v in (("standard", 150.0), ("ladder", 180.0))])
+    frame = laddersim.fit(measured, "h100-sxm-nvswitch", dtype="bfloat16", out=tmp_path / "fitted.yaml")
+    assert {"predicted_tokens_per_s", "tokens_per_s_low", "tokens_per_s_high", "predicted_speedup",
+            "measured"} <= set(frame.columns)
+    base = laddersim.simulate("llama-3.1-8b", "h100-sxm-nvswitch", 2, 1, 128, 8, ["standard"], dtype="bfloat16")
+    fitted = frame[frame.schedule == "standard"].iloc[0]
+    # Fitted to the standard row: nearer to it than the base profile's prediction.
+    assert abs(fitted.predicted_tokens_per_s / 150.0 - 1) < abs(base.tokens_per_s.iloc[0] / 150.0 - 1)
+    assert set(frame.attrs["profiles"]) == {"on"}
+    assert laddersim.load_profile(tmp_path / "fitted.yaml").framework == frame.attrs["profiles"]["on"].framework
+    # The command fits the same numbers.
+    measured.to_csv(tmp_path / "measured.csv", index=False)
+    assert main(["fit", str(tmp_path / "measured.csv"), "--hardware", "h100-sxm-nvswitch", "--dtype", "bfloat16",
+                 "--out", str(tmp_path / "cli.yaml"), "--report", str(tmp_path / "report")]) == 0
+    printed = capsys.readouterr().out.split("fitted parameters:")[1].split("\n\n")[0]
+    assert printed.split() == " ".join(f"{k} = {v:.4g}" for k, v in frame.attrs["parameters"].items()).split()
+
+
+def test_submodules_named_like_functions_still_import():
+    from laddersim.simulate import make_scenario as imported
+    from laddersim.sweep import runner
+
+    assert imported is make_scenario and runner.__name__ == "laddersim.sweep.runner"
+    assert callable(laddersim.sweep) and laddersim.sweep.__module__ == "laddersim.api"

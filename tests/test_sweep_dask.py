@@ -33,7 +33,9 @@ def test_dask_cluster_gives_the_local_table(tmp_path, capsys):
 
 
 def test_unreachable_scheduler_is_a_user_error(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("laddersim.sweep.runner.CONNECT_TIMEOUT_S", 1.0)
+    from laddersim.sweep import runner  # laddersim.sweep is the API function; its submodules import by name
+
+    monkeypatch.setattr(runner, "CONNECT_TIMEOUT_S", 1.0)
     argv = ["sweep", "--model", "llama-3.1-8b", "--hardware", "h100-sxm-nvswitch", "--tp", "2",
             "--out", str(tmp_path), "--scheduler", "tcp://127.0.0.1:1", "--no-progress"]
     assert main(argv) == 2
