@@ -6,12 +6,18 @@ reads it in this process (``laddersim.cli.main``), and classify what happened.
 
 Kinds: profile (hardware YAML), hf_config (config.json), measured_csv (validate), nccl_log
 (calibrate import-nccl-tests), sweep_grid, prices (plan --prices), run_dir (calibrate fit of a
-calibration run), points_jsonl (a sweep store resumed), results_csv (plot), cli_args.
+calibration run), points_jsonl (a sweep store resumed), results_csv (plot), cli_args; and the
+serving and planning inputs: serving_args (``serving`` flags: rates, length specs, SLOs, seeds,
+arrival shapes, ``--capacity``/``--target-rate`` with a mutated price file), arrival_trace
+(``serving --trace``), serving_grid (a sweep grid's ``serving:`` section) and plan_rate
+(``plan --rate``).
 
 Outcomes: ``error`` (exit 2, one stderr line ``error: ...``, no traceback) and ``ok`` (exit 0
 with finite, positive results) are good; ``traceback`` (an exception escaped), ``multiline``
 (exit 2 with more or fewer than one stderr line), ``nonsense`` (exit 0 with non-finite, non-positive
-or absurd results, or another exit code) and ``hang`` (over the time limit) are failures.
+or absurd results, self-contradicting ones such as a capacity below an offered rate that met the
+SLOs, or another exit code) and ``hang`` (over the time limit) are failures. ``plan`` exiting 1
+with no option ("no configuration meets ...") is an answer, judged ``ok``.
 tests/test_fuzz.py draws cases from the same mutators with hypothesis and replays the corpus of
 past failures in tests/data/fuzz_corpus/.
 """
@@ -299,6 +305,141 @@ def _results_case(rng, value=None) -> Case:
                 {"results.csv": data}, "text")
 
 
+# ---- serving and planning under load -------------------------------------------------------
+
+SERVING_BASE = ["serving", "--model", "tiny.json", "--hardware", "h100-sxm-nvswitch", "--tp", "2", "--requests", "40",
+                "--prompt-len", "32", "--gen-len", "uniform:1:16", "--rate", "50", "--ttft-slo-s", "0.002",
+                "--no-progress", "--json"]
+# Flag -> values worth trying beside BAD_TEXT: the cases of issue #31 and their neighbours.
+SERVING_FLAGS = {
+    "--rate": ["4", "1e9", "1e-6", "1e-300", "1e300", "1e15", "2e9"],
+    "--requests": ["1", "2", "2147483647", "1000001", "-3", "1e3"],
+    "--prompt-len": ["uniform:1:64", "exponential:20", "exponential:inf", "exponential:nan", "exponential:1e30",
+                     "uniform:5:1", "uniform:1", "99999999999999999999", "67108864", "\u00b3", "1_0", " 8", "0"],
+    "--gen-len": ["1", "uniform:1:64", "exponential:3", "exponential:inf", "100000", "uniform:0:3", "\u00b3"],
+    "--gamma-shape": ["0.5", "1e-300", "0.01", "1e300", "100", "0"],
+    "--seed": ["-5", "7", "4294967295", "4294967296", "99999999999999999999", "\u00b3"],
+    "--ttft-slo-s": ["1e400", "1e-300", "1e6", "10", "0.0001"],
+    "--tpot-slo-s": ["1e400", "1e-300", "0.001", "5"],
+    "--slo-attainment": ["1", "0.5", "1.5", "1e-300"],
+    "--max-running": ["1", "2", "1048577", "2147483647"],
+    "--max-batched-tokens": ["16", "1", "67108865", "2147483647"],
+    "--block-size": ["1", "65536", "65537", "2147483647"],
+    "--target-rate": ["100", "1e15", "1e300", "1e-300"],
+    "--schedule": ["ladder", "hybrid:1", "hybrid:99999", "nope"],
+    "--trace": ["t.csv", "exists_dir", "/proc/self/status", "/dev/null", "nope.csv"],
+}
+SERVING_SWITCHES = ["--capacity", "--chunked-prefill"]
+TRACE = "arrival_s,prompt_len,output_len\n0.0,30,8\n0.01,12,3\n0.02,50,1\n0.05,8,16\n"
+TRACE_VALUES = ["1e400", "inf", "-inf", "nan", "1e9", "1e10", "99999999999999999999", "67108865", "\u00b3", "1_0",
+                "0", "-0", "1.5", " 3 "]
+SERVING_GRID = {**GRID, "tp": [2], "gen_len": [8], "overrides": {},
+                "serving": {"rate": [20, 400], "requests": 30, "ttft_slo_s": 0.002, "max_running": [16],
+                            "chunked_prefill": [False, True]}}
+SERVING_GRID_VALUES = [["inf"], "inf", "1e400", ["1e400"], 1e400, -5, 2**31, 2**64, ["nan"], 0, [], "x", None, 1e-300,
+                       1e300, [1e-7], True, {"a": 1}]
+PLAN_RATE = ["plan", "--model", "tiny.json", "--profiles", "h100-sxm-nvswitch", "--tp", "2", "--rate", "50",
+             "--ttft-slo-s", "0.002", "--requests", "30", "--prompt-len", "32", "--gen-len", "8", "--no-progress",
+             "--json"]
+PLAN_RATE_FLAGS = {
+    "--rate": SERVING_FLAGS["--rate"], "--requests": SERVING_FLAGS["--requests"],
+    "--ttft-slo-s": SERVING_FLAGS["--ttft-slo-s"], "--tpot-slo-s": SERVING_FLAGS["--tpot-slo-s"],
+    "--prompt-len": ["1", "4000", "67108864", "67108865", "99999999999999999999"],
+    "--gen-len": ["1", "2", "4000", "67108865"], "--tp": ["1", "3", "8", "65537"], "--top": ["1", "0"],
+    "--prices": ["prices.yaml", "bomb.yaml"], "--schedule": ["ladder", "hybrid:1", "nope"],
+}
+# A "billion laughs" YAML: 9 aliases of 9 aliases ... (~9^9 nodes expanded, 600 bytes of text).
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{b}: &{b} [{', '.join(['*' + a] * 9)}]\n" for a, b in zip("abcdefgh", "bcdefghi"))
+
+
+def _set_flag(rng: random.Random, argv: list[str], flags: dict, value=None) -> None:
+    """Give one flag of ``flags`` a bad or boundary value (replacing its value or adding it)."""
+    flag = rng.choice(sorted(flags))
+    text = value if isinstance(value, str) and "\0" not in value else \
+        rng.choice(flags[flag] if rng.random() < 0.6 else BAD_TEXT)
+    if flag in argv:
+        argv[argv.index(flag) + 1] = text
+    else:
+        argv += [flag, text]
+
+
+def _serving_files() -> dict[str, bytes]:
+    return {"tiny.json": _tiny(), "t.csv": TRACE.encode(), "exists_dir/.keep": b"",
+            "prices.yaml": (ROOT / "laddersim" / "data" / "prices.yaml").read_bytes()}
+
+
+def _serving_case(rng, value=None) -> Case:
+    argv, files = list(SERVING_BASE), _serving_files()
+    for switch in SERVING_SWITCHES:
+        if rng.random() < 0.4:
+            argv.append(switch)
+    if "--capacity" in argv and rng.random() < 0.6:
+        argv += ["--target-rate", rng.choice(["100", "5000"]), "--prices", "prices.yaml"]
+        if rng.random() < 0.3:
+            prices = yaml.safe_load(files["prices.yaml"])
+            files["prices.yaml"] = ALIAS_BOMB.encode() if rng.random() < 0.2 else dump_yaml(rng, mutate_tree(rng, prices))
+    for _ in range(rng.choice([1, 1, 2])):
+        _set_flag(rng, argv, SERVING_FLAGS, value)
+    if "--trace" in argv:  # a trace replaces the drawn requests
+        for flag in ("--rate", "--requests", "--prompt-len", "--gen-len"):
+            if flag in argv and rng.random() < 0.8:
+                i = argv.index(flag)
+                del argv[i:i + 2]
+    return Case("serving_args", argv, files, "serving")
+
+
+def _trace_case(rng, value=None) -> Case:
+    op = rng.randrange(4)
+    if op == 0:  # every arrival at one instant (or one request)
+        at = rng.choice(["0", "5", "1e9", "0.0"])
+        rows = [f"{at},{rng.randint(1, 60)},{rng.randint(1, 12)}" for _ in range(rng.choice([1, 2, 5, 40]))]
+        data = ("arrival_s,prompt_len,output_len\n" + "\n".join(rows) + "\n").encode()
+    elif op == 1:
+        data = mutate_bytes(rng, TRACE.encode())
+    else:
+        data = mutate_csv(rng, TRACE, value if value is not None else rng.choice(TRACE_VALUES + BAD_TEXT)).encode()
+    argv = SERVING_BASE[:7] + ["--trace", "t.csv", "--ttft-slo-s", "0.002", "--no-progress", "--json"]
+    if rng.random() < 0.3:
+        argv.append("--chunked-prefill")
+    return Case("arrival_trace", argv, {"tiny.json": _tiny(), "t.csv": data}, "serving")
+
+
+def _serving_grid_case(rng, value=None) -> Case:
+    import copy
+
+    grid = copy.deepcopy(SERVING_GRID)
+    op = rng.randrange(5)
+    if op == 0:
+        data = ALIAS_BOMB.encode() if rng.random() < 0.3 else mutate_bytes(rng, yaml.safe_dump(grid).encode())
+    elif op == 1:  # a serving field set to a bad value, numbers written as strings included
+        key = rng.choice(["rate", "requests", "ttft_slo_s", "tpot_slo_s", "seed", "max_running", "max_batched_tokens",
+                          "chunked_prefill", "extra"])
+        grid["serving"][key] = value if value is not None else rng.choice(SERVING_GRID_VALUES)
+        data = dump_yaml(rng, grid)
+    else:
+        grid["serving"] = mutate_tree(rng, grid["serving"], value)
+        data = dump_yaml(rng, grid)
+    return Case("serving_grid", ["sweep", "grid.yaml", "--out", "sw", "--workers", "1", "--no-progress"],
+                {"grid.yaml": data, "tiny.json": _tiny()}, "sweep")
+
+
+def _plan_rate_case(rng, value=None) -> Case:
+    argv = list(PLAN_RATE)
+    files = {"tiny.json": _tiny(), "bomb.yaml": ALIAS_BOMB.encode(),
+             "prices.yaml": (ROOT / "laddersim" / "data" / "prices.yaml").read_bytes()}
+    if rng.random() < 0.3:
+        argv += ["--prices", "prices.yaml"]
+        files["prices.yaml"] = dump_yaml(rng, mutate_tree(rng, yaml.safe_load(files["prices.yaml"]), value))
+    else:
+        _set_flag(rng, argv, PLAN_RATE_FLAGS, value)
+    if rng.random() < 0.3:  # the static planner, same flags
+        i = argv.index("--rate")
+        del argv[i:i + 4]
+        argv += ["--batch", "1", "4", "--workers", "1", "--min-user-tokens-per-s", "1"]
+    return Case("plan_rate", argv, files, "plan")
+
+
 # A valid command line per command; cli_args replaces or adds one argument.
 BASE_ARGV = [
     ["simulate", "--model", "tiny.json", "--hardware", "h100-sxm-nvswitch", "--tp", "2", "--prompt-len", "32",
@@ -334,6 +475,8 @@ KINDS = {
     "profile": _profile_case, "hf_config": _hf_case, "measured_csv": _measured_case, "nccl_log": _nccl_case,
     "sweep_grid": _grid_case, "prices": _prices_case, "run_dir": _run_dir_case, "points_jsonl": _points_case,
     "results_csv": _results_case, "cli_args": _cli_case,
+    "serving_args": _serving_case, "arrival_trace": _trace_case, "serving_grid": _serving_grid_case,
+    "plan_rate": _plan_rate_case,
 }
 
 
@@ -366,8 +509,72 @@ def _sourced_numbers(tree):
             yield from _sourced_numbers(v)
 
 
+def _no_constant(name: str):
+    raise ValueError(f"non-finite number {name} in JSON output")
+
+
+def _all_numbers(tree):
+    if isinstance(tree, dict):
+        for v in tree.values():
+            yield from _all_numbers(v)
+    elif isinstance(tree, list):
+        for v in tree:
+            yield from _all_numbers(v)
+    elif isinstance(tree, (int, float)) and not isinstance(tree, bool):
+        yield tree
+
+
+def _serving_row_nonsense(row: dict) -> str | None:
+    """A serving row's figures contradicting themselves (or being non-finite/negative), or None."""
+    for v in _all_numbers(row):
+        if not math.isfinite(v) or v < 0:
+            return f"serving: figure {v} in {row.get('schedule')}"
+    for name in ("ttft", "tpot", "e2e"):
+        ps = [row.get(f"{name}_p{p}_s") for p in (50, 90, 99)]
+        if None not in ps and not ps[0] <= ps[1] + 1e-12 <= ps[2] + 2e-12:
+            return f"serving: {name} percentiles out of order {ps}"
+    if row.get("offered_rate") is not None and row.get("goodput_req_per_s") is not None \
+            and row["goodput_req_per_s"] > row["offered_rate"] * (1 + 1e-9):
+        return "serving: goodput above the offered rate"
+    if not 0 <= row.get("slo_attainment", 0) <= 1:
+        return "serving: attainment outside [0, 1]"
+    if "capacity_req_per_s" in row and row.get("rate"):
+        cap, passed = row["capacity_req_per_s"], row["slo_attainment"] >= row["slo_attainment_required"]
+        if passed and (cap is None or cap < row["rate"] * (1 - 1e-9)):
+            return f"serving: the offered {row['rate']} req/s met the SLOs but the capacity is {cap}"
+        if not passed and cap is not None and cap >= row["rate"] * (1 + 1e-9) and not row.get("capacity_at_least"):
+            return f"serving: the offered {row['rate']} req/s missed the SLOs but the capacity is {cap}"
+        if row.get("replicas") is not None and cap and row["replicas"] * cap < row["target_rate"] * (1 - 1e-9):
+            return "serving: replicas x capacity below the target rate"
+    return None
+
+
+def _serving_nonsense(case: Case, work: Path, stdout: str) -> str | None:
+    if case.argv[0] == "serving" and "--json" in case.argv:
+        for row in json.loads(stdout, parse_constant=_no_constant):
+            why = _serving_row_nonsense(row)
+            if why:
+                return why
+    if case.argv[0] == "plan" and "--json" in case.argv:
+        rate = float(case.argv[case.argv.index("--rate") + 1]) if "--rate" in case.argv else None
+        for row in json.loads(stdout, parse_constant=_no_constant):
+            if not all(math.isfinite(v) and v >= 0 for v in _all_numbers(row)):
+                return f"plan: non-finite or negative figure in {row}"
+            if rate and row["replicas"] * row["capacity_req_per_s"] < rate * (1 - 1e-9):
+                return "plan: replicas x capacity below --rate"
+    if case.check == "sweep" and (work / "sw" / "results.csv").exists():
+        text = (work / "sw" / "results.csv").read_text()
+        if any(word in ("inf", "-inf", "nan", "infinity") for word in
+               text.lower().replace(",", " ").split()):
+            return "sweep: results.csv holds inf/nan"
+    return None
+
+
 def _nonsense(case: Case, work: Path, stdout: str) -> str | None:
     """Why exit 0 produced nonsense, or None."""
+    why = _serving_nonsense(case, work, stdout)
+    if why:
+        return why
     if case.check == "json" and case.argv[0] == "simulate" and "--json" in case.argv:
         rows = json.loads(stdout)
         for row in rows:
@@ -384,7 +591,10 @@ def _nonsense(case: Case, work: Path, stdout: str) -> str | None:
 
         frame = pd.read_csv(work / "sw" / "results.csv")
         ok = frame[frame["status"] == "ok"]
-        if not _finite_positive(ok["tokens_per_s"].tolist()):
+        if "rate" in frame.columns:  # serving points: latencies and throughput instead of tokens/s
+            if not _finite_positive(ok["throughput_tokens_per_s"].tolist() + ok["ttft_p50_s"].tolist()):
+                return "sweep: ok serving rows with non-finite or non-positive throughput or TTFT"
+        elif not _finite_positive(ok["tokens_per_s"].tolist()):
             return "sweep: ok rows with non-finite or non-positive tokens/s"
     if case.check == "validation":
         import pandas as pd
@@ -400,7 +610,7 @@ def _nonsense(case: Case, work: Path, stdout: str) -> str | None:
                 for v in _sourced_numbers(yaml.safe_load(path.read_text())):
                     if not math.isfinite(v) or abs(v) > 1e9:
                         return f"fit: value {v} is not plausible"
-    elif case.argv[0] in ("simulate", "plan") and any(
+    elif case.argv[0] in ("simulate", "plan", "serving") and any(
             word.strip(",") in ("nan", "inf", "-inf", "infinity") for word in stdout.lower().split()):
         return "output shows nan/inf"
     return None
@@ -447,6 +657,9 @@ def run_case(case: Case, time_limit_s: int = TIME_LIMIT_S) -> tuple[str, str]:
             if len(lines) == 1 and lines[0].startswith("error: "):
                 return "error", lines[0]
             return "multiline", " | ".join(lines)[:400]
+        if code == 1 and case.argv[0] == "plan" and (out.getvalue().strip() == "[]"
+                                                     or "no configuration" in out.getvalue()):
+            return "ok", "no option"
         if code == 0:
             try:
                 why = _nonsense(case, work, out.getvalue())
@@ -466,6 +679,7 @@ def main_fuzz(argv: list[str] | None = None) -> int:
     parser.add_argument("--kinds", nargs="+", choices=list(KINDS), default=list(KINDS))
     parser.add_argument("--show", action="store_true", help="print every failure")
     parser.add_argument("--save-failures", metavar="DIR", help="write failing cases as corpus JSON files")
+    parser.add_argument("--time-limit-s", type=int, default=TIME_LIMIT_S, help="per case; over it is a hang")
     args = parser.parse_args(argv)
     counts: dict[str, Counter] = {k: Counter() for k in args.kinds}
     import time
@@ -477,7 +691,7 @@ def main_fuzz(argv: list[str] | None = None) -> int:
         for i in range(per_kind):
             case = make_case(kind, args.seed * 1_000_003 + i)
             started = time.monotonic()
-            outcome, detail = run_case(case)
+            outcome, detail = run_case(case, args.time_limit_s)
             seconds[kind] += time.monotonic() - started
             counts[kind][outcome] += 1
             if outcome not in GOOD:

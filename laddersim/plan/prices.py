@@ -14,12 +14,14 @@ from laddersim.config_files import build, read_yaml_mapping
 
 DEFAULT_PRICES = data_path("prices.yaml")
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+MAX_USD_PER_GPU_HOUR = 1e6  # far above any GPU's rent; keeps costs of large fleets finite
 
 
 class Price(BaseModel):
     model_config = _FROZEN
 
-    usd_per_gpu_hour: float = Field(gt=0)
+    # Finite and bounded even when written as a string ("inf" skips the file reader's number check).
+    usd_per_gpu_hour: float = Field(gt=0, le=MAX_USD_PER_GPU_HOUR, allow_inf_nan=False)
     source: str = Field(min_length=3)  # where the number came from
     date: str = Field(min_length=4)  # when it was listed, e.g. 2024-07
 

@@ -8,13 +8,15 @@ with the same seed, so the requests are the same (lengths) and their arrival gap
 1 / rate (common random numbers: the attainment moves with the rate, not with the draw).
 
 The search is bracketed from both sides. Below: the offered ``start_rate`` if it is sustained,
-else the first of its halvings that is. Above: the first doubling that fails, but never beyond
-the replica's saturation throughput (the requests / makespan when they all arrive at once): a
-longer stream offered more than that queues without bound, so no rate above it is sustained in
-the long run. The bracket is then bisected geometrically to a relative width of ``rel_tol``.
+else the first of its halvings that is (down to MIN_RATE). Above: the first doubling that fails,
+but never beyond the replica's saturation throughput (the requests / makespan when they all
+arrive at once): a long stream offered more than that queues without bound, so no rate above it
+is sustained in the long run. The bracket is then bisected geometrically to a relative width of ``rel_tol``.
 When every rate tried passes up to the saturation throughput (few requests, loose SLOs), the
 answer is that rate with ``at_least`` set: the capacity is at least it, and a longer run bounds
-it; it is never "no rate". So a sustained ``start_rate`` always gives a capacity >= it.
+it; it is never "no rate". So a sustained ``start_rate`` always gives a capacity >= it. (The
+saturation throughput is measured with the offered requests, so for a handful of them it is
+below a long stream's: "at least" is then all this run can tell, and the answer says so.)
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import math
 from dataclasses import dataclass, field
 
 from laddersim.errors import UserInputError
+from laddersim.limits import MAX_RATE, MIN_RATE
 from laddersim.serving.arrivals import LengthSpec, burst_of, check_load, draw_requests
 from laddersim.serving.options import ServingOptions
 from laddersim.serving.run import serve
@@ -99,7 +102,7 @@ def max_sustainable_rate(scenario: Scenario, options: ServingOptions, load: Offe
     good, bad = ((start_rate, metrics), None) if ok else (None, start_rate)
     if ok:  # upwards: doublings, capped at the saturation throughput
         result.saturation_req_per_s = saturation_throughput(scenario, options, load)
-        ceiling = min(result.saturation_req_per_s, start_rate * 2.0 ** MAX_HALVINGS)
+        ceiling = min(result.saturation_req_per_s, start_rate * 2.0 ** MAX_HALVINGS, MAX_RATE)
         rate = start_rate
         while bad is None and rate < ceiling:
             rate = min(rate * 2.0, ceiling)
@@ -111,10 +114,12 @@ def max_sustainable_rate(scenario: Scenario, options: ServingOptions, load: Offe
         if bad is None:  # nothing failed: the capacity is at least the highest rate tried
             result.rate, result.summary, result.at_least = good[0], good[1], True
             return result
-    else:  # downwards: halvings until one is sustained
+    else:  # downwards: halvings until one is sustained (not below MIN_RATE)
         rate = start_rate
         for _ in range(MAX_HALVINGS):
-            rate /= 2.0
+            if rate <= MIN_RATE:
+                break
+            rate = max(rate / 2.0, MIN_RATE)
             ok, metrics = check(rate)
             if ok:
                 good = (rate, metrics)

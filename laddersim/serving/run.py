@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 import pandas as pd
 
+from laddersim.errors import UserInputError
 from laddersim.serving.arrivals import Requests
 from laddersim.serving.iteration_time import IterationTimer
 from laddersim.serving.kv_blocks import kv_block_count
@@ -60,6 +61,11 @@ def serve(scenario: Scenario, requests: Requests, options: ServingOptions, progr
         longest = int((requests.prompt_len + requests.output_len).argmax())
         scenario.model.check_window(int(requests.prompt_len[longest]), int(requests.output_len[longest]),
                                     where="a request's prompt + output length")
+        context, tokens = scenario.model.max_position_embeddings, int((requests.prompt_len + requests.output_len).max())
+        if context and tokens > context:  # vLLM refuses a request beyond max_model_len (the model's context)
+            raise UserInputError(f"requests: the longest request ({tokens} prompt + output tokens) exceeds the "
+                                 f"{context}-token context of {scenario.model.name} (max_position_embeddings); "
+                                 f"allowed: prompt + output <= {context}")
     timer = timer_for(scenario, options)
     run = simulate_replica(timer, requests, options, kv_block_count(scenario, options), progress,
                            label=f"serving {scenario.schedule}")
