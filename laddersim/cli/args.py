@@ -6,6 +6,7 @@ import argparse
 import math
 import shlex
 import sys
+from pathlib import Path
 
 from laddersim.limits import MAX_BATCH, MAX_TOKENS, MAX_TP
 
@@ -54,10 +55,19 @@ def add_scenario_args(parser: argparse.ArgumentParser, *, tp_required: bool = Tr
 FRAMEWORKS = ("gpt-fast", "gpt-fast-flash", "vllm")  # laddersim/data/frameworks/*.yaml (checked by a test)
 
 
+def framework_arg(text: str) -> str:
+    """--framework: a shipped framework or a framework .yaml file (laddersim calibrate kernels)."""
+    if text in FRAMEWORKS or (text.endswith((".yaml", ".yml")) and Path(text).is_file()):
+        return text
+    raise argparse.ArgumentTypeError(f"framework must be one of {', '.join(FRAMEWORKS)} or an existing "
+                                     f"framework .yaml file, got '{text}'")
+
+
 def add_framework_args(parser: argparse.ArgumentParser) -> None:
     """--framework and the two KV-cache settings it carries (flags override the framework's)."""
-    parser.add_argument("--framework", choices=FRAMEWORKS, default="gpt-fast",
-                        help="serving framework (kernel paths, KV cache, AllReduce kernel; default gpt-fast, the paper's benchmark)")
+    parser.add_argument("--framework", type=framework_arg, default="gpt-fast",
+                        help=f"serving framework ({', '.join(FRAMEWORKS)} or a framework .yaml from laddersim calibrate "
+                             "kernels: kernel paths, KV cache, AllReduce kernel; default gpt-fast, the paper's benchmark)")
     parser.add_argument("--kv-cache", choices=["static", "dynamic"], default=None,
                         help="override the framework's: static = preallocated cache read in full each step; dynamic = grows")
     parser.add_argument("--kv-reads", choices=["repeat_interleave", "per_kv_head"], default=None,

@@ -40,6 +40,14 @@ def register(sub) -> None:
                      help="iterations per point when the log header does not say")
     imp.set_defaults(func=_import)
 
+    ker = cmds.add_parser("kernels", help="a framework file from a one-GPU kernel trace (calibration/kernel_trace.py --out)")
+    ker.add_argument("trace_dir", metavar="TRACE_DIR")
+    ker.add_argument("--hardware", required=True, help="the traced GPU's profile (its kernel floor)")
+    ker.add_argument("--out", required=True, metavar="FILE.yaml", help="framework file to write")
+    ker.add_argument("--base", default="gpt-fast", help="framework for what a trace does not measure (default gpt-fast)")
+    ker.add_argument("--model", default=None, help="the traced model (default: the trace's PROVENANCE.md --model)")
+    ker.set_defaults(func=_kernels)
+
 
 def _run(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("torch") is None:
@@ -62,6 +70,26 @@ def _fit(args: argparse.Namespace) -> int:
     _warn_noisy(args.run_dir)
     for warning in roofline_warnings(profile):
         print(warning, file=sys.stderr)
+    return 0
+
+
+def _kernels(args: argparse.Namespace) -> int:
+    from laddersim.calibrate.fit_context import atomic_write
+    from laddersim.calibrate.kernels_fit import fit_kernels, framework_yaml
+    from laddersim.framework import framework_names
+    from laddersim.io_write import check_output
+
+    if not args.out.endswith((".yaml", ".yml")):
+        raise UserInputError(f"out: '{args.out}' must end in .yaml (a framework file)")
+    if args.base not in framework_names():
+        raise UserInputError(f"base: unknown framework '{args.base}'; allowed: {', '.join(framework_names())}")
+    out = check_output(args.out, "out", "file")
+    fw = fit_kernels(args.trace_dir, args.hardware, args.base, args.model, name=Path(args.out).stem)
+    atomic_write(Path(out), framework_yaml(fw))
+    for regime in fw.kernel_calibration.regimes:
+        counts = ", ".join(f"{c} {v.kernels:g}" for c, v in regime.classes.items() if v.kernels)
+        print(f"batch {regime.batch}: {regime.linear_path} linears, {regime.layer_us:.1f} us per layer ({counts})")
+    print(f"wrote {out}: use it as --framework {out}")
     return 0
 
 

@@ -6,19 +6,9 @@ import argparse
 import json
 import sys
 
-from laddersim.cli.args import positive_int
+from laddersim.cli.args import framework_arg, positive_int
 from laddersim.limits import MAX_BATCH, MAX_TOKENS, MAX_TP
 from laddersim.tables import format_table
-
-
-def framework_arg(text: str) -> str:
-    """A shipped framework's name or a framework .yaml file (``laddersim calibrate kernels``)."""
-    from laddersim.framework import framework_names, known_framework
-
-    if not known_framework(text):
-        raise argparse.ArgumentTypeError(f"framework must be one of {', '.join(framework_names())} "
-                                         f"or an existing framework .yaml file, got '{text}'")
-    return text
 
 
 def register(sub) -> None:

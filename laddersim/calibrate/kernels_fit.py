@@ -1,0 +1,165 @@
+"""``laddersim calibrate kernels TRACE_DIR``: a framework file for the software stack a one-GPU
+kernel trace measured (``calibration/kernel_trace.py``'s output folder).
+
+The single-GPU half of calibration: the trace's ``layer_kernels.csv`` (one layer's kernels, by
+signature: a two-layer-count difference) gives, per traced batch, each kernel class's kernels and
+device time. Each batch becomes a regime of ``laddersim.kernel_calibration``: its linear path
+(generated reductions where the layer ran no library GEMM, else library GEMMs) and per class the
+bandwidth it achieved over the bytes it streams (the linears' weights, the expanded K/V, or
+both), after one kernel floor per kernel (the hardware profile's). Every value cites the trace's
+file, batch and class. The rest of the framework (cache, K/V reads, collectives) is the
+``--base`` framework's; the collectives are calibrated apart (``calibrate run`` / nccl-tests).
+
+Kernel classes are the trace's own (``kernel_class`` column), except that cuBLAS's Hopper GEMMs
+(``nvjet_*``) are library GEMMs (kernel_trace classed them ``other`` before that was fixed).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from laddersim.errors import UserInputError
+from laddersim.framework import Framework, load_framework
+from laddersim.kernel_calibration import CLASS_DRIVERS, ClassCost, KernelCalibration, KernelRegime
+from laddersim.model_shape import load_model_shape
+
+LAYER_FILE = "layer_kernels.csv"
+COLUMNS = ("tp", "schedule", "batch", "kernel", "kernel_class", "calls_per_layer", "us_per_layer")
+CLASSES = ("library_gemm", "splitk_reduce", "generated", "attention", "copy", "other", "collective")
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+
+
+def kernel_class(name: str, traced: str) -> str:
+    """The class of a traced kernel: the trace's, but cuBLAS's ``nvjet`` GEMMs are library GEMMs."""
+    if name.lower().startswith("nvjet"):
+        return "library_gemm"
+    return traced if traced in CLASSES else "other"
+
+
+def read_layer_kernels(trace_dir: Path) -> pd.DataFrame:
+    """The trace's standard-schedule layer kernels, classes fixed; one line, exit 2, if unusable."""
+    if not trace_dir.is_dir():
+        raise UserInputError(f"trace_dir: {trace_dir} is not a folder; allowed: a calibration/kernel_trace.py --out folder")
+    path = trace_dir / LAYER_FILE
+    if not path.is_file():
+        raise UserInputError(f"trace_dir: {trace_dir} has no {LAYER_FILE}; allowed: a calibration/kernel_trace.py --out folder")
+    try:
+        frame = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError) as exc:
+        raise UserInputError(f"trace_dir: cannot read {path}: {str(exc).strip().splitlines()[0]}") from None
+    missing = [c for c in COLUMNS if c not in frame.columns]
+    if missing:
+        raise UserInputError(f"trace_dir: {path} lacks columns {missing}; required: {', '.join(COLUMNS)}")
+    for column in ("tp", "batch", "calls_per_layer", "us_per_layer"):
+        values = pd.to_numeric(frame[column], errors="coerce")
+        if values.isna().any() or not values.map(math.isfinite).all():
+            raise UserInputError(f"trace_dir: {path}: {column} must be a finite number in every row")
+        frame[column] = values
+    frame = frame[frame["schedule"].astype(str) == "standard"]
+    if frame.empty:
+        raise UserInputError(f"trace_dir: {path} has no standard-schedule rows; allowed: a trace with --schedule standard")
+    if frame["tp"].nunique() != 1 or (frame["batch"] < 1).any() or (frame["batch"] != frame["batch"].round()).any():
+        raise UserInputError(f"trace_dir: {path} must hold one TP and whole positive batches")
+    frame = frame.copy()
+    frame["cls"] = [kernel_class(str(n), str(c)) for n, c in zip(frame["kernel"], frame["kernel_class"])]
+    return frame
+
+
+def _provenance(trace_dir: Path) -> tuple[str, dict]:
+    """The trace's command line and what it says (model, max_seq, dtype), from PROVENANCE.md."""
+    path = trace_dir / "PROVENANCE.md"
+    text = path.read_text(errors="replace") if path.is_file() else ""
+    found = {}
+    for key, flag in (("model", "--model"), ("max_seq", "--max-seq"), ("dtype", "--dtype")):
+        match = re.search(rf"{flag}[ =](\S+)", text)
+        if match:
+            found[key] = match.group(1).strip("`")
+    title = re.search(r"^# Kernel trace: .*?,\s*(bfloat16|float16|float32)\s*$", text, re.M)
+    if title and "dtype" not in found:
+        found["dtype"] = title.group(1)
+    command = re.search(r"command: `([^`]+)`", text)
+    return (command.group(1) if command else "not recorded"), found
+
+
+def fit_kernels(trace_dir: str | Path, hardware, base: str = "gpt-fast", model: str | None = None,
+                max_seq: int | None = None, name: str | None = None) -> Framework:
+    """The framework of the traced stack (see the module docstring)."""
+    from laddersim.hardware.profile import HardwareProfile, load_profile
+    from laddersim.kernel_view import layer_bytes
+
+    trace_dir = Path(trace_dir)
+    frame = read_layer_kernels(trace_dir)
+    command, said = _provenance(trace_dir)
+    model_name = model or said.get("model")
+    if not model_name:
+        raise UserInputError(f"model: {trace_dir}/PROVENANCE.md names no --model; allowed: pass --model")
+    shape = load_model_shape(model_name)
+    cache_len = int(max_seq or said.get("max_seq") or 1536)  # kernel_trace.py's default --max-seq
+    dtype = said.get("dtype", "bfloat16")
+    dtype_bytes = DTYPE_BYTES.get(dtype, 2)
+    profile = hardware if isinstance(hardware, HardwareProfile) else load_profile(hardware)
+    floor_us = profile.gpu.kernel_launch_s * 1e6
+    tp = int(frame["tp"].iloc[0])
+    shape.check_tp(tp)
+    where = f"{trace_dir.name}/{LAYER_FILE}"
+    regimes = []
+    for batch, rows in frame.groupby("batch", sort=True):
+        batch = int(batch)
+        totals = rows.groupby("cls")[["calls_per_layer", "us_per_layer"]].sum()
+        path = "library" if totals.get("calls_per_layer", pd.Series()).get("library_gemm", 0) > 0 else "generated"
+        weights, kv = layer_bytes(shape, tp, batch, cache_len, dtype_bytes)
+        classes = {}
+        for cls, (calls, us) in totals.iterrows():
+            calls, us = round(float(calls), 3), round(float(us), 3)
+            driver = CLASS_DRIVERS.get(cls, "fixed")
+            if cls == "generated":
+                driver = "weights_and_kv" if path == "generated" else "kv"
+            moved = {"weights": weights, "kv": kv, "weights_and_kv": weights + kv}.get(driver, 0.0)
+            body_us = us - calls * floor_us
+            bandwidth = None
+            if driver != "fixed" and body_us > 0 and moved > 0:
+                bandwidth = round(moved / (body_us * 1e-6) / 1e9, 3)
+            else:
+                driver = "fixed"
+            detail = (f"{moved / 1e6:.3f} MB of {driver} bytes in {us:.3f} us less {calls:g} x {floor_us:.2f} us floors"
+                      if bandwidth else "the traced time as it is")
+            classes[cls] = ClassCost(kernels=calls, us=us, driver=driver, bandwidth_gbps=bandwidth,
+                                     source=f"trace: {where}, batch {batch}, class {cls}: {calls:g} kernels, "
+                                            f"{us:.3f} us per layer; {detail}")
+        layer_us = round(sum(c.us for k, c in classes.items() if k != "collective"), 3)
+        regimes.append(KernelRegime(batch=batch, linear_path=path, layer_us=layer_us, classes=classes,
+                                    source=f"trace: {where}, batch {batch} (standard schedule, TP {tp} shard)"))
+    calibration = KernelCalibration(
+        trace=str(trace_dir), tp=tp, cache_len=cache_len, dtype_bytes=dtype_bytes, floor_us=round(floor_us, 3),
+        regimes=regimes,
+        source=f"laddersim calibrate kernels {trace_dir} --hardware {profile.name}; trace command: {command}; "
+               f"model {shape.name}, KV cache {cache_len} positions, {dtype}; kernel floor: {profile.name} "
+               "gpu.kernel_launch_us")
+    base_fw = load_framework(base)
+    one_row = next((r for r in regimes if r.batch == 1), None)
+    fields = base_fw.model_dump()
+    fields.update(
+        name=name or f"{base_fw.name}-traced",
+        description=f"{base_fw.name} as traced on one GPU ({trace_dir.name}): kernel classes and costs per batch regime",
+        kernel_calibration=calibration.model_dump(),
+    )
+    if one_row is not None:
+        fields["single_token_linear"] = {
+            "value": one_row.linear_path,
+            "source": f"trace: {where}, batch 1: {'no library GEMM, the linears run as generated kernels' if one_row.linear_path == 'generated' else 'library GEMMs'}"}
+    splitk = any("splitk_reduce" in r.classes and r.classes["splitk_reduce"].kernels > 0 for r in regimes)
+    fields["splitk_reduce_kernel"] = {"value": splitk, "source": f"trace: {where}: "
+                                      f"{'splitKreduce kernels in the library-path batches' if splitk else 'no split-K reduce kernel'}"}
+    return Framework.model_validate(fields)
+
+
+def framework_yaml(fw: Framework) -> str:
+    import yaml
+
+    header = ("# Written by laddersim calibrate kernels: a framework file for a traced software stack.\n"
+              "# Use it as --framework THIS_FILE.yaml (laddersim kernels, simulate, sweep, ...).\n")
+    return header + yaml.safe_dump(fw.model_dump(exclude_none=True), sort_keys=False, width=120)
