@@ -80,6 +80,11 @@ class Framework(BaseModel):
     allreduce_library: Choice[Literal["nccl", "multimem"]]
     # Prefill attention throughput relative to the profile's attention_compute_efficiency.
     prefill_attention_speedup: Positive
+    # custom: AllReduces up to ``small_allreduce_max_bytes`` run the framework's own one-/two-shot
+    # kernel, timed by the profile's table whose library names a "custom all-reduce" (vLLM's
+    # CustomAllreduce); nccl / None: the ``allreduce_library`` at every size.
+    small_allreduce: Choice[Literal["nccl", "custom"]] | None = None
+    small_allreduce_max_bytes: Choice[int] | None = None
     # fused (default): one FlashAttention-class kernel, ``prefill_attention_speedup`` applies;
     # math / math_fp32: torch's math SDPA, scores materialised per query head over the attended
     # positions, masked softmax, two batched GEMMs (fp32 ones after the upcast torch >= 2.5 does):

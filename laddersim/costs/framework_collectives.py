@@ -8,6 +8,11 @@ time is interpolated in log size (the table's host launch removed or added as fo
 below the table's smallest size, or without one, the profile's NCCL model is used (above its
 largest, time grows with size at the last point's bandwidth).
 
+``small_allreduce: custom`` (vllm.yaml): messages up to ``small_allreduce_max_bytes`` run the
+framework's own one-/two-shot kernel (vLLM's CustomAllreduce), interpolated from the profile's
+table of it (a ``collectives.tables`` entry whose library names a "custom all-reduce"); this comes
+first, so decode-size AllReduces no longer fall back to the NCCL model below the multimem table.
+
 The logits AllGather (``logits_allgather_time_s``): from the profile's measured AllGather tables
 (``collectives.allgather_tables``, sized by the gathered bytes; ``calibration/allgather_bench.py``)
 where one covers the group and size, else as an AllReduce of half the gathered bytes (a ring
@@ -27,6 +32,9 @@ def framework_allreduce_time_s(hw: HardwareProfile, fw, tp: int, size_bytes: flo
     the source label: ``SILICON`` where a measured table of the kernel run gives it (the
     framework's kernel, or the profile's NCCL table for a one-node group), else ``SOL`` (the
     profile's fitted NCCL model)."""
+    custom = _custom_allreduce_s(hw, fw, tp, size_bytes)
+    if custom is not None:
+        return custom, SILICON
     if tp > 1 and fw.allreduce_library.value == "multimem" and hw.nodes_for(tp) == 1:
         for table, cols in hw.allreduce_arrays:  # numpy columns: the simulate path loads no pandas
             if not table.library.startswith("multimem"):
@@ -41,6 +49,26 @@ def framework_allreduce_time_s(hw: HardwareProfile, fw, tp: int, size_bytes: flo
         ((cols["gpus"] == tp) & (cols["nodes"] == nodes)).sum() >= 2
         for table, cols in hw.allreduce_arrays if table.use == "model")
     return float(allreduce_time_s(hw, tp, size_bytes)), SILICON if (measured and nodes == 1) else SOL
+
+
+def _custom_allreduce_s(hw: HardwareProfile, fw, tp: int, size_bytes: float) -> float | None:
+    """A framework's own small-message AllReduce (``small_allreduce: custom``, vLLM's one-/two-shot
+    kernels) from the profile's table of it (library naming a custom all-reduce), for a one-node
+    group up to the framework's ``small_allreduce_max_bytes``; None where it does not apply."""
+    if tp < 2 or fw.small_allreduce is None or fw.small_allreduce.value != "custom" or hw.nodes_for(tp) != 1:
+        return None
+    limit = fw.small_allreduce_max_bytes.value if fw.small_allreduce_max_bytes is not None else float("inf")
+    if size_bytes > limit:
+        return None
+    for table, cols in hw.allreduce_arrays:
+        if "custom all-reduce" not in (table.library or "").lower():
+            continue
+        rows = (cols["gpus"] == tp) & (cols["nodes"] == 1)
+        sizes = cols["size_bytes"][rows]
+        if len(sizes) >= 2 and sizes[0] <= size_bytes <= sizes[-1]:
+            seconds = float(interpolate_table_s(sizes, cols["time_s"][rows], size_bytes))
+            return max(seconds + mode_correction_s(hw, table), 0.0)
+    return None
 
 
 def logits_allgather_time_s(hw: HardwareProfile, fw, tp: int, gathered_bytes: float) -> tuple[float, str]:

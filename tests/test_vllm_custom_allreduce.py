@@ -1,0 +1,49 @@
+"""#32 item 8: under --framework vllm, decode-size AllReduces run vLLM's one-/two-shot custom
+kernel, priced from the profile's vLLM custom all-reduce table, not the NCCL model."""
+
+from __future__ import annotations
+
+import pytest
+
+from laddersim.costs.framework_collectives import framework_allreduce_time_s
+from laddersim.framework import load_framework
+from laddersim.hardware.profile import load_profile
+from laddersim.simulate import make_scenario, simulate
+
+HW = "h100-sxm-nvswitch"
+
+
+def test_decode_size_allreduce_is_the_custom_table():
+    hw = load_profile(HW)
+    vllm, nccl = load_framework("vllm"), load_framework("gpt-fast")
+    seconds, source = framework_allreduce_time_s(hw, vllm, 8, 16384)
+    # tables/aic_h100_sxm_vllm_0.24.0_graph.csv: 8 GPUs, 16 KiB, 5.3101 us (CUDA graph, like the profile)
+    assert seconds * 1e6 == pytest.approx(5.3101, abs=1e-3) and source == "SILICON"
+    assert framework_allreduce_time_s(hw, nccl, 8, 16384)[0] > 3 * seconds  # the NCCL model: ~19 us
+    for tp in (2, 4, 8):  # every measured group size, monotone in size up to vLLM's max_size
+        times = [framework_allreduce_time_s(hw, vllm, tp, size)[0] for size in (4096, 65536, 1 << 20, 8 << 20)]
+        assert times == sorted(times)
+
+
+def test_above_max_size_the_custom_kernel_is_not_used():
+    hw = load_profile(HW)
+    vllm = load_framework("vllm")
+    limit = vllm.small_allreduce_max_bytes.value
+    # TP 4 has no multimem table: above vLLM's max_size it is the NCCL model, as for gpt-fast
+    assert framework_allreduce_time_s(hw, vllm, 4, 2 * limit) == framework_allreduce_time_s(
+        hw, load_framework("gpt-fast"), 4, 2 * limit)
+
+
+def test_ladder_speedup_under_vllm_follows_from_it():
+    """A cheaper small AllReduce leaves less for ladder to hide: at TP 8 batch 1 ladder still
+    gains, by no more per layer than the custom kernel's two AllReduces cost."""
+    def step_s(framework: str, schedule: str) -> float:
+        scenario = make_scenario("llama-3.1-8b", HW, 8, 1, 1024, 64, schedule, "bfloat16", framework=framework)
+        return simulate(scenario).summary()["decode_step_s"]
+
+    hw = load_profile(HW)
+    standard, ladder = step_s("vllm", "standard"), step_s("vllm", "ladder")
+    assert ladder < standard
+    # what ladder hides per layer is at most the two AllReduces it overlaps, now ~2 x 5.3 us
+    per_layer_gain = (standard - ladder) / 32
+    assert per_layer_gain <= 2 * framework_allreduce_time_s(hw, load_framework("vllm"), 8, 8192)[0] + 5e-6
