@@ -2,7 +2,9 @@
 traceback, or exit 0 with finite, positive results (tools/fuzz_inputs.py judges; hypothesis picks
 the mutation and the bad value). Past failures stay in tests/data/fuzz_corpus/ as regression cases.
 
-Runs in-process (``laddersim.cli.main``): 333 generated cases plus the corpus.
+Runs in-process (``laddersim.cli.main``): 458 generated cases plus the corpus; the serving and
+planning inputs (serving flags, arrival traces, a sweep grid's ``serving:`` section, ``plan --rate``)
+are kinds of their own, and every case of issue #31 is in the corpus.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ _spec.loader.exec_module(fuzz)
 CORPUS = sorted(p for p in fuzz.CORPUS.glob("*.json"))
 # Examples per kind: the cheap readers get more (their cases fail fast or simulate a tiny model).
 EXAMPLES = {"profile": 55, "hf_config": 55, "sweep_grid": 50, "prices": 40, "nccl_log": 35, "points_jsonl": 25,
-            "cli_args": 30, "measured_csv": 25, "run_dir": 10, "results_csv": 8}
+            "cli_args": 30, "measured_csv": 25, "run_dir": 10, "results_csv": 8,
+            "serving_args": 40, "arrival_trace": 30, "serving_grid": 30, "plan_rate": 25}
 
 bad_values = st.one_of(
     st.none(), st.booleans(), st.integers(min_value=-2**70, max_value=2**70),
@@ -64,6 +67,8 @@ def test_past_failures_stay_fixed(path):
     assert data["expect"] in detail, f"expected {data['expect']!r} in {detail!r}"
     if data["expect"].startswith("error"):
         assert outcome == "error"
+    assert outcome == data.get("outcome", outcome), detail
+    assert not data.get("reject") or data["reject"] not in detail, detail
 
 
 def test_corpus_covers_the_reported_failures():
@@ -71,6 +76,14 @@ def test_corpus_covers_the_reported_failures():
     assert {"non_utf8_profile", "yaml_constructor_error_prices", "validate_report_is_a_file", "fit_only_p2p_off_rows",
             "grid_int_2_pow_64", "points_jsonl_empty_object", "nccl_log_times_1e30",
             "sweep_intra_latency_1e400", "fit_numeric_schedule_cell", "sweep_out_under_sys"} <= names
+    assert {  # issue #31
+        "serving_capacity_every_rate_passes", "serving_capacity_70b_chunked_every_rate_passes",
+        "plan_rate_every_rate_passes_lists_the_configuration", "trace_arrivals_at_one_instant",
+        "trace_arrivals_at_one_instant_zero_attainment", "serving_gamma_shape_1e-300", "serving_seed_negative",
+        "serving_prompt_len_beyond_int64", "serving_prompt_len_exponential_inf", "serving_requests_int32_max",
+        "sweep_serving_ttft_slo_1e400", "sweep_serving_rate_inf_string", "yaml_alias_bomb_prices",
+        "yaml_alias_bomb_grid", "yaml_alias_bomb_profile", "simulate_trace_steps_superscript",
+        "plot_blank_cell_is_empty", "plan_price_inf_string"} <= names
 
 
 def test_judge_catches_what_it_must():
@@ -78,3 +91,13 @@ def test_judge_catches_what_it_must():
     assert fuzz.run_case(fuzz.Case("cli_args", ["simulate", "--model", "tiny.json"], {}))[0] == "error"
     assert not fuzz._finite_positive([math.nan]) and not fuzz._finite_positive([0.0])
     assert fuzz._finite_positive([1.0, 2])
+    # serving answers: a capacity below an offered rate that met the SLOs (the old "no rate found"),
+    # an infinite offered rate, percentiles out of order
+    row = {"schedule": "ladder", "rate": 16.0, "slo_attainment": 1.0, "slo_attainment_required": 0.9,
+           "capacity_req_per_s": None, "ttft_p50_s": 0.1, "ttft_p90_s": 0.2, "ttft_p99_s": 0.3}
+    assert "met the SLOs" in fuzz._serving_row_nonsense(row)
+    assert fuzz._serving_row_nonsense({**row, "capacity_req_per_s": 20.0}) is None
+    assert "figure" in fuzz._serving_row_nonsense({**row, "capacity_req_per_s": 20.0, "offered_rate": math.inf})
+    assert "order" in fuzz._serving_row_nonsense({**row, "capacity_req_per_s": 20.0, "ttft_p90_s": 0.5})
+    with pytest.raises(ValueError):
+        json.loads('[{"offered_rate": Infinity}]', parse_constant=fuzz._no_constant)
