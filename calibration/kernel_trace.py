@@ -1,4 +1,4 @@
-"""The kernels of one compiled decode step, per layer: the kernel-path measurement of issue 19.
+"""The kernels of one compiled decode step, per layer: which kernel paths a real step takes.
 
 laddersim prices a decode step as kernels (floors plus bytes); which kernels a compiled step
 launches (is a batch-1 linear a generated reduction? does cuBLAS split K at batch 4 and add a
