@@ -20,9 +20,13 @@ def test_decode_size_allreduce_is_the_custom_table():
     # tables/aic_h100_sxm_vllm_0.24.0_graph.csv: 8 GPUs, 16 KiB, 5.3101 us (CUDA graph, like the profile)
     assert seconds * 1e6 == pytest.approx(5.3101, abs=1e-3) and source == "SILICON"
     assert framework_allreduce_time_s(hw, nccl, 8, 16384)[0] > 3 * seconds  # the NCCL model: ~19 us
-    for tp in (2, 4, 8):  # every measured group size, monotone in size up to vLLM's max_size
+    for tp in (2, 4):  # no multimem table: the custom kernel up to vLLM's max_size, monotone in size
         times = [framework_allreduce_time_s(hw, vllm, tp, size)[0] for size in (4096, 65536, 1 << 20, 8 << 20)]
-        assert times == sorted(times)
+        assert times == sorted(times) and times[-1] < framework_allreduce_time_s(hw, nccl, tp, 8 << 20)[0]
+    # 8 GPUs: the multimem table (TokenWeave's, from 1 MiB) where it covers the size, the custom kernel below
+    multimem = load_profile(HW).allreduce_arrays
+    assert any(t.library.startswith("multimem") for t, _ in multimem)
+    assert framework_allreduce_time_s(hw, vllm, 8, 4 << 20)[0] != pytest.approx(30.8125e-6, rel=0.05)
 
 
 def test_above_max_size_the_custom_kernel_is_not_used():

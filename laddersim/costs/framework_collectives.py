@@ -10,8 +10,9 @@ largest, time grows with size at the last point's bandwidth).
 
 ``small_allreduce: custom`` (vllm.yaml): messages up to ``small_allreduce_max_bytes`` run the
 framework's own one-/two-shot kernel (vLLM's CustomAllreduce), interpolated from the profile's
-table of it (a ``collectives.tables`` entry whose library names a "custom all-reduce"); this comes
-first, so decode-size AllReduces no longer fall back to the NCCL model below the multimem table.
+table of it (a ``collectives.tables`` entry whose library names a "custom all-reduce"), where the
+multimem table does not cover the size: decode-size AllReduces no longer fall back to the NCCL
+model below the multimem table.
 
 The logits AllGather (``logits_allgather_time_s``): from the profile's measured AllGather tables
 (``collectives.allgather_tables``, sized by the gathered bytes; ``calibration/allgather_bench.py``)
@@ -27,14 +28,13 @@ from laddersim.costs.gemm_tables import SILICON, SOL
 from laddersim.hardware.profile import HardwareProfile
 
 
-def framework_allreduce_time_s(hw: HardwareProfile, fw, tp: int, size_bytes: float) -> tuple[float, str]:
+def framework_allreduce_time_s(hw: HardwareProfile, fw, tp: int, size_bytes: float,
+                               custom: bool = True) -> tuple[float, str]:
     """Seconds of one AllReduce of ``size_bytes`` over ``tp`` ranks under framework ``fw``, and
     the source label: ``SILICON`` where a measured table of the kernel run gives it (the
     framework's kernel, or the profile's NCCL table for a one-node group), else ``SOL`` (the
-    profile's fitted NCCL model)."""
-    custom = _custom_allreduce_s(hw, fw, tp, size_bytes)
-    if custom is not None:
-        return custom, SILICON
+    profile's fitted NCCL model). ``custom=False``: a collective the framework does not route
+    through its small-message kernel (``small_allreduce``)."""
     if tp > 1 and fw.allreduce_library.value == "multimem" and hw.nodes_for(tp) == 1:
         for table, cols in hw.allreduce_arrays:  # numpy columns: the simulate path loads no pandas
             if not table.library.startswith("multimem"):
@@ -44,6 +44,9 @@ def framework_allreduce_time_s(hw: HardwareProfile, fw, tp: int, size_bytes: flo
             if len(sizes) >= 2 and sizes[0] <= size_bytes:
                 seconds = float(interpolate_table_s(sizes, cols["time_s"][rows], size_bytes))
                 return max(seconds + mode_correction_s(hw, table), 0.0), SILICON
+    small = _custom_allreduce_s(hw, fw, tp, size_bytes) if custom else None  # below the multimem table
+    if small is not None:
+        return small, SILICON
     nodes = hw.nodes_for(tp)
     measured = hw.collectives.prefer == "table" and any(
         ((cols["gpus"] == tp) & (cols["nodes"] == nodes)).sum() >= 2
@@ -82,4 +85,5 @@ def logits_allgather_time_s(hw: HardwareProfile, fw, tp: int, gathered_bytes: fl
             if len(sizes) and sizes[0] <= gathered_bytes <= sizes[-1]:
                 seconds = float(times[0]) if len(sizes) == 1 else float(interpolate_table_s(sizes, times, gathered_bytes))
                 return max(seconds + mode_correction_s(hw, table), 0.0), SILICON
-    return framework_allreduce_time_s(hw, fw, tp, gathered_bytes / 2.0)
+    # vLLM gathers the logits with torch.distributed (NCCL), not its custom all-reduce kernel
+    return framework_allreduce_time_s(hw, fw, tp, gathered_bytes / 2.0, custom=False)
