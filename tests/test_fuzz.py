@@ -67,7 +67,7 @@ def test_past_failures_stay_fixed(path):
     assert data["expect"] in detail, f"expected {data['expect']!r} in {detail!r}"
     if data["expect"].startswith("error"):
         assert outcome == "error"
-    assert outcome == data.get("outcome", outcome), detail
+    assert outcome == data.get("expect_outcome", outcome), detail
     assert not data.get("reject") or data["reject"] not in detail, detail
 
 
