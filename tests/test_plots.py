@@ -113,7 +113,7 @@ def test_bandwidth_plot_has_a_line_per_tp_and_batch_and_labelled_axes(table, tmp
     for label in ("TP 2, batch 1", "TP 2, batch 4", "TP 4, batch 1", "TP 4, batch 4"):
         assert label in texts
     assert "intra-node bandwidth (x the profile's)" in texts
-    assert "ladder speedup over standard (x)" in texts
+    assert "ladder speedup" in texts and "over standard (x)" in texts
 
 
 def test_bandwidth_plot_x_defaults_to_the_column_that_varies(table, tmp_path):
@@ -268,5 +268,95 @@ def test_panel_titles_wrap_between_parts(table, tmp_path):
     from laddersim.plots.frames import panel_title
 
     values = {"batch": 1, "intra_bandwidth_scale": 0.5, "intra_latency_scale": 4.0}
-    assert panel_title(values, 10.0) == "batch 1, intra_bandwidth_scale=0.5, intra_latency_scale=4"
-    assert panel_title(values, 3.0) == "batch 1\nintra_bandwidth_scale=0.5\nintra_latency_scale=4"
+    assert panel_title(values, 10.0) == "batch 1, intra-node bandwidth 0.5x, intra-node latency 4x"
+    assert panel_title(values, 3.0) == "batch 1\nintra-node bandwidth 0.5x\nintra-node latency 4x"
+
+
+# ---- what a reader sees: words, values, legends off the curves, marked gaps -------------------
+
+def _figure_of(monkeypatch, module):
+    """Call a plot function and keep its matplotlib figure (saved as usual) for inspection."""
+    import importlib
+
+    target = importlib.import_module(f"laddersim.plots.{module}")
+    kept = []
+    real = target.save_figure
+
+    def keep(fig, out_base):
+        kept.append(fig)
+        return real(fig, out_base)
+
+    monkeypatch.setattr(target, "save_figure", keep)
+    return kept
+
+
+def _set_bandwidth_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The bandwidth sweep as set values in GB/s (50 .. 900), the way examples/sweep_bandwidth.yaml
+    writes them, from the fixture's scales."""
+    frame = select(table, {"intra_latency_scale": "1.0"}).drop(columns=["intra_latency_scale"])
+    gbps = {0.5: 50.0, 1.0: 225.0, 2.0: 900.0}
+    return frame.assign(intra_bandwidth_gbps=frame["intra_bandwidth_scale"].map(gbps)).drop(
+        columns=["intra_bandwidth_scale"])
+
+
+def test_bandwidth_ticks_are_the_set_values_and_the_legend_is_off_the_curves(table, tmp_path, monkeypatch):
+    kept = _figure_of(monkeypatch, "link_speedup")
+    _, svg = plot_bandwidth(_set_bandwidth_table(table), tmp_path / "gbps")
+    texts = _svg_texts(svg)
+    for value in ("50", "225", "900"):
+        assert value in texts  # the GB/s the sweep set, not powers of two
+    assert not any("2^{" in t for t in texts)
+    fig = kept[0]
+    assert all(ax.get_legend() is None for ax in fig.axes)  # no legend drawn over a panel
+    assert len(fig.legends) == 1
+    assert {t.get_text() for t in fig.legends[0].get_texts()} == {"TP 2, batch 1", "TP 2, batch 4", "TP 4, batch 1",
+                                                                   "TP 4, batch 4"}
+    # TP is the dash pattern, batch the colour: lines of one batch share a colour.
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines() if line.get_label().startswith("TP")}
+    assert lines["TP 2, batch 1"].get_color() == lines["TP 4, batch 1"].get_color()
+    assert lines["TP 2, batch 1"].get_linestyle() != lines["TP 4, batch 1"].get_linestyle()
+    # A scale axis reads 0.5, 1, 2.
+    _, svg = plot_bandwidth(select(table, {"intra_latency_scale": "1.0"}), tmp_path / "scale")
+    assert {"0.5", "1", "2"} <= set(_svg_texts(svg))
+
+
+def test_panel_titles_are_words_with_units(table, tmp_path):
+    frame = _set_bandwidth_table(table)
+    _, svg = PLOT_KINDS["throughput"].function(frame[frame["batch"] == 1], tmp_path / "tp")
+    texts = _svg_texts(svg)
+    assert {"intra-node bandwidth 50 GB/s", "intra-node bandwidth 225 GB/s", "intra-node bandwidth 900 GB/s"} \
+        <= set(texts)
+    assert not any("=" in t for t in texts)  # no raw column=value titles
+
+
+def test_throughput_speedup_labels_are_level_and_readable(table, base_point, tmp_path, monkeypatch):
+    kept = _figure_of(monkeypatch, "throughput")
+    PLOT_KINDS["throughput"].function(base_point, tmp_path / "tp")
+    labels = [t for ax in kept[0].axes for t in ax.texts if t.get_text().endswith("x")]
+    ok = base_point[(base_point.status == "ok") & (base_point.schedule != "standard")]
+    assert sorted(t.get_text() for t in labels) == sorted(f"{v:.2f}x" for v in ok.speedup_vs_standard)
+    assert all(t.get_rotation() == 0 and t.get_fontsize() >= 8 for t in labels)
+
+
+@pytest.mark.parametrize("kind", ["breakdown", "throughput"])
+def test_configurations_that_did_not_run_are_marked(kind, base_point, tmp_path):
+    oom = {**base_point[base_point.status != "ok"].iloc[0].to_dict(), "tp": 1, "batch": 1, "schedule": "standard",
+           "error": "memory: tiny at tp=1 needs 90 GiB per GPU but h100-sxm-nvswitch has 71.7 GiB usable"}
+    frame = pd.concat([base_point, pd.DataFrame([oom])], ignore_index=True)
+    _, svg = PLOT_KINDS[kind].function(frame, tmp_path / kind)
+    texts = _svg_texts(svg)
+    assert texts.count("out of memory") == 1  # TP 1 standard at batch 1: its place is marked
+    assert texts.count("not run") == 1  # TP 1 ladder at batch 4 ("does not fit", no memory figure)
+
+
+def test_latency_cdf_legend_is_below_the_panels(tmp_path, monkeypatch):
+    from laddersim.plots.serving import plot_latency_cdfs
+
+    kept = _figure_of(monkeypatch, "serving")
+    rng = np.random.default_rng(0)
+    requests = pd.DataFrame({"schedule": ["standard"] * 50 + ["ladder"] * 50, "ttft_s": rng.uniform(0.05, 0.2, 100),
+                             "tpot_s": rng.uniform(0.01, 0.03, 100), "e2e_s": rng.uniform(1, 5, 100)})
+    plot_latency_cdfs(requests, tmp_path / "cdf", ttft_slo_s=0.5, tpot_slo_s=0.03)
+    fig = kept[0]
+    assert all(ax.get_legend() is None for ax in fig.axes)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["standard", "ladder", "SLO"]

@@ -14,7 +14,16 @@ import pandas as pd
 
 from laddersim.errors import UserInputError
 from laddersim.plots.figure_io import new_figure, save_figure, styled
-from laddersim.plots.frames import groups, input_columns, ok_rows, panel_title, titled, varying
+from laddersim.plots.frames import (
+    groups,
+    input_columns,
+    not_run_reason,
+    not_run_rows,
+    ok_rows,
+    panel_title,
+    titled,
+    varying,
+)
 from laddersim.plots.throughput import schedule_order
 
 MAX_PANELS = 16
@@ -35,26 +44,43 @@ def plot_breakdown(frame: pd.DataFrame, out_base: str | Path, *, title: str | No
     """Stacked seconds per (TP, schedule) bar; writes PNG and SVG."""
     needed = ["schedule", "tp", "total_s", "compute_s", "exposed_comm_s", "overhead_s"]
     rows = ok_rows(frame, "breakdown", needed).copy()
-    panel_keys = varying(rows, [c for c in input_columns(rows) if c != "tp"])
-    rows["other_s"] = (rows["total_s"] - rows["compute_s"] - rows["exposed_comm_s"] - rows["overhead_s"]).clip(lower=0)
-    panels = groups(rows, panel_keys)
+    # Configurations that did not run (out of memory) keep their place in their panel, marked.
+    skipped = not_run_rows(frame, ["schedule", "tp"])
+    every = pd.concat([rows, skipped], ignore_index=True)
+    # Panels by the inputs that vary, over the rows that ran and those that did not (a batch none
+    # of whose configurations fit still gets its panel); a column the not-run rows leave empty
+    # (a summary field, written only for rows that ran) does not split panels.
+    candidates = [c for c in input_columns(rows) if c != "tp"]
+    panel_keys = [c for c in varying(every, candidates) if c in varying(rows, candidates) or skipped[c].notna().all()]
+    every["other_s"] = (every["total_s"] - every["compute_s"] - every["exposed_comm_s"]
+                        - every["overhead_s"]).clip(lower=0)
+    panels = groups(every, panel_keys)
     if len(panels) > MAX_PANELS:
         raise UserInputError(f"breakdown: {len(panels)} panels (columns {', '.join(panel_keys)} vary); "
                              f"at most {MAX_PANELS}: narrow the table with --where COLUMN=VALUE")
-    schedules = schedule_order(rows["schedule"].unique())
+    schedules = schedule_order(every["schedule"].unique())
     with styled():
-        bars_per_panel = rows.groupby(["tp", "schedule"]).ngroups
+        bars_per_panel = max(len(_bar_keys(panel, schedules)) for _, panel in panels)
         panel_w_in = max(3.6, 1.2 + 0.42 * bars_per_panel)
         fig, axes = new_figure(len(panels), panel_w_in=panel_w_in, max_cols=2)
-        for ax, (selector, panel) in zip(axes, panels):
+        for ax, (selector, both) in zip(axes, panels):
+            ran = both["status"] == "ok" if "status" in both.columns else pd.Series(True, index=both.index)
+            panel, missing = both[ran], both[~ran]
             means = panel.groupby(["tp", "schedule"])[[p[0] for p in PARTS] + ["total_s"]].mean()
-            keys = sorted(means.index, key=lambda k: (k[0], schedules.index(k[1])))
+            keys = _bar_keys(both, schedules)
             xs = np.arange(len(keys))
             bottom = np.zeros(len(keys))
             for column, name, color in PARTS:
-                heights = np.array([means.loc[k, column] for k in keys])
+                heights = np.array([means.loc[k, column] if k in means.index else 0.0 for k in keys])
                 ax.bar(xs, heights, 0.7, bottom=bottom, label=name, color=color)
                 bottom += heights
+            top = float(bottom.max()) or 1.0
+            ax.set_ylim(0, top * 1.08)  # the tallest bar's top stays inside the panel
+            for x, key in zip(xs, keys):
+                if key not in means.index:  # did not run: its place says why
+                    why = missing[(missing["tp"] == key[0]) & (missing["schedule"] == key[1])]["error"]
+                    ax.text(x, 0.03 * top, not_run_reason(why.iloc[0] if len(why) else None), rotation=90,
+                            ha="center", va="bottom", fontsize=8, color="#555555")
             ticks = [f"{s}\nTP {tp}" for tp, s in keys]
             if max(len(s) for _, s in keys) * _TICK_CHAR_IN > (panel_w_in - _Y_AXIS_IN) / bars_per_panel:
                 # Names wider than a bar (desync_half, hybrid:40) would run into each other.
@@ -66,5 +92,11 @@ def plot_breakdown(frame: pd.DataFrame, out_base: str | Path, *, title: str | No
             ax.grid(axis="x", visible=False)
         handles, names = axes[0].get_legend_handles_labels()
         fig.legend(handles, names, loc="outside lower center", ncol=len(PARTS))
-        fig.suptitle(titled(title or "Time breakdown (rank 0)", rows, panel_keys + ["tp", "schedule"]))
+        fig.suptitle(titled(title or "Time breakdown (rank 0)", every, panel_keys + ["tp", "schedule"]))
         return save_figure(fig, out_base)
+
+
+def _bar_keys(panel: pd.DataFrame, schedules: list[str]) -> list[tuple]:
+    """(TP, schedule) of every bar of a panel (the configurations that ran and those that did
+    not), by TP then schedule."""
+    return sorted(set(zip(panel["tp"], panel["schedule"])), key=lambda k: (k[0], schedules.index(k[1])))

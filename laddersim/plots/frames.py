@@ -119,6 +119,28 @@ def ok_rows(frame: pd.DataFrame, kind: str, needed: list[str]) -> pd.DataFrame:
     return frame
 
 
+def not_run_rows(frame: pd.DataFrame, needed: list[str]) -> pd.DataFrame:
+    """Rows the table marks as not run (status infeasible or error) that have the ``needed``
+    inputs: a plot marks their place instead of leaving it silently empty."""
+    if "status" not in frame.columns or any(c not in frame.columns for c in needed):
+        return frame.iloc[:0]
+    return frame[(frame["status"] != "ok") & frame[needed].notna().all(axis=1)]
+
+
+def not_run_reason(error) -> str:
+    """What a not-run row's place reads: "out of memory" for a configuration that does not fit
+    (the memory check's message starts ``memory:``), else "not run"."""
+    return "out of memory" if isinstance(error, str) and error.startswith("memory:") else "not run"
+
+
+def matching(frame: pd.DataFrame, selector: dict) -> pd.DataFrame:
+    """Rows of ``frame`` equal to ``selector`` on its columns (compared as text)."""
+    for column, value in selector.items():
+        if column in frame.columns:
+            frame = frame[frame[column].astype(str) == str(value)]
+    return frame
+
+
 def input_columns(frame: pd.DataFrame) -> list[str]:
     """Columns that identify a scenario (everything but the schedule and the outputs)."""
     return [c for c in frame.columns if c not in OUTPUT_COLUMNS]
@@ -176,18 +198,45 @@ def panel_title(values: dict, panel_w_in: float) -> str:
     return "\n".join(lines)
 
 
+# How an input column reads in a title or a legend: its name in words and its value's format.
+COLUMN_WORDS = {
+    "tp": ("TP", "{}"), "batch": ("batch", "{}"), "nodes": ("nodes", "{}"), "prompt_len": ("prompt", "{}"),
+    "gen_len": ("gen", "{}"),
+    "intra_bandwidth_scale": ("intra-node bandwidth", "{}x"),
+    "intra_bandwidth_gbps": ("intra-node bandwidth", "{} GB/s"),
+    "intra_latency_scale": ("intra-node latency", "{}x"),
+    "intra_latency_us": ("intra-node latency", "{} us"),
+    "inter_bandwidth_scale": ("inter-node bandwidth", "{}x"),
+    "inter_bandwidth_gbps": ("inter-node bandwidth", "{} GB/s"),
+    "inter_latency_scale": ("inter-node latency", "{}x"),
+    "inter_latency_us": ("inter-node latency", "{} us"),
+    "nics_per_node": ("NICs per node", "{}"),
+    "gpus_per_node": ("GPUs per node", "{}"),
+    "compute_slowdown": ("compute slowdown", "{}"),
+    "comm_slowdown": ("communication slowdown", "{}"),
+}
+# Columns whose value alone says what it is (a name, a schedule, a dtype).
+_BARE = ("model", "hardware", "schedule", "dtype", "kv_cache", "kv_reads", "framework")
+
+
+def column_words(column: str, value) -> str:
+    """One input value in words: ``intra-node bandwidth 50 GB/s``, ``TP 8``; an override the row
+    leaves unset (NaN) reads "as profiled"."""
+    if column in _BARE:
+        return str(value)
+    name, unit = COLUMN_WORDS.get(column, (column.replace("_", " "), "{}"))
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return f"{name} as profiled"
+    return f"{name} {unit.format(_number(value))}"
+
+
 def _label_parts(values: dict) -> list[str]:
-    names = {"tp": "TP", "batch": "batch", "nodes": "nodes", "prompt_len": "prompt",
-             "gen_len": "gen"}
-    parts = []
-    for column, value in values.items():
-        if column in ("model", "hardware", "schedule", "dtype", "kv_cache"):
-            parts.append(str(value))
-        elif column in names:
-            parts.append(f"{names[column]} {_number(value)}")
-        else:
-            parts.append(f"{column}={_number(value)}")
-    return parts
+    return [column_words(column, value) for column, value in values.items()]
+
+
+def number_text(value) -> str:
+    """A number as a reader writes it: 50, not 50.0; 0.125; 1e+06 for very large ones."""
+    return _number(value)
 
 
 def _number(value) -> str:

@@ -14,7 +14,7 @@ from matplotlib.colors import TwoSlopeNorm
 
 from laddersim.errors import UserInputError
 from laddersim.plots.figure_io import new_figure, save_figure, styled
-from laddersim.plots.frames import groups, input_columns, ok_rows, panel_title, titled, varying, with_speedup
+from laddersim.plots.frames import groups, input_columns, matching, ok_rows, panel_title, titled, varying, with_speedup
 
 MAX_PANELS = 12
 
@@ -50,7 +50,7 @@ def plot_heatmap(frame: pd.DataFrame, out_base: str | Path, *, schedule: str = "
             for (batch, tp), value in grid.items():
                 cells[batches.index(batch), tps.index(tp)] = value
             image = ax.imshow(cells, cmap="coolwarm", norm=norm, origin="lower", aspect="auto")
-            no_fit = _matching(infeasible, selector)
+            no_fit = matching(infeasible, selector)
             for i, batch in enumerate(batches):
                 for j, tp in enumerate(tps):
                     if not np.isnan(cells[i, j]):
@@ -67,10 +67,3 @@ def plot_heatmap(frame: pd.DataFrame, out_base: str | Path, *, schedule: str = "
         fig.suptitle(titled(title or f"Speedup of {schedule} over standard", rows, panel_keys + ["tp", "batch"]))
         return save_figure(fig, out_base)
 
-
-def _matching(frame: pd.DataFrame, selector: dict) -> pd.DataFrame:
-    """Rows of ``frame`` equal to ``selector`` on its columns (compared as text)."""
-    for column, value in selector.items():
-        if column in frame.columns:
-            frame = frame[frame[column].astype(str) == str(value)]
-    return frame

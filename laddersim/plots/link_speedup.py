@@ -9,10 +9,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+from matplotlib.ticker import FuncFormatter, NullLocator
 
 from laddersim.errors import UserInputError
 from laddersim.plots.figure_io import new_figure, save_figure, styled
-from laddersim.plots.frames import groups, input_columns, label, ok_rows, panel_title, titled, varying, with_speedup
+from laddersim.plots.frames import (
+    groups,
+    input_columns,
+    label,
+    number_text,
+    ok_rows,
+    panel_title,
+    titled,
+    varying,
+    with_speedup,
+)
 from laddersim.sweep.grid import OVERRIDE_COLUMNS
 
 BANDWIDTH_COLUMNS = (
@@ -45,6 +56,8 @@ AXIS_LABELS = {
 _PANEL_COLUMNS = ["model", "hardware"]
 _MARKERS = "osD^vP*X"
 _DASHES = ["-", "--", ":", "-."]
+# At most this many x values are each a tick (the values the sweep set); more get a plain-number axis.
+_MAX_VALUE_TICKS = 12
 
 
 def plot_bandwidth(frame: pd.DataFrame, out_base: str | Path, *, x: str | None = None,
@@ -92,6 +105,39 @@ def check_x(frame: pd.DataFrame, x: str) -> None:
     raise UserInputError(f"x: '{x}' is not a numeric input column to plot against; allowed: {listed}")
 
 
+def _line_styles(rows: pd.DataFrame, line_keys: list[str]) -> dict[tuple, dict]:
+    """Matplotlib style of each line (by its values of ``line_keys``), the same in every panel:
+    with TP and something else varying, the TP degree is the dash pattern and the rest the colour
+    and marker (TP 4 solid, TP 8 dashed), so a reader sorts the lines at a glance."""
+    by_dash = ["tp"] if "tp" in line_keys and len(line_keys) > 1 else []
+    by_colour = [k for k in line_keys if k not in by_dash]
+    dashes = {v["tp"]: i for i, (v, _) in enumerate(groups(rows, by_dash))} if by_dash else {}
+    colours = {_key(v, by_colour): i for i, (v, _) in enumerate(groups(rows, by_colour))}
+    styles = {}
+    for values, _ in groups(rows, line_keys):
+        colour = colours[_key(values, by_colour)]
+        dash = dashes[values["tp"]] if by_dash else colour // len(_MARKERS)
+        styles[_key(values, line_keys)] = {"color": f"C{colour % 10}", "marker": _MARKERS[colour % len(_MARKERS)],
+                                           "linestyle": _DASHES[dash % len(_DASHES)]}
+    return styles
+
+
+def _key(values: dict, keys: list[str]) -> tuple:
+    """``values`` of ``keys`` as a dictionary key (NaN, an unset override, as None: it equals itself)."""
+    return tuple(None if pd.isna(values[k]) else values[k] for k in keys)
+
+
+def value_ticks(ax, values) -> None:
+    """Ticks at the values a sweep set, written as numbers (50, 100, 225, not 2^6); a log axis
+    keeps its spacing. Too many values: a plain-number axis."""
+    values = sorted(v for v in values if pd.notna(v))
+    if 0 < len(values) <= _MAX_VALUE_TICKS:
+        ax.set_xticks(values, [number_text(float(v)) for v in values])
+    else:
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: number_text(float(v))))
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
 def _plot_link(frame: pd.DataFrame, out_base, x: str, schedule: str, title: str) -> list[Path]:
     check_x(frame, x)
     frame = with_speedup(ok_rows(frame, "speedup-vs-link", ["schedule", "tokens_per_s", x]))
@@ -103,24 +149,28 @@ def _plot_link(frame: pd.DataFrame, out_base, x: str, schedule: str, title: str)
     panel_keys = varying(rows, _PANEL_COLUMNS)
     line_keys = varying(rows, [c for c in others if c not in _PANEL_COLUMNS])
     panels = groups(rows, panel_keys)
+    styles = _line_styles(rows, line_keys)
     scale_axis = x.endswith("_scale")
     with styled():
         fig, axes = new_figure(len(panels), sharey=True)
+        legend: dict[str, object] = {}
         for ax, (selector, panel) in zip(axes, panels):
-            lines = groups(panel, line_keys)
-            for i, (line_selector, line) in enumerate(lines):
+            for line_selector, line in groups(panel, line_keys):
                 line = line.groupby(x, as_index=False)["speedup_vs_standard"].mean().sort_values(x)
-                ax.plot(line[x], line["speedup_vs_standard"], marker=_MARKERS[i % len(_MARKERS)],
-                        linestyle=_DASHES[(i // len(_MARKERS)) % len(_DASHES)], markersize=4,
-                        label=label(line_selector) or schedule)
+                name = label(line_selector) or schedule
+                (handle,) = ax.plot(line[x], line["speedup_vs_standard"], markersize=4, label=name,
+                                    **styles[_key(line_selector, line_keys)])
+                legend.setdefault(name, handle)
             ax.axhline(1.0, color="black", linewidth=0.8)
             if scale_axis:
                 ax.axvline(1.0, color="grey", linewidth=0.8, linestyle=":")
             if (panel[x] > 0).all():
                 ax.set_xscale("log", base=2)
+            value_ticks(ax, panel[x].unique())
             ax.set_xlabel(AXIS_LABELS.get(x, x))
-            ax.set_ylabel(f"{schedule} speedup over standard (x)")
+            ax.set_ylabel(f"{schedule} speedup\nover standard (x)")  # one line overruns the panel's height
             ax.set_title(panel_title(selector, 3.6))  # empty with one panel: the figure title says it
-            ax.legend(loc="best")
+        # Below the panels, not over the curves: one legend for all of them.
+        fig.legend(list(legend.values()), list(legend), loc="outside lower center", ncol=min(4, len(legend)))
         fig.suptitle(titled(title, rows, panel_keys + line_keys + [x]))
         return save_figure(fig, out_base)

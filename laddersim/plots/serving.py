@@ -46,7 +46,12 @@ def plot_latency_cdfs(requests: pd.DataFrame, out_base: str | Path, *, ttft_slo_
                 ax.set_ylim(0, 1.02)
                 if hardware is not None and j == 0:
                     ax.set_title(str(hardware), loc="left")
-        axes[0].legend(loc="lower right")
+        # One legend below the panels: inside one it covered the curves and the SLO line.
+        legend: dict[str, object] = {}
+        for ax in axes:
+            for handle, name in zip(*ax.get_legend_handles_labels()):
+                legend.setdefault(name, handle)
+        fig.legend(list(legend.values()), list(legend), loc="outside lower center", ncol=len(legend))
         if title:
             fig.suptitle(title)
     return save_figure(fig, out_base)

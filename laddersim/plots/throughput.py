@@ -13,9 +13,26 @@ import pandas as pd
 
 from laddersim.errors import UserInputError
 from laddersim.plots.figure_io import new_figure, save_figure, schedule_color, styled
-from laddersim.plots.frames import groups, input_columns, ok_rows, panel_title, titled, varying, with_speedup
+from laddersim.plots.frames import (
+    groups,
+    input_columns,
+    matching,
+    not_run_reason,
+    not_run_rows,
+    ok_rows,
+    panel_title,
+    titled,
+    varying,
+    with_speedup,
+)
 
 MAX_PANELS = 16
+# Width a bar gets (inches), the speedup labels' size (points), the average width of a character
+# (DejaVu Sans, in em) and what the y axis takes of a panel (inches).
+BAR_IN = 0.45
+LABEL_PT = 8
+_CHAR_EM = 0.55
+_Y_AXIS_IN = 0.9
 SCHEDULE_ORDER = ("standard", "parallel", "ladder", "upper_bound", "desync_half")
 
 
@@ -33,13 +50,21 @@ def plot_throughput(frame: pd.DataFrame, out_base: str | Path, *, title: str | N
     if len(panels) > MAX_PANELS:
         raise UserInputError(f"throughput: {len(panels)} panels (columns {', '.join(panel_keys)} vary); "
                              f"at most {MAX_PANELS}: narrow the table with --where COLUMN=VALUE")
+    skipped = not_run_rows(frame, ["schedule", "tp"])  # out of memory: marked in its place
+    skipped = skipped[skipped["schedule"].isin(rows["schedule"].unique())]
     schedules = schedule_order(rows["schedule"].unique())
     width = 0.8 / len(schedules)
     with styled():
-        panel_w_in = max(3.6, 1.0 + 0.35 * len(schedules) * rows["tp"].nunique())
+        bars = len(schedules) * len(set(rows["tp"]) | set(skipped["tp"]))
+        panel_w_in = max(3.6, 1.0 + BAR_IN * bars)
+        # A speedup label ("1.40x") reads level above its bar where the bar is wide enough for it.
+        bar_w_in = (panel_w_in - _Y_AXIS_IN) / bars * 0.8
+        flat = 5 * LABEL_PT * _CHAR_EM / 72 <= bar_w_in * 1.1
+        label_pt = LABEL_PT if flat else 7
         fig, axes = new_figure(len(panels), panel_w_in=panel_w_in)
         for ax, (selector, panel) in zip(axes, panels):
-            tps = sorted(panel["tp"].unique())
+            missing = matching(skipped, selector)
+            tps = sorted(set(panel["tp"]) | set(missing["tp"]))
             top = float(panel["tokens_per_s"].max())
             for k, schedule in enumerate(schedules):
                 mine = panel[panel["schedule"] == schedule].groupby("tp")[["tokens_per_s", "speedup_vs_standard"]].mean()
@@ -50,8 +75,14 @@ def plot_throughput(frame: pd.DataFrame, out_base: str | Path, *, title: str | N
                 for x, (tokens, speedup) in zip(xs, mine.itertuples(index=False)):
                     if not np.isnan(speedup):
                         ax.text(x, tokens + 0.01 * top, f"{speedup:.2f}x", ha="center", va="bottom",
-                                fontsize=6, rotation=90)
+                                fontsize=label_pt, rotation=0 if flat else 90)
+            for row in missing.itertuples(index=False):
+                if not ((panel["tp"] == row.tp) & (panel["schedule"] == row.schedule)).any():
+                    x = tps.index(row.tp) + (schedules.index(row.schedule) - (len(schedules) - 1) / 2) * width
+                    ax.text(x, 0.02 * top, not_run_reason(getattr(row, "error", None)), rotation=90, ha="center",
+                            va="bottom", fontsize=8, color="#555555")
             ax.set_xticks(range(len(tps)), [str(t) for t in tps])
+            ax.set_xlim(-0.5, len(tps) - 0.5)  # a TP whose bars are all marked not run keeps its width
             ax.set_xlabel("TP degree (GPUs)")
             ax.set_ylabel("throughput (tokens/s)")
             ax.set_ylim(0, top * 1.22)
