@@ -104,7 +104,6 @@ def check_tree(tree, where: str) -> None:
     the parsed size, never the expanded one."""
     size: dict[int, int] = {}  # id -> nodes of the expanded subtree
     depth: dict[int, int] = {}  # id -> levels of lists/mappings, itself included
-    keep = []  # the nodes whose ids are keys above (ids stay unique while they live)
     on_path: set[int] = set()
     stack: list[tuple[object, bool]] = [(tree, False)]
     while stack:
@@ -129,8 +128,7 @@ def check_tree(tree, where: str) -> None:
         if key in on_path or len(on_path) >= MAX_DEPTH:
             raise UserInputError(f"{where}: nested deeper than {MAX_DEPTH} levels (or a recursive alias); "
                                  "allowed: plain nested mappings and lists")
-        on_path.add(key)
-        keep.append(node)
+        on_path.add(key)  # (ids are unique: the tree holds every node while it is checked)
         stack.append((node, True))
         stack.extend((c, False) for c in children if id(c) not in size)
 

@@ -23,7 +23,7 @@ from laddersim.plan.serving_plan import plan_for_rate
 from laddersim.serving.arrivals import LengthSpec, draw_requests
 from laddersim.serving.capacity import OfferedLoad, max_sustainable_rate, sustains
 from laddersim.serving.options import serving_options
-from laddersim.serving.run import serve, serving_scenario
+from laddersim.serving.run import serving_scenario
 
 MODEL, HARDWARE, TP = "llama-3.1-8b", "h200-sxm-nvswitch", 2
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(

@@ -378,7 +378,8 @@ def _serving_case(rng, value=None) -> Case:
         argv += ["--target-rate", rng.choice(["100", "5000"]), "--prices", "prices.yaml"]
         if rng.random() < 0.3:
             prices = yaml.safe_load(files["prices.yaml"])
-            files["prices.yaml"] = ALIAS_BOMB.encode() if rng.random() < 0.2 else dump_yaml(rng, mutate_tree(rng, prices))
+            files["prices.yaml"] = ALIAS_BOMB.encode() if rng.random() < 0.2 else \
+                dump_yaml(rng, mutate_tree(rng, prices))
     for _ in range(rng.choice([1, 1, 2])):
         _set_flag(rng, argv, SERVING_FLAGS, value)
     if "--trace" in argv:  # a trace replaces the drawn requests

@@ -66,8 +66,10 @@ def register(sub) -> None:
     p.add_argument("--rate", type=positive_float("rate", MAX_RATE),
                    help="requests/s to serve: rank by the replicas a continuous-batching simulation says meet "
                         "--ttft-slo-s/--tpot-slo-s (laddersim serving --capacity)")
-    p.add_argument("--ttft-slo-s", type=positive_float("ttft-slo-s", MAX_SLO_S), help="with --rate: time-to-first-token SLO")
-    p.add_argument("--tpot-slo-s", type=positive_float("tpot-slo-s", MAX_SLO_S), help="with --rate: time-per-output-token SLO")
+    p.add_argument("--ttft-slo-s", type=positive_float("ttft-slo-s", MAX_SLO_S),
+                   help="with --rate: time-to-first-token SLO")
+    p.add_argument("--tpot-slo-s", type=positive_float("tpot-slo-s", MAX_SLO_S),
+                   help="with --rate: time-per-output-token SLO")
     p.add_argument("--requests", type=positive_int("requests", MAX_REQUESTS), default=200,
                    help="with --rate: requests simulated per rate tried (default 200)")
     p.add_argument("--rank-by", choices=RANK_KEYS,

@@ -90,7 +90,8 @@ def register(sub) -> None:
     p.add_argument("--max-batched-tokens", type=positive_int("max-batched-tokens", MAX_TOKENS), default=8192,
                    help="new tokens per iteration (vLLM max_num_batched_tokens; default 8192)")
     p.add_argument("--chunked-prefill", action="store_true", help="mix decode tokens and prompt chunks per iteration")
-    p.add_argument("--block-size", type=positive_int("block-size", MAX_BLOCK_SIZE), default=16, help="tokens per KV-cache block")
+    p.add_argument("--block-size", type=positive_int("block-size", MAX_BLOCK_SIZE), default=16,
+                   help="tokens per KV-cache block")
     p.add_argument("--ttft-slo-s", type=positive_float("ttft-slo-s", MAX_SLO_S), help="time-to-first-token target, s")
     p.add_argument("--tpot-slo-s", type=positive_float("tpot-slo-s", MAX_SLO_S), help="time-per-output-token target, s")
     p.add_argument("--slo-attainment", type=positive_float("slo-attainment", 1.0), default=0.9,

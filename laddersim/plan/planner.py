@@ -160,7 +160,8 @@ def option_for(row: dict, usd_per_gpu_hour: float, target: Target) -> PlanOption
         batch=row["batch"], replicas=replicas, gpus=gpus, tpot_s=tpot_s, user_tokens_per_s=user,
         total_tokens_per_s=total, usd_per_gpu_hour=usd_per_gpu_hour, usd_per_hour=usd_per_hour,
         usd_per_million_tokens=usd_per_hour / (total * 3600.0) * 1e6,
-        memory_per_gpu_gib=row["memory_per_gpu_gib"], prompt_len=_int_or_none(row.get("prompt_len")), gen_len=_int_or_none(row.get("gen_len")),
+        memory_per_gpu_gib=row["memory_per_gpu_gib"], prompt_len=_int_or_none(row.get("prompt_len")),
+        gen_len=_int_or_none(row.get("gen_len")),
     )
 
 

@@ -97,11 +97,12 @@ def check_load(n: int, rate_per_s: float | None = None, seed: int = 0, gamma_sha
     """Refuse, in one line naming the field, a request count, rate, seed or arrival shape out of range."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= MAX_REQUESTS:
         raise UserInputError(f"requests: {n!r}; allowed: an integer from 1 to {MAX_REQUESTS}")
-    if rate_per_s is not None and not (isinstance(rate_per_s, (int, float)) and MIN_RATE <= rate_per_s <= MAX_RATE):
+    number = (int, float, np.number)
+    if rate_per_s is not None and not (isinstance(rate_per_s, number) and MIN_RATE <= rate_per_s <= MAX_RATE):
         raise UserInputError(f"rate: {rate_per_s!r}; allowed: a number from {MIN_RATE:g} to {MAX_RATE:g} requests/s")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= MAX_SEED:
         raise UserInputError(f"seed: {seed!r}; allowed: an integer from 0 to {MAX_SEED}")
-    if not (isinstance(gamma_shape, (int, float)) and MIN_GAMMA_SHAPE <= gamma_shape <= MAX_GAMMA_SHAPE):
+    if not (isinstance(gamma_shape, number) and MIN_GAMMA_SHAPE <= gamma_shape <= MAX_GAMMA_SHAPE):
         raise UserInputError(f"gamma-shape: {gamma_shape!r}; allowed: a number from {MIN_GAMMA_SHAPE:g} "
                              f"to {MAX_GAMMA_SHAPE:g} (1 = Poisson)")
 
