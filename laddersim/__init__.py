@@ -8,6 +8,7 @@ a pandas DataFrame, loaded on first use so that ``import laddersim`` stays cheap
 * ``validate(measured)``, ``fit(measured, hardware)``: predictions against measured runs
 * ``plan(model, ...)``: the cheapest deployments meeting a target
 * ``serving(model, hardware, tp, rate=...)``: one replica under load
+* ``kernels(model, hardware, tp)``: what one layer is charged, kernel by kernel
 * ``load_profile(name)``: a hardware profile
 
 ``help(laddersim.simulate)`` and ``inspect.signature`` show each function's parameters.
@@ -24,7 +25,7 @@ from __future__ import annotations
 import sys
 import types
 
-API = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "serving", "load_profile")
+API = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "serving", "kernels", "load_profile")
 # API names that are also submodules: the import system binds a submodule on its package when it
 # is imported; these properties keep the package attribute the function.
 _SHADOWED_SUBMODULES = ("simulate", "sweep", "plan", "serving")

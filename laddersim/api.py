@@ -5,7 +5,7 @@
                        prompt_len=128, gen_len=8, schedules=["standard", "ladder"])
 
 One function per job a user scripts: ``simulate``, ``timeline``, ``sweep``, ``validate``, ``fit``,
-``plan``, ``serving`` (and ``load_profile``), each with the command's parameters and
+``plan``, ``serving``, ``kernels`` (and ``load_profile``), each with the command's parameters and
 defaults (``plan`` and ``serving`` run the command's own code, so they answer exactly what it
 prints with ``--json``). ``import laddersim`` stays cheap: the package exposes these names lazily
 (``laddersim/__init__``) and this module imports the simulator only when a function runs. Bad
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 DEFAULT_SCHEDULES = ("standard", "ladder")
 # The public functions, in the order the docs list them (laddersim.__all__).
-PUBLIC = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "serving", "load_profile")
+PUBLIC = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "serving", "kernels", "load_profile")
 
 
 def simulate_schedules(model, hardware, tp: int, batch: int = 1, prompt_len: int = DEFAULT_PROMPT_LEN,
@@ -305,3 +305,21 @@ def serving(model: str | Path, hardware: str | Path, tp: int, *, rate: float | N
 
     rows, frame, _ = serving_rows(args)
     return frame if per_request else pd.DataFrame(rows)
+
+
+def kernels(model: str | Path | ModelShape, hardware: str | Path | HardwareProfile, tp: int, batch: int = 1,
+            schedule: str = "standard", framework: str | Path = "gpt-fast", prompt_len: int = DEFAULT_PROMPT_LEN,
+            gen_len: int = DEFAULT_GEN_LEN, dtype: str = "bfloat16", phase: str = "decode") -> pd.DataFrame:
+    """``laddersim kernels``: what laddersim charges one layer, kernel by kernel, to read beside a
+    profiler trace of the same step. One row per kernel of the middle layer of ``schedule``'s
+    program on one rank: ``kernel`` (op kind, ``op.part`` within an op), ``class``
+    (library_gemm, splitk_reduce, generated, attention, copy, other, collective), ``count`` and
+    ``us`` (their device time, microseconds); ``frame.attrs["layer_us"]`` is the layer's
+    compute-stream time (collectives excluded).
+
+    ``framework``: a shipped framework (gpt-fast, vllm, ...) or a framework .yaml; ``phase``:
+    ``decode`` (the first decode step after a ``prompt_len`` prompt) or ``prefill``."""
+    from laddersim.kernel_view import kernel_table
+
+    return kernel_table(model, hardware, tp, batch, schedule=schedule, framework=str(framework),
+                        prompt_len=prompt_len, phase=phase, gen_len=gen_len, dtype=dtype)

@@ -112,7 +112,7 @@ def test_simulate_out_with_an_unknown_format_is_one_line_exit_2(tmp_path, capsys
 
 # ---- every public function: a real signature, its own docstring, the command's defaults -------
 
-PUBLIC = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "serving", "load_profile")
+PUBLIC = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "serving", "kernels", "load_profile")
 
 
 def test_every_public_function_is_listed():
@@ -153,6 +153,7 @@ _RENAMED = {"schedules": "schedule", "batches": "batch", "tps": "tp", "profiles"
     ("simulate", {"schedules"}),  # the command's --schedule default is None, meaning standard and ladder
     ("plan", {"workers"}),  # the command's default is every core; the API's None means the same
     ("serving", {"schedules", "per_request"}),
+    ("kernels", set()),
 ])
 def test_api_defaults_are_the_commands(name, skip):
     import inspect
@@ -226,6 +227,16 @@ def test_fit_from_python_is_the_commands_fit(tmp_path, capsys):
                  "--out", str(tmp_path / "cli.yaml"), "--report", str(tmp_path / "report")]) == 0
     printed = capsys.readouterr().out.split("fitted parameters:")[1].split("\n\n")[0]
     assert printed.split() == " ".join(f"{k} = {v:.4g}" for k, v in frame.attrs["parameters"].items()).split()
+
+
+def test_kernels_from_python_is_the_commands_table(capsys):
+    frame = laddersim.kernels("llama-3.1-8b", "h100-sxm-nvswitch", 2, batch=4, schedule="ladder")
+    assert main(["kernels", "--model", "llama-3.1-8b", "--hardware", "h100-sxm-nvswitch", "--tp", "2", "--batch", "4",
+                 "--schedule", "ladder", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["layer_us"] == frame.attrs["layer_us"]
+    assert [k["us"] for k in printed["kernels"]] == frame["us"].tolist()
+    assert "collective" in set(frame["class"])
 
 
 def test_submodules_named_like_functions_still_import():
