@@ -18,7 +18,7 @@ slice (the model's own shape), then gathers, CHAIN times in a row, less the lm_h
 value is the mean (a step pays the sum). Elsewhere (NCCL) each call is timed after a barrier,
 eagerly or as a CUDA-graph replay, the slowest rank's time. Standalone:
 
-    python calibration/allgather_bench.py --backend gloo --world-size 2 --models CONFIG --out runs/cpu
+    python calibration/calibrate_all.py --benchmarks allgather --backend gloo --world-size 2 --models CONFIG --out runs/cpu
 """
 
 from __future__ import annotations
@@ -91,8 +91,3 @@ def describe(point: dict) -> str:
 def result(values: dict) -> str:
     return f"{values.get('stat', 'median')} {values['time_us']:.1f} us"
 
-
-if __name__ == "__main__":
-    from calibration.calibrate_all import main
-
-    sys.exit(main(benchmarks=("allgather",)))

@@ -7,7 +7,7 @@ mode one sample is a replay of GRAPH_INNER captured all_reduces divided by GRAPH
 Where the collectives progress on the cores that compute (gloo on CPU ranks) and ``--models``
 names the run's model, a timed call is what a standard decode step pays for its AllReduce: per
 repetition, every rank runs the model's own attention and MLP modules
-(``interference_bench.decode_modules``, at the first ``--batch``, every layer built) in a row,
+(``decode_modules.decode_modules``, at the first ``--batch``, every layer built) in a row,
 each followed by the blocking AllReduce, as a standard step does, and, back to back, the modules
 alone; a sample is the difference of the slowest ranks' times over the number of modules
 (``chain_allreduce_s``); the point's value is their mean (``stat`` = mean: a step pays the sum of
@@ -15,8 +15,8 @@ its AllReduces). It holds what a call after a barrier does not see: the wait for
 gloo's threads and the caches as the module left them (on 2 shared cores such a call measured 2-3x
 a call after a barrier). Standalone:
 
-    python calibration/allreduce_bench.py --backend gloo --world-size 2 --out runs/cpu
-    torchrun --nproc-per-node 8 calibration/allreduce_bench.py --out runs/h100
+    python calibration/calibrate_all.py --benchmarks allreduce --backend gloo --world-size 2 --out runs/cpu
+    torchrun --nproc-per-node 8 calibration/calibrate_all.py --benchmarks allreduce --out runs/h100
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def measure(ctx, point: dict) -> dict | None:
     buf = torch.zeros(element_count(point["size_bytes"], dtype), dtype=dtype, device=ctx.device)
     dist.all_reduce(buf, group=group)  # communicator set-up outside any timing or capture
     if not ctx.is_cuda and ctx.opts.models and point["mode"] == "eager":
-        from calibration.interference_bench import decode_modules
+        from calibration.decode_modules import decode_modules
 
         modules = decode_modules(ctx, ctx.opts.models[0], point["group_size"], (ctx.opts.batch or (1,))[0],
                                  compute_dtype(ctx.world))
@@ -116,8 +116,3 @@ def describe(point: dict) -> str:
 def result(values: dict) -> str:
     return f"median {values['time_us']:.1f} us"
 
-
-if __name__ == "__main__":
-    from calibration.calibrate_all import main
-
-    sys.exit(main(benchmarks=("allreduce",)))

@@ -13,8 +13,8 @@ rank's weight bytes per decode step (``laddersim.calibrate.grid.step_weight_byte
 time, as the ranks of a run do: ranks sharing a host share its memory bandwidth. A sample is one
 pass over the copies, per call; the point's value is the slowest rank's median. Standalone:
 
-    python calibration/gemm_bench.py --backend gloo --world-size 2 --out runs/cpu
-    torchrun --nproc-per-node 1 calibration/gemm_bench.py --out runs/h100 --models llama-3.1-70b
+    python calibration/calibrate_all.py --benchmarks gemm --backend gloo --world-size 2 --out runs/cpu
+    torchrun --nproc-per-node 1 calibration/calibrate_all.py --benchmarks gemm --out runs/h100 --models llama-3.1-70b
 """
 
 from __future__ import annotations
@@ -74,8 +74,3 @@ def describe(point: dict) -> str:
 def result(values: dict) -> str:
     return f"median {values['time_us']:.1f} us, {values['tflops']:.3f} TFLOP/s"
 
-
-if __name__ == "__main__":
-    from calibration.calibrate_all import main
-
-    sys.exit(main(benchmarks=("gemm",)))

@@ -5,18 +5,25 @@ launches (is a batch-1 linear a generated reduction? does cuBLAS split K at batc
 reduce kernel? does Inductor fuse the residual add into the next RMSNorm, the AllReduce input
 copy into its producer? how many kernels is decode attention?) is what no public table has.
 This program measures it on the benchmark's own model (``ladder_bench.py``, one rank's shard at
-``--tp``, the collectives issued on a one-rank group: the same ops, no peers):
+``--tp``, the collectives issued on a one-rank group: the same ops, no peers), by default the
+Ladder Residual paper's benchmark exactly (``ladder_model.PAPER``: fp16 on GPU, fused ``wqkv``,
+gate and up one GEMM, math SDPA over the whole static cache with K/V repeated to every query
+head; ``--mlp split``, ``--sdpa default`` and ``--dtype`` for the variants):
 
-* for each schedule, batch and layer count: build the shard, compile the decode step as the
-  benchmark does (``torch.compile(mode="reduce-overhead", fullgraph=True)``; ``--eager`` for
-  none), warm up, time ``--steps`` steps, then profile ``--steps`` more;
+* for each schedule, batch and layer count: build the shard, compile the pass as the benchmark
+  does (``--phase decode``: the decode step with ``torch.compile(mode="reduce-overhead",
+  fullgraph=True)``, CUDA graphs; ``--phase prefill``: a prefill of ``--prompt-len`` tokens with
+  ``torch.compile(dynamic=False, fullgraph=True)``; ``--eager`` for none), warm up, time
+  ``--steps`` passes, then profile ``--steps`` more;
 * the kernels of a step: on GPU every CUDA kernel, copy and memset (CUPTI; kernels replayed from
   a CUDA graph included) with its device time; on CPU, its twin, Inductor's generated C++
   kernels (``cpp.enable_kernel_profile``) and every other top-level op (extern GEMMs, the step's
   bookkeeping) with its CPU time;
-* per layer: two layer counts (``--layers 1,2``) differ by whole layers, so their difference
+* per layer: two layer counts (``--layers 2,3``) differ by whole layers, so their difference
   divided by the layer difference is one layer's kernels, exactly (a count that does not divide
-  is reported as irregular).
+  is reported as irregular). Not 1 and 2: Inductor names a fused kernel by what it fuses, and
+  the first layer's norm fuses with the embedding lookup, so a 1-layer model's kernel names
+  differ from a longer one's and per-signature differences go negative (class totals hold).
 
 Writes ``OUT/kernels.csv`` (every kernel signature of every point: calls and us per step),
 ``OUT/per_layer.csv`` (per point and kernel class: kernels and us per layer, and the step's
@@ -24,25 +31,24 @@ measured us per layer), ``OUT/layer_kernels.csv`` (one layer's kernels by signat
 ``OUT/PROVENANCE.md`` (device, driver, torch, date, command). A finished point is kept: an
 interrupted run resumes. Last line: ``kernel trace: ...`` with each point's kernels per layer.
 
-    # GPU, Llama-3.1-8B shapes at TP 1, the batches of issue 19 (16 compiles of a 1- or 2-layer
-    # model; minutes each with coordinate-descent tuning: a rerun resumes where one stopped):
-    python calibration/kernel_trace.py --model llama-3.1-8b --batch 1,4,16,64 --out runs/kernel_trace
-    # its CPU twin (Inductor's C++ kernels), the TP 8 shard of the same model:
+    # GPU, the paper's configuration, Llama-3.1-8B at TP 1 and rank 0's shard of TP 8 (16 compiles
+    # of a 2- or 3-layer model each; minutes each with coordinate-descent tuning: a rerun resumes):
+    python calibration/kernel_trace.py --model llama-3.1-8b --schedule standard --batch 1,4,16,64 --out runs/kt_tp1
+    python calibration/kernel_trace.py --model llama-3.1-8b --tp 8 --batch 1,4,16,64 --out runs/kt_tp8
+    # its prefill (compiled with static shapes) of the paper's 1024-token prompt:
+    python calibration/kernel_trace.py --model llama-3.1-8b --phase prefill --batch 1,4 --out runs/kt_tp1_prefill
+    # the variants: torch 2.11's default attention and upstream gpt-fast's two MLP GEMMs
+    python calibration/kernel_trace.py --model llama-3.1-8b --sdpa default --mlp split --out runs/kt_tp1_default
+    # its CPU twin (Inductor's C++ kernels, float32), the TP 8 shard of the same model:
     python calibration/kernel_trace.py --model llama-3.1-8b --tp 8 --batch 1,4 --steps 3 --out /tmp/kt
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
-import contextlib
-import csv
 import datetime
-import io
 import os
-import platform
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -60,24 +66,19 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
-from calibration import ladder_bench as lb  # noqa: E402
 from calibration import ladder_comm as lcomm  # noqa: E402
+from calibration import ladder_forward as lf  # noqa: E402
 from calibration import ladder_model as lmodel  # noqa: E402
-from calibration.trace_kernels import (  # noqa: E402
-    class_totals, cpu_kernels, gpu_kernels, kernel_class, per_layer, signature,
+from calibration.kernel_tables import (  # noqa: E402
+    FIELDS_KERNELS, OLD_POINT_DEFAULTS, point_base, point_key, read_table, summarise, write_table,
 )
-from laddersim.calibrate.fit_context import atomic_write  # noqa: E402
+from calibration.kernel_tables import provenance as provenance_text  # noqa: E402
+from calibration.trace_kernels import cpu_kernels, gpu_kernels, kernel_class, signature  # noqa: E402
 from laddersim.errors import UserInputError  # noqa: E402
 from laddersim.io_write import lock_run_dir  # noqa: E402
 from laddersim.model_shape import load_model_shape  # noqa: E402
 
 TIMED_WARMUP_STEPS = 3  # reduce-overhead records its CUDA graph over the first calls
-FIELDS_KERNELS = ("device", "mode", "sdpa", "tp", "schedule", "batch", "layers", "kernel", "kernel_class",
-                  "calls_per_step", "us_per_step")
-FIELDS_PER_LAYER = ("device", "mode", "sdpa", "tp", "schedule", "batch", "layers_from", "layers_to", "kernel_class",
-                    "kernels_per_layer", "us_per_layer", "regular", "model_kernels_per_layer")
-FIELDS_LAYER_KERNELS = ("device", "mode", "sdpa", "tp", "schedule", "batch", "kernel", "kernel_class",
-                        "calls_per_layer", "us_per_layer")
 
 
 def log(msg: str) -> None:
@@ -85,28 +86,43 @@ def log(msg: str) -> None:
 
 
 def trace_point(model, comm, schedule: str, batch: int, pos: int, compiled: bool, steps: int,
-                device: torch.device, cudagraphs: bool = True) -> tuple[dict[str, tuple[int, float]], float]:
-    """{kernel signature: (calls per step, us per step)} of ``steps`` profiled decode steps, and
-    the step's wall-clock us (``steps`` timed steps, no profiler)."""
-    def decode_one(tok, input_pos):
-        return lb.sample(lb.forward(model, tok, input_pos, schedule, comm), 0.8, 200)
-
-    fn = decode_one
-    if compiled:
-        fn = torch.compile(decode_one, mode="reduce-overhead" if cudagraphs else None, fullgraph=True)
+                device: torch.device, cudagraphs: bool = True,
+                prompt_len: int = 0) -> tuple[dict[str, tuple[int, float]], float]:
+    """{kernel signature: (calls per step, us per step)} of ``steps`` profiled passes, and a
+    pass's wall-clock us (``steps`` timed passes, no profiler). A pass is a decode step at position
+    ``pos``, or with ``prompt_len`` a prefill of that many tokens (positions 0 .. prompt_len - 1)."""
     cuda = device.type == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
-    tok = torch.zeros(batch, 1, dtype=torch.long, device=device)
-    new = torch.empty(batch, TIMED_WARMUP_STEPS + 2 * steps, dtype=torch.long, device=device)
-    input_pos = torch.tensor([pos], device=device)
-    taken = [0, tok]  # steps run so far, the last token
+    if prompt_len:
+        def prefill_one(prompt, input_pos):
+            return lf.prefill(model, prompt, input_pos, schedule, comm, 0.8, 200)
 
-    def run_steps(count: int) -> None:  # decode steps, each at position ``pos`` (the same KV length)
-        for _ in range(count):
-            taken[1] = lb.step(fn, taken[1], input_pos, new, taken[0])
-            taken[0] += 1
-            input_pos.fill_(pos)
-        sync()
+        fn = lf.compile_prefill(prefill_one) if compiled else prefill_one
+        prompt = torch.zeros(batch, prompt_len, dtype=torch.long, device=device)
+        prompt_pos = torch.arange(prompt_len, device=device)
+
+        def run_steps(count: int) -> None:  # prefills of the same prompt (the caches rewritten)
+            for _ in range(count):
+                fn(prompt, prompt_pos)
+            sync()
+    else:
+        def decode_one(tok, input_pos):
+            return lf.sample(lf.forward(model, tok, input_pos, schedule, comm), 0.8, 200)
+
+        fn = decode_one
+        if compiled:
+            fn = lf.compile_decode(decode_one) if cudagraphs else torch.compile(decode_one, fullgraph=True)
+        tok = torch.zeros(batch, 1, dtype=torch.long, device=device)
+        new = torch.empty(batch, TIMED_WARMUP_STEPS + 2 * steps, dtype=torch.long, device=device)
+        input_pos = torch.tensor([pos], device=device)
+        taken = [0, tok]  # steps run so far, the last token
+
+        def run_steps(count: int) -> None:  # decode steps, each at position ``pos`` (the same KV length)
+            for _ in range(count):
+                taken[1] = lf.step(fn, taken[1], input_pos, new, taken[0])
+                taken[0] += 1
+                input_pos.fill_(pos)
+            sync()
 
     with torch.no_grad():
         run_steps(TIMED_WARMUP_STEPS)
@@ -144,19 +160,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tp", type=int, default=1, help="the shard of rank 0 of this many (collectives on one rank)")
     p.add_argument("--batch", default="1,4,16,64", help="comma-separated batch sizes")
     p.add_argument("--schedule", default="standard,parallel",
-                   help=f"comma-separated schedules; allowed: {', '.join(lb.SCHEDULES)} (at TP 1 ladder and "
+                   help=f"comma-separated schedules; allowed: {', '.join(lf.SCHEDULES)} (at TP 1 ladder and "
                         "upper_bound run standard's kernels)")
-    p.add_argument("--layers", default="1,2", help="two layer counts, fewer first (their difference is per layer)")
+    p.add_argument("--phase", choices=("decode", "prefill"), default="decode",
+                   help="the pass traced: a decode step at --pos, or a prefill of --prompt-len tokens")
+    p.add_argument("--layers", default="2,3", help="two layer counts, fewer first (their difference is per layer)")
     p.add_argument("--max-seq", type=int, default=1536, help="static KV cache length (the paper: 1024 + 512)")
     p.add_argument("--pos", type=int, default=1024, help="the decode position traced (< --max-seq)")
-    p.add_argument("--steps", type=int, default=20, help="decode steps timed, and as many profiled")
+    p.add_argument("--prompt-len", type=int, default=1024,
+                   help="with --phase prefill: the prompt's tokens (<= --max-seq; the paper: 1024)")
+    p.add_argument("--steps", type=int, default=20, help="passes timed, and as many profiled")
     p.add_argument("--eager", action="store_true", help="no torch.compile (the framework's eager ops)")
     p.add_argument("--no-cudagraphs", action="store_true",
                    help="compile without CUDA graphs (the same generated kernels, each launched by the host)")
-    p.add_argument("--sdpa", choices=("default", "math"), default="default",
-                   help="decode attention backend: torch's choice (as ladder_bench runs it) or the math "
-                        "path only (lowered by Inductor into generated kernels)")
-    p.add_argument("--dtype", choices=tuple(lb.DTYPES), default=None, help="default: bfloat16 on GPU, float32 on CPU")
+    p.add_argument("--sdpa", choices=lmodel.SDPA_CHOICES, default="math",
+                   help="attention backend: the math path only (the paper's benchmark; lowered by Inductor "
+                        "into generated kernels) or torch's choice (FlashAttention, cuDNN, ...)")
+    p.add_argument("--mlp", choices=lmodel.MLP_CHOICES, default="fused",
+                   help="gate and up: one GEMM (the paper's fused w1) or two (upstream gpt-fast's w1, w3)")
+    p.add_argument("--dtype", choices=tuple(lf.DTYPES), default=None,
+                   help="default: float16 on GPU (the paper's), float32 on CPU (the CPU twin)")
     p.add_argument("--predict", default=None, metavar="HARDWARE",
                    help="also write the kernels laddersim's op program charges a layer (gpt-fast, this "
                         "hardware profile: laddersim.costs.kernel_counts) beside the traced ones")
@@ -177,10 +200,10 @@ def make_config(args: argparse.Namespace) -> dict:
     except UserInputError as exc:
         raise UserInputError(f"--tp: {str(exc).removeprefix('tp: ')}") from None
     schedules = [s.strip() for s in args.schedule.split(",") if s.strip()]
-    unknown = [s for s in schedules if s not in lb.SCHEDULES]
+    unknown = [s for s in schedules if s not in lf.SCHEDULES]
     if not schedules or unknown:
         raise UserInputError(f"--schedule: unknown '{unknown[0] if unknown else args.schedule}'; "
-                             f"allowed: {', '.join(lb.SCHEDULES)}")
+                             f"allowed: {', '.join(lf.SCHEDULES)}")
     layers = _ints("--layers", args.layers)
     if len(layers) != 2 or layers[0] >= layers[1]:
         raise UserInputError(f"--layers: two layer counts, fewer first (e.g. 1,2), got '{args.layers}'")
@@ -188,6 +211,9 @@ def make_config(args: argparse.Namespace) -> dict:
         raise UserInputError(f"--steps: must be an integer >= 1, got {args.steps}")
     if not 0 <= args.pos < args.max_seq:
         raise UserInputError(f"--pos: must be in 0..{args.max_seq - 1} (--max-seq {args.max_seq}), got {args.pos}")
+    if args.phase == "prefill" and not 1 <= args.prompt_len <= args.max_seq:
+        raise UserInputError(f"--prompt-len: must be in 1..{args.max_seq} (--max-seq {args.max_seq}), "
+                             f"got {args.prompt_len}")
     predict = None
     if args.predict is not None:
         from laddersim.hardware.profile import load_profile
@@ -198,56 +224,10 @@ def make_config(args: argparse.Namespace) -> dict:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     return {"predict": predict, "shape": shape, "tp": args.tp, "batches": _ints("--batch", args.batch),
             "schedules": schedules, "layers": layers, "max_seq": args.max_seq, "pos": args.pos, "steps": args.steps,
-            "compiled": not args.eager, "cudagraphs": not args.no_cudagraphs, "device": device, "sdpa": args.sdpa,
-            "dtype": args.dtype or ("bfloat16" if device == "cuda" else "float32"), "out": Path(args.out)}
-
-
-def _read(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    with path.open(newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def _write(path: Path, fields: Sequence[str], rows: list[dict]) -> None:
-    text = io.StringIO(newline="")
-    writer = csv.DictWriter(text, fieldnames=list(fields))
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic_write(path, text.getvalue())  # whole or not at all: an interrupted write leaves the last table
-
-
-def _key(row: dict) -> tuple:
-    return (row["device"], row["mode"], row["sdpa"], str(row["tp"]), row["schedule"], str(row["batch"]),
-            str(row["layers"]))
-
-
-def _provenance(cfg: dict, argv: Sequence[str]) -> str:
-    lines = [f"# Kernel trace: {cfg['shape'].name}, TP {cfg['tp']} shard, {cfg['dtype']}",
-             "", f"- command: `python calibration/kernel_trace.py {shlex.join(argv)}`",
-             f"- date (UTC): {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M')}",
-             f"- torch {torch.__version__}, python {platform.python_version()}, {platform.machine()}"]
-    if cfg["device"] == "cuda":
-        props = torch.cuda.get_device_properties(0)
-        lines.append(f"- GPU: {props.name}, {props.multi_processor_count} SMs, CUDA {torch.version.cuda}")
-        try:
-            driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                    capture_output=True, text=True, timeout=30).stdout.strip().splitlines()
-            lines.append(f"- driver: {driver[0] if driver else 'not reported'}")
-        except (OSError, subprocess.SubprocessError):
-            lines.append("- driver: nvidia-smi not available")
-    else:
-        lines.append(f"- CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} cores "
-                     "(the CPU twin: Inductor's C++ kernels, CPU time)")
-    return "\n".join(lines) + "\n"
-
-
-def _sdpa_backend(choice: str):
-    """The attention backend context: torch's own choice, or the math path only."""
-    if choice == "math":
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-        return sdpa_kernel([SDPBackend.MATH])
-    return contextlib.nullcontext()
+            "compiled": not args.eager, "cudagraphs": not args.no_cudagraphs, "device": device, "phase": args.phase,
+            "prompt_len": args.prompt_len if args.phase == "prefill" else 0,
+            "variant": lmodel.Variant(mlp=args.mlp, sdpa=args.sdpa),
+            "dtype": args.dtype or lf.default_dtype(device), "out": Path(args.out)}
 
 
 def run(cfg: dict, argv: Sequence[str]) -> list[str]:
@@ -260,16 +240,16 @@ def run(cfg: dict, argv: Sequence[str]) -> list[str]:
         with provenance.open("a") as f:
             f.write(f"- resumed (UTC) {stamp}: `python calibration/kernel_trace.py {shlex.join(argv)}`\n")
     else:
-        provenance.write_text(_provenance(cfg, argv))
+        provenance.write_text(provenance_text(cfg, argv))
     device = torch.device(cfg["device"])
     mode = ("compile" if cfg["cudagraphs"] else "compile-no-graphs") if cfg["compiled"] else "eager"
-    steps_rows = _read(out / "steps.csv")
-    done = {_key(r) for r in steps_rows}
-    kernel_rows = [{**r, "kernel_class": kernel_class(r["kernel"])}  # classed by this version's rules
-                   for r in _read(out / "kernels.csv") if _key(r) in done]  # a half-written point dropped
+    steps_rows = [{**OLD_POINT_DEFAULTS, **r} for r in read_table(out / "steps.csv")]
+    done = {point_key(r) for r in steps_rows}
+    kernel_rows = [{**OLD_POINT_DEFAULTS, **r, "kernel_class": kernel_class(r["kernel"])}  # this version's classes
+                   for r in read_table(out / "kernels.csv") if point_key(r) in done]  # a half-written point dropped
     if cfg["compiled"]:
         import torch._inductor.config as inductor_config
-        lb.configure_inductor_as_gpt_fast()
+        lf.configure_inductor_as_gpt_fast()
         inductor_config.cpp.enable_kernel_profile = True  # CPU: each generated kernel a profiler event
     comm = lcomm.NO_COMM
     if cfg["tp"] > 1 and not dist.is_initialized():
@@ -279,17 +259,16 @@ def run(cfg: dict, argv: Sequence[str]) -> list[str]:
         comm = lcomm.FuncolComm() if cfg["compiled"] else lcomm.DistComm()
     points = [(s, b, n) for b in cfg["batches"] for s in cfg["schedules"] for n in cfg["layers"]]
     for i, (schedule, batch, layers) in enumerate(points, 1):
-        base = {"device": cfg["device"], "mode": mode, "sdpa": cfg["sdpa"], "tp": cfg["tp"], "schedule": schedule,
-                "batch": batch, "layers": layers}
-        if _key(base) in done:
+        base = {**point_base(cfg, mode, schedule, batch), "layers": layers}
+        if point_key(base) in done:
             continue
         t0 = time.perf_counter()
         shape = cfg["shape"].model_copy(update={"n_layers": layers})
-        model = lmodel.build_model(shape, 0, cfg["tp"], batch, cfg["max_seq"], 0, device, lb.DTYPES[cfg["dtype"]])
+        model = lmodel.build_model(shape, 0, cfg["tp"], batch, cfg["max_seq"], 0, device, lf.DTYPES[cfg["dtype"]],
+                                   cfg["variant"])
         torch._dynamo.reset()
-        with _sdpa_backend(cfg["sdpa"]):
-            kernels, step_us = trace_point(model, comm, schedule, batch, cfg["pos"], cfg["compiled"], cfg["steps"],
-                                           device, cfg["cudagraphs"])
+        kernels, step_us = trace_point(model, comm, schedule, batch, cfg["pos"], cfg["compiled"], cfg["steps"],
+                                       device, cfg["cudagraphs"], cfg["prompt_len"])
         seen = sum(n for n, _ in kernels.values())
         if cfg["device"] == "cuda" and seen < layers:
             log(f"WARNING {schedule} batch {batch}: {seen} kernels seen for {layers} layer(s): the profiler may "
@@ -297,61 +276,12 @@ def run(cfg: dict, argv: Sequence[str]) -> list[str]:
         del model
         kernel_rows += [{**base, "kernel": k, "kernel_class": kernel_class(k), "calls_per_step": n,
                          "us_per_step": round(us, 3)} for k, (n, us) in sorted(kernels.items())]
-        _write(out / "kernels.csv", FIELDS_KERNELS, kernel_rows)
+        write_table(out / "kernels.csv", FIELDS_KERNELS, kernel_rows)
         steps_rows.append({**base, "step_us": round(step_us, 3)})
-        _write(out / "steps.csv", (*base, "step_us"), steps_rows)
+        write_table(out / "steps.csv", (*base, "step_us"), steps_rows)
         log(f"{i}/{len(points)} {schedule} batch {batch} {layers} layer(s): {seen} kernels, step {step_us:.1f} us "
             f"({time.perf_counter() - t0:.0f} s)")
-    return _summarise(out, kernel_rows, steps_rows, cfg, mode)
-
-
-def predicted_per_layer(cfg: dict, schedule: str, batch: int) -> dict[str, float]:
-    """The kernels laddersim's op program charges one layer (gpt-fast; {} without --predict)."""
-    if cfg.get("predict") is None:
-        return {}
-    from laddersim.costs.kernel_counts import kernels_per_layer
-    from laddersim.costs.op_costs import Phase
-    from laddersim.workload import Workload
-
-    work = Workload(batch=batch, prompt_len=max(cfg["pos"], 1), gen_len=1, framework="gpt-fast")
-    return kernels_per_layer(cfg["shape"], cfg["predict"], work, cfg["tp"], Phase("decode", batch, 1), schedule)
-
-
-def _summarise(out: Path, kernel_rows: list[dict], steps_rows: list[dict], cfg: dict, mode: str) -> list[str]:
-    lo, hi = cfg["layers"]
-    by_point: dict[tuple, dict[str, tuple[int, float]]] = collections.defaultdict(dict)
-    for r in kernel_rows:
-        by_point[_key(r)][r["kernel"]] = (int(r["calls_per_step"]), float(r["us_per_step"]))
-    step_of = {_key(r): float(r["step_us"]) for r in steps_rows}
-    layer_rows, class_rows, summary = [], [], []
-    for schedule in cfg["schedules"]:
-        for batch in cfg["batches"]:
-            base = {"device": cfg["device"], "mode": mode, "sdpa": cfg["sdpa"], "tp": cfg["tp"], "schedule": schedule,
-                    "batch": batch}
-            keys = [_key({**base, "layers": n}) for n in (lo, hi)]
-            if not all(k in step_of for k in keys):
-                continue
-            one, regular = per_layer(by_point[keys[0]], by_point[keys[1]], hi - lo)
-            layer_rows += [{**base, "kernel": k, "kernel_class": kernel_class(k), "calls_per_layer": round(c, 3),
-                            "us_per_layer": round(u, 3)} for k, (c, u) in one.items()]
-            totals = class_totals(one)
-            model = predicted_per_layer(cfg, schedule, batch)
-            for cls, (calls, us) in totals.items():
-                class_rows.append({**base, "layers_from": lo, "layers_to": hi, "kernel_class": cls,
-                                   "kernels_per_layer": round(calls, 3), "us_per_layer": round(us, 3),
-                                   "regular": regular, "model_kernels_per_layer": model.get(cls, "")})
-            step_us = (step_of[keys[1]] - step_of[keys[0]]) / (hi - lo)
-            class_rows.append({**base, "layers_from": lo, "layers_to": hi, "kernel_class": "step (wall clock)",
-                               "kernels_per_layer": "", "us_per_layer": round(step_us, 3), "regular": regular})
-            count = sum(c for c, _ in totals.values())
-            parts = ", ".join(f"{c:g} {cls}" for cls, (c, _) in totals.items() if c)
-            said = (f"; laddersim {sum(model.values()):g} ("
-                    + ", ".join(f"{c:g} {cls}" for cls, c in model.items() if c) + ")") if model else ""
-            summary.append(f"{schedule} b{batch}: {count:g} kernels/layer ({parts}){'' if regular else ' IRREGULAR'}, "
-                           f"{step_us:.1f} us/layer{said}")
-    _write(out / "per_layer.csv", FIELDS_PER_LAYER, class_rows)
-    _write(out / "layer_kernels.csv", FIELDS_LAYER_KERNELS, layer_rows)
-    return summary
+    return summarise(out, kernel_rows, steps_rows, cfg, mode)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,6 +9,7 @@ from pathlib import Path
 from laddersim.model_shape import ModelShape
 
 GIB = 2 ** 30
+CACHE_MULTIPLE = 8  # gpt-fast rounds the static cache up to a multiple of 8 (max_seq_length)
 # Memory pre-check: a rank's torch runtime, communicator buffers and allocator slack on top of
 # its tensors, and a relative margin on the whole estimate.
 RANK_OVERHEAD_BYTES = GIB // 2
@@ -27,21 +28,30 @@ def model_bytes_per_rank(shape: ModelShape, tp: int, batch: int, max_seq: int, d
     return weights * dtype_bytes + kv_cache + rope + mask
 
 
+def static_cache_len(prompt_len: int, gen_len: int) -> int:
+    """The static KV cache's length: prompt + new tokens, rounded up to a multiple of 8 (gpt-fast's
+    ``max_seq_length``, as the paper's benchmark sets it)."""
+    return -(-(prompt_len + gen_len) // CACHE_MULTIPLE) * CACHE_MULTIPLE
+
+
 def peak_bytes_per_rank(shape: ModelShape, tp: int, batch: int, prompt_len: int, gen_len: int,
-                        dtype_bytes: int) -> int:
+                        dtype_bytes: int, math_attention: bool = True) -> int:
     """Estimated peak of one rank: :func:`model_bytes_per_rank`, plus the larger of what lives
     only while building (the unsharded weights ``build_model`` shards: one layer, or
     embedding + LM head) or only while running (one layer's prefill activations: QKV, gate/up,
     K/V repeated to every query head, residuals, and the ``2 * n_layers`` module outputs
-    the ``ladder`` schedule keeps until the forward ends), plus ``MEMORY_MARGIN`` and
-    ``RANK_OVERHEAD_BYTES``."""
-    max_seq = prompt_len + gen_len
+    the ``ladder`` schedule keeps until the forward ends; with ``math_attention`` also the prefill's
+    attention scores, one per query head over the whole cache, and their softmax), plus
+    ``MEMORY_MARGIN`` and ``RANK_OVERHEAD_BYTES``."""
+    max_seq = static_cache_len(prompt_len, gen_len)
     d, hd, heads = shape.dim, shape.head_dim, shape.heads_per_rank(tp)
     build = max(shape.layer_params_per_rank(1) + shape.layer_params_per_rank(tp),
                 2 * shape.vocab_size * d + d)
     qkv = (heads + 2 * shape.kv_heads_per_rank(tp)) * hd
     per_token = (2 * shape.n_layers + 6) * d + qkv + 3 * shape.intermediate_per_rank(tp)
     activations = batch * prompt_len * per_token + 2 * batch * heads * max_seq * hd
+    if math_attention:
+        activations += 2 * batch * heads * prompt_len * max_seq
     total = (model_bytes_per_rank(shape, tp, batch, max_seq, dtype_bytes)
              + max(build, activations) * dtype_bytes)
     return int(total * (1 + MEMORY_MARGIN)) + RANK_OVERHEAD_BYTES

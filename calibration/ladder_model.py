@@ -1,11 +1,22 @@
 """The model ``ladder_bench.py`` runs: a Llama-shaped decoder with random weights in the compact
 gpt-fast style (pytorch-labs/gpt-fast ``model.py`` + ``tp.py``), one rank's Megatron-style shard,
-with each op kind a named function so a profiler trace counts them per kind (``op_trace.py``)."""
+with each op kind a named function so a profiler trace counts them per kind (``op_trace.py``).
+
+By default it is the model of the Ladder Residual paper's benchmark (the authors' gpt-fast fork,
+read from its code: ../shared/docs/ladder-residual.md, "The benchmark, read from its code and
+logs"): ``wqkv`` one GEMM; gate and up one GEMM ``w1`` of width 2 x intermediate / TP, split by
+``chunk(2)`` before SiLU x up; attention on the math SDPA path only, K and V of the whole static
+cache repeated to every query head and a boolean causal mask row over the whole cache, in prefill
+and decode alike. ``Variant`` selects the others: ``mlp="split"`` (upstream gpt-fast's two GEMMs
+``w1``, ``w3``) and ``sdpa="default"`` (torch's backend choice: FlashAttention, cuDNN, ...).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -20,6 +31,39 @@ from laddersim.model_shape import ModelShape  # noqa: E402
 
 ROPE_BASE = 500000.0  # Llama 3 rope_theta
 NORM_EPS = 1e-5
+MLP_CHOICES = ("fused", "split")
+SDPA_CHOICES = ("math", "default")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """How the model computes: ``mlp`` "fused" (gate and up one GEMM, the paper's fork) or "split"
+    (two GEMMs, upstream gpt-fast); ``sdpa`` "math" (SDPBackend.MATH only, the paper's fork, in
+    prefill and decode) or "default" (torch's choice of attention kernel)."""
+
+    mlp: str = "fused"
+    sdpa: str = "math"
+
+    def __post_init__(self):
+        if self.mlp not in MLP_CHOICES or self.sdpa not in SDPA_CHOICES:
+            raise ValueError(f"Variant: mlp in {MLP_CHOICES}, sdpa in {SDPA_CHOICES}; got {self.mlp}, {self.sdpa}")
+
+    @property
+    def suffix(self) -> str:
+        """What differs from the paper's model, e.g. ``+split-mlp+default-sdpa`` ("" for the paper's)."""
+        return ("+split-mlp" if self.mlp == "split" else "") + ("+default-sdpa" if self.sdpa == "default" else "")
+
+
+PAPER = Variant()
+
+
+def attention_backend(sdpa: str):
+    """The SDPA backend context of ``sdpa``: the math path only (``torch.nn.attention.sdpa_kernel``,
+    which torch.compile traces: Inductor then generates the attention's kernels), or torch's choice."""
+    if sdpa == "math":
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        return sdpa_kernel([SDPBackend.MATH])
+    return contextlib.nullcontext()
 
 
 # ---- random weights ------------------------------------------------------------------------
@@ -120,11 +164,15 @@ def apply_rotary_emb(x: Tensor, freqs_cis: Tensor) -> Tensor:
 
 
 class TransformerBlock(nn.Module):
-    """One layer's shard. ``w_in`` stacks column-parallel ``wqkv``, ``w1`` (gate), ``w3`` (up) so
-    the parallel schedule can run them as one matmul; the others use row-slice views of it."""
+    """One layer's shard. ``w_in`` stacks column-parallel ``wqkv``, the gate rows and the up rows,
+    so the parallel schedule can run them as one matmul; the others use row-slice views of it:
+    ``w13`` (gate and up: the paper's fused ``w1``), or ``w1`` and ``w3`` apart (``mlp="split"``)."""
 
-    def __init__(self, shape: ModelShape, tp: int, batch: int, max_seq: int, device, dtype):
+    def __init__(self, shape: ModelShape, tp: int, batch: int, max_seq: int, device, dtype,
+                 variant: Variant = PAPER):
         super().__init__()
+        self.fused_mlp = variant.mlp == "fused"
+        self.sdpa = variant.sdpa
         self.n_head = shape.heads_per_rank(tp)
         self.n_local_heads = shape.kv_heads_per_rank(tp)
         self.head_dim = shape.head_dim
@@ -153,6 +201,11 @@ class TransformerBlock(nn.Module):
     def w3(self) -> Tensor:
         return self.w_in[self.n_qkv + self.n_ff:]
 
+    @property
+    def w13(self) -> Tensor:
+        """Gate and up as one weight ``[2 * n_ff, dim]`` (the paper's fused ``w1``)."""
+        return self.w_in[self.n_qkv:]
+
     # Each step below is one function named after the op kind of laddersim's op program it is
     # (laddersim.schedules.program.MODULE_OPS), so a profiler trace attributes every framework op
     # to its kind by the innermost frame (calibration/op_trace.py); a call costs ~0.1 us.
@@ -177,6 +230,8 @@ class TransformerBlock(nn.Module):
         return F.linear(x, self.wqkv)
 
     def gate_up(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        if self.fused_mlp:  # one GEMM, then chunk(2): gate, up (the paper's fork)
+            return F.linear(x, self.w13).chunk(2, dim=-1)
         return F.linear(x, self.w1), F.linear(x, self.w3)
 
     def qkv_gate_up(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -207,10 +262,13 @@ class TransformerBlock(nn.Module):
         return q.transpose(1, 2)
 
     def attention_core(self, q: Tensor, mask: Tensor) -> Tensor:
+        """SDPA over the whole static cache, K and V repeated to every query head (gpt-fast's
+        ``repeat_interleave``), ``mask`` the boolean causal rows of this pass over the whole cache."""
         rep = self.n_head // self.n_local_heads
         k = self.k_cache.repeat_interleave(rep, dim=1)
         v = self.v_cache.repeat_interleave(rep, dim=1)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        with attention_backend(self.sdpa):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
     def o_proj(self, y: Tensor) -> Tensor:
         return F.linear(y, self.wo)
@@ -227,14 +285,15 @@ def partial_add(x: Tensor, y: Tensor) -> Tensor:
 class Transformer(nn.Module):
     """One rank's shard of the decoder: replicated embedding, vocab-parallel LM head."""
 
-    def __init__(self, shape: ModelShape, tp: int, batch: int, max_seq: int, device, dtype):
+    def __init__(self, shape: ModelShape, tp: int, batch: int, max_seq: int, device, dtype,
+                 variant: Variant = PAPER):
         super().__init__()
-        self.shape, self.tp, self.max_seq = shape, tp, max_seq
+        self.shape, self.tp, self.max_seq, self.variant = shape, tp, max_seq, variant
         kw = {"device": device, "dtype": dtype}
         d = shape.dim
         self.register_buffer("tok_embeddings", torch.empty(shape.vocab_size, d, **kw), False)
         self.layers = nn.ModuleList(
-            TransformerBlock(shape, tp, batch, max_seq, device, dtype) for _ in range(shape.n_layers)
+            TransformerBlock(shape, tp, batch, max_seq, device, dtype, variant) for _ in range(shape.n_layers)
         )
         self.register_buffer("norm", torch.empty(d, **kw), False)
         self.register_buffer("output", torch.empty(shape.vocab_per_rank(tp), d, **kw), False)
@@ -248,10 +307,11 @@ class Transformer(nn.Module):
 
 @torch.no_grad()
 def build_model(shape: ModelShape, rank: int, tp: int, batch: int, max_seq: int, seed: int,
-                device="cpu", dtype=torch.float32) -> Transformer:
+                device="cpu", dtype=torch.float32, variant: Variant = PAPER) -> Transformer:
     """Allocate rank ``rank``'s shard and fill it, one layer of full weights at a time
-    (column-parallel wqkv/w1/w3 split by rows, row-parallel wo/w2 by columns, as Megatron)."""
-    model = Transformer(shape, tp, batch, max_seq, device, dtype)
+    (column-parallel wqkv/w1/w3 split by rows, row-parallel wo/w2 by columns, as Megatron). The
+    numbers are the same for every ``variant``: only how they are multiplied differs."""
+    model = Transformer(shape, tp, batch, max_seq, device, dtype, variant)
     hd, nh = shape.head_dim, shape.heads_per_rank(tp)
     q_rows = slice(rank * nh * hd, (rank + 1) * nh * hd)
     kv = kv_heads_of_rank(shape, tp, rank)

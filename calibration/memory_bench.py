@@ -54,8 +54,3 @@ def describe(point: dict) -> str:
 def result(values: dict) -> str:
     return f"median {values['time_us']:.1f} us, {values['gbps']:.2f} GB/s"
 
-
-if __name__ == "__main__":
-    from calibration.calibrate_all import main
-
-    sys.exit(main(benchmarks=("memory",)))

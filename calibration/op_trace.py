@@ -1,11 +1,11 @@
 """Count the framework ops of one real ``ladder_bench`` decode step, per op kind of the op program.
 
 A ``torch.profiler`` trace (CPU activity, Python stacks) of one decode step, as
-``ladder_bench.generate_once`` runs it (forward, sampling, the loop's bookkeeping). Every
+``ladder_bench.generate_once`` runs it (forward, sampling, the loop's bookkeeping: ``ladder_forward``). Every
 top-level op (an ``aten::``/``c10d::`` op not called from inside another op: what the Python
 code dispatches, each paying the framework's per-op overhead once) is attributed to the op kind
 of laddersim's op program (``laddersim.schedules.program``) named by the innermost
-``ladder_bench`` / ``ladder_model`` function in its stack that is a kind (``FRAME_KINDS``: they
+``ladder_bench`` / ``ladder_forward`` / ``ladder_model`` function in its stack that is a kind (``FRAME_KINDS``: they
 name one function per kind), and classed (``op_class``):
 
 * ``collective``: a ``c10d::`` op (the issue of an AllReduce or AllGather), kind
@@ -37,7 +37,7 @@ os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
-from calibration import ladder_bench as lb  # noqa: E402
+from calibration import ladder_forward as lf  # noqa: E402
 from calibration import ladder_comm as lcomm  # noqa: E402
 from calibration import ladder_model as lmodel  # noqa: E402
 from laddersim.calibrate.fit_host import format_counts  # noqa: E402
@@ -60,7 +60,7 @@ VIEW_OPS = frozenset({
     "aten::lift_fresh", "aten::contiguous",
 })
 OP_CLASSES = ("compute", "view", "collective")
-_FRAME = re.compile(r"ladder_(?:bench|model)\.py\(\d+\): (\w+)$")  # the benchmark and its model
+_FRAME = re.compile(r"ladder_(?:bench|forward|model)\.py\(\d+\): (\w+)$")  # the benchmark, its passes, its model
 
 
 def op_class(name: str) -> str:
@@ -92,17 +92,17 @@ def trace_step(model, comm, schedule: str, batch: int, pos: int, top_k: int = 20
     dev = model.output.device
 
     def decode_one(tok, input_pos):
-        return lb.sample(lb.forward(model, tok, input_pos, schedule, comm), temperature, top_k)
+        return lf.sample(lf.forward(model, tok, input_pos, schedule, comm), temperature, top_k)
 
     tok = torch.zeros(batch, 1, dtype=torch.long, device=dev)
     new = torch.empty(batch, warmup + 2, dtype=torch.long, device=dev)
     input_pos = torch.tensor([pos], device=dev)
     with torch.no_grad():
         for i in range(warmup):
-            tok = lb.step(decode_one, tok, input_pos, new, i)
+            tok = lf.step(decode_one, tok, input_pos, new, i)
         input_pos.fill_(pos)
         with profile(activities=[ProfilerActivity.CPU], with_stack=True) as prof:
-            lb.step(decode_one, tok, input_pos, new, warmup)
+            lf.step(decode_one, tok, input_pos, new, warmup)
     return [(e.name, _kind(e) or "?", op_class(e.name)) for e in top_level(prof)]
 
 
@@ -179,7 +179,7 @@ def measure(ctx, point: dict) -> dict | None:
     return {"ops_total": len(ops), "counts": format_counts(per_kind)}
 
 
-DTYPES_BY_DEVICE = {"cpu": torch.float32, "cuda": torch.bfloat16}  # as ladder_bench's defaults
+DTYPES_BY_DEVICE = {"cpu": torch.float32, "cuda": torch.float16}  # as ladder_bench's defaults (the paper's fp16 on GPU)
 
 
 def describe(point: dict) -> str:

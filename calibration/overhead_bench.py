@@ -10,7 +10,7 @@ the trace's ops:
   ``[1, 1, 64]`` tensor, each allocating its output;
 * ``view``: view, transpose, select, slice, unsqueeze (metadata only);
 * ``sampling`` (with ``--models``): one call of the run's top-k sampling
-  (``calibration/ladder_bench.sample``) of ``[batch, vocab]`` logits at the first ``--batch`` and
+  (``calibration/ladder_forward.sample``) of ``[batch, vocab]`` logits at the first ``--batch`` and
   the largest model vocabulary: a few ops, but each a kernel over the whole vocabulary (top-k,
   softmax, random draws) that no per-op figure covers; the value is per call, and
   ``ops_per_chain`` its framework ops;
@@ -133,7 +133,7 @@ def sampling_call(ctx, dtype: torch.dtype):
     """The run's top-k sampling of ``[batch, vocab]`` logits (None without --models)."""
     if not ctx.opts.models:
         return None
-    from calibration.ladder_bench import sample
+    from calibration.ladder_forward import sample
 
     vocab = max(load_model_shape(name).vocab_size for name in ctx.opts.models)
     batch = (ctx.opts.batch or (1,))[0]
@@ -202,8 +202,3 @@ def result(values: dict) -> str:
         return f"a busy rank ran {values['cpu_share']:.0%} of the wall time"
     return f"median {values['time_us']:.2f} us per op (p10 {values['p10_us']:.2f}, p90 {values['p90_us']:.2f})"
 
-
-if __name__ == "__main__":
-    from calibration.calibrate_all import main
-
-    sys.exit(main(benchmarks=("overhead",)))

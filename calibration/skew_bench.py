@@ -10,7 +10,7 @@ whole step. A two-rank probe of ladder_bench's decode steps on this machine's tw
 (2026-11-24) found the ranks' arrivals at the gather 0.33 ms apart (mean) in a standard step (~3 ms
 of compute since its last AllReduce) and 1.34 ms in an upper-bound step (~9 ms, no AllReduce).
 
-A point: ``modules`` of the model's own decode modules in a row (``interference_bench.
+A point: ``modules`` of the model's own decode modules in a row (``decode_modules.
 decode_modules``, cycled in a step's order), timed on every rank right after a barrier. Per
 repetition, the ranks' times are gathered and the slowest one's excess over their mean taken: what
 a rank waits, on average, at a collective that follows the stretch (the spread of their durations,
@@ -19,7 +19,7 @@ no assumption on the shape of the spread, which on shared cores has a long tail)
 ``wait_us`` is the mean over repetitions, ``stretch_us`` the mean time; ``calibrate fit`` fits the
 wait per second of compute (``host_overhead.rank_skew_fraction``). Standalone:
 
-    python calibration/skew_bench.py --backend gloo --world-size 2 --models CONFIG --out runs/cpu
+    python calibration/calibrate_all.py --benchmarks skew --backend gloo --world-size 2 --models CONFIG --out runs/cpu
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def measure(ctx, point: dict) -> dict | None:
     group = ctx.group_of(point)
     if group is None:
         return None
-    from calibration.interference_bench import decode_modules
+    from calibration.decode_modules import decode_modules
 
     modules = decode_modules(ctx, point["model"], point["group_size"], point["batch"], point["dtype"])
     count = point["modules"]
@@ -79,8 +79,3 @@ def result(values: dict) -> str:
     return (f"wait {values['wait_us']:.1f} us after {values['stretch_us']:.0f} us of compute "
             f"({100 * values['wait_fraction']:.1f}%)")
 
-
-if __name__ == "__main__":
-    from calibration.calibrate_all import main
-
-    sys.exit(main(benchmarks=("skew",)))

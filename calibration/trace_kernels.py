@@ -21,7 +21,8 @@ _CLASS_TOKENS = (
     ("splitk_reduce", ("splitkreduce", "splitk_reduce")),
     ("collective", ("nccl", "c10d::", "allreduce", "all_reduce", "allgather", "all_gather")),
     ("attention", ("flash", "fmha", "attention", "scaled_dot_product")),
-    ("library_gemm", ("gemm", "gemv", "cutlass", "xmma", "s16816", "cublas", "aten::mm", "aten::addmm",
+    # nvjet_*: cuBLAS/cuBLASLt's Hopper GEMM kernels (e.g. nvjet_sm90_tst_128x64_64x8_1x2_h_bz_coopB_NNT).
+    ("library_gemm", ("gemm", "gemv", "cutlass", "xmma", "s16816", "cublas", "nvjet", "aten::mm", "aten::addmm",
                       "aten::bmm", "aten::linear", "aten::matmul", "mkldnn")),
     ("copy", ("memcpy", "memset", "aten::copy_", "aten::clone", "aten::fill_", "aten::zero_")),
 )

@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # calibration/ is not an installed package
 
 from calibration import ladder_bench as lb  # noqa: E402
+from calibration import ladder_config as lconf  # noqa: E402
 from calibration import ladder_model as lmodel  # noqa: E402
 from calibration import ladder_csv as lc  # noqa: E402
 from calibration import ladder_memory as lm  # noqa: E402
@@ -383,12 +384,12 @@ def test_check_memory_counts_every_local_rank(tiny, monkeypatch):
     per_rank = lm.peak_bytes_per_rank(load_model_shape(tiny), 2, cfg.batch, cfg.prompt_len,
                                       cfg.gen_len, 4)
     cpu = torch.device("cpu")
-    monkeypatch.setattr(lb, "available_host_bytes", lambda: 2 * per_rank)
+    monkeypatch.setattr(lconf, "available_host_bytes", lambda: 2 * per_rank)
     lb.check_memory(cfg, 2, cpu, 2)  # fits exactly
-    monkeypatch.setattr(lb, "available_host_bytes", lambda: 2 * per_rank - 1)
+    monkeypatch.setattr(lconf, "available_host_bytes", lambda: 2 * per_rank - 1)
     with pytest.raises(lb.UserInputError, match=r"x 2 ranks on this host"):
         lb.check_memory(cfg, 2, cpu, 2)
-    monkeypatch.setattr(lb, "available_host_bytes", lambda: None)  # unknown: no check
+    monkeypatch.setattr(lconf, "available_host_bytes", lambda: None)  # unknown: no check
     lb.check_memory(cfg, 2, cpu, 2)
 
 

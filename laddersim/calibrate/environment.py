@@ -18,7 +18,7 @@ from pathlib import Path
 from laddersim.errors import UserInputError
 from laddersim.config_files import check_numbers
 from laddersim.io_read import check_tree, read_json
-from laddersim.limits import MAX_TP
+from laddersim.limits import MAX_BATCH, MAX_TP
 
 MANIFEST = "run.json"
 # Fields that must agree for a re-run to resume into an existing run directory.
@@ -120,6 +120,14 @@ def read_manifest(run_dir: str | Path) -> dict:
             value = manifest.get(key)
             if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
                 raise UserInputError(f"run: {path}: {key} = {value!r}; allowed: a list of strings")
+        options = manifest.get("options")  # the run's flags; fits read options.batch and options.quick
+        if options is not None and not isinstance(options, dict):
+            raise UserInputError(f"run: {path}: options = {options!r}; allowed: a mapping of the run's flags")
+        batch = (options or {}).get("batch")
+        if batch is not None and not (isinstance(batch, list) and all(
+                isinstance(b, int) and not isinstance(b, bool) and 1 <= b <= MAX_BATCH for b in batch)):
+            raise UserInputError(f"run: {path}: options.batch = {batch!r}; allowed: a list of integers "
+                                 f"from 1 to {MAX_BATCH}")
     if not isinstance(manifest, dict) or "backend" not in manifest:
         raise UserInputError(f"run: {path} is not a laddersim run manifest (no 'backend')")
     return manifest

@@ -13,7 +13,7 @@ alone), so a priced module that is short is a step that is short.
 Where the run measured the model's modules (the ``skew`` benchmark's longest stretch: every rank's
 mean time of that many modules in a row, cycled over the layers as a step meets them), the
 per-compute-op cost is solved so that the op program prices a module at that time: the modules'
-kinds (``ATTENTION_KINDS`` + ``MLP_KINDS``, what ``calibration/interference_bench.decode_modules``
+kinds (``ATTENTION_KINDS`` + ``MLP_KINDS``, what ``calibration/decode_modules.decode_modules``
 runs) are linear in it, so two evaluations of the engine's op costs solve it exactly. The chains'
 figure stays in the source.
 """
@@ -29,7 +29,7 @@ from laddersim.hardware.sourced import Sourced
 from laddersim.model_shape import load_model_shape
 from laddersim.workload import Workload
 
-# What one module of calibration/interference_bench.decode_modules runs, as op kinds.
+# What one module of calibration/decode_modules.decode_modules runs, as op kinds.
 ATTENTION_KINDS = ("attn_norm", "qkv", "rope", "attention", "o_proj")
 MLP_KINDS = ("mlp_norm", "gate_up", "act", "down")
 MODULE_CACHE_LEN = 128  # decode_modules' static cache (2 x DECODE_POS), read in full

@@ -34,7 +34,7 @@ import pandas as pd
 from laddersim.calibrate.ladder_chain import ladder_rates
 from laddersim.costs.collectives import interpolate_table_s
 
-CHAIN_MODULE_LAYERS = 4  # calibration/interference_bench.py MODULE_LAYERS: layers in a ladder chain
+CHAIN_MODULE_LAYERS = 4  # calibration/decode_modules.py MODULE_LAYERS: layers in a ladder chain
 
 
 def ladder_chain_rows(interference: pd.DataFrame, on_host_cores: bool) -> pd.DataFrame:
