@@ -270,6 +270,8 @@ def test_panel_titles_wrap_between_parts(table, tmp_path):
     values = {"batch": 1, "intra_bandwidth_scale": 0.5, "intra_latency_scale": 4.0}
     assert panel_title(values, 10.0) == "batch 1, intra-node bandwidth 0.5x, intra-node latency 4x"
     assert panel_title(values, 3.0) == "batch 1\nintra-node bandwidth 0.5x\nintra-node latency 4x"
+    # A part longer than the panel is wide: its name above its value, not into the next title.
+    assert panel_title({"intra_bandwidth_gbps": 100.0}, 2.4) == "intra-node bandwidth\n100 GB/s"
 
 
 # ---- what a reader sees: words, values, legends off the curves, marked gaps -------------------

@@ -190,9 +190,14 @@ def panel_title(values: dict, panel_w_in: float) -> str:
     long what-if override names would otherwise run into the neighbouring panel's title."""
     width = max(12, int(panel_w_in * TITLE_CHARS_PER_IN))
     lines: list[str] = []
-    for part in _label_parts(values):
+    for column, value in values.items():
+        part = column_words(column, value)
         if lines and len(lines[-1]) + 2 + len(part) <= width:
             lines[-1] += ", " + part
+        elif len(part) > width and column not in _BARE and column in COLUMN_WORDS:
+            # Too long for one line: its name above its value ("intra-node bandwidth" / "100 GB/s").
+            name = COLUMN_WORDS[column][0]
+            lines += [name, part[len(name) + 1:]]
         else:
             lines.append(part)
     return "\n".join(lines)
