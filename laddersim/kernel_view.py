@@ -8,7 +8,8 @@ the communication stream, and how much of them a step exposes is the schedule's 
 
 With a calibrated framework file (``laddersim calibrate kernels``: ``kernel_calibration``), the
 layer's kernels are the traced classes of the nearest traced regime, each scaled by the bytes it
-streams (``laddersim.kernel_calibration``), plus the collectives the program adds at TP > 1.
+streams (``laddersim.kernel_calibration``), plus the collectives the program adds at TP > 1;
+the simulator prices such a file's decode layers the same way (``laddersim.costs.calibrated_kernels``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import collections
 import numpy as np
 import pandas as pd
 
+from laddersim.costs.calibrated_kernels import layer_bytes  # noqa: F401  (re-exported)
 from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.kernel_counts import op_kernels
 from laddersim.costs.op_costs import (Phase, _fixed_op_times, attention_time_s, linear_shapes, logits_rows,
@@ -108,16 +110,6 @@ def _priced_rows(scenario, fw, phase: Phase) -> list[tuple]:
         cls = main[0]
         rows.append((kind, cls, per_class[cls] * ops, seconds * ops * 1e6))
     return rows
-
-
-def layer_bytes(model, tp: int, batch: int, cache_len: int, dtype_bytes: int) -> tuple[float, float]:
-    """(weights, expanded K/V) bytes one layer streams on one rank: the linears' weights, and K and
-    V of ``cache_len`` positions expanded to every query head of ``batch`` sequences."""
-    d, hd = model.dim, model.head_dim
-    h_r, kv_r, i_r = model.heads_per_rank(tp), model.kv_heads_per_rank(tp), model.intermediate_per_rank(tp)
-    weights = ((h_r + 2 * kv_r) * hd * d + d * h_r * hd + 2 * i_r * d + d * i_r) * dtype_bytes
-    kv = batch * cache_len * 2 * h_r * hd * dtype_bytes
-    return float(weights), float(kv)
 
 
 def _calibrated_rows(scenario, calib, phase: Phase) -> list[tuple]:

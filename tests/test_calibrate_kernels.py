@@ -73,6 +73,31 @@ def test_the_framework_file_simulates(tmp_path, capsys):
     assert "ladder" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("tp,batch", [(1, 1), (1, 8), (1, 32), (2, 8)])
+def test_simulate_prices_the_layer_as_the_kernel_view(tmp_path, tp, batch):
+    """The calibrated file prices every command: a decode layer's op kinds, as the simulator charges
+    them, add up to the kernel view's layer_us (collectives and their copies apart)."""
+    import collections
+
+    import numpy as np
+
+    from laddersim.costs.op_costs import Phase, op_times_s
+    from laddersim.schedules.program import build_program
+    from laddersim.simulate import make_scenario
+
+    out = _calibrate(tmp_path)
+    scenario = make_scenario("llama-3.1-8b", HW, tp, batch, 1024, 512, "standard", "bfloat16", framework=out)
+    times = op_times_s(scenario.model, scenario.hardware, scenario.workload, tp, Phase("decode", batch, 1),
+                       np.array([1536.0]))
+    program = build_program("standard", 32, tp, "decode")
+    counts = collections.Counter(op.kind for op in program.ops if op.layer == 16)
+    apart = ("allreduce", "collective_launch")
+    layer_us = sum(times[k][0] * n for k, n in counts.items() if k not in apart) * 1e6
+    view = kernel_table("llama-3.1-8b", HW, tp, batch, framework=out)
+    expected = view.loc[~view["class"].isin(["collective"]) & (view["kernel"] != "collective_input_copy"), "us"].sum()
+    assert layer_us == pytest.approx(expected, rel=1e-3)
+
+
 def _bad(tmp_path, name: str, text: str | None) -> Path:
     folder = tmp_path / name
     folder.mkdir()

@@ -54,9 +54,28 @@ def op_times_s(
     """
     kv_lens = np.asarray(kv_lens, dtype=float)
     times, _ = _fixed_op_times(model, hw, work, tp, phase)
-    out = {kind: np.full(kv_lens.shape, value) for kind, value in times.items()}
-    out["attention"] = attention_time_s(model, hw, work, tp, phase, kv_lens)
+    fw = load_framework(work.framework)
+    if fw.kernel_calibration is not None and phase.name == "decode":  # a traced stack (calibrate kernels)
+        out = _calibrated_decode_times(model, hw, work, tp, phase, times, kv_lens, fw)
+    else:
+        out = {kind: np.full(kv_lens.shape, value) for kind, value in times.items()}
+        out["attention"] = attention_time_s(model, hw, work, tp, phase, kv_lens)
     return with_host_overhead(hw, out)  # the framework's per-op dispatch (None in compiled profiles)
+
+
+def _calibrated_decode_times(model, hw, work, tp, phase, times, kv_lens, fw) -> dict[str, np.ndarray]:
+    """Decode op times from the framework's kernel calibration (laddersim.costs.calibrated_kernels)."""
+    import collections
+
+    from laddersim.costs.calibrated_kernels import calibrated_decode
+    from laddersim.costs.kernel_counts import op_kernels
+    from laddersim.schedules.program import build_program
+
+    program = build_program("standard", model.n_layers, tp, "decode")
+    counts = collections.Counter(op.kind for op in program.ops if op.layer == model.n_layers // 2)
+    return calibrated_decode(fw.kernel_calibration, model, hw, work, tp, phase, times,
+                             op_kernels(model, hw, work, tp, phase), linear_shapes(model, tp, phase),
+                             dict(counts), kv_lens)
 
 
 SPLIT_K_WAVES = 4  # fewer output tiles than this many full waves of the SMs: K is split

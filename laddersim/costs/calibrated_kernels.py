@@ -1,0 +1,96 @@
+"""Decode op times from a traced stack's kernel calibration (a framework file written by
+``laddersim calibrate kernels``: ``laddersim.kernel_calibration``), so such a file prices every
+command, not only ``laddersim kernels``.
+
+The op program keeps its op kinds (the schedules overlap them with the collectives); what a layer
+costs per kernel class comes from the trace. For each class, the traced regime's time on this shard
+(its kernels' floors plus the bytes it streams at the bandwidth the trace achieved) is shared out
+over the layer's op kinds of that class in proportion to what the cost model charges them; a class
+the trace ran but the cost model has no op of (e.g. a cuDNN reduction classed ``other``) goes to
+the attention, and a class the cost model charges but the trace did not run costs nothing.
+Attention is priced per KV length (it streams the expanded K/V it attends). Ops outside the layers
+(embedding, final norm, LM head, sampling) and the collectives keep the cost model's prices.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+
+from laddersim.costs.gemm import memory_bound_time_s
+from laddersim.kernel_calibration import driver_bytes
+
+LAYER_KINDS = ("attn_norm", "qkv", "rope", "attention", "o_proj", "residual_add", "mlp_norm", "gate_up", "act",
+               "down", "norm", "qkv_gate_up", "partial_add")
+
+
+def layer_bytes(model, tp: int, batch: int, cache_len: float, dtype_bytes: int) -> tuple[float, float]:
+    """(weights, expanded K/V) bytes one layer streams on one rank: the linears' weights, and K and
+    V of ``cache_len`` positions expanded to every query head of ``batch`` sequences."""
+    d, hd = model.dim, model.head_dim
+    h_r, kv_r, i_r = model.heads_per_rank(tp), model.kv_heads_per_rank(tp), model.intermediate_per_rank(tp)
+    weights = ((h_r + 2 * kv_r) * hd * d + d * h_r * hd + 2 * i_r * d + d * i_r) * dtype_bytes
+    return float(weights), float(batch * cache_len * 2 * h_r * hd * dtype_bytes)
+
+
+def class_split_s(kind: str, seconds: float, classes: dict, shape, gpu) -> dict[str, float]:
+    """An op kind's seconds by kernel class: a split linear's reduce kernel apart from its GEMM."""
+    main = [c for c in classes if c != "splitk_reduce"]
+    out: dict[str, float] = {}
+    if "splitk_reduce" in classes and shape is not None:
+        m, n = shape[0], shape[1]
+        reduce_s = float(memory_bound_time_s(gpu, 2 * m * n * 4))
+        out["splitk_reduce"] = reduce_s
+        seconds -= reduce_s
+    if main:
+        out[main[0]] = seconds
+    return out
+
+
+def calibrated_decode(calib, model, hw, work, tp: int, phase, times: dict[str, float], classes: dict,
+                      shapes: dict, layer_counts: dict[str, int], kv_lens: np.ndarray) -> dict[str, np.ndarray]:
+    """``{op kind: seconds over kv_lens}`` of a decode pass priced from ``calib`` (see the module
+    docstring). ``times``: the cost model's seconds per kind; ``classes``: its kernels per kind and
+    class (laddersim.costs.kernel_counts.op_kernels); ``layer_counts``: each kind's ops in a layer."""
+    regime = calib.regime_for(phase.batch)
+    static = work.kv_cache == "static"
+    cache_len = work.max_seq_len if static else work.prompt_len
+    weights, kv = layer_bytes(model, tp, phase.batch, cache_len, work.dtype_bytes)
+    split = {kind: class_split_s(kind, times[kind], classes.get(kind, {}), shapes.get(kind), hw.gpu)
+             for kind in LAYER_KINDS if kind in times and kind != "attention"}
+    base_by_class: collections.Counter = collections.Counter()
+    for kind, parts in split.items():
+        for cls, seconds in parts.items():
+            base_by_class[cls] += seconds * layer_counts.get(kind, 0)
+
+    def class_s(cls: str, kv_bytes: float) -> float:
+        cost = regime.classes[cls]
+        if cost.bandwidth_gbps is None:
+            return cost.us * 1e-6
+        moved = driver_bytes(cost.driver, weights_bytes=weights, kv_bytes=kv_bytes)
+        return cost.kernels * calib.floor_us * 1e-6 + moved / (cost.bandwidth_gbps * 1e9)
+
+    out = {kind: np.full(kv_lens.shape, value) for kind, value in times.items()}
+    leftover = 0.0
+    for cls in regime.classes:
+        if cls in ("attention", "collective") or not regime.classes[cls].kernels:
+            continue
+        target = class_s(cls, kv)
+        if base_by_class.get(cls, 0.0) <= 0:
+            leftover += target  # a class the cost model has no op of: with the attention
+            continue
+        scale = target / base_by_class[cls]
+        for kind, parts in split.items():
+            if cls in parts:
+                out[kind] = out[kind] + (parts[cls] * (scale - 1.0))
+    for cls in set(base_by_class) - set(regime.classes):  # charged by the model, not run in the trace
+        for kind, parts in split.items():
+            if cls in parts:
+                out[kind] = out[kind] - parts[cls]
+    per_len = np.asarray(kv_lens, dtype=float) if not static else np.full(kv_lens.shape, float(cache_len))
+    kv_each = phase.batch * per_len * 2 * model.heads_per_rank(tp) * model.head_dim * work.dtype_bytes
+    attention = np.vectorize(lambda b: class_s("attention", b))(kv_each) if "attention" in regime.classes \
+        else np.zeros(kv_lens.shape)
+    out["attention"] = attention + leftover / max(layer_counts.get("attention", 1), 1)
+    return out
