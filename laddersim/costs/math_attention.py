@@ -38,6 +38,18 @@ class Kernel:
     seconds: float
 
 
+PERSISTENT_REDUCTION_MAX = 1024  # torch/_inductor/codegen/simd.py should_use_persistent_reduction: INNER <= 1024
+
+
+def softmax_reads(row_len: int) -> int:
+    """Reads of each score row by Inductor's softmax: a row of at most 1024 elements is one
+    persistent reduction (read once, kept in registers); a longer one a looped reduction that
+    reads the row for its max and sum of exponentials, then again to normalise it (the kernel pair
+    ``triton_red_fused__softmax_..._prepare_softmax_online`` + its normalising kernel in an H100
+    trace of torch 2.11; torch 2.5's looped softmax reads it a third time, counted as an L2 hit)."""
+    return 1 if row_len <= PERSISTENT_REDUCTION_MAX else 2
+
+
 def _batched_gemm_s(gpu, flops: float, moved_bytes: float, peak_flops_per_s: float) -> float:
     """A batched library GEMM: the slower of its FLOPs at the library's compute efficiency and
     its bytes at the GEMM streaming efficiency, plus one kernel floor."""
@@ -69,9 +81,9 @@ def math_prefill_kernels(gpu, *, variant: str, batch: int, prompt_len: int, cach
         Kernel("scores_bmm", "library_gemm", 1, _batched_gemm_s(
             gpu, flops, acc * (q_elems + kv_elems + scores), peak)),
         # The boolean mask row (one per query position, broadcast over heads) and the softmax:
-        # scores read once, probabilities written once.
+        # probabilities written once, scores read once per pass over the row.
         Kernel("masked_softmax", "generated", 1, float(memory_bound_time_s(
-            gpu, 2 * scores * acc + b * s * L))),
+            gpu, (softmax_reads(L) + 1) * scores * acc + b * s * L))),
         Kernel("values_bmm", "library_gemm", 1, _batched_gemm_s(
             gpu, flops, acc * (scores + kv_elems + q_elems), peak)),
         # The output back to the input dtype, heads transposed into the hidden dimension.
