@@ -7,7 +7,11 @@ torchrun, or is a long timing benchmark) is preceded, on the line just before it
 
     <!-- readme-test: skip: REASON -->
 
-    python tests/readme_blocks.py README.md python   # print the README's Python blocks
+The setup blocks (install, run the report, run the tests) are skipped with the reason
+``.ci/run runs this block ...``: CI runs them, in order, as printed by
+
+    python3 tests/readme_blocks.py README.md ci      # the blocks .ci/run runs, each ended by a NUL
+    python3 tests/readme_blocks.py README.md python  # the README's Python blocks that run
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 READMES = ("README.md", "calibration/README.md")
 LANGUAGES = ("bash", "sh", "python")
 SKIP = re.compile(r"^<!-- readme-test: skip: (?P<reason>\S.*?) -->$")
+CI_REASON = ".ci/run runs this block"  # a skip reason starting so: CI runs the block instead
 FENCE = re.compile(r"^```(?P<info>[\w-]*)\s*$")
 
 
@@ -35,6 +40,10 @@ class Block:
     @property
     def runs(self) -> bool:
         return self.language in LANGUAGES and self.skip_reason is None
+
+    @property
+    def ci(self) -> bool:
+        return self.language in LANGUAGES and (self.skip_reason or "").startswith(CI_REASON)
 
     @property
     def where(self) -> str:
@@ -60,5 +69,8 @@ def blocks(file: str) -> list[Block]:
 
 
 if __name__ == "__main__":
-    file, language = sys.argv[1], sys.argv[2]
-    sys.stdout.write("\n".join(b.text for b in blocks(file) if b.runs and b.language == language))
+    file, which = sys.argv[1], sys.argv[2]
+    if which == "ci":
+        sys.stdout.write("".join(b.text + "\0" for b in blocks(file) if b.ci))  # NUL-ended, for mapfile -d 
+    else:
+        sys.stdout.write("\n".join(b.text for b in blocks(file) if b.runs and b.language == which))

@@ -6,8 +6,6 @@ from __future__ import annotations
 import ast
 import json
 import shutil
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -73,13 +71,9 @@ def test_example_model_configs_are_found_from_any_folder(tmp_path, monkeypatch):
 
 def test_the_wheel_carries_profiles_tables_programs_examples_and_data(tmp_path):
     """Build the wheel from a copy of the checkout (the build writes build/ beside the sources)."""
-    src = tmp_path / "src"
-    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv", "runs", "reports", "build",
-                                                             "*.egg-info", "__pycache__", ".pytest_cache"))
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
-                           "-w", str(tmp_path / "dist"), str(src)], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    (wheel,) = (tmp_path / "dist").glob("laddersim-*.whl")
+    from wheel_venv import build_wheel
+
+    wheel = build_wheel(tmp_path)
     names = set(zipfile.ZipFile(wheel).namelist())
     shipped = "laddersim/_resources/"
     for folder, pattern in (("hardware_profiles", "*.yaml"), ("hardware_profiles", "tables/*.csv"),
@@ -135,7 +129,7 @@ def test_profiles_report_without_shared_keeps_a_report_made_from_more_data(tmp_p
     richer = tmp_path / "reports" / "collectives.md"
     richer.parent.mkdir()
     richer.write_text(f"compared with {report.ORIGINAL_ROWS_MARK}\n")
-    with pytest.raises(UserInputError, match="original rows"):
+    with pytest.raises(UserInputError, match="original measurement files"):
         report.report_target(richer)
     assert report.report_target(tmp_path / "new.md") == tmp_path / "new.md"
     monkeypatch.setattr(report, "default_report_path", lambda: richer)

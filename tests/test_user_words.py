@@ -6,21 +6,12 @@ includes a calibrate run with the profiler-using ops benchmark.)"""
 from __future__ import annotations
 
 import argparse
-import re
 
 import pytest
 
 from laddersim.cli import build_parser, main
 
-# Words meant for developers: reST roles and literals, the shared reference folder, kineto's log
-# lines (USDT:/STAGE: ... SomeFile.cpp:52]) and tracebacks.
-DEVELOPER_WORDS = re.compile(
-    r"``|:(?:func|class|mod|meth|attr|data|ref):`|\.\./shared|\bUSDT:|\bSTAGE:|\w+\.cpp:\d+\]|Traceback \(most recent")
-
-
-def developer_words(text: str) -> list[str]:
-    """The offending lines of ``text``."""
-    return [line for line in text.splitlines() if DEVELOPER_WORDS.search(line)]
+from user_words import developer_words
 
 
 def _parsers(parser: argparse.ArgumentParser, path: str = "laddersim"):
