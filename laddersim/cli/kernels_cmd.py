@@ -14,7 +14,7 @@ from laddersim.tables import format_table
 def register(sub) -> None:
     from laddersim.kernel_view import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
 
-    p = sub.add_parser("kernels", help="one layer's kernels as laddersim prices them (class, count, us)")
+    p = sub.add_parser("kernels", help="one layer's kernels as laddersim prices them: class, count, us (beside a profiler trace)")
     p.add_argument("--model", required=True, help="preset (llama-3.1-8b/70b/405b) or path to a HF config.json")
     p.add_argument("--hardware", required=True, help="profile name (laddersim profiles list) or path")
     p.add_argument("--tp", type=positive_int("tp", MAX_TP), required=True, help="tensor-parallel degree")
