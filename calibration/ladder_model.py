@@ -61,7 +61,10 @@ def attention_backend(sdpa: str):
     """The SDPA backend context of ``sdpa``: the math path only (``torch.nn.attention.sdpa_kernel``,
     which torch.compile traces: Inductor then generates the attention's kernels), or torch's choice."""
     if sdpa == "math":
-        from torch.nn.attention import SDPBackend, sdpa_kernel
+        try:
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+        except ImportError:  # torch < 2.3: the context the paper's fork used (deprecated since)
+            return torch.backends.cuda.sdp_kernel(enable_flash=False, enable_mem_efficient=False, enable_math=True)
         return sdpa_kernel([SDPBackend.MATH])
     return contextlib.nullcontext()
 

@@ -474,3 +474,106 @@ def test_sample_picks_within_top_k():
     torch.manual_seed(0)
     picks = torch.cat([lb.sample(logits, 1.0, 2) for _ in range(50)])
     assert set(picks.flatten().tolist()) == {8, 9}
+
+
+# ---- the paper's benchmark model and its variants --------------------------------------------
+
+def test_every_variant_computes_the_reference_logits(tiny, tokens):
+    """Fused gate/up (one GEMM, chunk(2)) and math attention, the paper's, and upstream gpt-fast's
+    two GEMMs with torch's attention backend: the same numbers, the unsharded reference's."""
+    shape = load_model_shape(tiny)
+    ref = Reference(tiny).standard(tokens)
+    for variant in (lmodel.PAPER, lmodel.Variant(mlp="split", sdpa="default"), lmodel.Variant(mlp="split")):
+        got = lb.rank_logits(shape, 0, 1, lb.Comm(), "standard", tokens, PROMPT_LEN, SEED, variant=variant)
+        torch.testing.assert_close(got, ref, **TOL)
+
+
+def _profiled_ops(fn) -> list[str]:
+    from torch.profiler import profile
+
+    with torch.no_grad(), profile() as prof:
+        fn()
+    return [e.name for e in prof.events()]
+
+
+@pytest.mark.parametrize("mlp, linears, sdpa, math_path", [
+    ("fused", 1, "math", True), ("split", 2, "default", False),
+])
+def test_the_variants_run_their_own_kernels(tiny, mlp, linears, sdpa, math_path):
+    """The paper's MLP is one linear for gate and up, chunked; its attention the math SDPA path
+    (what torch.compile then lowers into generated kernels). The variants: two linears, and torch's
+    own backend choice (on CPU its flash kernel)."""
+    shape = load_model_shape(tiny)
+    model = lmodel.build_model(shape, 0, 1, 2, 16, SEED, variant=lmodel.Variant(mlp=mlp, sdpa=sdpa))
+    block = model.layers[0]
+    x = torch.randn(2, 1, shape.dim)
+    ops = _profiled_ops(lambda: block.gate_up(x))
+    assert ops.count("aten::linear") == linears and ("aten::chunk" in ops) == (mlp == "fused")
+    q = torch.randn(2, block.n_head, 3, block.head_dim)
+    ops = _profiled_ops(lambda: block.attention_core(q, model.causal_mask[None, None, torch.arange(3)]))
+    assert ("aten::_scaled_dot_product_attention_math" in ops) == math_path
+    # K and V of the whole static cache, repeated to every query head
+    assert ops.count("aten::repeat_interleave") >= 2
+
+
+def test_compiled_static_prefill_matches_the_eager_one(tiny):
+    """The paper's prefill, compiled with static shapes (dynamic=False) through the math attention,
+    computes the eager prefill's logits (CPU twin: Inductor's C++ kernels)."""
+    from calibration import ladder_forward as lf
+
+    shape = load_model_shape(tiny)
+    model = lmodel.build_model(shape, 0, 1, 2, 16, SEED)
+    prompt = torch.randint(0, shape.vocab_size, (2, 6), generator=torch.Generator().manual_seed(1))
+    pos = torch.arange(6)
+
+    def logits(prompt, pos):
+        return lf.forward(model, prompt, pos, "standard", lb.Comm(), True)
+
+    with torch.no_grad():
+        eager = logits(prompt, pos)
+        torch._dynamo.reset()
+        compiled = lf.compile_prefill(logits)(prompt, pos)
+    torch.testing.assert_close(compiled, eager, **TOL)
+
+
+def _config(tiny, *flags):
+    args = lb.build_parser().parse_args(["--model", str(tiny), "--backend", "gloo", *flags])
+    return lb.make_config(args, 2, check_out=False)
+
+
+@pytest.mark.parametrize("flags, mode, prefill_compiled", [
+    ([], "eager", False),  # the CPU twin's default
+    (["--compile"], "compile", True),  # the paper's: decode and prefill compiled
+    (["--compile", "--eager-prefill"], "compile+eager-prefill", False),
+    (["--compile", "--eager-prefill", "--mlp", "split", "--sdpa", "default"],
+     "compile+eager-prefill+split-mlp+default-sdpa", False),  # what --compile ran before
+    (["--mlp", "split"], "eager+split-mlp", False),
+])
+def test_the_mode_column_names_the_configuration(tiny, flags, mode, prefill_compiled):
+    cfg = _config(tiny, *flags)
+    assert (lconf.mode_field(cfg), cfg.compile_prefill, cfg.dtype) == (mode, prefill_compiled, "float32")
+    assert lb.setting_fields(cfg, 2)["mode"] == mode
+
+
+def test_a_variant_is_another_measurement(tiny, tmp_path):
+    out = tmp_path / "out.csv"
+    cfg = dataclasses.replace(_config(tiny), out=str(out))
+    lc.append_row(str(out), {**ROW, **lb.setting_fields(cfg, 2), "schedule": "standard"})
+    assert "standard" not in lb.pending_schedules(cfg, 2)
+    split = dataclasses.replace(cfg, variant=lmodel.Variant(mlp="split"))
+    assert "standard" in lb.pending_schedules(split, 2)
+
+
+def test_eager_prefill_without_compile_is_one_line(tiny, capsys):
+    assert lb.main(["--model", str(tiny), "--backend", "gloo", "--no-compile", "--eager-prefill"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --eager-prefill: ")
+
+
+def test_the_static_cache_and_the_math_attention_in_the_memory_estimate():
+    assert [lm.static_cache_len(p, g) for p, g in ((1024, 512), (100, 7), (8, 8))] == [1536, 112, 16]
+    shape = load_model_shape("llama-3.1-8b")
+    # the prefill's attention scores, one per query head over the whole cache, and their softmax
+    extra = lm.peak_bytes_per_rank(shape, 1, 64, 1024, 512, 2) - lm.peak_bytes_per_rank(shape, 1, 64, 1024, 512, 2,
+                                                                                          math_attention=False)
+    assert extra == pytest.approx(2 * 64 * 32 * 1024 * 1536 * 2 * (1 + lm.MEMORY_MARGIN), rel=1e-6)
