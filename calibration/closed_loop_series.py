@@ -117,7 +117,7 @@ def write_report(out: Path, frames: dict[str, pd.DataFrame], sources: dict[str, 
         "# Closed loops in a row",
         "",
         f"Reproduce: `{command}`. Bars per run: tokens/s median |error| <= {tokens_bar:g}%, "
-        f"speedup median |error| <= {speedup_bar:g} pp (issue 14). Rows: `series.csv`.",
+        f"speedup median |error| <= {speedup_bar:g} pp. Rows: `series.csv`.",
         "",
         "    " + line,
         "",

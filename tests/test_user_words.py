@@ -43,7 +43,7 @@ def test_help_has_no_developer_words(command):
 def test_the_pattern_catches_what_it_is_for():
     for bad in ("see ``laddersim.simulate``", "calls :func:`simulate`", "needs ../shared/reference_data",
                 "USDT:2026-11-26 18:57:28 6267:6267 SyncActivityProfilerHandler.cpp:52] profiler_start",
-                "Traceback (most recent call last):"):
+                "Traceback (most recent call last):", "the measurement of issue 19"):
         assert developer_words(bad) == [bad]
     assert developer_words("laddersim simulate --model llama-3.1-8b (shared by every rank)") == []
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 
-# reST roles and literals, the developers' shared reference folder, kineto's log lines
-# (USDT:/STAGE: ... SomeFile.cpp:52]) and tracebacks.
-DEVELOPER_WORDS = re.compile(
-    r"``|:(?:func|class|mod|meth|attr|data|ref):`|\.\./shared|\bUSDT:|\bSTAGE:|\w+\.cpp:\d+\]|Traceback \(most recent")
+# reST roles and literals, the developers' shared reference folder, the project's issue numbers,
+# kineto's log lines (USDT:/STAGE: ... SomeFile.cpp:52]) and tracebacks.
+DEVELOPER_WORDS = re.compile(r"``|:(?:func|class|mod|meth|attr|data|ref):`|\.\./shared|\b[Ii]ssue \d+\b|\bUSDT:"
+                             r"|\bSTAGE:|\w+\.cpp:\d+\]|Traceback \(most recent")
 
 
 def developer_words(text: str) -> list[str]:
