@@ -44,7 +44,7 @@ def test_program_path_is_the_shipped_file(capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["program"], "error: program: give a NAME (laddersim program --list names them)"),
-    (["program", "bench_launch"], "error: program: unknown program 'bench_launch'; allowed: allgather_bench, "),
+    (["program", "bench_launch"], "error: program: unknown program 'bench_launch'; allowed: calibrate_all, "),
     (["program", "--path", "ladder_bench", "--x"], "error: path: prints the file only"),
 ])
 def test_program_refuses_in_one_line(argv, message, capsys):
