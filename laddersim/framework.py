@@ -129,11 +129,24 @@ def known_framework(name: str) -> bool:
     return name in framework_names() or is_framework_file(name)
 
 
-@lru_cache(maxsize=None)
 def load_framework(name: str) -> Framework:
-    """A framework by name (``gpt-fast``, ``vllm``) or a framework file's path (``.yaml``)."""
-    path = Path(name) if is_framework_file(name) else FRAMEWORKS_DIR / f"{name}.yaml"
+    """A framework by name (``gpt-fast``, ``vllm``) or a framework file's path (``.yaml``; read
+    again when the file changes)."""
+    if is_framework_file(name):
+        path = Path(name).resolve()
+        return _load_path(str(path), path.stat().st_mtime_ns)
+    return _load_shipped(name)
+
+
+@lru_cache(maxsize=None)
+def _load_shipped(name: str) -> Framework:
+    path = FRAMEWORKS_DIR / f"{name}.yaml"
     if not path.exists():
         raise UserInputError(f"framework: unknown '{name}'; allowed: {', '.join(framework_names())}, "
                              "or a framework .yaml file")
     return build(Framework, read_yaml_mapping(path, "framework"), f"framework {path.name}")
+
+
+@lru_cache(maxsize=64)
+def _load_path(path: str, _mtime_ns: int) -> Framework:
+    return build(Framework, read_yaml_mapping(path, "framework"), f"framework {Path(path).name}")

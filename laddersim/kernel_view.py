@@ -10,6 +10,7 @@ With a calibrated framework file (``laddersim calibrate kernels``: ``kernel_cali
 layer's kernels are the traced classes of the nearest traced regime, each scaled by the bytes it
 streams (``laddersim.kernel_calibration``), plus the collectives the program adds at TP > 1;
 the simulator prices such a file's decode layers the same way (``laddersim.costs.calibrated_kernels``).
+A trace of decode steps says nothing of prefill: ``--phase prefill`` stays the cost model's.
 """
 
 from __future__ import annotations

@@ -123,6 +123,19 @@ def test_bad_trace_folders_are_one_line_exit_2(tmp_path, capsys, name, text, nee
     assert not (tmp_path / "o.yaml").exists()
 
 
+def test_a_rewritten_or_broken_framework_file(tmp_path, capsys):
+    out = _calibrate(tmp_path)
+    first = kernel_table("llama-3.1-8b", HW, 1, 8, framework=out).attrs["layer_us"]
+    text = Path(out).read_text().replace("linear_path: library", "linear_path: library\n    spare: 1", 1)
+    Path(out).write_text(text)  # a field the schema does not know: read again, refused in one line
+    capsys.readouterr()
+    assert main(["kernels", "--model", "llama-3.1-8b", "--hardware", HW, "--tp", "1", "--framework", out]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "spare" in err
+    _calibrate(tmp_path)  # written again: the same file prices as before
+    assert kernel_table("llama-3.1-8b", HW, 1, 8, framework=out).attrs["layer_us"] == pytest.approx(first)
+
+
 def test_missing_folder_and_model(tmp_path, capsys):
     assert main(["calibrate", "kernels", str(tmp_path / "nope"), "--hardware", HW, "--out", str(tmp_path / "o.yaml")]) == 2
     folder = tmp_path / "no_provenance"
