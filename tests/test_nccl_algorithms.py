@@ -42,8 +42,10 @@ def test_decode_allreduce_grows_logarithmically_with_nodes():
 
 def test_profile_names_its_algorithms():
     assert "nvls" in load_profile("h100-sxm-nvswitch").collectives.algorithms
-    for name in ("h100-pcie", "l40s-pcie", "h100-sxm-p2p-off"):
+    for name in ("h100-pcie", "l40s-pcie"):
         assert not {"nvls", "nvls_tree"} & set(load_profile(name).collectives.algorithms)
+    # NCCL_P2P_DISABLE leaves the switch's reduction: one-node NVLS stays (laddersim.costs.transport)
+    assert set(load_profile("h100-sxm-p2p-off").collectives.algorithms) == {"ring", "tree", "nvls"}
     raw = load_profile("h100-pcie").model_dump(exclude={"base_dir"})
     raw["collectives"]["algorithms"] = ["ring", "nvls"]
     with pytest.raises(ValueError, match="nvswitch"):

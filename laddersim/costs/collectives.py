@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from laddersim.costs import nccl_algorithms
+from laddersim.costs import nccl_algorithms, transport
 from laddersim.hardware.comm_specs import AlphaBeta, TierFit, WhatIf
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.hardware.sourced import MeasuredTable
@@ -119,6 +119,16 @@ def intra_node_model_s(profile: HardwareProfile, gpus: int, size_bytes):
     size = np.asarray(size_bytes, dtype=float)
     if gpus <= 1:
         return np.zeros_like(size)
+    # The transport mechanism where no fit of this machine's own collective covers the group
+    # (a fit, e.g. laddersim fit's per-group-size floor, is a measurement of it and wins).
+    if profile.collectives.transport is not None and profile.intra_node_fit(gpus) is None:
+        return transport.allreduce_s(profile, gpus, size, lambda s: p2p_ring_model_s(profile, gpus, s))
+    return p2p_ring_model_s(profile, gpus, size)
+
+
+def p2p_ring_model_s(profile: HardwareProfile, gpus: int, size_bytes):
+    """The profile's fitted (or alpha-beta) intra-node line for ``gpus`` GPUs."""
+    size = np.asarray(size_bytes, dtype=float)
     w = profile.what_if
     fit = profile.intra_node_fit(gpus)
     if fit is not None:

@@ -47,6 +47,12 @@ def intra_busbw_bytes_per_s(profile: HardwareProfile, gpus: int) -> float:
     """Large-message intra-node bus bandwidth: the best term of the fit (or the alpha-beta tier)."""
     if gpus <= 1:
         return math.inf
+    spec = profile.collectives.transport
+    if spec is not None and profile.intra_node_fit(gpus) is None:
+        from laddersim.costs.transport import ring_transport, shm_simple_bus_bandwidth_gbps
+
+        if ring_transport(spec, gpus) == "shm":
+            return shm_simple_bus_bandwidth_gbps(spec, gpus) * 1e9 * profile.what_if.intra_bandwidth_scale
     fit = profile.intra_node_fit(gpus)
     gbps = (max(t.bus_bandwidth_gbps for t in fit.terms) if fit is not None
             else profile.collectives.intra_node.bus_bandwidth_gbps.value)
@@ -146,6 +152,13 @@ def choice(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_bytes:
 def single_node_choice(profile: HardwareProfile, gpus: int, size_bytes: float) -> tuple[str, str]:
     """(algorithm, protocol) of a one-node AllReduce: the fitted protocol term that is fastest at
     this size (the fit's ``simple-large`` term is NVLS on a fabric that offers it)."""
+    if profile.collectives.transport is not None and profile.intra_node_fit(gpus) is None:
+        from laddersim.costs.collectives import p2p_ring_model_s  # collectives imports this module
+        from laddersim.costs.transport import choice as transport_choice
+
+        picked = transport_choice(profile, gpus, size_bytes, lambda s: p2p_ring_model_s(profile, gpus, s))
+        if picked != ("ring", "fit"):
+            return picked
     fit = profile.intra_node_fit(gpus)
     if fit is None:
         return (profile.collectives.intra_node.algorithm, "simple")

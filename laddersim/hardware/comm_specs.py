@@ -10,6 +10,7 @@ import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
 from laddersim.hardware.sourced import FROZEN_CONFIG, AtLeastOne, MeasuredTable, NonNegative, Positive, Sourced
+from laddersim.hardware.transport_spec import TransportSpec
 
 
 class AlphaBeta(BaseModel):
@@ -112,6 +113,9 @@ class CollectiveSpec(BaseModel):
     # and tree everywhere; nvls (one node) and nvls_tree (across nodes) only where the NVSwitch does
     # the reduction (not over PCIe, SHM or with P2P off); collnet only with in-network reduction.
     algorithms: list[Literal["ring", "tree", "nvls", "nvls_tree", "collnet"]] = ["ring", "tree"]
+    # The node's topology and transports (laddersim.costs.transport): where set, a one-node
+    # AllReduce takes the transport NCCL picks for the group (a group size with a fit above keeps it).
+    transport: TransportSpec | None = None
 
 
 class InterferencePoint(BaseModel):

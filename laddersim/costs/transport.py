@@ -1,0 +1,162 @@
+"""NCCL's intra-node transport as a mechanism (profiles with ``collectives.transport``).
+
+Which transport a ring of ``n`` GPUs of one node uses follows from the topology the profile states,
+as NCCL decides it (``src/transport.cc``: P2P, then SHM, then NET; ``src/graph/paths.cc``):
+
+* P2P over NVLink where P2P is allowed and the GPUs share NVLink;
+* P2P over PCIe where P2P is allowed and the ring stays behind one PCIe switch (NCCL's default
+  P2P level PXB: not across host bridges or sockets);
+* SHM through host memory otherwise, and for every pair under ``NCCL_P2P_DISABLE=1``.
+
+Protocols (``src/graph/tuning.cc``): LL128 only on NVLink paths (``typeIntra <= PATH_NVB``); LL and
+Simple everywhere. NVLS (the switch reduces, no P2P transport involved) where the node offers it
+and the group has more than two GPUs (``src/transport/nvls.cc``: NVLS is off for 2 GPUs).
+
+A group size with a fit of its own (``collectives.intra_node_fits``: a measurement of this
+machine's collective, or ``laddersim fit``'s) keeps that fit; the mechanism prices the others.
+
+Times: a P2P ring keeps the profile's fitted protocol lines (``collectives.intra_node_fits`` /
+``intra_node``); an SHM ring is ``base + 2(n-1) hops + 2(n-1)/n S / busbw`` per protocol, its
+Simple bandwidth the least of one GPU's SHM rate, its socket's host memory shared by the ring's
+GPUs on it (each byte written and read once) and the socket link crossed twice by a ring over two
+sockets; NVLS is the switch's own line. NCCL's tuner picks among them by its own estimates
+(``nccl_estimates_s``: the SHM path costed as PCI, NVLS at 25 us), not by what each really takes,
+so a message may run on a slower candidate than the fastest.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from laddersim.costs.nccl_tuning import BASE_LATENCY_US, INTRA_HOP_US, NVLS_INTRA_US
+from laddersim.hardware.profile import HardwareProfile
+from laddersim.hardware.transport_spec import TransportSpec
+
+TRANSPORTS = ("p2p_nvlink", "p2p_pcie", "shm", "net")
+# llMaxBws single node, Hopper (tuning.cc; ../shared/docs/nccl-cost-model.md table C): LL's cap, GB/s.
+LL_MAX_SINGLE_NODE_GBPS = 141.0
+
+
+def ring_transport(spec: TransportSpec, gpus: int) -> str:
+    """The transport of a ring over ``gpus`` GPUs of one node (module docstring)."""
+    topo = spec.topology
+    if topo.p2p == "disabled":
+        return "shm"
+    if topo.gpu_links == "nvlink":
+        return "p2p_nvlink"
+    return "p2p_pcie" if gpus <= topo.gpus_per_pcie_switch.value else "shm"
+
+
+def protocols(transport: str) -> tuple[str, ...]:
+    """The protocols NCCL enables on a ring of this transport: LL128 only over NVLink."""
+    return ("ll", "ll128", "simple") if transport == "p2p_nvlink" else ("ll", "simple")
+
+
+def nvls_allowed(profile: HardwareProfile, gpus: int) -> bool:
+    """NVLS: the node's switch reduces (``nvls`` among the profile's algorithms), more than 2 GPUs."""
+    return "nvls" in profile.collectives.algorithms and gpus > 2 and bool(_nvls_term(profile.collectives.transport, gpus))
+
+
+def _nvls_term(spec: TransportSpec, gpus: int):
+    """The NVLS line for ``gpus`` GPUs, else the one of the nearest count (none: no NVLS)."""
+    if not spec.nvls:
+        return None
+    return min(spec.nvls, key=lambda t: (abs(math.log(t.gpus / gpus)), t.gpus))
+
+
+def shm_simple_bus_bandwidth_gbps(spec: TransportSpec, gpus: int) -> float:
+    """Simple's busbw of an SHM ring over ``gpus`` GPUs: one GPU's SHM rate, its socket's host
+    memory shared by the ring's GPUs on it (2 x busbw each: written, then read), and, for a ring
+    over more than one socket, the socket link (the ring crosses it once each way)."""
+    shm = spec.shm
+    per_socket = min(float(gpus), spec.topology.gpus_per_socket.value)
+    rate = min(shm.simple_bus_bandwidth_gbps.value, shm.host_memory_bandwidth_gbps.value / (2.0 * per_socket))
+    if gpus > spec.topology.gpus_per_socket.value:
+        rate = min(rate, shm.socket_link_bandwidth_gbps.value)
+    return rate
+
+
+def shm_candidates_s(profile: HardwareProfile, gpus: int, size_bytes) -> dict:
+    """Seconds of an SHM ring, per protocol."""
+    spec = profile.collectives.transport
+    w = profile.what_if
+    size = np.asarray(size_bytes, dtype=float)
+    moved = 2.0 * (gpus - 1) / gpus * size
+    steps = 2.0 * (gpus - 1)
+    shm = spec.shm
+    ll_s = ((BASE_LATENCY_US["ring"][0] + steps * shm.ll_hop_latency_us.value) * 1e-6 * w.intra_latency_scale
+            + moved / (shm.ll_bus_bandwidth_gbps.value * 1e9 * w.intra_bandwidth_scale))
+    simple_s = ((BASE_LATENCY_US["ring"][2] + steps * shm.simple_hop_latency_us.value) * 1e-6 * w.intra_latency_scale
+                + moved / (shm_simple_bus_bandwidth_gbps(spec, gpus) * 1e9 * w.intra_bandwidth_scale))
+    return {("ring", "ll"): ll_s, ("ring", "simple"): simple_s}
+
+
+def nvls_s(profile: HardwareProfile, gpus: int, size_bytes):
+    term = _nvls_term(profile.collectives.transport, gpus)
+    w = profile.what_if
+    moved = 2.0 * (gpus - 1) / gpus * np.asarray(size_bytes, dtype=float)
+    return (term.latency_us * 1e-6 * w.intra_latency_scale
+            + moved / (term.bus_bandwidth_gbps * 1e9 * w.intra_bandwidth_scale))
+
+
+def candidates_s(profile: HardwareProfile, gpus: int, size_bytes, p2p_ring_s) -> dict:
+    """``{(algorithm, protocol): seconds}`` NCCL may run for ``gpus`` GPUs of one node, as each
+    really takes; ``p2p_ring_s(size)`` prices a P2P ring (the profile's fitted lines)."""
+    spec = profile.collectives.transport
+    transport = ring_transport(spec, gpus)
+    out = shm_candidates_s(profile, gpus, size_bytes) if transport == "shm" else {("ring", "fit"): p2p_ring_s(size_bytes)}
+    if nvls_allowed(profile, gpus):
+        out[("nvls", "simple")] = nvls_s(profile, gpus, size_bytes)
+    return out
+
+
+def nccl_estimates_s(profile: HardwareProfile, gpus: int, size_bytes, real: dict) -> dict:
+    """NCCL's own estimate of every candidate (``ncclTopoGetAlgoTime``: latency + bytes / bw), by
+    which its tuner chooses: an SHM ring is costed as a PCI path (``intraHw = PCI``: hop latencies
+    1.0 us LL, 5.7 us Simple; bandwidth ``channels x`` the path's least link, LL at half of it),
+    NVLS at its NVLink latency (25 us) and the switch's bandwidth; a P2P ring as it really runs."""
+    spec = profile.collectives.transport
+    size = np.asarray(size_bytes, dtype=float)
+    moved = 2.0 * (gpus - 1) / gpus * size
+    steps = 2.0 * (gpus - 1)
+    graph = spec.nccl_graph
+    link = graph.pcie_link_gbps.value
+    if gpus > spec.topology.gpus_per_socket.value:
+        link = min(link, graph.socket_link_gbps.value)
+    bus_bps = graph.channels.value * link * 1e9
+    out = {}
+    for key, seconds in real.items():
+        if key == ("ring", "ll"):
+            out[key] = (BASE_LATENCY_US["ring"][0] + steps * INTRA_HOP_US["pci"]["ring"][0]) * 1e-6 + moved / (
+                min(LL_MAX_SINGLE_NODE_GBPS * 1e9, 0.5 * bus_bps))
+        elif key == ("ring", "simple"):
+            out[key] = (BASE_LATENCY_US["ring"][2] + steps * INTRA_HOP_US["pci"]["ring"][2]) * 1e-6 + moved / bus_bps
+        elif key == ("nvls", "simple"):
+            term = _nvls_term(spec, gpus)
+            out[key] = NVLS_INTRA_US * 1e-6 + moved / (term.bus_bandwidth_gbps * 1e9)
+        else:
+            out[key] = seconds
+    return out
+
+
+def _picked(profile: HardwareProfile, gpus: int, size_bytes, p2p_ring_s):
+    real = candidates_s(profile, gpus, size_bytes, p2p_ring_s)
+    estimates = nccl_estimates_s(profile, gpus, size_bytes, real)
+    keys = list(real)
+    index = np.argmin(np.array([np.broadcast_to(estimates[k], np.shape(real[keys[0]])) for k in keys]), axis=0)
+    return keys, index, real
+
+
+def allreduce_s(profile: HardwareProfile, gpus: int, size_bytes, p2p_ring_s):
+    """At each size, the real time of the candidate NCCL's tuner picks by its own estimates."""
+    keys, index, real = _picked(profile, gpus, size_bytes, p2p_ring_s)
+    stacked = np.array([real[k] for k in keys])
+    return np.take_along_axis(stacked, np.expand_dims(index, 0), axis=0)[0]
+
+
+def choice(profile: HardwareProfile, gpus: int, size_bytes: float, p2p_ring_s) -> tuple[str, str]:
+    """(algorithm, protocol) NCCL's tuner picks for one message."""
+    keys, index, _ = _picked(profile, gpus, np.array([float(size_bytes)]), p2p_ring_s)
+    return keys[int(index[0])]

@@ -1,0 +1,125 @@
+"""NCCL's intra-node transport as a mechanism (issue 29 item 1): the transport a ring takes from the
+topology a profile states, host-memory and socket-link sharing as GPUs are added, NCCL's protocol
+and algorithm choice, and golden cases from public P2P-disabled nccl-tests tables."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from laddersim.costs import transport
+from laddersim.costs.collectives import allreduce_time_s, collective_choice
+from laddersim.hardware.profile import load_profile, profiles_dir
+from laddersim.hardware.sourced import Sourced
+from laddersim.hardware.transport_spec import NodeTopology
+
+
+@pytest.fixture(scope="module")
+def off():
+    return load_profile("h100-sxm-p2p-off")
+
+
+def _topology(**kw):
+    base = {"p2p": "enabled", "gpu_links": "pcie", "gpus_per_pcie_switch": Sourced(value=4, source="test"),
+            "gpus_per_socket": Sourced(value=4, source="test"), "source": "test"}
+    return NodeTopology(**(base | kw))
+
+
+def _with(profile, **topology):
+    spec = profile.collectives.transport.model_copy(update={"topology": _topology(**topology)})
+    return spec
+
+
+def test_transport_follows_the_topology(off):
+    assert transport.ring_transport(_with(off, p2p="disabled", gpu_links="nvlink"), 2) == "shm"
+    assert transport.ring_transport(_with(off, gpu_links="nvlink"), 8) == "p2p_nvlink"
+    pcie = _with(off)  # 4 GPUs behind a switch: P2P within it (NCCL's PXB level), SHM beyond
+    assert [transport.ring_transport(pcie, n) for n in (2, 4, 8)] == ["p2p_pcie", "p2p_pcie", "shm"]
+
+
+def test_ll128_only_over_nvlink():
+    assert "ll128" in transport.protocols("p2p_nvlink")
+    for name in ("p2p_pcie", "shm"):
+        assert transport.protocols(name) == ("ll", "simple")
+
+
+def test_host_memory_and_socket_link_are_shared(off):
+    """Simple's SHM busbw: each GPU's rate while host memory has room, then host memory split over
+    the ring's GPUs on a socket, and the socket link once the ring spans two sockets."""
+    spec = off.collectives.transport
+    shm = spec.shm.model_copy(update={"host_memory_bandwidth_gbps": Sourced(value=120, source="test")})
+    spec = spec.model_copy(update={"shm": shm, "topology": _topology(gpus_per_socket=Sourced(value=4, source="test"))})
+    rates = [transport.shm_simple_bus_bandwidth_gbps(spec, n) for n in (2, 3, 4, 8)]
+    assert rates[0] == pytest.approx(min(24.0, 120 / 4))  # 2 GPUs: 2 x 2 x busbw through one socket's memory
+    assert rates[2] == pytest.approx(120 / 8)  # 4 GPUs on one socket share its memory
+    assert rates[3] == pytest.approx(min(120 / 8, spec.shm.socket_link_bandwidth_gbps.value))
+
+
+@settings(max_examples=40, deadline=None)
+@given(host=st.floats(10, 1000), per_socket=st.integers(1, 8), link=st.floats(5, 100))
+def test_shm_bandwidth_never_grows_as_gpus_are_added(off, host, per_socket, link):
+    spec = off.collectives.transport
+    shm = spec.shm.model_copy(update={"host_memory_bandwidth_gbps": Sourced(value=host, source="test"),
+                                      "socket_link_bandwidth_gbps": Sourced(value=link, source="test")})
+    spec = spec.model_copy(update={"shm": shm, "topology": _topology(gpus_per_socket=Sourced(value=per_socket, source="test"))})
+    rates = [transport.shm_simple_bus_bandwidth_gbps(spec, n) for n in range(2, 17)]
+    assert all(b <= a + 1e-12 for a, b in zip(rates, rates[1:]))
+
+
+def test_nccl_picks_shm_ll_for_decode_and_nvls_for_prefill(off):
+    """P2P off on an NVSwitch node: small messages stay on the SHM ring's LL (NCCL costs NVLS at
+    25 us), MiB messages go to NVLS, which needs more than 2 GPUs; 2 GPUs stay on SHM."""
+    assert collective_choice(off, 8, 4 * 1024) == ("ring", "ll")
+    assert collective_choice(off, 4, 16 * 1024) == ("ring", "ll")
+    assert collective_choice(off, 8, 64 * 2**20) == ("nvls", "simple")
+    assert collective_choice(off, 4, 64 * 2**20) == ("nvls", "simple")
+    assert collective_choice(off, 2, 64 * 2**20) == ("ring", "simple")
+    # What NCCL picks is priced as it really runs: its SHM LL is slower than NCCL's estimate.
+    sizes = np.array([4 * 1024.0])
+    real = transport.candidates_s(off, 8, sizes, lambda s: s)
+    estimate = transport.nccl_estimates_s(off, 8, sizes, real)
+    assert real[("ring", "ll")][0] > estimate[("ring", "ll")][0]
+    assert allreduce_time_s(off, 8, sizes)[0] == pytest.approx(real[("ring", "ll")][0])
+
+
+def test_p2p_off_costs_more_than_nvlink_and_two_gpus_most_at_large_sizes(off):
+    on = load_profile("h100-sxm-nvswitch")
+    for gpus in (2, 4, 8):
+        for size in (2**10, 2**16, 2**20):
+            assert allreduce_time_s(off, gpus, np.array([float(size)]))[0] > allreduce_time_s(on, gpus, np.array([float(size)]))[0]
+    big = np.array([256.0 * 2**20])  # no NVLS for 2 GPUs: the host-staged ring's Simple bandwidth
+    slow = allreduce_time_s(off, 2, big)[0] / allreduce_time_s(on, 2, big)[0]
+    assert slow > 5 and allreduce_time_s(off, 8, big)[0] / allreduce_time_s(on, 8, big)[0] < 2
+
+
+def _public(table: str) -> pd.DataFrame:
+    frame = pd.read_csv(profiles_dir() / "tables" / "nccltests_shm_p2p_off_public.csv", comment="#")
+    return frame[frame["table"] == table]
+
+
+def test_golden_dgx_h100_4gpu_p2p_disabled(off):
+    """DGX H100, 4 GPUs, P2P disabled, 1-4 GiB (LLM-Insights, NCCL 2.16: before NVLS): the SHM
+    ring's Simple bandwidth within 2% of every row."""
+    no_nvls = off.model_copy(update={"collectives": off.collectives.model_copy(update={"algorithms": ["ring", "tree"]})})
+    rows = _public("dgxh100_4gpu_p2p_disabled")
+    rows = rows[rows["size_bytes"] <= 4 * 2**30]
+    predicted = allreduce_time_s(no_nvls, 4, rows["size_bytes"].to_numpy(float)) * 1e6
+    assert np.allclose(predicted, rows["time_us"].to_numpy(), rtol=0.02)
+
+
+def test_golden_8x4090_shm_latency_floor(off):
+    """8 GPUs through host memory (8x RTX 4090, every pair SYS): the LL ring's floor, 6.6 us + 14
+    hops, within 2% of the table's 8 B row (38.83 us)."""
+    floor = float(_public("rtx4090_8gpu_sys_shm").query("size_bytes == 8")["time_us"].iloc[0])
+    assert transport.shm_candidates_s(off, 8, np.array([8.0]))[("ring", "ll")][0] * 1e6 == pytest.approx(floor, rel=0.02)
+
+
+def test_every_transport_constant_cites_its_data(off):
+    spec = off.collectives.transport
+    sources = [v.source for part in (spec.shm, spec.nccl_graph) for v in part.__dict__.values()]
+    sources += [t.source for t in spec.nvls] + [spec.topology.source]
+    assert all(len(s) > 30 for s in sources)
+    assert "tools/fit_shm_transport.py" in spec.shm.ll_hop_latency_us.source
+    assert "nccltests_shm_p2p_off_public.csv" in spec.shm.simple_bus_bandwidth_gbps.source
