@@ -209,7 +209,7 @@ def make_config(args: argparse.Namespace) -> dict:
         raise UserInputError(f"--layers: two layer counts, fewer first (e.g. 1,2), got '{args.layers}'")
     if args.steps < 1:
         raise UserInputError(f"--steps: must be an integer >= 1, got {args.steps}")
-    if not 0 <= args.pos < args.max_seq:
+    if args.phase == "decode" and not 0 <= args.pos < args.max_seq:
         raise UserInputError(f"--pos: must be in 0..{args.max_seq - 1} (--max-seq {args.max_seq}), got {args.pos}")
     if args.phase == "prefill" and not 1 <= args.prompt_len <= args.max_seq:
         raise UserInputError(f"--prompt-len: must be in 1..{args.max_seq} (--max-seq {args.max_seq}), "

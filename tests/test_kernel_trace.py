@@ -183,7 +183,8 @@ def test_prefill_phase_traces_the_prompt_pass(tiny, tmp_path):
     ("--prompt-len", "65", "--prompt-len"),
 ])
 def test_bad_input_is_one_line_naming_the_flag(tiny, tmp_path, capsys, flag, value, field):
-    args = ["--model", tiny, *SMALL, "--phase", "prefill", "--prompt-len", "8", "--out", str(tmp_path / "o")]
+    phase = ["--phase", "prefill"] if flag == "--prompt-len" else []  # --pos is a decode step's
+    args = ["--model", tiny, *SMALL, *phase, "--out", str(tmp_path / "o")]
     code = kt.main([*args, flag, value])  # a repeated flag: argparse keeps the last value
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
