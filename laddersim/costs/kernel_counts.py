@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import collections
 
-from laddersim.costs.op_costs import Phase, linear_shapes, logits_rows, prefill_math_kernels, single_token_path, splits_k
+from laddersim.costs.math_attention import prefill_math_kernels
+from laddersim.costs.pass_shapes import Phase, linear_shapes, logits_rows, single_token_path, splits_k
 from laddersim.framework import load_framework
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.model_shape import ModelShape

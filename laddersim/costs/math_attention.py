@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from laddersim.costs.gemm import memory_bound_time_s
+from laddersim.framework import load_framework
 
 ACC_BYTES = {"math": None, "math_fp32": 4}  # None: the scores keep the input dtype
 
@@ -90,3 +91,17 @@ def math_prefill_kernels(gpu, *, variant: str, batch: int, prompt_len: int, cach
         Kernel("out_cast", "generated", 1 if upcast else 0,
                float(memory_bound_time_s(gpu, q_elems * (acc + dtype_bytes))) if upcast else 0.0),
     ]
+
+
+def prefill_math_kernels(model, hw, work, tp: int, phase) -> list:
+    """``math_prefill_kernels`` of a scenario's pass (``phase``) on one rank of ``tp``, the path
+    the framework's ``prefill_attention`` names: over the whole static cache, or over the prompt
+    with a dynamic one."""
+    gpu = hw.gpu
+    fp32 = gpu.peak_tflops_fp32.value * 1e12 if gpu.peak_tflops_fp32 is not None else None
+    s = phase.new_tokens_per_seq
+    return math_prefill_kernels(
+        gpu, variant=load_framework(work.framework).prefill_attention_path, batch=phase.batch, prompt_len=s,
+        cache_len=work.max_seq_len if work.kv_cache == "static" else s, heads=model.heads_per_rank(tp),
+        kv_heads=model.kv_heads_per_rank(tp), head_dim=model.head_dim, dtype_bytes=work.dtype_bytes,
+        peak_flops_per_s=gpu.peak_flops_per_s_for(work.dtype), fp32_peak_flops_per_s=fp32)

@@ -8,32 +8,24 @@ whole generation is costed in one call.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import collections
 
 import numpy as np
 
+from laddersim.costs.calibrated_kernels import calibrated_decode
 from laddersim.costs.framework_collectives import framework_allreduce_time_s, logits_allgather_time_s
 from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.gemm_tables import HYBRID, SOL, library_gemm_time_s
-from laddersim.costs.math_attention import math_prefill_kernels
+from laddersim.costs.math_attention import prefill_math_kernels
+from laddersim.costs.pass_shapes import (  # noqa: F401  (re-exported: the pass's shapes and kernel paths)
+    SPLIT_K_WAVES, Phase, linear_shapes, logits_rows, single_token_path, splits_k)
 from laddersim.framework import load_framework
 from laddersim.costs.host_overhead import with_host_overhead
+from laddersim.costs.kernel_counts import op_kernels
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.model_shape import ModelShape
+from laddersim.schedules.program import build_program
 from laddersim.workload import Workload
-
-
-@dataclass(frozen=True)
-class Phase:
-    """One forward pass: ``prefill`` over the prompt or one ``decode`` step."""
-
-    name: str  # "prefill" | "decode"
-    batch: int
-    new_tokens_per_seq: int  # prompt_len in prefill, 1 in decode
-
-    @property
-    def tokens(self) -> int:
-        return self.batch * self.new_tokens_per_seq
 
 
 # Op kinds counted as fixed framework overhead (not compute) in the time breakdown.
@@ -65,12 +57,6 @@ def op_times_s(
 
 def _calibrated_decode_times(model, hw, work, tp, phase, times, kv_lens, fw) -> dict[str, np.ndarray]:
     """Decode op times from the framework's kernel calibration (laddersim.costs.calibrated_kernels)."""
-    import collections
-
-    from laddersim.costs.calibrated_kernels import calibrated_decode
-    from laddersim.costs.kernel_counts import op_kernels
-    from laddersim.schedules.program import build_program
-
     program = build_program("standard", model.n_layers, tp, "decode")
     counts = collections.Counter(op.kind for op in program.ops if op.layer == model.n_layers // 2)
     return calibrated_decode(fw.kernel_calibration, model, hw, work, tp, phase, times,
@@ -78,68 +64,11 @@ def _calibrated_decode_times(model, hw, work, tp, phase, times, kv_lens, fw) -> 
                              dict(counts), kv_lens)
 
 
-SPLIT_K_WAVES = 4  # fewer output tiles than this many full waves of the SMs: K is split
-
-
-def splits_k(gpu, m: int, n: int) -> bool:
-    """Does the library split K for an m x n output? When its output tiles (``gemm_tile_m`` x
-    ``gemm_tile_n``) fill the SMs only a few waves deep, the last wave leaves SMs idle for a large
-    share of the kernel, so cuBLAS's heuristics split the reduction dimension over more CTAs and
-    add a kernel that sums the fp32 partials (decode-shaped GEMMs: M <= 64). The threshold sits
-    at four waves so that a linear and the same weights stacked with a neighbour's (parallel's
-    QKV + gate/up: Llama-3.1-8B's gate/up at TP 1 is 224 tiles, stacked with QKV 272) take one
-    kernel path, as the 8B table's TP 1 rows (no communication) show: parallel gains 9 us a layer
-    over desync_half at batch 64, where a rule at two waves (only the stacked GEMM unsplit)
-    predicts 25. The rule is cuBLAS's heuristic approximated, to be settled by a profiler trace on
-    a GPU."""
-    if gpu.sm_count is None:
-        return False
-    tiles = np.ceil(m / gpu.gemm_tile_m.value) * np.ceil(n / gpu.gemm_tile_n.value)
-    return bool(m > 1 and tiles < SPLIT_K_WAVES * gpu.sm_count.value)
-
-
 def op_time_sources(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
                     phase: Phase) -> dict[str, str]:
     """Where each op kind's time came from: ``SILICON`` (a measured table), ``HYBRID`` (a measured
     table extrapolated by the roofline), ``SOL`` (the roofline / bandwidth model)."""
     return _fixed_op_times(model, hw, work, tp, phase)[1] | {"attention": SOL}
-
-
-def single_token_path(fw, tokens: int) -> tuple[bool, frozenset[str]]:
-    """The kernel path of a linear with M rows (see laddersim.framework): is a one-row linear a
-    generated reduction under framework ``fw``, and which op kinds does it absorb in a pass of
-    ``tokens`` tokens (only a one-token pass fuses; a library GEMM fuses nothing)."""
-    generated = fw.single_token_linear.value == "generated"
-    fused = frozenset(fw.fused_into_single_token_linear.kinds) if (generated and tokens == 1) else frozenset()
-    return generated, fused
-
-
-def logits_rows(fw, phase: Phase) -> int:
-    """Rows of the LM head (and the final norm) in a pass: each sequence's last position, or in a
-    prefill under ``prefill_logits: all`` every prompt position (gpt-fast returns every token's logits)."""
-    if phase.name == "prefill" and fw.prefill_logits_positions == "all":
-        return phase.tokens
-    return phase.batch
-
-
-def linear_shapes(model: ModelShape, tp: int, phase: Phase,
-                  lm_head_rows: int | None = None) -> dict[str, tuple[int, int, int, tuple[int, ...]]]:
-    """``{linear op kind: (m, n, k, parts)}`` on one rank: column-parallel QKV and gate/up (one
-    fused GEMM of width 2 x intermediate / TP, as gpt-fast's ``w1`` and vLLM's
-    ``MergedColumnParallelLinear``), row-parallel O and down, the vocab-parallel LM head on
-    ``lm_head_rows`` rows (default: the last position of each sequence, ``logits_rows``);
-    ``parts``, the widths stacked along N into parallel's fused QKV + gate/up."""
-    t, d = phase.tokens, model.dim
-    i_r = model.intermediate_per_rank(tp)
-    qkv_n = (model.heads_per_rank(tp) + 2 * model.kv_heads_per_rank(tp)) * model.head_dim
-    return {
-        "qkv": (t, qkv_n, d, ()),
-        "o_proj": (t, d, model.heads_per_rank(tp) * model.head_dim, ()),
-        "gate_up": (t, 2 * i_r, d, ()),
-        "qkv_gate_up": (t, qkv_n + 2 * i_r, d, (qkv_n, 2 * i_r)),
-        "down": (t, d, i_r, ()),
-        "lm_head": (phase.batch if lm_head_rows is None else lm_head_rows, model.vocab_per_rank(tp), d, ()),
-    }
 
 
 def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
@@ -280,17 +209,3 @@ def attention_time_s(
     flops = 4.0 * phase.batch * kv_lens * h_r * hd
     moved = phase.batch * (kv_lens * 2 * heads_streamed * hd + 2 * h_r * hd) * b
     return gpu.kernel_launch_s + np.maximum(flops / attn_peak, moved / stream_bw)
-
-
-def prefill_math_kernels(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int, phase: Phase) -> list:
-    """The kernels of one layer's prefill attention on the math SDPA path (the framework's
-    ``prefill_attention``: laddersim.costs.math_attention): over the whole static cache, or over
-    the prompt with a dynamic one."""
-    gpu = hw.gpu
-    fp32 = gpu.peak_tflops_fp32.value * 1e12 if gpu.peak_tflops_fp32 is not None else None
-    s = phase.new_tokens_per_seq
-    return math_prefill_kernels(
-        gpu, variant=load_framework(work.framework).prefill_attention_path, batch=phase.batch, prompt_len=s,
-        cache_len=work.max_seq_len if work.kv_cache == "static" else s, heads=model.heads_per_rank(tp),
-        kv_heads=model.kv_heads_per_rank(tp), head_dim=model.head_dim, dtype_bytes=work.dtype_bytes,
-        peak_flops_per_s=gpu.peak_flops_per_s_for(work.dtype), fp32_peak_flops_per_s=fp32)

@@ -1,0 +1,82 @@
+"""The shapes and kernel paths of one forward pass on one rank: the pass itself (``Phase``), the
+linears' GEMM shapes, whether a one-row linear is a generated reduction, whether the library
+splits a GEMM along K, and how many rows the LM head runs on. What ``laddersim.costs.op_costs``
+prices and ``laddersim.costs.kernel_counts`` counts, kept below both."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from laddersim.model_shape import ModelShape
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One forward pass: ``prefill`` over the prompt or one ``decode`` step."""
+
+    name: str  # "prefill" | "decode"
+    batch: int
+    new_tokens_per_seq: int  # prompt_len in prefill, 1 in decode
+
+    @property
+    def tokens(self) -> int:
+        return self.batch * self.new_tokens_per_seq
+
+
+SPLIT_K_WAVES = 4  # fewer output tiles than this many full waves of the SMs: K is split
+
+
+def splits_k(gpu, m: int, n: int) -> bool:
+    """Does the library split K for an m x n output? When its output tiles (``gemm_tile_m`` x
+    ``gemm_tile_n``) fill the SMs only a few waves deep, the last wave leaves SMs idle for a large
+    share of the kernel, so cuBLAS's heuristics split the reduction dimension over more CTAs and
+    add a kernel that sums the fp32 partials (decode-shaped GEMMs: M <= 64). The threshold sits
+    at four waves so that a linear and the same weights stacked with a neighbour's (parallel's
+    QKV + gate/up: Llama-3.1-8B's gate/up at TP 1 is 224 tiles, stacked with QKV 272) take one
+    kernel path, as the 8B table's TP 1 rows (no communication) show: parallel gains 9 us a layer
+    over desync_half at batch 64, where a rule at two waves (only the stacked GEMM unsplit)
+    predicts 25. The rule is cuBLAS's heuristic approximated, to be settled by a profiler trace on
+    a GPU."""
+    if gpu.sm_count is None:
+        return False
+    tiles = np.ceil(m / gpu.gemm_tile_m.value) * np.ceil(n / gpu.gemm_tile_n.value)
+    return bool(m > 1 and tiles < SPLIT_K_WAVES * gpu.sm_count.value)
+
+
+def single_token_path(fw, tokens: int) -> tuple[bool, frozenset[str]]:
+    """The kernel path of a linear with M rows (see laddersim.framework): is a one-row linear a
+    generated reduction under framework ``fw``, and which op kinds does it absorb in a pass of
+    ``tokens`` tokens (only a one-token pass fuses; a library GEMM fuses nothing)."""
+    generated = fw.single_token_linear.value == "generated"
+    fused = frozenset(fw.fused_into_single_token_linear.kinds) if (generated and tokens == 1) else frozenset()
+    return generated, fused
+
+
+def logits_rows(fw, phase: Phase) -> int:
+    """Rows of the LM head (and the final norm) in a pass: each sequence's last position, or in a
+    prefill under ``prefill_logits: all`` every prompt position (gpt-fast returns every token's logits)."""
+    if phase.name == "prefill" and fw.prefill_logits_positions == "all":
+        return phase.tokens
+    return phase.batch
+
+
+def linear_shapes(model: ModelShape, tp: int, phase: Phase,
+                  lm_head_rows: int | None = None) -> dict[str, tuple[int, int, int, tuple[int, ...]]]:
+    """``{linear op kind: (m, n, k, parts)}`` on one rank: column-parallel QKV and gate/up (one
+    fused GEMM of width 2 x intermediate / TP, as gpt-fast's ``w1`` and vLLM's
+    ``MergedColumnParallelLinear``), row-parallel O and down, the vocab-parallel LM head on
+    ``lm_head_rows`` rows (default: the last position of each sequence, ``logits_rows``);
+    ``parts``, the widths stacked along N into parallel's fused QKV + gate/up."""
+    t, d = phase.tokens, model.dim
+    i_r = model.intermediate_per_rank(tp)
+    qkv_n = (model.heads_per_rank(tp) + 2 * model.kv_heads_per_rank(tp)) * model.head_dim
+    return {
+        "qkv": (t, qkv_n, d, ()),
+        "o_proj": (t, d, model.heads_per_rank(tp) * model.head_dim, ()),
+        "gate_up": (t, 2 * i_r, d, ()),
+        "qkv_gate_up": (t, qkv_n + 2 * i_r, d, (qkv_n, 2 * i_r)),
+        "down": (t, d, i_r, ()),
+        "lm_head": (phase.batch if lm_head_rows is None else lm_head_rows, model.vocab_per_rank(tp), d, ()),
+    }
