@@ -1,7 +1,9 @@
 """Print issue 19's fidelity figures: both development tables validated with shipped profiles (no
-fit), per model x P2P group, and TokenWeave's vLLM prefill latencies (figure 11a/11b).
+fit), per model x P2P group, and TokenWeave's vLLM prefill latencies (figure 11a/11b); and issue
+29's: the 70B figure with the paired P2P on/off table (gpt-fast-flash), per model x P2P x framework
+group, against its bars, with the decode time P2P off adds over P2P on.
 
-    PYTHONPATH=$PWD python tools/fidelity_figures.py [--shared ../shared] [--framework vllm]
+    PYTHONPATH=$PWD python tools/fidelity_figures.py [--shared ../shared] [--framework vllm] [--issue29]
 
 Needs ../shared (the measured tables are not shipped); prints figures only, writes nothing.
 """
@@ -16,9 +18,16 @@ import pandas as pd
 
 from laddersim.model_shape import ModelShape
 from laddersim.simulate import make_scenario, simulate
-from laddersim.validation.core import ValidationSetup, read_measured, validate
+from laddersim.validation.core import ValidationSetup, error_summary, read_measured, validate
+from laddersim.validation.labels import MODEL_P2P, with_model_p2p
+from laddersim.validation.p2p_pairs import p2p_off_pairs, pair_summary
 
 DEV_TABLES = ("validation/ladder_70b_tp_sweep.csv", "validation/ladder_8b_tp_sweep.csv")
+ISSUE29_TABLES = ("validation/ladder_70b_tp_sweep.csv", "validation/ladder_flash_p2p_sweep.csv")
+# Issue 29's acceptance bars: tokens/s median, every group's median (%), speedup median and worst
+# (pp), and the P2P-off extra decode time's median error (%) over the pairs where it is >= 3%.
+ISSUE29_BARS = {"tokens_per_s_median": 6.0, "group_median": 8.0, "speedup_median": 2.0, "speedup_worst": 8.0,
+                "extra_decode_median": 15.0}
 # TokenWeave's models (Hugging Face config.json of each): Llama-3.3-70B has Llama-3.1-70B's shape.
 QWEN25_72B = ModelShape(name="qwen2.5-72b", n_layers=80, dim=8192, n_heads=64, n_kv_heads=8,
                         intermediate_size=29568, vocab_size=152064)
@@ -46,6 +55,24 @@ def print_dev(frame: pd.DataFrame) -> None:
         s = part[part["schedule"] != "standard"]["speedup_error_pp"].abs().dropna()
         e = part["rel_error"].abs() * 100
         print(f"  {model}: tokens/s median {e.median():.2f}%; speedup median {s.median():.2f} pp worst {s.max():.2f} pp")
+
+
+def issue29(shared: Path) -> dict[str, float]:
+    """Issue 29's figures on the 70B figure with the paired P2P on/off table, shipped profiles."""
+    frame = pd.concat([validate(read_measured(shared / name)) for name in ISSUE29_TABLES], ignore_index=True)
+    overall = error_summary(frame).iloc[0]
+    groups = error_summary(with_model_p2p(frame), MODEL_P2P)
+    print(groups.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    pairs = pair_summary(p2p_off_pairs(frame))
+    figures = {"tokens_per_s_median": overall["tokens_per_s_median_abs_err_pct"],
+               "group_median": groups["tokens_per_s_median_abs_err_pct"].max(),
+               "speedup_median": overall["speedup_median_abs_err_pp"], "speedup_worst": overall["speedup_worst_abs_err_pp"],
+               "extra_decode_median": pairs["extra_decode_median_abs_err_pct"]}
+    for key, value in figures.items():
+        print(f"  {key}: {value:.2f} (bar {ISSUE29_BARS[key]:g}) {'PASS' if value <= ISSUE29_BARS[key] else 'MISS'}")
+    print(f"  ({pairs['scored_pairs']} of {pairs['pairs']} on/off pairs scored; extra decode worst "
+          f"{pairs['extra_decode_worst_abs_err_pct']:.1f}%)")
+    return figures
 
 
 def tokenweave(shared: Path, hardware: str, framework: str | None) -> pd.DataFrame:
@@ -87,11 +114,15 @@ def main() -> int:
     parser.add_argument("--shared", default="../shared")
     parser.add_argument("--framework", default=None, help="framework for the TokenWeave rows (default: none given)")
     parser.add_argument("--rows", action="store_true", help="print every development row")
+    parser.add_argument("--issue29", action="store_true", help="only issue 29's figures (70B + paired P2P table)")
     args = parser.parse_args()
     shared = Path(args.shared)
     if not (shared / DEV_TABLES[0]).exists():
         print(f"no {shared / DEV_TABLES[0]}: pass --shared", file=sys.stderr)
         return 2
+    if args.issue29:
+        issue29(shared)
+        return 0
     frame = dev_tables(shared, ValidationSetup())
     print_dev(frame)
     if args.rows:
