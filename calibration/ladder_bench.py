@@ -6,8 +6,9 @@ the Ladder Residual paper (Zhang et al., arXiv 2501.06589) timed its gpt-fast fo
 synthetic prompt, then ``gen_len`` new tokens with top-k sampling,
 ``tokens_per_s = batch * gen_len / (prefill_s + decode_s)``. By default it runs the paper's
 benchmark model as its code does (``ladder_model.PAPER``: fused gate/up, math attention over the
-whole static cache; fp16, compiled decode with CUDA graphs and compiled static prefill on GPU);
-``--mlp split``, ``--sdpa default``, ``--eager-prefill``, ``--no-compile`` run the variants
+whole static cache; the prefill's LM head over every prompt position; fp16, compiled decode with
+CUDA graphs and compiled static prefill on GPU); ``--mlp split``, ``--sdpa default``,
+``--prefill-logits last``, ``--eager-prefill``, ``--no-compile`` run the variants
 (``ladder_config``). The model's forward passes are ``ladder_forward``'s.
 
 Run under ``torchrun`` (NCCL on GPUs), or alone: it then spawns ``--world-size`` local gloo ranks.
@@ -90,7 +91,8 @@ def compiled_passes(model: Transformer, cfg: BenchConfig, eager: Comm) -> dict[s
             return sample(forward(model, tok, input_pos, schedule, comm), cfg.temperature, cfg.top_k)
 
         def prefill_one(prompt, input_pos, schedule=schedule, comm=prefill_comm):
-            return prefill(model, prompt, input_pos, schedule, comm, cfg.temperature, cfg.top_k)
+            return prefill(model, prompt, input_pos, schedule, comm, cfg.temperature, cfg.top_k,
+                           cfg.prefill_logits)
 
         passes[schedule] = (compile_prefill(prefill_one) if cfg.compile_prefill else prefill_one,
                             compile_decode(decode_one) if cfg.compile else decode_one)

@@ -6,8 +6,9 @@ The default is the paper's benchmark (../shared/docs/ladder-residual.md): fp16 o
 MLP and the math attention of ``ladder_model.PAPER``, and on GPU a compiled decode step (CUDA
 graphs) and a compiled static-shape prefill. The ``mode`` column names the configuration:
 ``compile`` or ``eager``, then what differs from the paper's: ``+eager-prefill``,
-``+split-mlp``, ``+default-sdpa`` (e.g. ``compile+eager-prefill+split-mlp+default-sdpa`` is how
-``--compile`` ran before this configuration was the paper's).
+``+split-mlp``, ``+default-sdpa``, ``+last-logits`` (e.g.
+``compile+eager-prefill+split-mlp+default-sdpa+last-logits`` is how ``--compile`` ran before this
+configuration was the paper's).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:  # imported by `python calibration/ladder_bench.py` from a checkout
     sys.path.insert(0, _ROOT)
 from calibration.ladder_csv import check_out_csv, read_rows, row_key  # noqa: E402
-from calibration.ladder_forward import DTYPES, SCHEDULES, default_dtype  # noqa: E402
+from calibration.ladder_forward import DTYPES, PREFILL_LOGITS, SCHEDULES, default_dtype  # noqa: E402
 from calibration.ladder_memory import (  # noqa: E402
     GIB, available_host_bytes, peak_bytes_per_rank, static_cache_len,
 )
@@ -59,6 +60,7 @@ class BenchConfig:
     min_time_s: float = 0.0  # a measurement's least duration (more generations back to back)
     compile_prefill: bool = False  # the prefill compiled too (static shapes); the paper's: with compile
     variant: Variant = PAPER
+    prefill_logits: str = "all"  # the LM head over every prompt position (the paper's) or the last one
 
     @property
     def max_seq(self) -> int:
@@ -67,9 +69,10 @@ class BenchConfig:
 
 def mode_field(cfg: BenchConfig) -> str:
     """The CSV's mode column: ``compile`` / ``eager`` and what differs from the paper's benchmark."""
+    suffix = cfg.variant.suffix + ("+last-logits" if cfg.prefill_logits == "last" else "")
     if cfg.compile:
-        return "compile" + ("" if cfg.compile_prefill else "+eager-prefill") + cfg.variant.suffix
-    return "eager" + cfg.variant.suffix
+        return "compile" + ("" if cfg.compile_prefill else "+eager-prefill") + suffix
+    return "eager" + suffix
 
 
 def check_memory(cfg: BenchConfig, tp: int, device: torch.device, local_ranks: int) -> None:
@@ -78,7 +81,8 @@ def check_memory(cfg: BenchConfig, tp: int, device: torch.device, local_ranks: i
     :func:`available_host_bytes`. Nothing is allocated before this check."""
     shape = load_model_shape(cfg.model)
     rank_bytes = peak_bytes_per_rank(shape, tp, cfg.batch, cfg.prompt_len, cfg.gen_len,
-                                     DTYPES[cfg.dtype].itemsize, cfg.variant.sdpa == "math")
+                                     DTYPES[cfg.dtype].itemsize, cfg.variant.sdpa == "math",
+                                     cfg.prefill_logits == "all")
     need = f"an estimated {rank_bytes / GIB:.1f} GiB per rank (weights, KV cache, margin)"
     if device.type == "cuda":
         need_bytes = rank_bytes
@@ -181,6 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fused: gate and up one GEMM (the paper's fork); split: two GEMMs (upstream gpt-fast)")
     p.add_argument("--sdpa", choices=SDPA_CHOICES, default="math",
                    help="attention backend in prefill and decode: math only (the paper's fork) or torch's choice")
+    p.add_argument("--prefill-logits", choices=PREFILL_LOGITS, default="all",
+                   help="the prefill's LM head over every prompt position (gpt-fast's Transformer.forward, the "
+                        "paper's) or over the last one only")
     p.add_argument("--out", default=None, help="CSV to append rows to (header written once)")
     return p
 
@@ -237,5 +244,5 @@ def make_config(args: argparse.Namespace, world_size: int, check_out: bool) -> B
         seed=args.seed, top_k=args.top_k, temperature=args.temperature, compile=compiled,
         nodes=nodes, p2p="off" if os.environ.get("NCCL_P2P_DISABLE") == "1" else "on",
         min_time_s=args.min_time_s, compile_prefill=compiled and not args.eager_prefill,
-        variant=Variant(mlp=args.mlp, sdpa=args.sdpa),
+        variant=Variant(mlp=args.mlp, sdpa=args.sdpa), prefill_logits=args.prefill_logits,
     )

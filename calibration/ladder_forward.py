@@ -166,8 +166,13 @@ def compile_prefill(fn: Callable) -> Callable:
     return torch.compile(fn, dynamic=False, fullgraph=True)
 
 
+PREFILL_LOGITS = ("all", "last")
+
+
 def prefill(model: Transformer, prompt: Tensor, input_pos: Tensor, schedule: str, comm: Comm,
-            temperature: float, top_k: int) -> Tensor:
+            temperature: float, top_k: int, logits: str = "all") -> Tensor:
     """gpt-fast's ``prefill``: the prompt through the model (KV caches filled), the first new
-    token sampled from the last position's logits; ``[B, 1]`` token ids."""
-    return sample(forward(model, prompt, input_pos, schedule, comm, True), temperature, top_k)
+    token sampled from the last position's logits; ``[B, 1]`` token ids. ``logits`` "all": the LM
+    head (and the vocab gather) over every prompt position, as gpt-fast's ``Transformer.forward``
+    returns them and the paper's benchmark runs it; "last": the last position's alone."""
+    return sample(forward(model, prompt, input_pos, schedule, comm, logits == "last"), temperature, top_k)

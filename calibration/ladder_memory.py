@@ -35,14 +35,15 @@ def static_cache_len(prompt_len: int, gen_len: int) -> int:
 
 
 def peak_bytes_per_rank(shape: ModelShape, tp: int, batch: int, prompt_len: int, gen_len: int,
-                        dtype_bytes: int, math_attention: bool = True) -> int:
+                        dtype_bytes: int, math_attention: bool = True, all_logits: bool = True) -> int:
     """Estimated peak of one rank: :func:`model_bytes_per_rank`, plus the larger of what lives
     only while building (the unsharded weights ``build_model`` shards: one layer, or
     embedding + LM head) or only while running (one layer's prefill activations: QKV, gate/up,
     K/V repeated to every query head, residuals, and the ``2 * n_layers`` module outputs
     the ``ladder`` schedule keeps until the forward ends; with ``math_attention`` also the prefill's
-    attention scores, one per query head over the whole cache, and their softmax), plus
-    ``MEMORY_MARGIN`` and ``RANK_OVERHEAD_BYTES``."""
+    attention scores, one per query head over the whole cache, and their softmax; with
+    ``all_logits`` the prefill's logits of every prompt position, this rank's vocab slice and the
+    gathered whole), plus ``MEMORY_MARGIN`` and ``RANK_OVERHEAD_BYTES``."""
     max_seq = static_cache_len(prompt_len, gen_len)
     d, hd, heads = shape.dim, shape.head_dim, shape.heads_per_rank(tp)
     build = max(shape.layer_params_per_rank(1) + shape.layer_params_per_rank(tp),
@@ -52,6 +53,8 @@ def peak_bytes_per_rank(shape: ModelShape, tp: int, batch: int, prompt_len: int,
     activations = batch * prompt_len * per_token + 2 * batch * heads * max_seq * hd
     if math_attention:
         activations += 2 * batch * heads * prompt_len * max_seq
+    if all_logits:
+        activations += batch * prompt_len * (shape.vocab_per_rank(tp) + tp * shape.vocab_per_rank(tp))
     total = (model_bytes_per_rank(shape, tp, batch, max_seq, dtype_bytes)
              + max(build, activations) * dtype_bytes)
     return int(total * (1 + MEMORY_MARGIN)) + RANK_OVERHEAD_BYTES

@@ -545,8 +545,8 @@ def _config(tiny, *flags):
     ([], "eager", False),  # the CPU twin's default
     (["--compile"], "compile", True),  # the paper's: decode and prefill compiled
     (["--compile", "--eager-prefill"], "compile+eager-prefill", False),
-    (["--compile", "--eager-prefill", "--mlp", "split", "--sdpa", "default"],
-     "compile+eager-prefill+split-mlp+default-sdpa", False),  # what --compile ran before
+    (["--compile", "--eager-prefill", "--mlp", "split", "--sdpa", "default", "--prefill-logits", "last"],
+     "compile+eager-prefill+split-mlp+default-sdpa+last-logits", False),  # what --compile ran before
     (["--mlp", "split"], "eager+split-mlp", False),
 ])
 def test_the_mode_column_names_the_configuration(tiny, flags, mode, prefill_compiled):
@@ -577,3 +577,29 @@ def test_the_static_cache_and_the_math_attention_in_the_memory_estimate():
     extra = lm.peak_bytes_per_rank(shape, 1, 64, 1024, 512, 2) - lm.peak_bytes_per_rank(shape, 1, 64, 1024, 512, 2,
                                                                                           math_attention=False)
     assert extra == pytest.approx(2 * 64 * 32 * 1024 * 1536 * 2 * (1 + lm.MEMORY_MARGIN), rel=1e-6)
+    # and the prefill's logits of every prompt position (the paper's), this rank's slice and the gathered whole
+    extra = lm.peak_bytes_per_rank(shape, 8, 64, 1024, 512, 2) - lm.peak_bytes_per_rank(shape, 8, 64, 1024, 512, 2,
+                                                                                          all_logits=False)
+    assert extra == pytest.approx(64 * 1024 * (128256 // 8 + 128256) * 2 * (1 + lm.MEMORY_MARGIN), rel=1e-6)
+
+
+def test_the_prefill_computes_every_positions_logits_unless_asked_for_the_last(tiny):
+    """gpt-fast's Transformer.forward: the prefill's LM head over every prompt position (the
+    paper's); --prefill-logits last: the last position's alone. The same first token either way."""
+    from torch.profiler import profile
+
+    from calibration import ladder_forward as lf
+
+    shape = load_model_shape(tiny)
+    model = lmodel.build_model(shape, 0, 1, 2, 16, SEED)
+    prompt = torch.randint(0, shape.vocab_size, (2, 6), generator=torch.Generator().manual_seed(1))
+    tokens, head_rows = {}, {}
+    for logits in lf.PREFILL_LOGITS:
+        torch.manual_seed(0)
+        with torch.no_grad(), profile(record_shapes=True) as prof:
+            tokens[logits] = lf.prefill(model, prompt, torch.arange(6), "standard", lb.Comm(), 0.8, 200, logits)
+        linears = [e for e in prof.events() if e.name == "aten::linear"]
+        head_rows[logits] = linears[-1].input_shapes[0][:2]  # the LM head: the last linear of the pass
+        assert linears[-1].input_shapes[1] == list(model.output.shape)
+    assert head_rows == {"all": [2, 6], "last": [2, 1]}
+    assert torch.equal(tokens["all"], tokens["last"])
