@@ -123,3 +123,23 @@ def test_every_transport_constant_cites_its_data(off):
     assert all(len(s) > 30 for s in sources)
     assert "tools/fit_shm_transport.py" in spec.shm.ll_hop_latency_us.source
     assert "nccltests_shm_p2p_off_public.csv" in spec.shm.simple_bus_bandwidth_gbps.source
+
+
+def test_shipped_pcie_profiles_state_their_topology():
+    """Each PCIe profile's stated topology gives its rings' transports: P2P behind a switch, NVLink
+    within a bridged pair, host-staged SHM once a ring leaves the switch; a measured fit wins."""
+    h100 = load_profile("h100-pcie").collectives.transport
+    assert [transport.ring_transport(h100, n) for n in (2, 4, 8)] == ["p2p_pcie", "p2p_pcie", "shm"]
+    pairs = load_profile("a100-pcie-nvlink-pairs").collectives.transport
+    assert [transport.ring_transport(pairs, n) for n in (2, 4, 8)] == ["p2p_nvlink", "shm", "shm"]
+    l40s = load_profile("l40s-pcie")
+    assert transport.ring_transport(l40s.collectives.transport, 8) == "shm"
+    size = np.array([2.0**20])
+    fit_only = l40s.model_copy(update={"collectives": l40s.collectives.model_copy(update={"tables": []})})
+    from laddersim.costs.collectives import fit_time_s
+    assert allreduce_time_s(fit_only, 8, size)[0] == pytest.approx(fit_time_s(l40s.intra_node_fit(8), size)[0])
+    # h100-pcie at 8 GPUs crosses its sockets: Simple at the socket link's bandwidth, slower than at 4
+    pcie = load_profile("h100-pcie")
+    big = np.array([256.0 * 2**20])
+    per_byte = [allreduce_time_s(pcie, n, big)[0] / (2 * (n - 1) / n) for n in (4, 8)]
+    assert per_byte[1] > 1.5 * per_byte[0]

@@ -3,7 +3,7 @@
 Which transport a ring of ``n`` GPUs of one node uses follows from the topology the profile states,
 as NCCL decides it (``src/transport.cc``: P2P, then SHM, then NET; ``src/graph/paths.cc``):
 
-* P2P over NVLink where P2P is allowed and the GPUs share NVLink;
+* P2P over NVLink where P2P is allowed and the GPUs share NVLink (a bridged pair: only 2 GPUs);
 * P2P over PCIe where P2P is allowed and the ring stays behind one PCIe switch (NCCL's default
   P2P level PXB: not across host bridges or sockets);
 * SHM through host memory otherwise, and for every pair under ``NCCL_P2P_DISABLE=1``.
@@ -44,7 +44,7 @@ def ring_transport(spec: TransportSpec, gpus: int) -> str:
     topo = spec.topology
     if topo.p2p == "disabled":
         return "shm"
-    if topo.gpu_links == "nvlink":
+    if topo.gpu_links == "nvlink" or (topo.gpu_links == "nvlink_pairs" and gpus <= 2):
         return "p2p_nvlink"
     return "p2p_pcie" if gpus <= topo.gpus_per_pcie_switch.value else "shm"
 

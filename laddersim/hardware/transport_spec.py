@@ -21,8 +21,9 @@ class NodeTopology(BaseModel):
     # driver without P2P): every GPU pair goes through host memory (SHM).
     p2p: Literal["enabled", "disabled"] = "enabled"
     # nvlink: every pair has NVLink (NVSwitch); pcie: P2P only behind a common PCIe switch (NCCL's
-    # default P2P level PXB), SHM across host bridges and sockets.
-    gpu_links: Literal["nvlink", "pcie"]
+    # default P2P level PXB), SHM across host bridges and sockets; nvlink_pairs: NVLink within each
+    # pair of GPUs, PCIe (as ``pcie``) between pairs.
+    gpu_links: Literal["nvlink", "pcie", "nvlink_pairs"]
     gpus_per_pcie_switch: AtLeastOne
     gpus_per_socket: AtLeastOne
     source: str = Field(min_length=3)
