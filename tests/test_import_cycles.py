@@ -19,8 +19,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# Circles known and being removed elsewhere, each with its issue; empty when there are none.
-KNOWN: list[frozenset[str]] = []
+# Circles known and being removed elsewhere, each with where it came from; empty when there are none.
+# This one came in while the calibration and engine circles were being broken (2026-11-26): a lazy
+# import in the priced collectives, nccl_algorithms taking collectives.p2p_ring_model_s (5a065bf,
+# issue 29). A listed circle that is gone fails test_known_circles_are_still_there: then delete it.
+KNOWN: list[frozenset[str]] = [
+    frozenset({"laddersim.costs.collectives", "laddersim.costs.nccl_algorithms"}),
+]
 
 
 def module_name(path: Path) -> str:
@@ -146,6 +151,12 @@ def test_no_import_circles():
     found = circles(import_graph(_modules()))
     unexpected = [sorted(c) for c in found if c not in KNOWN]
     assert not unexpected, f"import circles: {unexpected}"
+
+
+def test_known_circles_are_still_there():
+    """KNOWN lists circles still to break, not a licence: one that is gone is taken off the list."""
+    found = circles(import_graph(_modules()))
+    assert [sorted(c) for c in KNOWN if c not in found] == []
 
 
 @pytest.mark.parametrize("bench", ["allgather_bench", "allreduce_bench", "gemm_bench", "interference_bench",
