@@ -16,9 +16,10 @@ size. Where the collectives progress on the cores that compute (gloo on CPU rank
 is what the step pays (``allreduce_bench.chain_allreduce_s``): every rank computes its lm_head
 slice (the model's own shape), then gathers, CHAIN times in a row, less the lm_heads alone; the
 value is the mean (a step pays the sum). Elsewhere (NCCL) each call is timed after a barrier,
-eagerly or as a CUDA-graph replay, the slowest rank's time. Standalone:
+eagerly or as a CUDA-graph replay, the slowest rank's time. Alone, through the launcher:
 
-    python calibration/calibrate_all.py --benchmarks allgather --backend gloo --world-size 2 --models CONFIG --out runs/cpu
+    python calibration/calibrate_all.py --benchmarks allgather --backend gloo --world-size 2 --models CONFIG \
+        --out runs/cpu
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ alone; a sample is the difference of the slowest ranks' times over the number of
 (``chain_allreduce_s``); the point's value is their mean (``stat`` = mean: a step pays the sum of
 its AllReduces). It holds what a call after a barrier does not see: the wait for the slower rank,
 gloo's threads and the caches as the module left them (on 2 shared cores such a call measured 2-3x
-a call after a barrier). Standalone:
+a call after a barrier). Alone, through the launcher:
 
     python calibration/calibrate_all.py --benchmarks allreduce --backend gloo --world-size 2 --out runs/cpu
     torchrun --nproc-per-node 8 calibration/calibrate_all.py --benchmarks allreduce --out runs/h100

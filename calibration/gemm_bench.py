@@ -11,7 +11,7 @@ there when it is used again. Each point rotates over copies of its weight whose 
 rank's weight bytes per decode step (``laddersim.calibrate.grid.step_weight_bytes``; without
 ``--models`` twice the device's last-level cache), and every rank runs the point at the same
 time, as the ranks of a run do: ranks sharing a host share its memory bandwidth. A sample is one
-pass over the copies, per call; the point's value is the slowest rank's median. Standalone:
+pass over the copies, per call; the point's value is the slowest rank's median. Alone, through the launcher:
 
     python calibration/calibrate_all.py --benchmarks gemm --backend gloo --world-size 2 --out runs/cpu
     torchrun --nproc-per-node 1 calibration/calibrate_all.py --benchmarks gemm --out runs/h100 --models llama-3.1-70b

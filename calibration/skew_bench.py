@@ -17,7 +17,7 @@ a rank waits, on average, at a collective that follows the stretch (the spread o
 not of their clock readings: the barrier's own exit spread is a collective's, already in its table;
 no assumption on the shape of the spread, which on shared cores has a long tail). The point's
 ``wait_us`` is the mean over repetitions, ``stretch_us`` the mean time; ``calibrate fit`` fits the
-wait per second of compute (``host_overhead.rank_skew_fraction``). Standalone:
+wait per second of compute (``host_overhead.rank_skew_fraction``). Alone, through the launcher:
 
     python calibration/calibrate_all.py --benchmarks skew --backend gloo --world-size 2 --models CONFIG --out runs/cpu
 """
