@@ -72,3 +72,14 @@ def test_profiles_report_without_the_reference_files_says_so_in_user_words(tmp_p
     err = capsys.readouterr().err
     assert "original measurement files are not on this machine" in err
     assert developer_words(err) == []
+
+
+def test_the_readmes_point_users_at_nothing_outside_their_install():
+    """A user has no ../shared (the developers' reference folder): the READMEs name the original
+    measurement files by LADDERSIM_SHARED instead."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    for readme in ("README.md", "calibration/README.md"):
+        lines = (repo / readme).read_text().splitlines()
+        assert [f"{readme}:{i}" for i, line in enumerate(lines, 1) if "../shared" in line] == []
