@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from laddersim.costs.collectives import model_allreduce_s  # noqa: E402
+from laddersim.plots.figure_io import write_figure_file  # noqa: E402
 from laddersim.hardware.profile import list_profiles, load_profile  # noqa: E402
 from laddersim.profiles_check.compare import (  # noqa: E402
     LLAMA_MIN_DIM, MEDIAN_LIMIT, WORST_LIMIT, check_allreduce, check_gemm, summary_frame,
@@ -93,7 +94,7 @@ def _plot(profile, table_name: str, checks, path: Path) -> None:
     axes.flat[0].legend(fontsize=6)
     fig.suptitle(f"{profile.name}: {table_name}", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=72, metadata={"Software": None})
+    write_figure_file(fig, path, dpi=72)
     plt.close(fig)
 
 
