@@ -90,6 +90,9 @@ class Framework(BaseModel):
     # positions, masked softmax, two batched GEMMs (fp32 ones after the upcast torch >= 2.5 does):
     # laddersim.costs.math_attention.
     prefill_attention: Choice[Literal["fused", "math", "math_fp32"]] | None = None
+    # The same for a decode step: math / math_fp32 are Inductor's lowering of the math path for
+    # one query row (scores, softmax and values as generated reductions reading the cache).
+    decode_attention: Choice[Literal["fused", "math", "math_fp32"]] | None = None
     # last (default): the LM head runs on each sequence's last position in prefill; all: on
     # every prompt position (gpt-fast's Transformer.forward returns the logits of every token).
     prefill_logits: Choice[Literal["last", "all"]] | None = None
@@ -109,6 +112,14 @@ class Framework(BaseModel):
     @property
     def prefill_attention_path(self) -> str:
         return self.prefill_attention.value if self.prefill_attention else "fused"
+
+    @property
+    def decode_attention_path(self) -> str:
+        return self.decode_attention.value if self.decode_attention else "fused"
+
+    def attention_path(self, phase_name: str) -> str:
+        """The attention path of a ``prefill`` or ``decode`` pass."""
+        return self.prefill_attention_path if phase_name == "prefill" else self.decode_attention_path
 
     @property
     def prefill_logits_positions(self) -> str:

@@ -23,8 +23,8 @@ import pandas as pd
 from laddersim.costs.calibrated_kernels import layer_bytes  # noqa: F401  (re-exported)
 from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.kernel_counts import op_kernels
-from laddersim.costs.op_costs import (Phase, _fixed_op_times, attention_time_s, linear_shapes, logits_rows,
-                                      prefill_math_kernels, splits_k)
+from laddersim.costs.math_attention import math_kernels
+from laddersim.costs.op_costs import Phase, _fixed_op_times, attention_time_s, linear_shapes, logits_rows, splits_k
 from laddersim.framework import load_framework
 from laddersim.kernel_calibration import driver_bytes
 from laddersim.schedules.program import build_program
@@ -87,8 +87,8 @@ def _priced_rows(scenario, fw, phase: Phase) -> list[tuple]:
     for kind, ops in _layer_kinds(scenario, phase.name).items():  # program order
         per_class = classes.get(kind, {})
         seconds = times[kind]
-        if kind == "attention" and phase.name == "prefill" and fw.prefill_attention_path != "fused":
-            for k in prefill_math_kernels(model, hw, work, tp, phase):
+        if kind == "attention" and fw.attention_path(phase.name) != "fused":
+            for k in math_kernels(model, hw, work, tp, phase):
                 if k.count:
                     rows.append((f"attention.{k.name}", k.kernel_class, k.count * ops, k.seconds * ops * 1e6))
             continue

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import collections
 
-from laddersim.costs.math_attention import prefill_math_kernels
+from laddersim.costs.math_attention import math_kernels
 from laddersim.costs.pass_shapes import Phase, linear_shapes, logits_rows, single_token_path, splits_k
 from laddersim.framework import load_framework
 from laddersim.hardware.profile import HardwareProfile
@@ -53,12 +53,12 @@ def op_kernels(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
 
 
 def _attention_kernels(model, hw, work, tp, phase, fw) -> dict[str, float]:
-    """One attention kernel, or on the math SDPA path in prefill its batched GEMMs and generated
-    kernels (laddersim.costs.math_attention)."""
-    if phase.name != "prefill" or fw.prefill_attention_path == "fused":
+    """One attention kernel, or on the math SDPA path its kernels (laddersim.costs.math_attention):
+    in prefill batched GEMMs and generated kernels, in decode generated reductions."""
+    if fw.attention_path(phase.name) == "fused":
         return {"attention": 1}
     counts: collections.Counter = collections.Counter()
-    for kernel in prefill_math_kernels(model, hw, work, tp, phase):
+    for kernel in math_kernels(model, hw, work, tp, phase):
         counts[kernel.kernel_class] += kernel.count
     return {cls: n for cls, n in counts.items() if n}
 

@@ -23,7 +23,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from laddersim.costs.gemm import memory_bound_time_s
+from laddersim.costs.l2_reuse import group_reads_s
 from laddersim.framework import load_framework
 
 ACC_BYTES = {"math": None, "math_fp32": 4}  # None: the scores keep the input dtype
@@ -91,6 +94,70 @@ def math_prefill_kernels(gpu, *, variant: str, batch: int, prompt_len: int, cach
         Kernel("out_cast", "generated", 1 if upcast else 0,
                float(memory_bound_time_s(gpu, q_elems * (acc + dtype_bytes))) if upcast else 0.0),
     ]
+
+
+def math_decode_kernels(gpu, *, variant: str, batch: int, cache_len: int, heads: int, kv_heads: int,
+                        head_dim: int, dtype_bytes: int, fp32_peak_flops_per_s: float | None,
+                        kv_reads: str = "repeat_interleave") -> list[Kernel]:
+    """The kernels of one layer's decode attention on the math path, one query row per sequence
+    over ``cache_len`` cache positions (a number, or an array: each kernel's seconds then one per
+    length). With ``coordinate_descent_tuning`` (gpt-fast's setting)
+    Inductor decomposes a batched GEMM with one row (torch/_inductor/decomposition.py ``bmm``:
+    ``(a.unsqueeze(-1) * b.unsqueeze(1)).sum(dim=2)``), so both of the math path's GEMMs are
+    generated reductions, and the K/V ``repeat_interleave``, the scaling and the upcast fuse into
+    their loads: nothing expanded is written. Each query head reads its KV head's rows from the
+    cache, the heads of one group one after the other (their repeats served by L2,
+    laddersim.costs.l2_reuse). The scores (fp32 after the upcast) are written once, read by the
+    softmax's pass(es) and once more by the values reduction, which computes the normalised
+    probabilities in its loads. ``kv_reads`` ``per_kv_head``: each KV head is read once (no repeat).
+    """
+    acc = ACC_BYTES[variant] or dtype_bytes
+    b, L, h, hd = batch, np.asarray(cache_len, dtype=float), heads, head_dim
+    once = b * L * kv_heads * hd * dtype_bytes  # K (or V) as cached: each KV head once
+    repeated = once * h / kv_heads if kv_reads == "repeat_interleave" else once  # every query head's read
+    window = L * hd * dtype_bytes  # one KV head's rows, re-read by the next head of its group
+    scores = b * h * L * acc
+    stream = gpu.memory_bandwidth_bytes_per_s * gpu.gemm_memory_efficiency.value
+    fp32 = fp32_peak_flops_per_s or float("inf")
+    reduction_s = 2.0 * b * h * L * hd / fp32  # fp32 multiply-adds on the CUDA cores
+
+    def reading_cache(extra_bytes):
+        return gpu.kernel_launch_s + np.maximum(reduction_s, group_reads_s(gpu, once, repeated, window)
+                                                + extra_bytes / stream)
+    return [
+        # q . k per cache position (the mask row added in its epilogue); the scores written.
+        Kernel("scores", "generated", 1, reading_cache(scores + b * L)),
+        # The softmax's max and sum of exponentials: the scores read once per pass over the row.
+        Kernel("softmax", "generated", 1,
+               gpu.kernel_launch_s + np.where(L <= PERSISTENT_REDUCTION_MAX, 1, 2) * scores / stream),
+        # p . v per head dimension, p normalised in its loads; the output back to the input dtype.
+        Kernel("values", "generated", 1, reading_cache(scores + b * h * hd * dtype_bytes)),
+    ]
+
+
+def math_kernels(model, hw, work, tp: int, phase) -> list:
+    """The math path's kernels of a scenario's pass on one rank (``prefill_math_kernels`` or
+    ``math_decode_kernels``), where the framework's path for that pass is ``math`` or
+    ``math_fp32``; empty on the fused path."""
+    variant = load_framework(work.framework).attention_path(phase.name)
+    if variant == "fused":
+        return []
+    if phase.name == "prefill":
+        return prefill_math_kernels(model, hw, work, tp, phase)
+    cache_len = work.max_seq_len if work.kv_cache == "static" else work.prompt_len + 1
+    return [Kernel(k.name, k.kernel_class, k.count, float(k.seconds))
+            for k in decode_math_kernels(model, hw, work, tp, phase, cache_len)]
+
+
+def decode_math_kernels(model, hw, work, tp: int, phase, cache_len) -> list:
+    """``math_decode_kernels`` of a scenario's decode step on one rank, over ``cache_len``
+    positions (a number or an array of them)."""
+    gpu = hw.gpu
+    return math_decode_kernels(
+        gpu, variant=load_framework(work.framework).decode_attention_path, batch=phase.batch,
+        cache_len=cache_len, heads=model.heads_per_rank(tp), kv_heads=model.kv_heads_per_rank(tp),
+        head_dim=model.head_dim, dtype_bytes=work.dtype_bytes, kv_reads=work.kv_reads,
+        fp32_peak_flops_per_s=gpu.peak_tflops_fp32.value * 1e12 if gpu.peak_tflops_fp32 is not None else None)
 
 
 def prefill_math_kernels(model, hw, work, tp: int, phase) -> list:

@@ -16,7 +16,8 @@ from laddersim.costs.calibrated_kernels import calibrated_decode
 from laddersim.costs.framework_collectives import framework_allreduce_time_s, logits_allgather_time_s
 from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.gemm_tables import HYBRID, SOL, library_gemm_time_s
-from laddersim.costs.math_attention import prefill_math_kernels
+from laddersim.costs.l2_reuse import group_reads_s
+from laddersim.costs.math_attention import decode_math_kernels, prefill_math_kernels
 from laddersim.costs.pass_shapes import (  # noqa: F401  (re-exported: the pass's shapes and kernel paths)
     SPLIT_K_WAVES, Phase, linear_shapes, logits_rows, single_token_path, splits_k)
 from laddersim.framework import load_framework
@@ -177,9 +178,12 @@ def attention_time_s(
     Decode: streaming K and V dominates. ``kv_reads`` = ``per_kv_head``: each KV head is read once
     (B * kv_len * 2 * kv_r * hd elements); ``repeat_interleave`` (gpt-fast): K and V are expanded
     to every query head; under torch.compile the expansion is fused into the attention's loads
-    (nothing is written back) but every query head still streams its own copy, B * kv_len * 2 *
-    h_r * hd elements. Long contiguous streams run at the GEMV weight-streaming efficiency
-    (``gemm_memory_efficiency``). FLOPs 4 * B * kv_len * h_r * hd; the slower of the two.
+    (nothing is written back) but every query head still reads its own copy, B * kv_len * 2 *
+    h_r * hd elements, the repeats of a group served by L2 (laddersim.costs.l2_reuse). Long
+    contiguous streams run at the GEMV weight-streaming efficiency (``gemm_memory_efficiency``).
+    FLOPs 4 * B * kv_len * h_r * hd; the slower of the two. A framework whose decode attention is
+    the math path (``decode_attention: math``/``math_fp32``) runs it as three generated
+    reductions instead (laddersim.costs.math_attention.math_decode_kernels).
     """
     gpu = hw.gpu
     b = work.dtype_bytes
@@ -206,6 +210,13 @@ def attention_time_s(
             moved = phase.tokens * (2 * h_r + 2 * heads_streamed) * hd * b
         body = np.maximum(flops / attn_peak, moved / stream_bw)
         return gpu.kernel_launch_s + np.full(kv_lens.shape, body)
+    if load_framework(work.framework).decode_attention_path != "fused":  # generated reductions
+        return sum(k.seconds for k in decode_math_kernels(model, hw, work, tp, phase, kv_lens)) + 0 * kv_lens
     flops = 4.0 * phase.batch * kv_lens * h_r * hd
-    moved = phase.batch * (kv_lens * 2 * heads_streamed * hd + 2 * h_r * hd) * b
-    return gpu.kernel_launch_s + np.maximum(flops / attn_peak, moved / stream_bw)
+    queries = phase.batch * 2 * h_r * hd * b  # q read, the output written
+    if work.kv_reads == "repeat_interleave":  # each KV head read once per query head (l2_reuse)
+        reads = group_reads_s(gpu, phase.batch * kv_lens * 2 * kv_r * hd * b,
+                              phase.batch * kv_lens * 2 * h_r * hd * b, kv_lens * hd * b)
+    else:
+        reads = phase.batch * kv_lens * 2 * kv_r * hd * b / stream_bw
+    return gpu.kernel_launch_s + np.maximum(flops / attn_peak, reads + queries / stream_bw)

@@ -45,6 +45,11 @@ class GpuSpec(BaseModel):
     elementwise_memory_efficiency: Positive
     attention_compute_efficiency: Positive  # prefill flash-attention, fraction of peak_tflops
     kernel_launch_us: NonNegative  # floor per kernel inside a CUDA graph
+    # L2 cache (datasheet, 1e6 bytes) and the rate the SMs read L2-resident data (GB/s): with both,
+    # the repeated K/V reads of a grouped-query decode attention that reads each KV head once per
+    # query head are served by L2 (laddersim.costs.l2_reuse). None: every read from HBM.
+    l2_cache_mb: Positive | None = None
+    l2_bandwidth_gbps: Positive | None = None
     # GEMM tables (CSV m,n,k,time_us) the GEMM model is checked against (laddersim profiles check).
     gemm_tables: list[MeasuredTable] = []
     usable_memory_fraction: Positive = Sourced(
