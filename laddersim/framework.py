@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from laddersim.config_files import build, read_yaml_mapping
 from laddersim.errors import UserInputError
-from laddersim.hardware.sourced import Positive
+from laddersim.hardware.sourced import NonNegative, Positive
 from laddersim.kernel_calibration import KernelCalibration
 
 FRAMEWORKS_DIR = Path(__file__).resolve().parent / "data" / "frameworks"
@@ -98,6 +98,14 @@ class Framework(BaseModel):
     prefill_logits: Choice[Literal["last", "all"]] | None = None
     # Eager frameworks: kernels per memory-bound op kind (default one each; see OpKernels).
     op_kernels: OpKernels | None = None
+    # Per collective, beyond the NCCL kernel: the hand-off between the compute stream and the
+    # collective's own stream (an eager ``dist.all_reduce`` captured in a CUDA graph records an
+    # event on one stream and waits on it from the other, both ways). None: nothing beyond the
+    # profile's framework.collective_sync_us.
+    collective_handoff_us: NonNegative | None = None
+
+    def collective_handoff_s(self) -> float:
+        return self.collective_handoff_us.value * 1e-6 if self.collective_handoff_us is not None else 0.0
 
     def kernels_for(self, kind: str) -> int:
         """Kernels one ``kind`` op launches (1 unless ``op_kernels`` says otherwise)."""

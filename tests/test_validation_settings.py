@@ -140,3 +140,23 @@ def test_an_eager_framework_prices_its_op_kernels():
         float(memory_bound_time_s(h100.gpu, 10 * fused_rope_bytes, kernels=18)), rel=1e-9)
     assert times["gpt-fast-flash"]["act"][0] > times["vllm"]["act"][0] + h100.gpu.kernel_launch_s * 0.99
     assert times["gpt-fast-flash"]["attn_norm"][0] == pytest.approx(times["vllm"]["attn_norm"][0], rel=1e-12)
+
+
+def test_gpt_fast_flash_pays_its_stream_handoff_per_allreduce():
+    """An eager dist.all_reduce captured in a graph hands off between streams both ways: each
+    AllReduce costs the framework's collective_handoff_us beyond NCCL's kernel, at every size and
+    TP; frameworks without the field pay nothing extra; one GPU has no collective."""
+    from laddersim.costs.collectives import allreduce_time_s
+    from laddersim.costs.framework_collectives import framework_allreduce_time_s
+    from laddersim.framework import load_framework
+    from laddersim.hardware.profile import load_profile
+
+    off = load_profile("h100-sxm-p2p-off")
+    flash, compiled = load_framework("gpt-fast-flash"), load_framework("gpt-fast")
+    assert flash.collective_handoff_s() == pytest.approx(7.35e-6) and compiled.collective_handoff_s() == 0.0
+    for tp in (2, 4, 8):
+        for size in (4096.0, 2.0**20):
+            nccl = float(allreduce_time_s(off, tp, size))
+            assert framework_allreduce_time_s(off, flash, tp, size)[0] == pytest.approx(nccl + 7.35e-6, rel=1e-12)
+            assert framework_allreduce_time_s(off, compiled, tp, size)[0] == pytest.approx(nccl, rel=1e-12)
+    assert framework_allreduce_time_s(off, flash, 1, 4096.0)[0] == 0.0

@@ -51,7 +51,8 @@ def framework_allreduce_time_s(hw: HardwareProfile, fw, tp: int, size_bytes: flo
     measured = hw.collectives.prefer == "table" and any(
         ((cols["gpus"] == tp) & (cols["nodes"] == nodes)).sum() >= 2
         for table, cols in hw.allreduce_arrays if table.use == "model")
-    return float(allreduce_time_s(hw, tp, size_bytes)), SILICON if (measured and nodes == 1) else SOL
+    handoff = fw.collective_handoff_s() if tp > 1 else 0.0  # the framework's stream hand-off (laddersim.framework)
+    return float(allreduce_time_s(hw, tp, size_bytes)) + handoff, SILICON if (measured and nodes == 1) else SOL
 
 
 def _custom_allreduce_s(hw: HardwareProfile, fw, tp: int, size_bytes: float) -> float | None:
