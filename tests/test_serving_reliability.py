@@ -92,8 +92,10 @@ def test_a_sustained_offered_rate_is_at_most_the_capacity_and_plan_lists_it(scen
         assert all(judged.values()) and cap.rate == max(rate, min(judged))  or all(judged.values())
     # plan --rate on the same candidate: listed (with a capacity >= the rate) whenever the rate passes
     shape = load_model_shape(MODEL)
-    planned = plan_for_rate(shape, [(HARDWARE, scenario.hardware, TP, schedule)], {HARDWARE: 1.0}, rate,
-                            options, load)
+    plan = plan_for_rate(shape, [(HARDWARE, scenario.hardware, TP, schedule)], {HARDWARE: 1.0}, rate, options, load)
+    planned = plan.options
+    assert len(planned) + len(plan.skipped) == 1  # listed, or skipped with its reason: never lost
+    assert all(s.reason == cap.describe() for s in plan.skipped)
     if ok:
         assert len(planned) == 1 and planned[0].capacity_req_per_s >= rate and planned[0].replicas == 1
 

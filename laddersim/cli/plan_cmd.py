@@ -28,6 +28,7 @@ from laddersim.plan.prices import DEFAULT_PRICES, load_prices
 from laddersim.sweep.runner import run_points
 from laddersim.tables import format_table
 
+PLAN_REQUESTS = 200  # plan --rate's requests per rate tried (serving's default is 1000; see --requests)
 DEFINITIONS = (
     "Decode steady state: user tok/s = 1 / time per output token; total tok/s = replicas x batch / "
     "time per token; replicas = fewest meeting --min-total-tokens-per-s; $/h = GPUs x price per "
@@ -70,8 +71,15 @@ def register(sub) -> None:
                    help="with --rate: time-to-first-token SLO")
     p.add_argument("--tpot-slo-s", type=positive_float("tpot-slo-s", MAX_SLO_S),
                    help="with --rate: time-per-output-token SLO")
-    p.add_argument("--requests", type=positive_int("requests", MAX_REQUESTS), default=200,
-                   help="with --rate: requests simulated per rate tried (default 200)")
+    p.add_argument("--requests", type=positive_int("requests", MAX_REQUESTS), default=PLAN_REQUESTS,
+                   help=f"with --rate: requests simulated per rate tried (default {PLAN_REQUESTS}, below serving's "
+                        "1000 on purpose: each candidate's capacity search simulates some 10 rates, and plan "
+                        "searches every candidate; every answer prints the count, raise it to match serving)")
+    p.add_argument("--max-batched-tokens", type=positive_int("max-batched-tokens", MAX_TOKENS),
+                   help="with --rate: new tokens per iteration (vLLM max_num_batched_tokens; default 8192, as "
+                        "serving); without --chunked-prefill a request's prompt + output must fit in it")
+    p.add_argument("--chunked-prefill", action="store_true",
+                   help="with --rate: mix decode tokens and prompt chunks per iteration (as serving)")
     p.add_argument("--rank-by", choices=RANK_KEYS,
                    help="default: usd_per_hour with a total target, else usd_per_million_tokens")
     p.add_argument("--top", type=positive_int("top"), default=10, help="options shown (default 10)")
@@ -103,6 +111,11 @@ def run_plan(args: argparse.Namespace) -> int:
         raise UserInputError("plan: --model is required")
     if args.rate is not None or args.ttft_slo_s is not None or args.tpot_slo_s is not None:
         return run_serving_plan(args)
+    for flag, given in (("max-batched-tokens", args.max_batched_tokens is not None),
+                        ("chunked-prefill", args.chunked_prefill)):
+        if given:
+            raise UserInputError(f"{flag}: only with --rate (a serving plan); the batch plan simulates decode "
+                                 "steps, not requests")
     target = Target(args.min_user_tokens_per_s, args.min_total_tokens_per_s, args.max_token_latency_ms)
     if args.gen_len < 2:
         raise UserInputError("gen-len: must be >= 2 (throughput is measured over decode steps)")

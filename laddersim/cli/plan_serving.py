@@ -13,9 +13,8 @@ from tqdm import tqdm
 from laddersim.errors import UserInputError
 from laddersim.cli.plan_inputs import candidate_profiles, checked_shape, gpu_hour_prices
 from laddersim.plan.prices import load_prices
-from laddersim.plan.serving_plan import plan_for_rate, serving_candidates
+from laddersim.plan.serving_plan import RatePlan, plan_for_rate, serving_candidates
 from laddersim.cli.serving_cmd import slo_rule
-from laddersim.plan.serving_plan import ServingPlanOption
 from laddersim.serving.arrivals import LengthSpec, check_load
 from laddersim.serving.capacity import OfferedLoad
 from laddersim.serving.options import serving_options
@@ -26,14 +25,22 @@ DEFINITIONS = ("Capacity: the highest request rate one replica serves within the
                "replicas = fewest reaching --rate; $/h = GPUs x price per GPU-hour.")
 
 
-def serving_plan_options(args: argparse.Namespace, progress: bool = True) -> tuple[list[ServingPlanOption], int]:
-    """(options cheapest first, configurations tried) of ``plan --rate``; every input checked first."""
+def _options(args: argparse.Namespace):
+    """The engine and SLOs each candidate is simulated with (serving's defaults where not given)."""
+    budget = {} if args.max_batched_tokens is None else {"max_batched_tokens": args.max_batched_tokens}
+    return serving_options(ttft_slo_s=args.ttft_slo_s, tpot_slo_s=args.tpot_slo_s,
+                           chunked_prefill=args.chunked_prefill, **budget)
+
+
+def serving_plan_options(args: argparse.Namespace, progress: bool = True) -> tuple[RatePlan, int]:
+    """(options cheapest first and the candidates skipped, configurations tried) of ``plan --rate``;
+    every input checked first, the workload included (plan_for_rate)."""
     if args.rate is None or args.ttft_slo_s is None:
         raise UserInputError("rate: planning for a request rate needs --rate and --ttft-slo-s (and optionally "
                              "--tpot-slo-s)")
     check_load(args.requests, args.rate)
     shape = checked_shape(args)
-    options = serving_options(ttft_slo_s=args.ttft_slo_s, tpot_slo_s=args.tpot_slo_s)
+    options = _options(args)
     prices = load_prices(args.prices)
     profiles, _ = candidate_profiles(args.profiles, prices)
     candidates = serving_candidates(shape, profiles, args.schedule, args.tp, args.max_nodes)
@@ -43,24 +50,44 @@ def serving_plan_options(args: argparse.Namespace, progress: bool = True) -> tup
     load = OfferedLoad(args.requests, LengthSpec("fixed", args.prompt_len), LengthSpec("fixed", args.gen_len))
     with tqdm(total=len(candidates), desc="plan", unit="config", file=sys.stderr,
               disable=args.no_progress or not progress) as bar:
-        ranked = plan_for_rate(shape, candidates, usd, args.rate, options, load, args.dtype,
-                               done=lambda: bar.update(1))
-    return ranked, len(candidates)
+        plan = plan_for_rate(shape, candidates, usd, args.rate, options, load, args.dtype,
+                             done=lambda: bar.update(1))
+    return plan, len(candidates)
+
+
+def _none_line(plan: RatePlan, rule: str) -> str:
+    """The one line of an answer with no option (exit 1)."""
+    if all(s.reason.startswith("no rate found") for s in plan.skipped):
+        return f"no configuration meets the SLOs at any rate (a rate is sustained when {rule})"
+    return (f"no configuration can serve this workload: all {len(plan.skipped)} candidates skipped "
+            "(a request beyond their KV cache or memory, or no rate within the SLOs)")
 
 
 def run_serving_plan(args: argparse.Namespace) -> int:
-    options_ranked, tried = serving_plan_options(args)
+    plan, tried = serving_plan_options(args)
+    options_ranked = plan.options
     shape_name = checked_shape(args).name
-    rule = slo_rule(serving_options(ttft_slo_s=args.ttft_slo_s, tpot_slo_s=args.tpot_slo_s))
-    if args.json:
+    options = _options(args)
+    rule = slo_rule(options)
+    if args.json:  # the options on stdout; a skipped candidate is one stderr line
+        for skipped in plan.skipped:
+            print(f"plan: skipped {skipped.line()}", file=sys.stderr)
+        if not options_ranked:
+            print(f"plan: {_none_line(plan, rule)}", file=sys.stderr)
         json.dump([asdict(o) for o in options_ranked[:args.top]], sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0 if options_ranked else 1
-    print(f"{shape_name}: {tried} configurations, {len(options_ranked)} sustain a rate within the SLOs; "
-          f"cheapest for {args.rate:g} requests/s of prompt-len {args.prompt_len}, gen-len {args.gen_len} tokens "
-          f"({args.requests} requests per rate tried)")
+    engine = f"{options.max_batched_tokens} tokens per iteration" + (", chunked prefill" if options.chunked_prefill
+                                                                      else "")
+    print(f"{shape_name}: {tried} configurations, {len(options_ranked)} sustain a rate within the SLOs, "
+          f"{len(plan.skipped)} skipped; cheapest for {args.rate:g} requests/s of prompt-len {args.prompt_len}, "
+          f"gen-len {args.gen_len} tokens ({args.requests} requests per rate tried; {engine})")
+    if plan.skipped:
+        print("skipped (cannot serve this workload, or no rate within the SLOs):")
+        for skipped in plan.skipped:
+            print(f"  {skipped.line()}")
     if not options_ranked:
-        print(f"no configuration meets the SLOs at any rate (a rate is sustained when {rule})")
+        print(_none_line(plan, rule))
         return 1
     rows = [{"rank": i + 1, **asdict(o), "capacity": (">= " if o.capacity_at_least else "")
              + f"{o.capacity_req_per_s:.2f}"} for i, o in enumerate(options_ranked[:args.top])]

@@ -76,7 +76,8 @@ def register(sub) -> None:
     p.add_argument("--schedule", action="append", help="repeatable (default: standard and ladder)")
     p.add_argument("--rate", type=positive_float("rate", MAX_RATE), help="mean request arrivals per second")
     p.add_argument("--requests", type=positive_int("requests", MAX_REQUESTS), default=1000,
-                   help="requests to simulate (default 1000)")
+                   help="requests to simulate (default 1000; plan --rate defaults to 200 per rate tried, as it "
+                        "searches every candidate's capacity)")
     p.add_argument("--prompt-len", default=str(DEFAULT_PROMPT_LEN),
                    help=f"prompt tokens: {LENGTH_FORMS} (default {DEFAULT_PROMPT_LEN})")
     p.add_argument("--gen-len", default=str(DEFAULT_GEN_LEN),

@@ -3,23 +3,32 @@
 For each candidate (profile, TP, schedule), one replica's capacity is the highest request rate it
 sustains within the SLOs (laddersim.serving.capacity: continuous batching, every iteration timed
 by the step simulator); replicas = the fewest whose capacities reach the target rate; GPUs =
-replicas x TP; cost per hour = GPUs x price per GPU-hour. Candidates whose weights leave no KV
-cache, or that sustain no rate at all, are left out; one that sustains the target rate is always
-listed (its capacity is at least that rate, ``capacity_at_least`` where no rate tried failed).
-Cheapest first (ties: fewer GPUs, then names).
+replicas x TP; cost per hour = GPUs x price per GPU-hour. One that sustains the target rate is
+always listed (its capacity is at least that rate, ``capacity_at_least`` where no rate tried
+failed). Cheapest first (ties: fewer GPUs, then names).
+
+A candidate that cannot serve the workload is skipped with its reason, and the others still
+planned: weights leaving no KV cache, a request longer than its KV cache holds, no rate at all
+within the SLOs. What no candidate could serve (a request beyond the model's context, or beyond
+one iteration's token budget without chunked prefill) is the input's fault:
+``check_serving_workload`` refuses it before any candidate is simulated.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from laddersim.errors import DoesNotFitError
+from laddersim.errors import UserInputError
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.model_shape import ModelShape
 from laddersim.plan.planner import candidate_tps, fewest_replicas
+from laddersim.serving.arrivals import draw_requests
 from laddersim.serving.capacity import OfferedLoad, max_sustainable_rate
+from laddersim.serving.kv_blocks import kv_block_count
 from laddersim.serving.options import ServingOptions
+from laddersim.serving.replica import check_requests_fit
 from laddersim.serving.run import serving_scenario
 
 
@@ -40,6 +49,54 @@ class ServingPlanOption:
     prompt_len: int  # the workload and the rule the capacity was judged by
     gen_len: int
     slo_attainment: float  # share of requests within the SLOs for a rate to count as sustained
+    requests: int  # requests simulated per rate tried
+
+
+@dataclass(frozen=True)
+class SkippedCandidate:
+    hardware: str
+    schedule: str
+    tp: int
+    reason: str  # why it cannot serve the workload, one line
+
+    def line(self) -> str:
+        return f"{self.hardware} tp {self.tp} {self.schedule}: {self.reason}"
+
+
+@dataclass
+class RatePlan:
+    options: list[ServingPlanOption]  # cheapest first
+    skipped: list[SkippedCandidate] = field(default_factory=list)  # in candidate order
+
+
+def check_serving_workload(model_shape: ModelShape, options: ServingOptions, load: OfferedLoad,
+                           target_rate: float) -> int:
+    """The longest request's tokens (prompt + output). Refuses, as one UserInputError line naming a
+    ``plan`` flag, a workload no candidate could serve: a request beyond the model's context or
+    sliding window, beyond one iteration's token budget without chunked prefill, or needing more
+    engine iterations than a run may take. (What depends on the candidate, its KV cache, is left
+    to each one.)"""
+    requests = draw_requests(load.requests, target_rate, load.prompt, load.output, load.seed, load.gamma_shape)
+    i = int((requests.prompt_len + requests.output_len).argmax())
+    prompt_len, gen_len = int(requests.prompt_len[i]), int(requests.output_len[i])
+    model_shape.check_window(prompt_len, gen_len, where="--prompt-len + --gen-len")
+    context = model_shape.max_position_embeddings
+    if context and prompt_len + gen_len > context:
+        raise UserInputError(f"prompt-len: --prompt-len {prompt_len} + --gen-len {gen_len} = {prompt_len + gen_len} "
+                             f"tokens exceed the {context}-token context of {model_shape.name} "
+                             f"(max_position_embeddings); allowed: prompt + output <= {context}")
+    check_requests_fit(requests, options, kv_blocks=sys.maxsize)  # the KV cache is each candidate's own
+    return prompt_len + gen_len
+
+
+def _unservable(scenario, options: ServingOptions, longest: int) -> str | None:
+    """Why this candidate cannot hold the longest request in its KV cache, or None."""
+    blocks = kv_block_count(scenario, options)  # DoesNotFitError: no KV cache at all
+    need = -(-longest // options.block_size)
+    if need > blocks:
+        return (f"a request of {longest} tokens needs {need} KV-cache blocks of {options.block_size} tokens; "
+                f"this replica has {blocks}")
+    return None
 
 
 def serving_candidates(model_shape: ModelShape, profiles: dict[str, tuple[str, HardwareProfile]],
@@ -51,16 +108,24 @@ def serving_candidates(model_shape: ModelShape, profiles: dict[str, tuple[str, H
 
 def plan_for_rate(model_shape: ModelShape, candidates: list[tuple], usd_per_gpu_hour: dict[str, float],
                   target_rate: float, options: ServingOptions, load: OfferedLoad, dtype: str = "bfloat16",
-                  done: Callable[[], None] = lambda: None) -> list[ServingPlanOption]:
-    out = []
+                  done: Callable[[], None] = lambda: None) -> RatePlan:
+    """Every candidate's capacity and cost; the workload is checked first (check_serving_workload),
+    so what a candidate raises while it is simulated is about that candidate: it is skipped."""
+    longest = check_serving_workload(model_shape, options, load, target_rate)
+    out, skipped = [], []
     for name, profile, tp, schedule in candidates:
+        cap, reason = None, None
         try:
             scenario = serving_scenario(model_shape, profile, tp, schedule, dtype)
-            cap = max_sustainable_rate(scenario, options, load, start_rate=target_rate)
-        except DoesNotFitError:
-            cap = None
+            reason = _unservable(scenario, options, longest)
+            if reason is None:
+                cap = max_sustainable_rate(scenario, options, load, start_rate=target_rate)
+                reason = None if cap.rate is not None else cap.describe()
+        except UserInputError as exc:  # DoesNotFitError included: this candidate cannot run it
+            reason = str(exc)
         done()
-        if cap is None or cap.rate is None:
+        if reason is not None:
+            skipped.append(SkippedCandidate(profile.name, schedule, tp, reason))
             continue
         replicas = fewest_replicas(target_rate, cap.rate)
         gpus = replicas * tp
@@ -69,5 +134,6 @@ def plan_for_rate(model_shape: ModelShape, candidates: list[tuple], usd_per_gpu_
             capacity_req_per_s=cap.rate, replicas=replicas, gpus=gpus, ttft_p99_s=cap.summary["ttft_p99_s"],
             tpot_p99_s=cap.summary["tpot_p99_s"], usd_per_gpu_hour=usd_per_gpu_hour[name],
             usd_per_hour=gpus * usd_per_gpu_hour[name], capacity_at_least=cap.at_least,
-            prompt_len=int(load.prompt.a), gen_len=int(load.output.a), slo_attainment=options.slo_attainment))
-    return sorted(out, key=lambda o: (o.usd_per_hour, o.gpus, o.hardware, o.schedule, o.tp))
+            prompt_len=int(load.prompt.a), gen_len=int(load.output.a), slo_attainment=options.slo_attainment,
+            requests=load.requests))
+    return RatePlan(sorted(out, key=lambda o: (o.usd_per_hour, o.gpus, o.hardware, o.schedule, o.tp)), skipped)
