@@ -20,12 +20,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # Circles known and being removed elsewhere, each with where it came from; empty when there are none.
-# This one came in while the calibration and engine circles were being broken (2026-11-26): a lazy
-# import in the priced collectives, nccl_algorithms taking collectives.p2p_ring_model_s (5a065bf,
-# issue 29). A listed circle that is gone fails test_known_circles_are_still_there: then delete it.
-KNOWN: list[frozenset[str]] = [
-    frozenset({"laddersim.costs.collectives", "laddersim.costs.nccl_algorithms"}),
-]
+# A listed circle that is gone fails test_known_circles_are_still_there: then delete it.
+KNOWN: list[frozenset[str]] = []
 
 
 def module_name(path: Path) -> str:

@@ -236,6 +236,10 @@ def collective_choice(profile: HardwareProfile, tp: int, size_bytes: float) -> t
         return ("none", "none")
     nodes = profile.nodes_for(tp)
     if nodes == 1:
+        if profile.collectives.transport is not None and profile.intra_node_fit(tp) is None:
+            picked = transport.choice(profile, tp, size_bytes, lambda s: p2p_ring_model_s(profile, tp, s))
+            if picked != ("ring", "fit"):  # a P2P ring: the fitted line's protocol, as below
+                return picked
         return nccl_algorithms.single_node_choice(profile, tp, size_bytes)
     return nccl_algorithms.choice(profile, tp // nodes, nodes, size_bytes)
 

@@ -38,6 +38,7 @@ from laddersim.costs.nccl_tuning import (
     BASE_LATENCY_US, INTRA_HOP_US, LL_MAX_BUSBW_GBPS, NET_HOP_US, NET_OVERHEAD_US, NVLS_INTRA_US, PROTOCOLS,
     RING_EFFICIENCY, TREE_EFFICIENCY,
 )
+from laddersim.costs.transport import ring_transport, shm_simple_bus_bandwidth_gbps
 from laddersim.hardware.profile import HardwareProfile
 
 MULTI_NODE_ALGORITHMS = ("ring", "tree", "nvls_tree", "collnet")
@@ -49,8 +50,6 @@ def intra_busbw_bytes_per_s(profile: HardwareProfile, gpus: int) -> float:
         return math.inf
     spec = profile.collectives.transport
     if spec is not None and profile.intra_node_fit(gpus) is None:
-        from laddersim.costs.transport import ring_transport, shm_simple_bus_bandwidth_gbps
-
         if ring_transport(spec, gpus) == "shm":
             return shm_simple_bus_bandwidth_gbps(spec, gpus) * 1e9 * profile.what_if.intra_bandwidth_scale
     fit = profile.intra_node_fit(gpus)
@@ -152,13 +151,6 @@ def choice(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_bytes:
 def single_node_choice(profile: HardwareProfile, gpus: int, size_bytes: float) -> tuple[str, str]:
     """(algorithm, protocol) of a one-node AllReduce: the fitted protocol term that is fastest at
     this size (the fit's ``simple-large`` term is NVLS on a fabric that offers it)."""
-    if profile.collectives.transport is not None and profile.intra_node_fit(gpus) is None:
-        from laddersim.costs.collectives import p2p_ring_model_s  # collectives imports this module
-        from laddersim.costs.transport import choice as transport_choice
-
-        picked = transport_choice(profile, gpus, size_bytes, lambda s: p2p_ring_model_s(profile, gpus, s))
-        if picked != ("ring", "fit"):
-            return picked
     fit = profile.intra_node_fit(gpus)
     if fit is None:
         return (profile.collectives.intra_node.algorithm, "simple")
