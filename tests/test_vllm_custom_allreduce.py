@@ -48,6 +48,8 @@ def test_ladder_speedup_under_vllm_follows_from_it():
     hw = load_profile(HW)
     standard, ladder = step_s("vllm", "standard"), step_s("vllm", "ladder")
     assert ladder < standard
-    # what ladder hides per layer is at most the two AllReduces it overlaps, now ~2 x 5.3 us
+    # what ladder hides per layer is at most the two AllReduces it overlaps, now ~2 x 5.3 us, each
+    # with the start-up behind its producer (collective_sync_us) that delays it
     per_layer_gain = (standard - ladder) / 32
-    assert per_layer_gain <= 2 * framework_allreduce_time_s(hw, load_framework("vllm"), 8, 8192)[0] + 5e-6
+    sync_s = hw.framework.collective_sync_us.value * 1e-6
+    assert per_layer_gain <= 2 * (framework_allreduce_time_s(hw, load_framework("vllm"), 8, 8192)[0] + sync_s) + 5e-6

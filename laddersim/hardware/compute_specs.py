@@ -105,7 +105,9 @@ class FrameworkSpec(BaseModel):
     step_overhead_us: NonNegative  # per forward pass: graph launch, host sync, input prep
     sampling_us: NonNegative  # top-k sampling of one batch of logits, fixed part
     # A collective on the critical path of a compiled step pays its kernel start-up and the
-    # compute/NCCL stream hand-off, which nccl-tests' back-to-back loop hides (added per collective).
+    # compute/NCCL stream hand-off, which nccl-tests' back-to-back loop hides (added per collective,
+    # to the collective itself: it delays the collective, not the compute stream, so an overlapped
+    # collective hides it).
     collective_sync_us: NonNegative = Sourced(value=0.0, source="default: no per-collective sync cost")
     # Its part that grows with the message: bytes / this bandwidth (0 = none). Staging or
     # copying the message on the compute stream's side of the hand-off.

@@ -1,9 +1,10 @@
 """Turn a module plan into the op program one rank runs for one forward pass.
 
 Every rank of a TP group runs the same program. Each collective is preceded on the compute
-stream by a ``collective_launch`` op: handing work to the communication stream costs the compute
-stream a kernel-boundary gap that no schedule can hide (its length is the profile's
-``framework.collective_sync_us``). Ops on one stream run in program order (like a
+stream by a ``collective_launch`` op: what handing work to the communication stream costs the
+compute stream (the framework's input copies, an eager framework's host issue); the NCCL
+kernel's start-up behind its producer (the profile's ``framework.collective_sync_us``) is the
+collective's own, so a schedule that overlaps the collective hides it too. Ops on one stream run in program order (like a
 CUDA stream); ``deps`` lists the ops on the *other* stream an op must wait for. Collectives are
 matched across ranks by op index.
 """
