@@ -31,6 +31,9 @@ def test_traced_batches_are_reproduced(tmp_path):
     out = _calibrate(tmp_path)
     fw = load_framework(out)
     assert fw.single_token_linear.value == "generated" and fw.splitk_reduce_kernel.value is True
+    # the trace ran a library attention kernel in decode, not gpt-fast's math path
+    assert fw.decode_attention.value == "fused" and fw.decode_attention.source.startswith("trace: ")
+    assert load_framework("gpt-fast").decode_attention_path == "math_fp32"
     for batch, (layer_us, counts) in TRACED.items():
         frame = kernel_table("llama-3.1-8b", HW, 1, batch, framework=out)
         assert frame.attrs["layer_us"] == pytest.approx(layer_us, abs=0.01)

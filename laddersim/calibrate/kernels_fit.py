@@ -151,6 +151,11 @@ def fit_kernels(trace_dir: str | Path, hardware, base: str = "gpt-fast", model: 
         fields["single_token_linear"] = {
             "value": one_row.linear_path,
             "source": f"trace: {where}, batch 1: {'no library GEMM, the linears run as generated kernels' if one_row.linear_path == 'generated' else 'library GEMMs'}"}
+    fused = [r.batch for r in regimes if "attention" in r.classes and r.classes["attention"].kernels > 0]
+    if fused:  # the trace's decode attention is one library kernel (cuDNN/FlashAttention), not the math path
+        sdpa = ", ".join(sorted({str(v) for v in frame["sdpa"]})) if "sdpa" in frame.columns else "not recorded"
+        fields["decode_attention"] = {"value": "fused", "source": f"trace: {where}: an attention-class kernel at batch "
+                                      f"{', '.join(map(str, fused))} (sdpa {sdpa})"}
     splitk = any("splitk_reduce" in r.classes and r.classes["splitk_reduce"].kernels > 0 for r in regimes)
     fields["splitk_reduce_kernel"] = {"value": splitk, "source": f"trace: {where}: "
                                       f"{'splitKreduce kernels in the library-path batches' if splitk else 'no split-K reduce kernel'}"}
