@@ -52,6 +52,8 @@ PLAN_RATE_FLAGS = {
     "--prompt-len": ["1", "4000", "67108864", "67108865", "99999999999999999999"],
     "--gen-len": ["1", "2", "4000", "67108865"], "--tp": ["1", "3", "8", "65537"], "--top": ["1", "0"],
     "--prices": ["prices.yaml", "bomb.yaml"], "--schedule": ["ladder", "hybrid:1", "nope"],
+    # the tiny model's request is 32 + 8 = 40 tokens: 39 is below it (refused without chunked prefill)
+    "--max-batched-tokens": ["1", "16", "39", "40", "4096", "67108865"],
 }
 # A "billion laughs" YAML: 9 aliases of 9 aliases ... (~9^9 nodes expanded, 600 bytes of text).
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
@@ -143,4 +145,6 @@ def _plan_rate_case(rng, value=None) -> Case:
         i = argv.index("--rate")
         del argv[i:i + 4]
         argv += ["--batch", "1", "4", "--workers", "1", "--min-user-tokens-per-s", "1"]
+    elif rng.random() < 0.3:
+        argv.append("--chunked-prefill")
     return Case("plan_rate", argv, files, "plan")
