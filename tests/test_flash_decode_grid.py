@@ -52,3 +52,40 @@ def test_the_diagnostic_runs_on_the_flash_table(capsys):
     assert gap.main(["--shared", str(SHARED_TABLE.parents[1]), "--tp", "4"]) == 0
     out = capsys.readouterr().out
     assert "llama-3.1-8b (TP 4" in out and "K/V read: measured" in out
+
+
+_fit_spec = importlib.util.spec_from_file_location("fit_p2p_off_transport", ROOT / "tools" / "fit_p2p_off_transport.py")
+fit_p2p = importlib.util.module_from_spec(_fit_spec)
+_fit_spec.loader.exec_module(fit_p2p)
+
+
+def test_extra_per_allreduce_divides_the_step_difference_by_the_steps_allreduces():
+    import pandas as pd
+
+    base = {"model": "llama-3.1-8b", "tp": 8, "batch": 16, "prompt_len": 1024, "gen_len": 512, "schedule": "standard"}
+    frame = pd.DataFrame([
+        {**base, "p2p": "on", "tokens_per_s": 1.0, "predicted_tokens_per_s": 1.0, "decode_s": 5.12,
+         "predicted_decode_s": 5.12},
+        # off adds 1 ms a step: 64 AllReduces (32 layers x 2), 15.625 us each; predicted half of it
+        {**base, "p2p": "off", "tokens_per_s": 1.0, "predicted_tokens_per_s": 1.0, "decode_s": 5.12 + 0.512,
+         "predicted_decode_s": 5.12 + 0.256},
+        {**base, "p2p": "off", "schedule": "ladder", "tokens_per_s": 1.0, "predicted_tokens_per_s": 1.0,
+         "decode_s": 9.0, "predicted_decode_s": 9.0},  # not the standard schedule: ignored
+    ])
+    out = fit_p2p.extra_per_allreduce(frame)
+    assert len(out) == 1
+    row = out.iloc[0]
+    assert row["message_kib"] == 16 * 4096 * 2 / 1024
+    assert row["measured_extra_us"] == pytest.approx(15.625)
+    assert row["predicted_extra_us"] == pytest.approx(7.8125)
+
+
+def test_extra_per_allreduce_without_decode_s_amortizes_from_tokens_per_s():
+    import pandas as pd
+
+    base = {"model": "llama-3.1-70b", "tp": 8, "batch": 4, "prompt_len": 1024, "gen_len": 512, "schedule": "standard"}
+    frame = pd.DataFrame([{**base, "p2p": "on", "tokens_per_s": 400.0, "predicted_tokens_per_s": 400.0},
+                          {**base, "p2p": "off", "tokens_per_s": 200.0, "predicted_tokens_per_s": 250.0}])
+    row = fit_p2p.extra_per_allreduce(frame).iloc[0]
+    assert row["measured_extra_us"] == pytest.approx((4 / 200 - 4 / 400) / 160 * 1e6)  # 80 layers x 2
+    assert row["predicted_extra_us"] == pytest.approx((4 / 250 - 4 / 400) / 160 * 1e6)
