@@ -160,15 +160,17 @@ def decode_math_kernels(model, hw, work, tp: int, phase, cache_len) -> list:
         fp32_peak_flops_per_s=gpu.peak_tflops_fp32.value * 1e12 if gpu.peak_tflops_fp32 is not None else None)
 
 
-def prefill_math_kernels(model, hw, work, tp: int, phase) -> list:
+def prefill_math_kernels(model, hw, work, tp: int, phase, cached_positions: int = 0) -> list:
     """``math_prefill_kernels`` of a scenario's pass (``phase``) on one rank of ``tp``, the path
-    the framework's ``prefill_attention`` names: over the whole static cache, or over the prompt
-    with a dynamic one."""
+    the framework's ``prefill_attention`` names: over the whole static cache, or with a dynamic
+    one over the ``cached_positions`` already cached (0: a whole prompt; a chunk of chunked
+    prefill attends its sequence's earlier positions too) and the pass's own tokens."""
     gpu = hw.gpu
     fp32 = gpu.peak_tflops_fp32.value * 1e12 if gpu.peak_tflops_fp32 is not None else None
     s = phase.new_tokens_per_seq
     return math_prefill_kernels(
         gpu, variant=load_framework(work.framework).prefill_attention_path, batch=phase.batch, prompt_len=s,
-        cache_len=work.max_seq_len if work.kv_cache == "static" else s, heads=model.heads_per_rank(tp),
+        cache_len=work.max_seq_len if work.kv_cache == "static" else cached_positions + s,
+        heads=model.heads_per_rank(tp),
         kv_heads=model.kv_heads_per_rank(tp), head_dim=model.head_dim, dtype_bytes=work.dtype_bytes,
         peak_flops_per_s=gpu.peak_flops_per_s_for(work.dtype), fp32_peak_flops_per_s=fp32)

@@ -191,31 +191,16 @@ def attention_time_s(
     the math path (``decode_attention: math``/``math_fp32``) runs it as three generated
     reductions instead (laddersim.costs.math_attention.math_decode_kernels).
     """
+    kv_lens = np.asarray(kv_lens, dtype=float)
+    if phase.name == "prefill":  # the same for every KV length
+        return np.full(kv_lens.shape, prefill_attention_time_s(model, hw, work, tp, phase))
     gpu = hw.gpu
     b = work.dtype_bytes
     hd = model.head_dim
     h_r = model.heads_per_rank(tp)
     kv_r = model.kv_heads_per_rank(tp)
-    heads_streamed = h_r if work.kv_reads == "repeat_interleave" else kv_r
-    kv_lens = np.asarray(kv_lens, dtype=float)
     attn_peak = gpu.peak_flops_per_s_for(work.dtype) * gpu.attention_compute_efficiency.value
-    if phase.name == "prefill":  # the framework's prefill attention kernel (e.g. FlashAttention-3)
-        attn_peak *= load_framework(work.framework).prefill_attention_speedup.value
     stream_bw = gpu.memory_bandwidth_bytes_per_s * gpu.gemm_memory_efficiency.value
-    if phase.name == "prefill":
-        s = phase.new_tokens_per_seq
-        fw = load_framework(work.framework)
-        if fw.prefill_attention_path != "fused":
-            seconds = sum(k.seconds for k in prefill_math_kernels(model, hw, work, tp, phase))
-            return np.full(kv_lens.shape, seconds)
-        if work.kv_cache == "static":
-            flops = 4.0 * phase.batch * s * work.max_seq_len * h_r * hd
-            moved = phase.batch * (2 * s * h_r + 2 * work.max_seq_len * heads_streamed) * hd * b
-        else:
-            flops = 4.0 * phase.batch * s * s * h_r * hd / 2.0
-            moved = phase.tokens * (2 * h_r + 2 * heads_streamed) * hd * b
-        body = np.maximum(flops / attn_peak, moved / stream_bw)
-        return gpu.kernel_launch_s + np.full(kv_lens.shape, body)
     if load_framework(work.framework).decode_attention_path != "fused":  # generated reductions
         return sum(k.seconds for k in decode_math_kernels(model, hw, work, tp, phase, kv_lens)) + 0 * kv_lens
     flops = 4.0 * phase.batch * kv_lens * h_r * hd
@@ -226,3 +211,30 @@ def attention_time_s(
     else:
         reads = phase.batch * kv_lens * 2 * kv_r * hd * b / stream_bw
     return gpu.kernel_launch_s + np.maximum(flops / attn_peak, reads + queries / stream_bw)
+
+
+def prefill_attention_time_s(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int, phase: Phase,
+                             cached_positions: int = 0) -> float:
+    """Prefill attention of ``phase`` (``batch`` sequences of ``new_tokens_per_seq`` queries) on
+    one rank, on the framework's path (see ``attention_time_s``). A dynamic cache's queries attend
+    the ``cached_positions`` each sequence already holds and, causally, each other: 0 is a whole
+    prompt, more a chunk of chunked prefill (4 * B * S * (cached + S / 2) * h_r * hd FLOPs, the
+    cached K/V read once). A static cache's attend the whole cache whatever is cached."""
+    gpu = hw.gpu
+    fw = load_framework(work.framework)
+    if fw.prefill_attention_path != "fused":
+        return float(sum(k.seconds for k in prefill_math_kernels(model, hw, work, tp, phase, cached_positions)))
+    b, hd, s = work.dtype_bytes, model.head_dim, phase.new_tokens_per_seq
+    h_r = model.heads_per_rank(tp)
+    heads_streamed = h_r if work.kv_reads == "repeat_interleave" else model.kv_heads_per_rank(tp)
+    attn_peak = (gpu.peak_flops_per_s_for(work.dtype) * gpu.attention_compute_efficiency.value
+                 * fw.prefill_attention_speedup.value)  # the framework's kernel (e.g. FlashAttention-3)
+    stream_bw = gpu.memory_bandwidth_bytes_per_s * gpu.gemm_memory_efficiency.value
+    if work.kv_cache == "static":
+        flops = 4.0 * phase.batch * s * work.max_seq_len * h_r * hd
+        moved = phase.batch * (2 * s * h_r + 2 * work.max_seq_len * heads_streamed) * hd * b
+    else:
+        flops = 4.0 * phase.batch * s * s * h_r * hd / 2.0 + 4.0 * phase.batch * s * cached_positions * h_r * hd
+        moved = (phase.tokens * (2 * h_r + 2 * heads_streamed) + phase.batch * cached_positions * 2 * heads_streamed) \
+            * hd * b
+    return float(gpu.kernel_launch_s + max(flops / attn_peak, moved / stream_bw))
