@@ -3,13 +3,18 @@
 An iteration of a vLLM-style engine is one forward pass over ``tokens`` new tokens: one per
 decoding sequence plus the prompt tokens (whole prompts or chunks) of prefilling ones. Every op
 but attention and the logits tail depends only on ``tokens`` (GEMM M, norms, the AllReduce
-message); attention depends on the KV positions read; the logits tail (final norm, LM head,
-logits AllGather, sampling) on the number of sequences that sample (``logits``). Durations come
-from laddersim.costs.op_costs (``op_times_s`` for everything but attention, whose decode part is
-``attention_time_s``'s formula over the summed KV lengths and whose prefill part generalises its
-causal formula to a chunk after ``ctx`` cached positions); the SimPy engine (laddersim.engine)
-turns them into the iteration's makespan on the chosen schedule, exactly as laddersim.simulate
-does for one static batch.
+message and its start-up, the framework's AllReduce kernel and transport); attention depends on
+the KV positions read; the logits tail (final norm, LM head, logits AllGather, sampling) on the
+sequences that sample (``logits``) and on the LM head's rows (``logits_rows``: those sequences,
+or every new token of an iteration with prompt tokens where the framework's prefill computes
+every position's logits, gpt-fast's ``prefill_logits: all``). Every duration is the cost model's
+own (laddersim.costs.op_costs: ``op_times_s`` on the iteration's shape for every op but
+attention; attention from laddersim.serving.attention_cost, which prices the decoding sequences
+and the prompt chunks with ``attention_time_s`` / ``prefill_attention_time_s`` on the framework's
+paths); the SimPy engine (laddersim.engine) turns them into the iteration's makespan on the
+chosen schedule, exactly as laddersim.simulate does for one static batch. So an iteration of one
+request's prompt is ``simulate``'s batch-1 prefill, one of B decoding sequences of one length its
+batch-B decode step.
 
 Engine runs are the cost, so they are shared between shapes, and only two of the shape's
 dimensions need them:
@@ -44,9 +49,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from laddersim.costs.collectives import bandwidth_share
-from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_s
+from laddersim.costs.op_costs import Phase, collective_message_bytes, logits_rows, op_times_s
 from laddersim.costs.rank_skew import compute_before_collectives, skew_wait_per_compute
 from laddersim.engine.simulator import RankWork, run_engine
+from laddersim.framework import load_framework
+from laddersim.serving.attention_cost import AttentionCost
 from laddersim.simulate import Scenario
 from laddersim.schedules.program import build_program
 
@@ -61,13 +68,19 @@ A_TOLERANCE = 1e-3  # stop bisecting an attention interval once its ends differ 
 @dataclass(frozen=True)
 class MixedPhase(Phase):
     """A forward pass of ``total_tokens`` new tokens of which ``batch`` sequences sample (a
-    continuous-batching iteration); op_costs reads ``tokens`` and ``batch``."""
+    continuous-batching iteration); op_costs reads ``tokens`` and ``batch``, and the name: a
+    ``prefill`` (the iteration has prompt tokens) runs the LM head on every new token where the
+    framework's prefill does (``prefill_logits: all``), a ``decode`` on each sampling sequence."""
 
     total_tokens: int = 0
 
     @property
     def tokens(self) -> int:
         return self.total_tokens
+
+
+def _phase(tokens: int, logits: int, prefill: bool) -> MixedPhase:
+    return MixedPhase("prefill" if prefill else "decode", logits, 1, tokens)
 
 
 def token_bracket(tokens: int, points_per_octave: int) -> tuple[int, int]:
@@ -78,40 +91,6 @@ def token_bracket(tokens: int, points_per_octave: int) -> tuple[int, int]:
     step = max(1, octave // points_per_octave)
     lo = tokens - tokens % step
     return (lo, lo) if lo == tokens else (lo, lo + step)
-
-
-class AttentionCost:
-    """Per-layer attention seconds of one rank for an iteration (op_costs' formulas, summed over
-    sequences: decode reads are linear in KV length, so only sums are needed)."""
-
-    def __init__(self, scenario: Scenario):
-        model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
-        gpu = hw.gpu
-        b = work.dtype_bytes
-        hd = model.head_dim
-        h_r = model.heads_per_rank(tp)
-        heads_streamed = h_r if work.kv_reads == "repeat_interleave" else model.kv_heads_per_rank(tp)
-        attn_peak = gpu.peak_flops_per_s_for(work.dtype) * gpu.attention_compute_efficiency.value
-        stream_bw = gpu.memory_bandwidth_bytes_per_s * gpu.gemm_memory_efficiency.value
-        self.launch_s = gpu.kernel_launch_s
-        self.flops_s_per_pair = 4.0 * h_r * hd / attn_peak  # per (query, key) pair
-        self.read_s_per_kv = 2 * heads_streamed * hd * b / stream_bw  # per cached position read
-        self.read_s_per_query = 2 * h_r * hd * b / stream_bw  # decode: q in, out written
-        self.read_s_per_new = (2 * h_r + 2 * heads_streamed) * hd * b / stream_bw  # prefill token
-
-    def seconds(self, decode_seqs: int, decode_kv: int, prefill_tokens: int, prefill_ctx: int,
-                prefill_pairs: float) -> float:
-        """``decode_kv``: positions the decoding sequences attend over, summed; ``prefill_ctx``:
-        cached positions before each chunk, summed; ``prefill_pairs``: sum over chunks of
-        c * (ctx + c / 2) (causal (query, key) pairs)."""
-        total = 0.0
-        if decode_seqs:
-            total += self.launch_s + max(self.flops_s_per_pair * decode_kv,
-                                         self.read_s_per_kv * decode_kv + self.read_s_per_query * decode_seqs)
-        if prefill_tokens:
-            total += self.launch_s + max(self.flops_s_per_pair * prefill_pairs,
-                                         self.read_s_per_new * prefill_tokens + self.read_s_per_kv * prefill_ctx)
-        return total
 
 
 class _Layout:
@@ -159,7 +138,8 @@ class IterationTimer:
         self._links = {0: tuple(f"node{i}" for i in range(nodes)) + (("network",) if nodes > 1 else ())}
         self.attention = AttentionCost(scenario)
         self._base: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, float]] = {}
-        self._tail_s: dict[tuple[bool, int], float] = {}
+        self._framework = load_framework(scenario.workload.framework)
+        self._tail_s: dict[tuple[bool, int, int], float] = {}
         self._serial_s: dict[int, float] = {}
         self._kinds_s: dict[tuple[int, int], np.ndarray] = {}
         self._n_attention = int(self._full.attention.sum())
@@ -171,21 +151,23 @@ class IterationTimer:
         self.whole_model_runs = 0
         self.max_error_bound = 0.0
 
-    def _kind_seconds(self, tokens: int, logits: int) -> np.ndarray:
+    def _kind_seconds(self, tokens: int, logits: int, prefill: bool = False) -> np.ndarray:
         """Seconds of one op of each kind (``_kind_names`` order); attention is not used."""
-        key = (tokens, logits)
+        key = (tokens, logits, prefill)
         if key not in self._kinds_s:
             s = self.scenario
-            times = op_times_s(s.model, s.hardware, s.workload, s.tp, MixedPhase("decode", logits, 1, tokens),
-                               np.ones(1))
+            times = op_times_s(s.model, s.hardware, s.workload, s.tp, _phase(tokens, logits, prefill), np.ones(1))
             self._kinds_s[key] = np.array([float(times[k][0]) for k in self._kind_names])
         return self._kinds_s[key]
 
-    def _tail_seconds(self, tokens: int, logits: int) -> float:
-        # Tail durations depend on tokens only through the single-token kernel floor.
-        key = (tokens == 1, logits)
+    def _tail_seconds(self, tokens: int, logits: int, prefill: bool = False) -> float:
+        # The tail's durations depend on the LM head's rows (logits_rows: the sampling sequences, or
+        # every new token of a prefill under ``prefill_logits: all``), on the sampling sequences (the
+        # logits gathered, the sampling) and on tokens only through the single-token kernel floor.
+        rows = logits_rows(self._framework, _phase(tokens, logits, prefill))
+        key = (tokens == 1, rows, logits)
         if key not in self._tail_s:
-            seconds = self._kind_seconds(tokens, logits)
+            seconds = self._kind_seconds(tokens, logits, prefill)
             self._tail_s[key] = float((seconds * self._kind_counts)[self._tail_kinds].sum())
         return self._tail_s[key]
 
@@ -273,9 +255,10 @@ class IterationTimer:
         serial = self._serial_seconds(tokens) + self._n_attention * attention_s
         return serial - self.body_seconds(tokens, attention_s)
 
-    def seconds(self, tokens: int, logits: int, attention_s: float) -> float:
+    def seconds(self, tokens: int, logits: int, attention_s: float, prefill: bool = False) -> float:
         """Makespan of an iteration of ``tokens`` new tokens, ``logits`` sampling sequences and
-        ``attention_s`` per-layer attention (AttentionCost.seconds)."""
+        ``attention_s`` per-layer attention (AttentionCost.seconds); ``prefill``: it has prompt
+        tokens (the LM head's rows then follow the framework's ``prefill_logits``)."""
         lo, hi = token_bracket(tokens, self.points_per_octave)
         if hi == lo:
             body = self.body_seconds(lo, attention_s)
@@ -284,4 +267,4 @@ class IterationTimer:
             saved = saved_lo + (saved_hi - saved_lo) * (tokens - lo) / (hi - lo)
             body = self._serial_seconds(tokens) + self._n_attention * attention_s - saved
             self.max_error_bound = max(self.max_error_bound, abs(saved_hi - saved_lo) / body)
-        return body + self._tail_seconds(tokens, max(1, logits))
+        return body + self._tail_seconds(tokens, max(1, logits), prefill)

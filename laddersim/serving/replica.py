@@ -68,6 +68,7 @@ def simulate_replica(timer: IterationTimer, requests: Requests, options: Serving
     n = len(requests)
     batcher = ContinuousBatcher(requests.prompt_len, requests.output_len, kv_blocks, options)
     attention = timer.attention
+    cached = batcher.cached  # updated in place by the batcher
     env = simpy.Environment()
     idle = {"event": env.event()}
     window_end_s = float(requests.arrival_s[-1])
@@ -99,9 +100,9 @@ def simulate_replica(timer: IterationTimer, requests: Requests, options: Serving
                 idle["event"] = env.event()
                 yield idle["event"]
                 continue
-            prefill_tokens, prefill_ctx, pairs = it.prefill_shape()
-            a_s = attention.seconds(len(it.decode), it.decode_kv, prefill_tokens, prefill_ctx, pairs)
-            yield env.timeout(timer.seconds(len(it.decode) + prefill_tokens, it.samples, a_s))
+            kv_lens = [cached[seq] + 1 for seq in it.decode]  # each decoding sequence's positions attended
+            a_s = attention.seconds(kv_lens, it.decode_kv, it.chunks)
+            yield env.timeout(timer.seconds(it.tokens, it.samples, a_s, prefill=bool(it.chunks)))
             account()
             finished = batcher.complete(it, env.now)
             counts["iterations"] += 1

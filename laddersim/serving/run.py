@@ -35,9 +35,28 @@ class ServingResult:
 
 
 def serving_scenario(model, hardware, tp: int, schedule: str, dtype: str = "bfloat16",
-                     kv_reads: str = "per_kv_head") -> Scenario:
-    """A Scenario for serving: a paged (dynamic) KV cache; batch and lengths come per iteration."""
-    return make_scenario(model, hardware, tp, 1, 1, 1, schedule, dtype, "dynamic", kv_reads)
+                     kv_reads: str = "per_kv_head", framework: str = "gpt-fast") -> Scenario:
+    """A Scenario for serving: a paged (dynamic) KV cache; batch and lengths come per iteration.
+
+    Serving is a vLLM-style engine: continuous batching over a paged cache, each sequence
+    attending its own positions. What the ``framework`` then decides is which kernels run:
+
+    * ``vllm`` is such an engine: FlashAttention over each prompt's own tokens (its prefill
+      speedup) and each KV head read once in decode, the LM head on the sampled positions only,
+      its custom AllReduce for small messages.
+    * ``gpt-fast`` (the default everywhere, the paper's benchmark) has no server: it preallocates
+      a static cache of ``max_seq_len`` positions that every step reads whole, a size a stream of
+      requests does not fix. Serving under it keeps its kernels -- torch's math SDPA in prefill
+      (over the prompt and the positions already cached) and Inductor's generated reductions in
+      decode, the LM head over every new token of an iteration with prompt tokens
+      (``prefill_logits: all``), its collectives -- on the paged cache, so one request alone is
+      ``laddersim simulate --kv-cache dynamic --kv-reads per_kv_head``'s batch 1.
+    * ``gpt-fast-flash`` likewise, with its FlashAttention kernels and eager ops.
+
+    ``kv_reads`` overrides the framework's (default per_kv_head: a GQA-aware kernel). A kernel
+    calibration file (``laddersim calibrate kernels``) is refused by the iteration timer: it
+    prices one static batch's decode steps only."""
+    return make_scenario(model, hardware, tp, 1, 1, 1, schedule, dtype, "dynamic", kv_reads, framework)
 
 
 _TIMERS: dict[tuple, IterationTimer] = {}
@@ -47,8 +66,8 @@ def timer_for(scenario: Scenario, options: ServingOptions) -> IterationTimer:
     """One timer per scenario and process, so a rate search or a sweep reuses every engine run.
     Keyed by the identity of the model and profile objects (the timer keeps them alive)."""
     w = scenario.workload
-    key = (id(scenario.model), id(scenario.hardware), scenario.tp, scenario.schedule, w.dtype, w.kv_reads,
-           options.points_per_octave)
+    key = (id(scenario.model), id(scenario.hardware), scenario.tp, scenario.schedule, w.dtype, w.kv_cache,
+           w.kv_reads, w.framework, options.points_per_octave)
     if key not in _TIMERS:
         if len(_TIMERS) >= 64:
             _TIMERS.pop(next(iter(_TIMERS)))
