@@ -35,10 +35,16 @@ def splits_k(gpu, m: int, n: int) -> bool:
     add a kernel that sums the fp32 partials (decode-shaped GEMMs: M <= 64). The threshold sits
     at four waves so that a linear and the same weights stacked with a neighbour's (parallel's
     QKV + gate/up: Llama-3.1-8B's gate/up at TP 1 is 224 tiles, stacked with QKV 272) take one
-    kernel path, as the 8B table's TP 1 rows (no communication) show: parallel gains 9 us a layer
-    over desync_half at batch 64, where a rule at two waves (only the stacked GEMM unsplit)
-    predicts 25. The rule is cuBLAS's heuristic approximated, to be settled by a profiler trace on
-    a GPU."""
+    kernel path, as the 8B table's TP 1 rows (no communication) show: at batch 64 parallel's
+    decode gains nothing over desync_half (-2.3 us a layer, from ``decode_s``; the 9 us once cited
+    here was the whole run's gain over standard, prefill included), where this rule predicts 11
+    and a rule at two waves (only the stacked GEMM unsplit) 24. The H100 kernel trace
+    (torch 2.11, ../shared/reference_data/kernel_trace_h100) splits fewer: at batch 4 and 16 only
+    the two 4096-wide outputs (32 tiles here), not QKV (48) nor gate or up (112), at batch 64
+    only the down projection; a rule at a third of a wave (44 tiles), which matches it but at
+    batch 64, makes the 70B table's tokens/s median 3.15% -> 7.19% (its reduce kernels are part
+    of what the gpt-fast decode is priced at), so the rule stays cuBLAS's heuristic approximated
+    (tools/parallel_gain_gap.py prints parallel's gains, measured and predicted)."""
     if gpu.sm_count is None:
         return False
     tiles = np.ceil(m / gpu.gemm_tile_m.value) * np.ceil(n / gpu.gemm_tile_n.value)
