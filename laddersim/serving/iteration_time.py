@@ -59,6 +59,7 @@ from laddersim.schedules.program import build_program
 
 # Ops after the last hidden-state AllReduce whose durations depend on the sampling sequences.
 TAIL_KINDS = frozenset({"final_norm", "lm_head", "allgather_logits", "sampling"})
+ROW_KINDS = frozenset({"final_norm", "lm_head"})  # of them, those that run on the LM head's rows
 EXACT_TOKENS = 16  # every token count up to this is its own grid point
 A_GRID_BASE_S = 1e-6  # attention anchors at 1 us * A_GRID_FACTOR**k
 A_GRID_FACTOR = 8.0
@@ -131,6 +132,8 @@ class IterationTimer:
         if model.n_layers > 3 * k and not scenario.schedule.startswith("hybrid"):
             self._reduced = [_Layout(build_program(scenario.schedule, n, tp), index) for n in (k, 2 * k, 3 * k)]
         self._tail_kinds = np.array([name in TAIL_KINDS for name in self._kind_names])
+        self._row_kinds = np.array([name in ROW_KINDS for name in self._kind_names])
+        self._sample_kinds = self._tail_kinds & ~self._row_kinds
         self._serial_kinds = np.array([name not in TAIL_KINDS and name != "attention" for name in self._kind_names])
         self._kind_counts = np.bincount(self._full.kind_of_op, minlength=len(self._kind_names))
         self._skew = skew_wait_per_compute(scenario.hardware, tp)
@@ -139,7 +142,8 @@ class IterationTimer:
         self.attention = AttentionCost(scenario)
         self._base: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, float]] = {}
         self._framework = load_framework(scenario.workload.framework)
-        self._tail_s: dict[tuple[bool, int, int], float] = {}
+        self._rows_s: dict[tuple[bool, int], float] = {}  # (one token, rows) -> final norm + LM head
+        self._samples_s: dict[tuple[bool, int], float] = {}  # (one token, samples) -> gather + sampling
         self._serial_s: dict[int, float] = {}
         self._kinds_s: dict[tuple[int, int], np.ndarray] = {}
         self._n_attention = int(self._full.attention.sum())
@@ -151,12 +155,13 @@ class IterationTimer:
         self.whole_model_runs = 0
         self.max_error_bound = 0.0
 
-    def _kind_seconds(self, tokens: int, logits: int, prefill: bool = False) -> np.ndarray:
-        """Seconds of one op of each kind (``_kind_names`` order); attention is not used."""
-        key = (tokens, logits, prefill)
+    def _kind_seconds(self, tokens: int, logits: int) -> np.ndarray:
+        """Seconds of one op of each kind (``_kind_names`` order) in a pass of ``tokens`` whose LM
+        head runs on ``logits`` rows, as many sequences sampling; attention is not used."""
+        key = (tokens, logits)
         if key not in self._kinds_s:
             s = self.scenario
-            times = op_times_s(s.model, s.hardware, s.workload, s.tp, _phase(tokens, logits, prefill), np.ones(1))
+            times = op_times_s(s.model, s.hardware, s.workload, s.tp, _phase(tokens, logits, False), np.ones(1))
             self._kinds_s[key] = np.array([float(times[k][0]) for k in self._kind_names])
         return self._kinds_s[key]
 
@@ -164,12 +169,17 @@ class IterationTimer:
         # The tail's durations depend on the LM head's rows (logits_rows: the sampling sequences, or
         # every new token of a prefill under ``prefill_logits: all``), on the sampling sequences (the
         # logits gathered, the sampling) and on tokens only through the single-token kernel floor.
+        # Priced in two parts so that an iteration's LM head over all its tokens reuses the pass
+        # priced at those tokens (the body's, whose LM head runs on every token): no new op_times_s.
         rows = logits_rows(self._framework, _phase(tokens, logits, prefill))
-        key = (tokens == 1, rows, logits)
-        if key not in self._tail_s:
-            seconds = self._kind_seconds(tokens, logits, prefill)
-            self._tail_s[key] = float((seconds * self._kind_counts)[self._tail_kinds].sum())
-        return self._tail_s[key]
+        return self._tail_part(self._rows_s, self._row_kinds, tokens, rows) + \
+            self._tail_part(self._samples_s, self._sample_kinds, tokens, logits)
+
+    def _tail_part(self, cache: dict, kinds: np.ndarray, tokens: int, count: int) -> float:
+        key = (tokens == 1, count)
+        if key not in cache:
+            cache[key] = float((self._kind_seconds(tokens, count) * self._kind_counts)[kinds].sum())
+        return cache[key]
 
     def _base_at(self, tokens: int):
         """Per-kind seconds, per-kind (compute, comm) slowdowns and the tail sum at a grid point;
