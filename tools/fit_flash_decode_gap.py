@@ -89,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     for model_name, part in result.groupby("model", sort=True):
         model = load_model_shape(model_name)
         part = part.copy()
-        part["max_seq"] = (np.ceil((part["prompt_len"] + part["gen_len"]) / 8) * 8).astype(int)  # find_multiple(T+new, 8)
+        # gpt-fast's setup_caches: find_multiple(prompt + new tokens, 8)
+        part["max_seq"] = (np.ceil((part["prompt_len"] + part["gen_len"]) / 8) * 8).astype(int)
         kv_r, h_r = model.kv_heads_per_rank(args.tp), model.heads_per_rank(args.tp)
         part["kv_bytes"] = part["batch"] * model.n_layers * part["max_seq"] * 2 * kv_r * model.head_dim * 2
         part["step_s"] = part["decode_s"] / part["gen_len"]

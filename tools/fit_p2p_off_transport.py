@@ -73,7 +73,8 @@ def extra_per_allreduce(frame: pd.DataFrame, dtype_bytes: int = 2) -> pd.DataFra
                      **{f"{side}_extra_us": (off.loc[key, f"{side}_step_s"] - on.loc[key, f"{side}_step_s"])
                         / per_step * 1e6 for side in ("measured", "predicted")}})
     columns = ["model", "tp", "batch", "gen_len", "message_kib", "measured_extra_us", "predicted_extra_us"]
-    return pd.DataFrame(rows, columns=columns).sort_values(["tp", "message_kib", "model", "gen_len"]).reset_index(drop=True)
+    out = pd.DataFrame(rows, columns=columns)
+    return out.sort_values(["tp", "message_kib", "model", "gen_len"]).reset_index(drop=True)
 
 
 def by_size(shared: Path) -> None:
@@ -90,7 +91,8 @@ def by_size(shared: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--shared", default=str(Path(__file__).resolve().parents[1].parent / "shared"))
-    parser.add_argument("--by-size", action="store_true", help="print the extra per AllReduce by TP and size; fit nothing")
+    parser.add_argument("--by-size", action="store_true",
+                        help="print the extra per AllReduce by TP and size; fit nothing")
     args = parser.parse_args()
     if args.by_size:
         by_size(Path(args.shared))
