@@ -75,11 +75,32 @@ def test_trace_file(capsys, tmp_path):
     (["--rate", "-2"], "rate"),
     (["--rate", "1", "--schedule", "zigzag"], "schedule"),
     (["--trace", "/nonexistent/t.csv"], "trace"),
+    (["--rate", "1", "--framework", "tensorrt"], "framework"),
 ])
 def test_bad_options_are_one_line_exit_2(capsys, extra, field):
     code, out, err = run_cli(BASE + extra, capsys)
     assert code == 2
     assert err.count("\n") == 1 and field in err and "Traceback" not in err
+
+
+def test_framework_picks_the_kernels_serving_runs(capsys):
+    """--framework: gpt-fast's math SDPA prefill (fp32 scores) and every-position LM head against
+    vLLM's FlashAttention-3 and last-position logits: a lone request's TTFT is each framework's
+    batch-1 prefill of `laddersim simulate` on the paged cache, its TPOT the batch-1 decode step."""
+    from laddersim.simulate import make_scenario, simulate
+    rows = {}
+    for framework in ("gpt-fast", "vllm"):
+        args = BASE[:7] + ["--rate", "0.01", "--requests", "3", "--prompt-len", "1024", "--gen-len", "4",
+                           "--schedule", "standard", "--json", "--no-progress", "--framework", framework]
+        code, out, err = run_cli(args, capsys)
+        assert code == 0, err
+        rows[framework] = json.loads(out)[0]
+        assert rows[framework]["framework"] == framework
+        static = simulate(make_scenario("llama-3.1-70b", "h100-sxm-p2p-off", 8, 1, 1024, 4, "standard",
+                                        kv_cache="dynamic", kv_reads="per_kv_head", framework=framework)).summary()
+        assert rows[framework]["ttft_p50_s"] == pytest.approx(static["prefill_s"], rel=1e-9)
+        assert rows[framework]["tpot_p50_s"] == pytest.approx(static["tpot_s"], rel=1e-9)
+    assert rows["vllm"]["ttft_p50_s"] < rows["gpt-fast"]["ttft_p50_s"]
 
 
 def test_trace_missing_column_is_one_line(capsys, tmp_path):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from laddersim.cli.args import positive_float, positive_int
+from laddersim.cli.args import framework_arg, positive_float, positive_int
 from laddersim.errors import UserInputError
 from laddersim.limits import (
     DEFAULT_GEN_LEN,
@@ -105,6 +105,9 @@ def register(sub) -> None:
     p.add_argument("--dtype", choices=["bfloat16", "float16", "float32", "fp8"], default="bfloat16")
     p.add_argument("--kv-reads", choices=["repeat_interleave", "per_kv_head"], default="per_kv_head",
                    help="per_kv_head (default): a GQA-aware paged-attention kernel")
+    p.add_argument("--framework", type=framework_arg, default="gpt-fast",
+                   help="whose kernels run on the paged cache: gpt-fast (default; math SDPA, LM head over every "
+                        "prompt token), vllm (FlashAttention, last-position logits, custom AllReduce), gpt-fast-flash")
     p.add_argument("--seed", type=_ranged("seed", int, 0, MAX_SEED), default=0,
                    help=f"random seed of the arrivals and lengths, 0 to {MAX_SEED} (default 0)")
     p.add_argument("--json", action="store_true", help="print a JSON array, one object per schedule")
@@ -142,7 +145,7 @@ def serving_rows(args: argparse.Namespace) -> tuple[list[dict], pd.DataFrame, di
     check_load(args.requests, None, args.seed, args.gamma_shape)
     prices = load_prices(args.prices) if args.target_rate else None
     requests, lengths = _requests(args)
-    scenarios = [serving_scenario(args.model, args.hardware, args.tp, s, args.dtype, args.kv_reads)
+    scenarios = [serving_scenario(args.model, args.hardware, args.tp, s, args.dtype, args.kv_reads, args.framework)
                  for s in args.schedule or ["standard", "ladder"]]
     for scenario in scenarios:
         scenario.model.check_tp(args.tp)

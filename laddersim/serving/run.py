@@ -28,6 +28,7 @@ class ServingResult:
         s, o = self.scenario, self.options
         return {
             "schedule": s.schedule, "model": s.model.name, "hardware": s.hardware.name, "tp": s.tp,
+            "framework": s.workload.framework,
             "rate": rate, "requests": len(self.frame), "max_running": o.max_running,
             "max_batched_tokens": o.max_batched_tokens, "chunked_prefill": o.chunked_prefill,
             **self.metrics,
