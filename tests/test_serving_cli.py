@@ -148,3 +148,15 @@ def test_sweep_over_rate_and_serving_options(capsys, tmp_path):
     grid.write_text(grid.read_text().replace("requests: 40", "requests: 40\n  max_running: [0]"))
     code, _, err = run_cli(["sweep", str(grid), "--out", str(out), "--no-progress"], capsys)
     assert code == 2 and err.count("\n") == 1 and "max_running" in err
+
+
+def test_a_kernel_calibration_framework_is_refused_in_one_line(capsys, tmp_path):
+    """A calibrated framework file prices one static batch's decode steps (at its prompt length),
+    which serving's mixed iterations cannot use: one line naming --framework, exit 2."""
+    from pathlib import Path
+    trace = Path(__file__).parent / "data" / "kernel_trace_synthetic"
+    out = str(tmp_path / "traced.yaml")
+    assert main(["calibrate", "kernels", str(trace), "--hardware", "h100-sxm-nvswitch", "--out", out]) == 0
+    capsys.readouterr()
+    code, _, err = run_cli(BASE + ["--rate", "1", "--framework", out], capsys)
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: framework: ") and "Traceback" not in err
