@@ -241,6 +241,26 @@ def test_iteration_time_tail_and_layer_extrapolation_are_exact(schedule):
     assert timer.whole_model_runs == 0  # every anchor was extrapolated from the reduced runs
 
 
+@pytest.mark.parametrize("framework", ["gpt-fast", "vllm"])
+def test_prefill_iteration_tail_follows_the_frameworks_prefill_logits(framework):
+    """An iteration with prompt tokens runs the LM head on every new token under gpt-fast
+    (prefill_logits: all), on the sampling sequences under vLLM: the timer equals a whole-model
+    engine run with op_costs' durations of that pass."""
+    from laddersim.costs.op_costs import op_times_s
+    from laddersim.serving.iteration_time import MixedPhase
+    s = serving_scenario(MODEL, "h100-sxm-p2p-off", TP, "ladder", framework=framework)
+    timer = IterationTimer(s)
+    for tokens, logits, a_s in ((512, 1, 4e-4), (2048, 3, 2e-3), (16, 2, 5e-5)):
+        times = op_times_s(s.model, s.hardware, s.workload, TP, MixedPhase("prefill", logits, 1, tokens), [1.0])
+        seconds = np.array([float(times[k][0]) for k in timer._kind_names])
+        _, compute, comm, _ = timer._base_at(tokens)
+        whole, _ = timer._run(timer._full, seconds, compute, comm, a_s)
+        assert timer.seconds(tokens, logits, a_s, prefill=True) == pytest.approx(whole, rel=1e-9)
+        if tokens >= 512:  # the LM head over every prompt token costs more than over the samples (a GEMV)
+            every_token = timer.seconds(tokens, logits, a_s, prefill=True) > timer.seconds(tokens, logits, a_s)
+            assert every_token == (framework == "gpt-fast")
+
+
 @settings(max_examples=8, deadline=None)
 @given(tokens=st.integers(17, 5000), a_us=st.floats(5.0, 3000.0))
 def test_token_interpolation_error_within_stated_bound(tokens, a_us):

@@ -107,8 +107,8 @@ class _Layout:
 
 
 class IterationTimer:
-    """Makespan of an iteration on one scenario (model, hardware, TP, schedule, dtype, KV reads;
-    its workload's batch and lengths are not read), with every engine run cached.
+    """Makespan of an iteration on one scenario (model, hardware, TP, schedule, dtype, framework, KV
+    reads; a paged cache: its workload's batch and lengths are not read), with every engine run cached.
 
     Layers repeat, so a run of the whole model is replaced, when it is exact, by runs of
     ``REDUCED_LAYERS``, twice and three times as many layers: their makespans are checked to grow
