@@ -187,7 +187,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     offered = f"{args.rate:g} req/s" if args.rate else f"trace {args.trace}"
     lengths = "" if args.trace else f" (prompt-len {args.prompt_len}, gen-len {args.gen_len} tokens)"
-    print(f"{context['model']} on {context['hardware']}, TP {args.tp}: {context['requests']} requests at "
+    print(f"{context['model']} on {context['hardware']}, TP {args.tp}, {args.framework} kernels on a paged KV cache: "
+          f"{context['requests']} requests at "
           f"{offered}{lengths}; max {options.max_running} running, {options.max_batched_tokens} tokens per "
           f"iteration{', chunked prefill' if options.chunked_prefill else ''}; {rows[0]['kv_blocks']} KV blocks")
     print(format_table(rows, TABLE))
