@@ -36,7 +36,7 @@ import numpy as np
 
 from laddersim.costs.nccl_tuning import (
     BASE_LATENCY_US, INTRA_HOP_US, LL_MAX_BUSBW_GBPS, NET_HOP_US, NET_OVERHEAD_US, NVLS_INTRA_US, PROTOCOLS,
-    RING_EFFICIENCY, TREE_EFFICIENCY,
+    RING_EFFICIENCY, TREE_CORRECTION, TREE_EFFICIENCY,
 )
 from laddersim.costs.transport import ring_transport, shm_simple_bus_bandwidth_gbps
 from laddersim.hardware.profile import HardwareProfile
@@ -70,6 +70,19 @@ def _net_hop_us(profile: HardwareProfile, algorithm: str, p: int) -> float:
         simple = network.simple_step_latency_us
         fabric_us = simple.value if simple is not None else 2.0 * fabric_us
     return (NET_HOP_US[algorithm][p] + fabric_us) * profile.what_if.inter_latency_scale
+
+
+def tree_correction(protocol: int, size_bytes) -> np.ndarray:
+    """NCCL's ``treeCorrectionFactor`` for a tree AllReduce of ``size_bytes`` per rank: the share
+    of the tree's modelled bandwidth a medium message gets, as NCCL's tuner applies it to the
+    tree's bandwidth. NCCL steps it at each power of two (index ``floor(log2(bytes / 64))``, 1
+    outside 64 B - 256 MiB); here it is linear in log2 size between those powers (exact at each),
+    so that time never falls as a message grows across a step (the factor changes by at most 1.25x
+    a doubling)."""
+    size = np.asarray(size_bytes, dtype=float)
+    table = TREE_CORRECTION[protocol]
+    log2_points = np.arange(5.0, 6.0 + len(table) + 1.0)  # 32 B (1.0), 64 B ... 256 MiB, 512 MiB (1.0)
+    return np.interp(np.log2(np.maximum(size, 1.0)), log2_points, (1.0, *table, 1.0))
 
 
 def _tree_depth(nodes: int) -> int:
@@ -118,7 +131,8 @@ def candidates_s(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_
                       + 2.0 * ((g - 1) * _intra_hop_us(profile, "tree", p) + _tree_depth(nodes) * _net_hop_us(profile, "tree", p)))
             bps = min(tree_bps * TREE_EFFICIENCY[p], caps[p])
             moved = (1.0 if proto == "ll" else k) * size
-            out[("tree", proto)] = lat_us * 1e-6 + np.maximum(moved / bps, chain_s / TREE_EFFICIENCY[p])
+            transfer_s = np.maximum(moved / bps, chain_s / TREE_EFFICIENCY[p]) / tree_correction(p, size)
+            out[("tree", proto)] = lat_us * 1e-6 + transfer_s
     if "nvls_tree" in offered and g > 1:
         lat_us = (NVLS_INTRA_US * w.intra_latency_scale + fixed_us
                   + 2.0 * _tree_depth(nodes) * _net_hop_us(profile, "nvls_tree", 2))

@@ -31,3 +31,15 @@ RING_EFFICIENCY = (0.5, 0.92, 1.0)
 TREE_EFFICIENCY = (1.0 / 3.8, 120.0 / 128.0, 1.0)
 # llMaxBws for multi-node groups (Intel/other host row): LL's bus bandwidth cap, GB/s.
 LL_MAX_BUSBW_GBPS = {2: 39.0, 3: 20.4}  # key: nodes (3 = more than two)
+# treeCorrectionFactor[proto][log2(nBytes / 64)]: NCCL's own correction of the tree AllReduce's
+# bandwidth for medium messages, powers of two from 64 B to 256 MiB, 1.0 outside (NCCL's comment:
+# "Trees are not perfectly sticking to the model for medium sizes"; tuning.cc, ncclTopoGetAlgoTime,
+# applied to NCCL_ALGO_TREE AllReduce only). Recalled from NVIDIA/nccl src/graph/tuning.cc
+# (2.18-2.30, unchanged there), not fetched: ../shared/docs/nccl-cost-model.md names it (range
+# 0.4-1.0) without the table. Checked against the public 2-node x 8 H100 sweeps
+# (tests/test_nccl_algorithms.py): their rise from 4 KiB to 512 KiB is 45-47 us over two fabrics.
+TREE_CORRECTION = (
+    (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0),
+    (1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .6),
+    (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9),
+)
