@@ -73,11 +73,31 @@ def test_profile_names_its_algorithms():
     for name in ("h100-pcie", "l40s-pcie"):
         assert not {"nvls", "nvls_tree"} & set(load_profile(name).collectives.algorithms)
     # NCCL_P2P_DISABLE leaves the switch's reduction: one-node NVLS stays (laddersim.costs.transport)
-    assert set(load_profile("h100-sxm-p2p-off").collectives.algorithms) == {"ring", "tree", "nvls"}
+    assert set(load_profile("h100-sxm-p2p-off").collectives.algorithms) == {"ring", "tree", "nvls", "nvls_tree"}
     raw = load_profile("h100-pcie").model_dump(exclude={"base_dir"})
     raw["collectives"]["algorithms"] = ["ring", "nvls"]
     with pytest.raises(ValueError, match="nvswitch"):
         type(load_profile("h100-pcie")).model_validate(raw)
+
+
+def test_nvls_tree_reduces_in_the_switch_under_p2p_disable():
+    """2 nodes x 8 H100 with NCCL_P2P_DISABLE: NVLS-tree's node part is the switch's reduction at
+    the transport's NVLS line (452.22 GB/s, 8 GPUs), not the SHM ring's host-staged rate, so a
+    32 MiB prefill AllReduce costs what it does with P2P on: 25 + 2 x (20.9 + 2 x 2.24) us (NCCL's
+    NVLS-tree latencies, Simple's fabric hop twice) + max(S / (8 NICs x 46 GB/s), 1.75 S / 452.22 GB/s).
+    Without NVLS-tree it falls to the SHM path (ring/Simple), over 10x slower."""
+    off, on = load_profile("h100-sxm-p2p-off"), load_profile("h100-sxm-nvswitch")
+    size = 32.0 * 2**20
+    assert collective_choice(off, 16, size) == ("nvls_tree", "simple")
+    expected_s = (25.0 + 2 * (20.9 + 2 * 2.24)) * 1e-6 + max(size / (8 * 46e9), 1.75 * size / 452.22e9)
+    assert float(nccl_algorithms.model_s(off, 8, 2, [size])[0]) == pytest.approx(expected_s, rel=1e-9)
+    assert float(allreduce_time_s(off, 16, np.array([size]))[0]) == pytest.approx(
+        float(allreduce_time_s(on, 16, np.array([size]))[0]), rel=1e-9)
+    raw = off.model_dump(exclude={"base_dir"})
+    raw["collectives"]["algorithms"] = ["ring", "tree", "nvls"]
+    no_tree = type(off).model_validate({**raw, "base_dir": off.base_dir})
+    assert collective_choice(no_tree, 16, size)[0] == "ring"
+    assert float(allreduce_time_s(no_tree, 16, np.array([size]))[0]) > 10 * expected_s
 
 
 def test_measured_multi_node_table_wins_at_its_shape_and_carries_its_offset():

@@ -16,8 +16,9 @@ network cards in use per node; latencies in us, ``S`` the bytes per rank:
   ``k * S / (nics * tree NIC busbw * efficiency)``, ``k = 1`` on 2 nodes, beyond it
   ``1 / network.tree_deep_bandwidth_share`` for LL128 and Simple (2 in principle; measured where
   sweeps exist); LL stays at ``k = 1`` under NCCL's own cap, which it lowers beyond 2 nodes;
-* NVLS-tree (NVSwitch with NVLink SHARP): the node reduces in the switch (``NVLS_INTRA_US``),
-  then a tree across nodes; Simple only;
+* NVLS-tree (NVSwitch with NVLink SHARP): the node reduces in the switch (``NVLS_INTRA_US``, at
+  the switch's own bandwidth: the transport's NVLS line, which NCCL_P2P_DISABLE leaves), then a
+  tree across nodes; Simple only;
 * CollNet (in-network reduction, SHARP): each node sends and receives ``S`` once whatever the
   node count (``k = 1``); Simple only.
 
@@ -38,7 +39,7 @@ from laddersim.costs.nccl_tuning import (
     BASE_LATENCY_US, INTRA_HOP_US, LL_MAX_BUSBW_GBPS, NET_HOP_US, NET_OVERHEAD_US, NVLS_INTRA_US, PROTOCOLS,
     RING_EFFICIENCY, TREE_CORRECTION, TREE_EFFICIENCY,
 )
-from laddersim.costs.transport import ring_transport, shm_simple_bus_bandwidth_gbps
+from laddersim.costs.transport import nvls_bus_bandwidth_gbps, ring_transport, shm_simple_bus_bandwidth_gbps
 from laddersim.hardware.profile import HardwareProfile
 
 MULTI_NODE_ALGORITHMS = ("ring", "tree", "nvls_tree", "collnet")
@@ -55,6 +56,17 @@ def intra_busbw_bytes_per_s(profile: HardwareProfile, gpus: int) -> float:
     fit = profile.intra_node_fit(gpus)
     gbps = (max(t.bus_bandwidth_gbps for t in fit.terms) if fit is not None
             else profile.collectives.intra_node.bus_bandwidth_gbps.value)
+    return gbps * 1e9 * profile.what_if.intra_bandwidth_scale
+
+
+def nvls_busbw_bytes_per_s(profile: HardwareProfile, gpus: int) -> float:
+    """Bus bandwidth of NVLS-tree's node part, the switch's own reduction: the transport's NVLS
+    line where the profile states one for a group without its own fit (under NCCL_P2P_DISABLE
+    the ring's SHM rate is not what NVLS moves at), else the node's best fitted term (the NVLS
+    line of an NVSwitch fit)."""
+    gbps = nvls_bus_bandwidth_gbps(profile, gpus) if profile.intra_node_fit(gpus) is None else None
+    if gbps is None:
+        return intra_busbw_bytes_per_s(profile, gpus)
     return gbps * 1e9 * profile.what_if.intra_bandwidth_scale
 
 
@@ -136,7 +148,8 @@ def candidates_s(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_
     if "nvls_tree" in offered and g > 1:
         lat_us = (NVLS_INTRA_US * w.intra_latency_scale + fixed_us
                   + 2.0 * _tree_depth(nodes) * _net_hop_us(profile, "nvls_tree", 2))
-        out[("nvls_tree", "simple")] = lat_us * 1e-6 + np.maximum(k * size / tree_bps, chain_s)
+        switch_s = 2.0 * (g - 1) / g * size / nvls_busbw_bytes_per_s(profile, g)
+        out[("nvls_tree", "simple")] = lat_us * 1e-6 + np.maximum(k * size / tree_bps, switch_s)
     if "collnet" in offered:
         lat_us = fixed_us + 2.0 * (g - 1) * _intra_hop_us(profile, "tree", 2) + _net_hop_us(profile, "collnet", 2)
         out[("collnet", "simple")] = lat_us * 1e-6 + np.maximum(size / tree_bps, chain_s)

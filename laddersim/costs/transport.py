@@ -66,6 +66,16 @@ def _nvls_term(spec: TransportSpec, gpus: int):
     return min(spec.nvls, key=lambda t: (abs(math.log(t.gpus / gpus)), t.gpus))
 
 
+def nvls_bus_bandwidth_gbps(profile: HardwareProfile, gpus: int) -> float | None:
+    """Bus bandwidth of the node's in-switch reduction for ``gpus`` GPUs, as the transport states
+    it (None: no transport, or NVLS not allowed for this group). NVLS is no P2P transport, so a
+    node under NCCL_P2P_DISABLE keeps it, for a one-node AllReduce and as NVLS-tree's node part."""
+    spec = profile.collectives.transport
+    if spec is None or not nvls_allowed(profile, gpus):
+        return None
+    return _nvls_term(spec, gpus).bus_bandwidth_gbps
+
+
 def shm_simple_bus_bandwidth_gbps(spec: TransportSpec, gpus: int) -> float:
     """Simple's busbw of an SHM ring over ``gpus`` GPUs: one GPU's SHM rate, its socket's host
     memory shared by the ring's GPUs on it (2 x busbw each: written, then read), and, for a ring
