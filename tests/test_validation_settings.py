@@ -177,3 +177,16 @@ def test_eager_rope_prices_the_flash_prefill_of_gqa_and_mha_models():
               zip(out["model"], out["gen_len"], out["predicted_prefill_s"], out["prefill_s"])}
     assert abs(errors[("llama-3.1-8b", 512)]) < 0.05
     assert abs(errors[("paper-1b", 256)]) < 0.10 and abs(errors[("paper-3b", 256)]) < 0.12
+
+
+def test_the_report_and_the_printed_rows_name_a_config_model_as_the_table_does(tmp_path, capsys):
+    """A model read from the models folder is simulated from its path, but named as the table names
+    it in what the user reads: the printed rows, the report and its CSV (no folder paths)."""
+    path = _table(tmp_path, ROWS)
+    assert main(["validate", str(path), "--report", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    report = (tmp_path / "r" / "index.md").read_text()
+    written = pd.read_csv(tmp_path / "r" / "validation.csv")
+    assert "tiny-lm" in out and "tiny-lm" in report and set(written["model"]) == {"tiny-lm"}
+    for text in (out, report):
+        assert "tiny-lm.json" not in text and str(tmp_path) not in text

@@ -14,7 +14,7 @@ from laddersim.io_write import check_output
 from laddersim.simulate import make_scenario, simulate
 from laddersim.tables import format_table
 from laddersim.validation.core import ValidationSetup, error_summary, read_measured_tables, validate
-from laddersim.validation.labels import MODEL_P2P, setting_columns, with_model_p2p
+from laddersim.validation.labels import MODEL_P2P, model_label, setting_columns, with_model_p2p
 from laddersim.validation.p2p_pairs import p2p_off_pairs, pair_summary
 from laddersim.validation.report import write_report
 
@@ -51,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
             ("tokens_per_s", "measured", "{:.1f}"), ("predicted_tokens_per_s", "predicted", "{:.1f}"),
             ("rel_error", "error", "{:+.1%}"), ("measured_speedup", "meas. speedup", "{:.3f}"),
             ("predicted_speedup", "pred. speedup", "{:.3f}")]
-    print(format_table(frame.to_dict("records"), cols))
+    shown_rows = frame.assign(model=frame["model"].map(model_label)) if "model" in frame else frame
+    print(format_table(shown_rows.to_dict("records"), cols))
     print()
     summary = pd.concat([error_summary(frame), error_summary(with_model_p2p(frame), MODEL_P2P)], ignore_index=True)
     print(summary.to_string(index=False, float_format=lambda v: f"{v:.2f}"))

@@ -9,7 +9,7 @@ import pandas as pd
 from laddersim.provenance import provenance_line
 from laddersim.validation.core import error_summary
 from laddersim.validation.figure import paper_figure
-from laddersim.validation.labels import MODEL_P2P, setting_columns, setting_label, with_model_p2p
+from laddersim.validation.labels import MODEL_P2P, model_label, setting_columns, setting_label, with_model_p2p
 from laddersim.validation.p2p_pairs import SCORED_EXTRA_SHARE, p2p_off_pairs, pair_summary
 
 
@@ -80,6 +80,10 @@ def write_report(frame: pd.DataFrame, out_dir: str | Path, command: str, tp1: pd
     """The validation report; ``fit`` = (schedules fitted on, fitted parameters) for `laddersim fit`."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    if "model" in frame:  # a model read from a config file is named as the table names it, not by its path
+        frame = frame.assign(model=frame["model"].map(model_label))
+    if tp1 is not None and "model" in tp1:
+        tp1 = tp1.assign(model=tp1["model"].map(model_label))
     frame.to_csv(out_dir / "validation.csv", index=False, float_format="%.6g")
     figures = paper_figure(frame, out_dir / "tokens_per_s_vs_tp")
     overall = error_summary(frame)
