@@ -12,7 +12,8 @@ import re
 
 import pytest
 
-from laddersim.cli import build_parser, main
+from cli_run import run_cli
+from laddersim.cli import main
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import load_profile
 from laddersim.model_shape import load_model_shape
@@ -27,15 +28,6 @@ HW = "h100-sxm-nvswitch"
 LONG = ["plan", "--model", "llama-3.1-70b", "--profiles", HW, "--schedule", "ladder", "--rate", "0.5",
         "--ttft-slo-s", "30", "--requests", "2", "--prompt-len", "33000", "--gen-len", "16", "--chunked-prefill",
         "--no-progress"]
-
-
-def run_cli(args, capsys):
-    try:
-        code = main(args)
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def _one_line_error(code, err, field, flags):

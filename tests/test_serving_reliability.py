@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from laddersim.cli import main
+from cli_run import run_cli
 from laddersim.io_read import check_tree, read_yaml
 from laddersim.errors import UserInputError
 from laddersim.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
@@ -28,15 +28,6 @@ from laddersim.serving.run import serving_scenario
 MODEL, HARDWARE, TP = "llama-3.1-8b", "h200-sxm-nvswitch", 2
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{b}: &{b} [{', '.join(['*' + a] * 9)}]\n" for a, b in zip("abcdefgh", "bcdefghi"))
-
-
-def run_cli(args, capsys):
-    try:
-        code = main(args)
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def _one_line_error(code, err, field):
