@@ -168,3 +168,44 @@ def test_h100_trace_acceptance(tmp_path):
         assert gemms + counts.get("other", 0) == traced["other"] + traced["library_gemm"]
         for cls in ("generated", "attention", "splitk_reduce"):
             assert counts.get(cls, 0) == traced[cls]
+
+
+# The shipped example (examples/kernel_trace_h100_8b_tp1, the H100 trace summed per class): one
+# layer's device time per batch, us, and the kernels per class, as the trace's rows add up.
+EXAMPLE_LAYER_US = {1: 261.645, 4: 264.937, 16: 496.954, 64: 1407.727}
+EXAMPLE_COUNTS = {1: {"attention": 1, "generated": 11, "other": 1},
+                  4: {"attention": 1, "generated": 8, "library_gemm": 5, "splitk_reduce": 2},
+                  64: {"attention": 1, "generated": 8, "library_gemm": 5, "splitk_reduce": 1}}
+
+
+def test_the_shipped_h100_example_calibrates_from_any_folder(tmp_path, monkeypatch, capsys):
+    """The README's `calibrate kernels examples/kernel_trace_h100_8b_tp1` works from an empty folder
+    (the shipped example), and the framework file reproduces every traced batch of the H100 trace."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["calibrate", "kernels", "examples/kernel_trace_h100_8b_tp1", "--hardware", HW,
+                 "--out", "my-stack.yaml"]) == 0
+    assert "261.6 us per layer" in capsys.readouterr().out
+    for batch, layer_us in EXAMPLE_LAYER_US.items():
+        frame = kernel_table("llama-3.1-8b", HW, 1, batch, framework="my-stack.yaml")
+        assert frame.attrs["layer_us"] == pytest.approx(layer_us, abs=0.01)
+        if batch in EXAMPLE_COUNTS:
+            counts = frame.groupby("class")["count"].sum()
+            assert {c: n for c, n in counts.items() if n} == pytest.approx(EXAMPLE_COUNTS[batch])
+
+
+@pytest.mark.skipif(not SHARED_TRACE.is_dir(), reason="needs ../shared (the H100 kernel trace)")
+def test_the_shipped_example_is_the_h100_trace_compacted(tmp_path):
+    """tools/compact_kernel_trace.py rebuilds the shipped file byte for byte from the original trace,
+    and calibrating from either gives the same regimes."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    shipped = repo / "examples" / "kernel_trace_h100_8b_tp1" / "layer_kernels.csv"
+    subprocess.run([sys.executable, str(repo / "tools" / "compact_kernel_trace.py"), str(SHARED_TRACE), str(tmp_path)],
+                   check=True, capture_output=True, env={**__import__("os").environ, "PYTHONPATH": str(repo)})
+    assert (tmp_path / "layer_kernels.csv").read_bytes() == shipped.read_bytes()
+    full = load_framework(_calibrate(tmp_path / "a", SHARED_TRACE)).kernel_calibration
+    example = load_framework(_calibrate(tmp_path / "b", shipped.parent)).kernel_calibration
+    assert [(r.batch, r.linear_path, r.layer_us) for r in full.regimes] == \
+        [(r.batch, r.linear_path, r.layer_us) for r in example.regimes]

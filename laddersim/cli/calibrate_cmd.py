@@ -78,13 +78,15 @@ def _kernels(args: argparse.Namespace) -> int:
     from laddersim.calibrate.kernels_fit import fit_kernels, framework_yaml
     from laddersim.framework import framework_names
     from laddersim.io_write import check_output
+    from laddersim.resources import given_or_shipped
 
     if not args.out.endswith((".yaml", ".yml")):
         raise UserInputError(f"out: '{args.out}' must end in .yaml (a framework file)")
     if args.base not in framework_names():
         raise UserInputError(f"base: unknown framework '{args.base}'; allowed: {', '.join(framework_names())}")
     out = check_output(args.out, "out", "file")
-    fw = fit_kernels(args.trace_dir, args.hardware, args.base, args.model, name=Path(args.out).stem)
+    trace_dir = given_or_shipped(args.trace_dir)  # examples/... resolves to the shipped example from any folder
+    fw = fit_kernels(trace_dir, args.hardware, args.base, args.model, name=Path(args.out).stem)
     atomic_write(Path(out), framework_yaml(fw))
     for regime in fw.kernel_calibration.regimes:
         counts = ", ".join(f"{c} {v.kernels:g}" for c, v in regime.classes.items() if v.kernels)
