@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import yaml
 
@@ -210,3 +211,19 @@ def test_sources_name_public_origins_not_local_paths():
         assert not [line for line in header if "../shared" in line], key
         assert header[0] == f"# source: {public_origin(src.path)}", key
         assert " @ " in header[0] or "commit: not recorded in provenance" in header[0], key
+
+
+def test_a_copy_with_other_tables_does_not_keep_the_loaded_ones():
+    """A what-if copy (model_copy, as sweeps and fits make) loads its own tables: the original's,
+    once loaded, are not carried over (it made a test order-dependent: a copy without tables still
+    priced from them)."""
+    from laddersim.costs.collectives import allreduce_time_s, fit_time_s
+    from laddersim.hardware import load_profile
+
+    l40s = load_profile("l40s-pcie")
+    size = np.array([2.0**20])
+    with_table = allreduce_time_s(l40s, 8, size)[0]  # loads the original's tables
+    fit_only = l40s.model_copy(update={"collectives": l40s.collectives.model_copy(update={"tables": []})})
+    assert fit_only.allreduce_arrays == [] and l40s.allreduce_arrays
+    assert allreduce_time_s(fit_only, 8, size)[0] == pytest.approx(fit_time_s(l40s.intra_node_fit(8), size)[0])
+    assert allreduce_time_s(fit_only, 8, size)[0] != pytest.approx(with_table)

@@ -200,9 +200,27 @@ def allreduce_time_s(profile: HardwareProfile, tp: int, size_bytes):
     if nodes == 1:
         return intra_node_allreduce_s(profile, tp, size)
     if profile.collectives.prefer == "table" and _has_multi_node_table(profile, tp // nodes):
-        return _running_max(lambda s: multi_node_model_s(profile, tp, nodes, s)
-                            * table_offset(profile, tp // nodes, nodes, s), size)
+        return _running_max(lambda s: _within_own_table(
+            profile, tp, nodes, s, multi_node_model_s(profile, tp, nodes, s) * table_offset(profile, tp // nodes, nodes, s)),
+            size)
     return multi_node_model_s(profile, tp, nodes, size)
+
+
+def _within_own_table(profile: HardwareProfile, tp: int, nodes: int, size: np.ndarray, modelled: np.ndarray) -> np.ndarray:
+    """At a measured table's own group shape and within its sizes, the table itself (its running
+    maximum, log-log between rows); elsewhere ``modelled``. The model times the offset is exact at
+    the rows but follows the model's shape between them, where a protocol switch or NCCL's tree
+    correction can rise above the next row: a measured sweep is taken as it is where it exists."""
+    found = _table_for(profile, tp, nodes)
+    if found is None:
+        return modelled
+    table, sizes, times = found
+    order = np.argsort(sizes, kind="stable")
+    sizes = sizes[order]
+    times = np.maximum.accumulate(times[order] + mode_correction_s(profile, table))
+    inside = (size >= sizes[0]) & (size <= sizes[-1])
+    measured = np.exp(np.interp(np.log2(np.maximum(size, 1.0)), np.log2(sizes), np.log(times)))
+    return np.where(inside, measured, modelled)
 
 
 def _has_multi_node_table(profile: HardwareProfile, gpus_per_node: int) -> bool:

@@ -33,6 +33,11 @@ if TYPE_CHECKING:  # pandas loads only where a table is read as a frame (profile
     import pandas as pd
 
 
+# Loaded once per profile object (cached_property keeps them in the instance's __dict__, which
+# pydantic's model_copy copies): a copy with other fields must load its own.
+LOADED_TABLES = ("allreduce_tables", "allreduce_arrays", "allgather_arrays")
+
+
 class HardwareProfile(BaseModel):
     """A whole system: GPU, node, optional network, collectives, interference, framework."""
 
@@ -91,6 +96,12 @@ class HardwareProfile(BaseModel):
                 f"allowed: 1..{per_node} on one node, or {per_node * 2}, {per_node * 3}, ... across nodes"
             )
         return tp // per_node
+
+    def model_copy(self, *, update=None, deep: bool = False) -> "HardwareProfile":
+        copied = super().model_copy(update=update, deep=deep)
+        for name in LOADED_TABLES:
+            copied.__dict__.pop(name, None)
+        return copied
 
     @cached_property
     def allreduce_tables(self) -> list[tuple[MeasuredTable, "pd.DataFrame"]]:
