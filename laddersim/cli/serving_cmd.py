@@ -197,7 +197,8 @@ def run(args: argparse.Namespace) -> int:
         for row in rows:
             line = f"{row['schedule']}: {row['capacity']}"
             if args.target_rate and row["capacity_req_per_s"]:
-                line += (f"; {args.target_rate:g} req/s needs {row['replicas']} replicas = {row['gpus']} GPUs, "
+                noun = "replica" if row["replicas"] == 1 else "replicas"
+                line += (f"; {args.target_rate:g} req/s needs {row['replicas']} {noun} = {row['gpus']} GPUs, "
                          f"${row['usd_per_hour']:.2f}/h")
             print(line)
     return 0
