@@ -84,6 +84,11 @@ def test_ci_runs_exactly_the_readme_setup_blocks():
     assert first_command_block == ci[0]
     script = (REPO / ".ci" / "run").read_text()
     assert "python3 tests/readme_blocks.py README.md ci" in script
+    # .ci/run runs both commands as printed, each on a line of its own, the test command last
+    script_lines = [line.strip() for line in script.splitlines()]
+    for command in (setup[-1], tests[-1]):
+        assert command in script_lines
+    assert script_lines[-1] == tests[-1]
     printed = subprocess.run([sys.executable, str(REPO / "tests" / "readme_blocks.py"), "README.md", "ci"],
                              capture_output=True, text=True, check=True).stdout
     assert printed.split("\0") == [b.text for b in ci] + [""]
