@@ -20,13 +20,12 @@ import collections
 import numpy as np
 import pandas as pd
 
-from laddersim.costs.calibrated_kernels import layer_bytes  # noqa: F401  (re-exported)
+from laddersim.costs.calibrated_kernels import class_seconds, class_split_s, layer_bytes
 from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.kernel_counts import op_kernels
 from laddersim.costs.math_attention import math_kernels
-from laddersim.costs.op_costs import Phase, _fixed_op_times, attention_time_s, linear_shapes, logits_rows, splits_k
+from laddersim.costs.op_costs import Phase, _fixed_op_times, attention_time_s, linear_shapes, logits_rows
 from laddersim.framework import load_framework
-from laddersim.kernel_calibration import driver_bytes
 from laddersim.schedules.program import build_program
 from laddersim.simulate import make_scenario
 
@@ -86,7 +85,6 @@ def _priced_rows(scenario, fw, phase: Phase) -> list[tuple]:
     rows = []
     for kind, ops in _layer_kinds(scenario, phase.name).items():  # program order
         per_class = classes.get(kind, {})
-        seconds = times[kind]
         if kind == "attention" and fw.attention_path(phase.name) != "fused":
             for k in math_kernels(model, hw, work, tp, phase):
                 if k.count:
@@ -99,17 +97,9 @@ def _priced_rows(scenario, fw, phase: Phase) -> list[tuple]:
                 copy_s = copies * float(memory_bound_time_s(gpu, 2 * hidden))
                 rows.append(("collective_input_copy", "copy", copies * ops, copy_s * ops * 1e6))
             continue
-        if "splitk_reduce" in per_class and kind in shapes:
-            m, n = shapes[kind][0], shapes[kind][1]
-            if splits_k(gpu, m, n):
-                reduce_s = float(memory_bound_time_s(gpu, 2 * m * n * 4))
-                rows.append((f"{kind}.splitk_reduce", "splitk_reduce", ops, reduce_s * ops * 1e6))
-                seconds -= reduce_s
-        main = [c for c in per_class if c != "splitk_reduce"]
-        if not main:
-            continue
-        cls = main[0]
-        rows.append((kind, cls, per_class[cls] * ops, seconds * ops * 1e6))
+        for cls, part_s in class_split_s(times[kind], per_class, shapes.get(kind), gpu).items():  # the reduce first
+            name = f"{kind}.splitk_reduce" if cls == "splitk_reduce" else kind
+            rows.append((name, cls, per_class[cls] * ops, part_s * ops * 1e6))
     return rows
 
 
@@ -123,12 +113,7 @@ def _calibrated_rows(scenario, calib, phase: Phase) -> list[tuple]:
     for cls, cost in regime.classes.items():
         if cls == "collective" or not cost.kernels:
             continue
-        if cost.bandwidth_gbps is None:
-            us = cost.us
-        else:
-            moved = driver_bytes(cost.driver, weights_bytes=weights, kv_bytes=kv)
-            us = cost.kernels * calib.floor_us + moved / (cost.bandwidth_gbps * 1e9) * 1e6
-        rows.append((f"{cls} (trace b={regime.batch})", cls, cost.kernels, us))
+        rows.append((f"{cls} (trace b={regime.batch})", cls, cost.kernels, class_seconds(calib, cost, weights, kv) * 1e6))
     if tp > 1:  # the collectives the program adds (the trace's shard had none): priced by the profile
         fw = load_framework(work.framework)
         times, _ = _fixed_op_times(model, scenario.hardware, work, tp, phase)

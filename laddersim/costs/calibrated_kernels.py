@@ -34,7 +34,7 @@ def layer_bytes(model, tp: int, batch: int, cache_len: float, dtype_bytes: int) 
     return float(weights), float(batch * cache_len * 2 * h_r * hd * dtype_bytes)
 
 
-def class_split_s(kind: str, seconds: float, classes: dict, shape, gpu) -> dict[str, float]:
+def class_split_s(seconds: float, classes: dict, shape, gpu) -> dict[str, float]:
     """An op kind's seconds by kernel class: a split linear's reduce kernel apart from its GEMM."""
     main = [c for c in classes if c != "splitk_reduce"]
     out: dict[str, float] = {}
@@ -48,6 +48,15 @@ def class_split_s(kind: str, seconds: float, classes: dict, shape, gpu) -> dict[
     return out
 
 
+def class_seconds(calib, cost, weights_bytes: float, kv_bytes: float) -> float:
+    """A traced class's seconds on this shard: its kernels' floors plus its driver's bytes at the
+    bandwidth the trace achieved; a ``fixed`` class (no bandwidth) its traced time as it is."""
+    if cost.bandwidth_gbps is None:
+        return cost.us * 1e-6
+    moved = driver_bytes(cost.driver, weights_bytes=weights_bytes, kv_bytes=kv_bytes)
+    return cost.kernels * calib.floor_us * 1e-6 + moved / (cost.bandwidth_gbps * 1e9)
+
+
 def calibrated_decode(calib, model, hw, work, tp: int, phase, times: dict[str, float], classes: dict,
                       shapes: dict, layer_counts: dict[str, int], kv_lens: np.ndarray) -> dict[str, np.ndarray]:
     """``{op kind: seconds over kv_lens}`` of a decode pass priced from ``calib`` (see the module
@@ -57,7 +66,7 @@ def calibrated_decode(calib, model, hw, work, tp: int, phase, times: dict[str, f
     static = work.kv_cache == "static"
     cache_len = work.max_seq_len if static else work.prompt_len
     weights, kv = layer_bytes(model, tp, phase.batch, cache_len, work.dtype_bytes)
-    split = {kind: class_split_s(kind, times[kind], classes.get(kind, {}), shapes.get(kind), hw.gpu)
+    split = {kind: class_split_s(times[kind], classes.get(kind, {}), shapes.get(kind), hw.gpu)
              for kind in LAYER_KINDS if kind in times and kind != "attention"}
     base_by_class: collections.Counter = collections.Counter()
     for kind, parts in split.items():
@@ -65,11 +74,7 @@ def calibrated_decode(calib, model, hw, work, tp: int, phase, times: dict[str, f
             base_by_class[cls] += seconds * layer_counts.get(kind, 0)
 
     def class_s(cls: str, kv_bytes: float) -> float:
-        cost = regime.classes[cls]
-        if cost.bandwidth_gbps is None:
-            return cost.us * 1e-6
-        moved = driver_bytes(cost.driver, weights_bytes=weights, kv_bytes=kv_bytes)
-        return cost.kernels * calib.floor_us * 1e-6 + moved / (cost.bandwidth_gbps * 1e9)
+        return class_seconds(calib, regime.classes[cls], weights, kv_bytes)
 
     out = {kind: np.full(kv_lens.shape, value) for kind, value in times.items()}
     leftover = 0.0
