@@ -17,7 +17,7 @@ from laddersim.plan.serving_plan import RatePlan, plan_for_rate, serving_candida
 from laddersim.cli.serving_cmd import slo_rule
 from laddersim.serving.arrivals import LengthSpec, check_load
 from laddersim.serving.capacity import OfferedLoad
-from laddersim.serving.options import serving_options
+from laddersim.serving.options import ServingOptions, serving_options
 from laddersim.tables import format_table
 
 DEFINITIONS = ("Capacity: the highest request rate one replica serves within the SLOs (continuous batching, "
@@ -32,9 +32,10 @@ def _options(args: argparse.Namespace):
                            chunked_prefill=args.chunked_prefill, **budget)
 
 
-def serving_plan_options(args: argparse.Namespace, progress: bool = True) -> tuple[RatePlan, int]:
-    """(options cheapest first and the candidates skipped, configurations tried) of ``plan --rate``;
-    every input checked first, the workload included (plan_for_rate)."""
+def serving_plan_options(args: argparse.Namespace) -> tuple[RatePlan, int, str, ServingOptions]:
+    """(options cheapest first and the candidates skipped, configurations tried, the model's name,
+    the engine and SLOs simulated) of ``plan --rate``; every input checked first, the workload
+    included (plan_for_rate)."""
     if args.rate is None or args.ttft_slo_s is None:
         raise UserInputError("rate: planning for a request rate needs --rate and --ttft-slo-s (and optionally "
                              "--tpot-slo-s)")
@@ -48,11 +49,10 @@ def serving_plan_options(args: argparse.Namespace, progress: bool = True) -> tup
         raise UserInputError("tp: no (profile, TP) to simulate; check --tp, --max-nodes and --profiles")
     usd = gpu_hour_prices(prices, profiles)
     load = OfferedLoad(args.requests, LengthSpec("fixed", args.prompt_len), LengthSpec("fixed", args.gen_len))
-    with tqdm(total=len(candidates), desc="plan", unit="config", file=sys.stderr,
-              disable=args.no_progress or not progress) as bar:
+    with tqdm(total=len(candidates), desc="plan", unit="config", file=sys.stderr, disable=args.no_progress) as bar:
         plan = plan_for_rate(shape, candidates, usd, args.rate, options, load, args.dtype,
                              done=lambda: bar.update(1))
-    return plan, len(candidates)
+    return plan, len(candidates), shape.name, options
 
 
 def _none_line(plan: RatePlan, rule: str) -> str:
@@ -64,10 +64,8 @@ def _none_line(plan: RatePlan, rule: str) -> str:
 
 
 def run_serving_plan(args: argparse.Namespace) -> int:
-    plan, tried = serving_plan_options(args)
+    plan, tried, shape_name, options = serving_plan_options(args)
     options_ranked = plan.options
-    shape_name = checked_shape(args).name
-    options = _options(args)
     rule = slo_rule(options)
     if args.json:  # the options on stdout; a skipped candidate is one stderr line
         for skipped in plan.skipped:
