@@ -24,7 +24,7 @@ import pandas as pd
 
 from laddersim.errors import UserInputError
 from laddersim.framework import Framework, load_framework
-from laddersim.kernel_calibration import CLASS_DRIVERS, ClassCost, KernelCalibration, KernelRegime
+from laddersim.kernel_calibration import CLASS_DRIVERS, ClassCost, KernelCalibration, KernelRegime, driver_bytes
 from laddersim.model_shape import load_model_shape
 
 LAYER_FILE = "layer_kernels.csv"
@@ -118,7 +118,7 @@ def fit_kernels(trace_dir: str | Path, hardware, base: str = "gpt-fast", model: 
             driver = CLASS_DRIVERS.get(cls, "fixed")
             if cls == "generated":
                 driver = "weights_and_kv" if path == "generated" else "kv"
-            moved = {"weights": weights, "kv": kv, "weights_and_kv": weights + kv}.get(driver, 0.0)
+            moved = driver_bytes(driver, weights_bytes=weights, kv_bytes=kv)
             body_us = us - calls * floor_us
             bandwidth = None
             if driver != "fixed" and body_us > 0 and moved > 0:
