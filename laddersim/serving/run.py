@@ -78,10 +78,11 @@ def timer_for(scenario: Scenario, options: ServingOptions) -> IterationTimer:
 
 def serve(scenario: Scenario, requests: Requests, options: ServingOptions, progress: bool = False) -> ServingResult:
     if len(requests):  # the longest request within the model's attention window, if it has one
-        longest = int((requests.prompt_len + requests.output_len).argmax())
+        lengths = requests.prompt_len + requests.output_len
+        longest = int(lengths.argmax())
         scenario.model.check_window(int(requests.prompt_len[longest]), int(requests.output_len[longest]),
                                     where="a request's prompt + output length")
-        context, tokens = scenario.model.max_position_embeddings, int((requests.prompt_len + requests.output_len).max())
+        context, tokens = scenario.model.max_position_embeddings, int(lengths[longest])
         if context and tokens > context:  # vLLM refuses a request beyond max_model_len (the model's context)
             raise UserInputError(f"requests: the longest request ({tokens} prompt + output tokens) exceeds the "
                                  f"{context}-token context of {scenario.model.name} (max_position_embeddings); "
