@@ -219,8 +219,7 @@ def _within_own_table(profile: HardwareProfile, tp: int, nodes: int, size: np.nd
     sizes = sizes[order]
     times = np.maximum.accumulate(times[order] + mode_correction_s(profile, table))
     inside = (size >= sizes[0]) & (size <= sizes[-1])
-    measured = np.exp(np.interp(np.log2(np.maximum(size, 1.0)), np.log2(sizes), np.log(times)))
-    return np.where(inside, measured, modelled)
+    return np.where(inside, interpolate_table_s(sizes, times, size), modelled)
 
 
 def _has_multi_node_table(profile: HardwareProfile, gpus_per_node: int) -> bool:
