@@ -36,14 +36,10 @@ def framework_allreduce_time_s(hw: HardwareProfile, fw, tp: int, size_bytes: flo
     profile's fitted NCCL model). ``custom=False``: a collective the framework does not route
     through its small-message kernel (``small_allreduce``)."""
     if tp > 1 and fw.allreduce_library.value == "multimem" and hw.nodes_for(tp) == 1:
-        for table, cols in hw.allreduce_arrays:  # numpy columns: the simulate path loads no pandas
-            if not table.library.startswith("multimem"):
-                continue
-            rows = (cols["gpus"] == tp) & (cols["nodes"] == 1)
-            sizes = cols["size_bytes"][rows]
-            if len(sizes) >= 2 and sizes[0] <= size_bytes:
-                seconds = float(interpolate_table_s(sizes, cols["time_s"][rows], size_bytes))
-                return max(seconds + mode_correction_s(hw, table), 0.0), SILICON
+        seconds = _one_node_table_s(hw, tp, size_bytes, lambda library: library.startswith("multimem"),
+                                    up_to_largest=False)
+        if seconds is not None:
+            return seconds, SILICON
     small = _custom_allreduce_s(hw, fw, tp, size_bytes) if custom else None  # below the multimem table
     if small is not None:
         return small, SILICON
@@ -64,12 +60,20 @@ def _custom_allreduce_s(hw: HardwareProfile, fw, tp: int, size_bytes: float) -> 
     limit = fw.small_allreduce_max_bytes.value if fw.small_allreduce_max_bytes is not None else float("inf")
     if size_bytes > limit:
         return None
-    for table, cols in hw.allreduce_arrays:
-        if "custom all-reduce" not in (table.library or "").lower():
+    return _one_node_table_s(hw, tp, size_bytes, lambda library: "custom all-reduce" in library.lower(),
+                             up_to_largest=True)
+
+
+def _one_node_table_s(hw: HardwareProfile, tp: int, size_bytes: float, uses_table, up_to_largest: bool) -> float | None:
+    """Seconds from the first AllReduce table whose library ``uses_table`` accepts and which has
+    rows for ``tp`` GPUs of one node from ``size_bytes`` down (and, ``up_to_largest``, up: else
+    beyond its largest size at its last bandwidth), host launch corrected; None where none has."""
+    for table, cols in hw.allreduce_arrays:  # numpy columns: the simulate path loads no pandas
+        if not uses_table(table.library):
             continue
         rows = (cols["gpus"] == tp) & (cols["nodes"] == 1)
         sizes = cols["size_bytes"][rows]
-        if len(sizes) >= 2 and sizes[0] <= size_bytes <= sizes[-1]:
+        if len(sizes) >= 2 and sizes[0] <= size_bytes and (not up_to_largest or size_bytes <= sizes[-1]):
             seconds = float(interpolate_table_s(sizes, cols["time_s"][rows], size_bytes))
             return max(seconds + mode_correction_s(hw, table), 0.0)
     return None
