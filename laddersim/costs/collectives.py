@@ -121,7 +121,7 @@ def intra_node_model_s(profile: HardwareProfile, gpus: int, size_bytes):
         return np.zeros_like(size)
     # The transport mechanism where no fit of this machine's own collective covers the group
     # (a fit, e.g. laddersim fit's per-group-size floor, is a measurement of it and wins).
-    if profile.collectives.transport is not None and profile.intra_node_fit(gpus) is None:
+    if transport.prices(profile, gpus):
         return transport.allreduce_s(profile, gpus, size, lambda s: p2p_ring_model_s(profile, gpus, s))
     return p2p_ring_model_s(profile, gpus, size)
 
@@ -253,7 +253,7 @@ def collective_choice(profile: HardwareProfile, tp: int, size_bytes: float) -> t
         return ("none", "none")
     nodes = profile.nodes_for(tp)
     if nodes == 1:
-        if profile.collectives.transport is not None and profile.intra_node_fit(tp) is None:
+        if transport.prices(profile, tp):
             picked = transport.choice(profile, tp, size_bytes, lambda s: p2p_ring_model_s(profile, tp, s))
             if picked != ("ring", "fit"):  # a P2P ring: the fitted line's protocol, as below
                 return picked

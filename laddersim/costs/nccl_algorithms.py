@@ -39,7 +39,7 @@ from laddersim.costs.nccl_tuning import (
     BASE_LATENCY_US, INTRA_HOP_US, LL_MAX_BUSBW_GBPS, NET_HOP_US, NET_OVERHEAD_US, NVLS_INTRA_US, PROTOCOLS,
     RING_EFFICIENCY, TREE_CORRECTION, TREE_EFFICIENCY,
 )
-from laddersim.costs.transport import nvls_bus_bandwidth_gbps, ring_transport, shm_simple_bus_bandwidth_gbps
+from laddersim.costs.transport import nvls_bus_bandwidth_gbps, prices, ring_transport, shm_simple_bus_bandwidth_gbps
 from laddersim.hardware.profile import HardwareProfile
 
 MULTI_NODE_ALGORITHMS = ("ring", "tree", "nvls_tree", "collnet")
@@ -50,9 +50,8 @@ def intra_busbw_bytes_per_s(profile: HardwareProfile, gpus: int) -> float:
     if gpus <= 1:
         return math.inf
     spec = profile.collectives.transport
-    if spec is not None and profile.intra_node_fit(gpus) is None:
-        if ring_transport(spec, gpus) == "shm":
-            return shm_simple_bus_bandwidth_gbps(spec, gpus) * 1e9 * profile.what_if.intra_bandwidth_scale
+    if prices(profile, gpus) and ring_transport(spec, gpus) == "shm":
+        return shm_simple_bus_bandwidth_gbps(spec, gpus) * 1e9 * profile.what_if.intra_bandwidth_scale
     fit = profile.intra_node_fit(gpus)
     gbps = (max(t.bus_bandwidth_gbps for t in fit.terms) if fit is not None
             else profile.collectives.intra_node.bus_bandwidth_gbps.value)
@@ -64,7 +63,7 @@ def nvls_busbw_bytes_per_s(profile: HardwareProfile, gpus: int) -> float:
     line where the profile states one for a group without its own fit (under NCCL_P2P_DISABLE
     the ring's SHM rate is not what NVLS moves at), else the node's best fitted term (the NVLS
     line of an NVSwitch fit)."""
-    gbps = nvls_bus_bandwidth_gbps(profile, gpus) if profile.intra_node_fit(gpus) is None else None
+    gbps = nvls_bus_bandwidth_gbps(profile, gpus) if prices(profile, gpus) else None
     if gbps is None:
         return intra_busbw_bytes_per_s(profile, gpus)
     return gbps * 1e9 * profile.what_if.intra_bandwidth_scale

@@ -39,6 +39,12 @@ TRANSPORTS = ("p2p_nvlink", "p2p_pcie", "shm", "net")
 LL_MAX_SINGLE_NODE_GBPS = 141.0
 
 
+def prices(profile: HardwareProfile, gpus: int) -> bool:
+    """Does the mechanism price a one-node group of ``gpus``: the profile states its transport and
+    has no fit of its own for that group size (a fit is a measurement and wins)."""
+    return profile.collectives.transport is not None and profile.intra_node_fit(gpus) is None
+
+
 def ring_transport(spec: TransportSpec, gpus: int) -> str:
     """The transport of a ring over ``gpus`` GPUs of one node (module docstring)."""
     topo = spec.topology
