@@ -202,7 +202,7 @@ def attention_time_s(
     attn_peak = gpu.peak_flops_per_s_for(work.dtype) * gpu.attention_compute_efficiency.value
     stream_bw = gpu.memory_bandwidth_bytes_per_s * gpu.gemm_memory_efficiency.value
     if load_framework(work.framework).decode_attention_path != "fused":  # generated reductions
-        return sum(k.seconds for k in decode_math_kernels(model, hw, work, tp, phase, kv_lens)) + 0 * kv_lens
+        return sum(k.seconds for k in decode_math_kernels(model, hw, work, tp, phase, kv_lens))  # one per length
     flops = 4.0 * phase.batch * kv_lens * h_r * hd
     queries = phase.batch * 2 * h_r * hd * b  # q read, the output written
     if work.kv_reads == "repeat_interleave":  # each KV head read once per query head (l2_reuse)
