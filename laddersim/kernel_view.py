@@ -91,11 +91,9 @@ def _priced_rows(scenario, fw, phase: Phase) -> list[tuple]:
                     rows.append((f"attention.{k.name}", k.kernel_class, k.count * ops, k.seconds * ops * 1e6))
             continue
         if kind == "collective_launch":  # the input copies only: the hand-off is no kernel
-            copies = per_class.get("copy", 0.0)
+            copies = per_class.get("copy", 0.0) * ops
             if copies:
-                hidden = phase.tokens * model.dim * work.dtype_bytes
-                copy_s = copies * float(memory_bound_time_s(gpu, 2 * hidden))
-                rows.append(("collective_input_copy", "copy", copies * ops, copy_s * ops * 1e6))
+                rows.append(_input_copy_row(scenario, phase, copies))
             continue
         for cls, part_s in class_split_s(times[kind], per_class, shapes.get(kind), gpu).items():  # the reduce first
             name = f"{kind}.splitk_reduce" if cls == "splitk_reduce" else kind
@@ -115,16 +113,20 @@ def _calibrated_rows(scenario, calib, phase: Phase) -> list[tuple]:
             continue
         rows.append((f"{cls} (trace b={regime.batch})", cls, cost.kernels, class_seconds(calib, cost, weights, kv) * 1e6))
     if tp > 1:  # the collectives the program adds (the trace's shard had none): priced by the profile
-        fw = load_framework(work.framework)
         times, _ = _fixed_op_times(model, scenario.hardware, work, tp, phase)
         kinds = _layer_kinds(scenario, phase.name)
         per_kind = op_kernels(model, scenario.hardware, work, tp, phase)
-        for kind in ("allreduce",):
-            if kinds.get(kind):
-                rows.append((kind, "collective", kinds[kind], times[kind] * kinds[kind] * 1e6))
+        if kinds.get("allreduce"):
+            rows.append(("allreduce", "collective", kinds["allreduce"], times["allreduce"] * kinds["allreduce"] * 1e6))
+        # op_kernels counts no copy where the framework makes none (collective_input_copy false)
         copies = per_kind["collective_launch"].get("copy", 0.0) * kinds.get("collective_launch", 0)
-        if copies and fw.collective_input_copy.value:
-            hidden = phase.tokens * model.dim * work.dtype_bytes
-            rows.append(("collective_input_copy", "copy", copies,
-                         copies * float(memory_bound_time_s(scenario.hardware.gpu, 2 * hidden)) * 1e6))
+        if copies:
+            rows.append(_input_copy_row(scenario, phase, copies))
     return rows
+
+
+def _input_copy_row(scenario, phase: Phase, copies: float) -> tuple:
+    """``copies`` copies of a collective's input on the compute stream (read and written once)."""
+    hidden = phase.tokens * scenario.model.dim * scenario.workload.dtype_bytes
+    return ("collective_input_copy", "copy", copies,
+            copies * float(memory_bound_time_s(scenario.hardware.gpu, 2 * hidden)) * 1e6)
