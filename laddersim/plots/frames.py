@@ -178,7 +178,7 @@ def varying(frame: pd.DataFrame, columns: list[str]) -> list[str]:
 
 def label(values: dict) -> str:
     """'llama-3.1-70b, TP 8, batch 16' from a dict of column values."""
-    return ", ".join(_label_parts(values))
+    return ", ".join(column_words(column, value) for column, value in values.items())
 
 
 # Characters of a panel title (axes.titlesize 10 pt, DejaVu Sans) that fit in one inch of panel.
@@ -232,19 +232,11 @@ def column_words(column: str, value) -> str:
     name, unit = COLUMN_WORDS.get(column, (column.replace("_", " "), "{}"))
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return f"{name} as profiled"
-    return f"{name} {unit.format(_number(value))}"
-
-
-def _label_parts(values: dict) -> list[str]:
-    return [column_words(column, value) for column, value in values.items()]
+    return f"{name} {unit.format(number_text(value))}"
 
 
 def number_text(value) -> str:
     """A number as a reader writes it: 50, not 50.0; 0.125; 1e+06 for very large ones."""
-    return _number(value)
-
-
-def _number(value) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return f"{value:g}" if isinstance(value, float) else str(value)
