@@ -29,7 +29,6 @@ from laddersim.io_read import read_text
 from laddersim.workload import DTYPE_BYTES
 from laddersim.hardware.profile import HardwareProfile, load_profile
 from laddersim.simulate import make_scenario, simulate
-from laddersim.validation.labels import MODEL_P2P, OTHER_SETTING, setting_columns, with_model_p2p  # noqa: F401
 
 BUILTIN_MEASURED = data_path("validation", "ladder_70b_tp_sweep.csv")
 REQUIRED_COLUMNS = ("model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "tokens_per_s")

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from laddersim.validation.labels import model_label, setting_columns, setting_label  # noqa: E402,F401
+from laddersim.validation.labels import model_label, setting_columns, setting_label  # noqa: E402
 
 SCHEDULE_ORDER = ["standard", "parallel", "ladder", "desync_half", "upper_bound"]
 COLORS = {"standard": "#4c72b0", "parallel": "#dd8452", "ladder": "#55a868", "desync_half": "#8172b3",
