@@ -151,14 +151,14 @@ def write_rows(rows: list[dict], path: str) -> None:
 
 def _trace_steps(text: str) -> str | int:
     """``--trace-steps``: 'all' or a count of ASCII digits (str.isdigit() alone takes '\u00b3')."""
-    if text == "all" or isinstance(text, int):
+    if text == "all":
         return text
     if not (text.isascii() and text.isdigit()):
         raise argparse.ArgumentTypeError(f"trace-steps must be a count (0, 1, 2, ...) or 'all', got {text[:40]!r}")
     return int(text) if len(text.lstrip("0")) <= 12 else 10**12  # beyond any run's decode steps
 
 
-def _write_trace(results, path: str, steps: str) -> None:
+def _write_trace(results, path: str, steps: str | int) -> None:
     import pandas as pd
 
     from laddersim.costs.collective_labels import collective_args
@@ -170,7 +170,7 @@ def _write_trace(results, path: str, steps: str) -> None:
         if steps == "all":
             wanted = list(range(n))
         else:
-            wanted = list(range(min(_trace_steps(steps), n)))
+            wanted = list(range(min(steps, n)))
         frames.append(result.timeline("prefill").assign(schedule=result.scenario.schedule))
         if wanted:
             frames.append(result.timeline(wanted).assign(schedule=result.scenario.schedule))
