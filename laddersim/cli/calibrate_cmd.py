@@ -51,8 +51,9 @@ def register(sub) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("torch") is None:
-        raise UserInputError("calibrate run: needs torch, which is not installed; "
-                             "pip install torch (any release >= 2.1; the CPU build is enough for gloo ranks)")
+        from laddersim.cli.program_cmd import TORCH_INSTALL
+
+        raise UserInputError(f"calibrate run: needs torch, which is not installed; {TORCH_INSTALL}")
     from laddersim.calibrate.environment import command_line
     from laddersim.calibrate.options import options_from_args
     from laddersim.calibrate.runner import launch
