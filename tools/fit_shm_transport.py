@@ -18,8 +18,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from laddersim.costs.nccl_tuning import BASE_LATENCY_US
+
 TABLES = Path(__file__).resolve().parent.parent / "hardware_profiles" / "tables"
-LL_BASE_US = 6.6  # NCCL tuning.cc baseLatencies[Ring][LL]
+LL_BASE_US = BASE_LATENCY_US["ring"][0]  # NCCL tuning.cc baseLatencies[Ring][LL], as the SHM ring is priced
 
 
 def load() -> pd.DataFrame:
