@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from laddersim.costs.pass_shapes import Phase, linear_shapes
 from laddersim.model_shape import ModelShape, load_model_shape
 from laddersim.validation.core import ValidationSetup, read_measured, validate
 
@@ -41,9 +42,9 @@ def has_decode(frame: pd.DataFrame) -> bool:
 
 
 def stacked_weight_bytes(model: ModelShape, tp: int, dtype_bytes: int = 2) -> int:
-    """Per-rank bytes of the parallel block's stacked QKV + gate/up weight."""
-    qkv_n = (model.heads_per_rank(tp) + 2 * model.kv_heads_per_rank(tp)) * model.head_dim
-    return (qkv_n + 2 * model.intermediate_per_rank(tp)) * model.dim * dtype_bytes
+    """Per-rank bytes of the parallel block's stacked QKV + gate/up weight (its GEMM's N x K)."""
+    _, n, k, _ = linear_shapes(model, tp, Phase("decode", 1, 1))["qkv_gate_up"]
+    return n * k * dtype_bytes
 
 
 def layer_gains(frame: pd.DataFrame, model: ModelShape) -> pd.DataFrame:
