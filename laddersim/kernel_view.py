@@ -25,6 +25,7 @@ from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.kernel_counts import op_kernels
 from laddersim.costs.math_attention import math_kernels
 from laddersim.costs.op_costs import Phase, _fixed_op_times, attention_time_s, linear_shapes, logits_rows
+from laddersim.costs.pass_shapes import first_decode_positions
 from laddersim.framework import load_framework
 from laddersim.schedules.program import build_program
 from laddersim.simulate import make_scenario
@@ -77,8 +78,7 @@ def _priced_rows(scenario, fw, phase: Phase) -> list[tuple]:
     model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
     gpu = hw.gpu
     times, _ = _fixed_op_times(model, hw, work, tp, phase)
-    kv_len = work.max_seq_len if phase.name == "decode" and work.kv_cache == "static" else (
-        work.prompt_len + 1 if phase.name == "decode" else work.prompt_len)
+    kv_len = first_decode_positions(work) if phase.name == "decode" else work.prompt_len
     times["attention"] = float(attention_time_s(model, hw, work, tp, phase, np.array([kv_len]))[0])
     classes = op_kernels(model, hw, work, tp, phase)
     shapes = linear_shapes(model, tp, phase, logits_rows(fw, phase))
@@ -105,7 +105,7 @@ def _calibrated_rows(scenario, calib, phase: Phase) -> list[tuple]:
     """The traced classes of the nearest regime, scaled by their drivers' bytes on this shard."""
     model, work, tp = scenario.model, scenario.workload, scenario.tp
     regime = calib.regime_for(phase.batch)
-    cache_len = work.max_seq_len if work.kv_cache == "static" else work.prompt_len + 1
+    cache_len = first_decode_positions(work)
     weights, kv = layer_bytes(model, tp, phase.batch, cache_len, work.dtype_bytes)
     rows = []
     for cls, cost in regime.classes.items():

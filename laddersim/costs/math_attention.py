@@ -27,6 +27,7 @@ import numpy as np
 
 from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.l2_reuse import group_reads_s
+from laddersim.costs.pass_shapes import first_decode_positions
 from laddersim.framework import load_framework
 
 ACC_BYTES = {"math": None, "math_fp32": 4}  # None: the scores keep the input dtype
@@ -144,7 +145,7 @@ def math_kernels(model, hw, work, tp: int, phase) -> list:
         return []
     if phase.name == "prefill":
         return prefill_math_kernels(model, hw, work, tp, phase)
-    cache_len = work.max_seq_len if work.kv_cache == "static" else work.prompt_len + 1
+    cache_len = first_decode_positions(work)
     return [Kernel(k.name, k.kernel_class, k.count, float(k.seconds))
             for k in decode_math_kernels(model, hw, work, tp, phase, cache_len)]
 

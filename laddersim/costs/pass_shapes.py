@@ -60,6 +60,12 @@ def single_token_path(fw, tokens: int) -> tuple[bool, frozenset[str]]:
     return generated, fused
 
 
+def first_decode_positions(work) -> int:
+    """Positions the first decode step after the prompt attends: the whole static cache, or the
+    prompt and the new token."""
+    return work.max_seq_len if work.kv_cache == "static" else work.prompt_len + 1
+
+
 def logits_rows(fw, phase: Phase) -> int:
     """Rows of the LM head (and the final norm) in a pass: each sequence's last position, or in a
     prefill under ``prefill_logits: all`` every prompt position (gpt-fast returns every token's logits)."""
