@@ -26,9 +26,6 @@ import sys
 import types
 
 API = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "serving", "kernels", "load_profile")
-# API names that are also submodules: the import system binds a submodule on its package when it
-# is imported; these properties keep the package attribute the function.
-_SHADOWED_SUBMODULES = ("simulate", "sweep", "plan", "serving")
 __all__ = [*API, "__version__"]
 
 
@@ -47,6 +44,8 @@ def _api_function(name: str) -> property:
 
 
 class _Package(types.ModuleType):
+    # API names that are also submodules: the import system binds a submodule on its package when
+    # it is imported; these properties keep the package attribute the function.
     simulate = _api_function("simulate")
     sweep = _api_function("sweep")
     plan = _api_function("plan")
