@@ -197,7 +197,7 @@ def fit(measured: str | Path | pd.DataFrame, hardware: str | Path | HardwareProf
 
 def _flags(values: dict) -> list[str]:
     """Command-line words for keyword arguments: None and False are left out, True is a bare flag,
-    a list repeats its values after one flag (``repeat``: one flag per value)."""
+    a list gives its values after one flag."""
     words: list[str] = []
     for name, value in values.items():
         flag = "--" + name.replace("_", "-")
