@@ -46,13 +46,13 @@ class Kernel:
 PERSISTENT_REDUCTION_MAX = 1024  # torch/_inductor/codegen/simd.py should_use_persistent_reduction: INNER <= 1024
 
 
-def softmax_reads(row_len: int) -> int:
+def softmax_reads(row_len):
     """Reads of each score row by Inductor's softmax: a row of at most 1024 elements is one
     persistent reduction (read once, kept in registers); a longer one a looped reduction that
     reads the row for its max and sum of exponentials, then again to normalise it (the kernel pair
     ``triton_red_fused__softmax_..._prepare_softmax_online`` + its normalising kernel in an H100
     trace of torch 2.11; torch 2.5's looped softmax reads it a third time, counted as an L2 hit)."""
-    return 1 if row_len <= PERSISTENT_REDUCTION_MAX else 2
+    return np.where(np.asarray(row_len) <= PERSISTENT_REDUCTION_MAX, 1, 2)  # a length or an array of them
 
 
 def _batched_gemm_s(gpu, flops: float, moved_bytes: float, peak_flops_per_s: float) -> float:
@@ -130,7 +130,7 @@ def math_decode_kernels(gpu, *, variant: str, batch: int, cache_len: int, heads:
         Kernel("scores", "generated", 1, reading_cache(scores + b * L)),
         # The softmax's max and sum of exponentials: the scores read once per pass over the row.
         Kernel("softmax", "generated", 1,
-               gpu.kernel_launch_s + np.where(L <= PERSISTENT_REDUCTION_MAX, 1, 2) * scores / stream),
+               gpu.kernel_launch_s + softmax_reads(L) * scores / stream),
         # p . v per head dimension, p normalised in its loads; the output back to the input dtype.
         Kernel("values", "generated", 1, reading_cache(scores + b * h * hd * dtype_bytes)),
     ]
