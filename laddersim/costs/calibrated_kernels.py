@@ -19,19 +19,20 @@ import collections
 import numpy as np
 
 from laddersim.costs.gemm import memory_bound_time_s
+from laddersim.costs.pass_shapes import Phase, linear_shapes
 from laddersim.kernel_calibration import driver_bytes
 
 LAYER_KINDS = ("attn_norm", "qkv", "rope", "attention", "o_proj", "residual_add", "mlp_norm", "gate_up", "act",
                "down", "norm", "qkv_gate_up", "partial_add")
+LAYER_LINEARS = ("qkv", "o_proj", "gate_up", "down")  # a standard layer's weights
 
 
 def layer_bytes(model, tp: int, batch: int, cache_len: float, dtype_bytes: int) -> tuple[float, float]:
     """(weights, expanded K/V) bytes one layer streams on one rank: the linears' weights, and K and
     V of ``cache_len`` positions expanded to every query head of ``batch`` sequences."""
-    d, hd = model.dim, model.head_dim
-    h_r, kv_r, i_r = model.heads_per_rank(tp), model.kv_heads_per_rank(tp), model.intermediate_per_rank(tp)
-    weights = ((h_r + 2 * kv_r) * hd * d + d * h_r * hd + 2 * i_r * d + d * i_r) * dtype_bytes
-    return float(weights), float(batch * cache_len * 2 * h_r * hd * dtype_bytes)
+    shapes = linear_shapes(model, tp, Phase("decode", batch, 1))
+    weights = sum(n * k for kind, (_, n, k, _) in shapes.items() if kind in LAYER_LINEARS) * dtype_bytes
+    return float(weights), float(batch * cache_len * 2 * model.heads_per_rank(tp) * model.head_dim * dtype_bytes)
 
 
 def class_split_s(seconds: float, classes: dict, shape, gpu) -> dict[str, float]:
