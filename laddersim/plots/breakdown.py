@@ -51,7 +51,8 @@ def plot_breakdown(frame: pd.DataFrame, out_base: str | Path, *, title: str | No
     # of whose configurations fit still gets its panel); a column the not-run rows leave empty
     # (a summary field, written only for rows that ran) does not split panels.
     candidates = [c for c in input_columns(rows) if c != "tp"]
-    panel_keys = [c for c in varying(every, candidates) if c in varying(rows, candidates) or skipped[c].notna().all()]
+    ran_varying = varying(rows, candidates)
+    panel_keys = [c for c in varying(every, candidates) if c in ran_varying or skipped[c].notna().all()]
     every["other_s"] = (every["total_s"] - every["compute_s"] - every["exposed_comm_s"]
                         - every["overhead_s"]).clip(lower=0)
     panels = groups(every, panel_keys)
