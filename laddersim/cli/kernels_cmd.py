@@ -7,13 +7,11 @@ import json
 import sys
 
 from laddersim.cli.args import framework_arg, positive_int
-from laddersim.limits import MAX_BATCH, MAX_TOKENS, MAX_TP
+from laddersim.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN, MAX_BATCH, MAX_TOKENS, MAX_TP
 from laddersim.tables import format_table
 
 
 def register(sub) -> None:
-    from laddersim.kernel_view import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
-
     p = sub.add_parser("kernels", help="one layer's kernels as laddersim prices them: class, count, us (beside a profiler trace)")
     p.add_argument("--model", required=True, help="preset (llama-3.1-8b/70b/405b) or path to a HF config.json")
     p.add_argument("--hardware", required=True, help="profile name (laddersim profiles list) or path")
