@@ -63,8 +63,9 @@ def run(args: argparse.Namespace) -> int:
     if args.list:
         if args.name:
             raise UserInputError("list: lists every program; give either --list or a NAME")
-        width = max(map(len, programs()))
-        for name, line in programs().items():
+        known = programs()
+        width = max(map(len, known))
+        for name, line in known.items():
             print(f"{name:<{width}}  {line}")
         return 0
     if not args.name:
