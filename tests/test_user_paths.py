@@ -65,21 +65,22 @@ def test_program_runs_the_program_with_its_own_arguments(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_program_without_torch_gives_an_install_line_that_works_anywhere(monkeypatch, capsys):
+@pytest.fixture
+def without_torch(monkeypatch):
+    """torch not installed, as the commands see it (importlib.util.find_spec finds no torch)."""
     import importlib.util
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+
+
+def test_program_without_torch_gives_an_install_line_that_works_anywhere(without_torch, capsys):
     assert main(["program", "ladder_bench", "--help"]) == 2
     err = capsys.readouterr().err
     assert "needs torch" in err and "pip install torch" in err and "-e " not in err and "'.[" not in err
 
 
-def test_calibrate_run_without_torch_gives_an_install_line_that_works_anywhere(tmp_path, monkeypatch, capsys):
-    import importlib.util
-
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+def test_calibrate_run_without_torch_gives_an_install_line_that_works_anywhere(tmp_path, without_torch, capsys):
     assert main(["calibrate", "run", "--backend", "gloo", "--world-size", "2", "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "needs torch" in err and "pip install torch" in err
