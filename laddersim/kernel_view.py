@@ -27,13 +27,12 @@ from laddersim.costs.math_attention import math_kernels
 from laddersim.costs.op_costs import Phase, _fixed_op_times, attention_time_s, linear_shapes, logits_rows
 from laddersim.costs.pass_shapes import first_decode_positions
 from laddersim.framework import load_framework
+from laddersim.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
 from laddersim.schedules.program import build_program
 from laddersim.simulate import make_scenario
 
 COMPUTE_CLASSES = ("library_gemm", "splitk_reduce", "generated", "attention", "copy", "other")
 COLUMNS = ["kernel", "class", "count", "us"]
-DEFAULT_PROMPT_LEN = 1024
-DEFAULT_GEN_LEN = 512
 
 
 def kernel_table(model, hardware, tp: int, batch: int, schedule: str = "standard", framework: str | None = None,

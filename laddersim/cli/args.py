@@ -8,7 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from laddersim.limits import MAX_BATCH, MAX_TOKENS, MAX_TP
+from laddersim.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN, MAX_BATCH, MAX_TOKENS, MAX_TP
 
 
 def _number(name: str, cast, kind: str, ok):
@@ -46,8 +46,8 @@ def add_scenario_args(parser: argparse.ArgumentParser, *, tp_required: bool = Tr
     parser.add_argument("--hardware", required=True, help="profile name (laddersim profiles list) or path")
     parser.add_argument("--tp", type=positive_int("tp", MAX_TP), required=tp_required, help="tensor-parallel degree")
     parser.add_argument("--batch", type=positive_int("batch", MAX_BATCH), default=1)
-    parser.add_argument("--prompt-len", type=positive_int("prompt-len", MAX_TOKENS), default=1024)
-    parser.add_argument("--gen-len", type=positive_int("gen-len", MAX_TOKENS), default=512)
+    parser.add_argument("--prompt-len", type=positive_int("prompt-len", MAX_TOKENS), default=DEFAULT_PROMPT_LEN)
+    parser.add_argument("--gen-len", type=positive_int("gen-len", MAX_TOKENS), default=DEFAULT_GEN_LEN)
     parser.add_argument("--dtype", choices=["bfloat16", "float16", "float32", "fp8"], default="bfloat16")
     add_framework_args(parser)
 
