@@ -6,7 +6,15 @@ A trace holds a few batch sizes at one TP. Each traced batch is a *regime*: the 
 linears took (``generated``: reductions fused with their neighbours, batch 1 under Inductor's
 coordinate-descent decomposition; ``library``: cuBLAS GEMMs) and, per kernel class, how many
 kernels a layer launched and their device time. A class's time is priced as its kernels' floors
-plus the bytes that class streams (its *driver*) at the bandwidth it achieved in the trace:
+plus the bytes that class streams (its *driver*) at the bandwidth it achieved in the trace.
+
+The floors come from the trace itself (``ClassCost.floor_us``): each traced kernel contributes its
+own time up to the hardware profile's kernel floor (a pointwise kernel of 1 us replayed in a CUDA
+graph floors at 1 us, not at the profile's 3.86), and where the rest would need the bytes to stream
+faster than the GPU's datasheet bandwidth, the bytes stream at that bandwidth and the floors are
+what is left. What the floors leave is the class's streaming time; another shape scales it by the
+driver's bytes and keeps the floors (one per kernel: scaled by the kernel count where a schedule's
+layer runs more or fewer). The drivers:
 
 * ``weights``: the layer's linear weights on one rank (library GEMMs and their split-K reduces);
 * ``kv``: K and V expanded to every query head over the attended cache (attention; the
@@ -41,8 +49,15 @@ class ClassCost(BaseModel):
     kernels: NonNegativeFloat
     us: float  # the traced device time per layer (a difference of layer counts: may be ~0)
     driver: Driver
-    bandwidth_gbps: PositiveFloat | None = None  # driver bytes / (us - kernels x floor); None: fixed
+    bandwidth_gbps: PositiveFloat | None = None  # driver bytes / (us - floors); None: fixed
+    # The class's kernel floors per layer, us (see the module docstring); None (files written
+    # before it was recorded): ``kernels`` x the calibration's ``floor_us``.
+    floor_us: NonNegativeFloat | None = None
     source: str = Field(min_length=3)
+
+    def floors_us(self, floor_us: float) -> float:
+        """The class's floors per layer: the recorded ones, else ``kernels`` x ``floor_us``."""
+        return self.floor_us if self.floor_us is not None else self.kernels * floor_us
 
 
 class KernelRegime(BaseModel):

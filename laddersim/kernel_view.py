@@ -16,11 +16,12 @@ A trace of decode steps says nothing of prefill: ``--phase prefill`` stays the c
 from __future__ import annotations
 
 import collections
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
-from laddersim.costs.calibrated_kernels import class_seconds, class_split_s, layer_bytes
+from laddersim.costs.calibrated_kernels import class_split_s, schedule_layer
 from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.kernel_counts import op_kernels
 from laddersim.costs.math_attention import math_kernels
@@ -101,18 +102,17 @@ def _priced_rows(scenario, fw, phase: Phase) -> list[tuple]:
 
 
 def _calibrated_rows(scenario, calib, phase: Phase) -> list[tuple]:
-    """The traced classes of the nearest regime, scaled by their drivers' bytes on this shard."""
+    """The traced classes of the nearest regime, scaled by their drivers' bytes on this shard and
+    to the schedule's layer (laddersim.costs.calibrated_kernels.schedule_layer)."""
     model, work, tp = scenario.model, scenario.workload, scenario.tp
     regime = calib.regime_for(phase.batch)
-    cache_len = first_decode_positions(work)
-    weights, kv = layer_bytes(model, tp, phase.batch, cache_len, work.dtype_bytes)
-    rows = []
-    for cls, cost in regime.classes.items():
-        if cls == "collective" or not cost.kernels:
-            continue
-        rows.append((f"{cls} (trace b={regime.batch})", cls, cost.kernels, class_seconds(calib, cost, weights, kv) * 1e6))
+    times, _ = _fixed_op_times(model, scenario.hardware, work, tp, phase)
+    layer = schedule_layer(calib, model, scenario.hardware, work, tp, phase, times,
+                           op_kernels(model, scenario.hardware, work, tp, phase), linear_shapes(model, tp, phase),
+                           _layer_kinds(replace(scenario, schedule="standard"), phase.name),
+                           _layer_kinds(scenario, phase.name))
+    rows = [(f"{cls} (trace b={regime.batch})", cls, kernels, seconds * 1e6) for cls, (kernels, seconds) in layer.items()]
     if tp > 1:  # the collectives the program adds (the trace's shard had none): priced by the profile
-        times, _ = _fixed_op_times(model, scenario.hardware, work, tp, phase)
         kinds = _layer_kinds(scenario, phase.name)
         per_kind = op_kernels(model, scenario.hardware, work, tp, phase)
         if kinds.get("allreduce"):

@@ -10,7 +10,8 @@ import yaml
 
 from laddersim.cli import main
 from laddersim.framework import load_framework
-from laddersim.kernel_view import kernel_table, layer_bytes
+from laddersim.costs.calibrated_kernels import layer_bytes
+from laddersim.kernel_view import kernel_table
 from laddersim.model_shape import load_model_shape
 
 TRACE = Path(__file__).parent / "data" / "kernel_trace_synthetic"
@@ -76,8 +77,9 @@ def test_the_framework_file_simulates(tmp_path, capsys):
     assert "ladder" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("tp,batch", [(1, 1), (1, 8), (1, 32), (2, 8)])
-def test_simulate_prices_the_layer_as_the_kernel_view(tmp_path, tp, batch):
+@pytest.mark.parametrize("tp,batch,schedule", [(1, 1, "standard"), (1, 8, "standard"), (1, 32, "standard"),
+                                               (2, 8, "standard"), (2, 8, "parallel"), (2, 1, "parallel")])
+def test_simulate_prices_the_layer_as_the_kernel_view(tmp_path, tp, batch, schedule):
     """The calibrated file prices every command: a decode layer's op kinds, as the simulator charges
     them, add up to the kernel view's layer_us (collectives and their copies apart)."""
     import collections
@@ -89,14 +91,14 @@ def test_simulate_prices_the_layer_as_the_kernel_view(tmp_path, tp, batch):
     from laddersim.simulate import make_scenario
 
     out = _calibrate(tmp_path)
-    scenario = make_scenario("llama-3.1-8b", HW, tp, batch, 1024, 512, "standard", "bfloat16", framework=out)
+    scenario = make_scenario("llama-3.1-8b", HW, tp, batch, 1024, 512, schedule, "bfloat16", framework=out)
     times = op_times_s(scenario.model, scenario.hardware, scenario.workload, tp, Phase("decode", batch, 1),
                        np.array([1536.0]))
-    program = build_program("standard", 32, tp, "decode")
+    program = build_program(schedule, 32, tp, "decode")
     counts = collections.Counter(op.kind for op in program.ops if op.layer == 16)
     apart = ("allreduce", "collective_launch")
     layer_us = sum(times[k][0] * n for k, n in counts.items() if k not in apart) * 1e6
-    view = kernel_table("llama-3.1-8b", HW, tp, batch, framework=out)
+    view = kernel_table("llama-3.1-8b", HW, tp, batch, schedule=schedule, framework=out)
     expected = view.loc[~view["class"].isin(["collective"]) & (view["kernel"] != "collective_input_copy"), "us"].sum()
     assert layer_us == pytest.approx(expected, rel=1e-3)
 

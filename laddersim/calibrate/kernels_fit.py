@@ -78,18 +78,48 @@ def _provenance(trace_dir: Path) -> tuple[str, dict]:
         match = re.search(rf"{flag}[ =](\S+)", text)
         if match:
             found[key] = match.group(1).strip("`")
-    title = re.search(r"^# Kernel trace: .*?,\s*(bfloat16|float16|float32)\s*$", text, re.M)
+    title = re.search(r"^# Kernel trace: .*?,\s*(bfloat16|float16|float32)\s*(,|$)", text, re.M)
     if title and "dtype" not in found:
         found["dtype"] = title.group(1)
     command = re.search(r"command: `([^`]+)`", text)
     return (command.group(1) if command else "not recorded"), found
 
 
+def kernel_floor_us(calls: float, us: float, floor_us: float) -> float:
+    """One traced kernel signature's floors per layer: its own time, up to ``floor_us`` per call (a
+    kernel faster than the profile's floor is all floor; a negative layer difference none)."""
+    return max(0.0, min(float(us), max(float(calls), 0.0) * floor_us))
+
+
+def class_cost(cls: str, calls: float, us: float, floors: float, driver: str, moved: float, peak_gbps: float,
+               where: str, floor_us: float) -> ClassCost:
+    """A traced class: ``floors`` (its kernels' floors, ``kernel_floor_us``) and the rest streaming
+    ``moved`` bytes, no faster than ``peak_gbps`` (the datasheet: where the rest would need more,
+    the bytes stream at the peak and the floors are what is left)."""
+    floors = min(floors, max(us, 0.0))
+    body_us = us - floors
+    bandwidth, detail = None, "the traced time as it is"
+    if driver != "fixed" and body_us > 0 and moved > 0:
+        capped = moved / (body_us * 1e-6) / 1e9 > peak_gbps and moved / (peak_gbps * 1e3) <= us
+        if capped:
+            body_us = moved / (peak_gbps * 1e3)
+            floors = us - body_us
+        bandwidth = round(moved / (body_us * 1e-6) / 1e9, 3)
+        detail = (f"{moved / 1e6:.3f} MB of {driver} bytes in {us:.3f} us less {floors:.3f} us of floors ("
+                  + (f"what streaming them at the {peak_gbps:g} GB/s datasheet bandwidth leaves of the trace"
+                     if capped else f"each kernel's own time up to {floor_us:.2f} us") + ")")
+    else:
+        driver = "fixed"
+    return ClassCost(kernels=calls, us=us, driver=driver, bandwidth_gbps=bandwidth,
+                     floor_us=round(floors, 3) if bandwidth else None,
+                     source=f"{where}: {calls:g} kernels, {us:.3f} us per layer; {detail}")
+
+
 def fit_kernels(trace_dir: str | Path, hardware, base: str = "gpt-fast", model: str | None = None,
                 max_seq: int | None = None, name: str | None = None) -> Framework:
     """The framework of the traced stack (see the module docstring)."""
     from laddersim.hardware.profile import HardwareProfile, load_profile
-    from laddersim.kernel_view import layer_bytes
+    from laddersim.costs.calibrated_kernels import layer_bytes
 
     trace_dir = Path(trace_dir)
     frame = read_layer_kernels(trace_dir)
@@ -106,30 +136,23 @@ def fit_kernels(trace_dir: str | Path, hardware, base: str = "gpt-fast", model: 
     tp = int(frame["tp"].iloc[0])
     shape.check_tp(tp)
     where = f"{trace_dir.name}/{LAYER_FILE}"
+    peak_gbps = profile.gpu.memory_bandwidth_gbps.value
     regimes = []
     for batch, rows in frame.groupby("batch", sort=True):
         batch = int(batch)
-        totals = rows.groupby("cls")[["calls_per_layer", "us_per_layer"]].sum()
+        rows = rows.assign(floor=[kernel_floor_us(c, u, floor_us) for c, u in zip(rows["calls_per_layer"],
+                                                                                  rows["us_per_layer"])])
+        totals = rows.groupby("cls")[["calls_per_layer", "us_per_layer", "floor"]].sum()
         path = "library" if totals.get("calls_per_layer", pd.Series()).get("library_gemm", 0) > 0 else "generated"
         weights, kv = layer_bytes(shape, tp, batch, cache_len, dtype_bytes)
         classes = {}
-        for cls, (calls, us) in totals.iterrows():
-            calls, us = round(float(calls), 3), round(float(us), 3)
+        for cls, (calls, us, floors) in totals.iterrows():
             driver = CLASS_DRIVERS.get(cls, "fixed")
             if cls == "generated":
                 driver = "weights_and_kv" if path == "generated" else "kv"
-            moved = driver_bytes(driver, weights_bytes=weights, kv_bytes=kv)
-            body_us = us - calls * floor_us
-            bandwidth = None
-            if driver != "fixed" and body_us > 0 and moved > 0:
-                bandwidth = round(moved / (body_us * 1e-6) / 1e9, 3)
-            else:
-                driver = "fixed"
-            detail = (f"{moved / 1e6:.3f} MB of {driver} bytes in {us:.3f} us less {calls:g} x {floor_us:.2f} us floors"
-                      if bandwidth else "the traced time as it is")
-            classes[cls] = ClassCost(kernels=calls, us=us, driver=driver, bandwidth_gbps=bandwidth,
-                                     source=f"trace: {where}, batch {batch}, class {cls}: {calls:g} kernels, "
-                                            f"{us:.3f} us per layer; {detail}")
+            classes[cls] = class_cost(cls, round(float(calls), 3), round(float(us), 3), float(floors), driver,
+                                      driver_bytes(driver, weights_bytes=weights, kv_bytes=kv), peak_gbps,
+                                      f"trace: {where}, batch {batch}, class {cls}", floor_us)
         layer_us = round(sum(c.us for k, c in classes.items() if k != "collective"), 3)
         regimes.append(KernelRegime(batch=batch, linear_path=path, layer_us=layer_us, classes=classes,
                                     source=f"trace: {where}, batch {batch} (standard schedule, TP {tp} shard)"))
@@ -156,10 +179,30 @@ def fit_kernels(trace_dir: str | Path, hardware, base: str = "gpt-fast", model: 
         sdpa = ", ".join(sorted({str(v) for v in frame["sdpa"]})) if "sdpa" in frame.columns else "not recorded"
         fields["decode_attention"] = {"value": "fused", "source": f"trace: {where}: an attention-class kernel at batch "
                                       f"{', '.join(map(str, fused))} (sdpa {sdpa})"}
+    fields["collective_input_copy"] = collective_input_copy(frame, where, tp, base_fw)
     splitk = any("splitk_reduce" in r.classes and r.classes["splitk_reduce"].kernels > 0 for r in regimes)
     fields["splitk_reduce_kernel"] = {"value": splitk, "source": f"trace: {where}: "
                                       f"{'splitKreduce kernels in the library-path batches' if splitk else 'no split-K reduce kernel'}"}
     return Framework.model_validate(fields)
+
+
+def collective_input_copy(frame: pd.DataFrame, where: str, tp: int, base_fw: Framework) -> dict:
+    """Does the traced stack copy each collective's input on the compute stream? A TP > 1 trace
+    shows it (a copy kernel in the layer or none); a TP 1 trace has no collective, but a compiled
+    one (every row ``mode`` compile) writes the input from a generated kernel with the clone fused
+    in, as the TP 2 and TP 8 shards of such a stack show (``triton_poi_fused__unsafe_view_add_all_reduce``,
+    no copy kernel: reports/kernel_trace/h200_paper_config, torch 2.11); else the base framework's."""
+    if tp > 1:
+        copies = frame.loc[frame["cls"] == "copy"].groupby("batch")["calls_per_layer"].sum()
+        made = bool((copies > 0.5).any())
+        return {"value": made, "source": f"trace: {where} (TP {tp} shard): "
+                + ("a copy kernel in the layer" if made else "no copy kernel in the layer")}
+    modes = set(frame["mode"].astype(str)) if "mode" in frame.columns else set()
+    if modes == {"compile"}:
+        return {"value": False, "source": f"trace: {where}: a compiled stack (mode compile): Inductor fuses the clone "
+                "of a collective's input into the generated kernel writing it (TP 2 and TP 8 traces of such a stack, "
+                "reports/kernel_trace/h200_paper_config: triton_poi_fused__unsafe_view_add_all_reduce, no copy kernel)"}
+    return base_fw.collective_input_copy.model_dump()
 
 
 def framework_yaml(fw: Framework) -> str:

@@ -19,7 +19,7 @@ import collections
 import numpy as np
 
 from laddersim.costs.gemm import memory_bound_time_s
-from laddersim.costs.pass_shapes import Phase, linear_shapes
+from laddersim.costs.pass_shapes import Phase, first_decode_positions, linear_shapes
 from laddersim.kernel_calibration import driver_bytes
 
 LAYER_KINDS = ("attn_norm", "qkv", "rope", "attention", "o_proj", "residual_add", "mlp_norm", "gate_up", "act",
@@ -50,12 +50,59 @@ def class_split_s(seconds: float, classes: dict, shape, gpu) -> dict[str, float]
 
 
 def class_seconds(calib, cost, weights_bytes: float, kv_bytes: float) -> float:
-    """A traced class's seconds on this shard: its kernels' floors plus its driver's bytes at the
-    bandwidth the trace achieved; a ``fixed`` class (no bandwidth) its traced time as it is."""
+    """A traced class's seconds on this shard: its kernels' floors (as traced:
+    ``ClassCost.floors_us``) plus its driver's bytes at the bandwidth the trace achieved; a
+    ``fixed`` class (no bandwidth) its traced time as it is."""
     if cost.bandwidth_gbps is None:
         return cost.us * 1e-6
     moved = driver_bytes(cost.driver, weights_bytes=weights_bytes, kv_bytes=kv_bytes)
-    return cost.kernels * calib.floor_us * 1e-6 + moved / (cost.bandwidth_gbps * 1e9)
+    return cost.floors_us(calib.floor_us) * 1e-6 + moved / (cost.bandwidth_gbps * 1e9)
+
+
+def kind_split(times: dict[str, float], classes: dict, shapes: dict, gpu) -> dict[str, dict[str, float]]:
+    """The cost model's seconds of each layer op kind (attention apart) by kernel class."""
+    return {kind: class_split_s(times[kind], classes.get(kind, {}), shapes.get(kind), gpu)
+            for kind in LAYER_KINDS if kind in times and kind != "attention"}
+
+
+def layer_classes(split: dict, classes: dict, layer_counts: dict[str, int]) -> tuple[collections.Counter,
+                                                                                     collections.Counter]:
+    """(the cost model's seconds, its kernels) per class of a layer of ``layer_counts`` ops
+    (attention apart: it is the same in every schedule)."""
+    seconds: collections.Counter = collections.Counter()
+    kernels: collections.Counter = collections.Counter()
+    for kind, parts in split.items():
+        for cls, part_s in parts.items():
+            seconds[cls] += part_s * layer_counts.get(kind, 0)
+        for cls, count in classes.get(kind, {}).items():
+            kernels[cls] += count * layer_counts.get(kind, 0)
+    return seconds, kernels
+
+
+def schedule_layer(calib, model, hw, work, tp: int, phase, times: dict[str, float], classes: dict, shapes: dict,
+                   standard_counts: dict[str, int], counts: dict[str, int]) -> dict[str, tuple[float, float]]:
+    """``{class: (kernels, seconds)}`` of one decode layer of a schedule (its op kinds
+    ``counts``; ``standard_counts``: the standard layer's, the one the trace ran) on this shard.
+
+    Each traced class is priced on this shard (``class_seconds``); a schedule whose layer runs other
+    op kinds (parallel: one fused QKV + gate/up GEMM, one norm) changes a class by what the cost
+    model charges its layer against the standard one: its kernels by the difference in count, its
+    time by the ratio (the simulator scales every op kind of the class alike:
+    ``calibrated_decode``). The ``collective`` class is left out (the program's, priced apart)."""
+    regime = calib.regime_for(phase.batch)
+    weights, kv = layer_bytes(model, tp, phase.batch, first_decode_positions(work), work.dtype_bytes)
+    split = kind_split(times, classes, shapes, hw.gpu)
+    std_s, std_n = layer_classes(split, classes, standard_counts)
+    now_s, now_n = layer_classes(split, classes, counts)
+    out = {}
+    for cls, cost in regime.classes.items():
+        if cls == "collective" or not cost.kernels:
+            continue
+        seconds = class_seconds(calib, cost, weights, kv)
+        if std_s.get(cls, 0.0) > 0:
+            seconds *= now_s.get(cls, 0.0) / std_s[cls]
+        out[cls] = (max(cost.kernels + now_n.get(cls, 0) - std_n.get(cls, 0), 0.0), seconds)
+    return out
 
 
 def calibrated_decode(calib, model, hw, work, tp: int, phase, times: dict[str, float], classes: dict,
@@ -67,12 +114,8 @@ def calibrated_decode(calib, model, hw, work, tp: int, phase, times: dict[str, f
     static = work.kv_cache == "static"
     cache_len = work.max_seq_len if static else work.prompt_len
     weights, kv = layer_bytes(model, tp, phase.batch, cache_len, work.dtype_bytes)
-    split = {kind: class_split_s(times[kind], classes.get(kind, {}), shapes.get(kind), hw.gpu)
-             for kind in LAYER_KINDS if kind in times and kind != "attention"}
-    base_by_class: collections.Counter = collections.Counter()
-    for kind, parts in split.items():
-        for cls, seconds in parts.items():
-            base_by_class[cls] += seconds * layer_counts.get(kind, 0)
+    split = kind_split(times, classes, shapes, hw.gpu)
+    base_by_class, _ = layer_classes(split, classes, layer_counts)
 
     def class_s(cls: str, kv_bytes: float) -> float:
         return class_seconds(calib, regime.classes[cls], weights, kv_bytes)
