@@ -6,9 +6,12 @@ signature: a two-layer-count difference) gives, per traced batch, each kernel cl
 device time. Each batch becomes a regime of ``laddersim.kernel_calibration``: its linear path
 (generated reductions where the layer ran no library GEMM, else library GEMMs) and per class the
 bandwidth it achieved over the bytes it streams (the linears' weights, the expanded K/V, or
-both), after one kernel floor per kernel (the hardware profile's). Every value cites the trace's
-file, batch and class. The rest of the framework (cache, K/V reads, collectives) is the
-``--base`` framework's; the collectives are calibrated apart (``calibrate run`` / nccl-tests).
+both), after the class's kernel floors: each traced kernel's own time up to the hardware profile's
+floor, and no less than what streaming the bytes at the GPU's datasheet bandwidth leaves
+(``class_cost``). Every value cites the trace's file, batch and class. Whether the stack copies a
+collective's input on the compute stream comes from the trace too (``collective_input_copy``).
+The rest of the framework (cache, K/V reads, collectives) is the ``--base`` framework's; the
+collectives are calibrated apart (``calibrate run`` / nccl-tests).
 
 Kernel classes are the trace's own (``kernel_class`` column), except that cuBLAS's Hopper GEMMs
 (``nvjet_*``) are library GEMMs (kernel_trace classed them ``other`` before that was fixed).

@@ -5,7 +5,9 @@ command, not only ``laddersim kernels``.
 The op program keeps its op kinds (the schedules overlap them with the collectives); what a layer
 costs per kernel class comes from the trace. For each class, the traced regime's time on this shard
 (its kernels' floors plus the bytes it streams at the bandwidth the trace achieved) is shared out
-over the layer's op kinds of that class in proportion to what the cost model charges them; a class
+over the standard layer's op kinds of that class in proportion to what the cost model charges
+them (every op kind of the class scaled alike, so another schedule's layer, e.g. parallel's fused
+QKV + gate/up GEMM, costs what the cost model says it saves: ``schedule_layer``); a class
 the trace ran but the cost model has no op of (e.g. a cuDNN reduction classed ``other``) goes to
 the attention, and a class the cost model charges but the trace did not run costs nothing.
 Attention is priced per KV length (it streams the expanded K/V it attends). Ops outside the layers
