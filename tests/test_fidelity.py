@@ -4,6 +4,8 @@ FlashAttention-3 prefill, costs that live per layer, and validating several tabl
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -100,10 +102,30 @@ def test_batch_1_and_batch_2_steps_differ_by_the_kernel_path_alone(h100):
         assert splits_k(h100.gpu, 4, 28672 // tp) == splits_k(h100.gpu, 4, (28672 + 6144) // tp)
 
 
-def test_stacked_linear_costs_its_parts_less_the_saved_kernel_floors(h100):
+H200_TRACE = Path(__file__).resolve().parents[1] / "reports" / "kernel_trace" / "h200_paper_config"
+
+
+def test_stacked_gemm_saves_no_device_time_in_the_h200_trace():
+    """The measurement behind pricing a stacked GEMM as its parts: on the paper's benchmark model
+    (rank 0's shard of TP 2, batch 4, torch 2.11 on an H200), parallel's one stacked QKV + gate/up
+    GEMM and standard's two take the same cuBLAS time a layer (63.6 vs 63.3 us, within 2%), with
+    one kernel fewer; what parallel saves is in the generated (norm, add) and split-K kernels."""
+    layer = pd.read_csv(H200_TRACE / "tp2" / "per_layer.csv")
+    by = layer.set_index(["schedule", "kernel_class"])
+    gemm_std, gemm_par = by.loc[("standard", "library_gemm")], by.loc[("parallel", "library_gemm")]
+    assert (gemm_std["kernels_per_layer"], gemm_par["kernels_per_layer"]) == (4, 3)
+    assert gemm_par["us_per_layer"] == pytest.approx(gemm_std["us_per_layer"], rel=0.02)
+    saved = sum(by.loc[("standard", c), "us_per_layer"] - by.loc[("parallel", c), "us_per_layer"]
+                for c in ("generated", "splitk_reduce"))
+    assert saved > 5.0
+
+
+def test_stacked_linear_costs_its_parts(h100):
     """parallel's QKV + gate/up: one GEMM over the stacked weights streams the bytes and does the
-    FLOPs of its two parts, so it costs the parts' measured times less one kernel floor; the
-    split-K reduce (when the stacked shape splits) sums the stacked output."""
+    FLOPs of its two parts, so a library GEMM costs the parts' measured times, their floors
+    included (the H200 trace below: stacking saves a launch, not device time); a single-token
+    linear lowered to one generated reduction saves a floor; the split-K reduce (when the stacked
+    shape splits) sums the stacked output."""
     model = ModelShape(name="llama-3.1-8b-like", n_layers=32, dim=4096, n_heads=32, n_kv_heads=8,
                        intermediate_size=14336, vocab_size=128256)
     peak = h100.gpu.peak_flops_per_s
@@ -116,9 +138,10 @@ def test_stacked_linear_costs_its_parts_less_the_saved_kernel_floors(h100):
         if framework == "gpt-fast" and splits_k(h100.gpu, batch, qkv_n + gate_up_n):
             reduce = h100.gpu.kernel_launch_s + 2 * batch * (qkv_n + gate_up_n) * 4 / (
                 h100.gpu.memory_bandwidth_bytes_per_s * h100.gpu.elementwise_memory_efficiency.value)
-        expected = parts - h100.gpu.kernel_launch_s + reduce
+        generated = framework == "gpt-fast" and batch == 1  # one generated reduction over the stacked rows
+        expected = parts - (h100.gpu.kernel_launch_s if generated else 0.0) + reduce
         assert times["qkv_gate_up"][0] == pytest.approx(expected, rel=1e-9), (framework, batch, tp)
-        assert times["qkv_gate_up"][0] < times["qkv"][0] + times["gate_up"][0]
+        assert times["qkv_gate_up"][0] <= (times["qkv"][0] + times["gate_up"][0]) * (1 + 1e-12)
 
 
 @pytest.mark.parametrize("framework", ["gpt-fast", "vllm"])
