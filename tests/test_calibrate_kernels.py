@@ -211,3 +211,7 @@ def test_the_shipped_example_is_the_h100_trace_compacted(tmp_path):
     example = load_framework(_calibrate(tmp_path / "b", shipped.parent)).kernel_calibration
     assert [(r.batch, r.linear_path, r.layer_us) for r in full.regimes] == \
         [(r.batch, r.linear_path, r.layer_us) for r in example.regimes]
+    # the same floors and bandwidths too: the kernels faster than a floor kept apart
+    assert [r.classes for r in full.regimes] == [
+        {c: cost.model_copy(update={"source": full.regimes[i].classes[c].source}) for c, cost in r.classes.items()}
+        for i, r in enumerate(example.regimes)]
