@@ -237,6 +237,14 @@ def _command_json(argv: list[str]) -> list:
     return json.loads(stdout.getvalue() or "[]")
 
 
+def _listed(values):
+    """A sequence argument as a list; one name or number given alone is a list of one (a string is
+    not split into its characters); None stays None."""
+    if values is None:
+        return None
+    return [values] if isinstance(values, (str, int, float)) else list(values)
+
+
 def plan(model: str | Path, *, profiles: Sequence[str] | None = None, prices: str | Path | None = None,
          schedules: Sequence[str] = DEFAULT_SCHEDULES, batches: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256),
          tps: Sequence[int] | None = None, max_nodes: int = 4, prompt_len: int = DEFAULT_PROMPT_LEN,
@@ -260,8 +268,8 @@ def plan(model: str | Path, *, profiles: Sequence[str] | None = None, prices: st
     import pandas as pd
 
     argv = ["plan", "--model", str(model)] + _flags({
-        "profiles": list(profiles) if profiles is not None else None, "prices": prices, "schedule": list(schedules),
-        "batch": list(batches), "tp": list(tps) if tps is not None else None,
+        "profiles": _listed(profiles), "prices": prices, "schedule": _listed(schedules),
+        "batch": _listed(batches), "tp": _listed(tps),
         "max_nodes": max_nodes, "prompt_len": prompt_len, "gen_len": gen_len, "dtype": dtype, "kv_cache": kv_cache,
         "min_user_tokens_per_s": min_user_tokens_per_s, "min_total_tokens_per_s": min_total_tokens_per_s,
         "max_token_latency_ms": max_token_latency_ms, "rate": rate, "ttft_slo_s": ttft_slo_s,

@@ -183,6 +183,10 @@ def test_plan_from_python_is_the_commands_answer(capsys):
     assert frame["usd_per_million_tokens"].is_monotonic_increasing
     # A target nothing meets: an empty table, not an error.
     assert laddersim.plan("llama-3.1-8b", **{**kwargs, "min_user_tokens_per_s": 1e6}).empty
+    # One schedule, profile or TP given alone (not in a list) is one, not its characters.
+    alone = laddersim.plan("llama-3.1-8b", **{**kwargs, "profiles": "h100-sxm-nvswitch", "tps": 2},
+                           schedules="ladder")
+    assert len(alone) > 0 and set(alone["schedule"]) == {"ladder"} and set(alone["tp"]) == {2}
 
 
 def test_serving_from_python_is_the_commands_answer(capsys):
