@@ -169,7 +169,7 @@ def fit(measured: str | Path | pd.DataFrame, hardware: str | Path | HardwareProf
     import pandas as pd
 
     from laddersim.fit_predictions import predictions
-    from laddersim.fitting import fit_profiles, save_profile
+    from laddersim.fitting import fit_profiles, p2p_off_path, save_profile
     from laddersim.hardware.profile import HardwareProfile, load_profile as load
     from laddersim.validation.core import ValidationSetup, check_rows, read_measured
 
@@ -187,9 +187,8 @@ def fit(measured: str | Path | pd.DataFrame, hardware: str | Path | HardwareProf
     if out is not None:
         target = Path(out)
         for key, profile in result.profiles.items():
-            path = target if key == "on" else (target.with_name(target.stem + "-p2p-off" + target.suffix)
-                                               if target.suffix else target.with_name(target.name + "-p2p-off"))
-            save_profile(profile, path, name=path.stem if path.suffix else path.name)
+            path = target if key == "on" else p2p_off_path(target)
+            save_profile(profile, path, name=path.stem if path.suffix else path.name)  # as `laddersim fit` names it
     frame.attrs.update(parameters=dict(result.parameters), profiles=dict(result.profiles),
                        warnings=list(result.warnings))
     return frame

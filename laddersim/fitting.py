@@ -373,6 +373,14 @@ def _covariance(jac: np.ndarray, row_residuals: np.ndarray, n_params: int) -> np
         return None
 
 
+def p2p_off_path(out: Path) -> Path:
+    """Where a fit writes its P2P-off profile beside ``out``: NEW-p2p-off.yaml for NEW.yaml,
+    else the name with -p2p-off added (a directory, or a file of another suffix)."""
+    if out.suffix in (".yaml", ".yml"):
+        return out.with_name(out.stem + "-p2p-off" + out.suffix)
+    return out.with_name(out.name + "-p2p-off")
+
+
 def save_profile(profile: HardwareProfile, path: str | Path, name: str | None = None) -> Path:
     """Write ``profile`` as YAML at ``path`` with its tables copied beside it (self-contained)."""
     path = Path(path)

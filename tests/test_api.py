@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -249,3 +250,13 @@ def test_submodules_named_like_functions_still_import():
 
     assert imported is make_scenario and runner.__name__ == "laddersim.sweep.runner"
     assert callable(laddersim.sweep) and laddersim.sweep.__module__ == "laddersim.api"
+
+
+def test_fit_names_the_p2p_off_profile_as_the_command_does():
+    """One rule for laddersim.fit and `laddersim fit`: NEW-p2p-off.yaml beside NEW.yaml, else -p2p-off added."""
+    from laddersim.fitting import p2p_off_path
+
+    assert p2p_off_path(Path("runs/new.yaml")) == Path("runs/new-p2p-off.yaml")
+    assert p2p_off_path(Path("runs/new.yml")) == Path("runs/new-p2p-off.yml")
+    assert p2p_off_path(Path("runs/fitted")) == Path("runs/fitted-p2p-off")
+    assert p2p_off_path(Path("runs/new.json")) == Path("runs/new.json-p2p-off")

@@ -9,7 +9,7 @@ from pathlib import Path
 from laddersim.cli.args import add_measured_workload_args, invoked_command
 from laddersim.errors import UserInputError
 from laddersim.fit_predictions import held_out_speedup_summary, predictions
-from laddersim.fitting import fit_profiles, save_profile
+from laddersim.fitting import fit_profiles, p2p_off_path, save_profile
 from laddersim.hardware.profile import load_profile
 from laddersim.io_write import check_output
 from laddersim.validation.core import ValidationSetup, check_rows, error_summary, read_measured
@@ -30,12 +30,6 @@ def register(sub) -> None:
     p.add_argument("--report", default="reports/fit", help="report directory (default reports/fit)")
     p.set_defaults(func=run, interrupted_note="nothing written (a fit keeps no partial state); re-run the "
                                                "same command to fit again")
-
-
-def _off_path(out: Path) -> Path:
-    if out.suffix in (".yaml", ".yml"):
-        return out.with_name(out.stem + "-p2p-off" + out.suffix)
-    return out.with_name(out.name + "-p2p-off")
 
 
 def _held_out_against_base(table, base_rows, schedules: tuple[str, ...]) -> tuple[object, list[str]]:
@@ -94,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     out = check_output(args.out, "out", "file" if Path(args.out).suffix in (".yaml", ".yml") else "dir")
     if not out.name:
         raise UserInputError(f"out: '{args.out}' names no file or directory; allowed: NEW.yaml or a directory")
-    out_off = Path(args.out_p2p_off) if args.out_p2p_off else _off_path(out)
+    out_off = Path(args.out_p2p_off) if args.out_p2p_off else p2p_off_path(out)
     # Every input before the first evaluation: output paths, then each row's model, profile,
     # TP, memory and node count (a bad row would otherwise surface after minutes of fitting).
     for target, flag in ((out, "out"), (out_off, "out-p2p-off")):
