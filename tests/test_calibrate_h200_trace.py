@@ -101,3 +101,20 @@ def test_kernel_floors_and_the_bandwidth_cap():
     assert under.floor_us == 15.0 and under.bandwidth_gbps == pytest.approx(100e6 / 45e-6 / 1e9, rel=1e-6)
     fixed = class_cost("copy", 1, 2.0, 1.0, "fixed", 0.0, 4800, "trace: t", 3.86)
     assert fixed.bandwidth_gbps is None and fixed.floor_us is None
+
+
+def test_a_file_without_recorded_floors_prices_one_profile_floor_per_kernel(traced, tmp_path):
+    """Files written before the floors were recorded: each kernel floors at the profile's floor."""
+    import re
+
+    old = tmp_path / "old.yaml"
+    old.write_text(re.sub(r"\n {8}floor_us: [0-9.]+(?=\n)", "", Path(traced).read_text()))  # the classes' only
+    calib = load_framework(str(old)).kernel_calibration
+    gemm = calib.regime_for(4).classes["library_gemm"]
+    assert gemm.floor_us is None and gemm.floors_us(calib.floor_us) == pytest.approx(4 * 3.86)
+    one = calib.regime_for(1).classes["generated"]
+    # TP 1 batch 1: 13 profile floors plus the bytes at the (capped) recorded bandwidth
+    expected = 13 * 3.86 + (_layer(traced, 1, 1).attrs["layer_us"] - load_framework(traced).kernel_calibration
+                            .regime_for(1).classes["generated"].floor_us)
+    assert _layer(str(old), 1, 1).attrs["layer_us"] == pytest.approx(expected, abs=0.01)
+    assert one.floor_us is None
