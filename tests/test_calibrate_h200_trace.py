@@ -94,12 +94,12 @@ def test_kernel_floors_and_the_bandwidth_cap():
     assert kernel_floor_us(2, 40.0, 3.86) == pytest.approx(7.72)
     assert kernel_floor_us(-1, -1.3, 3.86) == 0.0 and kernel_floor_us(1, -2.3, 3.86) == 0.0
     # 100 MB in 30 us less 10 us of floors would be 5 TB/s: streamed at the 4.8 TB/s peak instead
-    cost = class_cost("generated", 5, 30.0, 10.0, "weights", 100e6, 4800, "trace: t", 3.86)
+    cost = class_cost(5, 30.0, 10.0, "weights", 100e6, 4800, "trace: t", 3.86)
     assert cost.bandwidth_gbps == pytest.approx(4800) and cost.floor_us == pytest.approx(30 - 100 / 4.8, abs=1e-3)
     assert cost.floor_us + 100e6 / (cost.bandwidth_gbps * 1e9) * 1e6 == pytest.approx(30.0, abs=1e-3)
-    under = class_cost("library_gemm", 4, 60.0, 15.0, "weights", 100e6, 4800, "trace: t", 3.86)
+    under = class_cost(4, 60.0, 15.0, "weights", 100e6, 4800, "trace: t", 3.86)
     assert under.floor_us == 15.0 and under.bandwidth_gbps == pytest.approx(100e6 / 45e-6 / 1e9, rel=1e-6)
-    fixed = class_cost("copy", 1, 2.0, 1.0, "fixed", 0.0, 4800, "trace: t", 3.86)
+    fixed = class_cost(1, 2.0, 1.0, "fixed", 0.0, 4800, "trace: t", 3.86)
     assert fixed.bandwidth_gbps is None and fixed.floor_us is None
 
 

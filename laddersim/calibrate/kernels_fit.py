@@ -94,7 +94,7 @@ def kernel_floor_us(calls: float, us: float, floor_us: float) -> float:
     return max(0.0, min(float(us), max(float(calls), 0.0) * floor_us))
 
 
-def class_cost(cls: str, calls: float, us: float, floors: float, driver: str, moved: float, peak_gbps: float,
+def class_cost(calls: float, us: float, floors: float, driver: str, moved: float, peak_gbps: float,
                where: str, floor_us: float) -> ClassCost:
     """A traced class: ``floors`` (its kernels' floors, ``kernel_floor_us``) and the rest streaming
     ``moved`` bytes, no faster than ``peak_gbps`` (the datasheet: where the rest would need more,
@@ -153,7 +153,7 @@ def fit_kernels(trace_dir: str | Path, hardware, base: str = "gpt-fast", model: 
             driver = CLASS_DRIVERS.get(cls, "fixed")
             if cls == "generated":
                 driver = "weights_and_kv" if path == "generated" else "kv"
-            classes[cls] = class_cost(cls, round(float(calls), 3), round(float(us), 3), float(floors), driver,
+            classes[cls] = class_cost(round(float(calls), 3), round(float(us), 3), float(floors), driver,
                                       driver_bytes(driver, weights_bytes=weights, kv_bytes=kv), peak_gbps,
                                       f"trace: {where}, batch {batch}, class {cls}", floor_us)
         layer_us = round(sum(c.us for k, c in classes.items() if k != "collective"), 3)
