@@ -13,8 +13,9 @@ own time up to the hardware profile's kernel floor (a pointwise kernel of 1 us r
 graph floors at 1 us, not at the profile's 3.86), and where the rest would need the bytes to stream
 faster than the GPU's datasheet bandwidth, the bytes stream at that bandwidth and the floors are
 what is left. What the floors leave is the class's streaming time; another shape scales it by the
-driver's bytes and keeps the floors (one per kernel: scaled by the kernel count where a schedule's
-layer runs more or fewer). The drivers:
+driver's bytes and keeps the floors (a schedule whose layer runs other op kinds, e.g. parallel's
+fused QKV + gate/up GEMM, scales the class by what the cost model charges that layer against the
+standard one: ``laddersim.costs.calibrated_kernels.schedule_layer``). The drivers:
 
 * ``weights``: the layer's linear weights on one rank (library GEMMs and their split-K reduces);
 * ``kv``: K and V expanded to every query head over the attended cache (attention; the
