@@ -100,7 +100,9 @@ class Framework(BaseModel):
     op_kernels: OpKernels | None = None
     # Per collective, beyond the NCCL kernel: the hand-off between the compute stream and the
     # collective's own stream (an eager ``dist.all_reduce`` captured in a CUDA graph records an
-    # event on one stream and waits on it from the other, both ways). None: nothing beyond the
+    # event on one stream and waits on it from the other, both ways): half delays the collective
+    # (its stream waits on the producer's event), half the compute stream (which waits on the
+    # collective's event before the consumer), which no overlap hides. None: nothing beyond the
     # profile's framework.collective_sync_us.
     collective_handoff_us: NonNegative | None = None
 

@@ -8,6 +8,7 @@ import ast
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -145,11 +146,16 @@ def test_an_eager_framework_prices_its_op_kernels():
 def test_gpt_fast_flash_pays_its_stream_handoff_per_allreduce():
     """An eager dist.all_reduce captured in a graph hands off between streams both ways: each
     AllReduce costs the framework's collective_handoff_us beyond NCCL's kernel, at every size and
-    TP; frameworks without the field pay nothing extra; one GPU has no collective."""
+    TP, half of it delaying the collective (its stream waits on the compute stream's event) and half
+    on the compute stream (which waits on the collective's event), which no overlap hides;
+    frameworks without the field pay nothing extra; one GPU has no collective."""
     from laddersim.costs.collectives import allreduce_time_s
     from laddersim.costs.framework_collectives import framework_allreduce_time_s
+    from laddersim.costs.op_costs import Phase, op_times_s
     from laddersim.framework import load_framework
     from laddersim.hardware.profile import load_profile
+    from laddersim.model_shape import load_model_shape
+    from laddersim.workload import Workload
 
     off = load_profile("h100-sxm-p2p-off")
     flash, compiled = load_framework("gpt-fast-flash"), load_framework("gpt-fast")
@@ -157,9 +163,46 @@ def test_gpt_fast_flash_pays_its_stream_handoff_per_allreduce():
     for tp in (2, 4, 8):
         for size in (4096.0, 2.0**20):
             nccl = float(allreduce_time_s(off, tp, size))
-            assert framework_allreduce_time_s(off, flash, tp, size)[0] == pytest.approx(nccl + 7.35e-6, rel=1e-12)
+            assert framework_allreduce_time_s(off, flash, tp, size)[0] == pytest.approx(nccl + 7.35e-6 / 2, rel=1e-12)
             assert framework_allreduce_time_s(off, compiled, tp, size)[0] == pytest.approx(nccl, rel=1e-12)
     assert framework_allreduce_time_s(off, flash, 1, 4096.0)[0] == 0.0
+    model = load_model_shape("llama-3.1-8b")
+    launch = {}
+    for name in ("gpt-fast-flash", "vllm"):
+        for tp in (1, 4):
+            work = Workload(batch=4, prompt_len=64, gen_len=4, framework=name)
+            launch[name, tp] = op_times_s(model, off, work, tp, Phase("decode", 4, 1), np.array([64.0]))[
+                "collective_launch"][0]
+    assert launch["gpt-fast-flash", 4] - launch["vllm", 4] == pytest.approx(7.35e-6 / 2, rel=1e-9)
+    assert launch["gpt-fast-flash", 1] == launch["vllm", 1] == 0.0
+
+
+def test_ladder_hides_the_collective_half_of_the_handoff_not_the_compute_half(tmp_path):
+    """Standard runs every AllReduce in line, so it pays the whole hand-off (both halves); ladder
+    overlaps the collective, so it pays the compute stream's half only: per decode step the
+    hand-off moves standard by 2 x layers x H and ladder by about half that (TP 8, P2P on, batch 1,
+    where the next module's compute covers the collective with room to spare). The same framework
+    without the field is the baseline."""
+    from laddersim.framework import FRAMEWORKS_DIR
+    from laddersim.simulate import make_scenario, simulate
+
+    text = (FRAMEWORKS_DIR / "gpt-fast-flash.yaml").read_text()
+    lines = [line for line in text.splitlines() if not line.startswith("collective_handoff_us:")]
+    assert len(lines) == len(text.splitlines()) - 1
+    bare = tmp_path / "flash-nohandoff.yaml"
+    bare.write_text("\n".join(lines).replace("name: gpt-fast-flash", "name: flash-nohandoff") + "\n")
+    step = {}
+    for fw in ("gpt-fast-flash", str(bare)):
+        for schedule in ("standard", "ladder"):
+            scenario = make_scenario("llama-3.1-8b", "h100-sxm-nvswitch", 8, 1, 64, 2, schedule, "float16",
+                                     framework=fw)
+            step[fw, schedule] = simulate(scenario).summary()["decode_step_s"]
+    h, layers = 7.35e-6, 32
+    grown = {s: step["gpt-fast-flash", s] - step[str(bare), s] for s in ("standard", "ladder")}
+    # both: the logits AllGather, in line in every schedule, pays its whole hand-off too; ladder: the
+    # last two AllReduces, waited on before the final norm, expose their collective half.
+    assert grown["standard"] == pytest.approx(2 * layers * h + h, rel=0.01)
+    assert grown["ladder"] == pytest.approx(2 * layers * h / 2 + h + 2 * h / 2, rel=0.01)
 
 
 _FLASH_TABLE = Path(__file__).resolve().parents[2] / "shared" / "validation" / "ladder_flash_p2p_sweep.csv"

@@ -47,7 +47,11 @@ def framework_allreduce_time_s(hw: HardwareProfile, fw, tp: int, size_bytes: flo
     measured = hw.collectives.prefer == "table" and any(
         ((cols["gpus"] == tp) & (cols["nodes"] == nodes)).sum() >= 2
         for table, cols in hw.allreduce_arrays if table.use == "model")
-    handoff = fw.collective_handoff_s() if tp > 1 else 0.0  # the framework's stream hand-off (laddersim.framework)
+    # The framework's stream hand-off (laddersim.framework): of its two cross-stream dependencies, the
+    # collective's stream waiting on the compute stream's event delays the collective (here); the
+    # compute stream waiting on the collective's event delays the consumer, on the compute stream
+    # (op_costs' collective_launch), which no overlap hides.
+    handoff = fw.collective_handoff_s() / 2 if tp > 1 else 0.0
     return float(allreduce_time_s(hw, tp, size_bytes)) + handoff, SILICON if (measured and nodes == 1) else SOL
 
 

@@ -137,6 +137,7 @@ def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
     sync_bytes_s = hidden_bytes / (sync_gbps * 1e9) if (tp > 1 and sync_gbps > 0) else 0.0
     copies = hw.framework.collective_input_copies.value if (tp > 1 and fw.collective_input_copy.value) else 0.0
     copy_s = copies * streamed(2 * hidden_bytes, "collective_input_copy")
+    handoff_half_s = fw.collective_handoff_s() / 2 if tp > 1 else 0.0  # each side's half of the hand-off
     times = {
         "embedding": float(memory_bound_time_s(gpu, 2 * t * d * b)),
         "attn_norm": norm(t, "attn_norm"),
@@ -153,7 +154,8 @@ def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
         "sampling": hw.framework.sampling_us.value * 1e-6
         + float(memory_bound_time_s(gpu, 4 * phase.batch * model.vocab_size * 4, kernels=0)),
         "step_overhead": hw.framework.step_overhead_us.value * 1e-6,
-        "collective_launch": sync_bytes_s + copy_s,
+        # and the compute stream's half of the framework's stream hand-off (framework_collectives)
+        "collective_launch": sync_bytes_s + copy_s + handoff_half_s,
     }
     times["allreduce"], sources["allreduce"] = framework_allreduce_time_s(hw, fw, tp, messages["allreduce"])
     # The gather from its own measured table where the profile has one (its message above is the
@@ -165,7 +167,7 @@ def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
     # overlaps the collective (ladder) hides it with the collective. Its per-byte part (staging the
     # message, collective_sync_gbps) stays on the compute stream's side of the hand-off.
     times["allreduce"] += sync_s
-    times["allgather_logits"] += sync_s
+    times["allgather_logits"] += sync_s + handoff_half_s  # the collective's half (the AllReduce's is in its price)
     return times, {kind: sources.get(kind, SOL) for kind in times}
 
 
