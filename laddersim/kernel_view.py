@@ -107,14 +107,13 @@ def _calibrated_rows(scenario, calib, phase: Phase) -> list[tuple]:
     model, work, tp = scenario.model, scenario.workload, scenario.tp
     regime = calib.regime_for(phase.batch)
     times, _ = _fixed_op_times(model, scenario.hardware, work, tp, phase)
-    layer = schedule_layer(calib, model, scenario.hardware, work, tp, phase, times,
-                           op_kernels(model, scenario.hardware, work, tp, phase), linear_shapes(model, tp, phase),
-                           _layer_kinds(replace(scenario, schedule="standard"), phase.name),
-                           _layer_kinds(scenario, phase.name))
+    kinds = _layer_kinds(scenario, phase.name)
+    per_kind = op_kernels(model, scenario.hardware, work, tp, phase)
+    layer = schedule_layer(calib, model, scenario.hardware, work, tp, phase, times, per_kind,
+                           linear_shapes(model, tp, phase), _layer_kinds(replace(scenario, schedule="standard"),
+                                                                         phase.name), kinds)
     rows = [(f"{cls} (trace b={regime.batch})", cls, kernels, seconds * 1e6) for cls, (kernels, seconds) in layer.items()]
     if tp > 1:  # the collectives the program adds (the trace's shard had none): priced by the profile
-        kinds = _layer_kinds(scenario, phase.name)
-        per_kind = op_kernels(model, scenario.hardware, work, tp, phase)
         if kinds.get("allreduce"):
             rows.append(("allreduce", "collective", kinds["allreduce"], times["allreduce"] * kinds["allreduce"] * 1e6))
         # op_kernels counts no copy where the framework makes none (collective_input_copy false)
