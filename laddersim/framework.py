@@ -109,6 +109,10 @@ class Framework(BaseModel):
     def collective_handoff_s(self) -> float:
         return self.collective_handoff_us.value * 1e-6 if self.collective_handoff_us is not None else 0.0
 
+    def collective_handoff_half_s(self) -> float:
+        """One side's share of the hand-off: the collective's stream's, or the compute stream's."""
+        return self.collective_handoff_s() / 2
+
     def kernels_for(self, kind: str) -> int:
         """Kernels one ``kind`` op launches (1 unless ``op_kernels`` says otherwise)."""
         return self.op_kernels.counts.get(kind, 1) if self.op_kernels is not None else 1

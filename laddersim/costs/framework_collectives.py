@@ -51,7 +51,7 @@ def framework_allreduce_time_s(hw: HardwareProfile, fw, tp: int, size_bytes: flo
     # collective's stream waiting on the compute stream's event delays the collective (here); the
     # compute stream waiting on the collective's event delays the consumer, on the compute stream
     # (op_costs' collective_launch), which no overlap hides.
-    handoff = fw.collective_handoff_s() / 2 if tp > 1 else 0.0
+    handoff = fw.collective_handoff_half_s() if tp > 1 else 0.0
     return float(allreduce_time_s(hw, tp, size_bytes)) + handoff, SILICON if (measured and nodes == 1) else SOL
 
 

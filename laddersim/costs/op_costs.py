@@ -137,7 +137,7 @@ def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
     sync_bytes_s = hidden_bytes / (sync_gbps * 1e9) if (tp > 1 and sync_gbps > 0) else 0.0
     copies = hw.framework.collective_input_copies.value if (tp > 1 and fw.collective_input_copy.value) else 0.0
     copy_s = copies * streamed(2 * hidden_bytes, "collective_input_copy")
-    handoff_half_s = fw.collective_handoff_s() / 2 if tp > 1 else 0.0  # each side's half of the hand-off
+    handoff_half_s = fw.collective_handoff_half_s() if tp > 1 else 0.0  # the compute stream's side of the hand-off
     times = {
         "embedding": float(memory_bound_time_s(gpu, 2 * t * d * b)),
         "attn_norm": norm(t, "attn_norm"),
