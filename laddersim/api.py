@@ -188,7 +188,7 @@ def fit(measured: str | Path | pd.DataFrame, hardware: str | Path | HardwareProf
         target = Path(out)
         for key, profile in result.profiles.items():
             path = target if key == "on" else p2p_off_path(target)
-            save_profile(profile, path, name=path.stem if path.suffix else path.name)  # as `laddersim fit` names it
+            save_profile(profile, path)
     frame.attrs.update(parameters=dict(result.parameters), profiles=dict(result.profiles),
                        warnings=list(result.warnings))
     return frame

@@ -382,8 +382,10 @@ def p2p_off_path(out: Path) -> Path:
 
 
 def save_profile(profile: HardwareProfile, path: str | Path, name: str | None = None) -> Path:
-    """Write ``profile`` as YAML at ``path`` with its tables copied beside it (self-contained)."""
+    """Write ``profile`` as YAML at ``path`` with its tables copied beside it (self-contained),
+    named ``name``, by default after ``path`` (its stem, or a folder's name)."""
     path = Path(path)
+    name = name or (path.stem if path.suffix else path.name)
     if path.suffix not in (".yaml", ".yml"):
         path = path / "profile.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)

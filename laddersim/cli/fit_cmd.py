@@ -109,9 +109,8 @@ def run(args: argparse.Namespace) -> int:
         if progressed[0]:
             print(file=sys.stderr)  # an error after the progress line starts on a line of its own
     targets = {"on": out, "off": out_off}
-    written = [save_profile(profile, targets[key], name=targets[key].stem if targets[key].suffix
-                            else targets[key].name) for key, profile in sorted(result.profiles.items(),
-                                                                               key=lambda kv: kv[0] != "on")]
+    written = [save_profile(profile, targets[key])
+               for key, profile in sorted(result.profiles.items(), key=lambda kv: kv[0] != "on")]
     print("fitted parameters:")
     for key, value in result.parameters.items():
         print(f"  {key} = {value:.4g}")
