@@ -18,6 +18,9 @@ TRACE = Path(__file__).parent / "data" / "kernel_trace_synthetic"
 HW = "h100-sxm-nvswitch"
 SHARED_TRACE = Path(__file__).resolve().parents[1].parent / "shared/reference_data/kernel_trace_h100/llama-3.1-8b_tp1"
 # the synthetic trace's class totals per batch (nvjet classed as library GEMMs, the parallel row ignored)
+# a standard layer's op kinds but the attention (laddersim.program: two residual adds)
+STANDARD_LAYER = {"attn_norm": 1, "qkv": 1, "rope": 1, "o_proj": 1, "residual_add": 2, "mlp_norm": 1, "gate_up": 1,
+                  "act": 1, "down": 1}
 TRACED = {1: (181.0, {"generated": 6, "attention": 1}),
           8: (285.0, {"library_gemm": 4, "splitk_reduce": 2, "generated": 3, "attention": 1, "copy": 1})}
 
@@ -215,3 +218,32 @@ def test_the_shipped_example_is_the_h100_trace_compacted(tmp_path):
     assert [r.classes for r in full.regimes] == [
         {c: cost.model_copy(update={"source": full.regimes[i].classes[c].source}) for c, cost in r.classes.items()}
         for i, r in enumerate(example.regimes)]
+
+
+def test_a_dynamic_cache_prices_kv_driven_classes_at_each_steps_length(tmp_path):
+    """A traced class driven by K/V bytes (the synthetic trace's ``generated`` kernels at batch 8)
+    follows each decode step's cache length under a dynamic cache, as attention does; under a
+    static cache every step streams the whole cache."""
+    import numpy as np
+
+    from laddersim.costs.op_costs import op_times_s
+    from laddersim.costs.pass_shapes import Phase
+    from laddersim.hardware.profile import load_profile
+    from laddersim.workload import Workload
+
+    out = _calibrate(tmp_path)
+    regime = load_framework(out).kernel_calibration.regime_for(8)
+    assert regime.classes["generated"].driver == "kv"
+    shape, hw = load_model_shape("llama-3.1-8b"), load_profile(HW)
+    lens = np.array([256.0, 4096.0])
+    for cache in ("dynamic", "static"):
+        work = Workload(batch=8, prompt_len=1024, gen_len=512, kv_cache=cache, framework=out)
+        times = op_times_s(shape, hw, work, 1, Phase("decode", 8, 1), lens)
+        layer = sum(n * times[k] for k, n in STANDARD_LAYER.items())
+        if cache == "static":
+            assert layer[1] == pytest.approx(layer[0])
+            continue
+        kv_short, kv_long = (layer_bytes(shape, 1, 8, n, 2)[1] for n in lens)
+        growth = (kv_long - kv_short) / (regime.classes["generated"].bandwidth_gbps * 1e9)
+        # the generated kernels' share of the layer grows by the extra K/V at the traced bandwidth
+        assert layer[1] - layer[0] == pytest.approx(growth, rel=0.05)

@@ -10,7 +10,8 @@ them (every op kind of the class scaled alike, so another schedule's layer, e.g.
 QKV + gate/up GEMM, costs what the cost model says it saves: ``schedule_layer``); a class
 the trace ran but the cost model has no op of (e.g. a cuDNN reduction classed ``other``) goes to
 the attention, and a class the cost model charges but the trace did not run costs nothing.
-Attention is priced per KV length (it streams the expanded K/V it attends). Ops outside the layers
+Attention is priced per KV length (it streams the expanded K/V it attends), and so is any class
+the trace drives by K/V bytes (each decode step at its own cache length under a dynamic cache). Ops outside the layers
 (embedding, final norm, LM head, sampling) and the collectives keep the cost model's prices.
 """
 
@@ -113,13 +114,15 @@ def calibrated_decode(calib, model, hw, work, tp: int, phase, times: dict[str, f
     docstring). ``times``: the cost model's seconds per kind; ``classes``: its kernels per kind and
     class (laddersim.costs.kernel_counts.op_kernels); ``layer_counts``: each kind's ops in a layer."""
     regime = calib.regime_for(phase.batch)
-    static = work.kv_cache == "static"
-    cache_len = work.max_seq_len if static else work.prompt_len
-    weights, kv = layer_bytes(model, tp, phase.batch, cache_len, work.dtype_bytes)
+    # K/V positions each step streams: the whole static cache, or each step's own length
+    per_len = np.full(kv_lens.shape, float(work.max_seq_len)) if work.kv_cache == "static" \
+        else np.asarray(kv_lens, dtype=float)
+    weights, _ = layer_bytes(model, tp, phase.batch, 0.0, work.dtype_bytes)
+    kv_each = np.array([layer_bytes(model, tp, phase.batch, n, work.dtype_bytes)[1] for n in per_len])
     split = kind_split(times, classes, shapes, hw.gpu)
     base_by_class, _ = layer_classes(split, classes, layer_counts)
 
-    def class_s(cls: str, kv_bytes: float) -> float:
+    def class_s(cls: str, kv_bytes):
         return class_seconds(calib, regime.classes[cls], weights, kv_bytes)
 
     out = {kind: np.full(kv_lens.shape, value) for kind, value in times.items()}
@@ -127,7 +130,7 @@ def calibrated_decode(calib, model, hw, work, tp: int, phase, times: dict[str, f
     for cls in regime.classes:
         if cls in ("attention", "collective") or not regime.classes[cls].kernels:
             continue
-        target = class_s(cls, kv)
+        target = class_s(cls, kv_each)  # per step: a K/V-driven class follows the cache
         if base_by_class.get(cls, 0.0) <= 0:
             leftover += target  # a class the cost model has no op of: with the attention
             continue
@@ -139,9 +142,7 @@ def calibrated_decode(calib, model, hw, work, tp: int, phase, times: dict[str, f
         for kind, parts in split.items():
             if cls in parts:
                 out[kind] = out[kind] - parts[cls]
-    per_len = np.asarray(kv_lens, dtype=float) if not static else np.full(kv_lens.shape, float(cache_len))
-    kv_each = phase.batch * per_len * 2 * model.heads_per_rank(tp) * model.head_dim * work.dtype_bytes
-    attention = np.vectorize(lambda b: class_s("attention", b))(kv_each) if "attention" in regime.classes \
+    attention = np.broadcast_to(class_s("attention", kv_each), kv_lens.shape) if "attention" in regime.classes \
         else np.zeros(kv_lens.shape)
     out["attention"] = attention + leftover / max(layer_counts.get("attention", 1), 1)
     return out

@@ -43,7 +43,8 @@ def op_times_s(
 ) -> dict[str, np.ndarray]:
     """Seconds per op kind, each an array over ``kv_lens`` (positions attended per sequence).
 
-    Only ``attention`` depends on the KV length; the others are broadcast to the same shape.
+    Only ``attention`` depends on the KV length (and, from a traced stack's calibration, any kernel
+    class the trace drives by K/V bytes); the others are broadcast to the same shape.
     """
     kv_lens = np.asarray(kv_lens, dtype=float)
     times, _ = _fixed_op_times(model, hw, work, tp, phase)
