@@ -173,11 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eager", action="store_true", help="no torch.compile (the framework's eager ops)")
     p.add_argument("--no-cudagraphs", action="store_true",
                    help="compile without CUDA graphs (the same generated kernels, each launched by the host)")
-    p.add_argument("--sdpa", choices=lmodel.SDPA_CHOICES, default="math",
-                   help="attention backend: the math path only (the paper's benchmark; lowered by Inductor "
-                        "into generated kernels) or torch's choice (FlashAttention, cuDNN, ...)")
-    p.add_argument("--mlp", choices=lmodel.MLP_CHOICES, default="fused",
-                   help="gate and up: one GEMM (the paper's fused w1) or two (upstream gpt-fast's w1, w3)")
+    lmodel.add_variant_flags(p)
     p.add_argument("--dtype", choices=tuple(lf.DTYPES), default=None,
                    help="default: float16 on GPU (the paper's), float32 on CPU (the CPU twin)")
     p.add_argument("--predict", default=None, metavar="HARDWARE",

@@ -29,7 +29,7 @@ from calibration.ladder_forward import DTYPES, PREFILL_LOGITS, SCHEDULES, defaul
 from calibration.ladder_memory import (  # noqa: E402
     GIB, available_host_bytes, peak_bytes_per_rank, static_cache_len,
 )
-from calibration.ladder_model import MLP_CHOICES, PAPER, SDPA_CHOICES, Variant  # noqa: E402
+from calibration.ladder_model import PAPER, Variant, add_variant_flags  # noqa: E402
 from laddersim.errors import UserInputError  # noqa: E402
 from laddersim.model_shape import load_model_shape  # noqa: E402
 
@@ -181,10 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(Inductor's C++ compile of every shape takes minutes there)")
     p.add_argument("--eager-prefill", action="store_true",
                    help="with --compile: the prefill eager (only the decode step compiled)")
-    p.add_argument("--mlp", choices=MLP_CHOICES, default="fused",
-                   help="fused: gate and up one GEMM (the paper's fork); split: two GEMMs (upstream gpt-fast)")
-    p.add_argument("--sdpa", choices=SDPA_CHOICES, default="math",
-                   help="attention backend in prefill and decode: math only (the paper's fork) or torch's choice")
+    add_variant_flags(p)
     p.add_argument("--prefill-logits", choices=PREFILL_LOGITS, default="all",
                    help="the prefill's LM head over every prompt position (gpt-fast's Transformer.forward, the "
                         "paper's) or over the last one only")

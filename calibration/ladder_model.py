@@ -35,6 +35,17 @@ MLP_CHOICES = ("fused", "split")
 SDPA_CHOICES = ("math", "default")
 
 
+def add_variant_flags(parser) -> None:
+    """``--mlp`` and ``--sdpa``: the model variant a calibration program builds (``Variant``), the
+    same choices and defaults in every program (ladder_bench, kernel_trace, ...)."""
+    parser.add_argument("--mlp", choices=MLP_CHOICES, default="fused",
+                        help="gate and up: one GEMM (the paper's fused w1) or two (upstream gpt-fast's w1, w3)")
+    parser.add_argument("--sdpa", choices=SDPA_CHOICES, default="math",
+                        help="attention backend in prefill and decode: the math path only (the paper's "
+                             "benchmark; Inductor lowers it into generated kernels) or torch's choice "
+                             "(FlashAttention, cuDNN, ...)")
+
+
 @dataclass(frozen=True)
 class Variant:
     """How the model computes: ``mlp`` "fused" (gate and up one GEMM, the paper's fork) or "split"
