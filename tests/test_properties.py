@@ -102,3 +102,37 @@ def test_identical_inputs_give_identical_outputs(h100, scenario, schedule):
     b = simulate(Scenario(model, h100, work, tp, schedule), SimOptions(jitter=0.05, seed=7))
     assert a.summary() == b.summary()
     assert a.timeline().equals(b.timeline())
+
+
+SHIPPED_PROFILES = ("a100-pcie-nvlink-pairs", "a100-sxm-aws-p4de-efa", "a100-sxm-nvswitch", "b200-sxm-nvswitch",
+                    "h100-pcie", "h100-sxm-aws-p5-efa", "h100-sxm-gcp-a3mega-tcpxo", "h100-sxm-nvswitch",
+                    "h100-sxm-p2p-off", "h200-sxm-nvswitch", "l40s-pcie")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(SHIPPED_PROFILES), st.sampled_from(["gpt-fast", "gpt-fast-flash", "vllm"]),
+       st.sampled_from([1, 2, 4, 8, 16]), st.sampled_from([1, 8, 64]),
+       st.sampled_from([ModelShape(name="mha-small", n_layers=4, dim=1536, n_heads=24, n_kv_heads=24,
+                                   intermediate_size=4096, vocab_size=49152),
+                        ModelShape(name="gqa-wide", n_layers=4, dim=8192, n_heads=64, n_kv_heads=8,
+                                   intermediate_size=22016, vocab_size=32000)]))
+def test_schedules_keep_their_order_on_every_shipped_profile_and_framework(profile, framework, tp, batch, model):
+    """On every shipped machine and framework, interference included: Ladder is never much slower than
+    standard, and no schedule that still communicates beats upper_bound (no AllReduce at all) by more
+    than rounding; every time is finite and positive. A tp one node cannot hold on a machine without a
+    network is refused as user input."""
+    from laddersim.api import simulate as api_simulate
+    from laddersim.errors import UserInputError
+
+    try:
+        frame = api_simulate(model, profile, tp, batch, prompt_len=256, gen_len=16, framework=framework,
+                             schedules=("standard", "ladder", "desync_half", "upper_bound"))
+    except UserInputError as exc:
+        assert tp > 8 and "tp" in str(exc)
+        return
+    tps = frame.set_index("schedule")["tokens_per_s"]
+    assert np.isfinite(frame[["prefill_s", "decode_s", "tokens_per_s"]].to_numpy()).all()
+    assert (frame[["prefill_s", "decode_s"]] > 0).all().all()
+    assert tps["ladder"] >= 0.98 * tps["standard"]
+    for schedule in ("standard", "ladder", "desync_half"):
+        assert tps[schedule] <= 1.02 * tps["upper_bound"]
