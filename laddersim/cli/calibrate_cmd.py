@@ -1,5 +1,6 @@
-"""``laddersim calibrate``: measure this cluster (run), turn a run into a profile (fit), or
-import nccl-tests ``all_reduce_perf`` logs as a run (import-nccl-tests)."""
+"""``laddersim calibrate``: measure this cluster (run), turn a run into a profile (fit), import
+nccl-tests ``all_reduce_perf`` logs as a run (import-nccl-tests), read NCCL's own choices from its
+debug log (nccl-log), or a framework file from a kernel trace (kernels)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,18 @@ def register(sub) -> None:
     imp.add_argument("--iters", type=positive_int("iters"), default=None,
                      help="iterations per point when the log header does not say")
     imp.set_defaults(func=_import)
+
+    log = cmds.add_parser("nccl-log", help="NCCL's own transport and algorithm choices, from its debug log "
+                                           "(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING), beside laddersim's")
+    log.add_argument("logs", metavar="LOG", nargs="+")
+    log.add_argument("--hardware", default=None,
+                     help="profile whose (algorithm, protocol) to show beside NCCL's for the same GPU count")
+    log.add_argument("--max-size", type=positive_int("max-size"), default=64 << 20, metavar="BYTES",
+                     help="largest AllReduce message listed (powers of two from 1 KiB; default 64 MiB)")
+    log.add_argument("--out", default=None, metavar="FILE.csv", help="also write every table's rows as CSV")
+    log.add_argument("--yaml", action="store_true",
+                     help="print only the AllReduce entries as a profile's collectives.transport.nccl_tuning list")
+    log.set_defaults(func=_nccl_log)
 
     ker = cmds.add_parser("kernels", help="a framework file from a one-GPU kernel trace (calibration/kernel_trace.py --out)")
     ker.add_argument("trace_dir", metavar="TRACE_DIR")
@@ -104,6 +117,36 @@ def _import(args: argparse.Namespace) -> int:
     profile = import_logs(args.logs, args.out, args.name, args.base or DEFAULT_BASE, args.iters)
     _report(profile, args.out)
     _warn_noisy(args.out)
+    return 0
+
+
+def _nccl_log(args: argparse.Namespace) -> int:
+    from laddersim.calibrate.nccl_log import choice_rows, read_logs
+    from laddersim.hardware.profile import load_profile
+    from laddersim.io_write import check_output
+
+    out = check_output(args.out, "out", "file") if args.out else None
+    if out is not None and not str(out).endswith(".csv"):
+        raise UserInputError(f"out: '{args.out}' must end in .csv")
+    tables = read_logs(args.logs)
+    if args.yaml:
+        import yaml
+
+        from laddersim.calibrate.nccl_log import profile_entries
+
+        entries = profile_entries(tables)
+        if not entries:
+            raise UserInputError("log: no tuning table with its rank count (NCCL >= 2.19 prints 'nRanks N nNodes M')")
+        print(yaml.safe_dump({"nccl_tuning": entries}, sort_keys=False, width=200), end="")
+        return 0
+    profile = load_profile(args.hardware) if args.hardware else None
+    frame = choice_rows(tables, args.max_size, profile)
+    for (index, header), part in frame.groupby(["table", "communicator"], sort=False):
+        print(f"table {index}: {header}")
+        print(part.drop(columns=["table", "communicator"]).to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+    if out is not None:
+        frame.to_csv(out, index=False, float_format="%.6g")
+        print(f"wrote {out}")
     return 0
 
 

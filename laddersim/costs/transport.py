@@ -132,9 +132,12 @@ def nccl_estimates_s(profile: HardwareProfile, gpus: int, size_bytes, real: dict
     """NCCL's own estimate of every candidate (``ncclTopoGetAlgoTime``: latency + bytes / bw), by
     which its tuner chooses: an SHM ring is costed as a PCI path (``intraHw = PCI``: hop latencies
     1.0 us LL, 5.7 us Simple; bandwidth ``channels x`` the path's least link, LL at half of it),
-    NVLS at its NVLink latency (25 us) and the switch's bandwidth; a P2P ring as it really runs."""
+    NVLS at its NVLink latency (25 us) and the switch's bandwidth; a P2P ring as it really runs.
+    Where the profile states NCCL's own tuning table for ``gpus`` ranks (``nccl_tuning``, read
+    from the machine's NCCL debug log), its entries are the estimates."""
     spec = profile.collectives.transport
     size = np.asarray(size_bytes, dtype=float)
+    logged = {(e.algorithm, e.protocol): e for e in spec.nccl_tuning if e.gpus == gpus}
     moved = 2.0 * (gpus - 1) / gpus * size
     steps = 2.0 * (gpus - 1)
     graph = spec.nccl_graph
@@ -144,7 +147,9 @@ def nccl_estimates_s(profile: HardwareProfile, gpus: int, size_bytes, real: dict
     bus_bps = graph.channels.value * link * 1e9
     out = {}
     for key, seconds in real.items():
-        if key == ("ring", "ll"):
+        if key in logged:  # NCCL's own table on the machine (laddersim calibrate nccl-log)
+            out[key] = (logged[key].latency_us + size / (1000.0 * logged[key].bandwidth_gbps)) * 1e-6
+        elif key == ("ring", "ll"):
             out[key] = (BASE_LATENCY_US["ring"][0] + steps * INTRA_HOP_US["pci"]["ring"][0]) * 1e-6 + moved / (
                 min(LL_MAX_SINGLE_NODE_GBPS * 1e9, 0.5 * bus_bps))
         elif key == ("ring", "simple"):

@@ -73,6 +73,22 @@ class NcclGraph(BaseModel):
     channels: AtLeastOne  # rings NCCL's search builds over the SHM path
 
 
+class NcclTuningEntry(BaseModel):
+    """One AllReduce entry of NCCL's own tuning table on the machine, for a communicator of
+    ``gpus`` ranks (``laddersim calibrate nccl-log --yaml`` reads it from NCCL's debug log):
+    its estimate of a message of n bytes is ``latency_us + n / (1000 x bandwidth_gbps)`` us.
+    Where a profile states these, NCCL's tuner is read, not inferred from ``nccl_graph``."""
+
+    model_config = FROZEN_CONFIG
+
+    gpus: int = Field(ge=2)
+    algorithm: Literal["ring", "tree", "nvls"]
+    protocol: Literal["ll", "ll128", "simple"]
+    latency_us: float = Field(ge=0, allow_inf_nan=False)
+    bandwidth_gbps: float = Field(gt=0, allow_inf_nan=False)  # NCCL's algorithm bandwidth
+    source: str = Field(min_length=3)
+
+
 class TransportSpec(BaseModel):
     """The profile's topology and transport costs (see the module docstring)."""
 
@@ -82,3 +98,4 @@ class TransportSpec(BaseModel):
     shm: ShmCosts
     nccl_graph: NcclGraph
     nvls: list[NvlsTerm] = []
+    nccl_tuning: list[NcclTuningEntry] = []
