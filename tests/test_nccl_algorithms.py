@@ -36,11 +36,14 @@ def test_tree_latency_is_nccls_formula():
 
 
 @pytest.mark.parametrize("size,protocol,factor", [
-    (32.0, 0, 1.0), (64.0, 0, 1.0), (1024.0, 0, 0.9), (4096.0, 0, 0.7), (524288.0, 0, 0.4), (524288.0, 1, 0.8),
-    (524288.0, 2, 0.5), (2.0**28, 2, 0.9), (2.0**29, 2, 1.0), (2.0**34, 1, 1.0), (1048575.0, 2, 0.5),
+    (32.0, 0, 1.0), (64.0, 0, 1.0), (1024.0, 0, 0.9), (4096.0, 0, 0.7), (524288.0, 0, 0.4), (524288.0, 1, 0.6),
+    (2048.0, 1, 0.9), (4194304.0, 1, 0.8), (524288.0, 2, 0.5), (2.0**28, 2, 0.9), (2.0**29, 2, 1.0),
+    (2.0**34, 1, 1.0), (1048575.0, 2, 0.5),
 ])
 def test_tree_correction_is_nccls_table(size, protocol, factor):
-    """NCCL's treeCorrectionFactor[protocol][floor(log2(bytes / 64))], 1 outside 64 B - 512 MiB."""
+    """NCCL's treeCorrectionFactor[protocol][floor(log2(bytes / 64))], 1 outside 64 B - 512 MiB
+    (src/graph/tuning.cc at HEAD: ../shared/reference_data/p2p_off_pcie/raw/nccl_tuning_cc_HEAD.cc
+    lines 623-627; LL128 is 0.9 at 2 KiB, 0.6 from 64 KiB to 2 MiB, 0.8 at 4 MiB)."""
     assert float(nccl_algorithms.tree_correction(protocol, size)) == pytest.approx(factor)
 
 

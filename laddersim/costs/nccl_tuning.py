@@ -34,12 +34,13 @@ LL_MAX_BUSBW_GBPS = {2: 39.0, 3: 20.4}  # key: nodes (3 = more than two)
 # treeCorrectionFactor[proto][log2(nBytes / 64)]: NCCL's own correction of the tree AllReduce's
 # bandwidth for medium messages, powers of two from 64 B to 256 MiB, 1.0 outside (NCCL's comment:
 # "Trees are not perfectly sticking to the model for medium sizes"; tuning.cc, ncclTopoGetAlgoTime,
-# applied to NCCL_ALGO_TREE AllReduce only). Recalled from NVIDIA/nccl src/graph/tuning.cc
-# (2.18-2.30, unchanged there), not fetched: ../shared/docs/nccl-cost-model.md names it (range
-# 0.4-1.0) without the table. Checked against the public 2-node x 8 H100 sweeps
-# (tests/test_nccl_algorithms.py): their rise from 4 KiB to 512 KiB is 45-47 us over two fabrics.
+# applied to NCCL_ALGO_TREE AllReduce for log2 < 23). As in NVIDIA/nccl src/graph/tuning.cc at
+# HEAD, ../shared/reference_data/p2p_off_pcie/raw/nccl_tuning_cc_HEAD.cc lines 623-627 (its rows
+# have a 24th entry, used by NVLS-tree on Blackwell x86 hosts only); the LL128 row was recalled
+# wrongly here before (1.0 to 2^12 x 64 B, then 0.8-0.6). Checked against the public 2-node x 8 H100
+# sweeps (tests/test_nccl_algorithms.py): their rise from 4 KiB to 512 KiB is 45-47 us over two fabrics.
 TREE_CORRECTION = (
     (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0),
-    (1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .6),
+    (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0),
     (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9),
 )
