@@ -40,12 +40,15 @@ SHM_8 = {("Ring", "LL"): (20.6, 3.4), ("Ring", "Simple"): (88.2, 6.9), ("Tree", 
          ("Tree", "Simple"): (88.2, 5.3), ("NVLS", "Simple"): (25.0, 258.4)}
 
 
-def p2p_off_log(ranks: int = 8) -> str:
-    head = [PREFIX + f"comm 0x5581 rank 0 nRanks {ranks} nNodes 1 localRanks {ranks} localRank 0 MNNVL 0",
-            PREFIX + "16 coll channels, 16 collnet channels, 16 nvls channels, 16 p2p channels, 2 p2p channels per peer"]
-    hops = [PREFIX + f"Channel 0{c}/0 : {r}[{r}] -> {(r + 1) % ranks}[{(r + 1) % ranks}] via SHM/direct/direct"
-            for c in range(2) for r in range(1)]
-    return "\n".join(head + tuning_table(SHM_8) + hops + ["unrelated line", PREFIX + "Init COMPLETE"]) + "\n"
+def p2p_off_log(ranks: int = 8, channels: int = 16) -> str:
+    """One communicator's initialisation in NCCL's order: the comm line, the ring hops' transports,
+    the tuning table, then the channel counts and Init COMPLETE."""
+    comm = [PREFIX + f"comm 0x5581 rank 0 nRanks {ranks} nNodes 1 localRanks {ranks} localRank 0 MNNVL 0"]
+    hops = [PREFIX + f"Channel 0{c}/0 : 0[0] -> 1[1] via SHM/direct/direct" for c in range(2)]
+    tail = [PREFIX + "threadThresholds 8/8/64 | 64/8/64 | 512 | 512",
+            PREFIX + f"{channels} coll channels, {channels} collnet channels, 16 nvls channels, 16 p2p channels, "
+                     "2 p2p channels per peer", "unrelated line", PREFIX + "ncclCommInitRank comm 0x5581 Init COMPLETE"]
+    return "\n".join(comm + hops + tuning_table(SHM_8) + tail) + "\n"
 
 
 def test_the_table_is_read_as_nccl_prints_it():
@@ -70,10 +73,20 @@ def test_nccl_choice_is_the_least_estimate():
     assert nccl_time_us(table, "tree", "ll", 65536) == pytest.approx(20.8 + 65536 / (1000 * 1.6 * 0.6))
 
 
+def test_hop_lines_of_older_and_newer_nccl():
+    """NCCL 2.19+ prints 'Channel 00/0 : 0[0] -> 1[1] via ...', older versions 'Channel 00 : 0[1c000]
+    -> 1[1d000] via ...'; network hops carry [send]/[receive]."""
+    lines = [PREFIX + "Channel 00 : 0[1c000] -> 1[1d000] via P2P/IPC/read",
+             PREFIX + "Channel 01/0 : 0[0] -> 8[0] [send] via NET/IB/0(1)/GDRDMA",
+             PREFIX + "Channel 01/0 : 8[0] -> 0[0] [receive] via NET/IB/0/GDRDMA",
+             PREFIX + "Channel 02/0 : 3[3] -> 4[4] via SHM/direct/direct"]
+    (table,) = parse_log(p2p_off_log() + "\n".join(lines) + "\n")  # printed after it: the same communicator
+    assert table.transports == {"shm": 3, "p2p": 1, "net": 2}
+
+
 def test_two_communicators_in_one_log_are_two_tables():
-    text = p2p_off_log(8) + p2p_off_log(4).replace("(25.0, 258.4)", "")
-    tables = parse_log(text)
-    assert [t.ranks for t in tables] == [8, 4]
+    tables = parse_log(p2p_off_log(8, channels=16) + p2p_off_log(4, channels=4))
+    assert [(t.ranks, t.channels, t.transports["shm"]) for t in tables] == [(8, 16, 2), (4, 4, 2)]
 
 
 def test_cli_lists_nccls_choice_beside_laddersims(tmp_path, capsys):
@@ -147,3 +160,17 @@ def test_a_profile_stating_nccls_table_picks_by_it(tmp_path, capsys):
     assert float(allreduce_time_s(told, 8, 65536.0)) == pytest.approx(ring_ll_s)
     assert float(allreduce_time_s(base, 8, 65536.0)) != pytest.approx(ring_ll_s)
     assert collective_choice(told, 4, 65536.0) == collective_choice(base, 4, 65536.0)  # no 4-GPU table stated
+
+
+def test_a_log_without_the_comm_line_lists_nccls_picks_only(tmp_path, capsys):
+    """NCCL older than 2.19 prints no 'nRanks N nNodes M': the table is read, its picks listed,
+    laddersim's column needs the rank count, and --yaml refuses in one line."""
+    log = tmp_path / "old.log"
+    log.write_text("\n".join(line for line in p2p_off_log().splitlines() if "nRanks" not in line) + "\n")
+    (table,) = read_logs([log])
+    assert table.ranks is None and table.entries
+    assert main(["calibrate", "nccl-log", str(log), "--hardware", "h100-sxm-p2p-off", "--max-size", "4096"]) == 0
+    out = capsys.readouterr().out
+    assert "ranks not printed" in out and "laddersim" not in out
+    assert main(["calibrate", "nccl-log", str(log), "--yaml"]) == 2
+    assert "nRanks N nNodes M" in capsys.readouterr().err

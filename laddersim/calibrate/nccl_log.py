@@ -6,16 +6,16 @@ Run any NCCL program (``laddersim calibrate run``, nccl-tests, a serving engine)
 
     NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING NCCL_DEBUG_FILE=nccl.%h.%p.log ...
 
-and rank 0 of every communicator prints, at its initialisation:
+and every communicator's initialisation prints, in this order (the table on rank 0 only):
 
 * ``comm 0x.. rank 0 nRanks 8 nNodes 1 localRanks 8 localRank 0 MNNVL 0`` (NCCL >= 2.19);
 * ``Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct`` per ring hop (``P2P/...``, ``SHM/...``,
-  ``NET/...``);
-* ``32 coll channels, ...`` (the communicator's channels);
+  ``NET/...``; before 2.19 ``Channel 00 : 0[1c000] -> ...``);
 * the tuning table (``src/graph/tuning.cc``, ``ncclTopoTuneModel``; its exact ``printf`` formats
   are in ``../shared/reference_data/p2p_off_pcie/raw/nccl_tuning_cc_HEAD.cc`` lines 543-583):
   blocks of three algorithms, a row per collective of ``latency/bandwidth`` per algorithm and
-  protocol (``%8.1f/%6.1f``: us, and the algorithm bandwidth in GB/s; 0 bandwidth: disabled).
+  protocol (``%8.1f/%6.1f``: us, and the algorithm bandwidth in GB/s; 0 bandwidth: disabled);
+* ``32 coll channels, ...`` (the communicator's channels).
 
 NCCL picks, for a message of ``n`` bytes, the (algorithm, protocol) of least
 ``latency + n / (1000 x bandwidth)`` us (``ncclTopoGetAlgoTime``: Tree AllReduce bandwidth scaled
@@ -45,7 +45,7 @@ _PROTO_ROW = re.compile(r"^\s*Protocol\s*\|(.*)$")
 _FUNC_ROW = re.compile(r"^\s*([A-Za-z]+)\s*\|((?:\s*-?[\d.]+/\s*-?[\d.]+\s*\|)+)\s*$")
 _COMM = re.compile(r"\bnRanks (\d+) nNodes (\d+)")
 _CHANNELS = re.compile(r"\b(\d+) coll channels")
-_HOP = re.compile(r"Channel \d+/\d+ : \d+\[\w+\] -> \d+\[\w+\](?: \[\w+\])? via (\w+)/")
+_HOP = re.compile(r"Channel \d+(?:/\d+)? : \d+\[\w+\] -> \d+\[\w+\](?: \[\w+\])? via (\w+)/")
 
 
 @dataclasses.dataclass
@@ -57,48 +57,53 @@ class TuningTable:
     nodes: int | None = None
     channels: int | None = None
     entries: dict = dataclasses.field(default_factory=dict)
-    transports: dict = dataclasses.field(default_factory=dict)  # hops seen per transport since the last table
+    transports: dict = dataclasses.field(default_factory=dict)  # ring hops printed, per transport
     origin: str = ""  # the log file it was read from
 
 
 def parse_log(text: str) -> list[TuningTable]:
-    """Every tuning table of an NCCL debug log, in order, each with the communicator's ranks,
-    nodes and channels printed before it (None where the log does not say) and the ring hops'
-    transports printed between it and the next table."""
-    tables: list[TuningTable] = []
-    ranks = nodes = channels = None
-    hops: dict[str, int] = {}
+    """Every tuning table of an NCCL debug log, in order, each with what its communicator's
+    initialisation printed around it: ranks and nodes (the ``comm ... nRanks N nNodes M`` line
+    that opens it), the ring hops' transports (printed before the table) and the channels (after
+    it); None or empty where the log does not say."""
+    comms: list[TuningTable] = []
+    current: TuningTable | None = None
     algos: list[str] = []
     protos: list[str] = []
     for raw in text.splitlines():
         line = _PREFIX.sub("", raw)
-        if m := _COMM.search(line):
-            ranks, nodes = int(m.group(1)), int(m.group(2))
+        if m := _COMM.search(line):  # a communicator's initialisation begins
+            current = TuningTable(ranks=int(m.group(1)), nodes=int(m.group(2)))
+            comms.append(current)
+            continue
+        if current is None and (_HOP.search(line) or _ALGO_ROW.match(line)):
+            current = TuningTable()  # an NCCL too old to print the comm line
+            comms.append(current)
         if m := _CHANNELS.search(line):
-            channels = int(m.group(1))
+            if current is not None:
+                current.channels = int(m.group(1))
         if m := _HOP.search(line):
             name = TRANSPORTS.get(m.group(1), m.group(1).lower())
-            target = tables[-1].transports if tables else hops
-            target[name] = target.get(name, 0) + 1
+            current.transports[name] = current.transports.get(name, 0) + 1
         if m := _ALGO_ROW.match(line):
             algos = [_one_word(field) for field in m.group(1).split("|")[:-1]]
-            if algos and algos[0] == "Tree":  # the first block: a new table
-                tables.append(TuningTable(ranks=ranks, nodes=nodes, channels=channels, transports=dict(hops)))
-                hops = {}
+            if algos and algos[0] == "Tree" and current.entries:  # a second table, same communicator
+                current = dataclasses.replace(current, entries={}, transports=dict(current.transports))
+                comms.append(current)
             continue
         if m := _PROTO_ROW.match(line):
             protos = [_one_word(field) for field in m.group(1).split("|")[:-1]]
             continue
         m = _FUNC_ROW.match(line)
-        if m and tables and algos and protos and m.group(1) not in ("Algorithm", "Protocol"):
+        if m and current is not None and algos and protos:
             for i, field in enumerate(m.group(2).split("|")[:-1]):
                 if i // len(PROTOCOLS) >= len(algos) or i >= len(protos):
                     break
                 latency, bandwidth = (float(v) for v in field.split("/"))
                 algo = ALGORITHMS.get(algos[i // len(PROTOCOLS)], algos[i // len(PROTOCOLS)].lower())
                 proto = PROTOCOLS.get(protos[i], protos[i].lower())
-                tables[-1].entries[(m.group(1), algo, proto)] = (latency, bandwidth)
-    return [t for t in tables if t.entries]
+                current.entries[(m.group(1), algo, proto)] = (latency, bandwidth)
+    return [t for t in comms if t.entries]
 
 
 def read_logs(paths) -> list[TuningTable]:
