@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from laddersim.costs.op_costs import Phase, attention_time_s
@@ -263,6 +263,7 @@ def test_prefill_iteration_tail_follows_the_frameworks_prefill_logits(framework)
 
 @settings(max_examples=8, deadline=None)
 @given(tokens=st.integers(17, 5000), a_us=st.floats(5.0, 3000.0))
+@example(tokens=513, a_us=5.0)  # 70B TP 8: o_proj and down split K up to 512 rows, not at 513
 def test_token_interpolation_error_within_stated_bound(tokens, a_us):
     scenario = serving_scenario(MODEL, "h100-sxm-p2p-off", TP, "ladder")
     coarse, exact = _timers(scenario)
@@ -274,6 +275,16 @@ def test_token_interpolation_error_within_stated_bound(tokens, a_us):
     truth = exact.seconds(tokens, 4, a_us * 1e-6)  # 8192 points per octave: every integer is a grid point
     assert abs(got - truth) <= bound * got + 1e-12
     assert bound < 0.05
+
+
+def test_interpolation_never_spans_a_kernel_path_change():
+    """Between two grid points where a linear's split-K reduce appears or goes (or NCCL changes
+    algorithm), the bracket is bisected down to the change: 512 and 513 tokens are both exact."""
+    timer = IterationTimer(serving_scenario(MODEL, "h100-sxm-p2p-off", TP, "ladder"), 8)
+    assert timer._path(512) != timer._path(513)  # o_proj (N 8192): 8 x 64 tiles < 4 waves of 132 SMs, 9 x 64 not
+    assert timer._bracket(513) == (513, 513) and timer._bracket(512) == (512, 512)
+    assert timer._bracket(530) == (528, 544)  # a smooth stretch keeps interpolating
+    assert timer._path(528) == timer._path(544)
 
 
 _TIMER_CACHE: dict = {}

@@ -31,7 +31,9 @@ dimensions need them:
   compute stream waits for the AllGather), so it adds its durations' sum; runs use one reference
   count and the tail's sum is corrected to the iteration's count.
 * **tokens (bounded)**: runs sit on a grid of ``tokens`` (every integer up to 16, then
-  ``points_per_octave`` per doubling). Off the grid, the time is the serial sum of the
+  ``points_per_octave`` per doubling; where a kernel path changes between two grid points, a
+  split-K reduce or NCCL's algorithm, the interval is bisected down to the change, so both of
+  its sides are grid points). Off the grid, the time is the serial sum of the
   iteration's own durations (exact, no engine) minus the time overlap saves, interpolated
   linearly between the two grid points. Under the standard schedule nothing overlaps, so the
   saving is 0 and the result exact; under ladder the saving is the hidden communication, which
@@ -48,8 +50,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from laddersim.costs.collectives import bandwidth_share
+from laddersim.costs.collectives import bandwidth_share, collective_choice
 from laddersim.costs.op_costs import Phase, collective_message_bytes, logits_rows, op_times_s
+from laddersim.costs.pass_shapes import linear_shapes, splits_k
 from laddersim.costs.rank_skew import compute_before_collectives, skew_wait_per_compute
 from laddersim.engine.simulator import RankWork, run_engine
 from laddersim.framework import load_framework
@@ -145,6 +148,7 @@ class IterationTimer:
         self._rows_s: dict[tuple[bool, int], float] = {}  # (one token, rows) -> final norm + LM head
         self._samples_s: dict[tuple[bool, int], float] = {}  # (one token, samples) -> gather + sampling
         self._serial_s: dict[int, float] = {}
+        self._paths: dict[int, tuple] = {}  # tokens -> the pass's kernel paths (``_path``)
         self._kinds_s: dict[tuple[int, int], np.ndarray] = {}
         self._n_attention = int(self._full.attention.sum())
         self._anchors: dict[tuple[int, float], tuple[float, tuple]] = {}  # (tokens, a) -> body s, signature ids
@@ -265,11 +269,38 @@ class IterationTimer:
         serial = self._serial_seconds(tokens) + self._n_attention * attention_s
         return serial - self.body_seconds(tokens, attention_s)
 
+    def _path(self, tokens: int) -> tuple:
+        """What changes a pass's costs by a step as its tokens grow, not smoothly: whether the
+        library splits each linear's K (a reduce kernel more: laddersim.costs.pass_shapes.splits_k)
+        and each collective's (algorithm, protocol), NCCL's tuner choice by message size."""
+        if tokens not in self._paths:
+            s = self.scenario
+            phase = _phase(tokens, tokens, False)
+            split = bool(self._framework.splitk_reduce_kernel.value)
+            splits = tuple(split and splits_k(s.hardware.gpu, m, n)
+                           for m, n, _, _ in linear_shapes(s.model, s.tp, phase).values())
+            choices = tuple(collective_choice(s.hardware, s.tp, float(size)) for size in
+                            collective_message_bytes(s.model, s.workload, s.tp, phase).values())
+            self._paths[tokens] = splits + choices
+        return self._paths[tokens]
+
+    def _bracket(self, tokens: int) -> tuple[int, int]:
+        """The grid points around ``tokens`` (``token_bracket``), narrowed by bisection while a
+        kernel path changes between them (``_path``): the overlap saved is interpolated only
+        where it varies smoothly, so the bound below holds."""
+        lo, hi = token_bracket(tokens, self.points_per_octave)
+        while hi - lo > 1 and self._path(lo) != self._path(hi):
+            mid = (lo + hi) // 2
+            if tokens == mid:
+                return mid, mid
+            lo, hi = (lo, mid) if tokens < mid else (mid, hi)
+        return (tokens, tokens) if tokens in (lo, hi) else (lo, hi)
+
     def seconds(self, tokens: int, logits: int, attention_s: float, prefill: bool = False) -> float:
         """Makespan of an iteration of ``tokens`` new tokens, ``logits`` sampling sequences and
         ``attention_s`` per-layer attention (AttentionCost.seconds); ``prefill``: it has prompt
         tokens (the LM head's rows then follow the framework's ``prefill_logits``)."""
-        lo, hi = token_bracket(tokens, self.points_per_octave)
+        lo, hi = self._bracket(tokens)
         if hi == lo:
             body = self.body_seconds(lo, attention_s)
         else:
