@@ -22,7 +22,7 @@ from __future__ import annotations
 import collections
 
 from laddersim.costs.math_attention import math_kernels
-from laddersim.costs.pass_shapes import Phase, linear_shapes, logits_rows, single_token_path, splits_k
+from laddersim.costs.pass_shapes import Phase, linear_shapes, logits_rows, single_token_path, splitk_reduce
 from laddersim.framework import load_framework
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.model_shape import ModelShape
@@ -43,7 +43,7 @@ def op_kernels(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
                                        for kind in MEMORY_BOUND_KINDS}
     for kind, (m, n, _, _) in linear_shapes(model, tp, phase, logits_rows(fw, phase)).items():
         out[kind] = {"generated" if (generated and m == 1) else "library_gemm": 1}
-        if fw.splitk_reduce_kernel.value and splits_k(hw.gpu, m, n):
+        if splitk_reduce(fw, hw.gpu, m, n):
             out[kind]["splitk_reduce"] = 1
     out |= {"attention": _attention_kernels(model, hw, work, tp, phase, fw), "sampling": {}, "step_overhead": {}}
     copies = hw.framework.collective_input_copies.value if (tp > 1 and fw.collective_input_copy.value) else 0.0

@@ -19,7 +19,7 @@ from laddersim.costs.gemm_tables import HYBRID, SOL, library_gemm_time_s
 from laddersim.costs.l2_reuse import group_reads_s
 from laddersim.costs.math_attention import decode_math_kernels, prefill_math_kernels
 from laddersim.costs.pass_shapes import (  # noqa: F401  (re-exported: the pass's shapes and kernel paths)
-    SPLIT_K_WAVES, Phase, linear_shapes, logits_rows, single_token_path, splits_k)
+    SPLIT_K_WAVES, Phase, linear_shapes, logits_rows, single_token_path, splitk_reduce, splits_k)
 from laddersim.framework import load_framework
 from laddersim.costs.host_overhead import with_host_overhead
 from laddersim.costs.kernel_counts import op_kernels
@@ -126,7 +126,7 @@ def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
             seconds, sources[kind] = library_gemm_time_s(hw, m, n, k, b, peak)
         if launch is not None:  # a fitted single-token floor replaces the GPU's kernel floor
             seconds += launch - gpu.kernel_launch_s
-        if fw.splitk_reduce_kernel.value and splits_k(gpu, m, n):
+        if splitk_reduce(fw, gpu, m, n):
             seconds += float(memory_bound_time_s(gpu, 2 * m * n * 4))  # the partial sums' reduce kernel
         return seconds
 

@@ -51,6 +51,12 @@ def splits_k(gpu, m: int, n: int) -> bool:
     return bool(m > 1 and tiles < SPLIT_K_WAVES * gpu.sm_count.value)
 
 
+def splitk_reduce(fw, gpu, m: int, n: int) -> bool:
+    """Does an m x n library GEMM under framework ``fw`` launch a split-K reduce kernel: the
+    framework's library splits K (``splitk_reduce_kernel``) and this shape is split (``splits_k``)."""
+    return bool(fw.splitk_reduce_kernel.value) and splits_k(gpu, m, n)
+
+
 def single_token_path(fw, tokens: int) -> tuple[bool, frozenset[str]]:
     """The kernel path of a linear with M rows (see laddersim.framework): is a one-row linear a
     generated reduction under framework ``fw``, and which op kinds does it absorb in a pass of

@@ -52,7 +52,7 @@ import numpy as np
 
 from laddersim.costs.collectives import bandwidth_share, collective_choice
 from laddersim.costs.op_costs import Phase, collective_message_bytes, logits_rows, op_times_s
-from laddersim.costs.pass_shapes import linear_shapes, splits_k
+from laddersim.costs.pass_shapes import linear_shapes, splitk_reduce
 from laddersim.costs.rank_skew import compute_before_collectives, skew_wait_per_compute
 from laddersim.engine.simulator import RankWork, run_engine
 from laddersim.framework import load_framework
@@ -271,13 +271,12 @@ class IterationTimer:
 
     def _path(self, tokens: int) -> tuple:
         """What changes a pass's costs by a step as its tokens grow, not smoothly: whether the
-        library splits each linear's K (a reduce kernel more: laddersim.costs.pass_shapes.splits_k)
+        library splits each linear's K (a reduce kernel more: laddersim.costs.pass_shapes.splitk_reduce)
         and each collective's (algorithm, protocol), NCCL's tuner choice by message size."""
         if tokens not in self._paths:
             s = self.scenario
             phase = _phase(tokens, tokens, False)
-            split = bool(self._framework.splitk_reduce_kernel.value)
-            splits = tuple(split and splits_k(s.hardware.gpu, m, n)
+            splits = tuple(splitk_reduce(self._framework, s.hardware.gpu, m, n)
                            for m, n, _, _ in linear_shapes(s.model, s.tp, phase).values())
             choices = tuple(collective_choice(s.hardware, s.tp, float(size)) for size in
                             collective_message_bytes(s.model, s.workload, s.tp, phase).values())
