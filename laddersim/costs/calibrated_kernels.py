@@ -117,8 +117,8 @@ def calibrated_decode(calib, model, hw, work, tp: int, phase, times: dict[str, f
     # K/V positions each step streams: the whole static cache, or each step's own length
     per_len = np.full(kv_lens.shape, float(work.max_seq_len)) if work.kv_cache == "static" \
         else np.asarray(kv_lens, dtype=float)
-    weights, _ = layer_bytes(model, tp, phase.batch, 0.0, work.dtype_bytes)
-    kv_each = np.array([layer_bytes(model, tp, phase.batch, n, work.dtype_bytes)[1] for n in per_len])
+    weights, kv_per_position = layer_bytes(model, tp, phase.batch, 1.0, work.dtype_bytes)
+    kv_each = per_len * kv_per_position  # the expanded K/V bytes are linear in the cached positions
     split = kind_split(times, classes, shapes, hw.gpu)
     base_by_class, _ = layer_classes(split, classes, layer_counts)
 
