@@ -28,10 +28,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import typing
 from pathlib import Path
 
+from laddersim.costs.nccl_tuning import PROTOCOLS as PROTOCOL_ORDER
 from laddersim.costs.nccl_tuning import TREE_CORRECTION
 from laddersim.errors import UserInputError
+from laddersim.hardware.transport_spec import NcclTuningEntry
 
 # ncclAlgoStr / ncclProtoStr (src/graph/tuning.cc) -> laddersim's names (laddersim.costs.nccl_tuning)
 ALGORITHMS = {"Tree": "tree", "Ring": "ring", "CollNetDirect": "collnet_direct", "CollNetChain": "collnet_chain",
@@ -136,7 +139,7 @@ def nccl_time_us(table: TuningTable, algorithm: str, protocol: str, size_bytes: 
         return None
     log_size = int(math.log2(int(size_bytes) >> 6)) if int(size_bytes) >> 6 > 0 else -1
     if algorithm == "tree" and function == "AllReduce" and 0 <= log_size < len(TREE_CORRECTION[0]):
-        bandwidth *= TREE_CORRECTION[tuple(PROTOCOLS.values()).index(protocol)][log_size]
+        bandwidth *= TREE_CORRECTION[PROTOCOL_ORDER.index(protocol)][log_size]
     channels = table.channels or 1
     ranks = table.ranks or 1
     if (algorithm == "ring" and protocol == "simple" and (table.nodes or 1) > 1 and function == "AllReduce"
@@ -195,7 +198,7 @@ def choice_rows(tables: list[TuningTable], max_size: int, profile=None):
     return pd.DataFrame(rows)
 
 
-PROFILE_ALGORITHMS = ("ring", "tree", "nvls")  # laddersim.hardware.transport_spec.NcclTuningEntry
+PROFILE_ALGORITHMS = typing.get_args(NcclTuningEntry.model_fields["algorithm"].annotation)  # what a profile states
 
 
 def profile_entries(tables: list[TuningTable]) -> list[dict]:
