@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from laddersim.engine.simulator import RankWork, run_engine
 from laddersim.hardware.overrides import with_overrides
+from laddersim.hardware.profile import list_profiles
 from laddersim.model_shape import ModelShape
 from laddersim.simulate import Scenario, SimOptions, simulate
 from laddersim.workload import Workload
@@ -104,9 +105,7 @@ def test_identical_inputs_give_identical_outputs(h100, scenario, schedule):
     assert a.timeline().equals(b.timeline())
 
 
-SHIPPED_PROFILES = ("a100-pcie-nvlink-pairs", "a100-sxm-aws-p4de-efa", "a100-sxm-nvswitch", "b200-sxm-nvswitch",
-                    "h100-pcie", "h100-sxm-aws-p5-efa", "h100-sxm-gcp-a3mega-tcpxo", "h100-sxm-nvswitch",
-                    "h100-sxm-p2p-off", "h200-sxm-nvswitch", "l40s-pcie")
+SHIPPED_PROFILES = tuple(list_profiles())  # every profile in hardware_profiles/
 
 
 @settings(max_examples=40, deadline=None)
