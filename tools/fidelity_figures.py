@@ -4,6 +4,11 @@ fit), per model x P2P group, and TokenWeave's vLLM prefill latencies (figure 11a
 group, against its bars, with the decode time P2P off adds over P2P on.
 
     PYTHONPATH=$PWD python tools/fidelity_figures.py [--shared ../shared] [--framework vllm] [--issue29]
+    PYTHONPATH=$PWD python tools/fidelity_figures.py --issue37 [--as gpt-fast-graph=gpt-fast-flash]
+
+``--issue37`` prints issue 37's acceptance figures: the 70B figure with both CUDA-graph tables (flash
+and graph), the 405B 2-node table, and the 8B compiled table with the 70B figure (``--as OLD=NEW``
+validates rows naming framework OLD as NEW, e.g. before a framework exists).
 
 Needs ../shared (the measured tables are not shipped); prints figures only, writes nothing.
 """
@@ -12,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -75,6 +81,67 @@ def issue29(shared: Path) -> dict[str, float]:
     return figures
 
 
+ISSUE37_PAIRED = ("validation/ladder_70b_tp_sweep.csv", "validation/ladder_flash_p2p_sweep.csv",
+                  "validation/ladder_graph_p2p_sweep.csv")
+ISSUE37_BARS = {"tokens_per_s_median": 5.0, "group_median": 8.0, "speedup_median": 2.0, "speedup_worst": 8.0,
+                "extra_decode_median": 15.0}
+ISSUE37_405B = "validation/ladder_405b_2node.csv"
+ISSUE37_405B_BARS = {"tokens_per_s_median": 5.0, "speedup_median": 2.0, "speedup_worst": 5.0, "prefill_median": 10.0}
+ISSUE37_COMPILED_BARS = {"tokens_per_s_median": 2.3, "speedup_median": 1.3}  # "no worse than today"
+
+
+def _bars(figures: dict[str, float], bars: dict[str, float]) -> None:
+    for key, value in figures.items():
+        print(f"  {key}: {value:.2f} (bar {bars[key]:g}) {'PASS' if value <= bars[key] else 'MISS'}")
+
+
+def _read(shared: Path, name: str, rename: dict[str, str]) -> pd.DataFrame:
+    path = shared / name
+    raw = pd.read_csv(path)
+    if not rename or "framework" not in raw.columns or not raw["framework"].isin(list(rename)).any():
+        return read_measured(path)
+    raw["framework"] = raw["framework"].replace(rename)
+    with tempfile.TemporaryDirectory() as folder:
+        renamed = Path(folder) / path.name
+        raw.to_csv(renamed, index=False)
+        return read_measured(renamed, models_dir=path.parent / "models")
+
+
+def issue37(shared: Path, rename: dict[str, str]) -> dict[str, float]:
+    """Issue 37's acceptance figures, shipped profiles, no fit."""
+    tables = [validate(_read(shared, name, rename)) for name in ISSUE37_PAIRED]
+    frame = pd.concat(tables, ignore_index=True)
+    overall = error_summary(frame).iloc[0]
+    groups = error_summary(with_model_p2p(frame), MODEL_P2P)
+    print("70B figure + flash + graph tables:")
+    print(groups.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    pairs = pair_summary(pd.concat([p2p_off_pairs(table) for table in tables], ignore_index=True))  # each table's own
+    figures = {"tokens_per_s_median": overall["tokens_per_s_median_abs_err_pct"],
+               "group_median": groups["tokens_per_s_median_abs_err_pct"].max(),
+               "speedup_median": overall["speedup_median_abs_err_pp"], "speedup_worst": overall["speedup_worst_abs_err_pp"],
+               "extra_decode_median": pairs["extra_decode_median_abs_err_pct"]}
+    _bars(figures, ISSUE37_BARS)
+    print(f"  ({pairs['scored_pairs']} of {pairs['pairs']} on/off pairs scored; extra decode worst "
+          f"{pairs['extra_decode_worst_abs_err_pct']:.1f}%)")
+    big = validate(_read(shared, ISSUE37_405B, rename))
+    summary = error_summary(big).iloc[0]
+    prefill = (big["predicted_prefill_s"] / big["prefill_s"] - 1).abs() * 100
+    print("405B TP 16 over 2 nodes:")
+    cols = ["batch", "schedule", "tokens_per_s", "predicted_tokens_per_s", "rel_error", "speedup_error_pp",
+            "prefill_s", "predicted_prefill_s", "decode_s", "predicted_decode_s"]
+    print(big[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    big_figures = {"tokens_per_s_median": summary["tokens_per_s_median_abs_err_pct"],
+                   "speedup_median": summary["speedup_median_abs_err_pp"],
+                   "speedup_worst": summary["speedup_worst_abs_err_pp"], "prefill_median": float(prefill.median())}
+    _bars(big_figures, ISSUE37_405B_BARS)
+    compiled = dev_tables(shared, ValidationSetup())
+    both = error_summary(compiled).iloc[0]
+    print("8B compiled table + 70B figure:")
+    _bars({"tokens_per_s_median": both["tokens_per_s_median_abs_err_pct"],
+           "speedup_median": both["speedup_median_abs_err_pp"]}, ISSUE37_COMPILED_BARS)
+    return {**figures, **{f"405b_{k}": v for k, v in big_figures.items()}}
+
+
 def tokenweave(shared: Path, hardware: str, framework: str | None) -> pd.DataFrame:
     rows = []
     for tp, name in TOKENWEAVE_FILES.items():
@@ -115,6 +182,9 @@ def main() -> int:
     parser.add_argument("--framework", default=None, help="framework for the TokenWeave rows (default: none given)")
     parser.add_argument("--rows", action="store_true", help="print every development row")
     parser.add_argument("--issue29", action="store_true", help="only issue 29's figures (70B + paired P2P table)")
+    parser.add_argument("--issue37", action="store_true", help="only issue 37's figures (CUDA-graph tables, 405B)")
+    parser.add_argument("--as", dest="rename", action="append", default=[], metavar="OLD=NEW",
+                        help="validate rows naming framework OLD as framework NEW (--issue37)")
     args = parser.parse_args()
     shared = Path(args.shared)
     if not (shared / DEV_TABLES[0]).exists():
@@ -122,6 +192,9 @@ def main() -> int:
         return 2
     if args.issue29:
         issue29(shared)
+        return 0
+    if args.issue37:
+        issue37(shared, dict(item.split("=", 1) for item in args.rename))
         return 0
     frame = dev_tables(shared, ValidationSetup())
     print_dev(frame)
