@@ -1,7 +1,9 @@
-"""Fit the two constants of h100-sxm-p2p-off's SHM transport that no public table pins on an H100
-host, to the decode time P2P off adds over P2P on in the authors' paired runs
-(../shared/validation/ladder_flash_p2p_sweep.csv, standard schedule only: it hides nothing, so its
-extra is the transport's cost alone; the other schedules stay held out):
+"""Fit the constants of h100-sxm-p2p-off's intra-node tier that no public table pins on an H100
+host to the authors' paired P2P on/off runs (../shared/validation/ladder_flash_p2p_sweep.csv).
+
+By default, two of the SHM transport, to the decode time P2P off adds over P2P on (standard
+schedule only: it hides nothing, so its extra is the transport's cost alone; the other schedules
+stay held out):
 
 * ``shm.ll_bus_bandwidth_gbps``: what LL really moves through host memory;
 * ``nccl_graph.channels x pcie_link_gbps``: the bus bandwidth NCCL's tuner believes the SHM path
