@@ -124,22 +124,23 @@ def test_golden_rtx5090_4gpu_simple_rows_follow_nccls_simple_latency(off):
 
 
 def test_golden_public_shm_floors_follow_one_hop_latency(off):
-    """The LL ring's floor, NCCL's ring LL base (6.6 us) + 2(n-1) host-staged hops of the profile's
-    fitted hop latency, against every public SHM table's floor (<= 1 KiB; 2, 4 and 8 GPUs, six
-    hosts): the 8-GPU table (14 hops, 8x RTX 4090 SYS) within 5%, every table within 26% (the
-    2x A100 and 4x RTX 5090 hosts sit at the two ends)."""
+    """The LL ring's floor, NCCL's ring LL base (6.6 us) + 2(n-1) host-staged hops, against every
+    public SHM table's floor (<= 1 KiB; 2, 4 and 8 GPUs, six hosts): the profile's hop is their
+    least-squares hop (tools/fit_shm_transport.py), the 8-GPU table (14 hops, 8x RTX 4090 SYS)
+    is met within 5%, and every host within 30% (the 2x A100 and 4x RTX 5090 hosts at the ends)."""
     frames = [_public(t) for t in ("a100sxm_2gpu_shm", "rtx4090_8gpu_sys_shm", "rtx2080ti_2gpu_shm")]
     for name in ("nccltests_rtx4090_2gpu_docker", "nccltests_rtx4090_4gpu_docker", "nccltests_shm_rtx5090_4gpu"):
         frames.append(pd.read_csv(profiles_dir() / "tables" / f"{name}.csv", comment="#").assign(table=name))
-    errors = {}
-    for frame in frames:
-        gpus = int(frame["gpus"].iloc[0])
-        floor = float(frame[frame["size_bytes"] <= 1024]["time_us"].min())
-        model = transport.shm_candidates_s(off, gpus, np.array([8.0]))[("ring", "ll")][0] * 1e6
-        errors[(frame["table"].iloc[0], gpus)] = model / floor - 1.0
+    floors = {(f["table"].iloc[0], int(f["gpus"].iloc[0])): float(f[f["size_bytes"] <= 1024]["time_us"].min())
+              for f in frames}
+    steps = np.array([2.0 * (gpus - 1) for _, gpus in floors])
+    least_squares_hop = float(((np.array(list(floors.values())) - 6.6) * steps).sum() / (steps ** 2).sum())
+    assert off.collectives.transport.shm.ll_hop_latency_us.value == pytest.approx(least_squares_hop, abs=0.01)
+    errors = {key: transport.shm_candidates_s(off, key[1], np.array([8.0]))[("ring", "ll")][0] * 1e6 / floor - 1.0
+              for key, floor in floors.items()}
     assert len(errors) == 6
     assert abs(errors[("rtx4090_8gpu_sys_shm", 8)]) < 0.05
-    assert max(abs(e) for e in errors.values()) < 0.26, errors
+    assert max(abs(e) for e in errors.values()) < 0.30, errors
 
 
 def test_every_transport_constant_cites_its_data(off):
