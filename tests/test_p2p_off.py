@@ -74,6 +74,19 @@ def test_ll128_refused_across_the_cpu(off, on):
     assert any(collective_choice(on, 8, float(s))[1] == "ll128" for s in SIZES)
 
 
+def test_profiles_show_lists_what_the_stated_transport_offers(capsys):
+    """``laddersim profiles show``: a node under NCCL_P2P_DISABLE offers the SHM ring without LL128
+    and NVLS above 2 GPUs; the same node with P2P (no transport stated) lists its fabric's protocols."""
+    from cli_run import run_cli
+
+    code, out, _ = run_cli(["profiles", "show", "h100-sxm-p2p-off"], capsys)
+    line = next(l for l in out.splitlines() if l.startswith("offers.one_node"))
+    assert code == 0 and "ring over shm (ll, simple), nvls (simple) above 2 GPUs" in line and "ll128" not in line
+    code, out, _ = run_cli(["profiles", "show", "a100-pcie-nvlink-pairs"], capsys)
+    line = next(l for l in out.splitlines() if l.startswith("offers.one_node"))
+    assert "ring over p2p_nvlink (ll, ll128, simple), ring over shm (ll, simple)" in line
+
+
 @settings(max_examples=60, deadline=None)
 @given(lines=st.lists(st.tuples(st.floats(1.0, 300.0), st.floats(1.0, 1000.0)), min_size=1, max_size=4),
        size=st.floats(1.0, 2.0**31))

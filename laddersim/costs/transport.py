@@ -64,6 +64,13 @@ def protocols(transport: str) -> tuple[str, ...]:
     return ("ll", "ll128", "simple") if transport == "p2p_nvlink" else ("ll", "simple")
 
 
+def ring_offers(profile: HardwareProfile) -> dict[str, tuple[str, ...]]:
+    """The transports a one-node ring takes on the profile's node (2 GPUs to a full node), in
+    ``TRANSPORTS`` order, each with the protocols NCCL enables on it."""
+    taken = {ring_transport(profile.collectives.transport, n) for n in range(2, profile.node.gpus_per_node + 1)}
+    return {name: protocols(name) for name in TRANSPORTS if name in taken}
+
+
 def nvls_allowed(profile: HardwareProfile, gpus: int) -> bool:
     """NVLS: the node's switch reduces (``nvls`` among the profile's algorithms), more than 2 GPUs
     (NCCL's ``ncclNvlsInit``: no NVLS for a group of 2 or fewer; P2P is not among its conditions)."""
