@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import collections
 
-from laddersim.costs.math_attention import math_kernels
+from laddersim.costs.attention_kernels import attention_kernels
 from laddersim.costs.pass_shapes import Phase, linear_shapes, logits_rows, single_token_path, splitk_reduce
 from laddersim.framework import load_framework
 from laddersim.hardware.profile import HardwareProfile
@@ -58,7 +58,7 @@ def _attention_kernels(model, hw, work, tp, phase, fw) -> dict[str, float]:
     if fw.attention_path(phase.name) == "fused":
         return {"attention": 1}
     counts: collections.Counter = collections.Counter()
-    for kernel in math_kernels(model, hw, work, tp, phase):
+    for kernel in attention_kernels(model, hw, work, tp, phase):
         counts[kernel.kernel_class] += kernel.count
     return {cls: n for cls, n in counts.items() if n}
 
