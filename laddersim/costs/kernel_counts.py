@@ -10,8 +10,11 @@ classes a trace's kernels the same way) can be set against the program, layer by
   adds, embedding) unless fused into that linear (``fused_into_single_token_linear``);
 * ``splitk_reduce``: the partial sums' reduce kernel after a linear split along K;
 * ``attention``: the attention core (on the math SDPA path in prefill: two batched library
-  GEMMs and the generated kernels around them, ``laddersim.costs.math_attention``);
-* ``copy``: a collective's input copy on the compute stream (``collective_input_copies``);
+  GEMMs and the generated kernels around them, ``laddersim.costs.math_attention``; on eager
+  SDPA's path the memory-efficient kernel, its cache writes and mask kernels generated ones,
+  ``laddersim.costs.sdpa_attention``);
+* ``copy``: a collective's input copy on the compute stream (``collective_input_copies``), and
+  eager SDPA's K/V ``repeat_interleave`` copies;
 * ``collective``: an AllReduce or the logits' AllGather (on the communication stream).
 
 Sampling (a measured constant) and the step's fixed overhead launch no kernel counted here.

@@ -201,7 +201,9 @@ def attention_time_s(
     contiguous streams run at the GEMV weight-streaming efficiency (``gemm_memory_efficiency``).
     FLOPs 4 * B * kv_len * h_r * hd; the slower of the two. A framework whose decode attention is
     the math path (``decode_attention: math``/``math_fp32``) runs it as three generated
-    reductions instead (laddersim.costs.math_attention.math_decode_kernels).
+    reductions instead (laddersim.costs.math_attention.math_decode_kernels); ``sdpa_mem_efficient``
+    as eager torch SDPA runs it, cache writes, K/V copies, mask kernels and the memory-efficient
+    kernel (laddersim.costs.sdpa_attention). Both through laddersim.costs.attention_kernels.
     """
     kv_lens = np.asarray(kv_lens, dtype=float)
     if phase.name == "prefill":  # the same for every KV length
