@@ -21,10 +21,10 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from laddersim.costs.attention_kernels import attention_kernels
 from laddersim.costs.calibrated_kernels import class_split_s, schedule_layer
 from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.kernel_counts import op_kernels
-from laddersim.costs.attention_kernels import attention_kernels
 from laddersim.costs.op_costs import Phase, _fixed_op_times, attention_time_s, linear_shapes, logits_rows
 from laddersim.costs.pass_shapes import first_decode_positions
 from laddersim.framework import load_framework

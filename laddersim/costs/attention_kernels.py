@@ -35,9 +35,8 @@ def attention_kernels(model, hw, work, tp: int, phase, cache_len=None, cached_po
             return pass_sdpa_kernels(model, hw, work, tp, phase, attended)
         return prefill_math_kernels(model, hw, work, tp, phase, cached_positions)
     if cache_len is None:
-        scalar = [Kernel(k.name, k.kernel_class, k.count, float(k.seconds)) for k in
-                  attention_kernels(model, hw, work, tp, phase, first_decode_positions(work))]
-        return scalar
+        return [Kernel(k.name, k.kernel_class, k.count, float(k.seconds)) for k in
+                attention_kernels(model, hw, work, tp, phase, first_decode_positions(work))]
     if path == SDPA:
         return pass_sdpa_kernels(model, hw, work, tp, phase, cache_len)
     return decode_math_kernels(model, hw, work, tp, phase, cache_len)

@@ -12,12 +12,12 @@ import collections
 
 import numpy as np
 
+from laddersim.costs.attention_kernels import attention_kernels, writes_cache
 from laddersim.costs.calibrated_kernels import calibrated_decode
 from laddersim.costs.framework_collectives import framework_allreduce_time_s, logits_allgather_time_s
 from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.gemm_tables import HYBRID, SOL, library_gemm_time_s
 from laddersim.costs.l2_reuse import group_reads_s
-from laddersim.costs.attention_kernels import attention_kernels, writes_cache
 from laddersim.costs.pass_shapes import (  # noqa: F401  (re-exported: the pass's shapes and kernel paths)
     SPLIT_K_WAVES, Phase, linear_shapes, logits_rows, single_token_path, splitk_reduce, splits_k)
 from laddersim.framework import load_framework
