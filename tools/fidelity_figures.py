@@ -107,6 +107,18 @@ def _read(shared: Path, name: str, rename: dict[str, str]) -> pd.DataFrame:
         return read_measured(renamed, models_dir=path.parent / "models")
 
 
+def phase_errors(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per model x P2P x framework group, the median signed error (%) of the prefill and of the
+    decode time, over the rows that measured them (the standard and desync_half rows, which overlap
+    nothing, apart)."""
+    out = frame.assign(prefill_err=(frame["predicted_prefill_s"] / frame["prefill_s"] - 1) * 100,
+                       decode_err=(frame["predicted_decode_s"] / frame["decode_s"] - 1) * 100)
+    plain = out[out["schedule"].isin(["standard", "desync_half"])]
+    return pd.DataFrame({"prefill_median_err_pct": out.groupby(MODEL_P2P)["prefill_err"].median(),
+                         "decode_median_err_pct": out.groupby(MODEL_P2P)["decode_err"].median(),
+                         "prefill_median_err_pct_standard": plain.groupby(MODEL_P2P)["prefill_err"].median()})
+
+
 def issue37(shared: Path, rename: dict[str, str]) -> dict[str, float]:
     """Issue 37's acceptance figures, shipped profiles, no fit."""
     tables = [validate(_read(shared, name, rename)) for name in ISSUE37_PAIRED]
@@ -115,6 +127,7 @@ def issue37(shared: Path, rename: dict[str, str]) -> dict[str, float]:
     groups = error_summary(with_model_p2p(frame), MODEL_P2P)
     print("70B figure + flash + graph tables:")
     print(groups.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print(phase_errors(with_model_p2p(frame)).to_string(float_format=lambda v: f"{v:+.2f}"))
     pairs = pair_summary(pd.concat([p2p_off_pairs(table) for table in tables], ignore_index=True))  # each table's own
     figures = {"tokens_per_s_median": overall["tokens_per_s_median_abs_err_pct"],
                "group_median": groups["tokens_per_s_median_abs_err_pct"].max(),

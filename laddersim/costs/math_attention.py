@@ -27,7 +27,6 @@ import numpy as np
 
 from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.l2_reuse import group_reads_s
-from laddersim.costs.pass_shapes import first_decode_positions
 from laddersim.framework import load_framework
 
 ACC_BYTES = {"math": None, "math_fp32": 4}  # None: the scores keep the input dtype
@@ -134,20 +133,6 @@ def math_decode_kernels(gpu, *, variant: str, batch: int, cache_len: int, heads:
         # p . v per head dimension, p normalised in its loads; the output back to the input dtype.
         Kernel("values", "generated", 1, reading_cache(scores + b * h * hd * dtype_bytes)),
     ]
-
-
-def math_kernels(model, hw, work, tp: int, phase) -> list:
-    """The math path's kernels of a scenario's pass on one rank (``prefill_math_kernels`` or
-    ``math_decode_kernels``), where the framework's path for that pass is ``math`` or
-    ``math_fp32``; empty on the fused path."""
-    variant = load_framework(work.framework).attention_path(phase.name)
-    if variant == "fused":
-        return []
-    if phase.name == "prefill":
-        return prefill_math_kernels(model, hw, work, tp, phase)
-    cache_len = first_decode_positions(work)
-    return [Kernel(k.name, k.kernel_class, k.count, float(k.seconds))
-            for k in decode_math_kernels(model, hw, work, tp, phase, cache_len)]
 
 
 def decode_math_kernels(model, hw, work, tp: int, phase, cache_len) -> list:

@@ -50,6 +50,11 @@ class GpuSpec(BaseModel):
     # query head are served by L2 (laddersim.costs.l2_reuse). None: every read from HBM.
     l2_cache_mb: Positive | None = None
     l2_bandwidth_gbps: Positive | None = None
+    # One dependent global-memory round trip a CTA waits on inside a kernel's loop (a load issued,
+    # its data in shared memory, the barrier passed), microseconds: what a kernel whose grid is
+    # smaller than the GPU takes per step of its loop (laddersim.costs.sdpa_attention). None: such
+    # kernels are priced by their work and bytes alone.
+    global_load_latency_us: Positive | None = None
     # GEMM tables (CSV m,n,k,time_us) the GEMM model is checked against (laddersim profiles check).
     gemm_tables: list[MeasuredTable] = []
     usable_memory_fraction: Positive = Sourced(
