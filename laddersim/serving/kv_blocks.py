@@ -20,6 +20,8 @@ def kv_block_count(scenario: Scenario, options: ServingOptions) -> int:
     the attention's buffers are the framework's path's for one prompt of ``max_batched_tokens``
     tokens over its own positions (memory_fit.attention_peak_bytes: the most queries and positions a
     whole-prompt iteration attends; quadratic on a math path, so one long prompt is its worst case).
+    A chunk of chunked prefill also attends its sequence's earlier positions: the blocks are
+    counted before the requests are known, so those scores are not.
     """
     model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
     largest = Workload(batch=options.max_running,
