@@ -84,8 +84,8 @@ def paper_section(out_dir: Path, figures_dir: Path) -> Section:
     parts += [
         "**Every development table, not only this figure.** The same shipped profiles, no fit, against every "
         "measured table laddersim is developed against, per table x model x P2P x framework group (absolute "
-        "errors: tokens/s and prefill time in %, speedup over standard in percentage points; the small paper "
-        "models' eager CUDA-graph runs are far off). The measured tables are not shipped; this is their committed "
+        "errors: tokens/s and prefill time in %, speedup over standard in percentage points): the groups differ "
+        "widely, so read the rows nearest a model and framework. The measured tables are not shipped; this is their committed "
         f"summary, `laddersim/data/validation/development_groups.csv`, written by `{command}`.",
         "",
         groups_markdown(groups),
