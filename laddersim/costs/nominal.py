@@ -3,9 +3,10 @@
 A scale of the intra-node bandwidth multiplies whatever laddersim.costs.collectives picks for the
 group's ``tp / nodes`` GPUs (a measured table, a per-GPU-count fit, or the alpha-beta fallback),
 so "the bandwidth" it scales is that curve's large-message bus bandwidth, and "the latency" its
-small-message time; under the transport mechanism (``collectives.transport``) those are of the path
-NCCL's tuner picks at that size (NVLS, an SHM or a P2P ring), and the label names it; the inter-node scales multiply the profile's network tier. Sweeps convert
-set values (GB/s, us) to scales with these; break-even reports its result in them.
+small-message time; under the transport mechanism (``collectives.transport``) those are of the
+path NCCL's tuner picks at that size (NVLS, an SHM or a P2P ring), and the label names it; the
+inter-node scales multiply the profile's network tier. Sweeps convert set values (GB/s, us) to
+scales with these; break-even reports its result in them.
 """
 
 from __future__ import annotations
