@@ -116,3 +116,20 @@ def test_serving_leaves_the_math_paths_scores_out_of_the_kv_cache(h100):
     softmax = 8192 * 8 * 128 * 4 + 2 * 8 * 8192 * 8192 * 4 + 8192 * 8192  # V, scores, probabilities, mask
     expected = (softmax - fused) / block_bytes
     assert abs((blocks["vllm"] - blocks["gpt-fast"]) - expected) <= 1.5
+
+
+def test_graph_path_peak_is_the_expanded_cache_and_the_mask_bias():
+    """Closed form of eager SDPA with a mask (gpt-fast-graph): 2 sequences, 3 queries over 10 cache
+    positions, 4 query heads on 2 KV heads of 8, fp16: K and V expanded 2 x (2*10*4*8*2) = 2560 B;
+    the mask, its logical_not and the fp16 bias 3*10*(1+1+2) = 120 B; Q and the output 2*3*4 rows of
+    2*8*2 B plus a 4-byte log-sum-exp each: 24*36 = 864 B. Without the repeat, no expanded copies."""
+    from laddersim.costs.sdpa_attention import sdpa_peak_bytes
+
+    shape = dict(batch=2, queries=3, cache_len=10, heads=4, kv_heads=2, head_dim=8, dtype_bytes=2)
+    assert sdpa_peak_bytes(**shape) == 2560 + 120 + 864
+    assert sdpa_peak_bytes(**shape, repeat_kv=False) == 120 + 864
+    work = Workload(batch=4, prompt_len=1024, gen_len=256, framework="gpt-fast-graph")
+    peak, path = attention_peak_bytes(LLAMA_70B, work, 8)
+    assert path == "prefill sdpa_mem_efficient"
+    assert peak == sdpa_peak_bytes(batch=4, queries=1024, cache_len=work.max_seq_len, heads=8, kv_heads=1,
+                                   head_dim=128, dtype_bytes=2)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from laddersim.costs.math_attention import math_decode_peak_bytes, math_prefill_peak_bytes
+from laddersim.costs.sdpa_attention import sdpa_peak_bytes
 from laddersim.errors import DoesNotFitError
 from laddersim.framework import load_framework
 from laddersim.hardware.profile import HardwareProfile
@@ -37,7 +38,8 @@ def attention_peak_bytes(model: ModelShape, work: Workload, tp: int) -> tuple[fl
     """Bytes one layer's attention allocates at its peak on one rank, on the framework's path for
     the prefill (the whole prompt over the attended positions: the static cache's ``max_seq_len``,
     or a dynamic cache's prompt) and the largest decode step, and which pass and path that is.
-    The math path materialises scores per query head (laddersim.costs.math_attention); a fused
+    The math path materialises scores per query head (laddersim.costs.math_attention); eager SDPA
+    with a mask, K and V expanded per query head and the mask's bias (laddersim.costs.sdpa_attention); a fused
     (FlashAttention-class) kernel writes only its output and each row's log-sum-exp. Layers run one
     after the other, so one layer's buffers is the peak."""
     fw = load_framework(work.framework)
@@ -45,13 +47,19 @@ def attention_peak_bytes(model: ModelShape, work: Workload, tp: int) -> tuple[fl
     s = work.prompt_len
     prefill_path, decode_path = fw.prefill_attention_path, fw.decode_attention_path
     cache_len = work.max_seq_len if work.kv_cache == "static" else s
+    sdpa = {"batch": b, "heads": h, "kv_heads": model.kv_heads_per_rank(tp), "head_dim": hd,
+            "dtype_bytes": work.dtype_bytes, "repeat_kv": work.kv_reads == "repeat_interleave"}
     if prefill_path == "fused":
         prefill = float(b * s * h * (hd * work.dtype_bytes + LSE_BYTES))
+    elif prefill_path == "sdpa_mem_efficient":
+        prefill = sdpa_peak_bytes(queries=s, cache_len=cache_len, **sdpa)
     else:
         prefill = math_prefill_peak_bytes(variant=prefill_path, batch=b, prompt_len=s, cache_len=cache_len,
                                           heads=h, head_dim=hd, dtype_bytes=work.dtype_bytes)
     if decode_path == "fused":
         decode = float(b * h * (hd * work.dtype_bytes + LSE_BYTES))
+    elif decode_path == "sdpa_mem_efficient":
+        decode = sdpa_peak_bytes(queries=1, cache_len=work.max_seq_len, **sdpa)
     else:
         decode = math_decode_peak_bytes(variant=decode_path, batch=b, cache_len=work.max_seq_len,
                                         heads=h, dtype_bytes=work.dtype_bytes)

@@ -173,6 +173,22 @@ def repeat_copy_bytes(*, batch: int, heads: int, kv_heads: int, cache_len, head_
     return {"read": per_head * kv_heads, "written": per_head * heads, "moved": 2 * per_head * heads}
 
 
+def sdpa_peak_bytes(*, batch: int, queries: int, cache_len: int, heads: int, kv_heads: int, head_dim: int,
+                    dtype_bytes: int, repeat_kv: bool = True) -> float:
+    """Bytes one layer's attention on this path holds at its peak on one rank (the buffers of
+    ``sdpa_kernels``, same shapes): K and V expanded to every query head (``repeat_copy_bytes``'
+    written; none without ``repeat_kv``), the boolean mask rows (one byte per query and cache
+    position, broadcast over batch and heads), its ``logical_not`` and the additive bias of the
+    query dtype made from them (``convert_boolean_attn_mask``), Q, the kernel's output and its fp32
+    log-sum-exp per query row and head. All live together while the fMHA kernel runs."""
+    copy = repeat_copy_bytes(batch=batch, heads=heads, kv_heads=kv_heads, cache_len=cache_len, head_dim=head_dim,
+                             dtype_bytes=dtype_bytes)
+    expanded = 2 * float(copy["written"]) if repeat_kv else 0.0
+    mask = queries * cache_len * (1 + 1 + dtype_bytes)
+    rows = batch * queries * heads
+    return expanded + mask + rows * (2 * head_dim * dtype_bytes + 4)
+
+
 def sdpa_kernels(gpu, *, batch: int, queries: int, cache_len, heads: int, kv_heads: int, head_dim: int,
                  dtype_bytes: int, peak_flops_per_s: float, repeat_kv: bool = True) -> list[Kernel]:
     """One layer's attention on this path, on one rank: ``batch`` sequences of ``queries`` new
