@@ -26,13 +26,34 @@ SETTINGS = settings(max_examples=15, deadline=None)
 
 def test_tree_latency_is_nccls_formula():
     """16 KiB on 2 nodes x 8 H100 over IB: tree/LL, 6.8 + 2 x (7 x 1.0 + 1 x (5.0 + 2.24)) us plus
-    the LL transfer at NCCL's llMaxBw (39 GB/s) cap times its tree correction at 16 KiB
-    (treeCorrectionFactor[LL][log2(16384 / 64) = 8] = 0.7) (NCCL tuning.cc, Tables A/B)."""
+    the LL transfer at NCCL's llMaxBw (39 GB/s, a bus bandwidth) converted to the tree's algorithm
+    bandwidth (x 0.5: tuning.cc "Convert bus BW to algorithm BW", ratio .5 for Tree) times its tree
+    correction at 16 KiB (treeCorrectionFactor[LL][log2(16384 / 64) = 8] = 0.7) (NCCL tuning.cc,
+    Tables A/B/C)."""
     h100 = load_profile("h100-sxm-nvswitch")
     size = 16384.0
     assert collective_choice(h100, 16, size) == ("tree", "ll")
-    expected_s = (6.8 + 2 * (7 * 1.0 + 1 * (5.0 + 2.24))) * 1e-6 + size / (0.7 * 39e9)
+    expected_s = (6.8 + 2 * (7 * 1.0 + 1 * (5.0 + 2.24))) * 1e-6 + size / (0.7 * 0.5 * 39e9)
     assert float(nccl_algorithms.model_s(h100, 8, 2, [size])[0]) == pytest.approx(expected_s, rel=1e-9)
+
+
+def test_tree_caps_are_bus_bandwidths_halved_for_the_tree():
+    """NCCL caps a protocol's bus bandwidth (llMaxBw 39 GB/s for LL on 2 Intel-hosted nodes; the
+    profile's LL128 cap) and then halves a tree's (its algorithm bandwidth is busBw x 0.5,
+    tuning.cc lines 376-381 of ../shared/reference_data/p2p_off_pcie/raw/nccl_tuning_cc_HEAD.cc), so a
+    256 KiB tree/LL AllReduce over 2 x 8 H100 moves at 19.5 GB/s times NCCL's tree correction
+    at 256 KiB (0.4): 33.6 us of transfer, and tree/LL128 at half the profile's 150 GB/s cap
+    times 0.6: 5.8 us; a ring keeps its cap as a bus bandwidth (2(n-1)/n x S over it)."""
+    h100 = load_profile("h100-sxm-nvswitch")
+    size = 262144.0
+    times = nccl_algorithms.candidates_s(h100, 8, 2, np.array([size]))
+    ll_latency_s = (6.8 + 2 * (7 * 1.0 + 1 * (5.0 + 2.24))) * 1e-6
+    assert float(times[("tree", "ll")][0]) == pytest.approx(ll_latency_s + size / (0.4 * 19.5e9), rel=1e-9)
+    ll128_latency_s = (14.0 + 2 * (7 * 1.25 + 1 * (8.5 + 2.24))) * 1e-6
+    assert float(times[("tree", "ll128")][0]) == pytest.approx(ll128_latency_s + size / (0.6 * 75e9), rel=1e-9)
+    ring_ll_latency_s = (6.6 + 2 * (2 * (2.7 + 2.24) + 14 * 1.0)) * 1e-6
+    ring_ll_s = ring_ll_latency_s + 2 * 15 / 16 * size / 39e9
+    assert float(times[("ring", "ll")][0]) == pytest.approx(ring_ll_s, rel=1e-9)
 
 
 @pytest.mark.parametrize("size,protocol,factor", [
@@ -52,9 +73,9 @@ def test_two_node_medium_messages_rise_as_measured(table):
     """Golden from the public 2 nodes x 8 H100 sweeps (shipped rows): from 4 KiB to 512 KiB, a
     decode AllReduce's batch sizes, time rises 45 us over EFA and 47 us over TCPXO, two fabrics
     with different floors (79 / 127 us): the rise is the algorithm's, not the fabric's latency.
-    With NCCL's tree correction the IB model rises 22 us (0.4 of the tree's LL bandwidth at
-    256-512 KiB); without it 13 us, under a third of either sweep. The IB NICs are faster than
-    either fabric, so the model stays below the sweeps' rise, never above it."""
+    The IB model rises 29 us: LL at half NCCL's llMaxBw (the tree's algorithm bandwidth) times
+    its tree correction (0.4 at 256-512 KiB) until tree/LL128 takes over. The IB NICs are faster
+    than either fabric, so the model stays below the sweeps' rise, never above it."""
     rows = pd.read_csv(Path(load_profile("h100-sxm-nvswitch").base_dir) / "tables" / table, comment="#")
     rows = rows[(rows["gpus"] == 16) & (rows["nodes"] == 2)].set_index("size_bytes")["time_us"] * 1e-6
     measured_rise_s = rows[524288] - rows[4096]
@@ -129,7 +150,7 @@ def test_time_non_decreasing_in_size(name, exp, ratio, nodes):
 def test_doubling_nodes_at_most_doubles_small_messages(name, exp, nodes):
     """From 2 nodes up (1 -> 2 nodes adds the network itself: NCCL's own model gives 15 us on one
     8-GPU NVSwitch node and 25-40 us on two, more than double). Up to 256 KiB: from 512 KiB to
-    1 MiB, 2 -> 4 nodes of 8 H100 costs up to 2.5x (62 -> 153 us at 1 MiB), the 4-node trees'
+    1 MiB, 2 -> 4 nodes of 8 H100 costs up to 2.5x (76 -> 155 us at 1 MiB), the 4-node trees'
     LL128/Simple being held at the fitted deep-tree share (network.tree_deep_bandwidth_share 0.1)
     and their LL at NCCL's halved llMaxBw times its tree correction (0.5 at 1 MiB)."""
     prof = load_profile(name)

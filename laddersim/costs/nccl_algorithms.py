@@ -26,7 +26,11 @@ Every network hop pays NCCL's per-hop NET latency plus the fabric's own (``netwo
 step_latency_us``, for Simple twice as NCCL adds it twice, or ``network.simple_step_latency_us``), every collective once the fabric's
 fixed cost (``network.allreduce.base_latency_us``: 0 on InfiniBand, the plugin's proxy round on
 EFA/TCPXO). LL's bus bandwidth is capped at NCCL's ``llMaxBw`` (or the profile's measured cap,
-``network.ll_max_bus_bandwidth_gbps``), LL128's at the profile's measured cap if it has one.
+``network.ll_max_bus_bandwidth_gbps``), LL128's at the profile's measured cap if it has one. Both
+caps are bus bandwidths, as NCCL's tuner states them: a ring's time is ``2(n-1)/n * S`` over
+the capped bus bandwidth, a tree's ``S`` over half of it (NCCL converts a tree's bus bandwidth to
+its algorithm bandwidth with a factor 0.5, ``nccl_tuning.TREE_ALGBW_PER_BUSBW``): a 256 KiB tree/LL
+AllReduce on 2 nodes moves at most 19.5 GB/s, 34 us at NCCL's tree correction (0.4), not 17 us.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import numpy as np
 
 from laddersim.costs.nccl_tuning import (
     BASE_LATENCY_US, INTRA_HOP_US, LL_MAX_BUSBW_GBPS, NET_HOP_US, NET_OVERHEAD_US, NVLS_INTRA_US, PROTOCOLS,
-    RING_EFFICIENCY, TREE_CORRECTION, TREE_EFFICIENCY,
+    RING_EFFICIENCY, TREE_ALGBW_PER_BUSBW, TREE_CORRECTION, TREE_EFFICIENCY,
 )
 from laddersim.costs.transport import nvls_bus_bandwidth_gbps, prices, ring_transport, shm_simple_bus_bandwidth_gbps
 from laddersim.hardware.profile import HardwareProfile
@@ -140,7 +144,7 @@ def candidates_s(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_
         if "tree" in offered:
             lat_us = (BASE_LATENCY_US["tree"][p] * w.inter_latency_scale + fixed_us
                       + 2.0 * ((g - 1) * _intra_hop_us(profile, "tree", p) + _tree_depth(nodes) * _net_hop_us(profile, "tree", p)))
-            bps = min(tree_bps * TREE_EFFICIENCY[p], caps[p])
+            bps = min(tree_bps * TREE_EFFICIENCY[p], TREE_ALGBW_PER_BUSBW * caps[p])  # caps: bus bandwidths
             moved = (1.0 if proto == "ll" else k) * size
             transfer_s = np.maximum(moved / bps, chain_s / TREE_EFFICIENCY[p]) / tree_correction(p, size)
             out[("tree", proto)] = lat_us * 1e-6 + transfer_s
