@@ -261,6 +261,14 @@ def collective_choice(profile: HardwareProfile, tp: int, size_bytes: float) -> t
     return nccl_algorithms.choice(profile, tp // nodes, nodes, size_bytes)
 
 
+def slowdowns(profile: HardwareProfile, tp: int, size_bytes: float) -> tuple[float, float]:
+    """(compute_slowdown, comm_slowdown) while an AllReduce of ``size_bytes`` over ``tp`` ranks
+    overlaps compute (``InterferenceSpec.at``), its channel count by the rule of the algorithm and
+    protocol NCCL picks for it: only a ring's LL threshold grows with the ranks."""
+    per_rank = collective_choice(profile, tp, size_bytes) in {("ring", "ll"), ("ring", "fit")}
+    return profile.interference.at(size_bytes, bandwidth_share(profile, tp, size_bytes), tp, per_rank)
+
+
 def bandwidth_share(profile: HardwareProfile, tp: int, size_bytes: float) -> float:
     """Share of an AllReduce's time above its latency floor (the time of a one-byte message):
     0 for a latency-bound message, towards 1 for a bandwidth-bound one."""
