@@ -263,9 +263,12 @@ def collective_choice(profile: HardwareProfile, tp: int, size_bytes: float) -> t
 
 def slowdowns(profile: HardwareProfile, tp: int, size_bytes: float) -> tuple[float, float]:
     """(compute_slowdown, comm_slowdown) while an AllReduce of ``size_bytes`` over ``tp`` ranks
-    overlaps compute (``InterferenceSpec.at``), its channel count by the rule of the algorithm and
-    protocol NCCL picks for it: only a ring's LL threshold grows with the ranks."""
-    per_rank = collective_choice(profile, tp, size_bytes) in {("ring", "ll"), ("ring", "fit")}
+    overlaps compute (``InterferenceSpec.at``). Across nodes its channel count follows the rule of
+    the algorithm NCCL picks (tuning.cc: only ``threadThresholds[RING][LL]`` is multiplied by the
+    ranks): a ring's grows with the ranks, a tree's (NVLS-tree's, CollNet's) does not. One node
+    keeps the per-rank rule for every protocol, as validated on the one-node tables (NCCL's own
+    thresholds of LL128, Simple and NVLS are per channel too: left as they were)."""
+    per_rank = profile.nodes_for(tp) == 1 or collective_choice(profile, tp, size_bytes)[0] == "ring"
     return profile.interference.at(size_bytes, bandwidth_share(profile, tp, size_bytes), tp, per_rank)
 
 
