@@ -83,6 +83,18 @@ def test_two_node_medium_messages_rise_as_measured(table):
     assert 0.4 * measured_rise_s < model[1] - model[0] < measured_rise_s
 
 
+def test_ll128_only_where_the_node_path_is_nvlink():
+    """NCCL enables LL128 for a graph whose intra-node path is NVLink (tuning.cc: pEnable &=
+    typeIntra <= PATH_NVB): across 2 nodes of 8 H100 with P2P on, ring and tree offer it; under
+    NCCL_P2P_DISABLE the node's GPUs reach each other through host memory (SHM), so only LL and
+    Simple remain (and NVLS-tree, the switch's reduction); one GPU a node crosses no such path."""
+    on, off = load_profile("h100-sxm-nvswitch"), load_profile("h100-sxm-p2p-off")
+    size = np.array([262144.0])
+    assert {("ring", "ll128"), ("tree", "ll128")} <= set(nccl_algorithms.candidates_s(on, 8, 2, size))
+    assert {p for _, p in nccl_algorithms.candidates_s(off, 8, 2, size)} == {"ll", "simple"}
+    assert nccl_algorithms.ll128_offered(off, 1) and not nccl_algorithms.ll128_offered(off, 8)
+
+
 def test_decode_allreduce_grows_logarithmically_with_nodes():
     """The issue's case: 16 KiB took 40 us on 2 nodes and 259 us on 4 (flat ring); the tree's
     depth is log2(nodes), so 4 nodes add one network hop each way."""
