@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from laddersim.calibrate.nccl_tests import implausible_row, parse_log
 from laddersim.costs import nccl_algorithms
-from laddersim.costs.collectives import allreduce_time_s, collective_choice, multi_node_model_s, table_offset
+from laddersim.costs.collectives import allreduce_time_s, collective_choice, multi_node_model_s, slowdowns, table_offset
 from laddersim.hardware.profile import list_profiles, load_profile
 from laddersim.hardware.overrides import with_overrides
 from laddersim.errors import UserInputError
@@ -93,6 +93,27 @@ def test_ll128_only_where_the_node_path_is_nvlink():
     assert {("ring", "ll128"), ("tree", "ll128")} <= set(nccl_algorithms.candidates_s(on, 8, 2, size))
     assert {p for _, p in nccl_algorithms.candidates_s(off, 8, 2, size)} == {"ll", "simple"}
     assert nccl_algorithms.ll128_offered(off, 1) and not nccl_algorithms.ll128_offered(off, 8)
+
+
+def test_a_tree_across_nodes_fills_a_channel_per_4_kib_whatever_the_ranks():
+    """NCCL multiplies only a ring's LL thread threshold by the ranks (tuning.cc:
+    threadThresholds[RING][LL] *= nRanks; a channel needs threshold x threads, LL's 8 B x 512):
+    a 32 KiB decode AllReduce over 2 x 8 H100 runs as tree/LL on 32768 / 4096 = 8 of the 32
+    channels and slows the GEMMs beside it by 8/32 of the full-size slowdown (0.1), where a ring
+    over the same 16 ranks (16 x 4096 B a channel) would take 1 channel; one node keeps its
+    per-rank rule (16 KiB on 8 GPUs: 1 channel)."""
+    h100 = load_profile("h100-sxm-nvswitch")
+    full = h100.interference.compute_slowdown.value
+    assert collective_choice(h100, 16, 32768.0) == ("tree", "ll")
+    assert slowdowns(h100, 16, 32768.0)[0] == pytest.approx(full * 8 / 32)
+    assert h100.interference.channel_share(32768.0, 16, per_rank=False) == 8 / 32
+    assert h100.interference.channel_share(32768.0, 16) == 1 / 32  # a ring's rule
+    raw = h100.model_dump(exclude={"base_dir"})
+    raw["collectives"]["algorithms"] = ["ring"]
+    ring_only = type(h100).model_validate({**raw, "base_dir": h100.base_dir})
+    assert collective_choice(ring_only, 16, 32768.0)[0] == "ring"
+    assert slowdowns(ring_only, 16, 32768.0)[0] == pytest.approx(full / 32)
+    assert slowdowns(h100, 8, 16384.0)[0] == pytest.approx(full / 32)
 
 
 def test_decode_allreduce_grows_logarithmically_with_nodes():
