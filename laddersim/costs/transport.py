@@ -195,6 +195,15 @@ def allreduce_s(profile: HardwareProfile, gpus: int, size_bytes, p2p_ring_s):
     return np.take_along_axis(stacked, np.expand_dims(index, 0), axis=0)[0]
 
 
+def picked_floor_and_time_s(profile: HardwareProfile, gpus: int, size_bytes: float, p2p_ring_s) -> tuple[float, float]:
+    """(seconds of one byte, seconds of ``size_bytes``) on the candidate NCCL's tuner picks for
+    ``size_bytes``: the latency floor of the transport and algorithm that really carry the
+    message (an NVLS message's floor is the switch's, not the SHM ring's a one-byte message takes)."""
+    keys, index, real = _picked(profile, gpus, np.array([1.0, float(size_bytes)]), p2p_ring_s)
+    picked = real[keys[int(index[1])]]
+    return float(picked[0]), float(picked[1])
+
+
 def choice(profile: HardwareProfile, gpus: int, size_bytes: float, p2p_ring_s) -> tuple[str, str]:
     """(algorithm, protocol) NCCL's tuner picks for one message."""
     keys, index, _ = _picked(profile, gpus, np.array([float(size_bytes)]), p2p_ring_s)
