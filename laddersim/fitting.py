@@ -116,11 +116,12 @@ class FitResult:
 def _apply(profile: HardwareProfile, values: dict[str, float], source: str) -> HardwareProfile:
     """``profile`` with the fitted values set (names as in ``_Param.name``)."""
     gpu, fw = profile.gpu, profile.framework
-    mem = values["memory_efficiency_scale"]
+    mem = values["memory_efficiency_scale"]  # at most 1 / the larger efficiency (_parameters): no cap needed
     new_gpu = gpu.model_copy(update={
-        "gemm_memory_efficiency": Sourced(value=min(gpu.gemm_memory_efficiency.value * mem, 1.0), source=source),
-        "elementwise_memory_efficiency": Sourced(value=min(gpu.elementwise_memory_efficiency.value * mem, 1.0),
-                                                 source=source),
+        "gemm_memory_efficiency": Sourced(value=gpu.gemm_memory_efficiency.value * mem, source=source),
+        "elementwise_memory_efficiency": Sourced(value=gpu.elementwise_memory_efficiency.value * mem, source=source),
+        # what the measured tables price (GEMM tables, a traced stack's kernel classes) follows too
+        "table_memory_scale": Sourced(value=gpu.table_memory_factor * mem, source=source),
     })
     fw_update = {"step_overhead_us": Sourced(value=values["step_overhead_us"], source=source)}
     if "single_token_kernel_floor_us" in values:

@@ -10,6 +10,12 @@ roofline at the nearest grid point. Each time says where it came from, as AIConf
 * ``SILICON``: interpolated inside a measured table;
 * ``HYBRID``: outside the table's grid, the roofline anchored to the table's nearest point;
 * ``SOL``: the roofline model (fitted efficiencies, ``laddersim.costs.gemm``), no table.
+
+A profile fitted to end-to-end runs of another machine (``laddersim fit``) streams memory at
+``gpu.table_memory_scale`` x the rate its tables ran at: a table's time (``SILICON`` or
+``HYBRID``) is multiplied by the roofline's ratio at the fitted memory efficiency to the roofline
+at the tables' (the memory-bound GEMMs of a decode step follow the fit, compute-bound ones and the
+kernel floor do not).
 """
 
 from __future__ import annotations
@@ -20,8 +26,9 @@ from pathlib import Path
 import numpy as np
 
 from laddersim.costs.gemm import gemm_time_s
+from laddersim.hardware.compute_specs import GpuSpec
 from laddersim.hardware.profile import HardwareProfile
-from laddersim.hardware.sourced import MeasuredTable
+from laddersim.hardware.sourced import MeasuredTable, Sourced
 from laddersim.hardware.table_files import read_gemm_table_csv, read_plain_columns
 
 SILICON, HYBRID, SOL = "SILICON", "HYBRID", "SOL"
@@ -113,7 +120,11 @@ def library_gemm_time_s(hw: HardwareProfile, m: int, n: int, k: int, dtype_bytes
     kept = _times.get(key)
     if kept is not None and kept[0] is hw.gpu:
         return kept[1]
-    seconds, source = _library_gemm_time_s(hw, m, n, k, dtype_bytes, peak_flops_per_s, path, stamp)
+    table_gpu = _at_table_rate(hw.gpu)
+    seconds, source = _library_gemm_time_s(table_gpu, m, n, k, dtype_bytes, peak_flops_per_s, path, stamp)
+    if table_gpu is not hw.gpu:  # a fitted profile: the time follows the fit (SOL: the fitted roofline itself)
+        seconds *= float(gemm_time_s(hw.gpu, m, n, k, dtype_bytes, None, peak_flops_per_s)
+                         / gemm_time_s(table_gpu, m, n, k, dtype_bytes, None, peak_flops_per_s))
     sustained = hw.gpu.sustained_tflops
     if sustained is not None and dtype_bytes == 2:
         seconds = max(seconds, 2.0 * m * n * k / (sustained.value * 1e12))
@@ -124,9 +135,20 @@ def library_gemm_time_s(hw: HardwareProfile, m: int, n: int, k: int, dtype_bytes
     return result
 
 
-def _library_gemm_time_s(hw: HardwareProfile, m: int, n: int, k: int, dtype_bytes: int, peak_flops_per_s: float,
+def _at_table_rate(gpu: GpuSpec) -> GpuSpec:
+    """``gpu`` with the GEMM memory efficiency its measured tables ran at (itself unless a fit
+    scaled it: ``GpuSpec.table_memory_scale``)."""
+    if gpu.table_memory_scale is None:
+        return gpu
+    efficiency = gpu.gemm_memory_efficiency.value / gpu.table_memory_scale.value
+    return gpu.model_copy(update={"table_memory_scale": None, "gemm_memory_efficiency": Sourced(
+        value=efficiency, source="the rate the measured GEMM tables ran at (the fitted one / table_memory_scale)")})
+
+
+def _library_gemm_time_s(gpu: GpuSpec, m: int, n: int, k: int, dtype_bytes: int, peak_flops_per_s: float,
                          path: Path | None, stamp: int | None) -> tuple[float, str]:
-    roofline = float(gemm_time_s(hw.gpu, m, n, k, dtype_bytes, None, peak_flops_per_s))
+    """The time and source label of the GEMM on ``gpu`` at its tables' own rate."""
+    roofline = float(gemm_time_s(gpu, m, n, k, dtype_bytes, None, peak_flops_per_s))
     if path is None:
         return roofline, SOL
     axes, cube = _grid(path, stamp)
@@ -136,5 +158,5 @@ def _library_gemm_time_s(hw: HardwareProfile, m: int, n: int, k: int, dtype_byte
         return float(np.exp(_interpolate(axes, cube, point))), SILICON
     nearest = np.exp([float(np.clip(x, a[0], a[-1])) for a, x in zip(axes, point)])
     anchor_table = float(np.exp(_interpolate(axes, cube, np.log(nearest))))
-    anchor_roofline = float(gemm_time_s(hw.gpu, *nearest, dtype_bytes, None, peak_flops_per_s))
+    anchor_roofline = float(gemm_time_s(gpu, *nearest, dtype_bytes, None, peak_flops_per_s))
     return roofline * anchor_table / anchor_roofline, HYBRID

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, model_serializer, model_validator
 
 from laddersim.errors import UserInputError
 from laddersim.hardware.sourced import FROZEN_CONFIG, MeasuredTable, NonNegative, Positive, Sourced
@@ -55,6 +55,26 @@ class GpuSpec(BaseModel):
     usable_memory_fraction: Positive = Sourced(
         value=0.9, source="default: 10% of HBM kept for CUDA context, allocator slack, workspace"
     )
+    # The factor the two memory efficiencies above carry over the rate the profile's measured
+    # tables streamed at: a fit to end-to-end runs (laddersim fit) scales both efficiencies and
+    # records the factor here, so that the memory-bound part of a time read from a measured table
+    # (``gemm_tables``: laddersim.costs.gemm_tables; a traced stack's kernel classes:
+    # laddersim.costs.calibrated_kernels) moves with them. None: the efficiencies are the tables'
+    # own rates (left out of the profile's dump, so a profile without a fit dumps and hashes as
+    # it did before the field existed).
+    table_memory_scale: Positive | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler):
+        data = handler(self)
+        if self.table_memory_scale is None:
+            data.pop("table_memory_scale", None)
+        return data
+
+    @property
+    def table_memory_factor(self) -> float:
+        """``table_memory_scale``'s value (1 when None)."""
+        return 1.0 if self.table_memory_scale is None else self.table_memory_scale.value
 
     @property
     def peak_flops_per_s(self) -> float:
