@@ -11,11 +11,12 @@ roofline at the nearest grid point. Each time says where it came from, as AIConf
 * ``HYBRID``: outside the table's grid, the roofline anchored to the table's nearest point;
 * ``SOL``: the roofline model (fitted efficiencies, ``laddersim.costs.gemm``), no table.
 
-A profile fitted to end-to-end runs of another machine (``laddersim fit``) streams memory at
-``gpu.table_memory_scale`` x the rate its tables ran at: a table's time (``SILICON`` or
-``HYBRID``) is multiplied by the roofline's ratio at the fitted memory efficiency to the roofline
-at the tables' (the memory-bound GEMMs of a decode step follow the fit, compute-bound ones and the
-kernel floor do not).
+A profile fitted to end-to-end runs of another machine (``laddersim fit``) keeps the rates its
+tables ran at (``gpu.table_rates``) beside its fitted ones: a time read from a table (``SILICON``
+or ``HYBRID``) is the fitted kernel floor plus the table's time above the tables' floor, scaled by
+the roofline's body (launch apart) at the fitted efficiencies over the body at the tables' (a
+decode step's memory-bound GEMMs follow the fitted memory rate, a prefill's compute-bound ones
+the fitted compute rate).
 """
 
 from __future__ import annotations
@@ -123,8 +124,8 @@ def library_gemm_time_s(hw: HardwareProfile, m: int, n: int, k: int, dtype_bytes
     table_gpu = _at_table_rate(hw.gpu)
     seconds, source = _library_gemm_time_s(table_gpu, m, n, k, dtype_bytes, peak_flops_per_s, path, stamp)
     if table_gpu is not hw.gpu:  # a fitted profile: the time follows the fit (SOL: the fitted roofline itself)
-        seconds *= float(gemm_time_s(hw.gpu, m, n, k, dtype_bytes, None, peak_flops_per_s)
-                         / gemm_time_s(table_gpu, m, n, k, dtype_bytes, None, peak_flops_per_s))
+        body = [float(gemm_time_s(g, m, n, k, dtype_bytes, 0.0, peak_flops_per_s)) for g in (hw.gpu, table_gpu)]
+        seconds = hw.gpu.kernel_launch_s + max(seconds - table_gpu.kernel_launch_s, 0.0) * body[0] / body[1]
     sustained = hw.gpu.sustained_tflops
     if sustained is not None and dtype_bytes == 2:
         seconds = max(seconds, 2.0 * m * n * k / (sustained.value * 1e12))
@@ -136,13 +137,17 @@ def library_gemm_time_s(hw: HardwareProfile, m: int, n: int, k: int, dtype_bytes
 
 
 def _at_table_rate(gpu: GpuSpec) -> GpuSpec:
-    """``gpu`` with the GEMM memory efficiency its measured tables ran at (itself unless a fit
-    scaled it: ``GpuSpec.table_memory_scale``)."""
-    if gpu.table_memory_scale is None:
+    """``gpu`` at the rates its measured tables ran at (itself unless a fit moved them:
+    ``GpuSpec.table_rates``)."""
+    rates = gpu.table_rates
+    if rates is None:
         return gpu
-    efficiency = gpu.gemm_memory_efficiency.value / gpu.table_memory_scale.value
-    return gpu.model_copy(update={"table_memory_scale": None, "gemm_memory_efficiency": Sourced(
-        value=efficiency, source="the rate the measured GEMM tables ran at (the fitted one / table_memory_scale)")})
+    source = f"the rate the measured tables ran at ({rates.source})"
+    return gpu.model_copy(update={
+        "table_rates": None,
+        "gemm_memory_efficiency": Sourced(value=rates.gemm_memory_efficiency, source=source),
+        "gemm_compute_efficiency": Sourced(value=rates.gemm_compute_efficiency, source=source),
+        "kernel_launch_us": Sourced(value=rates.kernel_launch_us, source=source)})
 
 
 def _library_gemm_time_s(gpu: GpuSpec, m: int, n: int, k: int, dtype_bytes: int, peak_flops_per_s: float,
