@@ -32,6 +32,7 @@ from scipy.optimize import least_squares
 
 from laddersim.errors import UserInputError
 from laddersim.fit_parameters import PRIOR_SIGMA, WEAK_PRIOR_SIGMA, Param, apply, parameters
+from laddersim.fit_predictions import missed_own_rows
 from laddersim.hardware.profile import HardwareProfile, load_profile
 from laddersim.hardware.sourced import MeasuredTable
 from laddersim.model_shape import load_model_shape
@@ -158,6 +159,9 @@ def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup
         bumped = x.copy()
         bumped[i] = min(x[i] + 0.1 * q.scale, upper[i]) if x[i] + 0.1 * q.scale <= upper[i] else x[i] - 0.1 * q.scale
         steps.append((bumped[i] - x[i], profiles_for(bumped)))
+    missed = missed_own_rows(rows, fit_frame, steps, covariance, setup)
+    if missed:
+        warnings.insert(0, missed)
     med = float(fit_frame["rel_error"].abs().median() * 100)
     worst = float(fit_frame["rel_error"].abs().max() * 100)
     source = (f"fit: `{command}` on {len(rows)} measured rows (schedules {', '.join(sorted(set(rows['schedule'])))}), "
