@@ -5,9 +5,11 @@ Shared by every profile of the measured machine (P2P on and off are the same GPU
 * ``device_speed_scale``: the machine's device costs at one common factor of the profile's rates:
   memory streaming (``gpu.gemm_memory_efficiency``, ``gpu.elementwise_memory_efficiency``), L2
   reads, tensor-core compute, kernel floors and the collectives (a lower clock or power limit,
-  another binning of the same parts). No prior: rows always pin a machine's overall level, and a
-  uniformly slower or faster machine is the fit's null hypothesis (one that keeps the profile's
-  speedups, as a uniformly scaled machine does);
+  another binning of the same parts). A uniformly slower or faster machine is the fit's null
+  hypothesis (it keeps the profile's speedups, as a uniformly scaled machine does): every row
+  moves with this one number, so its prior (as a microbenchmarked number's) hardly holds it where
+  the rows agree, and holds it where they barely tell it from a per-step constant (a small model
+  whose steps are mostly kernel floors);
 * relative to it, each held by a prior: ``compute_efficiency_scale``, how fast the tensor cores
   run beside the memory (``gpu.gemm_compute_efficiency``, ``gpu.attention_compute_efficiency``,
   ``gpu.sustained_tflops``: a prefill's and a large batch's GEMMs); ``kernel_launch_us``, every
@@ -108,7 +110,8 @@ def parameters(base: dict[str, HardwareProfile], settings: list[str], batches: s
               CONSTANT_PRIOR_SIGMA if step > 0 else None),
         # A memory efficiency is at most 1 (the datasheet's bandwidth): the speed's upper bound.
         Param("device_speed_scale", None, 1.0, 0.2,
-              1.0 / max(gpu.gemm_memory_efficiency.value, gpu.elementwise_memory_efficiency.value), 0.05),
+              1.0 / max(gpu.gemm_memory_efficiency.value, gpu.elementwise_memory_efficiency.value), 0.05,
+              PRIOR_SIGMA),
         # Relative to the common speed, so no peak bounds it on its own: its prior holds it.
         Param("compute_efficiency_scale", None, 1.0, 0.3, 5.0, 0.05, PRIOR_SIGMA),
     ]

@@ -179,8 +179,10 @@ def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup
             "fit_residual_worst_pct": f"{worst:.3f}",
             "fit_kept": "collective_sync_us and collective_input_copies (per-collective constants, "
                         "indistinguishable from the per-step constant in these rows)"
-                        + ("" if collectives_seen else " and the AllReduce model (standard rows alone cannot "
-                                                       "tell it from the compute, nor what a schedule hides of it)")
+                        + ("" if collectives_seen else " and the AllReduce's own floor and bandwidth (standard "
+                                                       "rows alone cannot tell it from the compute, nor what a "
+                                                       "schedule hides of it: it moves with the machine's common "
+                                                       "speed only)")
                         + ("" if overlapped else " and interference (no fitted row overlaps compute with "
                                                  "communication)") + ": from the base profile",
             "fit_priors": (f"log-scale sigma {PRIOR_SIGMA} on microbenchmarked scales, {WEAK_PRIOR_SIGMA} on a "
@@ -206,8 +208,8 @@ def _pinning_warnings(params: list[Param], x: np.ndarray, rows: int) -> list[str
            if q.prior_sigma and q.start > 0 and abs(np.log(v / q.start)) > FAR_FROM_PRIOR_SIGMAS * q.prior_sigma]
     if far:
         out.append(f"far from its microbenchmark value (over {FAR_FROM_PRIOR_SIGMAS:g} sigma of its prior): "
-                   f"{', '.join(far)}: the rows pay for a cost the model lacks, so read the other schedules' "
-                   "predictions with care")
+                   f"{', '.join(far)}: the rows' machine differs there from the profile's microbenchmarks or pays "
+                   "for a cost the model lacks, so read the other schedules' predictions with care")
     return out
 
 

@@ -13,10 +13,11 @@ roofline at the nearest grid point. Each time says where it came from, as AIConf
 
 A profile fitted to end-to-end runs of another machine (``laddersim fit``) keeps the rates its
 tables ran at (``gpu.table_rates``) beside its fitted ones: a time read from a table (``SILICON``
-or ``HYBRID``) is the fitted kernel floor plus the table's time above the tables' floor, scaled by
-the roofline's body (launch apart) at the fitted efficiencies over the body at the tables' (a
-decode step's memory-bound GEMMs follow the fitted memory rate, a prefill's compute-bound ones
-the fitted compute rate).
+or ``HYBRID``) moves by the fitted kernel floor's change, and its part above the tables' floor
+(none where the table is faster than that floor) by the ratio of the roofline's body (launch
+apart) at the fitted efficiencies to the body at the tables' (a decode step's memory-bound GEMMs
+follow the fitted memory rate, a prefill's compute-bound ones the fitted compute rate); with the
+tables' own rates it is the table's time, unchanged.
 """
 
 from __future__ import annotations
@@ -125,7 +126,8 @@ def library_gemm_time_s(hw: HardwareProfile, m: int, n: int, k: int, dtype_bytes
     seconds, source = _library_gemm_time_s(table_gpu, m, n, k, dtype_bytes, peak_flops_per_s, path, stamp)
     if table_gpu is not hw.gpu:  # a fitted profile: the time follows the fit (SOL: the fitted roofline itself)
         body = [float(gemm_time_s(g, m, n, k, dtype_bytes, 0.0, peak_flops_per_s)) for g in (hw.gpu, table_gpu)]
-        seconds = hw.gpu.kernel_launch_s + max(seconds - table_gpu.kernel_launch_s, 0.0) * body[0] / body[1]
+        seconds += (hw.gpu.kernel_launch_s - table_gpu.kernel_launch_s
+                    + max(seconds - table_gpu.kernel_launch_s, 0.0) * (body[0] / body[1] - 1.0))
     sustained = hw.gpu.sustained_tflops
     if sustained is not None and dtype_bytes == 2:
         seconds = max(seconds, 2.0 * m * n * k / (sustained.value * 1e12))
