@@ -22,9 +22,11 @@ Shared by every profile of the measured machine (P2P on and off are the same GPU
 The memory rate has no scale of its own: a decode step is mostly memory-bound kernels and
 AllReduces, and ``standard`` rows cannot tell a faster memory from a slower AllReduce (both change
 a step's time with TP); on real runs a fit that may trade one for the other predicts the held-out
-schedules' speedups worse (Llama-3.1-70B's 20 standard rows: 1.63 / 19.08 pp median / worst with
-a memory scale beside the common speed, 1.34 / 17.86 without; the 8B table's 15 rows: 1.00 / 8.44
-against 0.91 / 7.12; ``laddersim fit`` on ../shared/validation/ladder_{70b,8b}_tp_sweep.csv).
+schedules' speedups worse (held-out speedup error, median / worst, with a memory scale beside the
+common speed against without: Llama-3.1-70B's 20 standard rows 1.63 / 18.97 pp against 1.34 /
+17.89; the 8B table's 15 rows 1.01 / 8.40 against 0.91 / 7.26; the flash table's 42 rows 1.99 /
+18.27 against 1.59 / 22.31: ``laddersim fit`` on ../shared/validation/ladder_{70b,8b}_tp_sweep.csv,
+and ladder_flash_p2p_sweep.csv with ``--framework gpt-fast-flash``).
 
 The GPU's numbers reach what a measured table prices too: the fitted profile keeps the rates its
 tables ran at (``gpu.table_rates``) and a table's time follows the fitted ones (GEMM tables:

@@ -215,9 +215,14 @@ def _pinning_warnings(params: list[Param], x: np.ndarray, rows: int) -> list[str
 
 def _covariance(jac: np.ndarray, row_residuals: np.ndarray, n_params: int) -> np.ndarray | None:
     """Covariance of the fitted parameters, s^2 (J^T J)^-1 with s^2 the rows' residual variance
-    (at least the loss scale's, LOSS_SCALE^2); None when J^T J is singular."""
-    dof = max(len(row_residuals) - n_params, 1)
-    s2 = max(float(np.sum(row_residuals ** 2)) / dof, LOSS_SCALE ** 2)
+    (at least the loss scale's, LOSS_SCALE^2); None when J^T J is singular. The variance is the
+    robust one the loss fits with (1.4826 x the median absolute residual, squared, per degree of
+    freedom): a few rows the model cannot explain do not widen every prediction's interval until
+    their own misses fit inside theirs."""
+    n = len(row_residuals)
+    dof = max(n - n_params, 1)
+    robust = 1.4826 * float(np.median(np.abs(row_residuals))) if n else 0.0
+    s2 = max(robust ** 2 * n / dof, LOSS_SCALE ** 2)
     try:
         return s2 * np.linalg.inv(jac.T @ jac)
     except np.linalg.LinAlgError:
