@@ -52,7 +52,7 @@ def add_scenario_args(parser: argparse.ArgumentParser, *, tp_required: bool = Tr
     add_framework_args(parser)
 
 
-FRAMEWORKS = ("gpt-fast", "gpt-fast-flash", "vllm")  # laddersim/data/frameworks/*.yaml (checked by a test)
+FRAMEWORKS = ("gpt-fast", "gpt-fast-flash", "gpt-fast-graph", "vllm")  # laddersim/data/frameworks/*.yaml (checked by a test)
 
 
 def framework_arg(text: str) -> str:
