@@ -69,13 +69,14 @@ def test_a_uniformly_slower_or_faster_machine_is_recovered(name, model, tps, bat
 
 
 def test_the_issue_38_slower_machine_is_followed():
-    """Issue 38's case: nine rows at exactly 0.88 x the shipped profile's predictions (70B,
-    standard, TP 2/4/8, batch 1/4/16, P2P on). Before, the fitted profile still predicted TP 8 batch
-    16 at 829 tok/s (measured 735) with an interval that missed it, and said nothing: the fitted
-    memory scale did not reach the measured GEMM tables that price those layers."""
+    """Issue 38's case: rows at exactly 0.88 x the shipped profile's predictions (70B, standard,
+    TP 2/4/8, batch 1/4/16, P2P on; TP 2 batch 16 left out: gpt-fast's prefill attention scores no
+    longer fit beside its weights, laddersim.costs.memory_fit). Before, the fitted profile still
+    predicted TP 8 batch 16 at 829 tok/s (measured 735) with an interval that missed it, and said
+    nothing: the fitted memory scale did not reach the measured GEMM tables that price those layers."""
     h100 = load_profile("h100-sxm-nvswitch")
-    rows = _scaled_rows(h100, _rows(h100, "llama-3.1-70b", (2, 4, 8), (1, 4, 16), prompt_len=1024, gen_len=512),
-                        0.88)
+    rows = _rows(h100, "llama-3.1-70b", (2, 4, 8), (1, 4, 16), prompt_len=1024, gen_len=512)
+    rows = _scaled_rows(h100, rows[(rows["tp"] > 2) | (rows["batch"] < 16)].reset_index(drop=True), 0.88)
     result = fit_profiles(rows, {"on": h100}, ValidationSetup(h100), ("standard",))
     assert result.fit_rows["rel_error"].abs().max() < 0.005
     row = result.fit_rows[(result.fit_rows["tp"] == 8) & (result.fit_rows["batch"] == 16)].iloc[0]
