@@ -53,7 +53,8 @@ speedups 1.90 / 22.98 pp median / worst against the unfitted profile's 2.15 / 12
 Only when the fitted rows include a schedule that overlaps AllReduce with compute (``ladder``,
 ``hybrid:N``; ``laddersim fit --with-ladder``), shared by every profile: the interference
 fractions ``interference.compute_slowdown`` and ``interference.comm_slowdown`` (on the part of
-the collective the base profile names), replacing any per-size curve.
+the collective the base profile names), replacing any per-size curve: "I measured ladder on one
+setting; what will it give on the others?".
 
 The numbers the profile already has are held by a prior: each costs, per sigma of log-scale, as
 much as one row off by the loss scale, so rows that cannot tell two parameters apart leave the
