@@ -221,7 +221,8 @@ def test_validate_takes_several_tables_and_reports_model_p2p_groups(tmp_path, ca
 
 
 def test_fit_warns_when_rows_cannot_pin_the_parameters():
-    from laddersim.fitting import _Param, _pinning_warnings
+    from laddersim.fit_parameters import Param as _Param
+    from laddersim.fitting import _pinning_warnings
 
     params = [_Param("step_overhead_us", None, 30.0, 0.03, 20000.0, 50.0, 1.0),
               _Param("memory_efficiency_scale", None, 1.0, 0.3, 1.1, 0.05, 0.1)]
