@@ -272,9 +272,19 @@ def slowdowns(profile: HardwareProfile, tp: int, size_bytes: float) -> tuple[flo
     the algorithm NCCL picks (tuning.cc: only ``threadThresholds[RING][LL]`` is multiplied by the
     ranks): a ring's grows with the ranks, a tree's (NVLS-tree's, CollNet's) does not. One node
     keeps the per-rank rule for every protocol, as validated on the one-node tables (NCCL's own
-    thresholds of LL128, Simple and NVLS are per channel too: left as they were)."""
+    thresholds of LL128, Simple and NVLS are per channel too: left as they were).
+
+    A one-node message NCCL sends over a host-bound path (``transport.stretches_beside_compute``:
+    an SHM ring's Simple) keeps its speed beside compute, unless the profile measured its own
+    interference per size (``by_size``)."""
     per_rank = profile.nodes_for(tp) == 1 or collective_choice(profile, tp, size_bytes)[0] == "ring"
-    return profile.interference.at(size_bytes, bandwidth_share(profile, tp, size_bytes), tp, per_rank)
+    compute, comm = profile.interference.at(size_bytes, bandwidth_share(profile, tp, size_bytes), tp, per_rank)
+    if tp > 1 and profile.nodes_for(tp) == 1 and _transport_priced(profile, tp) and not profile.interference.by_size:
+        algorithm, protocol = collective_choice(profile, tp, size_bytes)
+        path = "nvls" if algorithm == "nvls" else transport.ring_transport(profile.collectives.transport, tp)
+        if not transport.stretches_beside_compute(path, protocol):
+            comm = 0.0
+    return compute, comm
 
 
 def bandwidth_share(profile: HardwareProfile, tp: int, size_bytes: float) -> float:
