@@ -1,0 +1,38 @@
+"""The Python API: every task of the command line as a function with typed parameters, returning
+pandas DataFrames or objects.
+
+    import laddersim
+    laddersim.simulate(model="llama-3.1-8b", hardware="h100-sxm-nvswitch", tp=2, batch=1,
+                       prompt_len=128, gen_len=8, schedules=["standard", "ladder"])
+
+The command line (``laddersim/cli``) parses its flags into these parameters, calls these
+functions and prints what they return; nothing here knows the command line. Each function's
+signature holds its defaults (the flags read them) and its docstring says every parameter's units
+and allowed values (``help(laddersim.plan)``). One module per task:
+
+* ``scenario``: ``simulate``, ``timeline``, ``load_profile``
+* ``kernel_costs``: ``kernels``
+* ``sweeps``: ``sweep``
+* ``validation_task``, ``fit_task``: ``validate``, ``fit``
+* ``planning``, ``rate_planning``: ``plan``, ``break_even``
+* ``serving_task``: ``serving``
+* ``profiles_task``: ``profiles``, ``show_profile``, ``check_profile``, ``fit_profile``, ``profiles_report``
+* ``calibration_task``: ``calibrate_run``, ``calibrate_fit``, ``import_nccl_tests``, ``nccl_log``, ``calibrate_kernels``
+* ``plotting``, ``reporting``: ``plot``, ``plot_timeline``, ``report``
+
+``import laddersim`` stays cheap: the package exposes these names lazily (``laddersim/__init__``)
+and each module imports the simulator only when a function runs. Bad input raises
+``laddersim.errors.UserInputError`` with the one line the command prints; notes a task has for
+its user (a profile resting on datasheets only, a skipped candidate) go to stderr.
+"""
+
+from laddersim.api.command_legacy import plan, serving
+from laddersim.api.kernel_costs import kernels
+from laddersim.api.measured_legacy import fit, validate
+from laddersim.api.scenario import load_profile, simulate, simulate_schedules, time_sources, timeline
+from laddersim.api.sweeps import sweep
+
+# The public functions, in the order the docs list them (laddersim.__all__).
+PUBLIC = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "serving", "kernels", "load_profile")
+
+__all__ = [*PUBLIC, "simulate_schedules", "time_sources"]
