@@ -217,7 +217,7 @@ CASES: dict[str, list[list[str]]] = {
     "calibrate-help": [["calibrate", "--help"], ["calibrate", "run", "--help"], ["calibrate", "fit", "--help"],
                        ["calibrate", "import-nccl-tests", "--help"], ["calibrate", "nccl-log", "--help"],
                        ["calibrate", "kernels", "--help"]],
-    "calibrate-fit": [["calibrate", "fit", str(ROOT / "tests/data/calibration_compute_bound_gemms"), "--name", "cb"]],
+    "calibrate-fit": [["calibrate", "fit", f"{I}/cb_run", "--name", "cb"]],
     "calibrate-import": [["calibrate", "import-nccl-tests", str(ROOT / "tests/data/nccl_tests_logs/"
                                                                 "aws_p5_h100_1node_nvswitch.log"),
                           "--out", "runs/imp"], ["profiles", "check", "runs/imp"]],
@@ -277,6 +277,7 @@ def write_inputs() -> None:
     (INPUTS / "grid.yaml").write_text(GRID)
     (INPUTS / "bad_grid.yaml").write_text("models: [llama-3.1-8b]\nhardware: [h100-sxm-nvswitch]\ntp: [2]\nbogus: 1\n")
     (INPUTS / "trace.csv").write_text("arrival_s,prompt_len,output_len\n0.5,100,8\n0.0,300,4\n0.2,50,1\n")
+    shutil.copytree(ROOT / "tests/data/calibration_compute_bound_gemms", INPUTS / "cb_run")  # fit writes into it
     (INPUTS / "prices.yaml").write_text((ROOT / "laddersim/data/prices.yaml").read_text())
     sys.path.insert(0, str(ROOT / "tests"))
     from test_nccl_log import p2p_off_log  # a synthetic NCCL_DEBUG=INFO log, as the tests build it
