@@ -23,3 +23,5 @@ DEFAULT_PLAN_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 # a run in a checkout never replaces the committed reports/ (only `laddersim report` writes there).
 VALIDATION_REPORT_DIR = "runs/validation"
 FIT_REPORT_DIR = "runs/fit"
+# Which pass `kernels` lists: the first decode step after the prompt, or the prompt's prefill.
+PHASES = ("decode", "prefill")

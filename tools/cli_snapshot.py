@@ -7,7 +7,8 @@ the exit code, stdout, stderr and the SHA-256 of every file it wrote; compare tw
     python tools/cli_snapshot.py compare runs/cli_snapshot/base.json runs/cli_snapshot/after.json
 
 ``--code DIR`` runs the laddersim of another tree (e.g. ``git archive BASE | tar -x -C DIR``) in
-place of this checkout's, so a refactoring's snapshot can be compared with its base commit's.
+place of this checkout's, so a refactoring's snapshot can be compared with its base commit's; either
+tree is copied to one fixed folder first, so the paths it records are the same.
 Every invocation runs as ``python -m laddersim ...`` in a fresh, fixed working folder (so the
 paths it prints are the same in both snapshots), with fixed COLUMNS and MPLBACKEND; the inputs it
 reads (small measured tables, grids, logs) are written by this tool. A development tool: the
@@ -312,9 +313,26 @@ def run_case(argvs: list[list[str]], code: Path) -> list[dict]:
     return steps
 
 
-def record(out: Path, code: Path, names: list[str]) -> None:
+CODE_FOLDERS = ("laddersim", "hardware_profiles", "calibration", "examples")
+
+
+def stage_code(tree: Path) -> Path:
+    """A copy of ``tree``'s package and data folders at one fixed place: files that record where
+    the code ran from (a framework file names its trace's path) are then the same for any tree."""
+    code = WORK / "code"
+    if code.exists():
+        shutil.rmtree(code)
+    code.mkdir(parents=True)
+    for folder in CODE_FOLDERS:
+        shutil.copytree(tree / folder, code / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(tree / "pyproject.toml", code / "pyproject.toml")
+    return code
+
+
+def record(out: Path, tree: Path, names: list[str]) -> None:
     write_inputs()
-    snapshot = {"code": str(code), "cases": {}}
+    code = stage_code(tree)
+    snapshot = {"code": str(tree), "cases": {}}
     for name in names:
         start = time.time()
         snapshot["cases"][name] = run_case(CASES[name], code)

@@ -1,11 +1,11 @@
-"""``kernels``: what laddersim charges one layer, kernel by kernel."""
+"""``kernels``: what laddersim charges one layer, kernel by kernel (laddersim.kernel_view)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
-from laddersim.choices import DEFAULT_SCHEDULES
+from laddersim.api.common import note_unmeasured, profile_of
 from laddersim.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
 
 if TYPE_CHECKING:
@@ -25,10 +25,17 @@ def kernels(model: str | Path | ModelShape, hardware: str | Path | HardwareProfi
     ``us`` (their device time, microseconds); ``frame.attrs["layer_us"]`` is the layer's
     compute-stream time (collectives excluded).
 
-    ``framework``: a shipped framework (gpt-fast, vllm, ...) or a framework .yaml; ``phase``:
-    ``decode`` (the first decode step after a ``prompt_len`` prompt) or ``prefill``."""
+    ``model``, ``hardware``, ``tp``: as ``simulate``'s. ``batch``: sequences (default 1);
+    ``schedule``: standard (default), parallel, ladder, upper_bound, desync_half, hybrid:N;
+    ``framework``: a shipped framework (gpt-fast, the default; gpt-fast-flash, vllm) or a framework
+    .yaml (``laddersim calibrate kernels``); ``prompt_len`` (default 1024) and ``gen_len`` (default
+    512; a static cache holds prompt + generated tokens): tokens per sequence; ``dtype``: bfloat16
+    (default), float16, float32 or fp8; ``phase``: ``decode`` (default: the first decode step
+    after the prompt) or ``prefill``."""
     from laddersim.kernel_view import kernel_table
 
-    return kernel_table(model, hardware, tp, batch, schedule=schedule, framework=str(framework),
-                        prompt_len=prompt_len, phase=phase, gen_len=gen_len, dtype=dtype)
-
+    profile = profile_of(hardware)
+    frame = kernel_table(model, profile, tp, batch, schedule=schedule, framework=str(framework),
+                         prompt_len=prompt_len, phase=phase, gen_len=gen_len, dtype=dtype)
+    note_unmeasured(profile)
+    return frame
