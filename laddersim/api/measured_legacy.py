@@ -15,23 +15,6 @@ if TYPE_CHECKING:
     from laddersim.model_shape import ModelShape
 
 
-def validate(measured: str | Path | pd.DataFrame | None = None, hardware: str | Path | HardwareProfile =
-             "h100-sxm-nvswitch", hardware_p2p_off: str | Path | HardwareProfile = "h100-sxm-p2p-off",
-             dtype: str = "float16", kv_cache: str | None = None, kv_reads: str | None = None,
-             framework: str = "gpt-fast", models: str | Path | None = None) -> pd.DataFrame:
-    """``laddersim validate`` without the report: every measured row (default: the built-in copy
-    of the paper's 70B figure) with ``predicted_tokens_per_s``, ``rel_error``, ``measured_speedup``,
-    ``predicted_speedup`` and ``speedup_error_pp``. ``measured``: a CSV path or a DataFrame with
-    columns model, tp, nodes, batch, prompt_len, gen_len, p2p, schedule, tokens_per_s; ``models``:
-    a folder of <name>.json configs its model column names (default models/ beside the CSV)."""
-    import pandas as pd
-
-    from laddersim.validation.core import ValidationSetup, read_measured, validate as run
-
-    table = measured if isinstance(measured, pd.DataFrame) else read_measured(measured, models)
-    return run(table, ValidationSetup(hardware, hardware_p2p_off, dtype, kv_cache, kv_reads, framework))
-
-
 def fit(measured: str | Path | pd.DataFrame, hardware: str | Path | HardwareProfile, *,
         hardware_p2p_off: str | Path | HardwareProfile = "h100-sxm-p2p-off", with_upper_bound: bool = False,
         with_ladder: bool = False, out: str | Path | None = None, dtype: str = "float16",

@@ -117,11 +117,12 @@ def add_framework_args(parser: argparse.ArgumentParser) -> None:
                         help="override the framework's: repeat_interleave = K/V copied to every query head; per_kv_head = GQA-aware kernel")
 
 
-def add_measured_workload_args(parser: argparse.ArgumentParser) -> None:
+def add_measured_workload_args(parser: argparse.ArgumentParser, function) -> None:
     """How measured rows become scenarios (validate, fit): profiles for P2P off, the benchmark's
-    dtype and attention; defaults are the paper's gpt-fast benchmark."""
-    parser.add_argument("--hardware-p2p-off", default="h100-sxm-p2p-off", help="profile for rows with p2p=off")
-    parser.add_argument("--dtype", default="float16", choices=DTYPES)
+    dtype and attention; defaults are ``function``'s (the paper's gpt-fast benchmark)."""
+    parser.add_argument("--hardware-p2p-off", default=default_of(function, "hardware_p2p_off"),
+                        help="profile for rows with p2p=off")
+    parser.add_argument("--dtype", default=default_of(function, "dtype"), choices=DTYPES)
     add_framework_args(parser)
 
 

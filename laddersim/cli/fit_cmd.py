@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from laddersim.api import fit
 from laddersim.cli.args import add_measured_workload_args, invoked_command
 from laddersim.errors import UserInputError
 from laddersim.fit_predictions import held_out_speedup_summary, predictions
@@ -21,7 +22,7 @@ def register(sub) -> None:
     p.add_argument("measured", help="CSV with model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s")
     p.add_argument("--hardware", required=True, help="base profile for p2p=on rows")
     p.add_argument("--out", required=True, help="where to write the fitted profile (.yaml or a directory)")
-    add_measured_workload_args(p)
+    add_measured_workload_args(p, fit)
     p.add_argument("--out-p2p-off", help="fitted profile for p2p=off rows (default: OUT with -p2p-off)")
     p.add_argument("--with-upper-bound", action="store_true", help="also fit on upper_bound rows")
     p.add_argument("--with-ladder", action="store_true",
