@@ -436,7 +436,7 @@ def test_fit_cli_says_when_the_fit_predicts_held_out_speedups_worse_than_the_bas
 def test_an_interrupted_fit_says_nothing_was_written(tmp_path, capsys, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
-    monkeypatch.setattr("laddersim.cli.fit_cmd.fit_profiles", interrupted)
+    monkeypatch.setattr("laddersim.fitting.fit_profiles", interrupted)
     out = tmp_path / "x.yaml"
     assert main(["fit", str(BUILTIN_MEASURED), "--hardware", "h100-sxm-nvswitch", "--out", str(out)]) == 130
     assert capsys.readouterr().err.endswith("interrupted: nothing written (a fit keeps no partial state); "

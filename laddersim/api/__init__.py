@@ -28,7 +28,7 @@ its user (a profile resting on datasheets only, a skipped candidate) go to stder
 
 from laddersim.api.command_legacy import plan, serving
 from laddersim.api.kernel_costs import kernels
-from laddersim.api.measured_legacy import fit
+from laddersim.api.fit_task import fit
 from laddersim.api.validation_task import validate
 from laddersim.api.scenario import load_profile, simulate, simulate_schedules, time_sources, timeline
 from laddersim.api.sweeps import sweep

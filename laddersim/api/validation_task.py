@@ -83,18 +83,18 @@ def setup_options(setup: ValidationSetup) -> dict:
 
 
 def reproduce_command(command: str, measured: Path, function, options: dict, extra: Sequence[str] = ()) -> str:
-    """``laddersim COMMAND MEASURED [EXTRA...] [--flag value ...]``: a report's Reproduce line, naming
+    """``laddersim COMMAND MEASURED [--flag value ...] [EXTRA...]``: a report's Reproduce line, naming
     the measured rows the report folder holds and every option that differs from ``function``'s
     default (so the line runs with the files a reader of the report has)."""
     import inspect
     import shlex
 
     parameters = inspect.signature(function).parameters
-    words = ["laddersim", command, str(measured), *extra]
+    words = ["laddersim", command, str(measured)]
     for name, value in options.items():
         if value is not None and value != parameters[name].default:
             words += [SETUP_FLAGS[name], str(value)]
-    return shlex.join(words)
+    return shlex.join([*words, *extra])
 
 
 def tp1_check(frame: pd.DataFrame, setup: ValidationSetup) -> pd.DataFrame | None:
