@@ -153,7 +153,7 @@ _RENAMED = {"schedules": "schedule", "batches": "batch", "tps": "tp", "profiles"
 @pytest.mark.parametrize("name, skip", [
     ("simulate", {"schedules", "progress"}),  # --schedule's default None means standard and ladder; a bar always
     ("plan", {"workers"}),  # the command's default is every core; the API's None means the same
-    ("serving", {"schedules", "per_request"}),
+    ("serving", {"schedules", "per_request", "progress"}),  # the command: --no-progress
     ("kernels", set()),
 ])
 def test_api_defaults_are_the_commands(name, skip):

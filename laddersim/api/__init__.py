@@ -26,14 +26,15 @@ and each module imports the simulator only when a function runs. Bad input raise
 its user (a profile resting on datasheets only, a skipped candidate) go to stderr.
 """
 
-from laddersim.api.command_legacy import plan, serving
+from laddersim.api.command_legacy import plan
 from laddersim.api.kernel_costs import kernels
 from laddersim.api.fit_task import fit
 from laddersim.api.validation_task import validate
 from laddersim.api.scenario import load_profile, simulate, simulate_schedules, time_sources, timeline
+from laddersim.api.serving_task import ServingRun, serving, serving_run
 from laddersim.api.sweeps import sweep
 
 # The public functions, in the order the docs list them (laddersim.__all__).
 PUBLIC = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "serving", "kernels", "load_profile")
 
-__all__ = [*PUBLIC, "simulate_schedules", "time_sources"]
+__all__ = [*PUBLIC, "ServingRun", "serving_run", "simulate_schedules", "time_sources"]

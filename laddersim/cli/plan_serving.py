@@ -14,7 +14,7 @@ from laddersim.errors import UserInputError
 from laddersim.cli.plan_inputs import candidate_profiles, checked_shape, gpu_hour_prices
 from laddersim.plan.prices import load_prices
 from laddersim.plan.serving_plan import RatePlan, plan_for_rate, serving_candidates
-from laddersim.cli.serving_cmd import slo_rule
+from laddersim.serving.options import slo_rule
 from laddersim.serving.arrivals import LengthSpec, check_load
 from laddersim.serving.capacity import OfferedLoad
 from laddersim.serving.options import ServingOptions, serving_options
