@@ -25,7 +25,7 @@ from __future__ import annotations
 import sys
 import types
 
-API = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "serving", "kernels", "load_profile")
+API = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "break_even", "serving", "kernels", "load_profile")
 __all__ = [*API, "__version__"]
 
 

@@ -147,16 +147,18 @@ def _command_defaults(command: str) -> dict:
 
 
 # API parameter -> command option, where the names differ.
-_RENAMED = {"schedules": "schedule", "batches": "batch", "tps": "tp", "profiles": "profiles"}
+_RENAMED = {"schedules": "schedule"}
 
 
 @pytest.mark.parametrize("name, skip", [
     ("simulate", {"schedules", "progress"}),  # --schedule's default None means standard and ladder; a bar always
-    ("plan", {"workers"}),  # the command's default is every core; the API's None means the same
+    ("plan", {"progress"}),  # the command: --no-progress
     ("serving", {"schedules", "per_request", "progress"}),  # the command: --no-progress
     ("kernels", set()),
+    ("validate", {"measured", "report", "progress"}),  # the command's report folder is runs/validation
 ])
 def test_api_defaults_are_the_commands(name, skip):
+    """Every option's default is its API parameter's: the flags read them (cli.args.default_of)."""
     import inspect
 
     defaults = _command_defaults(name)
@@ -164,7 +166,7 @@ def test_api_defaults_are_the_commands(name, skip):
     for parameter in inspect.signature(getattr(laddersim, name)).parameters.values():
         if parameter.default is parameter.empty or parameter.name in skip:
             continue
-        option = _RENAMED.get(parameter.name, parameter.name)
+        option = parameter.name if parameter.name in defaults else _RENAMED.get(parameter.name, parameter.name)
         want = defaults[option]
         got = parameter.default
         assert (list(got) if isinstance(got, tuple) else got) == want or str(got) == want, parameter.name
@@ -207,8 +209,10 @@ def test_bad_arguments_are_one_line_errors():
     from laddersim.errors import UserInputError
 
     with pytest.raises(UserInputError, match="tp") as info:
-        laddersim.plan("llama-3.1-8b", tps=[0], workers=1)
+        laddersim.plan("llama-3.1-8b", tps=[0], workers=1, min_user_tokens_per_s=10)
     assert "\n" not in str(info.value) and not str(info.value).startswith("error:")
+    with pytest.raises(UserInputError, match="^tp: must be a positive integer, got 0$"):
+        laddersim.simulate("llama-3.1-8b", "h100-sxm-nvswitch", 0)  # not a ZeroDivisionError
     with pytest.raises(UserInputError, match="rate"):
         laddersim.serving("llama-3.1-8b", "h100-sxm-nvswitch", 2)  # neither a rate nor a trace
 

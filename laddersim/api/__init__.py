@@ -26,8 +26,8 @@ and each module imports the simulator only when a function runs. Bad input raise
 its user (a profile resting on datasheets only, a skipped candidate) go to stderr.
 """
 
-from laddersim.api.command_legacy import plan
 from laddersim.api.kernel_costs import kernels
+from laddersim.api.planning import PlanAnswer, break_even, plan, plan_run
 from laddersim.api.fit_task import fit
 from laddersim.api.validation_task import validate
 from laddersim.api.scenario import load_profile, simulate, simulate_schedules, time_sources, timeline
@@ -35,6 +35,6 @@ from laddersim.api.serving_task import ServingRun, serving, serving_run
 from laddersim.api.sweeps import sweep
 
 # The public functions, in the order the docs list them (laddersim.__all__).
-PUBLIC = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "serving", "kernels", "load_profile")
+PUBLIC = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "break_even", "serving", "kernels", "load_profile")
 
-__all__ = [*PUBLIC, "ServingRun", "serving_run", "simulate_schedules", "time_sources"]
+__all__ = [*PUBLIC, "PlanAnswer", "ServingRun", "plan_run", "serving_run", "simulate_schedules", "time_sources"]

@@ -54,6 +54,7 @@ def simulate_schedules(model, hardware, tp: int, batch: int, prompt_len: int, ge
     scenarios = [make_scenario(model, profile, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache,
                                kv_reads, framework) for schedule in dict.fromkeys(schedules)]
     first = scenarios[0]
+    first.model.check_tp(tp)
     check_fits(first.model, first.hardware, first.workload, first.tp)
     first.model.warn_context(prompt_len, gen_len)
     note_unmeasured(profile)
