@@ -25,7 +25,8 @@ from __future__ import annotations
 import sys
 import types
 
-API = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "break_even", "serving", "kernels", "load_profile")
+API = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "break_even", "serving", "kernels", "load_profile",
+       "profiles", "show_profile", "check_profile", "fit_profile", "profiles_report")
 __all__ = [*API, "__version__"]
 
 

@@ -30,11 +30,20 @@ from laddersim.api.kernel_costs import kernels
 from laddersim.api.planning import PlanAnswer, break_even, plan, plan_run
 from laddersim.api.fit_task import fit
 from laddersim.api.validation_task import validate
+from laddersim.api.profiles_task import (
+    ProfileCheck,
+    check_profile,
+    fit_profile,
+    profiles,
+    profiles_report,
+    show_profile,
+)
 from laddersim.api.scenario import load_profile, simulate, simulate_schedules, time_sources, timeline
 from laddersim.api.serving_task import ServingRun, serving, serving_run
 from laddersim.api.sweeps import sweep
 
 # The public functions, in the order the docs list them (laddersim.__all__).
-PUBLIC = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "break_even", "serving", "kernels", "load_profile")
+PUBLIC = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "break_even", "serving", "kernels", "load_profile",
+          "profiles", "show_profile", "check_profile", "fit_profile", "profiles_report")
 
-__all__ = [*PUBLIC, "PlanAnswer", "ServingRun", "plan_run", "serving_run", "simulate_schedules", "time_sources"]
+__all__ = [*PUBLIC, "PlanAnswer", "ProfileCheck", "ServingRun", "plan_run", "serving_run", "simulate_schedules", "time_sources"]
