@@ -26,7 +26,8 @@ import sys
 import types
 
 API = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "break_even", "serving", "kernels", "load_profile",
-       "profiles", "show_profile", "check_profile", "fit_profile", "profiles_report")
+       "profiles", "show_profile", "check_profile", "fit_profile", "profiles_report", "calibrate_run",
+       "calibrate_fit", "import_nccl_tests", "nccl_log", "nccl_tuning", "calibrate_kernels")
 __all__ = [*API, "__version__"]
 
 

@@ -28,6 +28,14 @@ its user (a profile resting on datasheets only, a skipped candidate) go to stder
 
 from laddersim.api.kernel_costs import kernels
 from laddersim.api.planning import PlanAnswer, break_even, plan, plan_run
+from laddersim.api.calibration_task import (
+    calibrate_fit,
+    calibrate_kernels,
+    calibrate_run,
+    import_nccl_tests,
+    nccl_log,
+    nccl_tuning,
+)
 from laddersim.api.fit_task import fit
 from laddersim.api.validation_task import validate
 from laddersim.api.profiles_task import (
@@ -44,6 +52,7 @@ from laddersim.api.sweeps import sweep
 
 # The public functions, in the order the docs list them (laddersim.__all__).
 PUBLIC = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "break_even", "serving", "kernels", "load_profile",
-          "profiles", "show_profile", "check_profile", "fit_profile", "profiles_report")
+          "profiles", "show_profile", "check_profile", "fit_profile", "profiles_report", "calibrate_run",
+          "calibrate_fit", "import_nccl_tests", "nccl_log", "nccl_tuning", "calibrate_kernels")
 
 __all__ = [*PUBLIC, "PlanAnswer", "ProfileCheck", "ServingRun", "plan_run", "serving_run", "simulate_schedules", "time_sources"]
