@@ -27,7 +27,8 @@ import types
 
 API = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "break_even", "serving", "kernels", "load_profile",
        "profiles", "show_profile", "check_profile", "fit_profile", "profiles_report", "calibrate_run",
-       "calibrate_fit", "import_nccl_tests", "nccl_log", "nccl_tuning", "calibrate_kernels")
+       "calibrate_fit", "import_nccl_tests", "nccl_log", "nccl_tuning", "calibrate_kernels", "plot",
+       "plot_timeline", "report")
 __all__ = [*API, "__version__"]
 
 
@@ -52,6 +53,7 @@ class _Package(types.ModuleType):
     sweep = _api_function("sweep")
     plan = _api_function("plan")
     serving = _api_function("serving")
+    report = _api_function("report")
 
 
 sys.modules[__name__].__class__ = _Package

@@ -27,6 +27,7 @@ its user (a profile resting on datasheets only, a skipped candidate) go to stder
 """
 
 from laddersim.api.kernel_costs import kernels
+from laddersim.api.plotting import plot, plot_timeline
 from laddersim.api.planning import PlanAnswer, break_even, plan, plan_run
 from laddersim.api.calibration_task import (
     calibrate_fit,
@@ -46,6 +47,7 @@ from laddersim.api.profiles_task import (
     profiles_report,
     show_profile,
 )
+from laddersim.api.reporting import report
 from laddersim.api.scenario import load_profile, simulate, simulate_schedules, time_sources, timeline
 from laddersim.api.serving_task import ServingRun, serving, serving_run
 from laddersim.api.sweeps import sweep
@@ -53,6 +55,7 @@ from laddersim.api.sweeps import sweep
 # The public functions, in the order the docs list them (laddersim.__all__).
 PUBLIC = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "break_even", "serving", "kernels", "load_profile",
           "profiles", "show_profile", "check_profile", "fit_profile", "profiles_report", "calibrate_run",
-          "calibrate_fit", "import_nccl_tests", "nccl_log", "nccl_tuning", "calibrate_kernels")
+          "calibrate_fit", "import_nccl_tests", "nccl_log", "nccl_tuning", "calibrate_kernels", "plot",
+          "plot_timeline", "report")
 
 __all__ = [*PUBLIC, "PlanAnswer", "ProfileCheck", "ServingRun", "plan_run", "serving_run", "simulate_schedules", "time_sources"]
