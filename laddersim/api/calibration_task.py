@@ -62,7 +62,8 @@ def calibrate_run(out: str | Path, *, backend: str = RUN["backend"].default,
 
 
 def calibrate_fit(run_dir: str | Path, name: str, base: str = DEFAULT_BASE) -> HardwareProfile:
-    """``laddersim calibrate fit``: a hardware profile fitted to a calibration run, written to
+    """``laddersim calibrate fit``: a hardware profile fitted to the calibration run ``run_dir``,
+    written to
     ``run_dir/profile.yaml`` and returned; named ``name``; the parameters the run did not measure
     come from the profile ``base`` (default h100-sxm-nvswitch). Warnings (a measured table whose
     times fall with size, a fit at its bound, a roofline the measurements exceed) go to stderr."""
@@ -79,7 +80,7 @@ def calibrate_fit(run_dir: str | Path, name: str, base: str = DEFAULT_BASE) -> H
 
 def import_nccl_tests(logs: Sequence[str | Path], out: str | Path, name: str | None = None,
                       base: str = DEFAULT_BASE, iters: int | None = None) -> HardwareProfile:
-    """``laddersim calibrate import-nccl-tests``: nccl-tests ``all_reduce_perf`` logs as a run
+    """``laddersim calibrate import-nccl-tests``: nccl-tests ``all_reduce_perf`` ``logs`` as a run
     directory ``out`` with its profile (``out/profile.yaml``), returned: what the logs measure is
     refitted, the rest kept from ``base`` (default h100-sxm-nvswitch) with one warning line naming
     the missing sizes. ``name``: the profile's (default: the folder's name); ``iters``: iterations
@@ -96,7 +97,7 @@ def import_nccl_tests(logs: Sequence[str | Path], out: str | Path, name: str | N
 def nccl_log(logs: Sequence[str | Path], hardware: str | Path | HardwareProfile | None = None,
              max_size: int = 64 << 20, out: str | Path | None = None) -> pd.DataFrame:
     """``laddersim calibrate nccl-log``: NCCL's own transport and algorithm choices read from its
-    debug log (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING): one row per tuning table
+    debug ``logs`` (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING): one row per tuning table
     (``table``, ``communicator``) and AllReduce size (powers of two from 1 KiB to ``max_size``
     bytes, default 64 MiB) with NCCL's pick, beside the pick of ``hardware``'s profile for the same
     GPU count when given. ``out``: also write the rows as CSV (a .csv file)."""
@@ -116,7 +117,8 @@ def nccl_log(logs: Sequence[str | Path], hardware: str | Path | HardwareProfile 
 
 
 def nccl_tuning(logs: Sequence[str | Path]) -> list[dict]:
-    """``laddersim calibrate nccl-log --yaml``: the AllReduce entries of NCCL's tuning tables as a
+    """``laddersim calibrate nccl-log --yaml``: the AllReduce entries of the tuning tables in NCCL's
+    debug ``logs`` as a
     profile's ``collectives.transport.nccl_tuning`` list (needs NCCL >= 2.19, which prints the
     tables' rank counts)."""
     from laddersim.calibrate.nccl_log import profile_entries, read_logs
@@ -130,10 +132,10 @@ def nccl_tuning(logs: Sequence[str | Path]) -> list[dict]:
 
 def calibrate_kernels(trace_dir: str | Path, hardware: str | Path | HardwareProfile, out: str | Path,
                       base: str = "gpt-fast", model: str | None = None) -> Framework:
-    """``laddersim calibrate kernels``: a framework file (``out``, a .yaml) from a one-GPU kernel
-    trace (``calibration/kernel_trace.py --out``; an ``examples/...`` folder not in the current
-    folder is the shipped example), returned: per traced batch the linears' kernel path and, per
-    kernel class, its kernels and achieved bandwidth. ``hardware``: the traced GPU's profile (its
+    """``laddersim calibrate kernels``: a framework file (``out``, a .yaml) from the one-GPU kernel
+    trace ``trace_dir`` (``calibration/kernel_trace.py --out``; an ``examples/...`` folder not in
+    the current folder is the shipped example), returned: per traced batch the linears' kernel path
+    and, per kernel class, its kernels and achieved bandwidth. ``hardware``: the traced GPU's profile (its
     kernel floor); ``base``: the shipped framework for what a trace does not measure (default
     gpt-fast); ``model``: the traced model (default: the trace's PROVENANCE.md --model)."""
     from laddersim.calibrate.fit_context import atomic_write

@@ -3,6 +3,7 @@ measurement behind it, and sequence arguments given as one value."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,8 +36,8 @@ def note_unmeasured(profile: HardwareProfile) -> None:
 
 
 def listed(values):
-    """A sequence argument as a list; one name or number given alone is a list of one (a string is
-    not split into its characters); None stays None."""
+    """A sequence argument as a list; one name, path or number given alone is a list of one (a
+    string is not split into its characters); None stays None."""
     if values is None:
         return None
-    return [values] if isinstance(values, (str, int, float)) else list(values)
+    return [values] if isinstance(values, (str, int, float, os.PathLike)) else list(values)

@@ -106,7 +106,7 @@ def plan(model: str | Path, *, profiles: Sequence[str] | None = None, prices: st
     """``laddersim plan``: the cheapest deployments (profile, TP, nodes, replicas, schedule, batch)
     meeting a target, ranked, one row per option (``plan --json``'s objects: ``usd_per_hour``,
     ``usd_per_million_tokens``, ``tpot_s``, ``user_tokens_per_s``, ``total_tokens_per_s``, ...);
-    empty when none meets it.
+    empty when none meets it. ``model``: a preset or a config.json path.
 
     Decode steady state: the targets are ``min_user_tokens_per_s`` (per user),
     ``min_total_tokens_per_s`` (all replicas) and ``max_token_latency_ms`` (at least one). With

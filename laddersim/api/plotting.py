@@ -22,9 +22,9 @@ TIMELINE_DIR = "runs/plots"  # where a timeline goes without out (never the fold
 
 def plot(results: str | Path, kind: str, *, out: str | Path | None = None, title: str | None = None,
          where: Sequence[str] | None = None, x: str | None = None, schedule: str | None = None) -> list[Path]:
-    """``laddersim plot RESULTS --kind KIND``: a figure of a results table (``laddersim sweep``'s
-    .parquet or .csv), written as ``out``.png and ``out``.svg (default: <RESULTS stem>-<kind> beside
-    RESULTS); returns the two paths.
+    """``laddersim plot RESULTS --kind KIND``: a figure of the results table ``results``
+    (``laddersim sweep``'s .parquet or .csv), written as ``out``.png and ``out``.svg (default:
+    <RESULTS stem>-<kind> beside RESULTS); returns the two paths.
 
     ``kind``: bandwidth or latency (speedup over standard vs the interconnect, per model and TP),
     heatmap (speedup across TP x batch), throughput (tokens/s vs TP), breakdown (compute, exposed

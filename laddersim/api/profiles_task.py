@@ -35,7 +35,7 @@ def profiles() -> pd.DataFrame:
 
 
 def show_profile(hardware: str | Path | HardwareProfile) -> list[tuple[str, str, str]]:
-    """``laddersim profiles show``: every parameter of a profile (a name, path or profile) as
+    """``laddersim profiles show``: every parameter of ``hardware`` (a profile name, path or profile) as
     (path, value, source) triples, beginning with what its fabric offers NCCL; a value with no
     source (a name, a count) has source ""."""
     prof = profile_of(hardware)
@@ -96,7 +96,8 @@ class ProfileCheck:
 
 
 def check_profile(hardware: str | Path | HardwareProfile, shipped: bool = False) -> ProfileCheck:
-    """``laddersim profiles check``: the model against every measured table the profile lists.
+    """``laddersim profiles check``: the model against every measured table ``hardware`` (a profile
+    name, path or profile) lists.
     ``shipped``: compare with the compact tables shipped with the profiles even where the original
     measurement files are on this machine (LADDERSIM_SHARED). Errors are fractions (0.05 = 5%)."""
     import pandas as pd
@@ -113,7 +114,8 @@ def check_profile(hardware: str | Path | HardwareProfile, shipped: bool = False)
 
 
 def fit_profile(hardware: str | Path | HardwareProfile) -> dict:
-    """``laddersim profiles fit``: the profile's parameters fitted to its shipped tables, as the
+    """``laddersim profiles fit``: the parameters of ``hardware`` (a profile name, path or profile)
+    fitted to its shipped tables, as the
     mapping the command prints as YAML (``intra_node_fits``, ``gemm``, ``network``: what it has)."""
     from laddersim.errors import UserInputError
     from laddersim.profiles_check.fit import fit_gemm, fit_intra_node, fit_network

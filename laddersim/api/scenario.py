@@ -122,7 +122,9 @@ def timeline(model: str | Path | ModelShape, hardware: str | Path | HardwareProf
     """The spans of every op, rank and step (what ``laddersim plot --kind timeline`` draws), for
     every schedule: columns ``schedule, phase, step, rank, stream, layer, op, kind, start_s, end_s``
     (seconds from the start of the prefill). ``steps``: "all", "prefill", or a list of decode step
-    indices; ``ranks``: default all. The other parameters are ``simulate``'s."""
+    indices; ``ranks``: default all. ``model``, ``hardware``, ``tp``, ``batch``, ``prompt_len``,
+    ``gen_len``, ``schedules``, ``dtype``, ``framework``, ``kv_cache``, ``kv_reads``, ``jitter``,
+    ``seed``: as ``simulate``'s."""
     import pandas as pd
 
     _, results = simulate_schedules(model, hardware, tp, batch, prompt_len, gen_len, schedules, dtype=dtype,
@@ -150,8 +152,9 @@ def time_sources(result: SimResult) -> dict[str, dict[str, str]]:
 
 
 def load_profile(name_or_path: str | Path) -> HardwareProfile:
-    """A hardware profile by name (``laddersim profiles list``), path to a profile .yaml (one with
-    ``extends: NAME`` restates only what differs) or calibration run directory."""
+    """A hardware profile; ``name_or_path``: a profile name (``laddersim profiles list``), a path to
+    a profile .yaml (one with ``extends: NAME`` restates only what differs) or a calibration run
+    directory."""
     from laddersim.hardware.profile import load_profile as load
 
     return load(name_or_path)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import inspect
 import math
-import shlex
-import sys
 from pathlib import Path
 
 from laddersim.choices import DTYPES, FRAMEWORKS, KV_CACHES, KV_READS
@@ -124,15 +122,6 @@ def add_measured_workload_args(parser: argparse.ArgumentParser, function) -> Non
                         help="profile for rows with p2p=off")
     parser.add_argument("--dtype", default=default_of(function, "dtype"), choices=DTYPES)
     add_framework_args(parser)
-
-
-def invoked_command(subcommand: str) -> str:
-    """The command line as typed (``laddersim SUB ...``), for reports and provenance; just
-    ``laddersim SUB`` when the handler was called from code rather than the console."""
-    argv = sys.argv[1:]
-    if argv[:1] == [subcommand]:
-        return shlex.join(["laddersim", *argv])
-    return f"laddersim {subcommand}"
 
 
 # What a resumable command (sweep, calibrate run) says when interrupted; see laddersim.cli.main.

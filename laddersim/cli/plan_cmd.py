@@ -9,8 +9,7 @@ import json
 import sys
 from dataclasses import asdict
 
-from laddersim.api import break_even, plan, plan_run
-from laddersim.api.rate_planning import RatePlanAnswer
+from laddersim.api import RatePlanAnswer, break_even, plan, plan_run
 from laddersim.choices import DTYPES, KV_CACHES
 from laddersim.cli.args import add_parallel_args, call_api, default_of, positive_float, positive_int
 from laddersim.errors import UserInputError
