@@ -264,3 +264,17 @@ def test_fit_names_the_p2p_off_profile_as_the_command_does():
     assert p2p_off_path(Path("runs/new.yml")) == Path("runs/new-p2p-off.yml")
     assert p2p_off_path(Path("runs/fitted")) == Path("runs/fitted-p2p-off")
     assert p2p_off_path(Path("runs/new.json")) == Path("runs/new.json-p2p-off")
+
+
+def test_the_shared_choices_are_the_simulators():
+    """laddersim.choices states the allowed values the API and the flags share; they are the ones
+    the simulator accepts (a dtype the workload has no size for would fail late)."""
+    from laddersim.choices import DTYPES, FRAMEWORKS, KV_CACHES, KV_READS
+    from laddersim.framework import framework_names
+    from laddersim.workload import DTYPE_BYTES, Workload
+
+    assert set(DTYPES) == set(DTYPE_BYTES)
+    assert set(FRAMEWORKS) <= set(framework_names())
+    for kv_cache in KV_CACHES:
+        for kv_reads in KV_READS:
+            assert Workload(batch=1, prompt_len=8, gen_len=2, kv_cache=kv_cache, kv_reads=kv_reads).kv_cache == kv_cache

@@ -93,7 +93,7 @@ def add_scenario_args(parser: argparse.ArgumentParser, function) -> None:
     add_parallel_args(parser)
     add_workload_args(parser, function)
     add_dtype_arg(parser, default_of(function, "dtype"))
-    add_framework_args(parser)
+    add_framework_args(parser, function)
 
 
 def framework_arg(text: str) -> str:
@@ -104,11 +104,13 @@ def framework_arg(text: str) -> str:
                                      f"framework .yaml file, got '{text}'")
 
 
-def add_framework_args(parser: argparse.ArgumentParser) -> None:
-    """--framework and the two KV-cache settings it carries (flags override the framework's)."""
-    parser.add_argument("--framework", type=framework_arg, default="gpt-fast",
+def add_framework_args(parser: argparse.ArgumentParser, function) -> None:
+    """--framework (``function``'s default) and the two KV-cache settings it carries (flags override
+    the framework's)."""
+    default = default_of(function, "framework")
+    parser.add_argument("--framework", type=framework_arg, default=default,
                         help=f"serving framework ({', '.join(FRAMEWORKS)} or a framework .yaml from laddersim calibrate "
-                             "kernels: kernel paths, KV cache, AllReduce kernel; default gpt-fast, the paper's benchmark)")
+                             f"kernels: kernel paths, KV cache, AllReduce kernel; default {default}, the paper's benchmark)")
     parser.add_argument("--kv-cache", choices=KV_CACHES, default=None,
                         help="override the framework's: static = preallocated cache read in full each step; dynamic = grows")
     parser.add_argument("--kv-reads", choices=KV_READS, default=None,
@@ -121,7 +123,7 @@ def add_measured_workload_args(parser: argparse.ArgumentParser, function) -> Non
     parser.add_argument("--hardware-p2p-off", default=default_of(function, "hardware_p2p_off"),
                         help="profile for rows with p2p=off")
     parser.add_argument("--dtype", default=default_of(function, "dtype"), choices=DTYPES)
-    add_framework_args(parser)
+    add_framework_args(parser, function)
 
 
 # What a resumable command (sweep, calibrate run) says when interrupted; see laddersim.cli.main.
