@@ -48,7 +48,7 @@ from calibration.paired_rounds import generations_per_measurement, paired_speedu
 from calibration.spawn import local_rendezvous, loopback_only, spawn_ranks  # noqa: E402
 from laddersim.calibrate.cores import pin_cpu_rank  # noqa: E402
 from laddersim.errors import UserInputError  # noqa: E402
-from laddersim.io_write import lock_run_dir  # noqa: E402
+from laddersim.io_write import lock_run_dir, unlock_run_dir  # noqa: E402
 from laddersim.model_shape import load_model_shape  # noqa: E402
 
 
@@ -246,10 +246,17 @@ def trace_logits(model: str, world_size: int, schedules: Sequence[str], tokens: 
 # ---- command line --------------------------------------------------------------------------
 
 def _lock_out(out: str | None) -> None:
-    """One writer per --out CSV: a lock file beside it (``.NAME.lock``), held until this process ends."""
+    """One writer per --out CSV: a lock file beside it (``.NAME.lock``), held until ``_unlock_out``."""
     if out:
         path = Path(out)
         lock_run_dir(path.parent, "--out", f".{path.name}.lock", shown=path)
+
+
+def _unlock_out(out: str | None) -> None:
+    """Release ``_lock_out``'s lock and delete its file: nothing is left beside the user's CSV."""
+    if out:
+        path = Path(out)
+        unlock_run_dir(path.parent, f".{path.name}.lock", remove=True)
 
 
 def _rank_device(cfg: BenchConfig, launched: bool) -> torch.device:
@@ -295,18 +302,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         except UserInputError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        cfg = dataclasses.replace(cfg, schedules=pending_schedules(cfg, world_size))
-        if cfg.schedules:
-            rows_before = len(read_rows(cfg.out)[1]) if cfg.out else 0
-            try:  # the ranks ignore Ctrl-C; this parent stops them (see spawn.spawn_ranks)
-                with tempfile.TemporaryDirectory(prefix="ladder-bench-") as store:
-                    spawn_ranks(_spawned_bench, world_size, (world_size, cfg, local_rendezvous(store)))
-            except KeyboardInterrupt:
-                written = len(read_rows(cfg.out)[1]) - rows_before if cfg.out else 0
-                kept = (f"{written} row(s) written to {cfg.out} are kept; re-run the same command to measure "
-                        "the rest" if written else "no row written by this run")
-                print(f"interrupted: {kept}", file=sys.stderr)
-                return 130
+        try:
+            cfg = dataclasses.replace(cfg, schedules=pending_schedules(cfg, world_size))
+            if cfg.schedules:
+                rows_before = len(read_rows(cfg.out)[1]) if cfg.out else 0
+                try:  # the ranks ignore Ctrl-C; this parent stops them (see spawn.spawn_ranks)
+                    with tempfile.TemporaryDirectory(prefix="ladder-bench-") as store:
+                        spawn_ranks(_spawned_bench, world_size, (world_size, cfg, local_rendezvous(store)))
+                except KeyboardInterrupt:
+                    written = len(read_rows(cfg.out)[1]) - rows_before if cfg.out else 0
+                    kept = (f"{written} row(s) written to {cfg.out} are kept; re-run the same command to measure "
+                            "the rest" if written else "no row written by this run")
+                    print(f"interrupted: {kept}", file=sys.stderr)
+                    return 130
+        finally:  # done, refused or interrupted: no lock file left beside --out
+            _unlock_out(cfg.out)
     if not cfg.schedules and rank == 0:
         log(f"nothing to measure: every requested schedule is already in {cfg.out}")
     return 0

@@ -14,7 +14,7 @@ KV_CACHES = ("static", "dynamic")
 # K/V copied to every query head (gpt-fast's repeat_interleave) or read once per KV head (GQA-aware).
 KV_READS = ("repeat_interleave", "per_kv_head")
 # laddersim/data/frameworks/*.yaml (checked by a test); a framework .yaml path is accepted too.
-FRAMEWORKS = ("gpt-fast", "gpt-fast-flash", "vllm")
+FRAMEWORKS = ("gpt-fast", "gpt-fast-flash", "gpt-fast-graph", "vllm")
 SCHEDULE_FORMS = "standard, parallel, ladder, upper_bound, desync_half, hybrid:N"
 DEFAULT_SCHEDULES = ("standard", "ladder")
 # The batch sizes plan considers by default (concurrent users per replica).

@@ -88,11 +88,14 @@ class Framework(BaseModel):
     # fused (default): one FlashAttention-class kernel, ``prefill_attention_speedup`` applies;
     # math / math_fp32: torch's math SDPA, scores materialised per query head over the attended
     # positions, masked softmax, two batched GEMMs (fp32 ones after the upcast torch >= 2.5 does):
-    # laddersim.costs.math_attention.
-    prefill_attention: Choice[Literal["fused", "math", "math_fp32"]] | None = None
+    # laddersim.costs.math_attention. sdpa_mem_efficient: eager torch SDPA with a boolean mask,
+    # K/V repeat_interleave'd copies, the memory-efficient (CUTLASS fMHA) kernel over the whole
+    # static cache: laddersim.costs.sdpa_attention.
+    prefill_attention: Choice[Literal["fused", "math", "math_fp32", "sdpa_mem_efficient"]] | None = None
     # The same for a decode step: math / math_fp32 are Inductor's lowering of the math path for
-    # one query row (scores, softmax and values as generated reductions reading the cache).
-    decode_attention: Choice[Literal["fused", "math", "math_fp32"]] | None = None
+    # one query row (scores, softmax and values as generated reductions reading the cache);
+    # sdpa_mem_efficient the same eager kernels as in prefill, for one query per sequence.
+    decode_attention: Choice[Literal["fused", "math", "math_fp32", "sdpa_mem_efficient"]] | None = None
     # last (default): the LM head runs on each sequence's last position in prefill; all: on
     # every prompt position (gpt-fast's Transformer.forward returns the logits of every token).
     prefill_logits: Choice[Literal["last", "all"]] | None = None

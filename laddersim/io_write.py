@@ -112,10 +112,16 @@ def lock_run_dir(directory: str | Path, flag: str = "out", lock_name: str = LOCK
     return lock
 
 
-def unlock_run_dir(directory: str | Path, lock_name: str = LOCK_FILE) -> None:
-    """Release a lock taken by ``lock_run_dir`` in this process (a no-op if not held)."""
-    fd = _HELD.pop(os.path.realpath(Path(directory) / lock_name), None)
+def unlock_run_dir(directory: str | Path, lock_name: str = LOCK_FILE, remove: bool = False) -> None:
+    """Release a lock taken by ``lock_run_dir`` in this process (a no-op if not held); ``remove``
+    deletes the lock file too, while still holding it (a lock beside a user's file, not in a run
+    directory of ours, should not outlive the run)."""
+    lock = Path(directory) / lock_name
+    fd = _HELD.pop(os.path.realpath(lock), None)
     if fd is not None:
+        if remove:
+            with contextlib.suppress(OSError):
+                lock.unlink()
         os.close(fd)
 
 

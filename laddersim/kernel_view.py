@@ -21,10 +21,10 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from laddersim.costs.attention_kernels import attention_kernels
 from laddersim.costs.calibrated_kernels import class_split_s, schedule_layer
 from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.kernel_counts import op_kernels
-from laddersim.costs.math_attention import math_kernels
 from laddersim.costs.op_costs import Phase, _fixed_op_times, attention_time_s, linear_shapes, logits_rows
 from laddersim.costs.pass_shapes import first_decode_positions
 from laddersim.framework import load_framework
@@ -86,7 +86,7 @@ def _priced_rows(scenario, fw, phase: Phase) -> list[tuple]:
     for kind, ops in _layer_kinds(scenario, phase.name).items():  # program order
         per_class = classes.get(kind, {})
         if kind == "attention" and fw.attention_path(phase.name) != "fused":
-            for k in math_kernels(model, hw, work, tp, phase):
+            for k in attention_kernels(model, hw, work, tp, phase):
                 if k.count:
                     rows.append((f"attention.{k.name}", k.kernel_class, k.count * ops, k.seconds * ops * 1e6))
             continue

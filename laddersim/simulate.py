@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import ValidationError
 
-from laddersim.costs.collectives import bandwidth_share
+from laddersim.costs.collectives import slowdowns
 from laddersim.costs.memory_fit import MemoryUse, check_fits
 from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_s
 from laddersim.costs.rank_skew import compute_before_collectives, skew_wait_per_compute
@@ -240,7 +240,7 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
 
     def interference(phase: Phase) -> tuple[np.ndarray, np.ndarray]:
         """Per-op (compute, comm) slowdowns; only the collectives' entries are read."""
-        by_kind = {kind: hw.interference.at(size, bandwidth_share(hw, tp, size), tp)
+        by_kind = {kind: slowdowns(hw, tp, size)
                    for kind, size in collective_message_bytes(model, work, tp, phase).items()}
         pairs = np.array([by_kind.get(kind, (0.0, 0.0)) for kind in kind_names], dtype=float).reshape(-1, 2)
         return pairs[kind_of_op, 0], pairs[kind_of_op, 1]

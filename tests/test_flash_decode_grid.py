@@ -1,6 +1,7 @@
 """FlashAttention-2's split-KV decode grid as tools/fit_flash_decode_gap.py reasons it (issue 29, the
-paper 1B/3B gap): the num_splits heuristic on hand-worked cases, the packed GQA rows, and the
-diagnostic's end-to-end run where ../shared is present."""
+paper 1B/3B gap, since found to be another attention path: gpt-fast-graph): the num_splits
+heuristic on hand-worked cases, the packed GQA rows, and the diagnostic's end-to-end run where
+../shared is present."""
 
 from __future__ import annotations
 

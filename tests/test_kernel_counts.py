@@ -87,3 +87,26 @@ def test_adding_layers_adds_each_layers_kernels(h100):
     for schedule in ("standard", "ladder", "parallel"):
         layer = sum(kernels_per_layer(model, h100, work, 8, phase, schedule).values())
         assert step_total(6, schedule) - step_total(3, schedule) == pytest.approx(3 * layer)
+
+
+def test_a_prefill_gemm_is_not_split_along_k(h100, capsys):
+    """Issue 38: cuBLAS splits K for weight-streaming (decode) GEMMs only: every splitKreduce kernel
+    of the H100/H200 traces is at M <= 64, thinning as M grows. 8B TP 2, a 1024-token prefill:
+    o_proj, down and QKV (512, 512 and 384 output tiles, under four waves) were charged a reduce
+    each; M = 1024 is above the H100's weight-streaming ridge (~275 rows), so none is."""
+    from laddersim.costs.pass_shapes import weight_streaming_rows
+    from tests.cli_run import run_cli
+
+    ridge = weight_streaming_rows(h100.gpu)
+    assert 250 < ridge < 300  # 989.4 TFLOP/s x 0.814 over 3350 GB/s x 0.873
+    assert splits_k(h100.gpu, 64, 4096) and splits_k(h100.gpu, int(ridge), 4096)
+    assert not splits_k(h100.gpu, int(ridge) + 1, 4096) and not splits_k(h100.gpu, 1024, 4096)
+    model = load_model_shape("llama-3.1-8b")
+    prefill = op_kernels(model, h100, Workload(batch=1, prompt_len=1024, gen_len=8), 2, Phase("prefill", 1, 1024))
+    assert not any("splitk_reduce" in classes for classes in prefill.values())
+    code, out, _ = run_cli(["kernels", "--model", "llama-3.1-8b", "--hardware", "h100-sxm-nvswitch", "--tp", "2",
+                            "--phase", "prefill", "--json"], capsys)
+    assert code == 0 and '"splitk_reduce"' not in out
+    code, out, _ = run_cli(["kernels", "--model", "llama-3.1-8b", "--hardware", "h100-sxm-nvswitch", "--tp", "2",
+                            "--batch", "4", "--json"], capsys)
+    assert code == 0 and '"splitk_reduce"' in out  # decode at M = 4 still splits

@@ -227,6 +227,7 @@ def test_cli_end_to_end_two_gloo_ranks(e2e, tiny):
     assert float(rows[1]["speedup_q1"]) <= float(rows[1]["speedup"]) <= float(rows[1]["speedup_q3"])
     measured = read_measured(out)
     assert load_model_shape(measured["model"].iloc[0]).n_layers == load_model_shape(tiny).n_layers
+    assert not (tmp_path / ".out.csv.lock").exists()  # the writer's lock goes with the run (issue 38)
 
 
 def test_cli_bad_schedule_is_one_line_exit_2(tiny):
@@ -445,6 +446,7 @@ def test_ctrl_c_keeps_the_rows_written_and_says_so_once(tmp_path, tiny, whole_gr
     assert "Traceback" not in text and "standard: already measured" in text
     assert text.strip().splitlines()[-1] == "interrupted: no row written by this run"
     assert out.read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.csv", "stderr.txt"]  # no .out.csv.lock left
 
 
 def _children(pid: int) -> list[int]:

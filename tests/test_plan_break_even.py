@@ -152,3 +152,24 @@ def test_nominal_is_what_the_model_uses_for_the_group(tmp_path):
 
     result = break_even(SCENARIO, LADDER, STANDARD, "intra_bandwidth")
     assert result.nominal == bandwidth and "8-GPU AllReduce" in result.nominal_is
+
+
+def test_the_nominal_is_labelled_by_the_path_the_model_uses():
+    """Issue 38: under NCCL_P2P_DISABLE=1 (h100-sxm-p2p-off) the 8-GPU AllReduce's large messages
+    run on the switch's NVLS line (452 GB/s), its small ones on an SHM ring: the label names those
+    profile fields, not collectives.intra_node (109.9 GB/s, which no 8-GPU message uses)."""
+    from laddersim.costs.nominal import group_nominal
+    from laddersim.costs.transport import nvls_bus_bandwidth_gbps
+
+    profile = load_profile("h100-sxm-p2p-off")
+    bandwidth, label = group_nominal(profile, 8, "intra_bandwidth")
+    assert bandwidth == pytest.approx(nvls_bus_bandwidth_gbps(profile, 8), rel=1e-6)
+    assert "NVLS" in label and "collectives.transport.nvls" in label and "collectives.intra_node" not in label
+    assert profile.collectives.intra_node.bus_bandwidth_gbps.value == 109.9 != pytest.approx(bandwidth)
+    _, label = group_nominal(profile, 8, "intra_latency")
+    assert "SHM ring" in label and "collectives.transport.shm" in label
+    # 2 GPUs: no NVLS (NCCL turns it off for 2), the SHM ring's Simple protocol carries large messages.
+    _, label = group_nominal(profile, 2, "intra_bandwidth")
+    assert "SHM ring" in label and "SIMPLE" in label
+    # A profile without a transport keeps its measured table's label.
+    assert group_nominal(load_profile(H100), 8, "intra_bandwidth")[1].endswith("(measured table)")

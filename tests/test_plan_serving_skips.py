@@ -23,11 +23,12 @@ from laddersim.serving.capacity import OfferedLoad
 from laddersim.serving.options import serving_options
 
 HW = "h100-sxm-nvswitch"
-# llama-3.1-70b on H100 80GB: TP 1 leaves no KV cache; TP 2 holds ~32.8k tokens of KV cache (2049
-# blocks of 16); TP 4 ~500k. A 33,016-token request fits TP 4 only.
+# llama-3.1-70b on H100 80GB: TP 1 leaves no KV cache; TP 2 holds ~30.6k tokens of KV cache (1913
+# blocks of 16, beside gpt-fast's math-path scores of one 2048-token chunk: 1 GiB); TP 4 ~500k. A
+# 33,016-token request fits TP 4 only.
 LONG = ["plan", "--model", "llama-3.1-70b", "--profiles", HW, "--schedule", "ladder", "--rate", "0.5",
         "--ttft-slo-s", "30", "--requests", "2", "--prompt-len", "33000", "--gen-len", "16", "--chunked-prefill",
-        "--no-progress"]
+        "--max-batched-tokens", "2048", "--no-progress"]
 
 
 def _one_line_error(code, err, field, flags):
@@ -44,7 +45,7 @@ def test_a_candidate_that_cannot_hold_the_request_is_skipped_the_others_ranked(c
     skipped = out[out.index("skipped ("):].splitlines()[1:3]
     assert skipped[0].startswith(f"  {HW} tp 1 ladder: memory:") and "leaves no KV cache" in skipped[0]
     assert skipped[1] == (f"  {HW} tp 2 ladder: a request of 33016 tokens needs 2064 KV-cache blocks of 16 tokens; "
-                          "this replica has 2049")
+                          "this replica has 1913")
     table = out[out.index("#  "):].splitlines()
     assert re.match(rf"1 +{HW} +ladder +4 ", table[2]) and not table[3].startswith("2 ")
     code, out, err = run_cli(LONG + ["--tp", "1", "2", "4", "--json"], capsys)
@@ -98,7 +99,7 @@ def test_check_serving_workload_leaves_the_kv_cache_to_each_candidate():
     # planned directly: TP 2 skipped with the blocks it lacks, TP 4 planned
     profile = load_profile(HW)
     plan = plan_for_rate(shape, [(HW, profile, 2, "ladder"), (HW, profile, 4, "ladder")], {HW: 2.0}, 0.5,
-                         serving_options(chunked_prefill=True, ttft_slo_s=30.0), load)
+                         serving_options(chunked_prefill=True, ttft_slo_s=30.0, max_batched_tokens=2048), load)
     assert [(s.tp, s.reason.split(";")[0]) for s in plan.skipped] == [
         (2, "a request of 33016 tokens needs 2064 KV-cache blocks of 16 tokens")]
     assert [(o.tp, o.gpus, o.usd_per_hour, o.requests) for o in plan.options] == [(4, 4, 8.0, 2)]

@@ -362,3 +362,30 @@ def test_latency_cdf_legend_is_below_the_panels(tmp_path, monkeypatch):
     fig = kept[0]
     assert all(ax.get_legend() is None for ax in fig.axes)
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["standard", "ladder", "SLO"]
+
+
+def test_many_series_get_a_compact_legend_not_one_entry_each(table, tmp_path, monkeypatch):
+    """Issue 38: ``plot --x tp`` over a sweep of batches and link scales drew one legend entry per
+    line below a single panel, mostly legend. Past 8 lines the legend names each colour and each
+    dash pattern once (12 lines: 6 colours + 2 dashes), every line still its own style, in at most
+    three rows; a single key with many values, one entry per line in three rows."""
+    kept = _figure_of(monkeypatch, "link_speedup")
+    plot_bandwidth(table, tmp_path / "by-tp", x="tp")
+    fig = kept[-1]
+    lines = [line for line in fig.axes[0].get_lines() if line.get_label().startswith("batch")]
+    assert len(lines) == 12  # batch x bandwidth scale x latency scale
+    assert len({(line.get_color(), line.get_linestyle()) for line in lines}) == 12
+    names = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert len(names) == 8 and {"batch 1", "batch 4"} <= set(names)
+    assert all(not name.startswith("batch") for name in names[:6])  # the colours: bandwidth x latency
+    # One key with 12 values: beside the panel, one column of up to 12 entries.
+    one_key = pd.concat([table[table["batch"] == 1].assign(batch=b) for b in range(1, 13)], ignore_index=True)
+    plot_bandwidth(select(one_key, {"intra_latency_scale": "1.0", "intra_bandwidth_scale": "1.0"}),
+                   tmp_path / "twelve", x="tp")
+    for fig, entries in ((kept[-2], 8), (kept[-1], 12)):
+        legend = fig.legends[0]
+        fig.canvas.draw()
+        box, panel = legend.get_window_extent(), fig.axes[0].get_window_extent()
+        assert len(legend.get_texts()) == entries and box.y1 <= panel.y0  # below the panel
+        rows = {round(t.get_window_extent().y0) for t in legend.get_texts()}
+        assert len(rows) <= 3 and box.height < panel.height / 2  # three rows: the panel keeps the figure

@@ -279,12 +279,17 @@ def test_token_interpolation_error_within_stated_bound(tokens, a_us):
 
 def test_interpolation_never_spans_a_kernel_path_change():
     """Between two grid points where a linear's split-K reduce appears or goes (or NCCL changes
-    algorithm), the bracket is bisected down to the change: 512 and 513 tokens are both exact."""
-    timer = IterationTimer(serving_scenario(MODEL, "h100-sxm-p2p-off", TP, "ladder"), 8)
-    assert timer._path(512) != timer._path(513)  # o_proj (N 8192): 8 x 64 tiles < 4 waves of 132 SMs, 9 x 64 not
-    assert timer._bracket(513) == (513, 513) and timer._bracket(512) == (512, 512)
-    assert timer._bracket(530) == (528, 544)  # a smooth stretch keeps interpolating
-    assert timer._path(528) == timer._path(544)
+    algorithm), the bracket is bisected down to the change: both sides of it are exact. The linears
+    stop splitting K above the H100's weight-streaming ridge (275 rows: laddersim.costs.pass_shapes)."""
+    from laddersim.costs.pass_shapes import weight_streaming_rows
+
+    scenario = serving_scenario(MODEL, "h100-sxm-p2p-off", TP, "ladder")
+    timer = IterationTimer(scenario, 8)
+    ridge = int(weight_streaming_rows(scenario.hardware.gpu))
+    assert ridge == 275 and timer._path(ridge) != timer._path(ridge + 1)
+    assert timer._bracket(ridge) == (ridge, ridge) and timer._bracket(ridge + 1) == (ridge + 1, ridge + 1)
+    assert timer._bracket(530) == (512, 576)  # a smooth stretch keeps interpolating
+    assert timer._path(512) == timer._path(576)
 
 
 _TIMER_CACHE: dict = {}

@@ -160,3 +160,12 @@ def test_a_kernel_calibration_framework_is_refused_in_one_line(capsys, tmp_path)
     capsys.readouterr()
     code, _, err = run_cli(BASE + ["--rate", "1", "--framework", out], capsys)
     assert code == 2 and err.count("\n") == 1 and err.startswith("error: framework: ") and "Traceback" not in err
+
+
+def test_a_grid_priced_attention_is_refused_in_one_line(capsys):
+    """gpt-fast-graph's memory-efficient attention is priced by its grid over one static batch (a
+    batch of B sequences in one wave costs what one does), not the per-sequence share serving's
+    iteration timer adds up: one line naming --framework and the frameworks it can serve, exit 2."""
+    code, _, err = run_cli(BASE + ["--rate", "1", "--framework", "gpt-fast-graph"], capsys)
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: framework: 'gpt-fast-graph'")
+    assert err.rstrip().endswith("allowed: gpt-fast, gpt-fast-flash, vllm")

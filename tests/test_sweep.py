@@ -76,7 +76,8 @@ def test_speedup_vs_standard_is_ratio_to_same_point(tmp_path):
     # Ladder wins at TP>1 and ties at TP=1 (nothing to hide).
     ladder = frame[frame.schedule == "ladder"]
     assert (ladder[ladder.tp > 1].speedup_vs_standard > 1.0).all()
-    assert (ladder[ladder.tp == 1].speedup_vs_standard <= 1.0).all()
+    # (to rounding: the two schedules sum the same op times in another order)
+    assert (ladder[ladder.tp == 1].speedup_vs_standard <= 1.0 + 1e-12).all()
 
 
 def test_no_standard_point_means_no_speedup(tmp_path):

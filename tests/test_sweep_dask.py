@@ -40,3 +40,17 @@ def test_unreachable_scheduler_is_a_user_error(tmp_path, capsys, monkeypatch):
             "--out", str(tmp_path), "--scheduler", "tcp://127.0.0.1:1", "--no-progress"]
     assert main(argv) == 2
     assert capsys.readouterr().err.startswith("error: scheduler: cannot connect to 'tcp://127.0.0.1:1'")
+
+
+def test_an_unreachable_scheduler_is_one_clean_line_beside_the_progress_bar(tmp_path, capsys, monkeypatch):
+    """Issue 38: with the progress bar on, the connection error was printed inside the bar's line
+    ("sweep:   0%| ... error: scheduler: ..."): it is now raised before the bar is drawn."""
+    from laddersim.sweep import runner
+
+    monkeypatch.setattr(runner, "CONNECT_TIMEOUT_S", 1.0)
+    argv = ["sweep", "--model", "llama-3.1-8b", "--hardware", "h100-sxm-nvswitch", "--tp", "2",
+            "--out", str(tmp_path), "--scheduler", "tcp://127.0.0.1:1"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: scheduler: cannot connect to 'tcp://127.0.0.1:1'") and err.count("\n") == 1
+    assert "sweep:" not in err and "\r" not in err

@@ -5,17 +5,23 @@ group, against its bars, with the decode time P2P off adds over P2P on.
 
     PYTHONPATH=$PWD python tools/fidelity_figures.py [--shared ../shared] [--framework vllm] [--issue29]
     PYTHONPATH=$PWD python tools/fidelity_figures.py --issue37 [--as gpt-fast-graph=gpt-fast-flash]
+    PYTHONPATH=$PWD python tools/fidelity_figures.py --groups [--as OLD=NEW]
 
 ``--issue37`` prints issue 37's acceptance figures: the 70B figure with both CUDA-graph tables (flash
 and graph), the 405B 2-node table, and the 8B compiled table with the 70B figure (``--as OLD=NEW``
 validates rows naming framework OLD as NEW, e.g. before a framework exists).
 
-Needs ../shared (the measured tables are not shipped); prints figures only, writes nothing.
+``--groups`` validates every development table and writes each table x model x P2P x framework
+group's errors to laddersim/data/validation/development_groups.csv and into the README's table
+(laddersim.validation.development_groups), which the report quotes: one command regenerates both.
+
+Needs ../shared (the measured tables are not shipped); writes nothing but ``--groups``'s two files.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import tempfile
 from pathlib import Path
@@ -25,6 +31,7 @@ import pandas as pd
 from laddersim.model_shape import ModelShape
 from laddersim.simulate import make_scenario, simulate
 from laddersim.validation.core import ValidationSetup, error_summary, read_measured, validate
+from laddersim.validation.development_groups import GROUPS_FILE, group_errors, groups_csv, read_groups, with_readme_table
 from laddersim.validation.labels import MODEL_P2P, with_model_p2p
 from laddersim.validation.p2p_pairs import p2p_off_pairs, pair_summary
 
@@ -107,6 +114,18 @@ def _read(shared: Path, name: str, rename: dict[str, str]) -> pd.DataFrame:
         return read_measured(renamed, models_dir=path.parent / "models")
 
 
+def phase_errors(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per model x P2P x framework group, the median signed error (%) of the prefill and of the
+    decode time, over the rows that measured them (the standard and desync_half rows, which overlap
+    nothing, apart)."""
+    out = frame.assign(prefill_err=(frame["predicted_prefill_s"] / frame["prefill_s"] - 1) * 100,
+                       decode_err=(frame["predicted_decode_s"] / frame["decode_s"] - 1) * 100)
+    plain = out[out["schedule"].isin(["standard", "desync_half"])]
+    return pd.DataFrame({"prefill_median_err_pct": out.groupby(MODEL_P2P)["prefill_err"].median(),
+                         "decode_median_err_pct": out.groupby(MODEL_P2P)["decode_err"].median(),
+                         "prefill_median_err_pct_standard": plain.groupby(MODEL_P2P)["prefill_err"].median()})
+
+
 def issue37(shared: Path, rename: dict[str, str]) -> dict[str, float]:
     """Issue 37's acceptance figures, shipped profiles, no fit."""
     tables = [validate(_read(shared, name, rename)) for name in ISSUE37_PAIRED]
@@ -115,6 +134,7 @@ def issue37(shared: Path, rename: dict[str, str]) -> dict[str, float]:
     groups = error_summary(with_model_p2p(frame), MODEL_P2P)
     print("70B figure + flash + graph tables:")
     print(groups.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print(phase_errors(with_model_p2p(frame)).to_string(float_format=lambda v: f"{v:+.2f}"))
     pairs = pair_summary(pd.concat([p2p_off_pairs(table) for table in tables], ignore_index=True))  # each table's own
     figures = {"tokens_per_s_median": overall["tokens_per_s_median_abs_err_pct"],
                "group_median": groups["tokens_per_s_median_abs_err_pct"].max(),
@@ -140,6 +160,40 @@ def issue37(shared: Path, rename: dict[str, str]) -> dict[str, float]:
     _bars({"tokens_per_s_median": both["tokens_per_s_median_abs_err_pct"],
            "speedup_median": both["speedup_median_abs_err_pp"]}, ISSUE37_COMPILED_BARS)
     return {**figures, **{f"405b_{k}": v for k, v in big_figures.items()}}
+
+
+# Every measured table the simulator is developed against (ladder_pp_sweep.csv is left out: pipeline
+# parallelism is not modelled).
+DEVELOPMENT_TABLES = ("validation/ladder_70b_tp_sweep.csv", "validation/ladder_8b_tp_sweep.csv",
+                      "validation/ladder_flash_p2p_sweep.csv", "validation/ladder_graph_p2p_sweep.csv",
+                      "validation/ladder_405b_2node.csv")
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def development_groups(shared: Path, rename: dict[str, str]) -> pd.DataFrame:
+    """Every development table validated (shipped profiles, no fit), one row per table x model x
+    P2P x framework group; a framework validated as another (``--as``) is named ``OLD as NEW``."""
+    setup = ValidationSetup()
+    frames = []
+    for name in DEVELOPMENT_TABLES:
+        raw = pd.read_csv(shared / name)
+        groups = group_errors(validate(_read(shared, name, rename), setup), Path(name).name, setup.framework)
+        named = set(raw["framework"]) if "framework" in raw.columns else set()
+        for old, new in rename.items():
+            if old in named and new not in named:
+                groups["framework"] = groups["framework"].replace(new, f"{old} as {new}")
+        frames.append(groups)
+    return pd.concat(frames, ignore_index=True)
+
+
+def write_groups(shared: Path, rename: dict[str, str]) -> None:
+    groups = development_groups(shared, rename)
+    command = "PYTHONPATH=$PWD python tools/fidelity_figures.py --groups" + "".join(
+        f" --as {shlex.quote(f'{old}={new}')}" for old, new in rename.items())
+    GROUPS_FILE.write_text(groups_csv(groups, command, [Path(n).name for n in DEVELOPMENT_TABLES]))
+    README.write_text(with_readme_table(README.read_text(), read_groups()[0]))  # as the report reads it
+    print(groups.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print(f"wrote {GROUPS_FILE} and the table of {README}")
 
 
 def tokenweave(shared: Path, hardware: str, framework: str | None) -> pd.DataFrame:
@@ -183,8 +237,10 @@ def main() -> int:
     parser.add_argument("--rows", action="store_true", help="print every development row")
     parser.add_argument("--issue29", action="store_true", help="only issue 29's figures (70B + paired P2P table)")
     parser.add_argument("--issue37", action="store_true", help="only issue 37's figures (CUDA-graph tables, 405B)")
+    parser.add_argument("--groups", action="store_true",
+                        help="write every development group's errors (laddersim/data/validation/development_groups.csv, README)")
     parser.add_argument("--as", dest="rename", action="append", default=[], metavar="OLD=NEW",
-                        help="validate rows naming framework OLD as framework NEW (--issue37)")
+                        help="validate rows naming framework OLD as framework NEW (--issue37, --groups)")
     args = parser.parse_args()
     shared = Path(args.shared)
     if not (shared / DEV_TABLES[0]).exists():
@@ -195,6 +251,9 @@ def main() -> int:
         return 0
     if args.issue37:
         issue37(shared, dict(item.split("=", 1) for item in args.rename))
+        return 0
+    if args.groups:
+        write_groups(shared, dict(item.split("=", 1) for item in args.rename))
         return 0
     frame = dev_tables(shared, ValidationSetup())
     print_dev(frame)

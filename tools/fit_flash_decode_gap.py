@@ -1,5 +1,7 @@
 """Where gpt-fast-flash's decode step time goes, measured against laddersim, model by model (issue 29,
-the paper 1B/3B gap): a diagnostic, it changes nothing.
+the paper 1B/3B gap): a diagnostic, it changes nothing. (Issue 37 found the gap: the paper 1B/3B rows
+were never FlashAttention runs but the September graphs' eager SDPA, now --framework gpt-fast-graph and
+their own table; the flash table holds the November Llama-3.1-8B pairs only.)
 
 For each model of the authors' flash table (../shared/validation/ladder_flash_p2p_sweep.csv) at one
 TP, P2P on, standard schedule (no collective hides anything), the decode step time is fitted as

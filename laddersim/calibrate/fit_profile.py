@@ -103,8 +103,13 @@ def _gpu(fit: FitContext) -> GpuSpec:
         other_peaks = {f: fit.copied(getattr(base, f)) for f in other_fields if getattr(base, f) is not None}
     elif PEAK_FIELD_BY_DTYPE.get(dtype) in other_fields:
         other_peaks = {PEAK_FIELD_BY_DTYPE[dtype]: peak}
+    # The peak a measured rate of this dtype: nothing is known of the device's other dtypes.
+    measured_dtype = {} if (same_device or gemm.empty) else {"measured_dtype": {"value": dtype, "source": fit.cite(
+        "gemm", f"every GEMM of the run was timed in {dtype} (calibrate run --dtype); {device_name} has no "
+                "datasheet peaks here for other dtypes")}}
     fields = dict(
         name=device_name, peak_tflops=peak, memory_bandwidth_gbps=bandwidth, memory_gb=memory_gb, **other_peaks,
+        **measured_dtype,
         attention_compute_efficiency=fit.copied(base.attention_compute_efficiency, " (not measured)"),
         usable_memory_fraction=fit.copied(base.usable_memory_fraction),
     )

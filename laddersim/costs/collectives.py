@@ -261,6 +261,17 @@ def collective_choice(profile: HardwareProfile, tp: int, size_bytes: float) -> t
     return nccl_algorithms.choice(profile, tp // nodes, nodes, size_bytes)
 
 
+def slowdowns(profile: HardwareProfile, tp: int, size_bytes: float) -> tuple[float, float]:
+    """(compute_slowdown, comm_slowdown) while an AllReduce of ``size_bytes`` over ``tp`` ranks
+    overlaps compute (``InterferenceSpec.at``). Across nodes its channel count follows the rule of
+    the algorithm NCCL picks (tuning.cc: only ``threadThresholds[RING][LL]`` is multiplied by the
+    ranks): a ring's grows with the ranks, a tree's (NVLS-tree's, CollNet's) does not. One node
+    keeps the per-rank rule for every protocol, as validated on the one-node tables (NCCL's own
+    thresholds of LL128, Simple and NVLS are per channel too: left as they were)."""
+    per_rank = profile.nodes_for(tp) == 1 or collective_choice(profile, tp, size_bytes)[0] == "ring"
+    return profile.interference.at(size_bytes, bandwidth_share(profile, tp, size_bytes), tp, per_rank)
+
+
 def bandwidth_share(profile: HardwareProfile, tp: int, size_bytes: float) -> float:
     """Share of an AllReduce's time above its latency floor (the time of a one-byte message):
     0 for a latency-bound message, towards 1 for a bandwidth-bound one."""

@@ -10,8 +10,11 @@ classes a trace's kernels the same way) can be set against the program, layer by
   adds, embedding) unless fused into that linear (``fused_into_single_token_linear``);
 * ``splitk_reduce``: the partial sums' reduce kernel after a linear split along K;
 * ``attention``: the attention core (on the math SDPA path in prefill: two batched library
-  GEMMs and the generated kernels around them, ``laddersim.costs.math_attention``);
-* ``copy``: a collective's input copy on the compute stream (``collective_input_copies``);
+  GEMMs and the generated kernels around them, ``laddersim.costs.math_attention``; on eager
+  SDPA's path the memory-efficient kernel, its cache writes and mask kernels generated ones,
+  ``laddersim.costs.sdpa_attention``);
+* ``copy``: a collective's input copy on the compute stream (``collective_input_copies``), and
+  eager SDPA's K/V ``repeat_interleave`` copies;
 * ``collective``: an AllReduce or the logits' AllGather (on the communication stream).
 
 Sampling (a measured constant) and the step's fixed overhead launch no kernel counted here.
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import collections
 
-from laddersim.costs.math_attention import math_kernels
+from laddersim.costs.attention_kernels import attention_kernels
 from laddersim.costs.pass_shapes import Phase, linear_shapes, logits_rows, single_token_path, splitk_reduce
 from laddersim.framework import load_framework
 from laddersim.hardware.profile import HardwareProfile
@@ -58,7 +61,7 @@ def _attention_kernels(model, hw, work, tp, phase, fw) -> dict[str, float]:
     if fw.attention_path(phase.name) == "fused":
         return {"attention": 1}
     counts: collections.Counter = collections.Counter()
-    for kernel in math_kernels(model, hw, work, tp, phase):
+    for kernel in attention_kernels(model, hw, work, tp, phase):
         counts[kernel.kernel_class] += kernel.count
     return {cls: n for cls, n in counts.items() if n}
 

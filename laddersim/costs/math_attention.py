@@ -27,7 +27,6 @@ import numpy as np
 
 from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.l2_reuse import group_reads_s
-from laddersim.costs.pass_shapes import first_decode_positions
 from laddersim.framework import load_framework
 
 ACC_BYTES = {"math": None, "math_fp32": 4}  # None: the scores keep the input dtype
@@ -97,6 +96,33 @@ def math_prefill_kernels(gpu, *, variant: str, batch: int, prompt_len: int, cach
     ]
 
 
+def math_prefill_peak_bytes(*, variant: str, batch: int, prompt_len: int, cache_len: int, heads: int,
+                            head_dim: int, dtype_bytes: int) -> float:
+    """Bytes one layer's prefill attention on the math path holds at its peak on one rank, from the
+    buffers of ``math_prefill_kernels`` (same shapes): Q scaled, K and V expanded to every query
+    head (in the scores' dtype after the upcast), the scores and the softmax's probabilities (one
+    per query head, query position and cache position each), the boolean mask rows (gpt-fast's
+    ``causal_mask[None, None, input_pos]``: one per query and cache position, broadcast over batch
+    and heads) and the output. The largest set live at once, kernel by kernel: the scores GEMM
+    (Q, K, V, the scores, the mask), the masked softmax (V, the scores it reads, the
+    probabilities it writes, the mask) or the values GEMM (V, the probabilities, the output)."""
+    acc = ACC_BYTES[variant] or dtype_bytes
+    b, s, L, h, hd = batch, prompt_len, cache_len, heads, head_dim
+    q = b * s * h * hd * acc
+    kv = b * L * h * hd * acc  # K or V, expanded
+    scores = b * h * s * L * acc
+    mask = s * L
+    return float(max(q + 2 * kv + scores + mask, kv + 2 * scores + mask, kv + scores + q))
+
+
+def math_decode_peak_bytes(*, variant: str, batch: int, cache_len: int, heads: int, dtype_bytes: int) -> float:
+    """Bytes one layer's decode attention on the math path (``math_decode_kernels``) writes: the
+    scores of one query row per query head over ``cache_len`` positions; the softmax keeps only
+    each row's max and sum and the values reduction normalises in its loads (nothing expanded)."""
+    acc = ACC_BYTES[variant] or dtype_bytes
+    return float(batch * heads * cache_len * acc)
+
+
 def math_decode_kernels(gpu, *, variant: str, batch: int, cache_len: int, heads: int, kv_heads: int,
                         head_dim: int, dtype_bytes: int, fp32_peak_flops_per_s: float | None,
                         kv_reads: str = "repeat_interleave") -> list[Kernel]:
@@ -134,20 +160,6 @@ def math_decode_kernels(gpu, *, variant: str, batch: int, cache_len: int, heads:
         # p . v per head dimension, p normalised in its loads; the output back to the input dtype.
         Kernel("values", "generated", 1, reading_cache(scores + b * h * hd * dtype_bytes)),
     ]
-
-
-def math_kernels(model, hw, work, tp: int, phase) -> list:
-    """The math path's kernels of a scenario's pass on one rank (``prefill_math_kernels`` or
-    ``math_decode_kernels``), where the framework's path for that pass is ``math`` or
-    ``math_fp32``; empty on the fused path."""
-    variant = load_framework(work.framework).attention_path(phase.name)
-    if variant == "fused":
-        return []
-    if phase.name == "prefill":
-        return prefill_math_kernels(model, hw, work, tp, phase)
-    cache_len = first_decode_positions(work)
-    return [Kernel(k.name, k.kernel_class, k.count, float(k.seconds))
-            for k in decode_math_kernels(model, hw, work, tp, phase, cache_len)]
 
 
 def decode_math_kernels(model, hw, work, tp: int, phase, cache_len) -> list:

@@ -1,13 +1,19 @@
-"""Does the scenario fit in GPU memory? Weights plus KV cache per GPU against usable capacity."""
+"""Does the scenario fit in GPU memory? Weights, KV cache, activations and the attention path's
+own buffers per GPU against usable capacity."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from laddersim.costs.math_attention import math_decode_peak_bytes, math_prefill_peak_bytes
+from laddersim.costs.sdpa_attention import sdpa_peak_bytes
 from laddersim.errors import DoesNotFitError
+from laddersim.framework import load_framework
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.model_shape import ModelShape
 from laddersim.workload import Workload
+
+LSE_BYTES = 4  # FlashAttention keeps each query row's softmax log-sum-exp in fp32 per head
 
 
 @dataclass(frozen=True)
@@ -16,19 +22,55 @@ class MemoryUse:
     kv_cache_bytes: float
     activations_bytes: float
     capacity_bytes: float
+    attention_bytes: float = 0.0  # the attention path's peak of one layer (attention_peak_bytes)
+    attention_path: str = "fused"  # the path of the pass that peaks, e.g. "prefill math_fp32"
 
     @property
     def total_bytes(self) -> float:
-        return self.weights_bytes + self.kv_cache_bytes + self.activations_bytes
+        return self.weights_bytes + self.kv_cache_bytes + self.activations_bytes + self.attention_bytes
 
     @property
     def fits(self) -> bool:
         return self.total_bytes <= self.capacity_bytes
 
 
+def attention_peak_bytes(model: ModelShape, work: Workload, tp: int) -> tuple[float, str]:
+    """Bytes one layer's attention allocates at its peak on one rank, on the framework's path for
+    the prefill (the whole prompt over the attended positions: the static cache's ``max_seq_len``,
+    or a dynamic cache's prompt) and the largest decode step, and which pass and path that is.
+    The math path materialises scores per query head (laddersim.costs.math_attention); eager SDPA
+    with a mask, K and V expanded per query head and the mask's bias (laddersim.costs.sdpa_attention); a fused
+    (FlashAttention-class) kernel writes only its output and each row's log-sum-exp. Layers run one
+    after the other, so one layer's buffers is the peak."""
+    fw = load_framework(work.framework)
+    h, hd, b = model.heads_per_rank(tp), model.head_dim, work.batch
+    s = work.prompt_len
+    prefill_path, decode_path = fw.prefill_attention_path, fw.decode_attention_path
+    cache_len = work.max_seq_len if work.kv_cache == "static" else s
+    sdpa = {"batch": b, "heads": h, "kv_heads": model.kv_heads_per_rank(tp), "head_dim": hd,
+            "dtype_bytes": work.dtype_bytes, "repeat_kv": work.kv_reads == "repeat_interleave"}
+    if prefill_path == "fused":
+        prefill = float(b * s * h * (hd * work.dtype_bytes + LSE_BYTES))
+    elif prefill_path == "sdpa_mem_efficient":
+        prefill = sdpa_peak_bytes(queries=s, cache_len=cache_len, **sdpa)
+    else:
+        prefill = math_prefill_peak_bytes(variant=prefill_path, batch=b, prompt_len=s, cache_len=cache_len,
+                                          heads=h, head_dim=hd, dtype_bytes=work.dtype_bytes)
+    if decode_path == "fused":
+        decode = float(b * h * (hd * work.dtype_bytes + LSE_BYTES))
+    elif decode_path == "sdpa_mem_efficient":
+        decode = sdpa_peak_bytes(queries=1, cache_len=work.max_seq_len, **sdpa)
+    else:
+        decode = math_decode_peak_bytes(variant=decode_path, batch=b, cache_len=work.max_seq_len,
+                                        heads=h, dtype_bytes=work.dtype_bytes)
+    return (prefill, f"prefill {prefill_path}") if prefill >= decode else (decode, f"decode {decode_path}")
+
+
 def memory_use(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int) -> MemoryUse:
     """Bytes one GPU needs. The KV cache holds ``max_seq_len`` positions per sequence; the
-    activation term is the largest transient of a prefill (gate/up output plus the logits)."""
+    activation term is the largest transient of a prefill (gate/up output plus the logits); the
+    attention's buffers (``attention_peak_bytes``) are added to it (at most the gate/up output
+    too many: the MLP's and the attention's transients are not live together, the rest is)."""
     b = work.dtype_bytes
     weights = model.params_per_rank(tp) * b
     kv = work.batch * work.max_seq_len * model.kv_bytes_per_token_per_rank(tp, b)
@@ -36,7 +78,8 @@ def memory_use(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int) 
     activations = prefill_tokens * (2 * model.intermediate_per_rank(tp) + 4 * model.dim) * b
     activations += work.batch * model.vocab_size * 4
     capacity = hw.gpu.memory_capacity_bytes * hw.gpu.usable_memory_fraction.value
-    return MemoryUse(weights, kv, activations, capacity)
+    attention, path = attention_peak_bytes(model, work, tp)
+    return MemoryUse(weights, kv, activations, capacity, attention, path)
 
 
 def check_fits(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int) -> MemoryUse:
@@ -46,7 +89,11 @@ def check_fits(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int) 
         raise DoesNotFitError(
             f"memory: {model.name} at tp={tp}, batch={work.batch}, seq={work.max_seq_len} needs "
             f"{use.total_bytes / gib:.1f} GiB per GPU (weights {use.weights_bytes / gib:.1f}, "
-            f"KV cache {use.kv_cache_bytes / gib:.1f}, activations {use.activations_bytes / gib:.1f}) "
+            f"KV cache {use.kv_cache_bytes / gib:.1f}, activations {use.activations_bytes / gib:.1f}, "
+            f"{work.framework} {use.attention_path} attention {use.attention_bytes / gib:.1f}) "
             f"but {hw.name} has {use.capacity_bytes / gib:.1f} GiB usable; raise tp or lower batch/lengths"
+            + (" (or a framework with fused attention, e.g. --framework vllm)" if "math" in use.attention_path
+               and use.attention_bytes > max(use.weights_bytes, use.kv_cache_bytes, use.activations_bytes)
+               else "")
         )
     return use

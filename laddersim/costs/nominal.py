@@ -3,15 +3,18 @@
 A scale of the intra-node bandwidth multiplies whatever laddersim.costs.collectives picks for the
 group's ``tp / nodes`` GPUs (a measured table, a per-GPU-count fit, or the alpha-beta fallback),
 so "the bandwidth" it scales is that curve's large-message bus bandwidth, and "the latency" its
-small-message time; the inter-node scales multiply the profile's network tier. Sweeps convert
-set values (GB/s, us) to scales with these; break-even reports its result in them.
+small-message time; under the transport mechanism (``collectives.transport``) those are of the
+path NCCL's tuner picks at that size (NVLS, an SHM or a P2P ring), and the label names it; the
+inter-node scales multiply the profile's network tier. Sweeps convert set values (GB/s, us) to
+scales with these; break-even reports its result in them.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from laddersim.costs.collectives import alpha_beta_time_s, intra_node_allreduce_s, intra_node_model_s
+from laddersim.costs import transport
+from laddersim.costs.collectives import alpha_beta_time_s, intra_node_allreduce_s, intra_node_model_s, p2p_ring_model_s
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import HardwareProfile
 
@@ -52,22 +55,32 @@ def group_nominal(profile: HardwareProfile, tp: int, vary: str) -> tuple[float, 
         raise NoEffect(
             f"vary: {vary} has no effect: TP {tp} on {profile.name} puts one GPU on each node, so no "
             f"AllReduce stays inside a node; allowed here: inter_bandwidth, inter_latency")
-    source = _intra_source(profile, gpus)
     if vary == "intra_bandwidth":
         t_small_s, t_large_s = intra_node_allreduce_s(profile, gpus, np.array(_LARGE_BYTES))
         moved_bytes = 2.0 * (gpus - 1) / gpus * (_LARGE_BYTES[1] - _LARGE_BYTES[0])
         return (moved_bytes / (t_large_s - t_small_s) / 1e9,
-                f"large-message bus bandwidth of the {gpus}-GPU AllReduce ({source})")
+                f"large-message bus bandwidth of the {gpus}-GPU AllReduce "
+                f"({_intra_source(profile, gpus, _LARGE_BYTES[1], 'bandwidth')})")
     latency_s = float(intra_node_allreduce_s(profile, gpus, np.zeros(1))[0])
-    return latency_s * 1e6, f"small-message time of the {gpus}-GPU AllReduce ({source})"
+    return latency_s * 1e6, f"small-message time of the {gpus}-GPU AllReduce ({_intra_source(profile, gpus, 0.0, 'latency')})"
 
 
-def _intra_source(profile: HardwareProfile, gpus: int) -> str:
-    """Where the model's intra-node AllReduce time for ``gpus`` GPUs comes from."""
+def _intra_source(profile: HardwareProfile, gpus: int, size_bytes: float, quantity: str) -> str:
+    """Where the model's intra-node AllReduce time for ``gpus`` GPUs at ``size_bytes`` comes from,
+    named by the profile field it reads (what a scale of it varies)."""
     sizes = np.geomspace(1.0, 2.0 ** 30, 16)
     if not np.allclose(intra_node_allreduce_s(profile, gpus, sizes), intra_node_model_s(profile, gpus, sizes),
                        rtol=1e-12, atol=0.0):
         return "measured table"
-    if profile.intra_node_fit(gpus) is not None:
-        return f"fit for {gpus} GPUs"
-    return "alpha-beta fallback collectives.intra_node"
+    fit = f"fit for {gpus} GPUs" if profile.intra_node_fit(gpus) is not None else "alpha-beta fallback collectives.intra_node"
+    if not transport.prices(profile, gpus):
+        return fit
+    algorithm, protocol = transport.choice(profile, gpus, size_bytes, lambda s: p2p_ring_model_s(profile, gpus, s))
+    ring = transport.ring_transport(profile.collectives.transport, gpus)
+    if algorithm == "nvls":
+        path = "NVLS, the switch's reduction (collectives.transport.nvls)"
+    elif ring == "shm":
+        path = f"an SHM ring through host memory, {protocol.upper()} (collectives.transport.shm)"
+    else:
+        path = f"a P2P ring over {'NVLink' if ring == 'p2p_nvlink' else 'PCIe'} ({fit})"
+    return f"transport mechanism: NCCL's tuner picks {path} at this size; the scale multiplies every path's {quantity}"

@@ -12,12 +12,12 @@ import collections
 
 import numpy as np
 
+from laddersim.costs.attention_kernels import attention_kernels, writes_cache
 from laddersim.costs.calibrated_kernels import calibrated_decode
 from laddersim.costs.framework_collectives import framework_allreduce_time_s, logits_allgather_time_s
 from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.gemm_tables import HYBRID, SOL, library_gemm_time_s
 from laddersim.costs.l2_reuse import group_reads_s
-from laddersim.costs.math_attention import decode_math_kernels, prefill_math_kernels
 from laddersim.costs.pass_shapes import (  # noqa: F401  (re-exported: the pass's shapes and kernel paths)
     SPLIT_K_WAVES, Phase, linear_shapes, logits_rows, single_token_path, splitk_reduce, splits_k)
 from laddersim.framework import load_framework
@@ -147,8 +147,9 @@ def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
         "final_norm": norm(logits_rows(fw, phase)),
         **{kind: linear(kind, m, n, k, parts)
            for kind, (m, n, k, parts) in linear_shapes(model, tp, phase, logits_rows(fw, phase)).items()},
-        # RoPE on q and k, and the new k, v written into the cache.
-        "rope": streamed(t * (2 * (h_r + kv_r) + 2 * kv_r) * hd * b, "rope"),
+        # RoPE on q and k, and the new k, v written into the cache (unless the attention path
+        # writes them in kernels of its own: laddersim.costs.attention_kernels).
+        "rope": streamed(t * (2 * (h_r + kv_r) + (0 if writes_cache(fw, phase) else 2 * kv_r)) * hd * b, "rope"),
         "act": streamed(3 * t * i_r * b, "act"),  # SiLU(gate) * up
         "residual_add": elementwise_add,
         "partial_add": elementwise_add,
@@ -200,7 +201,9 @@ def attention_time_s(
     contiguous streams run at the GEMV weight-streaming efficiency (``gemm_memory_efficiency``).
     FLOPs 4 * B * kv_len * h_r * hd; the slower of the two. A framework whose decode attention is
     the math path (``decode_attention: math``/``math_fp32``) runs it as three generated
-    reductions instead (laddersim.costs.math_attention.math_decode_kernels).
+    reductions instead (laddersim.costs.math_attention.math_decode_kernels); ``sdpa_mem_efficient``
+    as eager torch SDPA runs it, cache writes, K/V copies, mask kernels and the memory-efficient
+    kernel (laddersim.costs.sdpa_attention). Both through laddersim.costs.attention_kernels.
     """
     kv_lens = np.asarray(kv_lens, dtype=float)
     if phase.name == "prefill":  # the same for every KV length
@@ -212,8 +215,8 @@ def attention_time_s(
     kv_r = model.kv_heads_per_rank(tp)
     attn_peak = gpu.peak_flops_per_s_for(work.dtype) * gpu.attention_compute_efficiency.value
     stream_bw = gpu.memory_bandwidth_bytes_per_s * gpu.gemm_memory_efficiency.value
-    if load_framework(work.framework).decode_attention_path != "fused":  # generated reductions
-        return sum(k.seconds for k in decode_math_kernels(model, hw, work, tp, phase, kv_lens))  # one per length
+    if load_framework(work.framework).decode_attention_path != "fused":  # several kernels (attention_kernels)
+        return sum(k.seconds for k in attention_kernels(model, hw, work, tp, phase, kv_lens))  # one per length
     flops = 4.0 * phase.batch * kv_lens * h_r * hd
     queries = phase.batch * 2 * h_r * hd * b  # q read, the output written
     if work.kv_reads == "repeat_interleave":  # each KV head read once per query head (l2_reuse)
@@ -234,7 +237,8 @@ def prefill_attention_time_s(model: ModelShape, hw: HardwareProfile, work: Workl
     gpu = hw.gpu
     fw = load_framework(work.framework)
     if fw.prefill_attention_path != "fused":
-        return float(sum(k.seconds for k in prefill_math_kernels(model, hw, work, tp, phase, cached_positions)))
+        return float(sum(k.seconds for k in attention_kernels(model, hw, work, tp, phase,
+                                                              cached_positions=cached_positions)))
     b, hd, s = work.dtype_bytes, model.head_dim, phase.new_tokens_per_seq
     h_r = model.heads_per_rank(tp)
     heads_streamed = h_r if work.kv_reads == "repeat_interleave" else model.kv_heads_per_rank(tp)

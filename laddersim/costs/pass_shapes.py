@@ -28,27 +28,44 @@ class Phase:
 SPLIT_K_WAVES = 4  # fewer output tiles than this many full waves of the SMs: K is split
 
 
+def weight_streaming_rows(gpu) -> float:
+    """The most rows M at which a linear is still bound by streaming its weights: a 16-bit GEMM of
+    M rows over K x N weights (M << N, K) does 2MNK FLOPs on 2NK bytes, so M FLOPs a byte, and is
+    memory-bound while M stays below the GPU's achieved ridge (FLOP/s at the GEMM compute
+    efficiency over bytes/s at the GEMM streaming efficiency: ~275 rows on an H100 SXM, ~140 on an
+    A100; fp8's doubled peak over half the bytes gives the same M)."""
+    return (gpu.peak_flops_per_s * gpu.gemm_compute_efficiency.value
+            / (gpu.memory_bandwidth_bytes_per_s * gpu.gemm_memory_efficiency.value))
+
+
 def splits_k(gpu, m: int, n: int) -> bool:
-    """Does the library split K for an m x n output? When its output tiles (``gemm_tile_m`` x
-    ``gemm_tile_n``) fill the SMs only a few waves deep, the last wave leaves SMs idle for a large
-    share of the kernel, so cuBLAS's heuristics split the reduction dimension over more CTAs and
-    add a kernel that sums the fp32 partials (decode-shaped GEMMs: M <= 64). The threshold sits
+    """Does the library split K for an m x n output? A weight-streaming GEMM (M below
+    ``weight_streaming_rows``: decode shapes) reaches the memory bandwidth only with every SM
+    loading weights; when its output tiles (``gemm_tile_m`` x ``gemm_tile_n``) fill the SMs only a
+    few waves deep, cuBLAS's heuristics split the reduction dimension over more CTAs and add a
+    kernel that sums the fp32 partials. A compute-bound GEMM (prefill's M of hundreds of tokens
+    and up) is not split: the H100 kernel traces (../shared/reference_data/kernel_trace_h100, and
+    reports/kernel_trace/h200_paper_config: every ``splitKreduce_kernel`` is at decode M <= 64)
+    show the splits thinning as M grows (Llama-3.1-8B TP 1: 2 of the layer's GEMMs split at M = 4
+    and 16, 1 at M = 64), and cuBLAS's own kernels for the large, compute-bound M it picks tiles
+    for have no split (none is traced above M = 64: no prefill was traced); a 1024-token prefill of
+    8B at TP 2 was charged ~59 us of reduces a layer under the tile count alone. The threshold sits
     at four waves so that a linear and the same weights stacked with a neighbour's (parallel's
     QKV + gate/up: Llama-3.1-8B's gate/up at TP 1 is 224 tiles, stacked with QKV 272) take one
     kernel path, as the 8B table's TP 1 rows (no communication) show: at batch 64 parallel's
     decode gains nothing over desync_half (-2.3 us a layer, from ``decode_s``; the 9 us once cited
     here was the whole run's gain over standard, prefill included), where this rule predicts 11
     and a rule at two waves (only the stacked GEMM unsplit) 24. The H100 kernel trace
-    (torch 2.11, ../shared/reference_data/kernel_trace_h100) splits fewer: at batch 4 and 16 only
-    the two 4096-wide outputs (32 tiles here), not QKV (48) nor gate or up (112), at batch 64
-    only the down projection; a rule at a third of a wave (44 tiles), which matches it but at
-    batch 64, makes the 70B table's tokens/s median 3.15% -> 7.19% (its reduce kernels are part
-    of what the gpt-fast decode is priced at), so the rule stays cuBLAS's heuristic approximated
-    (tools/parallel_gain_gap.py prints parallel's gains, measured and predicted)."""
+    (torch 2.11) splits fewer: at batch 4 and 16 only the two 4096-wide outputs (32 tiles here),
+    not QKV (48) nor gate or up (112), at batch 64 only the down projection; a rule at a third of
+    a wave (44 tiles), which matches it but at batch 64, makes the 70B table's tokens/s median
+    3.15% -> 7.19% (its reduce kernels are part of what the gpt-fast decode is priced at), so the
+    rule stays cuBLAS's heuristic approximated (tools/parallel_gain_gap.py prints parallel's
+    gains, measured and predicted)."""
     if gpu.sm_count is None:
         return False
     tiles = np.ceil(m / gpu.gemm_tile_m.value) * np.ceil(n / gpu.gemm_tile_n.value)
-    return bool(m > 1 and tiles < SPLIT_K_WAVES * gpu.sm_count.value)
+    return bool(1 < m < weight_streaming_rows(gpu) and tiles < SPLIT_K_WAVES * gpu.sm_count.value)
 
 
 def splitk_reduce(fw, gpu, m: int, n: int) -> bool:

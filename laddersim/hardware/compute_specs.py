@@ -15,6 +15,15 @@ PEAK_FIELD_BY_DTYPE = {"bfloat16": "peak_tflops", "float16": "peak_tflops", "flo
                        "fp8": "peak_tflops_fp8"}
 
 
+class MeasuredDtype(BaseModel):
+    """The one dtype a calibrated device's compute numbers were measured in, and where."""
+
+    model_config = FROZEN_CONFIG
+
+    value: Literal["float16", "bfloat16", "float32", "fp8"]
+    source: str = Field(min_length=3)
+
+
 class GpuSpec(BaseModel):
     """One GPU: peak rates (datasheet), achievable efficiencies (fits), capacity."""
 
@@ -50,22 +59,37 @@ class GpuSpec(BaseModel):
     # query head are served by L2 (laddersim.costs.l2_reuse). None: every read from HBM.
     l2_cache_mb: Positive | None = None
     l2_bandwidth_gbps: Positive | None = None
+    # One dependent global-memory round trip a CTA waits on inside a kernel's loop (a load issued,
+    # its data in shared memory, the barrier passed), microseconds: what a kernel whose grid is
+    # smaller than the GPU takes per step of its loop (laddersim.costs.sdpa_attention). None: such
+    # kernels are priced by their work and bytes alone.
+    global_load_latency_us: Positive | None = None
     # GEMM tables (CSV m,n,k,time_us) the GEMM model is checked against (laddersim profiles check).
     gemm_tables: list[MeasuredTable] = []
     usable_memory_fraction: Positive = Sourced(
         value=0.9, source="default: 10% of HBM kept for CUDA context, allocator slack, workspace"
     )
+    # A device with no datasheet here (CPU ranks, an unknown GPU) calibrated by ``laddersim
+    # calibrate fit``: its peak and GEMM efficiencies are its GEMMs' rates in this dtype, so it
+    # runs this dtype only. None: every dtype with a peak (datasheet peaks).
+    measured_dtype: MeasuredDtype | None = None
 
     @property
     def peak_flops_per_s(self) -> float:
         return self.peak_tflops.value * 1e12
 
     def dtypes(self) -> list[str]:
-        """The Workload dtypes this GPU has a compute peak for."""
+        """The Workload dtypes this GPU has a compute peak for (a calibrated device: the one measured)."""
+        if self.measured_dtype is not None:
+            return [self.measured_dtype.value]
         return [dtype for dtype, field in PEAK_FIELD_BY_DTYPE.items() if getattr(self, field) is not None]
 
     def peak_flops_per_s_for(self, dtype: str) -> float:
         """Peak FLOP/s of GEMMs and attention in ``dtype`` (a Workload dtype)."""
+        measured = self.measured_dtype
+        if measured is not None and dtype != measured.value:
+            raise UserInputError(f"dtype: {dtype}, but {self.name}'s compute was calibrated in {measured.value} "
+                                 f"(its GEMM rates hold for that dtype only); allowed: {measured.value}")
         field = PEAK_FIELD_BY_DTYPE[dtype]
         peak = getattr(self, field)
         if peak is None:

@@ -152,10 +152,17 @@ def _resolve(name_or_path: str | Path) -> Path:
     if path.is_dir() and (path / "run.json").exists():  # laddersim.calibrate.environment.MANIFEST
         raise UserInputError(f"hardware: {name_or_path} is a calibration run without a profile yet; "
                              f"run `laddersim calibrate fit {name_or_path} --name NAME` first")
-    raise UserInputError(
-        f"hardware: unknown profile '{name_or_path}'; allowed: {', '.join(list_profiles())} "
-        "or a path to a profile .yaml (or a calibration run directory)"
-    )
+    allowed = (f"allowed: {', '.join(list_profiles())} or a path to a profile .yaml (or a calibration run "
+               "directory)")
+    if path.is_dir():
+        raise UserInputError(f"hardware: {name_or_path} is a folder but neither a fitted calibration run nor a "
+                             "calibration run: it has no profile.yaml (`laddersim calibrate fit` writes it) and no "
+                             f"run.json (`laddersim calibrate run` writes it); {allowed}")
+    if path.exists():
+        raise UserInputError(f"hardware: {name_or_path} is a file but not a profile: a profile is a .yaml file; {allowed}")
+    if len(path.parts) > 1 or path.suffix in (".yaml", ".yml"):
+        raise UserInputError(f"hardware: {name_or_path} does not exist; {allowed}")
+    raise UserInputError(f"hardware: unknown profile '{name_or_path}'; {allowed}")
 
 
 def parse_profile(raw: dict, base_dir: Path, where: str = "hardware") -> HardwareProfile:

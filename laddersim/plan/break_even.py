@@ -7,7 +7,9 @@ latency is never slower), so the crossing is found by bisection on log ``s`` ins
 result is reported as the scale and as the value it gives the number the cost model really uses
 for side A's group (``group_nominal``): for intra-node scales, the large-message bus bandwidth
 (GB/s) or the small-message latency (us) of the ``tp / nodes``-GPU AllReduce as modelled (measured
-table, per-GPU-count fit, or the alpha-beta fallback, whichever laddersim.costs.collectives picks);
+table, per-GPU-count fit, the transport mechanism's path NCCL picks at that size, e.g. NVLS under
+NCCL_P2P_DISABLE, or the alpha-beta fallback, whichever laddersim.costs.collectives uses), labelled
+with the profile field it is (laddersim.costs.nominal);
 for inter-node scales, the profile's network tier (``network.allreduce``). A scale that cannot
 change side A's tokens/s (an inter-node scale on one node, an intra-node one with one GPU per
 node) is refused: bisecting it would report a meaningless "no crossing".

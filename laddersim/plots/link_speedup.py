@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, NullLocator
 
 from laddersim.errors import UserInputError
@@ -58,6 +59,11 @@ _MARKERS = "osD^vP*X"
 _DASHES = ["-", "--", ":", "-."]
 # At most this many x values are each a tick (the values the sweep set); more get a plain-number axis.
 _MAX_VALUE_TICKS = 12
+# At most this many lines get a legend entry each below the panels in up to 4 columns; more (e.g.
+# --x tp over a sweep of batches and bandwidths: 20 lines) get at most _LEGEND_ROWS rows, an entry
+# per colour and per dash pattern where two keys vary: the legend no longer outgrows the panels.
+_MAX_LEGEND_LINES = 8
+_LEGEND_ROWS = 3
 
 
 def plot_bandwidth(frame: pd.DataFrame, out_base: str | Path, *, x: str | None = None,
@@ -105,21 +111,59 @@ def check_x(frame: pd.DataFrame, x: str) -> None:
     raise UserInputError(f"x: '{x}' is not a numeric input column to plot against; allowed: {listed}")
 
 
+def _dash_keys(rows: pd.DataFrame, line_keys: list[str]) -> list[str]:
+    """The line key drawn as the dash pattern: TP where it varies beside something else; with
+    more lines than a legend lists one by one, the key with fewest values (if the dashes tell
+    them apart), so the legend can name colours and dashes apart. Else none."""
+    if len(line_keys) < 2:
+        return []
+    if "tp" in line_keys:
+        return ["tp"]
+    if len(groups(rows, line_keys)) <= _MAX_LEGEND_LINES:
+        return []
+    fewest = min(line_keys, key=lambda k: rows[k].nunique(dropna=False))
+    return [fewest] if rows[fewest].nunique(dropna=False) <= len(_DASHES) else []
+
+
 def _line_styles(rows: pd.DataFrame, line_keys: list[str]) -> dict[tuple, dict]:
     """Matplotlib style of each line (by its values of ``line_keys``), the same in every panel:
     with TP and something else varying, the TP degree is the dash pattern and the rest the colour
-    and marker (TP 4 solid, TP 8 dashed), so a reader sorts the lines at a glance."""
-    by_dash = ["tp"] if "tp" in line_keys and len(line_keys) > 1 else []
+    and marker (TP 4 solid, TP 8 dashed), so a reader sorts the lines at a glance (``_dash_keys``)."""
+    by_dash = _dash_keys(rows, line_keys)
     by_colour = [k for k in line_keys if k not in by_dash]
-    dashes = {v["tp"]: i for i, (v, _) in enumerate(groups(rows, by_dash))} if by_dash else {}
+    dashes = {_key(v, by_dash): i for i, (v, _) in enumerate(groups(rows, by_dash))} if by_dash else {}
     colours = {_key(v, by_colour): i for i, (v, _) in enumerate(groups(rows, by_colour))}
     styles = {}
     for values, _ in groups(rows, line_keys):
         colour = colours[_key(values, by_colour)]
-        dash = dashes[values["tp"]] if by_dash else colour // len(_MARKERS)
+        dash = dashes[_key(values, by_dash)] if by_dash else colour // len(_MARKERS)
         styles[_key(values, line_keys)] = {"color": f"C{colour % 10}", "marker": _MARKERS[colour % len(_MARKERS)],
                                            "linestyle": _DASHES[dash % len(_DASHES)]}
     return styles
+
+
+def _legend(fig, rows: pd.DataFrame, line_keys: list[str], styles: dict, lines: dict[str, object]) -> None:
+    """One legend for every panel, below them, not over the curves: an entry per line; past
+    ``_MAX_LEGEND_LINES`` lines in at most ``_LEGEND_ROWS`` rows (wider, not taller than the
+    panels), an entry per colour and per dash pattern (``_dash_keys``), or per line when one key
+    alone varies."""
+    if len(lines) <= _MAX_LEGEND_LINES:
+        fig.legend(list(lines.values()), list(lines), loc="outside lower center", ncol=min(4, len(lines)))
+        return
+    by_dash = _dash_keys(rows, line_keys)
+    if not by_dash:
+        fig.legend(list(lines.values()), list(lines), loc="outside lower center", ncol=-(-len(lines) // _LEGEND_ROWS))
+        return
+    by_colour = [k for k in line_keys if k not in by_dash]
+    entries: dict[str, Line2D] = {}
+    for keys, grey in ((by_colour, False), (by_dash, True)):
+        for values, part in groups(rows, keys):
+            first = next(iter(groups(part, line_keys)))[0]
+            style = styles[_key(first, line_keys)]
+            entries[label(values)] = Line2D([], [], color="grey" if grey else style["color"],
+                                            marker=None if grey else style["marker"], markersize=4,
+                                            linestyle=style["linestyle"] if grey else "-")
+    fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncol=-(-len(entries) // _LEGEND_ROWS))
 
 
 def _key(values: dict, keys: list[str]) -> tuple:
@@ -170,7 +214,6 @@ def _plot_link(frame: pd.DataFrame, out_base, x: str, schedule: str, title: str)
             ax.set_xlabel(AXIS_LABELS.get(x, x))
             ax.set_ylabel(f"{schedule} speedup\nover standard (x)")  # one line overruns the panel's height
             ax.set_title(panel_title(selector, 3.6))  # empty with one panel: the figure title says it
-        # Below the panels, not over the curves: one legend for all of them.
-        fig.legend(list(legend.values()), list(legend), loc="outside lower center", ncol=min(4, len(legend)))
+        _legend(fig, rows, line_keys, styles, legend)
         fig.suptitle(titled(title, rows, panel_keys + line_keys + [x]))
         return save_figure(fig, out_base)

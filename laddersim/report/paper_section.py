@@ -14,6 +14,7 @@ import pandas as pd
 from laddersim.errors import UserInputError
 from laddersim.report.markdown import Section, code, figure_link, table
 from laddersim.validation import error_summary, paper_figure, read_measured, validate
+from laddersim.validation.development_groups import groups_markdown, read_groups
 
 SETTING = ["p2p", "tp", "batch"]
 
@@ -79,6 +80,17 @@ def paper_section(out_dir: Path, figures_dir: Path) -> Section:
                   | {"speedup measured": "{:.2f}x", "speedup predicted": "{:.2f}x"}),
             "",
         ]
+    groups, command = read_groups()
+    parts += [
+        "**Every development table, not only this figure.** The same shipped profiles, no fit, against every "
+        "measured table laddersim is developed against, per table x model x P2P x framework group (absolute "
+        "errors: tokens/s and prefill time in %, speedup over standard in percentage points): the groups differ "
+        "widely, so read the rows nearest a model and framework. The measured tables are not shipped; this is their committed "
+        f"summary, `laddersim/data/validation/development_groups.csv`, written by `{command}`.",
+        "",
+        groups_markdown(groups),
+        "",
+    ]
     if skipped:
         parts += ["Settings not simulated (the reason laddersim gave):", ""]
         by_reason: dict[str, list[str]] = {}

@@ -27,9 +27,10 @@ from __future__ import annotations
 import numpy as np
 
 from laddersim.costs.host_overhead import with_host_overhead
+from laddersim.costs.attention_kernels import SDPA
 from laddersim.costs.op_costs import Phase, attention_time_s, prefill_attention_time_s
 from laddersim.errors import UserInputError
-from laddersim.framework import load_framework
+from laddersim.framework import framework_names, load_framework
 from laddersim.simulate import Scenario
 
 TABLE_START = 4096  # decode KV lengths priced up front; the table doubles past them
@@ -41,9 +42,20 @@ def check_serving_scenario(scenario: Scenario) -> None:
     if work.kv_cache != "dynamic":
         raise UserInputError("kv-cache: serving runs over a paged cache, each sequence attending its own positions; "
                              f"got '{work.kv_cache}', allowed: dynamic")
-    if load_framework(work.framework).kernel_calibration is not None:
+    fw = load_framework(work.framework)
+    if fw.kernel_calibration is not None:
         raise UserInputError(f"framework: '{work.framework}' is a kernel calibration of one static batch's decode "
                              "steps, which serving's mixed iterations cannot use; allowed: a shipped framework")
+    if _grid_priced(fw):
+        allowed = [name for name in framework_names() if not _grid_priced(load_framework(name))]
+        raise UserInputError(f"framework: '{work.framework}' runs eager SDPA's memory-efficient kernel, priced by its "
+                             "grid over one static batch (waves of CTAs, not a per-sequence share), which serving's "
+                             f"mixed iterations do not have; allowed: {', '.join(allowed)}")
+
+
+def _grid_priced(fw) -> bool:
+    """Is the framework's attention priced by a kernel grid (laddersim.costs.sdpa_attention)?"""
+    return SDPA in (fw.prefill_attention_path, fw.decode_attention_path)
 
 
 class AttentionCost:

@@ -53,6 +53,8 @@ def serving_scenario(model, hardware, tp: int, schedule: str, dtype: str = "bflo
       (``prefill_logits: all``), its collectives -- on the paged cache, so one request alone is
       ``laddersim simulate --kv-cache dynamic --kv-reads per_kv_head``'s batch 1.
     * ``gpt-fast-flash`` likewise, with its FlashAttention kernels and eager ops.
+    * ``gpt-fast-graph`` is refused (one line): its memory-efficient attention kernel is priced
+      by its grid over one static batch, which an iteration's mix of sequences does not have.
 
     ``kv_reads`` overrides the framework's (default per_kv_head: a GQA-aware kernel). A kernel
     calibration file (``laddersim calibrate kernels``) is refused by the iteration timer: it

@@ -94,15 +94,23 @@ def run_local(points: list[Point], workers: int) -> Iterator[list[dict]]:
 
 def run_dask(points: list[Point], address: str) -> Iterator[list[dict]]:
     """On the Dask scheduler at ``address`` (e.g. tcp://10.0.0.5:8786). Workers need laddersim
-    installed, and any model/profile files at the same absolute paths."""
+    installed, and any model/profile files at the same absolute paths. Connects when called, not
+    when first iterated: a scheduler that cannot be reached is an error before any progress bar."""
     try:
-        from dask.distributed import Client, as_completed
+        from dask.distributed import Client
     except ImportError:
         raise UserInputError("scheduler: needs dask[distributed]; install laddersim[distributed]") from None
     try:
         client = Client(address, timeout=f"{CONNECT_TIMEOUT_S}s")
     except (OSError, TimeoutError, ValueError) as exc:
         raise UserInputError(f"scheduler: cannot connect to '{address}': {exc}") from None
+    return _dask_results(client, points)
+
+
+def _dask_results(client, points: list[Point]) -> Iterator[list[dict]]:
+    """Each batch's rows as the connected ``client``'s workers finish it; the client closed after."""
+    from dask.distributed import as_completed
+
     futures = []
     try:
         workers = max(1, len(client.scheduler_info().get("workers", {})))

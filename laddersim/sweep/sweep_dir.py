@@ -70,10 +70,13 @@ def run_points_into(points: list[Point], out_dir: Path, workers: int = 1, schedu
         todo = [p for p in points if p.key not in store]
         reused = len(points) - len(todo)
         computed = 0
+        # Started (a Dask scheduler connected) before the bar is drawn, so that a connection error
+        # is one line of its own; any later error closes the bar first.
+        running = run_points(todo, workers, scheduler) if todo else ()
         bar = tqdm(total=len(points), initial=reused, desc="sweep", unit="pt", file=sys.stderr,
                    disable=not progress, dynamic_ncols=True)
         try:
-            for rows in run_points(todo, workers, scheduler) if todo else ():
+            for rows in running:
                 for row in rows:
                     store.add(row)
                 computed += len(rows)
@@ -82,7 +85,8 @@ def run_points_into(points: list[Point], out_dir: Path, workers: int = 1, schedu
             bar.close()
             _consolidate(points, store, out_dir, reused, computed, complete=False)
             raise
-        bar.close()
+        finally:
+            bar.close()
         return _consolidate(points, store, out_dir, reused, computed, complete=True)
 
 
