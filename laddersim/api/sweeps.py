@@ -17,13 +17,13 @@ SIMPLE_GRID_KEYS = ("models", "hardware", "tp", "batch", "prompt_len", "gen_len"
 REQUIRED_FLAGS = {"models": "--model", "hardware": "--hardware", "tp": "--tp"}
 
 
-def sweep(grid: str | Path | dict | None, out: str | Path, *, models: Sequence[str] | None = None,
-          hardware: Sequence[str] | None = None, tp: Sequence[int] | None = None, batch: Sequence[int] | None = None,
+def sweep(grid: str | Path | dict | None, out: str | Path, workers: int | None = None, scheduler: str | None = None,
+          progress: bool = False, *, models: Sequence[str] | None = None, hardware: Sequence[str] | None = None,
+          tp: Sequence[int] | None = None, batch: Sequence[int] | None = None,
           prompt_len: Sequence[int] | None = None, gen_len: Sequence[int] | None = None,
           schedules: Sequence[str] | None = None, dtype: Sequence[str] | None = None,
           kv_cache: Sequence[str] | None = None, kv_reads: Sequence[str] | None = None,
-          overrides: dict[str, Sequence[float]] | None = None, workers: int | None = None,
-          scheduler: str | None = None, progress: bool = False) -> pd.DataFrame:
+          overrides: dict[str, Sequence[float]] | None = None) -> pd.DataFrame:
     """``laddersim sweep``: every point of a grid simulated into ``out`` (a directory, created:
     ``results.parquet``, ``results.csv``, the store it resumes from), returned as one row per point
     and schedule (``status`` ok, oom or error; the simulate columns; the overrides).
