@@ -11,7 +11,7 @@ from pathlib import Path
 
 from laddersim.api import plot, plot_timeline
 from laddersim.api.plotting import SCHEDULE_KINDS, TIMELINE_DIR
-from laddersim.cli.args import call_api, default_of, positive_int
+from laddersim.cli.args import add_parallel_args, call_api, default_of, positive_int
 from laddersim.errors import UserInputError
 
 KINDS = ("bandwidth", "latency", "heatmap", "throughput", "breakdown", "timeline")
@@ -41,7 +41,7 @@ def register(sub) -> None:
     timeline = p.add_argument_group("timeline scenario (with --kind timeline)")
     timeline.add_argument("--model", help="preset (llama-3.1-8b/70b/405b) or path to a HF config.json")
     timeline.add_argument("--hardware", help="profile name (laddersim profiles list) or path")
-    timeline.add_argument("--tp", type=positive_int("tp"), help="tensor-parallel degree")
+    add_parallel_args(timeline, required=False)
     timeline.add_argument("--batch", type=positive_int("batch"), default=default_of(plot_timeline, "batch"))
     timeline.add_argument("--prompt-len", type=positive_int("prompt-len"), default=default_of(plot_timeline, "prompt_len"))
     timeline.add_argument("--gen-len", type=positive_int("gen-len"), default=default_of(plot_timeline, "gen_len"))
