@@ -9,14 +9,8 @@ import sys
 
 import yaml
 
-from laddersim.api import (
-    calibrate_fit,
-    calibrate_kernels,
-    calibrate_run,
-    import_nccl_tests,
-    nccl_log,
-    nccl_tuning,
-)
+from laddersim.api import calibrate_fit, calibrate_kernels, calibrate_run, import_nccl_tests
+from laddersim.api import nccl_log, nccl_tuning
 from laddersim.cli.args import RESUMABLE_NOTE, call_api, default_of, positive_int
 
 
