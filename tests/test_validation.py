@@ -194,11 +194,11 @@ def test_validate_with_ladder_rows_only_checks_no_trend(tmp_path, h100):
 
 def test_tp1_stand_in_is_one_row_per_setting():
     # 70B and 405B fit no single GPU: llama-3.1-8b stands in, once per batch and lengths.
-    from laddersim.cli.validate_cmd import _tp1_check
+    from laddersim.api.validation_task import tp1_check
 
     frame = pd.DataFrame([dict(model=m, batch=1, prompt_len=8, gen_len=4)
                           for m in ("llama-3.1-70b", "llama-3.1-405b")])
-    table = _tp1_check(frame, ValidationSetup())
+    table = tp1_check(frame, ValidationSetup())
     assert len(table) == 1 and table["model"].iloc[0].startswith("llama-3.1-8b (stand-in")
     assert table["ladder_speedup"].iloc[0] == pytest.approx(1.0, abs=0.01)
 
@@ -434,7 +434,7 @@ def test_fit_cli_says_when_the_fit_predicts_held_out_speedups_worse_than_the_bas
 def test_an_interrupted_fit_says_nothing_was_written(tmp_path, capsys, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
-    monkeypatch.setattr("laddersim.cli.fit_cmd.fit_profiles", interrupted)
+    monkeypatch.setattr("laddersim.fitting.fit_profiles", interrupted)
     out = tmp_path / "x.yaml"
     assert main(["fit", str(BUILTIN_MEASURED), "--hardware", "h100-sxm-nvswitch", "--out", str(out)]) == 130
     assert capsys.readouterr().err.endswith("interrupted: nothing written (a fit keeps no partial state); "
@@ -445,6 +445,6 @@ def test_an_interrupted_fit_says_nothing_was_written(tmp_path, capsys, monkeypat
 def test_an_interrupted_validate_does_not_promise_a_resume(capsys, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
-    monkeypatch.setattr("laddersim.cli.validate_cmd.validate", interrupted)
+    monkeypatch.setattr("laddersim.validation.core.validate", interrupted)
     assert main(["validate"]) == 130
     assert capsys.readouterr().err == "interrupted: stopped before it finished; re-run the same command\n"
