@@ -1,8 +1,8 @@
 """A collective that needs NCCL's proxy thread, replayed inside a CUDA graph: the host node NCCL
 adds for it (``graph_host_node_s``).
 
-What NCCL does (NVIDIA/nccl src/enqueue.cc, ``ncclLaunchPrepare``, 2.12 to 2.20, the paper's
-2.20.5 included): a kernel plan whose connections have proxy work (``plan->hasProxyOps``: the
+What NCCL does (NVIDIA/nccl src/enqueue.cc, ``ncclLaunchPrepare``, as of 2.18-2.20, the paper's
+2.20.5 included; recalled from the source, which is not fetchable here): a kernel plan whose connections have proxy work (``plan->hasProxyOps``: the
 transport has a ``proxyProgress``, i.e. the network, IB or a net plugin such as EFA's or TCPXO's,
 and CollNet; within a node P2P and SHM only in their copy-engine modes NCCL_P2P_USE_CUDA_MEMCPY /
 NCCL_SHM_USE_CUDA_MEMCPY, off by default, and NVLS none) must have its proxy operations posted
