@@ -15,6 +15,7 @@ from laddersim.costs.gemm_tables import SILICON, SOL, library_gemm_time_s
 from laddersim.costs.generated_gemv import generated_gemv_time_s, weight_bytes
 from laddersim.costs.op_costs import Phase, linear_shapes, op_times_s
 from laddersim.fit_parameters import apply
+from laddersim.hardware.profile import list_profiles, load_profile
 from laddersim.model_shape import ModelShape
 from laddersim.workload import Workload
 
@@ -72,6 +73,25 @@ def test_outside_the_table_it_is_the_library_gemm(h100):
     assert generated_gemv_time_s(no_table, 8192, 8192, 2, peak)[1] == SOL
     huge = generated_gemv_time_s(h100, 131072, 65536, 2, peak)  # 17 GB, past the 6.7 GB largest row
     assert huge == library_gemm_time_s(h100, 1, 131072, 65536, 2, peak)
+
+
+@pytest.mark.parametrize("name", list_profiles())
+def test_no_faster_than_device_memory(name):
+    """A decode step streams each layer's weights from device memory: the generated kernel is never
+    faster than the datasheet bandwidth allows, though a table row may be (52 of the L40S table's
+    483 M = 1 rows, served by L2 in the collector's loop, up to 2.7x its 864 GB/s), unless the
+    library GEMM of its own shape, which it never exceeds, is."""
+    profile = load_profile(name)
+    peak = profile.gpu.peak_flops_per_s
+    for n in WIDTHS:
+        for k in (512, 4096, 8192, 16384):
+            seconds = generated_gemv_time_s(profile, n, k, 2, peak)[0]
+            library_s = library_gemm_time_s(profile, 1, n, k, 2, peak)[0]
+            streamed_s = weight_bytes(n, k, 2) / profile.gpu.memory_bandwidth_bytes_per_s
+            assert seconds >= min(streamed_s, library_s) * (1 - 1e-12), (n, k)
+    if name == "l40s-pcie":  # Llama-3.1-8B's QKV shard at TP 8: the table's best rows of its bytes beat DRAM
+        assert generated_gemv_time_s(profile, 768, 4096, 2, peak)[0] == pytest.approx(
+            weight_bytes(768, 4096, 2) / 864e9, rel=1e-12)
 
 
 def test_a_fitted_machine_moves_the_generated_kernel_as_the_library_one(h100):

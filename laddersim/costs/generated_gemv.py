@@ -15,9 +15,12 @@ So a generated M = 1 linear costs what the table's fastest M = 1 kernels of its 
 (``generated_gemv_time_s``): the rows no row with at least as many weight bytes beats (the lower
 envelope of measured time over bytes: the GPU's best measured streaming of that much data, its
 kernel floor, ramp-up and tail included as a real kernel of that size pays them), linear in bytes
-between two of them, and never more than the library GEMM of its own shape. Past the table's
-largest M = 1 weights, where the profile has no table, and in another dtype than the table's 16
-bits, it is the library GEMM (``library_gemm_time_s``). A fitted profile's time follows its fit as
+between two of them, never faster than the weights streamed at the datasheet memory bandwidth (a row
+faster than that was served by L2: 52 of the L40S table's 483 M = 1 rows, up to 2.7x its datasheet
+864 GB/s, whose weight copies in AIConfigurator's collector loop stay in L2; a decode step's
+weights come from device memory), and never more than the library GEMM of its own shape. Past the
+table's largest M = 1 weights, where the profile has no table, and in another dtype than the
+table's 16 bits, it is the library GEMM (``library_gemm_time_s``). A fitted profile's time follows its fit as
 the library's does (``gemm_tables.follow_fit``). Frameworks whose linears are library calls at every
 M (``single_token_linear: library``: the eager gpt-fast-flash and gpt-fast-graph, vLLM) never use it.
 
@@ -81,4 +84,8 @@ def generated_gemv_time_s(hw: HardwareProfile, n: int, k: int, dtype_bytes: int,
     table_s = float(np.interp(moved, sizes, fastest))  # between two of the fastest rows: linear in bytes
     seconds = gemm_tables.follow_fit(hw.gpu, gemm_tables.at_table_rate(hw.gpu), table_s, 1, n, k, dtype_bytes,
                                      peak_flops_per_s)
+    # A decode step streams each layer's weights from device memory once: never faster than the
+    # datasheet bandwidth, whatever a table row served from L2 shows (the L40S table's small shapes,
+    # whose weight copies in the collector's loop stay in L2).
+    seconds = max(seconds, moved / hw.gpu.memory_bandwidth_bytes_per_s)
     return min(seconds, library_s), gemm_tables.SILICON
