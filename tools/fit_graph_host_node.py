@@ -12,7 +12,7 @@ their median. Held out: standard - upper_bound the same way (that also holds the
 time, which ladder hides: a difference between the two batches is the collective's, not the host
 node's), and the issue's bars with the fitted value.
 
-    PYTHONPATH=$PWD python tools/fit_graph_host_node.py [--shared ../shared]
+    PYTHONPATH=$PWD python tools/fit_graph_host_node.py [--shared ../shared] [--table T] [--profile P]
 
 Needs ../shared (the measured table is not shipped); prints, writes nothing.
 """
@@ -34,16 +34,16 @@ TABLE = "validation/ladder_405b_2node.csv"
 PROFILE = "h100-sxm-nvswitch"
 
 
-def with_host_node(host_node_us: float):
-    profile = load_profile(PROFILE)
+def with_host_node(host_node_us: float, name: str = PROFILE):
+    profile = load_profile(name)
     framework = profile.framework.model_copy(
         update={"graph_host_node_us": Sourced(value=host_node_us, source="fit_graph_host_node grid")})
     return profile.model_copy(update={"framework": framework})
 
 
-def decode_s(rows: pd.DataFrame, host_node_us: float) -> pd.DataFrame:
+def decode_s(rows: pd.DataFrame, host_node_us: float, name: str = PROFILE) -> pd.DataFrame:
     """Measured and predicted decode seconds per (batch, schedule) at ``host_node_us``."""
-    profile = with_host_node(host_node_us)
+    profile = with_host_node(host_node_us, name)
     out = validate(rows, ValidationSetup(profile, profile))
     return out.set_index(["batch", "schedule"])[["decode_s", "predicted_decode_s"]]
 
@@ -62,10 +62,10 @@ def per_collective_us(at_zero: pd.DataFrame, at_one: pd.DataFrame, schedule: str
     return pd.Series(out, name=schedule)
 
 
-def asked_us(rows: pd.DataFrame) -> pd.DataFrame:
+def asked_us(rows: pd.DataFrame, name: str = PROFILE) -> pd.DataFrame:
     """Per batch (index) and schedule (columns: ladder, standard, parallel), the field's value the
-    rows ask for (``per_collective_us``)."""
-    at_zero, at_one = decode_s(rows, 0.0), decode_s(rows, 1.0)
+    rows ask of profile ``name`` (``per_collective_us``)."""
+    at_zero, at_one = decode_s(rows, 0.0, name), decode_s(rows, 1.0, name)
     return pd.DataFrame({schedule: per_collective_us(at_zero, at_one, schedule)
                          for schedule in ("ladder", "standard", "parallel")})
 
@@ -77,20 +77,23 @@ def fitted_us(asked: pd.DataFrame) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shared", default="../shared")
+    parser.add_argument("--shared", default="../shared", help="the reference data folder")
+    parser.add_argument("--table", default=TABLE, help=f"rows of graph-captured network collectives with "
+                        f"ladder, standard and upper_bound at each setting, under --shared (default {TABLE})")
+    parser.add_argument("--profile", default=PROFILE, help=f"the profile whose field is fitted (default {PROFILE})")
     args = parser.parse_args(argv)
-    path = Path(args.shared) / TABLE
-    if not path.exists():
-        print(f"no {path}: pass --shared", file=sys.stderr)
+    table = Path(args.shared) / args.table
+    if not table.exists():
+        print(f"no {table}: pass --shared or --table", file=sys.stderr)
         return 2
-    rows = read_measured(path)
-    asked = asked_us(rows)
+    rows = read_measured(table)
+    asked = asked_us(rows, args.profile)
     fitted = fitted_us(asked)
     print("per collective, measured minus predicted at 0 (us; ladder: the fit, standard and parallel: held out):")
     print(asked.round(2).to_string())
     print(f"fit: median of the ladder column = {fitted:.2f} us")
     for value in (0.0, round(fitted, 2)):
-        profile = with_host_node(value)
+        profile = with_host_node(value, args.profile)
         frame = validate(rows, ValidationSetup(profile, profile))
         summary = error_summary(frame).iloc[0]
         prefill = ((frame["predicted_prefill_s"] / frame["prefill_s"] - 1).abs() * 100).median()
