@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from laddersim.costs.collectives import bandwidth_share
+from laddersim.costs.collectives import collective_interference
 from laddersim.costs.memory_fit import MemoryUse
 from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_s
 from laddersim.costs.rank_skew import compute_before_collectives, skew_wait_per_compute
@@ -210,7 +210,7 @@ def simulate_passes(scenario: Scenario, setup: PassSetup, memory: MemoryUse, opt
         """Per-op (compute, comm) slowdowns; only the collectives' entries are read (the
         point-to-point ops of a stage boundary overlap nothing: none)."""
         kinds, kind_of = bundle[4], bundle[5]
-        by_kind = {kind: hw.interference.at(size, bandwidth_share(hw, tp, size), tp)
+        by_kind = {kind: collective_interference(hw, tp, size)
                    for kind, size in collective_message_bytes(model, work, tp, phase).items()}
         pairs = np.array([by_kind.get(kind, (0.0, 0.0)) for kind in kinds], dtype=float).reshape(-1, 2)
         return pairs[kind_of, 0], pairs[kind_of, 1]

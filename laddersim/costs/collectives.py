@@ -270,6 +270,20 @@ def bandwidth_share(profile: HardwareProfile, tp: int, size_bytes: float) -> flo
     return float(max(0.0, 1.0 - floor_s / time_s)) if time_s > 0 else 0.0
 
 
+def collective_interference(profile: HardwareProfile, tp: int, size_bytes: float) -> tuple[float, float]:
+    """(compute_slowdown, comm_slowdown) of an AllReduce of ``size_bytes`` over ``tp`` ranks running
+    beside compute (``InterferenceSpec.at``). None for one NCCL runs as an SHM ring
+    (``transport.over_host_memory``): its copies go through host memory over PCIe, which the
+    GEMMs do not use, on NCCL's few SHM channels (2 CTAs of a GPU's SMs), so neither slows the
+    other as the NVLink collectives of the profile's interference measurement do (NanoFlow: CTAs
+    and HBM shared). The Ladder Residual authors' 70B TP 2 x PP 2 runs with NCCL_P2P_DISABLE=1
+    (../shared/validation/ladder_pp_sweep.csv, batch 16 and 64: AllReduces of 256 KiB and 1 MiB
+    through host memory) measure ladder within 1% of the no-interference prediction."""
+    if tp > 1 and profile.nodes_for(tp) == 1 and transport.over_host_memory(profile, tp, size_bytes):
+        return (0.0, 0.0)
+    return profile.interference.at(size_bytes, bandwidth_share(profile, tp, size_bytes), tp)
+
+
 def model_allreduce_s(profile: HardwareProfile, gpus: int, nodes: int, size_bytes, use_tables: bool = False):
     """AllReduce for any group shape (``gpus`` ranks on ``nodes`` nodes, even counts a TP group
     would not use), from the parametric model only unless ``use_tables``; for checks and fits."""

@@ -30,13 +30,15 @@ import math
 
 import numpy as np
 
-from laddersim.costs.nccl_tuning import BASE_LATENCY_US, INTRA_HOP_US, NVLS_INTRA_US
+from laddersim.costs.nccl_tuning import BASE_LATENCY_US, INTRA_HOP_US, NVLS_INTRA_US, SIMPLE_STEP_BYTES
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.hardware.transport_spec import TransportSpec
 
 TRANSPORTS = ("p2p_nvlink", "p2p_pcie", "shm", "net")
 # llMaxBws single node, Hopper (tuning.cc; ../shared/docs/nccl-cost-model.md table C): LL's cap, GB/s.
 LL_MAX_SINGLE_NODE_GBPS = 141.0
+# NCCL runs twice the ring channels its topology search builds (src/graph/connect.cc, ncclTopoPostset).
+RUNTIME_CHANNEL_FACTOR = 2
 
 
 def prices(profile: HardwareProfile, gpus: int) -> bool:
@@ -94,6 +96,18 @@ def shm_simple_bus_bandwidth_gbps(spec: TransportSpec, gpus: int) -> float:
     return rate
 
 
+def shm_simple_fill_bytes(spec: TransportSpec, moved_bytes, hops: float = 1.0):
+    """Bytes an SHM transfer under Simple pays twice: a GPU writes each NCCL step of a channel's
+    data into the host buffer before the peer reads it (the step's flag), so within a step the
+    write and the read do not overlap; a transfer of k steps per channel overlaps them but for one
+    step (a two-stage pipeline). ``hops`` transfers (ring steps) each fill it once: the least of
+    the bytes and ``hops x channels x`` one step (``SIMPLE_STEP_BYTES``). The channels are NCCL's
+    run-time ones: its search's (``nccl_graph.channels``) duplicated (src/graph/connect.cc,
+    ncclTopoPostset)."""
+    channels = RUNTIME_CHANNEL_FACTOR * spec.nccl_graph.channels.value
+    return np.minimum(moved_bytes, hops * channels * SIMPLE_STEP_BYTES)
+
+
 def shm_candidates_s(profile: HardwareProfile, gpus: int, size_bytes) -> dict:
     """Seconds of an SHM ring, per protocol."""
     spec = profile.collectives.transport
@@ -105,7 +119,8 @@ def shm_candidates_s(profile: HardwareProfile, gpus: int, size_bytes) -> dict:
     ll_s = ((BASE_LATENCY_US["ring"][0] + steps * shm.ll_hop_latency_us.value) * 1e-6 * w.intra_latency_scale
             + moved / (shm.ll_bus_bandwidth_gbps.value * 1e9 * w.intra_bandwidth_scale))
     simple_s = ((BASE_LATENCY_US["ring"][2] + steps * shm.simple_hop_latency_us.value) * 1e-6 * w.intra_latency_scale
-                + moved / (shm_simple_bus_bandwidth_gbps(spec, gpus) * 1e9 * w.intra_bandwidth_scale))
+                + (moved + shm_simple_fill_bytes(spec, moved, steps))
+                / (shm_simple_bus_bandwidth_gbps(spec, gpus) * 1e9 * w.intra_bandwidth_scale))
     return {("ring", "ll"): ll_s, ("ring", "simple"): simple_s}
 
 
@@ -175,6 +190,14 @@ def allreduce_s(profile: HardwareProfile, gpus: int, size_bytes, p2p_ring_s):
     keys, index, real = _picked(profile, gpus, size_bytes, p2p_ring_s)
     stacked = np.array([real[k] for k in keys])
     return np.take_along_axis(stacked, np.expand_dims(index, 0), axis=0)[0]
+
+
+def over_host_memory(profile: HardwareProfile, gpus: int, size_bytes: float) -> bool:
+    """Does NCCL run a one-node AllReduce of ``size_bytes`` over ``gpus`` GPUs as an SHM ring
+    (through host memory), by this mechanism?"""
+    if not prices(profile, gpus) or ring_transport(profile.collectives.transport, gpus) != "shm":
+        return False
+    return choice(profile, gpus, size_bytes, lambda size: np.full(np.shape(size), np.inf))[0] == "ring"
 
 
 def choice(profile: HardwareProfile, gpus: int, size_bytes: float, p2p_ring_s) -> tuple[str, str]:

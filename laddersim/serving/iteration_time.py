@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from laddersim.costs.collectives import bandwidth_share, collective_choice
+from laddersim.costs.collectives import collective_choice, collective_interference
 from laddersim.costs.op_costs import Phase, collective_message_bytes, logits_rows, op_times_s
 from laddersim.costs.pass_shapes import linear_shapes, splitk_reduce
 from laddersim.costs.rank_skew import compute_before_collectives, skew_wait_per_compute
@@ -192,7 +192,7 @@ class IterationTimer:
             s = self.scenario
             phase = MixedPhase("decode", tokens, 1, tokens)
             seconds = self._kind_seconds(tokens, tokens)
-            by_kind = {kind: s.hardware.interference.at(size, bandwidth_share(s.hardware, s.tp, size), s.tp)
+            by_kind = {kind: collective_interference(s.hardware, s.tp, size)
                        for kind, size in collective_message_bytes(s.model, s.workload, s.tp, phase).items()}
             slow = np.array([by_kind.get(k, (0.0, 0.0)) for k in self._kind_names], dtype=float).reshape(-1, 2)
             tail_s = float((seconds * self._kind_counts)[self._tail_kinds].sum())
