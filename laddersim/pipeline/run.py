@@ -36,22 +36,33 @@ if TYPE_CHECKING:
 TOKEN_ID_BYTES = 4
 
 
-def boundary_bytes(scenario: Scenario, stage: Stage, phase: str) -> float:
-    """Bytes one rank of ``stage`` receives in a pass: the boundary's hidden-state tensors (batch x
-    tokens x hidden each), or for stage 0 of a decode step the sampled token ids (none in prefill)."""
-    work, model = scenario.workload, scenario.model
+def receive_bytes(scenario: Scenario, stage: Stage, tokens: int, samples: int) -> float:
+    """Bytes one rank of ``stage`` receives in a pass of ``tokens`` new tokens of which ``samples``
+    sequences sampled their last token: the boundary's hidden-state tensors (tokens x hidden each,
+    in the dtype), or for stage 0 the sampled token ids (none before a prefill)."""
+    model = scenario.model
     if stage.first:
-        return float(work.batch * TOKEN_ID_BYTES) if phase == "decode" else 0.0
-    tokens = work.batch * (work.prompt_len if phase == "prefill" else 1)
-    return float(boundary_tensors(scenario.schedule, model.n_layers, stage) * tokens * model.dim * work.dtype_bytes)
+        return float(samples * TOKEN_ID_BYTES)
+    return float(boundary_tensors(scenario.schedule, model.n_layers, stage) * tokens * model.dim
+                 * scenario.workload.dtype_bytes)
+
+
+def receive_s(scenario: Scenario, placement: Placement, stage: Stage, tokens: int, samples: int) -> dict[str, float]:
+    """{the stage's receive op kind: seconds} for a pass of ``tokens`` new tokens, ``samples``
+    sequences sampled (empty where nothing is received)."""
+    size = receive_bytes(scenario, stage, tokens, samples)
+    if size <= 0:
+        return {}
+    kind = "recv_tokens" if stage.first else "recv_hidden"
+    return {kind: send_time_s(scenario.hardware, placement.hop_into(stage.index), size)[0]}
 
 
 def stage_setup(scenario: Scenario, placement: Placement, stage: Stage) -> PassSetup:
-    """The passes of ``stage``: its nodes, and its receive's seconds per phase."""
-    kind = "recv_tokens" if stage.first else "recv_hidden"
-    hop = placement.hop_into(stage.index)
-    costs = tuple((phase, {kind: send_time_s(scenario.hardware, hop, size)[0]})
-                  for phase in ("prefill", "decode") if (size := boundary_bytes(scenario, stage, phase)) > 0)
+    """The passes of ``stage``: its nodes, and its receive's seconds in the prefill (the prompt's
+    hidden states) and in a decode step (one token's, or the sampled ids)."""
+    w = scenario.workload
+    costs = (("prefill", receive_s(scenario, placement, stage, w.batch * w.prompt_len, 0)),
+             ("decode", receive_s(scenario, placement, stage, w.batch, w.batch)))
     return PassSetup(placement.nodes, placement.stage_nodes(stage.index), stage, costs)
 
 
