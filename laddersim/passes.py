@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from laddersim.costs.collectives import collective_interference
+from laddersim.costs.collectives import slowdowns
 from laddersim.costs.memory_fit import MemoryUse
 from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_s
 from laddersim.costs.rank_skew import compute_before_collectives, skew_wait_per_compute
@@ -210,19 +210,19 @@ def simulate_passes(scenario: Scenario, setup: PassSetup, memory: MemoryUse, opt
         """Per-op (compute, comm) slowdowns; only the collectives' entries are read (the
         point-to-point ops of a stage boundary overlap nothing: none)."""
         kinds, kind_of = bundle[4], bundle[5]
-        by_kind = {kind: collective_interference(hw, tp, size)
+        by_kind = {kind: slowdowns(hw, tp, size)
                    for kind, size in collective_message_bytes(model, work, tp, phase).items()}
         pairs = np.array([by_kind.get(kind, (0.0, 0.0)) for kind in kinds], dtype=float).reshape(-1, 2)
         return pairs[kind_of, 0], pairs[kind_of, 1]
 
     cached = options.replay and not stochastic  # jittered runs rarely share an event order
 
-    def run(durations: np.ndarray, slowdowns: tuple[np.ndarray, np.ndarray], family: str,
+    def run(durations: np.ndarray, slow: tuple[np.ndarray, np.ndarray], family: str,
             bundle: tuple = decode_pass) -> EngineResult:
         works = _rank_works(bundle[2], bundle[3], durations, n_ranks, rng, options.jitter)
         if cached:
-            return run_cached(works, slowdowns[0], slowdowns[1], group_links=links, family=family)
-        return run_engine(works, slowdowns[0], slowdowns[1], group_links=links)
+            return run_cached(works, slow[0], slow[1], group_links=links, family=family)
+        return run_engine(works, slow[0], slow[1], group_links=links)
 
     def with_boundary(costs: dict[str, np.ndarray], phase: str, shape) -> dict[str, np.ndarray]:
         return {**costs, **{kind: np.full(shape, seconds) for kind, seconds in setup.boundary(phase).items()}}

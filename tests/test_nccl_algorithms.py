@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from laddersim.calibrate.nccl_tests import implausible_row, parse_log
 from laddersim.costs import nccl_algorithms
-from laddersim.costs.collectives import allreduce_time_s, collective_choice, multi_node_model_s, table_offset
+from laddersim.costs.collectives import allreduce_time_s, collective_choice, multi_node_model_s, slowdowns, table_offset
 from laddersim.hardware.profile import list_profiles, load_profile
 from laddersim.hardware.overrides import with_overrides
 from laddersim.errors import UserInputError
@@ -26,13 +26,34 @@ SETTINGS = settings(max_examples=15, deadline=None)
 
 def test_tree_latency_is_nccls_formula():
     """16 KiB on 2 nodes x 8 H100 over IB: tree/LL, 6.8 + 2 x (7 x 1.0 + 1 x (5.0 + 2.24)) us plus
-    the LL transfer at NCCL's llMaxBw (39 GB/s) cap times its tree correction at 16 KiB
-    (treeCorrectionFactor[LL][log2(16384 / 64) = 8] = 0.7) (NCCL tuning.cc, Tables A/B)."""
+    the LL transfer at NCCL's llMaxBw (39 GB/s, a bus bandwidth) converted to the tree's algorithm
+    bandwidth (x 0.5: tuning.cc "Convert bus BW to algorithm BW", ratio .5 for Tree) times its tree
+    correction at 16 KiB (treeCorrectionFactor[LL][log2(16384 / 64) = 8] = 0.7) (NCCL tuning.cc,
+    Tables A/B/C)."""
     h100 = load_profile("h100-sxm-nvswitch")
     size = 16384.0
     assert collective_choice(h100, 16, size) == ("tree", "ll")
-    expected_s = (6.8 + 2 * (7 * 1.0 + 1 * (5.0 + 2.24))) * 1e-6 + size / (0.7 * 39e9)
+    expected_s = (6.8 + 2 * (7 * 1.0 + 1 * (5.0 + 2.24))) * 1e-6 + size / (0.7 * 0.5 * 39e9)
     assert float(nccl_algorithms.model_s(h100, 8, 2, [size])[0]) == pytest.approx(expected_s, rel=1e-9)
+
+
+def test_tree_caps_are_bus_bandwidths_halved_for_the_tree():
+    """NCCL caps a protocol's bus bandwidth (llMaxBw 39 GB/s for LL on 2 Intel-hosted nodes; the
+    profile's LL128 cap) and then halves a tree's (its algorithm bandwidth is busBw x 0.5,
+    tuning.cc lines 376-381 of ../shared/reference_data/p2p_off_pcie/raw/nccl_tuning_cc_HEAD.cc), so a
+    256 KiB tree/LL AllReduce over 2 x 8 H100 moves at 19.5 GB/s times NCCL's tree correction
+    at 256 KiB (0.4): 33.6 us of transfer, and tree/LL128 at half the profile's 150 GB/s cap
+    times 0.6: 5.8 us; a ring keeps its cap as a bus bandwidth (2(n-1)/n x S over it)."""
+    h100 = load_profile("h100-sxm-nvswitch")
+    size = 262144.0
+    times = nccl_algorithms.candidates_s(h100, 8, 2, np.array([size]))
+    ll_latency_s = (6.8 + 2 * (7 * 1.0 + 1 * (5.0 + 2.24))) * 1e-6
+    assert float(times[("tree", "ll")][0]) == pytest.approx(ll_latency_s + size / (0.4 * 19.5e9), rel=1e-9)
+    ll128_latency_s = (14.0 + 2 * (7 * 1.25 + 1 * (8.5 + 2.24))) * 1e-6
+    assert float(times[("tree", "ll128")][0]) == pytest.approx(ll128_latency_s + size / (0.6 * 75e9), rel=1e-9)
+    ring_ll_latency_s = (6.6 + 2 * (2 * (2.7 + 2.24) + 14 * 1.0)) * 1e-6
+    ring_ll_s = ring_ll_latency_s + 2 * 15 / 16 * size / 39e9
+    assert float(times[("ring", "ll")][0]) == pytest.approx(ring_ll_s, rel=1e-9)
 
 
 @pytest.mark.parametrize("size,protocol,factor", [
@@ -52,14 +73,47 @@ def test_two_node_medium_messages_rise_as_measured(table):
     """Golden from the public 2 nodes x 8 H100 sweeps (shipped rows): from 4 KiB to 512 KiB, a
     decode AllReduce's batch sizes, time rises 45 us over EFA and 47 us over TCPXO, two fabrics
     with different floors (79 / 127 us): the rise is the algorithm's, not the fabric's latency.
-    With NCCL's tree correction the IB model rises 22 us (0.4 of the tree's LL bandwidth at
-    256-512 KiB); without it 13 us, under a third of either sweep. The IB NICs are faster than
-    either fabric, so the model stays below the sweeps' rise, never above it."""
+    The IB model rises 29 us: LL at half NCCL's llMaxBw (the tree's algorithm bandwidth) times
+    its tree correction (0.4 at 256-512 KiB) until tree/LL128 takes over. The IB NICs are faster
+    than either fabric, so the model stays below the sweeps' rise, never above it."""
     rows = pd.read_csv(Path(load_profile("h100-sxm-nvswitch").base_dir) / "tables" / table, comment="#")
     rows = rows[(rows["gpus"] == 16) & (rows["nodes"] == 2)].set_index("size_bytes")["time_us"] * 1e-6
     measured_rise_s = rows[524288] - rows[4096]
     model = multi_node_model_s(load_profile("h100-sxm-nvswitch"), 16, 2, np.array([4096.0, 524288.0]))
     assert 0.4 * measured_rise_s < model[1] - model[0] < measured_rise_s
+
+
+def test_ll128_only_where_the_node_path_is_nvlink():
+    """NCCL enables LL128 for a graph whose intra-node path is NVLink (tuning.cc: pEnable &=
+    typeIntra <= PATH_NVB): across 2 nodes of 8 H100 with P2P on, ring and tree offer it; under
+    NCCL_P2P_DISABLE the node's GPUs reach each other through host memory (SHM), so only LL and
+    Simple remain (and NVLS-tree, the switch's reduction); one GPU a node crosses no such path."""
+    on, off = load_profile("h100-sxm-nvswitch"), load_profile("h100-sxm-p2p-off")
+    size = np.array([262144.0])
+    assert {("ring", "ll128"), ("tree", "ll128")} <= set(nccl_algorithms.candidates_s(on, 8, 2, size))
+    assert {p for _, p in nccl_algorithms.candidates_s(off, 8, 2, size)} == {"ll", "simple"}
+    assert nccl_algorithms.ll128_offered(off, 1) and not nccl_algorithms.ll128_offered(off, 8)
+
+
+def test_a_tree_across_nodes_fills_a_channel_per_4_kib_whatever_the_ranks():
+    """NCCL multiplies only a ring's LL thread threshold by the ranks (tuning.cc:
+    threadThresholds[RING][LL] *= nRanks; a channel needs threshold x threads, LL's 8 B x 512):
+    a 32 KiB decode AllReduce over 2 x 8 H100 runs as tree/LL on 32768 / 4096 = 8 of the 32
+    channels and slows the GEMMs beside it by 8/32 of the full-size slowdown (0.1), where a ring
+    over the same 16 ranks (16 x 4096 B a channel) would take 1 channel; one node keeps its
+    per-rank rule (16 KiB on 8 GPUs: 1 channel)."""
+    h100 = load_profile("h100-sxm-nvswitch")
+    full = h100.interference.compute_slowdown.value
+    assert collective_choice(h100, 16, 32768.0) == ("tree", "ll")
+    assert slowdowns(h100, 16, 32768.0)[0] == pytest.approx(full * 8 / 32)
+    assert h100.interference.channel_share(32768.0, 16, per_rank=False) == 8 / 32
+    assert h100.interference.channel_share(32768.0, 16) == 1 / 32  # a ring's rule
+    raw = h100.model_dump(exclude={"base_dir"})
+    raw["collectives"]["algorithms"] = ["ring"]
+    ring_only = type(h100).model_validate({**raw, "base_dir": h100.base_dir})
+    assert collective_choice(ring_only, 16, 32768.0)[0] == "ring"
+    assert slowdowns(ring_only, 16, 32768.0)[0] == pytest.approx(full / 32)
+    assert slowdowns(h100, 8, 16384.0)[0] == pytest.approx(full / 32)
 
 
 def test_decode_allreduce_grows_logarithmically_with_nodes():
@@ -129,7 +183,7 @@ def test_time_non_decreasing_in_size(name, exp, ratio, nodes):
 def test_doubling_nodes_at_most_doubles_small_messages(name, exp, nodes):
     """From 2 nodes up (1 -> 2 nodes adds the network itself: NCCL's own model gives 15 us on one
     8-GPU NVSwitch node and 25-40 us on two, more than double). Up to 256 KiB: from 512 KiB to
-    1 MiB, 2 -> 4 nodes of 8 H100 costs up to 2.5x (62 -> 153 us at 1 MiB), the 4-node trees'
+    1 MiB, 2 -> 4 nodes of 8 H100 costs up to 2.5x (76 -> 155 us at 1 MiB), the 4-node trees'
     LL128/Simple being held at the fitted deep-tree share (network.tree_deep_bandwidth_share 0.1)
     and their LL at NCCL's halved llMaxBw times its tree correction (0.5 at 1 MiB)."""
     prof = load_profile(name)

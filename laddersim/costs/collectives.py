@@ -261,6 +261,27 @@ def collective_choice(profile: HardwareProfile, tp: int, size_bytes: float) -> t
     return nccl_algorithms.choice(profile, tp // nodes, nodes, size_bytes)
 
 
+def slowdowns(profile: HardwareProfile, tp: int, size_bytes: float) -> tuple[float, float]:
+    """(compute_slowdown, comm_slowdown) while an AllReduce of ``size_bytes`` over ``tp`` ranks
+    overlaps compute (``InterferenceSpec.at``). Across nodes its channel count follows the rule of
+    the algorithm NCCL picks (tuning.cc: only ``threadThresholds[RING][LL]`` is multiplied by the
+    ranks): a ring's grows with the ranks, a tree's (NVLS-tree's, CollNet's) does not. One node
+    keeps the per-rank rule for every protocol, as validated on the one-node tables (NCCL's own
+    thresholds of LL128, Simple and NVLS are per channel too: left as they were).
+
+    None for an AllReduce NCCL runs as an SHM ring (``transport.over_host_memory``): its copies go
+    through host memory over PCIe, which the GEMMs do not use, on NCCL's few SHM channels (2 CTAs
+    of a GPU's SMs), so neither slows the other as the NVLink collectives of the profile's
+    interference measurement do (NanoFlow: CTAs and HBM shared). The Ladder Residual authors' 70B
+    TP 2 x PP 2 runs with NCCL_P2P_DISABLE=1 (../shared/validation/ladder_pp_sweep.csv, batch 16
+    and 64: AllReduces of 256 KiB and 1 MiB through host memory) measure ladder within 1% of the
+    no-interference prediction."""
+    if tp > 1 and profile.nodes_for(tp) == 1 and transport.over_host_memory(profile, tp, size_bytes):
+        return (0.0, 0.0)
+    per_rank = profile.nodes_for(tp) == 1 or collective_choice(profile, tp, size_bytes)[0] == "ring"
+    return profile.interference.at(size_bytes, bandwidth_share(profile, tp, size_bytes), tp, per_rank)
+
+
 def bandwidth_share(profile: HardwareProfile, tp: int, size_bytes: float) -> float:
     """Share of an AllReduce's time above its latency floor (the time of a one-byte message):
     0 for a latency-bound message, towards 1 for a bandwidth-bound one."""
@@ -268,20 +289,6 @@ def bandwidth_share(profile: HardwareProfile, tp: int, size_bytes: float) -> flo
         return 0.0
     floor_s, time_s = allreduce_time_s(profile, tp, np.array([1.0, float(size_bytes)]))
     return float(max(0.0, 1.0 - floor_s / time_s)) if time_s > 0 else 0.0
-
-
-def collective_interference(profile: HardwareProfile, tp: int, size_bytes: float) -> tuple[float, float]:
-    """(compute_slowdown, comm_slowdown) of an AllReduce of ``size_bytes`` over ``tp`` ranks running
-    beside compute (``InterferenceSpec.at``). None for one NCCL runs as an SHM ring
-    (``transport.over_host_memory``): its copies go through host memory over PCIe, which the
-    GEMMs do not use, on NCCL's few SHM channels (2 CTAs of a GPU's SMs), so neither slows the
-    other as the NVLink collectives of the profile's interference measurement do (NanoFlow: CTAs
-    and HBM shared). The Ladder Residual authors' 70B TP 2 x PP 2 runs with NCCL_P2P_DISABLE=1
-    (../shared/validation/ladder_pp_sweep.csv, batch 16 and 64: AllReduces of 256 KiB and 1 MiB
-    through host memory) measure ladder within 1% of the no-interference prediction."""
-    if tp > 1 and profile.nodes_for(tp) == 1 and transport.over_host_memory(profile, tp, size_bytes):
-        return (0.0, 0.0)
-    return profile.interference.at(size_bytes, bandwidth_share(profile, tp, size_bytes), tp)
 
 
 def model_allreduce_s(profile: HardwareProfile, gpus: int, nodes: int, size_bytes, use_tables: bool = False):

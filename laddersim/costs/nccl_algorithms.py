@@ -22,11 +22,20 @@ network cards in use per node; latencies in us, ``S`` the bytes per rank:
 * CollNet (in-network reduction, SHARP): each node sends and receives ``S`` once whatever the
   node count (``k = 1``); Simple only.
 
+LL128 runs only where the node's GPUs reach each other over NVLink (tuning.cc enables it for a
+graph with ``typeIntra <= PATH_NVB``): not over PCIe, nor through host memory under
+NCCL_P2P_DISABLE (the transport's SHM path, ``laddersim.costs.transport``), where the ring and
+the tree keep LL and Simple.
+
 Every network hop pays NCCL's per-hop NET latency plus the fabric's own (``network.allreduce.
 step_latency_us``, for Simple twice as NCCL adds it twice, or ``network.simple_step_latency_us``), every collective once the fabric's
 fixed cost (``network.allreduce.base_latency_us``: 0 on InfiniBand, the plugin's proxy round on
 EFA/TCPXO). LL's bus bandwidth is capped at NCCL's ``llMaxBw`` (or the profile's measured cap,
-``network.ll_max_bus_bandwidth_gbps``), LL128's at the profile's measured cap if it has one.
+``network.ll_max_bus_bandwidth_gbps``), LL128's at the profile's measured cap if it has one. Both
+caps are bus bandwidths, as NCCL's tuner states them: a ring's time is ``2(n-1)/n * S`` over
+the capped bus bandwidth, a tree's ``S`` over half of it (NCCL converts a tree's bus bandwidth to
+its algorithm bandwidth with a factor 0.5, ``nccl_tuning.TREE_ALGBW_PER_BUSBW``): a 256 KiB tree/LL
+AllReduce on 2 nodes moves at most 19.5 GB/s, 34 us at NCCL's tree correction (0.4), not 17 us.
 """
 
 from __future__ import annotations
@@ -37,9 +46,10 @@ import numpy as np
 
 from laddersim.costs.nccl_tuning import (
     BASE_LATENCY_US, INTRA_HOP_US, LL_MAX_BUSBW_GBPS, NET_HOP_US, NET_OVERHEAD_US, NVLS_INTRA_US, PROTOCOLS,
-    RING_EFFICIENCY, TREE_CORRECTION, TREE_EFFICIENCY,
+    RING_EFFICIENCY, TREE_ALGBW_PER_BUSBW, TREE_CORRECTION, TREE_EFFICIENCY,
 )
 from laddersim.costs.transport import nvls_bus_bandwidth_gbps, prices, ring_transport, shm_simple_bus_bandwidth_gbps
+from laddersim.costs.transport import protocols as transport_protocols
 from laddersim.hardware.profile import HardwareProfile
 
 MULTI_NODE_ALGORITHMS = ("ring", "tree", "nvls_tree", "collnet")
@@ -96,6 +106,18 @@ def tree_correction(protocol: int, size_bytes) -> np.ndarray:
     return np.interp(np.log2(np.maximum(size, 1.0)), log2_points, (1.0, *table, 1.0))
 
 
+def ll128_offered(profile: HardwareProfile, gpus_per_node: int) -> bool:
+    """Does NCCL enable LL128 for a ring or tree with ``gpus_per_node`` GPUs on each node: their
+    path inside the node is NVLink (one GPU a node has no such path to cross)."""
+    if gpus_per_node <= 1:
+        return True
+    spec = profile.collectives.transport
+    if spec is not None:
+        return "ll128" in transport_protocols(ring_transport(spec, gpus_per_node))
+    fabric = profile.node.fabric
+    return fabric == "nvswitch" or (fabric == "nvlink-pairs" and gpus_per_node <= 2)
+
+
 def _tree_depth(nodes: int) -> int:
     return math.ceil(math.log2(nodes))
 
@@ -125,7 +147,10 @@ def candidates_s(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_
     chain_s = 2.0 * (g - 1) / g * size / intra_bps if g > 1 else 0.0
     out = {}
     offered = profile.collectives.algorithms
+    ll128 = ll128_offered(profile, g)
     for p, proto in enumerate(PROTOCOLS):
+        if proto == "ll128" and not ll128:
+            continue
         if "ring" in offered:
             hops_us = 2.0 * (nodes * net_hop_us(profile, "ring", p) + (n - nodes) * _intra_hop_us(profile, "ring", p))
             if proto == "simple":  # fitted hops, never below LL's (NCCL's low-latency protocol)
@@ -140,7 +165,7 @@ def candidates_s(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_
         if "tree" in offered:
             lat_us = (BASE_LATENCY_US["tree"][p] * w.inter_latency_scale + fixed_us
                       + 2.0 * ((g - 1) * _intra_hop_us(profile, "tree", p) + _tree_depth(nodes) * net_hop_us(profile, "tree", p)))
-            bps = min(tree_bps * TREE_EFFICIENCY[p], caps[p])
+            bps = min(tree_bps * TREE_EFFICIENCY[p], TREE_ALGBW_PER_BUSBW * caps[p])  # caps: bus bandwidths
             moved = (1.0 if proto == "ll" else k) * size
             transfer_s = np.maximum(moved / bps, chain_s / TREE_EFFICIENCY[p]) / tree_correction(p, size)
             out[("tree", proto)] = lat_us * 1e-6 + transfer_s

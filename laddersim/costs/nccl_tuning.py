@@ -35,6 +35,12 @@ TREE_EFFICIENCY = (1.0 / 3.8, 120.0 / 128.0, 1.0)
 SIMPLE_STEP_BYTES = (1 << 22) // 8
 # llMaxBws for multi-node groups (Intel/other host row): LL's bus bandwidth cap, GB/s.
 LL_MAX_BUSBW_GBPS = {2: 39.0, 3: 20.4}  # key: nodes (3 = more than two)
+# A tree's algorithm bandwidth per unit of its bus bandwidth: NCCL caps every protocol's bus
+# bandwidth (llMaxBw, the per-channel LL128 caps) and then converts it, ``ratio *= .5`` for a tree
+# where a ring takes nRanks / nsteps (tuning.cc, ncclTopoTuneModel, "Convert bus BW to algorithm
+# BW"; ../shared/reference_data/p2p_off_pcie/raw/nccl_tuning_cc_HEAD.cc lines 376-381), so a cap
+# bounds a tree's algorithm bandwidth at half its value.
+TREE_ALGBW_PER_BUSBW = 0.5
 # treeCorrectionFactor[proto][log2(nBytes / 64)]: NCCL's own correction of the tree AllReduce's
 # bandwidth for medium messages, powers of two from 64 B to 256 MiB, 1.0 outside (NCCL's comment:
 # "Trees are not perfectly sticking to the model for medium sizes"; tuning.cc, ncclTopoGetAlgoTime,

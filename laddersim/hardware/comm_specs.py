@@ -158,7 +158,11 @@ class InterferenceSpec(BaseModel):
     channel needs ``ranks * channel_bytes_per_rank`` bytes). ``compute_slowdown`` is then that of a
     collective on all the channels, and a smaller one takes its share: a 16 KiB decode AllReduce
     on 8 GPUs runs on 1 CTA of 32 and barely disturbs the GEMMs, a 1 MiB one on all 32. The
-    collective's own slowdown is not scaled: its CTAs meet the GEMMs' whatever their number.
+    collective's own slowdown is not scaled: its CTAs meet the GEMMs' whatever their number. Only
+    a ring's LL threshold is per rank (tuning.cc: ``threadThresholds[RING][LL] *= nRanks``, the
+    others per channel): a tree across nodes, or another protocol, fills a channel with
+    ``channel_bytes_per_rank`` bytes whatever the group (``per_rank=False``), so a 32 KiB decode
+    AllReduce over 2 x 8 GPUs (tree/LL) runs on 8 CTAs, where a ring over 16 ranks would run on 1.
     """
 
     model_config = FROZEN_CONFIG
@@ -186,22 +190,26 @@ class InterferenceSpec(BaseModel):
                              "NCCL's channel rule); allowed: one of them")
         return self
 
-    def channel_share(self, size_bytes: float, ranks: int) -> float:
+    def channel_share(self, size_bytes: float, ranks: int, per_rank: bool = True) -> float:
         """Share of the full channel count NCCL gives a collective of ``size_bytes`` over
-        ``ranks`` ranks (1 without ``collective_channels``, or for one rank)."""
+        ``ranks`` ranks (1 without ``collective_channels``, or for one rank); ``per_rank``: its
+        threshold grows with the ranks (a ring's LL), else a channel needs the same bytes
+        whatever the group."""
         if self.collective_channels is None or ranks <= 1:
             return 1.0
         full = self.collective_channels.value
-        per_channel = ranks * self.channel_bytes_per_rank.value
+        per_channel = (ranks if per_rank else 1) * self.channel_bytes_per_rank.value
         return min(full, max(1.0, float(np.floor(size_bytes / per_channel)))) / full
 
-    def at(self, size_bytes: float, bandwidth_share: float = 1.0, ranks: int = 1) -> tuple[float, float]:
+    def at(self, size_bytes: float, bandwidth_share: float = 1.0, ranks: int = 1,
+           per_rank: bool = True) -> tuple[float, float]:
         """(compute_slowdown, comm_slowdown of the whole collective) while a collective of
         ``size_bytes`` over ``ranks`` ranks runs; ``bandwidth_share`` is the share of its time above
-        its latency floor (read only when ``comm_slowdown_part`` is ``bandwidth``)."""
+        its latency floor (read only when ``comm_slowdown_part`` is ``bandwidth``); ``per_rank`` as
+        in ``channel_share``."""
         if not self.by_size:
             share = bandwidth_share if self.comm_slowdown_part == "bandwidth" else 1.0
-            return (self.compute_slowdown.value * self.channel_share(size_bytes, ranks),
+            return (self.compute_slowdown.value * self.channel_share(size_bytes, ranks, per_rank),
                     self.comm_slowdown.value * share)
         log_sizes = np.log([p.size_bytes for p in self.by_size])
         x = np.log(max(float(size_bytes), 1.0))
