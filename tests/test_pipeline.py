@@ -298,3 +298,21 @@ def test_validate_reads_a_pp_column(tmp_path, h100):
     bad.write_text(header + "llama-3.1-405b,8,2,1,1,128,8,on,standard,30\n")
     with pytest.raises(UserInputError, match=r"^measured: row tp=8 pp=2 says nodes=1 but h100-sxm-nvswitch packs it on 2$"):
         validate(read_measured(bad))
+
+
+def test_sweep_has_a_pp_axis(tmp_path):
+    """``pp`` is a sweep axis: one row per split, the pipeline's nodes and tokens/s; points without a
+    pipeline keep the keys they had before the axis existed (a resumed store finds them)."""
+    from laddersim.sweep import expand_grid, run_sweep
+    from laddersim.sweep.grid import parse_grid
+
+    base = {"models": ["llama-3.1-70b"], "hardware": ["h100-sxm-nvswitch"], "tp": [4, 8], "batch": [4],
+            "prompt_len": [128], "gen_len": [8], "schedules": ["ladder"]}
+    with_pp = parse_grid({**base, "pp": [1, 2]})
+    keys = {(p.tp, p.pp): p.key for p in expand_grid(with_pp)}
+    assert {p.key for p in expand_grid(parse_grid(base))} == {keys[4, 1], keys[8, 1]}
+    frame = run_sweep(with_pp, tmp_path, workers=1, progress=False).frame
+    by = {(r.tp, r.pp): r for r in frame.itertuples()}
+    assert by[8, 2].nodes == 2 and by[4, 2].nodes == 1 and by[8, 1].nodes == 1
+    direct = simulate(make_scenario("llama-3.1-70b", "h100-sxm-nvswitch", 4, 4, 128, 8, "ladder", pp=2)).summary()
+    assert by[4, 2].tokens_per_s == direct["tokens_per_s"]
