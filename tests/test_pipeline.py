@@ -316,3 +316,27 @@ def test_sweep_has_a_pp_axis(tmp_path):
     assert by[8, 2].nodes == 2 and by[4, 2].nodes == 1 and by[8, 1].nodes == 1
     direct = simulate(make_scenario("llama-3.1-70b", "h100-sxm-nvswitch", 4, 4, 128, 8, "ladder", pp=2)).summary()
     assert by[4, 2].tokens_per_s == direct["tokens_per_s"]
+
+
+def test_plan_enumerates_splits_and_says_why(h100):
+    """405B on up to two 8-GPU nodes, 20 user tok/s: TP 8 alone does not hold the weights, TP 8 x
+    PP 2 does (its stage link the network, its micro-batches filling the bubbles) and so does TP 16;
+    every split's verdict is one line."""
+    from laddersim.model_shape import load_model_shape
+    from laddersim.plan.planner import Target, candidate_points, rank_options
+    from laddersim.plan.splits import split_verdicts
+    from laddersim.sweep.evaluate import evaluate_points
+
+    shape = load_model_shape("llama-3.1-405b")
+    points = candidate_points("llama-3.1-405b", shape, {"h100": ("h100-sxm-nvswitch", h100)}, ["ladder"], [8], [8, 16],
+                              1024, 32, "bfloat16", "static", max_nodes=2, pps=[1, 2])
+    assert {(p.tp, p.pp, p.pp_microbatches) for p in points} == {(8, 1, 1), (8, 2, 2), (16, 1, 1)}
+    rows = evaluate_points(points)
+    options = rank_options(rows, {"h100": 3.0}, Target(min_user_tokens_per_s=20))
+    verdicts = {(v.tp, v.pp): v for v in split_verdicts(rows, options)}
+    assert not verdicts[8, 1].meets and verdicts[8, 1].reason.startswith("weights do not fit: 94.")
+    assert verdicts[8, 2].meets and verdicts[8, 2].reason.startswith("stage link net:")
+    assert verdicts[8, 2].gpus_per_replica == 16 and verdicts[8, 2].nodes == 2
+    assert all("\n" not in v.reason for v in verdicts.values())
+    option = next(o for o in options if o.pp == 2)
+    assert option.gpus == 16 * option.replicas and option.pp_microbatches == 2

@@ -79,6 +79,9 @@ class PipelineResult:
     prefill_metrics: np.ndarray  # METRICS of the prefill (all micro-batches)
     decode_metrics: np.ndarray  # (steps, METRICS): every micro-batch's token of that step
     decode_half_width_s: np.ndarray | None = None
+    # Each stage's receive in a decode step (seconds) and the transport its slowest pair crossed.
+    receive_s: tuple[float, ...] = ()
+    transports: tuple[str, ...] = ()
 
     @property
     def nodes(self) -> int:
@@ -109,6 +112,8 @@ class PipelineResult:
         row["pp_microbatches"] = m
         row["pipeline_bubble"] = 1.0 - busy / (len(self.stages) * row["decode_s"]) if len(stage_s) else None
         row["slowest_stage_step_s"] = float(stage_s.mean(axis=0).max()) if len(stage_s) else None
+        row["pp_boundary_step_s"] = float(sum(self.receive_s))  # one batch's receives along a step
+        row["pp_boundary_transport"] = ",".join(dict.fromkeys(self.transports))
         return row
 
     def timeline(self, steps: str | list[int] = "all", ranks: list[int] | None = None) -> "pd.DataFrame":
@@ -164,8 +169,10 @@ def simulate_pipeline(scenario: Scenario, options: SimOptions | None = None, pro
     micro = micro_scenario(scenario)
     stages = pipeline_stages(model.n_layers, scenario.pp)
     memories = stage_memories(scenario)  # every stage, before any run
-    results = tuple(simulate_passes(micro, stage_setup(micro, placement, stage), memory, options, progress)
-                    for stage, memory in zip(stages, memories))
+    setups = [stage_setup(micro, placement, stage) for stage in stages]
+    results = tuple(simulate_passes(micro, setup, memory, options, progress) for setup, memory in zip(setups, memories))
+    receives = tuple(sum(setup.boundary("decode").values()) for setup in setups)
+    transports = tuple(send_time_s(hw, placement.hop_into(stage.index), 1.0)[1] for stage in stages)
     prefill = np.sum([r.prefill_metrics for r in results], axis=0) * m
     prefill[0] = float(timing.fill_s([r.prefill_metrics[0] for r in results], m))
     decode = np.sum([r.decode_metrics for r in results], axis=0) * m
@@ -177,4 +184,4 @@ def simulate_pipeline(scenario: Scenario, options: SimOptions | None = None, pro
         scale = decode[:, 0].sum() / max(stage_s.sum(), 1e-300)
         half_width = np.sqrt(np.sum(np.square(widths), axis=0)) * scale
     fullest = max(memories, key=lambda use: use.total_bytes)
-    return PipelineResult(scenario, placement, results, fullest, prefill, decode, half_width)
+    return PipelineResult(scenario, placement, results, fullest, prefill, decode, half_width, receives, transports)

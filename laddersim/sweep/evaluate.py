@@ -53,7 +53,7 @@ def simulate_point(point: Point) -> dict:
                                      point.kv_reads, point.prompt_len, point.gen_len, point.serving, point.pp)
     scenario = make_scenario(_model(point.model_ref), profile, point.tp, point.batch, point.prompt_len,
                              point.gen_len, point.schedule, point.dtype, point.kv_cache,
-                             point.kv_reads, pp=point.pp)
+                             point.kv_reads, pp=point.pp, microbatches=point.pp_microbatches)
     return simulate(scenario).summary()
 
 
