@@ -334,7 +334,7 @@ def test_plan_enumerates_splits_and_says_why(h100):
     rows = evaluate_points(points)
     options = rank_options(rows, {"h100": 3.0}, Target(min_user_tokens_per_s=20))
     verdicts = {(v.tp, v.pp): v for v in split_verdicts(rows, options)}
-    assert not verdicts[8, 1].meets and verdicts[8, 1].reason.startswith("weights do not fit: 94.")
+    assert not verdicts[8, 1].meets and verdicts[8, 1].reason.startswith("weights do not fit: 97.1 GiB per GPU needed, 71.7 usable")
     assert verdicts[8, 2].meets and verdicts[8, 2].reason.startswith("stage link net:")
     assert verdicts[8, 2].gpus_per_replica == 16 and verdicts[8, 2].nodes == 2
     assert all("\n" not in v.reason for v in verdicts.values())
