@@ -214,14 +214,11 @@ ALLREDUCE_SOURCES: dict[str, AllReduceSource] = {s.key: s for s in (
 # Point-to-point send/recv tables (one pair: gpus 2; nodes 1 inside a node, 2 across two), in the
 # AllReduce tables' columns: a pipeline's stage boundary (laddersim.costs.point_to_point).
 SENDRECV_SOURCES: dict[str, AllReduceSource] = {s.key: s for s in (
-    AllReduceSource("apex_h100_sxm_sendrecv", "apex_plus/comm/H100-SXM-80GB/sendrecv.csv", "apex",
-                    "dtype=half; size(kb)*1024 (0 -> 512 B); rank 0 sends to rank 1 of one node (NVLink)",
-                    "CuPy NCCL, version not recorded (README: NCCL 2.18.3)", "eager", "loop",
-                    "host-timed loop of back-to-back send/recv pairs; times truncated to integer us"),
-    AllReduceSource("apex_h200_sxm_sendrecv", "apex_plus/comm/H200-SXM-141GB/sendrecv.csv", "apex",
-                    "dtype=half; size(kb)*1024 (0 -> 512 B); rank 0 sends to rank 1 of one node (NVLink)",
-                    "CuPy NCCL, version not recorded (README: NCCL 2.18.3)", "eager", "loop",
-                    "host-timed loop of back-to-back send/recv pairs; times truncated to integer us"),
+    *(AllReduceSource(f"apex_{gpu}_sendrecv", f"apex_plus/comm/{folder}/sendrecv.csv", "apex",
+                      "dtype=half; size(kb)*1024 (0 -> 512 B); rank 0 sends to rank 1 of one node (NVLink)",
+                      "CuPy NCCL, version not recorded (README: NCCL 2.18.3)", "eager", "loop",
+                      "host-timed loop of back-to-back send/recv pairs; times truncated to integer us")
+      for gpu, folder in (("h100_sxm", "H100-SXM-80GB"), ("h200_sxm", "H200-SXM-141GB"))),
     AllReduceSource("vidur_a100_dgx_sendrecv", "vidur/network/a100_dgx/send_recv.csv", "vidur",
                     "all rows (2 GPUs of one node, and of two nodes); time_stats.send_recv.median (ms) * 1e3",
                     "NCCL via torch.distributed, version not recorded", "eager", "kernel",

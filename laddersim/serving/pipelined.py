@@ -29,7 +29,7 @@ from laddersim.serving.arrivals import Requests
 from laddersim.serving.iteration_time import IterationTimer, StageTiming
 from laddersim.serving.kv_blocks import kv_block_count
 from laddersim.serving.options import ServingOptions
-from laddersim.serving.replica import PROGRESS_MIN_REQUESTS, ServingRun, check_requests_fit
+from laddersim.serving.replica import PROGRESS_MIN_REQUESTS, ServingRun, arrive, check_requests_fit, complete, run_timed, served
 from laddersim.serving.scheduler import ContinuousBatcher
 from laddersim.simulate import Scenario
 
@@ -71,16 +71,12 @@ def simulate_pipelined_replica(timers: list[IterationTimer], requests: Requests,
         area["sum"] += sum(b.in_system for b in batchers) * (t - area["t"])
         area["t"] = t
 
-    def arrivals():
-        for i, at in enumerate(requests.arrival_s.tolist()):
-            if at > env.now:
-                yield env.timeout(at - env.now)
-            account()
-            v = min(range(engines), key=lambda e: batchers[e].in_system)  # vLLM: fewest unfinished
-            owner[i] = v
-            batchers[v].add(i)
-            if not idle[v].triggered:
-                idle[v].succeed()
+    def admit(i: int) -> None:
+        v = min(range(engines), key=lambda e: batchers[e].in_system)  # vLLM: fewest unfinished
+        owner[i] = v
+        batchers[v].add(i)
+        if not idle[v].triggered:
+            idle[v].succeed()
 
     def engine(v: int):
         batcher = batchers[v]
@@ -97,38 +93,11 @@ def simulate_pipelined_replica(timers: list[IterationTimer], requests: Requests,
                     yield turn
                     yield env.timeout(timer.seconds(it.tokens, it.samples, a_s, prefill=bool(it.chunks)))
             account()
-            finished = batcher.complete(it, env.now)
-            counts["iterations"] += 1
-            if finished:
-                counts["done"] += finished
-                bar.update(finished)
+            complete(batcher, it, env.now, counts, bar)
 
-    env.process(arrivals())
+    env.process(arrive(env, requests, account, admit))
     for v in range(engines):
         env.process(engine(v))
-    earlier = [t.max_error_bound for t in timers]
-    runs_before = sum(t.engine_runs for t in timers)
-    for t in timers:
-        t.max_error_bound = 0.0
-    try:
-        env.run()
-    finally:
-        bar.close()
-        bound = max(t.max_error_bound for t in timers)
-        for t, e in zip(timers, earlier):
-            t.max_error_bound = max(e, t.max_error_bound)
-    if counts["done"] < n:
-        raise RuntimeError(f"serving: {n - counts['done']} requests never finished")
-    span = window_end_s - float(requests.arrival_s[0])
-    pick = lambda name: np.array([getattr(batchers[owner[i]], name)[i] for i in range(n)])  # noqa: E731
-    return ServingRun(
-        requests=requests,
-        first_token_s=pick("first_token_s"),
-        finish_s=pick("finish_s"),
-        preemptions=pick("preemptions").astype(np.int64),
-        iterations=counts["iterations"],
-        kv_blocks=kv_blocks,
-        mean_in_system=area["sum"] / span if span > 0 else float("nan"),
-        engine_runs=sum(t.engine_runs for t in timers) - runs_before,
-        iteration_error_bound=bound,
-    )
+    bound, runs = run_timed(env, timers, bar)
+    pick = [[getattr(batchers[owner[i]], name)[i] for i in range(n)] for name in ("first_token_s", "finish_s", "preemptions")]
+    return served(requests, counts, kv_blocks, area["sum"], window_end_s, runs, bound, *pick)
