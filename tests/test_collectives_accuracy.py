@@ -45,13 +45,14 @@ def test_model_reproduces_measured_table(profile, table, gpus, nodes):
 
 def test_p2p_off_point_and_slowdown():
     """Ladder paper: 8-GPU 4 MiB AllReduce, 135.4 us P2P off (78.6 us on), single eager call. With
-    P2P off NCCL leaves the host-staged ring for the switch's NVLS at MiB sizes on 8 GPUs (the
-    paired runs' TP 8 prefill barely slows), so the point is a check whose miss is explained; with
-    2 GPUs (no NVLS) the host-staged ring is many times slower than NVLink."""
+    P2P off NCCL leaves the host-staged ring for the switch's NVLS at MiB sizes on 8 GPUs, at what
+    the authors' paired runs and this point measure NVLS to take there (the profile's 8-GPU NVLS
+    lines, tools/fit_p2p_off_transport.py --lines): the point is met within 5%, twice the P2P-on
+    time; with 2 GPUs (no NVLS) the host-staged ring is many times slower than NVLink."""
     c = _group("h100-sxm-p2p-off", "ladder_paper_p2p_off_point", 8, 1)
-    assert c.model_median <= 0.35 and c.table.use == "check" and "NVLS" in c.table.expect_miss
+    assert c.model_median <= 0.05 and c.table.use == "check" and c.passes and not c.table.expect_miss
     on, off = load_profile("h100-sxm-nvswitch"), load_profile("h100-sxm-p2p-off")
-    assert allreduce_time_s(off, 8, 4 * MIB) > 1.3 * allreduce_time_s(on, 8, 4 * MIB)
+    assert allreduce_time_s(off, 8, 4 * MIB) > 1.8 * allreduce_time_s(on, 8, 4 * MIB)
     assert allreduce_time_s(off, 2, 4 * MIB) > 5 * allreduce_time_s(on, 2, 4 * MIB)
 
 

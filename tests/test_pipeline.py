@@ -192,7 +192,7 @@ def test_placement_from_the_profiles_topology(h100):
 def test_send_priced_from_the_profiles_link_tables(h100):
     """NVLink P2P: the profile's measured send/recv table (APEX+ H100, one pair of one node), at its
     rows and log-log between them; NCCL_P2P_DISABLE: one SHM hop, LL up to NCCL_P2P_LL_THRESHOLD then
-    Simple with its first step per channel written and read in turn; across nodes: a ring network hop."""
+    Simple; across nodes: a ring network hop."""
     hop = place(h100, 2, 2).hop(0, 1)
     assert send_time_s(h100, hop, 8192)[:2] == (pytest.approx(7.0e-6, rel=1e-12), "p2p_nvlink")
     table = [(32768, 9.0e-6), (65536, 10.0e-6)]
@@ -206,7 +206,7 @@ def test_send_priced_from_the_profiles_link_tables(h100):
         "shm")
     assert send_time_s(off, hop, large)[0] == pytest.approx(
         (BASE_LATENCY_US["ring"][2] + shm.simple_hop_latency_us.value) * 1e-6
-        + (large + 2 * 2**19) / (shm.simple_bus_bandwidth_gbps.value * 1e9))
+        + large / (shm.simple_bus_bandwidth_gbps.value * 1e9))
     net = place(h100, 8, 2).hop(0, 1)
     seconds, transport, label = send_time_s(h100, net, 2**26)
     assert transport == "net" and label == "SOL"
@@ -262,12 +262,10 @@ TABLE = Path(__file__).resolve().parents[1].parent / "shared" / "validation" / "
 @pytest.mark.skipif(not TABLE.exists(), reason="needs ../shared/validation/ladder_pp_sweep.csv")
 def test_pipeline_table_against_its_bars():
     """Issue 39's bars on the authors' 2-stage runs (70B TP 2 x PP 2 P2P on/off batch 1-64, 8B TP 1
-    x PP 2), shipped profiles, no fit: tokens/s median <= 5% (met: 3.0), every model x P2P group's
+    x PP 2), shipped profiles, no fit: tokens/s median <= 5% (2.0), every model x P2P group's
     median <= 8% (6.5: the 8B batch-1 rows, 6-8% slow as 8B TP 1 batch 1 is without a pipeline),
-    speedup median <= 2 pp (0.9), prefill median <= 10% (4.7). Speedup worst <= 8 pp is not met:
-    9.7 pp, upper_bound over standard at batch 64 P2P off, standard's 1 GiB prefill AllReduces
-    through host memory measured at ~16 GB/s against the profile's 24 (its 4-GPU DGX H100 rows);
-    held at 10 pp here against drift. Every measured row fits in memory (batch 64 only with PP 2)."""
+    speedup median <= 2 pp (0.9) and worst <= 8 pp (4.7), prefill median <= 10% (4.5). Every
+    measured row fits in memory (batch 64 only with PP 2)."""
     rows = validate(read_measured(TABLE))
     assert len(rows) == 40 and set(rows["pp"]) == {2}
     summary = error_summary(rows).iloc[0]
@@ -277,7 +275,7 @@ def test_pipeline_table_against_its_bars():
     assert groups["tokens_per_s_median_abs_err_pct"].max() <= 8.0
     assert summary["speedup_median_abs_err_pp"] <= 2.0
     assert prefill_pct <= 10.0
-    assert summary["speedup_worst_abs_err_pp"] <= 10.0
+    assert summary["speedup_worst_abs_err_pp"] <= 8.0
     # The mechanisms the rows show: P2P off costs standard far more than ladder at 70B batch 64.
     at = rows.set_index(["model", "batch", "p2p", "schedule"])["predicted_tokens_per_s"]
     loss = {s: 1 - at["llama-3.1-70b", 64, "off", s] / at["llama-3.1-70b", 64, "on", s] for s in ("standard", "ladder")}

@@ -1,6 +1,7 @@
 """Fit the SHM transport constants of ``collectives.transport.shm`` to the public nccl-tests tables
-with GPU P2P unavailable or disabled (hardware_profiles/tables/nccltests_shm_p2p_off_public.csv and
-the RTX 4090 docker tables), as laddersim.costs.transport prices an SHM ring:
+with GPU P2P unavailable or disabled (hardware_profiles/tables/nccltests_shm_p2p_off_public.csv, the
+RTX 4090 docker tables and the 4x RTX 5090 table nccltests_shm_rtx5090_4gpu.csv), as
+laddersim.costs.transport prices an SHM ring:
 
 * LL hop latency: least squares of ``t(smallest sizes) = 6.6 us (NCCL's ring LL base) + 2(n-1) hop``
   over every table's latency floor (its least time at <= 1 KiB);
@@ -26,9 +27,9 @@ LL_BASE_US = BASE_LATENCY_US["ring"][0]  # NCCL tuning.cc baseLatencies[Ring][LL
 
 def load() -> pd.DataFrame:
     frame = pd.read_csv(TABLES / "nccltests_shm_p2p_off_public.csv", comment="#")
-    for gpus in (2, 4):
-        extra = pd.read_csv(TABLES / f"nccltests_rtx4090_{gpus}gpu_docker.csv", comment="#")
-        frame = pd.concat([frame, extra.assign(table=f"rtx4090_{gpus}gpu_docker")[frame.columns]], ignore_index=True)
+    for name in ("rtx4090_2gpu_docker", "rtx4090_4gpu_docker", "shm_rtx5090_4gpu"):
+        extra = pd.read_csv(TABLES / f"nccltests_{name}.csv", comment="#")
+        frame = pd.concat([frame, extra.assign(table=name)[frame.columns]], ignore_index=True)
     frame["moved_bytes"] = 2.0 * (frame["gpus"] - 1) / frame["gpus"] * frame["size_bytes"]
     return frame
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from laddersim.costs import transport
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import list_profiles, load_profile
 from laddersim.io_write import check_output
@@ -79,8 +80,15 @@ def _offered(prof) -> list[tuple[str, str, str]]:
         return ", ".join(f"{a} ({'ll, ll128, simple' if a in ('ring', 'tree') else 'simple'})" for a in names)
 
     algorithms = prof.collectives.algorithms
-    out = [("offers.one_node", listed([a for a in algorithms if a in ("ring", "tree", "nvls")]),
-            f"collectives.algorithms on a {prof.node.fabric} node")]
+    spec = prof.collectives.transport
+    if spec is None:
+        out = [("offers.one_node", listed([a for a in algorithms if a in ("ring", "tree", "nvls")]),
+                f"collectives.algorithms on a {prof.node.fabric} node")]
+    else:  # the stated topology decides each ring's transport and its protocols (no LL128 off NVLink)
+        rings = ", ".join(f"ring over {name} ({', '.join(protos)})" for name, protos in transport.ring_offers(prof).items())
+        nvls = ", nvls (simple) above 2 GPUs" if "nvls" in algorithms and spec.nvls else ""
+        out = [("offers.one_node", rings + nvls,
+                f"collectives.transport (p2p {spec.topology.p2p}) as NCCL decides it, laddersim.costs.transport")]
     if prof.network is not None:
         out.append(("offers.across_nodes", listed([a for a in algorithms if a in ("ring", "tree", "nvls_tree", "collnet")]),
                     "laddersim.costs.nccl_algorithms picks the fastest per message"))

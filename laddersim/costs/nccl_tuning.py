@@ -29,10 +29,6 @@ NET_OVERHEAD_US = (1.0, 1.0, 3.0)
 # of 128 bytes (0.92 ring, 120/128 tree across nodes), Simple all; the tree's LL is NCCL's 1/3.8.
 RING_EFFICIENCY = (0.5, 0.92, 1.0)
 TREE_EFFICIENCY = (1.0 / 3.8, 120.0 / 128.0, 1.0)
-# The Simple protocol's step: NCCL_BUFFSIZE's default 4 MiB (src/include/comm.h DEFAULT_BUFFSIZE,
-# 1 << 22) divided into NCCL_STEPS = 8 steps (src/include/device.h); a step is what a sender
-# posts to its peer at once (the flag the peer waits for).
-SIMPLE_STEP_BYTES = (1 << 22) // 8
 # llMaxBws for multi-node groups (Intel/other host row): LL's bus bandwidth cap, GB/s.
 LL_MAX_BUSBW_GBPS = {2: 39.0, 3: 20.4}  # key: nodes (3 = more than two)
 # A tree's algorithm bandwidth per unit of its bus bandwidth: NCCL caps every protocol's bus

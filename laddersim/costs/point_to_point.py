@@ -11,8 +11,7 @@ by pair (rank r to rank r, ``laddersim.pipeline.placement``), over the link each
 * **Through host memory** (SHM: NCCL_P2P_DISABLE, or GPUs behind different PCIe switches): one
   hop of the profile's SHM transport (``collectives.transport.shm``): NCCL's ring base latency and
   one hop of the protocol NCCL sends the message with (LL up to ``NCCL_P2P_LL_THRESHOLD``, 16 KiB
-  by default, src/enqueue.cc; Simple above), and the bytes at that protocol's SHM rate (Simple's
-  first step per channel written and read in series, ``transport.shm_simple_fill_bytes``); the pairs
+  by default, src/enqueue.cc; Simple above), and the bytes at that protocol's SHM rate; the pairs
   of one socket share its host memory (each byte written and read once), pairs crossing sockets
   share the socket link.
 * **Across nodes**: NCCL's net transport, as the AllReduce model prices one ring hop over the
@@ -34,7 +33,6 @@ from laddersim.costs.collectives import interpolate_table_s, intra_node_allreduc
 from laddersim.costs.gemm_tables import SILICON, SOL
 from laddersim.costs.nccl_algorithms import net_hop_us
 from laddersim.costs.nccl_tuning import BASE_LATENCY_US, RING_EFFICIENCY
-from laddersim.costs.transport import shm_simple_fill_bytes
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.pipeline.placement import Hop
 
@@ -87,12 +85,10 @@ def _shm_s(profile: HardwareProfile, hop: Hop, sender: tuple[int, int], receiver
     spec = profile.collectives.transport
     shm, w = spec.shm, profile.what_if
     per_socket = int(spec.topology.gpus_per_socket.value)
-    moved = size_bytes
     if size_bytes <= P2P_LL_THRESHOLD_BYTES:
         latency_us = BASE_LATENCY_US["ring"][LL] + shm.ll_hop_latency_us.value
         rate_gbps = shm.ll_bus_bandwidth_gbps.value
     else:
-        moved = size_bytes + float(shm_simple_fill_bytes(spec, size_bytes))  # a step's write and read in series
         latency_us = BASE_LATENCY_US["ring"][SIMPLE] + shm.simple_hop_latency_us.value
         sockets = [(s[0], s[1] // per_socket) for s in hop.senders]
         rate_gbps = min(shm.simple_bus_bandwidth_gbps.value,
@@ -100,7 +96,7 @@ def _shm_s(profile: HardwareProfile, hop: Hop, sender: tuple[int, int], receiver
         if sender[1] // per_socket != receiver[1] // per_socket:
             crossing = sum(s[1] // per_socket != r[1] // per_socket for s, r in zip(hop.senders, hop.receivers))
             rate_gbps = min(rate_gbps, shm.socket_link_bandwidth_gbps.value / crossing)
-    return latency_us * 1e-6 * w.intra_latency_scale + moved / (rate_gbps * 1e9 * w.intra_bandwidth_scale)
+    return latency_us * 1e-6 * w.intra_latency_scale + size_bytes / (rate_gbps * 1e9 * w.intra_bandwidth_scale)
 
 
 def _net_s(profile: HardwareProfile, hop: Hop, size_bytes: float) -> float:

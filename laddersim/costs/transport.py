@@ -19,9 +19,11 @@ Times: a P2P ring keeps the profile's fitted protocol lines (``collectives.intra
 ``intra_node``); an SHM ring is ``base + 2(n-1) hops + 2(n-1)/n S / busbw`` per protocol, its
 Simple bandwidth the least of one GPU's SHM rate, its socket's host memory shared by the ring's
 GPUs on it (each byte written and read once) and the socket link crossed twice by a ring over two
-sockets; NVLS is the switch's own line. NCCL's tuner picks among them by its own estimates
-(``nccl_estimates_s``: the SHM path costed as PCI, NVLS at 25 us), not by what each really takes,
-so a message may run on a slower candidate than the fastest.
+sockets; NVLS is the switch's own lines for the nearest stated GPU count (the least of them at each
+size, as a fitted protocol curve: ``collectives.transport.nvls``). NCCL's tuner picks among them by
+its own estimates (``nccl_estimates_s``: the SHM path costed as PCI, NVLS at 25 us and the switch's
+bandwidth), not by what each really takes, so a message may run on a slower candidate than the
+fastest.
 """
 
 from __future__ import annotations
@@ -30,15 +32,13 @@ import math
 
 import numpy as np
 
-from laddersim.costs.nccl_tuning import BASE_LATENCY_US, INTRA_HOP_US, NVLS_INTRA_US, SIMPLE_STEP_BYTES
+from laddersim.costs.nccl_tuning import BASE_LATENCY_US, INTRA_HOP_US, NVLS_INTRA_US
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.hardware.transport_spec import TransportSpec
 
 TRANSPORTS = ("p2p_nvlink", "p2p_pcie", "shm", "net")
 # llMaxBws single node, Hopper (tuning.cc; ../shared/docs/nccl-cost-model.md table C): LL's cap, GB/s.
 LL_MAX_SINGLE_NODE_GBPS = 141.0
-# NCCL runs twice the ring channels its topology search builds (src/graph/connect.cc, ncclTopoPostset).
-RUNTIME_CHANNEL_FACTOR = 2
 
 
 def prices(profile: HardwareProfile, gpus: int) -> bool:
@@ -58,30 +58,41 @@ def ring_transport(spec: TransportSpec, gpus: int) -> str:
 
 
 def protocols(transport: str) -> tuple[str, ...]:
-    """The protocols NCCL enables on a ring of this transport: LL128 only over NVLink."""
+    """The protocols NCCL enables on a ring of this transport: LL128 only over NVLink (tuning.cc:
+    LL128 needs ``typeIntra <= PATH_NVB``; a path through the CPU, as every SHM hop and every
+    GPU pair under NCCL_P2P_DISABLE takes, and a PCIe switch path are beyond it)."""
     return ("ll", "ll128", "simple") if transport == "p2p_nvlink" else ("ll", "simple")
 
 
+def ring_offers(profile: HardwareProfile) -> dict[str, tuple[str, ...]]:
+    """The transports a one-node ring takes on the profile's node (2 GPUs to a full node), in
+    ``TRANSPORTS`` order, each with the protocols NCCL enables on it."""
+    taken = {ring_transport(profile.collectives.transport, n) for n in range(2, profile.node.gpus_per_node + 1)}
+    return {name: protocols(name) for name in TRANSPORTS if name in taken}
+
+
 def nvls_allowed(profile: HardwareProfile, gpus: int) -> bool:
-    """NVLS: the node's switch reduces (``nvls`` among the profile's algorithms), more than 2 GPUs."""
-    return "nvls" in profile.collectives.algorithms and gpus > 2 and bool(_nvls_term(profile.collectives.transport, gpus))
+    """NVLS: the node's switch reduces (``nvls`` among the profile's algorithms), more than 2 GPUs
+    (NCCL's ``ncclNvlsInit``: no NVLS for a group of 2 or fewer; P2P is not among its conditions)."""
+    return "nvls" in profile.collectives.algorithms and gpus > 2 and bool(_nvls_terms(profile.collectives.transport, gpus))
 
 
-def _nvls_term(spec: TransportSpec, gpus: int):
-    """The NVLS line for ``gpus`` GPUs, else the one of the nearest count (none: no NVLS)."""
+def _nvls_terms(spec: TransportSpec, gpus: int) -> list:
+    """The NVLS lines stated for ``gpus`` GPUs, else those of the nearest count (none: no NVLS)."""
     if not spec.nvls:
-        return None
-    return min(spec.nvls, key=lambda t: (abs(math.log(t.gpus / gpus)), t.gpus))
+        return []
+    nearest = min(spec.nvls, key=lambda t: (abs(math.log(t.gpus / gpus)), t.gpus)).gpus
+    return [t for t in spec.nvls if t.gpus == nearest]
 
 
 def nvls_bus_bandwidth_gbps(profile: HardwareProfile, gpus: int) -> float | None:
-    """Bus bandwidth of the node's in-switch reduction for ``gpus`` GPUs, as the transport states
-    it (None: no transport, or NVLS not allowed for this group). NVLS is no P2P transport, so a
-    node under NCCL_P2P_DISABLE keeps it, for a one-node AllReduce and as NVLS-tree's node part."""
+    """Bus bandwidth of the node's in-switch reduction for ``gpus`` GPUs, its stated lines' best
+    (None: no transport, or NVLS not allowed for this group). NVLS is no P2P transport, so a node
+    under NCCL_P2P_DISABLE keeps it, for a one-node AllReduce and as NVLS-tree's node part."""
     spec = profile.collectives.transport
     if spec is None or not nvls_allowed(profile, gpus):
         return None
-    return _nvls_term(spec, gpus).bus_bandwidth_gbps
+    return max(t.bus_bandwidth_gbps for t in _nvls_terms(spec, gpus))
 
 
 def shm_simple_bus_bandwidth_gbps(spec: TransportSpec, gpus: int) -> float:
@@ -96,40 +107,32 @@ def shm_simple_bus_bandwidth_gbps(spec: TransportSpec, gpus: int) -> float:
     return rate
 
 
-def shm_simple_fill_bytes(spec: TransportSpec, moved_bytes, hops: float = 1.0):
-    """Bytes an SHM transfer under Simple pays twice: a GPU writes each NCCL step of a channel's
-    data into the host buffer before the peer reads it (the step's flag), so within a step the
-    write and the read do not overlap; a transfer of k steps per channel overlaps them but for one
-    step (a two-stage pipeline). ``hops`` transfers (ring steps) each fill it once: the least of
-    the bytes and ``hops x channels x`` one step (``SIMPLE_STEP_BYTES``). The channels are NCCL's
-    run-time ones: its search's (``nccl_graph.channels``) duplicated (src/graph/connect.cc,
-    ncclTopoPostset)."""
-    channels = RUNTIME_CHANNEL_FACTOR * spec.nccl_graph.channels.value
-    return np.minimum(moved_bytes, hops * channels * SIMPLE_STEP_BYTES)
-
-
 def shm_candidates_s(profile: HardwareProfile, gpus: int, size_bytes) -> dict:
-    """Seconds of an SHM ring, per protocol."""
+    """Seconds of an SHM ring, per protocol NCCL enables on it (``protocols("shm")``): NCCL's ring
+    base latency, 2(n-1) host-staged hops and the moved bytes at the protocol's bandwidth."""
     spec = profile.collectives.transport
     w = profile.what_if
-    size = np.asarray(size_bytes, dtype=float)
-    moved = 2.0 * (gpus - 1) / gpus * size
+    moved = 2.0 * (gpus - 1) / gpus * np.asarray(size_bytes, dtype=float)
     steps = 2.0 * (gpus - 1)
     shm = spec.shm
-    ll_s = ((BASE_LATENCY_US["ring"][0] + steps * shm.ll_hop_latency_us.value) * 1e-6 * w.intra_latency_scale
-            + moved / (shm.ll_bus_bandwidth_gbps.value * 1e9 * w.intra_bandwidth_scale))
-    simple_s = ((BASE_LATENCY_US["ring"][2] + steps * shm.simple_hop_latency_us.value) * 1e-6 * w.intra_latency_scale
-                + (moved + shm_simple_fill_bytes(spec, moved, steps))
-                / (shm_simple_bus_bandwidth_gbps(spec, gpus) * 1e9 * w.intra_bandwidth_scale))
-    return {("ring", "ll"): ll_s, ("ring", "simple"): simple_s}
+    lines = {"ll": (BASE_LATENCY_US["ring"][0], shm.ll_hop_latency_us.value, shm.ll_bus_bandwidth_gbps.value),
+             "simple": (BASE_LATENCY_US["ring"][2], shm.simple_hop_latency_us.value,
+                        shm_simple_bus_bandwidth_gbps(spec, gpus))}
+    out = {}
+    for protocol in protocols("shm"):
+        base_us, hop_us, gbps = lines[protocol]
+        out[("ring", protocol)] = ((base_us + steps * hop_us) * 1e-6 * w.intra_latency_scale
+                                   + moved / (gbps * 1e9 * w.intra_bandwidth_scale))
+    return out
 
 
 def nvls_s(profile: HardwareProfile, gpus: int, size_bytes):
-    term = _nvls_term(profile.collectives.transport, gpus)
+    """Seconds of the switch's AllReduce: the least of its stated lines at each size."""
     w = profile.what_if
     moved = 2.0 * (gpus - 1) / gpus * np.asarray(size_bytes, dtype=float)
-    return (term.latency_us * 1e-6 * w.intra_latency_scale
-            + moved / (term.bus_bandwidth_gbps * 1e9 * w.intra_bandwidth_scale))
+    return np.min([term.latency_us * 1e-6 * w.intra_latency_scale
+                   + moved / (term.bus_bandwidth_gbps * 1e9 * w.intra_bandwidth_scale)
+                   for term in _nvls_terms(profile.collectives.transport, gpus)], axis=0)
 
 
 def candidates_s(profile: HardwareProfile, gpus: int, size_bytes, p2p_ring_s) -> dict:
@@ -146,8 +149,9 @@ def candidates_s(profile: HardwareProfile, gpus: int, size_bytes, p2p_ring_s) ->
 def nccl_estimates_s(profile: HardwareProfile, gpus: int, size_bytes, real: dict) -> dict:
     """NCCL's own estimate of every candidate (``ncclTopoGetAlgoTime``: latency + bytes / bw), by
     which its tuner chooses: an SHM ring is costed as a PCI path (``intraHw = PCI``: hop latencies
-    1.0 us LL, 5.7 us Simple; bandwidth ``channels x`` the path's least link, LL at half of it),
-    NVLS at its NVLink latency (25 us) and the switch's bandwidth; a P2P ring as it really runs.
+    1.0 us LL, 5.7 us Simple; bandwidth ``channels x`` the path's least link, LL at half of it;
+    no LL128, which NCCL enables only on paths up to NVB), NVLS at its NVLink latency (25 us) and
+    the switch's best stated bandwidth; a P2P ring as it really runs.
     Where the profile states NCCL's own tuning table for ``gpus`` ranks (``nccl_tuning``, read
     from the machine's NCCL debug log), its entries are the estimates."""
     spec = profile.collectives.transport
@@ -170,8 +174,7 @@ def nccl_estimates_s(profile: HardwareProfile, gpus: int, size_bytes, real: dict
         elif key == ("ring", "simple"):
             out[key] = (BASE_LATENCY_US["ring"][2] + steps * INTRA_HOP_US["pci"]["ring"][2]) * 1e-6 + moved / bus_bps
         elif key == ("nvls", "simple"):
-            term = _nvls_term(spec, gpus)
-            out[key] = NVLS_INTRA_US * 1e-6 + moved / (term.bus_bandwidth_gbps * 1e9)
+            out[key] = NVLS_INTRA_US * 1e-6 + moved / (nvls_bus_bandwidth_gbps(profile, gpus) * 1e9)
         else:
             out[key] = seconds
     return out

@@ -30,9 +30,10 @@ class NodeTopology(BaseModel):
 
 
 class NvlsTerm(BaseModel):
-    """The NVSwitch's in-switch AllReduce (NVLS) for a GPU count: ``latency + 2(n-1)/n S / busbw``.
+    """One line of the NVSwitch's in-switch AllReduce (NVLS) for a GPU count: ``latency + 2(n-1)/n
+    S / busbw``; several lines for one count are a fitted curve, the least of them at each size.
     NVLS reduces in the switch over NVLink multicast, not through the P2P transport, so
-    NCCL_P2P_DISABLE leaves it as it is."""
+    NCCL_P2P_DISABLE leaves it enabled (what it then costs is the profile's measurement)."""
 
     model_config = FROZEN_CONFIG
 

@@ -43,6 +43,9 @@ _FILES = {
         "stas00/ml-engineering @ 744d01e18b79512572f64a6bbd8b5f4a725203a7 : network/README.md "
         "(section \"Inter-node speed depends on intra-node speed\")",
     "tokenweave/figure_5.csv": "microsoft/tokenweave @ f483d1c431f55734f38b1c039f3ca0e44f465d05 : artifact/csvs/figure_5.csv",
+    "p2p_off_pcie/nccl_public/rtx5090_genoa_x2_x4_shm_nccl_tests_287.txt":
+        "https://github.com/NVIDIA/nccl-tests/issues/287 (commit: not recorded in provenance; an issue thread, read "
+        "from a public mirrored copy) : the 4x RTX 5090 all_reduce_perf table",
     "../docs/ladder-residual.md":
         "mayank31398/ladder-residual-inference (commit: not recorded in provenance) : the authors' AllReduce "
         "microbenchmark, as quoted for Zhang et al., arXiv 2501.06589",

@@ -11,6 +11,7 @@ these original rows when ``../shared`` is present and with the shipped rows othe
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,9 +119,29 @@ def _ladder_point(path: Path) -> pd.DataFrame:
     return pd.DataFrame({"gpus": [8], "nodes": [1], "size_bytes": [4.0 * MIB], "time_us": [135.4]})
 
 
+def _nccl_tests_log(path: Path) -> pd.DataFrame:
+    """The all_reduce_perf table of a trimmed nccl-tests log (text as printed): every row after the
+    command line naming ``-g N`` (N GPUs), its out-of-place time; the first table of the file."""
+    gpus, rows = None, []
+    for line in path.read_text().splitlines():
+        command = re.search(r"all_reduce_perf .*-g (\d+)", line)
+        if command and gpus is None:
+            gpus = int(command.group(1))
+            continue
+        fields = line.split()
+        if gpus is not None and len(fields) >= 6 and fields[0].isdigit() and fields[1].isdigit():
+            rows.append((float(fields[0]), float(fields[5])))
+        elif gpus is not None and rows and line.startswith("#"):
+            break  # the table ended
+    if not rows:
+        raise ValueError(f"{path}: no all_reduce_perf table after a '-g N' command line")
+    sizes, times = zip(*rows)
+    return pd.DataFrame({"gpus": gpus, "nodes": 1, "size_bytes": sizes, "time_us": times})
+
+
 READERS = {f.__name__.lstrip("_"): f for f in
            (_aic_nccl, _aic_custom_graph, _vidur, _apex, _nccl_tests, _stas00, _tokenweave, _tokenweave_multimem,
-            _ladder_point)}
+            _ladder_point, _nccl_tests_log)}
 
 _AIC_LOOP = ("nccl-tests all_reduce_perf -w 40 -n 100/60 -c 0, out-of-place time, no CUDA graphs "
              "(aiconfigurator PROVENANCE.md)")
@@ -205,6 +226,10 @@ ALLREDUCE_SOURCES: dict[str, AllReduceSource] = {s.key: s for s in (
                     "multimem_ar_us (best CTA count per BL); bytes = BL*hidden_size*2",
                     "multimem (TokenWeave NVLS all-reduce kernel)", "eager", "single",
                     "median of single CUDA-event-timed multimem (NVLS) all-reduce kernels, L2 flushed"),
+    AllReduceSource("nccltests_shm_rtx5090_4gpu", "p2p_off_pcie/nccl_public/rtx5090_genoa_x2_x4_shm_nccl_tests_287.txt",
+                    "nccl_tests_log", "the 4-GPU all_reduce_perf table (8 B-128 MiB), out-of-place time", "NCCL 2.26.2",
+                    "eager", "loop", "4x GeForce RTX 5090 PCIe on AMD EPYC Genoa, GPU P2P unsupported: SHM transport "
+                    "(the same thread's 2-GPU INIT log: 'via SHM/direct/direct', 2 coll channels, 0 nvls channels)"),
     AllReduceSource("ladder_paper_p2p_off_point", "../docs/ladder-residual.md", "ladder_point",
                     "the 8-GPU 4 MiB P2P-off number (135.4 us)", "NCCL 2.20.5", "eager", "single",
                     "authors' repo microbenchmark, NCCL_P2P_DISABLE=1"),
