@@ -1,20 +1,25 @@
 """laddersim: a discrete-event simulator of tensor-parallel LLM inference (standard vs Ladder
-Residual schedules). The Python API (``laddersim.api``), one function per command, each returning
-a pandas DataFrame, loaded on first use so that ``import laddersim`` stays cheap:
+Residual schedules). The Python API (``laddersim.api``) holds every task the command line runs,
+one function each, with typed parameters, returning pandas DataFrames or objects; it is loaded on
+first use so that ``import laddersim`` stays cheap:
 
 * ``simulate(model, hardware, tp, batch, prompt_len, gen_len, schedules, ...)``: one row per schedule
 * ``timeline(...)``: the spans of every op, rank and step
 * ``sweep(grid, out)``: the results table of a what-if grid
 * ``validate(measured)``, ``fit(measured, hardware)``: predictions against measured runs
-* ``plan(model, ...)``: the cheapest deployments meeting a target
+* ``plan(model, ...)``: the cheapest deployments meeting a target; ``break_even(model, tp, a, b)``
 * ``serving(model, hardware, tp, rate=...)``: one replica under load
 * ``kernels(model, hardware, tp)``: what one layer is charged, kernel by kernel
-* ``load_profile(name)``: a hardware profile
+* ``load_profile(name)``, ``profiles()``, ``show_profile``, ``check_profile``, ``fit_profile``,
+  ``profiles_report``: hardware profiles
+* ``calibrate_run``, ``calibrate_fit``, ``import_nccl_tests``, ``nccl_log``, ``nccl_tuning``,
+  ``calibrate_kernels``: profiles and framework files from measurements
+* ``plot(results, kind)``, ``plot_timeline(...)``, ``report()``: figures and the main report
 
 ``help(laddersim.simulate)`` and ``inspect.signature`` show each function's parameters.
 
-``simulate``, ``sweep``, ``plan`` and ``serving`` are also the names of submodules; on the
-package these names are the API functions. Import the submodules with ``from``
+``simulate``, ``sweep``, ``plan``, ``serving`` and ``report`` are also the names of submodules; on
+the package these names are the API functions. Import the submodules with ``from``
 (``from laddersim.simulate import make_scenario``, ``from laddersim.sweep import runner``), not
 through the package attribute (``laddersim.sweep`` being the function, ``laddersim.sweep.runner``
 is not the submodule).
@@ -25,7 +30,11 @@ from __future__ import annotations
 import sys
 import types
 
-API = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "serving", "kernels", "load_profile")
+# laddersim.api.PUBLIC, restated: importing laddersim.api here would load it (a test checks the two).
+API = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "break_even", "serving", "kernels", "load_profile",
+       "profiles", "show_profile", "check_profile", "fit_profile", "profiles_report", "calibrate_run",
+       "calibrate_fit", "import_nccl_tests", "nccl_log", "nccl_tuning", "calibrate_kernels", "plot",
+       "plot_timeline", "report")
 __all__ = [*API, "__version__"]
 
 
@@ -50,6 +59,7 @@ class _Package(types.ModuleType):
     sweep = _api_function("sweep")
     plan = _api_function("plan")
     serving = _api_function("serving")
+    report = _api_function("report")
 
 
 sys.modules[__name__].__class__ = _Package

@@ -5,11 +5,15 @@ prediction: a linearised 95% interval, exp(+-1.96 sigma) on the log scale)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 
-from laddersim.fitting import FitResult
 from laddersim.validation.core import SETTING, ValidationSetup, validate
+
+if TYPE_CHECKING:  # laddersim.fitting calls missed_own_rows
+    from laddersim.fitting import FitResult
 
 PREDICTED_SCHEDULES = ("standard", "ladder", "parallel", "upper_bound")
 Z95 = 1.96
@@ -42,11 +46,9 @@ def predictions(result: FitResult, measured: pd.DataFrame, setup: ValidationSetu
     sigma_tps = np.zeros(len(grid))
     sigma_speedup = np.zeros(len(grid))
     if result.covariance is not None and result.steps:
-        sens = np.column_stack([(np.log(_predicted(grid.drop(columns="measured"), profiles, setup)) - log_tps) / dx
-                                for dx, profiles in result.steps])
-        sens_speedup = sens - sens[to_std]
-        sigma_tps = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", sens, result.covariance, sens), 0.0))
-        sigma_speedup = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", sens_speedup, result.covariance, sens_speedup), 0.0))
+        sens = _sensitivities(grid.drop(columns="measured"), log_tps, result.steps, setup)
+        sigma_tps = _log_sigma(sens, result.covariance)
+        sigma_speedup = _log_sigma(sens - sens[to_std], result.covariance)
     for name, center, sigma in (("tokens_per_s", out["predicted_tokens_per_s"], sigma_tps),
                                 ("speedup", out["predicted_speedup"], sigma_speedup)):
         out[f"{name}_low"] = center * np.exp(-Z95 * sigma)
@@ -55,6 +57,41 @@ def predictions(result: FitResult, measured: pd.DataFrame, setup: ValidationSetu
     out["measured_speedup"] = out["measured"] / measured_std
     out["speedup_error_pp"] = (out["predicted_speedup"] - out["measured_speedup"]) * 100.0
     return out
+
+
+def _sensitivities(grid: pd.DataFrame, log_tps: np.ndarray, steps, setup: ValidationSetup) -> np.ndarray:
+    """d log(tokens/s) / d parameter of each grid row, by finite differences over the fit's steps
+    (``FitResult.steps``: the step and the profiles there)."""
+    return np.column_stack([(np.log(_predicted(grid, profiles, setup)) - log_tps) / dx for dx, profiles in steps])
+
+
+def _log_sigma(sens: np.ndarray, covariance: np.ndarray) -> np.ndarray:
+    """Per row, the standard deviation of log(prediction) the parameters' covariance gives."""
+    return np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", sens, covariance, sens), 0.0))
+
+
+def missed_own_rows(rows: pd.DataFrame, fitted: pd.DataFrame, steps, covariance: np.ndarray | None,
+                    setup: ValidationSetup) -> str | None:
+    """One line when the fitted profile misses fitted rows by more than its 95% interval for them
+    (what ``predictions`` prints), None when every fitted row lies inside it. ``rows``: the fitted
+    measured rows; ``fitted``: their validation frame with the fitted profiles."""
+    if covariance is None or not steps or not len(rows):
+        return None  # no interval to compare with (the pinning warnings say why)
+    log_tps = np.log(fitted["predicted_tokens_per_s"].to_numpy())
+    sigma = _log_sigma(_sensitivities(rows, log_tps, steps, setup), covariance)
+    log_miss = np.abs(log_tps - np.log(rows["tokens_per_s"].to_numpy(dtype=float)))
+    outside = log_miss > Z95 * sigma
+    if not outside.any():
+        return None
+    worst = int(np.argmax(np.where(outside, log_miss - Z95 * sigma, -np.inf)))
+    row = rows.iloc[worst]
+    centre = float(np.exp(log_tps[worst]))
+    return (f"the fitted profile misses {int(outside.sum())} of its {len(rows)} fitted rows by more than its 95% "
+            f"interval (worst: {row['model']} tp={row['tp']} batch={row['batch']} p2p={row['p2p']} {row['schedule']}: "
+            f"predicted {centre:.1f} [{centre * np.exp(-Z95 * sigma[worst]):.1f}, "
+            f"{centre * np.exp(Z95 * sigma[worst]):.1f}] tokens/s, measured {float(row['tokens_per_s']):.1f}): "
+            "the model lacks or misprices a cost these rows pay, and the fitted profile's other predictions "
+            "inherit it")
 
 
 def held_out_speedup_summary(table: pd.DataFrame, fitted_schedules: tuple[str, ...]) -> pd.DataFrame:

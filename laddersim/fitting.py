@@ -1,42 +1,9 @@
 """Fit what microbenchmarks cannot pin down from a user's own end-to-end runs.
 
 "I measured my current model; what will Ladder give me?" From measured ``standard`` (and
-optionally ``upper_bound``) rows the fit sets, by bounded robust least squares on
-log(predicted / measured) tokens/s:
-
-* shared by every profile of the measured machine (P2P on and off are the same GPUs and
-  software): ``framework.step_overhead_us``, the fixed cost of a forward pass; a common scale
-  of ``gpu.gemm_memory_efficiency`` and ``gpu.elementwise_memory_efficiency`` (how well the
-  framework's kernels stream weights and the KV cache); and, when the rows hold batch 1 and
-  larger batches, ``framework.single_token_kernel_floor_us`` (a compiled batch-1 step runs
-  other, fused kernels than an M > 1 step);
-* per profile: the effective AllReduce floor and bandwidth, as scales of the profile's
-  collective model (``what_if.intra_latency_scale``, ``what_if.intra_bandwidth_scale``). A
-  collective model built from mechanisms (no measured table, e.g. ``h100-sxm-p2p-off``) gets a
-  floor and a bandwidth per group size instead, written as ``collectives.intra_node_fits``, when
-  rows of a measured collective on the same machine pin the per-step constant.
-  A collective is fitted only when the rows see it apart from the compute: ``upper_bound`` rows
-  (no communication) or overlapping ones (``ladder``) beside ``standard``. From ``standard``
-  rows alone it stays as the profile has it. A measured one: there the AllReduce and the kernels
-  around it change together with TP, and on real runs a fit trades one for the other
-  (Llama-3.1-8B's 15 standard rows: AllReduce floor +26%, memory efficiency +11%, and the
-  held-out schedules' speedups 3.5 pp median error instead of 1.7 pp with the collective held).
-  One built from mechanisms: standard rows pin what the collective adds to a step, not how much
-  of it an overlapping schedule hides, and a fit that puts the whole gap into it predicts the
-  overlap the rows never saw (Llama-3.1-70B's 20 standard rows, P2P off fitted per group size:
-  held-out speedups 1.90 / 22.98 pp median / worst against the unfitted profile's 2.15 / 12.26;
-  held, 1.59 / 12.26).
-
-The scales of numbers the profile already measured are held by a prior: each costs, per sigma
-of log-scale, as much as one row off by the loss scale, so rows that cannot tell two
-parameters apart leave the microbenchmarked one where it was. A collective model built from
-mechanisms (no measured table) gets a weak prior.
-
-Only when the fitted rows include a schedule that overlaps AllReduce with compute (``ladder``,
-``hybrid:N``; ``laddersim fit --with-ladder``), shared by every profile: the interference
-fractions ``interference.compute_slowdown`` and ``interference.comm_slowdown`` (on the part of
-the collective the base profile names), replacing any per-size curve. This is the workflow "I
-measured ladder on one setting; what will it give on the others?".
+optionally ``upper_bound`` and ``ladder``) rows the fit sets the numbers
+``laddersim.fit_parameters`` names by bounded robust least squares on log(predicted / measured)
+tokens/s, each held near the base profile's value by a prior.
 
 Kept from the base profile, and said so in the provenance: the per-collective constant
 ``framework.collective_sync_us`` and input copies (with standard rows a per-collective
@@ -44,6 +11,11 @@ constant is indistinguishable from the per-step one; microbenchmarks and the fra
 fix them) and, without overlapping rows, the interference fractions (``standard`` and
 ``upper_bound`` never overlap compute with communication, so they carry no information about
 them).
+
+A fit that cannot explain its own rows says so: a fitted row whose measurement lies outside the
+fitted profile's 95% interval for it (the parameters' uncertainty carried to the prediction,
+``laddersim.fit_predictions``) is a cost the model lacks or moves wrongly, and every other
+prediction of the fitted profile inherits it.
 """
 
 from __future__ import annotations
@@ -59,10 +31,10 @@ import yaml
 from scipy.optimize import least_squares
 
 from laddersim.errors import UserInputError
-from laddersim.costs.collectives import alpha_beta_time_s
-from laddersim.hardware.comm_specs import ProtocolTerm, TierFit
+from laddersim.fit_parameters import PRIOR_SIGMA, WEAK_PRIOR_SIGMA, Param, apply, parameters
+from laddersim.fit_predictions import missed_own_rows
 from laddersim.hardware.profile import HardwareProfile, load_profile
-from laddersim.hardware.sourced import MeasuredTable, Sourced
+from laddersim.hardware.sourced import MeasuredTable
 from laddersim.model_shape import load_model_shape
 from laddersim.provenance import laddersim_version, profile_sha256
 from laddersim.schedules.plan import overlaps_communication
@@ -70,33 +42,7 @@ from laddersim.validation.core import ValidationSetup, validate
 
 FIT_SCHEDULES = ("standard", "upper_bound")
 LOSS_SCALE = 0.03  # a row off by ~3% is where the robust loss turns from quadratic to linear
-# Per-step and per-kernel constants (step overhead, single-token kernel floor): held near the base
-# profile's microbenchmark value, one sigma = a factor e. A fitted 1.8 ms step overhead for a
-# CUDA-graph decode step is a missing mechanism, not a result: the rows must pay heavily for it.
-CONSTANT_PRIOR_SIGMA = 1.0
-PRIOR_SIGMA = 0.1  # microbenchmarked scales: one sigma = 10%
-WEAK_PRIOR_SIGMA = 0.5  # scales of a collective model built from mechanisms, not a measured table
 FAR_FROM_PRIOR_SIGMAS = 2.0  # a fitted value this many prior sigmas from its base is reported
-
-
-@dataclass(frozen=True)
-class _Param:
-    """One fitted number: its name, which profile it belongs to, start value, bounds, typical step."""
-
-    name: str
-    p2p: str | None  # None: shared by every profile
-    start: float
-    lower: float
-    upper: float
-    scale: float
-    # Scales of a microbenchmarked number: how far (log scale, one sigma) the fit may pull it
-    # before that costs as much as one measured row off by the loss scale. None: no prior.
-    prior_sigma: float | None = None
-
-    @property
-    def label(self) -> str:
-        """The name as reported: ``name[p2p=off]`` for a parameter of one P2P setting's profile."""
-        return self.name + (f"[p2p={self.p2p}]" if self.p2p else "")
 
 
 @dataclass
@@ -111,106 +57,6 @@ class FitResult:
     covariance: np.ndarray | None = None
     steps: list[tuple[float, dict[str, HardwareProfile]]] | None = None
     base_rows: pd.DataFrame | None = None  # validation frame of every row with the base profiles (no fit)
-
-
-def _apply(profile: HardwareProfile, values: dict[str, float], source: str) -> HardwareProfile:
-    """``profile`` with the fitted values set (names as in ``_Param.name``)."""
-    gpu, fw = profile.gpu, profile.framework
-    mem = values["memory_efficiency_scale"]
-    new_gpu = gpu.model_copy(update={
-        "gemm_memory_efficiency": Sourced(value=min(gpu.gemm_memory_efficiency.value * mem, 1.0), source=source),
-        "elementwise_memory_efficiency": Sourced(value=min(gpu.elementwise_memory_efficiency.value * mem, 1.0),
-                                                 source=source),
-    })
-    fw_update = {"step_overhead_us": Sourced(value=values["step_overhead_us"], source=source)}
-    if "single_token_kernel_floor_us" in values:
-        fw_update["single_token_kernel_floor_us"] = Sourced(value=values["single_token_kernel_floor_us"],
-                                                            source=source)
-    new_fw = fw.model_copy(update=fw_update)
-    interference = profile.interference
-    if "compute_slowdown" in values:
-        interference = interference.model_copy(update={  # the channel rule, if any, is kept
-            "compute_slowdown": Sourced(value=values["compute_slowdown"], source=source),
-            "comm_slowdown": Sourced(value=values["comm_slowdown"], source=source),
-            "by_size": []})
-    what_if = profile.what_if.model_copy(update={
-        "intra_latency_scale": profile.what_if.intra_latency_scale * values.get("allreduce_latency_scale", 1.0),
-        "intra_bandwidth_scale": profile.what_if.intra_bandwidth_scale * values.get("allreduce_bandwidth_scale", 1.0),
-        "source": source})
-    per_group = {int(name.split("@")[1]): v for name, v in values.items()
-                 if name.startswith("allreduce_latency_scale@")}
-    collectives = profile.collectives
-    if per_group:
-        fits = {f.gpus: f for f in collectives.intra_node_fits}
-        for gpus, scale in per_group.items():
-            fits[gpus] = _scaled_fit(profile, gpus, scale, values[f"allreduce_bandwidth_scale@{gpus}"], source)
-        collectives = collectives.model_copy(update={"intra_node_fits": [fits[g] for g in sorted(fits)]})
-    return profile.model_copy(update={"gpu": new_gpu, "framework": new_fw, "what_if": what_if,
-                                      "collectives": collectives, "interference": interference})
-
-
-def _scaled_fit(profile: HardwareProfile, gpus: int, scale: float, bw_scale: float, source: str) -> TierFit:
-    """The profile's intra-node AllReduce curve for ``gpus`` ranks, latency and bandwidth scaled."""
-    fit = profile.intra_node_fit(gpus)
-    if fit is None:
-        tier = profile.collectives.intra_node
-        latency_us = float(alpha_beta_time_s(tier, gpus, 0.0)) * 1e6
-        terms = [ProtocolTerm(protocol=tier.algorithm, latency_us=latency_us,
-                              bus_bandwidth_gbps=tier.bus_bandwidth_gbps.value)]
-    else:
-        terms = list(fit.terms)
-    return TierFit(gpus=gpus, source=source, terms=[
-        t.model_copy(update={"latency_us": t.latency_us * scale,
-                             "bus_bandwidth_gbps": t.bus_bandwidth_gbps * bw_scale})
-        for t in terms])
-
-
-def _parameters(base: dict[str, HardwareProfile], settings: list[str], batches: set[int],
-                group_sizes: dict[str, set[int]], overlapped: bool, collectives_seen: bool) -> list[_Param]:
-    first = base[settings[0]]
-    best_eff = max(first.gpu.gemm_memory_efficiency.value, first.gpu.elementwise_memory_efficiency.value)
-    step = first.framework.step_overhead_us.value
-    params = [
-        _Param("step_overhead_us", None, step, step * 1e-3 if step > 0 else 0.0, max(20000.0, step), 50.0,
-               CONSTANT_PRIOR_SIGMA if step > 0 else None),
-        _Param("memory_efficiency_scale", None, 1.0, 0.3, 1.0 / best_eff, 0.05, PRIOR_SIGMA),
-    ]
-    if 1 in batches and len(batches) > 1:
-        # Batch-1 and larger-batch steps together tell the single-token kernel floor from the rest.
-        launch = first.gpu.kernel_launch_us.value
-        floor = first.framework.single_token_kernel_floor_us
-        start = floor.value if floor else launch
-        params.append(_Param("single_token_kernel_floor_us", None, start, start * 1e-3 if start > 0 else 0.0,
-                             max(4.0 * launch, start), 0.5, CONSTANT_PRIOR_SIGMA if start > 0 else None))
-    if overlapped:
-        # Rows that overlap AllReduce with compute: the two interference fractions (no prior, the
-        # shipped ones are estimates), one for the machine.
-        interference = first.interference
-        params += [_Param("compute_slowdown", None, interference.compute_slowdown.value, 0.0, 1.0, 0.02),
-                   _Param("comm_slowdown", None, interference.comm_slowdown.value, 0.0, 10.0, 0.2)]
-    if not collectives_seen:
-        # Standard rows alone: the AllReduce's time and the compute around it move together with
-        # TP, so the rows cannot tell a slower collective from kernels that shrink worse with TP,
-        # nor how much of a collective an overlapping schedule hides; every collective stays as the
-        # profile has it (see the module docstring).
-        return params
-    measured = {p: any(t.use == "model" for t in base[p].collectives.tables) for p in settings}
-    for p in settings:
-        # A collective model read from measured tables is held closer than one built from
-        # mechanisms, and keeps its measured shape across group sizes. A mechanism-built one gets
-        # a floor and a bandwidth per group size (how a transport's cost changes with the group,
-        # e.g. once a ring crosses CPU sockets, is what it does not know) when rows of a measured
-        # collective pin the per-step constant: otherwise floors and that constant trade off
-        # one for one.
-        sigma = PRIOR_SIGMA if measured[p] else WEAK_PRIOR_SIGMA
-        if measured[p] or not any(measured.values()):
-            suffixes = [""]
-        else:
-            suffixes = [f"@{tp}" for tp in sorted(group_sizes[p]) if tp > 1 and base[p].nodes_for(tp) == 1]
-        for suffix in suffixes:
-            params += [_Param("allreduce_latency_scale" + suffix, p, 1.0, 0.05, 100.0, 0.2, sigma),
-                       _Param("allreduce_bandwidth_scale" + suffix, p, 1.0, 0.1, 10.0, 0.2, sigma)]
-    return params
 
 
 def _soft_l1(z: np.ndarray) -> np.ndarray:
@@ -261,14 +107,14 @@ def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup
     # Rows without communication (upper_bound) or overlapping it (ladder) beside standard ones see
     # the AllReduce's own time; standard rows alone do not.
     collectives_seen = bool(set(rows["schedule"]) - {"standard"})
-    params = _parameters(base, settings, set(rows["batch"].astype(int)), group_sizes, overlapped, collectives_seen)
+    params = parameters(base, settings, set(rows["batch"].astype(int)), group_sizes, overlapped, collectives_seen)
     evaluations = [0]
 
     def profiles_for(x: np.ndarray, source: str = "fit in progress") -> dict[str, HardwareProfile]:
         out = {}
         for p in settings:
             values = {q.name: v for q, v in zip(params, x) if q.p2p in (None, p)}
-            out[p] = _apply(base[p], values, source)
+            out[p] = apply(base[p], values, source)
         return out
 
     def frame_for(x: np.ndarray, which: pd.DataFrame) -> pd.DataFrame:
@@ -313,6 +159,9 @@ def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup
         bumped = x.copy()
         bumped[i] = min(x[i] + 0.1 * q.scale, upper[i]) if x[i] + 0.1 * q.scale <= upper[i] else x[i] - 0.1 * q.scale
         steps.append((bumped[i] - x[i], profiles_for(bumped)))
+    missed = missed_own_rows(rows, fit_frame, steps, covariance, setup)
+    if missed:
+        warnings.insert(0, missed)
     med = float(fit_frame["rel_error"].abs().median() * 100)
     worst = float(fit_frame["rel_error"].abs().max() * 100)
     source = (f"fit: `{command}` on {len(rows)} measured rows (schedules {', '.join(sorted(set(rows['schedule'])))}), "
@@ -330,8 +179,10 @@ def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup
             "fit_residual_worst_pct": f"{worst:.3f}",
             "fit_kept": "collective_sync_us and collective_input_copies (per-collective constants, "
                         "indistinguishable from the per-step constant in these rows)"
-                        + ("" if collectives_seen else " and the AllReduce model (standard rows alone cannot "
-                                                       "tell it from the compute, nor what a schedule hides of it)")
+                        + ("" if collectives_seen else " and the AllReduce's own floor and bandwidth (standard "
+                                                       "rows alone cannot tell it from the compute, nor what a "
+                                                       "schedule hides of it: it moves with the machine's common "
+                                                       "speed only)")
                         + ("" if overlapped else " and interference (no fitted row overlaps compute with "
                                                  "communication)") + ": from the base profile",
             "fit_priors": (f"log-scale sigma {PRIOR_SIGMA} on microbenchmarked scales, {WEAK_PRIOR_SIGMA} on a "
@@ -341,7 +192,7 @@ def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup
     return FitResult(fitted, values, fit_frame, all_frame, warnings, covariance, steps, base_rows)
 
 
-def _pinning_warnings(params: list[_Param], x: np.ndarray, rows: int) -> list[str]:
+def _pinning_warnings(params: list[Param], x: np.ndarray, rows: int) -> list[str]:
     """What says the rows could not pin the parameters: fewer rows than parameters, a parameter
     that ended at one of its bounds, a microbenchmarked value pulled far from where it was."""
     out = []
@@ -357,16 +208,21 @@ def _pinning_warnings(params: list[_Param], x: np.ndarray, rows: int) -> list[st
            if q.prior_sigma and q.start > 0 and abs(np.log(v / q.start)) > FAR_FROM_PRIOR_SIGMAS * q.prior_sigma]
     if far:
         out.append(f"far from its microbenchmark value (over {FAR_FROM_PRIOR_SIGMAS:g} sigma of its prior): "
-                   f"{', '.join(far)}: the rows pay for a cost the model lacks, so read the other schedules' "
-                   "predictions with care")
+                   f"{', '.join(far)}: the rows' machine differs there from the profile's microbenchmarks or pays "
+                   "for a cost the model lacks, so read the other schedules' predictions with care")
     return out
 
 
 def _covariance(jac: np.ndarray, row_residuals: np.ndarray, n_params: int) -> np.ndarray | None:
     """Covariance of the fitted parameters, s^2 (J^T J)^-1 with s^2 the rows' residual variance
-    (at least the loss scale's, LOSS_SCALE^2); None when J^T J is singular."""
-    dof = max(len(row_residuals) - n_params, 1)
-    s2 = max(float(np.sum(row_residuals ** 2)) / dof, LOSS_SCALE ** 2)
+    (at least the loss scale's, LOSS_SCALE^2); None when J^T J is singular. The variance is the
+    robust one the loss fits with (1.4826 x the median absolute residual, squared, per degree of
+    freedom): a few rows the model cannot explain do not widen every prediction's interval until
+    their own misses fit inside theirs."""
+    n = len(row_residuals)
+    dof = max(n - n_params, 1)
+    robust = 1.4826 * float(np.median(np.abs(row_residuals))) if n else 0.0
+    s2 = max(robust ** 2 * n / dof, LOSS_SCALE ** 2)
     try:
         return s2 * np.linalg.inv(jac.T @ jac)
     except np.linalg.LinAlgError:

@@ -137,3 +137,36 @@ def run_dir_lock(directory: str | Path, flag: str = "out", lock_name: str = LOCK
     finally:
         if not held_before:
             unlock_run_dir(directory, lock_name)
+
+
+ROW_FORMATS = (".csv", ".parquet", ".json")  # what ``write_rows`` writes, by the file's suffix
+
+
+def out_format(path: str | Path) -> str:
+    """The suffix of a rows file ``write_rows`` can write; any other is one line naming them."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in ROW_FORMATS:
+        raise UserInputError(f"out: '{path}' has no known format; allowed: a file ending in {', '.join(ROW_FORMATS)}")
+    return suffix
+
+
+def write_rows(rows: list[dict], path: str | Path) -> None:
+    """Rows (JSON objects, e.g. ``simulate --json``'s) as CSV, Parquet or the same JSON array;
+    one line on stderr names the file."""
+    import json
+    import sys
+
+    import pandas as pd
+
+    suffix = out_format(path)
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        if suffix == ".json":
+            Path(path).write_text(json.dumps(rows, indent=2) + "\n")
+        elif suffix == ".csv":
+            pd.DataFrame(rows).to_csv(path, index=False)
+        else:
+            pd.DataFrame(rows).to_parquet(path, index=False)
+    except OSError as exc:
+        raise UserInputError(f"out: cannot write {path}: {exc.strerror}") from None
+    print(f"out: {Path(path)} ({len(rows)} rows)", file=sys.stderr)

@@ -46,3 +46,29 @@ def chrome_trace(timeline: pd.DataFrame, title: str = "laddersim", collectives: 
 def write_chrome_trace(timeline: pd.DataFrame, path: str | Path, title: str = "laddersim",
                        collectives: dict | None = None) -> None:
     Path(path).write_text(json.dumps(chrome_trace(timeline, title, collectives)))
+
+
+def write_schedules_trace(results, path: str | Path, steps: str | int) -> None:
+    """The trace of every schedule's SimResult (``simulate --trace``): the prefill and the first
+    ``steps`` decode steps (a count or "all"), one process per schedule; one line on stderr."""
+    import sys
+
+    from laddersim.costs.collective_labels import collective_args
+    from laddersim.errors import UserInputError
+
+    frames = []
+    for result in results:
+        n = len(result.decode_metrics)
+        wanted = list(range(n)) if steps == "all" else list(range(min(steps, n)))
+        frames.append(result.timeline("prefill").assign(schedule=result.scenario.schedule))
+        if wanted:
+            frames.append(result.timeline(wanted).assign(schedule=result.scenario.schedule))
+    spans = pd.concat(frames, ignore_index=True)
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        sc = results[0].scenario  # every schedule runs the same collectives (model, hardware, TP)
+        write_chrome_trace(spans, path, title=f"{sc.model.name} on {sc.hardware.name}",
+                           collectives=collective_args(sc.model, sc.hardware, sc.workload, sc.tp))
+    except OSError as exc:
+        raise UserInputError(f"trace: cannot write {path}: {exc.strerror}") from None
+    print(f"trace: {Path(path)} ({len(spans)} spans, {len(results)} schedules)", file=sys.stderr)

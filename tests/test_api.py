@@ -72,7 +72,7 @@ def test_validate_predicts_the_given_rows():
 def test_sweep_returns_the_results_table(tmp_path):
     grid = {"models": ["llama-3.1-8b"], "hardware": ["h100-sxm-nvswitch"], "tp": [2], "prompt_len": [64],
             "gen_len": [4], "schedules": ["standard", "ladder"]}
-    frame = laddersim.sweep(grid, tmp_path / "sweep")
+    frame = laddersim.sweep(grid, tmp_path / "sweep", workers=1)
     assert sorted(frame["schedule"]) == ["ladder", "standard"]
     assert frame.equals(pd.read_parquet(tmp_path / "sweep" / "results.parquet"))
 
@@ -128,11 +128,11 @@ def test_help_and_signature_show_the_function(name):
     import pydoc
 
     function = getattr(laddersim, name)
-    assert inspect.isfunction(function) and function.__module__ == "laddersim.api"
+    assert inspect.isfunction(function) and function.__module__.startswith("laddersim.api.")
     parameters = inspect.signature(function).parameters
     assert parameters and all(p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters.values())
     text = pydoc.render_doc(function, renderer=pydoc.plaintext)
-    assert text.splitlines()[0] == "Python Library Documentation: function %s in module laddersim.api" % name
+    assert text.splitlines()[0] == f"Python Library Documentation: function {name} in module {function.__module__}"
     assert f"{name}(" + next(iter(parameters)) in text  # the signature, first parameter first
     first_line = inspect.getdoc(function).splitlines()[0]
     assert len(first_line) > 20 and first_line in text
@@ -147,16 +147,18 @@ def _command_defaults(command: str) -> dict:
 
 
 # API parameter -> command option, where the names differ.
-_RENAMED = {"schedules": "schedule", "batches": "batch", "tps": "tp", "profiles": "profiles"}
+_RENAMED = {"schedules": "schedule"}
 
 
 @pytest.mark.parametrize("name, skip", [
-    ("simulate", {"schedules"}),  # the command's --schedule default is None, meaning standard and ladder
-    ("plan", {"workers"}),  # the command's default is every core; the API's None means the same
-    ("serving", {"schedules", "per_request"}),
+    ("simulate", {"schedules", "progress"}),  # --schedule's default None means standard and ladder; a bar always
+    ("plan", {"progress"}),  # the command: --no-progress
+    ("serving", {"schedules", "per_request", "progress"}),  # the command: --no-progress
     ("kernels", set()),
+    ("validate", {"measured", "report", "progress"}),  # the command's report folder is runs/validation
 ])
 def test_api_defaults_are_the_commands(name, skip):
+    """Every option's default is its API parameter's: the flags read them (cli.args.default_of)."""
     import inspect
 
     defaults = _command_defaults(name)
@@ -164,7 +166,7 @@ def test_api_defaults_are_the_commands(name, skip):
     for parameter in inspect.signature(getattr(laddersim, name)).parameters.values():
         if parameter.default is parameter.empty or parameter.name in skip:
             continue
-        option = _RENAMED.get(parameter.name, parameter.name)
+        option = parameter.name if parameter.name in defaults else _RENAMED.get(parameter.name, parameter.name)
         want = defaults[option]
         got = parameter.default
         assert (list(got) if isinstance(got, tuple) else got) == want or str(got) == want, parameter.name
@@ -207,8 +209,10 @@ def test_bad_arguments_are_one_line_errors():
     from laddersim.errors import UserInputError
 
     with pytest.raises(UserInputError, match="tp") as info:
-        laddersim.plan("llama-3.1-8b", tps=[0], workers=1)
+        laddersim.plan("llama-3.1-8b", tps=[0], workers=1, min_user_tokens_per_s=10)
     assert "\n" not in str(info.value) and not str(info.value).startswith("error:")
+    with pytest.raises(UserInputError, match="^tp: must be a positive integer, got 0$"):
+        laddersim.simulate("llama-3.1-8b", "h100-sxm-nvswitch", 0)  # not a ZeroDivisionError
     with pytest.raises(UserInputError, match="rate"):
         laddersim.serving("llama-3.1-8b", "h100-sxm-nvswitch", 2)  # neither a rate nor a trace
 
@@ -249,7 +253,7 @@ def test_submodules_named_like_functions_still_import():
     from laddersim.sweep import runner
 
     assert imported is make_scenario and runner.__name__ == "laddersim.sweep.runner"
-    assert callable(laddersim.sweep) and laddersim.sweep.__module__ == "laddersim.api"
+    assert callable(laddersim.sweep) and laddersim.sweep.__module__.startswith("laddersim.api.")
 
 
 def test_fit_names_the_p2p_off_profile_as_the_command_does():
@@ -260,3 +264,17 @@ def test_fit_names_the_p2p_off_profile_as_the_command_does():
     assert p2p_off_path(Path("runs/new.yml")) == Path("runs/new-p2p-off.yml")
     assert p2p_off_path(Path("runs/fitted")) == Path("runs/fitted-p2p-off")
     assert p2p_off_path(Path("runs/new.json")) == Path("runs/new.json-p2p-off")
+
+
+def test_the_shared_choices_are_the_simulators():
+    """laddersim.choices states the allowed values the API and the flags share; they are the ones
+    the simulator accepts (a dtype the workload has no size for would fail late)."""
+    from laddersim.choices import DTYPES, FRAMEWORKS, KV_CACHES, KV_READS
+    from laddersim.framework import framework_names
+    from laddersim.workload import DTYPE_BYTES, Workload
+
+    assert set(DTYPES) == set(DTYPE_BYTES)
+    assert set(FRAMEWORKS) <= set(framework_names())
+    for kv_cache in KV_CACHES:
+        for kv_reads in KV_READS:
+            assert Workload(batch=1, prompt_len=8, gen_len=2, kv_cache=kv_cache, kv_reads=kv_reads).kv_cache == kv_cache

@@ -167,3 +167,31 @@ def test_the_benchmarks_know_nothing_above_them(bench):
             reachable.add(nxt)
             todo.append(nxt)
     assert not reachable & above, bench
+
+
+def _is_cli(module: str) -> bool:
+    return module == "laddersim.cli" or module.startswith("laddersim.cli.")
+
+
+def test_only_the_command_line_imports_it():
+    """Data flows one way: the API (laddersim.api) and everything under it know nothing of the
+    command line; only laddersim/cli/* and the entry point laddersim/__main__.py import it (every
+    import statement counts, lazy ones included, as the circle finder reads them)."""
+    graph = import_graph(_modules())
+    importers = sorted(name for name, edges in graph.items() if any(_is_cli(e) for e in edges))
+    assert "laddersim.__main__" in importers  # the check sees an import of the CLI where there is one
+    assert [m for m in importers if not _is_cli(m) and m != "laddersim.__main__"] == []
+
+
+def test_the_cli_check_sees_a_lazy_import_of_the_command_line(tmp_path, monkeypatch):
+    pkg = tmp_path / "laddersim"
+    (pkg / "cli").mkdir(parents=True)
+    for init in (pkg / "__init__.py", pkg / "cli" / "__init__.py"):
+        init.write_text("")
+    (pkg / "cli" / "args.py").write_text("")
+    (pkg / "api.py").write_text("def f():\n    from laddersim.cli.args import x\n")
+    (tmp_path / "calibration").mkdir()
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    graph = import_graph(_modules())
+    assert [name for name, edges in graph.items() if any(_is_cli(e) for e in edges) and not _is_cli(name)] == \
+        ["laddersim.api"]

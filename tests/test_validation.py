@@ -11,6 +11,7 @@ import pytest
 
 from laddersim.cli import main
 from laddersim.errors import UserInputError
+from laddersim.fit_parameters import apply
 from laddersim.fitting import fit_profiles, save_profile
 from laddersim.costs.collectives import alpha_beta_time_s
 from laddersim.hardware.comm_specs import ProtocolTerm, TierFit
@@ -71,29 +72,23 @@ def _tiny_measured(tmp_path, profile, schedules=("standard", "ladder", "parallel
     return frame
 
 
-def _perturbed(profile, step_us, mem_scale, latency_scale, bandwidth_scale=1.0, floor_us=None):
-    gpu = profile.gpu.model_copy(update={
-        "gemm_memory_efficiency": Sourced(value=profile.gpu.gemm_memory_efficiency.value * mem_scale, source="test truth"),
-        "elementwise_memory_efficiency": Sourced(value=profile.gpu.elementwise_memory_efficiency.value * mem_scale,
-                                                 source="test truth")})
-    fw_update = {"step_overhead_us": Sourced(value=step_us, source="test truth")}
-    if floor_us is not None:
-        fw_update["single_token_kernel_floor_us"] = Sourced(value=floor_us, source="test truth")
-    fw = profile.framework.model_copy(update=fw_update)
-    what_if = profile.what_if.model_copy(update={"intra_latency_scale": latency_scale,
-                                                 "intra_bandwidth_scale": bandwidth_scale})
-    return profile.model_copy(update={"gpu": gpu, "framework": fw, "what_if": what_if})
+def _perturbed(profile, **values):
+    """``profile`` as a fit with these values (laddersim.fit_parameters) would make it: the truth."""
+    return apply(profile, values, "test truth")
 
 
 def test_fit_recovers_known_parameters_and_predicts_held_out_schedules(tmp_path, h100):
-    truth = _perturbed(h100, step_us=400.0, mem_scale=0.9, latency_scale=1.4, bandwidth_scale=0.7, floor_us=1.0)
+    truth = _perturbed(h100, step_overhead_us=400.0, device_speed_scale=0.9, allreduce_latency_scale=1.4,
+                       allreduce_bandwidth_scale=0.7, single_token_kernel_floor_us=1.0)
     measured = _tiny_measured(tmp_path, truth)
     # upper_bound rows (no communication) beside standard ones see the AllReduce apart from compute.
     fitted_schedules = ("standard", "upper_bound")
     result = fit_profiles(measured, {"on": h100}, ValidationSetup(), schedules=fitted_schedules, priors=False)
     p = result.parameters
     assert p["step_overhead_us"] == pytest.approx(400.0, rel=0.03)
-    assert p["memory_efficiency_scale"] == pytest.approx(0.9, rel=0.01)
+    assert p["device_speed_scale"] == pytest.approx(0.9, rel=0.01)
+    assert p["compute_efficiency_scale"] == pytest.approx(1.0, rel=0.02)
+    assert p["kernel_launch_us"] == pytest.approx(h100.gpu.kernel_launch_us.value, rel=0.05)
     assert p["single_token_kernel_floor_us"] == pytest.approx(1.0, abs=0.1)
     assert p["allreduce_latency_scale[p2p=on]"] == pytest.approx(1.4, rel=0.03)
     assert p["allreduce_bandwidth_scale[p2p=on]"] == pytest.approx(0.7, rel=0.05)
@@ -117,7 +112,7 @@ def test_fit_recovers_known_parameters_and_predicts_held_out_schedules(tmp_path,
 def test_fit_priors_hold_a_microbenchmarked_scale_the_rows_barely_move(tmp_path, h100):
     # Rows from a machine whose AllReduce floor is 40% above the table: the prior pulls the
     # fitted scale toward the measured table (1.0) without stopping it from moving.
-    truth = _perturbed(h100, step_us=400.0, mem_scale=1.0, latency_scale=1.4)
+    truth = _perturbed(h100, step_overhead_us=400.0, allreduce_latency_scale=1.4)
     measured = _tiny_measured(tmp_path, truth, schedules=("standard", "upper_bound"))
     result = fit_profiles(measured, {"on": h100}, ValidationSetup(), schedules=("standard", "upper_bound"))
     scale = result.parameters["allreduce_latency_scale[p2p=on]"]
@@ -199,11 +194,11 @@ def test_validate_with_ladder_rows_only_checks_no_trend(tmp_path, h100):
 
 def test_tp1_stand_in_is_one_row_per_setting():
     # 70B and 405B fit no single GPU: llama-3.1-8b stands in, once per batch and lengths.
-    from laddersim.cli.validate_cmd import _tp1_check
+    from laddersim.api.validation_task import tp1_check
 
     frame = pd.DataFrame([dict(model=m, batch=1, prompt_len=8, gen_len=4)
                           for m in ("llama-3.1-70b", "llama-3.1-405b")])
-    table = _tp1_check(frame, ValidationSetup())
+    table = tp1_check(frame, ValidationSetup())
     assert len(table) == 1 and table["model"].iloc[0].startswith("llama-3.1-8b (stand-in")
     assert table["ladder_speedup"].iloc[0] == pytest.approx(1.0, abs=0.01)
 
@@ -291,7 +286,7 @@ def test_fit_needs_standard_rows(tmp_path, capsys):
 
 def test_fit_fits_one_machine_of_a_hardware_column(tmp_path, capsys, h100):
     # Rows naming another machine would be simulated on it, untouched by the fit: refused.
-    truth = _perturbed(h100, step_us=400.0, mem_scale=1.0, latency_scale=1.0)
+    truth = _perturbed(h100, step_overhead_us=400.0)
     measured = _tiny_measured(tmp_path, truth, schedules=("standard",))
     mixed = pd.concat([measured.assign(hardware="h100-sxm-nvswitch"), measured.assign(hardware="a100-sxm-nvswitch")],
                       ignore_index=True)
@@ -306,30 +301,33 @@ def test_fit_fits_one_machine_of_a_hardware_column(tmp_path, capsys, h100):
     assert abs(result.parameters["step_overhead_us"] - 400.0) < 20.0
 
 
-def test_standard_rows_alone_keep_every_allreduce_model(tmp_path, h100):
+def test_standard_rows_alone_move_every_allreduce_model_only_with_the_machine(tmp_path, h100):
     # Standard rows cannot tell the AllReduce from the kernels around it (both change with TP), nor
     # how much of it an overlapping schedule hides: a collective the profile measured (its tables)
-    # and one built from mechanisms (the P2P-off profile) are both kept, and the provenance says so;
-    # the other parameters are still fitted.
+    # and one built from mechanisms (the P2P-off profile) move only with the machine's common
+    # speed (none of the AllReduce's own scales is fitted), and the provenance says so; the other
+    # parameters are still fitted.
     off = load_profile("h100-sxm-p2p-off")
-    truth = _perturbed(h100, step_us=400.0, mem_scale=0.9, latency_scale=1.0)
     (tmp_path / "on").mkdir()
     (tmp_path / "off").mkdir()
-    measured = pd.concat([_tiny_measured(tmp_path / "on", truth, schedules=("standard",)),
-                          _tiny_measured(tmp_path / "off", _perturbed(off, step_us=400.0, mem_scale=0.9,
-                                                                      latency_scale=1.0),
+    measured = pd.concat([_tiny_measured(tmp_path / "on", _perturbed(h100, step_overhead_us=400.0,
+                                                                     device_speed_scale=0.9),
+                                         schedules=("standard",)),
+                          _tiny_measured(tmp_path / "off", _perturbed(off, step_overhead_us=400.0,
+                                                                      device_speed_scale=0.9),
                                          schedules=("standard",), p2p="off")], ignore_index=True)
     result = fit_profiles(measured, {"on": h100, "off": off}, ValidationSetup(), schedules=("standard",),
                           priors=False)
     assert not [name for name in result.parameters if name.startswith("allreduce_")]
     assert result.parameters["step_overhead_us"] == pytest.approx(400.0, rel=0.03)
-    assert result.parameters["memory_efficiency_scale"] == pytest.approx(0.9, rel=0.01)
+    speed = result.parameters["device_speed_scale"]
+    assert speed == pytest.approx(0.9, rel=0.01)
     for key, base in (("on", h100), ("off", off)):
         fitted = result.profiles[key]
-        assert fitted.what_if.intra_latency_scale == base.what_if.intra_latency_scale
-        assert fitted.what_if.intra_bandwidth_scale == base.what_if.intra_bandwidth_scale
+        assert fitted.what_if.intra_latency_scale == pytest.approx(base.what_if.intra_latency_scale / speed)
+        assert fitted.what_if.intra_bandwidth_scale == pytest.approx(base.what_if.intra_bandwidth_scale * speed)
         assert fitted.collectives.intra_node_fits == base.collectives.intra_node_fits
-        assert "the AllReduce model (standard rows alone" in fitted.provenance["fit_kept"]
+        assert "the AllReduce's own floor and bandwidth (standard rows alone" in fitted.provenance["fit_kept"]
 
 
 def test_fit_gives_a_mechanism_built_collective_a_floor_per_group_size(tmp_path, h100):
@@ -372,7 +370,7 @@ def test_fit_with_ladder_rows_recovers_the_interference_fractions(tmp_path, h100
     truth_spec = h100.interference.model_copy(update={
         "compute_slowdown": Sourced(value=0.3, source="test truth"),
         "comm_slowdown": Sourced(value=3.0, source="test truth")})
-    truth = _perturbed(h100, step_us=400.0, mem_scale=1.0, latency_scale=1.0).model_copy(
+    truth = _perturbed(h100, step_overhead_us=400.0).model_copy(
         update={"interference": truth_spec})
     measured = _tiny_measured(tmp_path, truth, schedules=("standard", "ladder"))
     result = fit_profiles(measured, {"on": h100}, ValidationSetup(), schedules=("standard", "ladder"), priors=False)
@@ -411,7 +409,7 @@ def test_fit_cli_says_when_the_fit_predicts_held_out_speedups_worse_than_the_bas
     speedups worse than the base does; fit prints both and warns in one line. On rows the base
     profile predicts exactly, the fit changes nothing and says nothing of it."""
     slow = validate(_tiny_measured(tmp_path, h100, schedules=("standard",)),
-                    ValidationSetup(hardware=_perturbed(h100, step_us=400.0, mem_scale=1.0, latency_scale=1.0)))
+                    ValidationSetup(hardware=_perturbed(h100, step_overhead_us=400.0)))
     measured = _tiny_measured(tmp_path, h100, schedules=("standard", "ladder"))
     standard = measured["schedule"] == "standard"
     measured.loc[standard, "tokens_per_s"] = slow["predicted_tokens_per_s"].to_numpy()
@@ -436,7 +434,7 @@ def test_fit_cli_says_when_the_fit_predicts_held_out_speedups_worse_than_the_bas
 def test_an_interrupted_fit_says_nothing_was_written(tmp_path, capsys, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
-    monkeypatch.setattr("laddersim.cli.fit_cmd.fit_profiles", interrupted)
+    monkeypatch.setattr("laddersim.fitting.fit_profiles", interrupted)
     out = tmp_path / "x.yaml"
     assert main(["fit", str(BUILTIN_MEASURED), "--hardware", "h100-sxm-nvswitch", "--out", str(out)]) == 130
     assert capsys.readouterr().err.endswith("interrupted: nothing written (a fit keeps no partial state); "
@@ -447,6 +445,6 @@ def test_an_interrupted_fit_says_nothing_was_written(tmp_path, capsys, monkeypat
 def test_an_interrupted_validate_does_not_promise_a_resume(capsys, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
-    monkeypatch.setattr("laddersim.cli.validate_cmd.validate", interrupted)
+    monkeypatch.setattr("laddersim.validation.core.validate", interrupted)
     assert main(["validate"]) == 130
     assert capsys.readouterr().err == "interrupted: stopped before it finished; re-run the same command\n"

@@ -236,6 +236,8 @@ def test_the_report_and_the_printed_rows_name_a_config_model_as_the_table_does(t
     assert main(["validate", str(path), "--report", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out
     report = (tmp_path / "r" / "index.md").read_text()
+    # The Reproduce line names the report folder's measured.csv (where the user put the report).
+    report = "\n".join(line for line in report.splitlines() if not line.startswith("Reproduce: "))
     written = pd.read_csv(tmp_path / "r" / "validation.csv")
     assert "tiny-lm" in out and "tiny-lm" in report and set(written["model"]) == {"tiny-lm"}
     for text in (out, report):

@@ -2,7 +2,9 @@
 
 Each subcommand lives in its own module ``laddersim/cli/<name>_cmd.py`` exposing
 ``register(subparsers)``; it adds its parser and sets ``func`` to a handler taking the parsed
-arguments and returning an exit code. Bad input raises ``UserInputError``: one line, exit 2.
+arguments and returning an exit code. A handler only parses: it calls the task's function in
+``laddersim.api`` (which holds the work, the checks and the defaults its flags read) and prints
+what it returns. Bad input raises ``UserInputError``: one line, exit 2.
 
 Only the chosen command's module is imported (start-up stays cheap: ``simulate`` needs neither
 matplotlib nor scipy); the others appear in ``laddersim --help`` from ``COMMANDS``. A new command

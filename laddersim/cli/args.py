@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import math
-import shlex
-import sys
 from pathlib import Path
 
-from laddersim.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN, MAX_BATCH, MAX_TOKENS, MAX_TP
+from laddersim.choices import DTYPES, FRAMEWORKS, KV_CACHES, KV_READS
+from laddersim.limits import MAX_BATCH, MAX_TOKENS, MAX_TP
 
 
 def _number(name: str, cast, kind: str, ok):
@@ -40,19 +40,60 @@ def finite_float(name: str):
     return _number(name, float, "a finite number", math.isfinite)
 
 
-def add_scenario_args(parser: argparse.ArgumentParser, *, tp_required: bool = True) -> None:
-    """--model --hardware --tp --batch --prompt-len --gen-len --dtype --framework --kv-cache --kv-reads."""
+def default_of(function, name: str):
+    """The default of ``function``'s parameter ``name``: an option's default is its API function's
+    (laddersim.api), read here rather than restated."""
+    return inspect.signature(function).parameters[name].default
+
+
+def call_api(function, args: argparse.Namespace, **given):
+    """``function(...)`` with every parameter that has a parsed flag of the same name (``--prompt-len``
+    is ``prompt_len``) taken from ``args``, and ``given`` for the others (renamed or computed). A
+    flag added to the parser and the parameter added to the API function meet here by name: no
+    command's handler lists them."""
+    parameters = inspect.signature(function).parameters
+    taken = {name: getattr(args, name) for name in parameters if name not in given and hasattr(args, name)}
+    return function(**taken, **given)
+
+
+def add_model_args(parser: argparse.ArgumentParser) -> None:
+    """--model and --hardware."""
     parser.add_argument("--model", required=True, help="preset (llama-3.1-8b/70b/405b) or path to a HF config.json")
     parser.add_argument("--hardware", required=True, help="profile name (laddersim profiles list) or path")
-    parser.add_argument("--tp", type=positive_int("tp", MAX_TP), required=tp_required, help="tensor-parallel degree")
-    parser.add_argument("--batch", type=positive_int("batch", MAX_BATCH), default=1)
-    parser.add_argument("--prompt-len", type=positive_int("prompt-len", MAX_TOKENS), default=DEFAULT_PROMPT_LEN)
-    parser.add_argument("--gen-len", type=positive_int("gen-len", MAX_TOKENS), default=DEFAULT_GEN_LEN)
-    parser.add_argument("--dtype", choices=["bfloat16", "float16", "float32", "fp8"], default="bfloat16")
-    add_framework_args(parser)
 
 
-FRAMEWORKS = ("gpt-fast", "gpt-fast-flash", "gpt-fast-graph", "vllm")  # laddersim/data/frameworks/*.yaml (checked by a test)
+def add_parallel_args(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    """How the model is split over GPUs (--tp): every command that takes one scenario's
+    parallelism adds it here, so a new degree (e.g. pipeline stages) is one flag in this function
+    and one parameter of the API functions it reaches (call_api passes it by name)."""
+    parser.add_argument("--tp", type=positive_int("tp", MAX_TP), required=required, help="tensor-parallel degree")
+
+
+def add_workload_args(parser: argparse.ArgumentParser, function, *, gen_help: str = "generated tokens per sequence",
+                      batch: bool = True) -> None:
+    """--batch --prompt-len --gen-len, with ``function``'s defaults (shown in the help)."""
+    if batch:
+        parser.add_argument("--batch", type=positive_int("batch", MAX_BATCH), default=default_of(function, "batch"),
+                            help=f"sequences in the batch (default {default_of(function, 'batch')})")
+    parser.add_argument("--prompt-len", type=positive_int("prompt-len", MAX_TOKENS),
+                        default=default_of(function, "prompt_len"),
+                        help=f"prompt tokens per sequence (default {default_of(function, 'prompt_len')})")
+    parser.add_argument("--gen-len", type=positive_int("gen-len", MAX_TOKENS), default=default_of(function, "gen_len"),
+                        help=f"{gen_help} (default {default_of(function, 'gen_len')})")
+
+
+def add_dtype_arg(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument("--dtype", choices=DTYPES, default=default, help=f"element type (default {default})")
+
+
+def add_scenario_args(parser: argparse.ArgumentParser, function) -> None:
+    """--model --hardware --tp --batch --prompt-len --gen-len --dtype --framework --kv-cache
+    --kv-reads, defaults from ``function`` (an API function taking them all)."""
+    add_model_args(parser)
+    add_parallel_args(parser)
+    add_workload_args(parser, function)
+    add_dtype_arg(parser, default_of(function, "dtype"))
+    add_framework_args(parser, function)
 
 
 def framework_arg(text: str) -> str:
@@ -63,32 +104,26 @@ def framework_arg(text: str) -> str:
                                      f"framework .yaml file, got '{text}'")
 
 
-def add_framework_args(parser: argparse.ArgumentParser) -> None:
-    """--framework and the two KV-cache settings it carries (flags override the framework's)."""
-    parser.add_argument("--framework", type=framework_arg, default="gpt-fast",
+def add_framework_args(parser: argparse.ArgumentParser, function) -> None:
+    """--framework (``function``'s default) and the two KV-cache settings it carries (flags override
+    the framework's)."""
+    default = default_of(function, "framework")
+    parser.add_argument("--framework", type=framework_arg, default=default,
                         help=f"serving framework ({', '.join(FRAMEWORKS)} or a framework .yaml from laddersim calibrate "
-                             "kernels: kernel paths, KV cache, AllReduce kernel; default gpt-fast, the paper's benchmark)")
-    parser.add_argument("--kv-cache", choices=["static", "dynamic"], default=None,
+                             f"kernels: kernel paths, KV cache, AllReduce kernel; default {default}, the paper's benchmark)")
+    parser.add_argument("--kv-cache", choices=KV_CACHES, default=None,
                         help="override the framework's: static = preallocated cache read in full each step; dynamic = grows")
-    parser.add_argument("--kv-reads", choices=["repeat_interleave", "per_kv_head"], default=None,
+    parser.add_argument("--kv-reads", choices=KV_READS, default=None,
                         help="override the framework's: repeat_interleave = K/V copied to every query head; per_kv_head = GQA-aware kernel")
 
 
-def add_measured_workload_args(parser: argparse.ArgumentParser) -> None:
+def add_measured_workload_args(parser: argparse.ArgumentParser, function) -> None:
     """How measured rows become scenarios (validate, fit): profiles for P2P off, the benchmark's
-    dtype and attention; defaults are the paper's gpt-fast benchmark."""
-    parser.add_argument("--hardware-p2p-off", default="h100-sxm-p2p-off", help="profile for rows with p2p=off")
-    parser.add_argument("--dtype", default="float16", choices=["bfloat16", "float16", "float32", "fp8"])
-    add_framework_args(parser)
-
-
-def invoked_command(subcommand: str) -> str:
-    """The command line as typed (``laddersim SUB ...``), for reports and provenance; just
-    ``laddersim SUB`` when the handler was called from code rather than the console."""
-    argv = sys.argv[1:]
-    if argv[:1] == [subcommand]:
-        return shlex.join(["laddersim", *argv])
-    return f"laddersim {subcommand}"
+    dtype and attention; defaults are ``function``'s (the paper's gpt-fast benchmark)."""
+    parser.add_argument("--hardware-p2p-off", default=default_of(function, "hardware_p2p_off"),
+                        help="profile for rows with p2p=off")
+    parser.add_argument("--dtype", default=default_of(function, "dtype"), choices=DTYPES)
+    add_framework_args(parser, function)
 
 
 # What a resumable command (sweep, calibrate run) says when interrupted; see laddersim.cli.main.

@@ -5,14 +5,13 @@ debug log (nccl-log), or a framework file from a kernel trace (kernels)."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
-from pathlib import Path
 
-from laddersim.cli.args import RESUMABLE_NOTE, positive_int
-from laddersim.errors import UserInputError
+import yaml
 
-DEFAULT_BASE = "h100-sxm-nvswitch"
+from laddersim.api import calibrate_fit, calibrate_kernels, calibrate_run, import_nccl_tests
+from laddersim.api import nccl_log, nccl_tuning
+from laddersim.cli.args import RESUMABLE_NOTE, call_api, default_of, positive_int
 
 
 def register(sub) -> None:
@@ -28,15 +27,16 @@ def register(sub) -> None:
     fit = cmds.add_parser("fit", help="fit a hardware profile (RUN_DIR/profile.yaml) from a run")
     fit.add_argument("run_dir", metavar="RUN_DIR")
     fit.add_argument("--name", required=True, help="profile name")
-    fit.add_argument("--base", default=None,
-                     help=f"profile to copy unmeasured parameters from (default {DEFAULT_BASE})")
+    fit.add_argument("--base", default=default_of(calibrate_fit, "base"),
+                     help=f"profile to copy unmeasured parameters from (default {default_of(calibrate_fit, 'base')})")
     fit.set_defaults(func=_fit)
 
     imp = cmds.add_parser("import-nccl-tests", help="nccl-tests all_reduce_perf logs to a run directory and profile")
     imp.add_argument("logs", metavar="LOG", nargs="+")
     imp.add_argument("--out", required=True, help="run directory to write")
     imp.add_argument("--name", default=None, help="profile name (default: the --out directory name)")
-    imp.add_argument("--base", default=None, help=f"profile for unmeasured parameters (default {DEFAULT_BASE})")
+    imp.add_argument("--base", default=default_of(import_nccl_tests, "base"),
+                     help=f"profile for unmeasured parameters (default {default_of(import_nccl_tests, 'base')})")
     imp.add_argument("--iters", type=positive_int("iters"), default=None,
                      help="iterations per point when the log header does not say")
     imp.set_defaults(func=_import)
@@ -46,7 +46,8 @@ def register(sub) -> None:
     log.add_argument("logs", metavar="LOG", nargs="+")
     log.add_argument("--hardware", default=None,
                      help="profile whose (algorithm, protocol) to show beside NCCL's for the same GPU count")
-    log.add_argument("--max-size", type=positive_int("max-size"), default=64 << 20, metavar="BYTES",
+    log.add_argument("--max-size", type=positive_int("max-size"), default=default_of(nccl_log, "max_size"),
+                     metavar="BYTES",
                      help="largest AllReduce message listed (powers of two from 1 KiB; default 64 MiB)")
     log.add_argument("--out", default=None, metavar="FILE.csv", help="also write every table's rows as CSV")
     log.add_argument("--yaml", action="store_true",
@@ -57,106 +58,52 @@ def register(sub) -> None:
     ker.add_argument("trace_dir", metavar="TRACE_DIR")
     ker.add_argument("--hardware", required=True, help="the traced GPU's profile (its kernel floor)")
     ker.add_argument("--out", required=True, metavar="FILE.yaml", help="framework file to write")
-    ker.add_argument("--base", default="gpt-fast", help="framework for what a trace does not measure (default gpt-fast)")
+    ker.add_argument("--base", default=default_of(calibrate_kernels, "base"),
+                     help=f"framework for what a trace does not measure (default {default_of(calibrate_kernels, 'base')})")
     ker.add_argument("--model", default=None, help="the traced model (default: the trace's PROVENANCE.md --model)")
     ker.set_defaults(func=_kernels)
 
 
 def _run(args: argparse.Namespace) -> int:
-    if importlib.util.find_spec("torch") is None:
-        from laddersim.cli.program_cmd import TORCH_INSTALL
-
-        raise UserInputError(f"calibrate run: needs torch, which is not installed; {TORCH_INSTALL}")
-    from laddersim.calibrate.environment import command_line
     from laddersim.calibrate.options import options_from_args
-    from laddersim.calibrate.runner import launch
 
-    return launch(options_from_args(args), command_line())
+    options = options_from_args(args).model_dump()
+    options.pop("out")
+    return calibrate_run(args.out, **options)
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from laddersim.calibrate.fit_profile import fit_run, roofline_warnings
-    from laddersim.io_write import check_output
-
-    check_output(Path(args.run_dir) / "profile.yaml", "run_dir", "file")
-    profile = fit_run(args.run_dir, args.name, args.base or DEFAULT_BASE)
+    profile = calibrate_fit(args.run_dir, args.name, args.base)
     _report(profile, args.run_dir)
-    _warn_noisy(args.run_dir)
-    for warning in roofline_warnings(profile):
-        print(warning, file=sys.stderr)
     return 0
 
 
 def _kernels(args: argparse.Namespace) -> int:
-    from laddersim.calibrate.fit_context import atomic_write
-    from laddersim.calibrate.kernels_fit import fit_kernels, framework_yaml
-    from laddersim.framework import framework_names
-    from laddersim.io_write import check_output
-    from laddersim.resources import given_or_shipped
-
-    if not args.out.endswith((".yaml", ".yml")):
-        raise UserInputError(f"out: '{args.out}' must end in .yaml (a framework file)")
-    if args.base not in framework_names():
-        raise UserInputError(f"base: unknown framework '{args.base}'; allowed: {', '.join(framework_names())}")
-    out = check_output(args.out, "out", "file")
-    trace_dir = given_or_shipped(args.trace_dir)  # examples/... resolves to the shipped example from any folder
-    fw = fit_kernels(trace_dir, args.hardware, args.base, args.model, name=Path(args.out).stem)
-    atomic_write(Path(out), framework_yaml(fw))
+    fw = call_api(calibrate_kernels, args)
     for regime in fw.kernel_calibration.regimes:
         counts = ", ".join(f"{c} {v.kernels:g}" for c, v in regime.classes.items() if v.kernels)
         print(f"batch {regime.batch}: {regime.linear_path} linears, {regime.layer_us:.1f} us per layer ({counts})")
-    print(f"wrote {out}: use it as --framework {out}")
+    print(f"wrote {args.out}: use it as --framework {args.out}")
     return 0
 
 
 def _import(args: argparse.Namespace) -> int:
-    from laddersim.calibrate.nccl_tests import import_logs
-    from laddersim.io_write import check_output
-
-    check_output(args.out, "out", "dir")
-    profile = import_logs(args.logs, args.out, args.name, args.base or DEFAULT_BASE, args.iters)
+    profile = call_api(import_nccl_tests, args)
     _report(profile, args.out)
-    _warn_noisy(args.out)
     return 0
 
 
 def _nccl_log(args: argparse.Namespace) -> int:
-    from laddersim.calibrate.nccl_log import choice_rows, read_logs
-    from laddersim.hardware.profile import load_profile
-    from laddersim.io_write import check_output
-
-    out = check_output(args.out, "out", "file") if args.out else None
-    if out is not None and not str(out).endswith(".csv"):
-        raise UserInputError(f"out: '{args.out}' must end in .csv")
-    tables = read_logs(args.logs)
     if args.yaml:
-        import yaml
-
-        from laddersim.calibrate.nccl_log import profile_entries
-
-        entries = profile_entries(tables)
-        if not entries:
-            raise UserInputError("log: no tuning table with its rank count (NCCL >= 2.19 prints 'nRanks N nNodes M')")
-        print(yaml.safe_dump({"nccl_tuning": entries}, sort_keys=False, width=200), end="")
+        print(yaml.safe_dump({"nccl_tuning": nccl_tuning(args.logs)}, sort_keys=False, width=200), end="")
         return 0
-    profile = load_profile(args.hardware) if args.hardware else None
-    frame = choice_rows(tables, args.max_size, profile)
+    frame = call_api(nccl_log, args)
     for (index, header), part in frame.groupby(["table", "communicator"], sort=False):
         print(f"table {index}: {header}")
         print(part.drop(columns=["table", "communicator"]).to_string(index=False, float_format=lambda v: f"{v:.1f}"))
-    if out is not None:
-        frame.to_csv(out, index=False, float_format="%.6g")
-        print(f"wrote {out}")
+    if args.out is not None:
+        print(f"wrote {args.out}")
     return 0
-
-
-def _warn_noisy(run_dir: str) -> None:
-    """On stderr, one line per measured table whose times fall with size (noise, kept as is)."""
-    from laddersim.calibrate.fit_host import fit_warnings
-    from laddersim.calibrate.noisy_tables import noisy_table_warnings
-
-    for warning in noisy_table_warnings(run_dir) + fit_warnings(run_dir):
-        print(warning, file=sys.stderr)
 
 
 def _report(profile, run_dir: str) -> None:
@@ -165,7 +112,7 @@ def _report(profile, run_dir: str) -> None:
     "(from base PROFILE: why)", so it cannot pass for a measurement."""
     from laddersim.calibrate.fit_context import copied_reason
 
-    base = profile.provenance.get("base_profile", DEFAULT_BASE)
+    base = profile.provenance.get("base_profile", default_of(calibrate_fit, "base"))
 
     def line(label: str, *parts) -> str:
         """``parts``: (text, Sourced) pairs; one mark at the end when every value has the same."""

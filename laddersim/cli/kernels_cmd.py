@@ -1,4 +1,5 @@
-"""``laddersim kernels``: what laddersim charges one decode (or prefill) layer, kernel by kernel."""
+"""``laddersim kernels``: what laddersim charges one decode (or prefill) layer, kernel by kernel
+(``laddersim.api.kernels`` does the work)."""
 
 from __future__ import annotations
 
@@ -6,39 +7,42 @@ import argparse
 import json
 import sys
 
-from laddersim.cli.args import framework_arg, positive_int
-from laddersim.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN, MAX_BATCH, MAX_TOKENS, MAX_TP
+from laddersim.api import kernels
+from laddersim.choices import PHASES, SCHEDULE_FORMS
+from laddersim.cli.args import (
+    add_dtype_arg,
+    add_model_args,
+    add_parallel_args,
+    add_workload_args,
+    call_api,
+    default_of,
+    framework_arg,
+)
 from laddersim.tables import format_table
 
 
 def register(sub) -> None:
     p = sub.add_parser("kernels", help="one layer's kernels as laddersim prices them: class, count, us (beside a profiler trace)")
-    p.add_argument("--model", required=True, help="preset (llama-3.1-8b/70b/405b) or path to a HF config.json")
-    p.add_argument("--hardware", required=True, help="profile name (laddersim profiles list) or path")
-    p.add_argument("--tp", type=positive_int("tp", MAX_TP), required=True, help="tensor-parallel degree")
-    p.add_argument("--batch", type=positive_int("batch", MAX_BATCH), default=1)
-    p.add_argument("--schedule", default="standard", help="standard, parallel, ladder, upper_bound, desync_half, hybrid:N")
-    p.add_argument("--framework", type=framework_arg, default="gpt-fast",
+    add_model_args(p)
+    add_parallel_args(p)
+    add_workload_args(p, kernels, gen_help="new tokens (a static cache holds prompt + new tokens)")
+    p.add_argument("--schedule", default=default_of(kernels, "schedule"),
+                   help=f"{SCHEDULE_FORMS} (default {default_of(kernels, 'schedule')})")
+    p.add_argument("--framework", type=framework_arg, default=default_of(kernels, "framework"),
                    help="gpt-fast, vllm, ... or a framework .yaml (laddersim calibrate kernels)")
-    p.add_argument("--prompt-len", type=positive_int("prompt-len", MAX_TOKENS), default=DEFAULT_PROMPT_LEN)
-    p.add_argument("--gen-len", type=positive_int("gen-len", MAX_TOKENS), default=DEFAULT_GEN_LEN,
-                   help="new tokens (a static cache holds prompt + new tokens)")
-    p.add_argument("--dtype", choices=["bfloat16", "float16", "float32", "fp8"], default="bfloat16")
-    p.add_argument("--phase", choices=["decode", "prefill"], default="decode")
+    add_dtype_arg(p, default_of(kernels, "dtype"))
+    p.add_argument("--phase", choices=PHASES, default=default_of(kernels, "phase"))
     p.add_argument("--json", action="store_true", help="print {layer_us, kernels: [{name, class, count, us}]}")
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from laddersim.kernel_view import kernel_table
-
-    frame = kernel_table(args.model, args.hardware, args.tp, args.batch, args.schedule, args.framework,
-                         args.prompt_len, args.phase, gen_len=args.gen_len, dtype=args.dtype)
+    frame = call_api(kernels, args)
     layer_us = frame.attrs["layer_us"]
     if args.json:
-        kernels = [{"name": r["kernel"], "class": r["class"], "count": float(r["count"]), "us": float(r["us"])}
-                   for r in frame.to_dict("records")]
-        json.dump({"layer_us": layer_us, "kernels": kernels}, sys.stdout, indent=2)
+        rows = [{"name": r["kernel"], "class": r["class"], "count": float(r["count"]), "us": float(r["us"])}
+                for r in frame.to_dict("records")]
+        json.dump({"layer_us": layer_us, "kernels": rows}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
     columns = [("kernel", "kernel", "{}"), ("class", "class", "{}"), ("count", "count", "{:g}"), ("us", "us", "{:.2f}")]

@@ -16,9 +16,8 @@ import os
 import sys
 from pathlib import Path
 
+from laddersim.api.calibration_task import TORCH_INSTALL
 from laddersim.errors import UserInputError
-
-TORCH_INSTALL = "pip install torch (any release >= 2.1; the CPU build is enough for gloo ranks)"
 
 
 def register(sub) -> None:

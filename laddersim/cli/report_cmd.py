@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from pathlib import Path
-
-from laddersim.cli.args import positive_int
-from laddersim.io_write import check_output
+from laddersim.api import report
+from laddersim.cli.args import call_api, default_of, positive_int
 
 
 # The report's sections in order (laddersim/report/build.py runs them; a test checks the count).
@@ -20,19 +18,16 @@ def register(sub) -> None:
     p = sub.add_parser("report", help="write the report (reports/index.md with figures) from built-in defaults",
                        description=f"Write DIR/index.md and its figures in DIR/figures/ from built-in defaults, "
                                    f"{len(SECTIONS)} sections: {'; '.join(SECTIONS)}. About 30 s on 2 CPU cores.")
-    p.add_argument("--out", default="reports", metavar="DIR", help="report directory (default reports)")
+    p.add_argument("--out", default=default_of(report, "out"), metavar="DIR",
+                   help=f"report directory (default {default_of(report, 'out')})")
     p.add_argument("--quick", action="store_true", help="fewer bandwidth what-if points")
-    p.add_argument("--workers", type=positive_int("workers"), default=1,
-                   help="processes for the bandwidth sweep (default 1: the machine may be shared)")
+    p.add_argument("--workers", type=positive_int("workers"), default=default_of(report, "workers"),
+                   help=f"processes for the bandwidth sweep (default {default_of(report, 'workers')}: the machine "
+                        "may be shared)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars (section progress still printed)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from laddersim.report import build_report
-
-    check_output(args.out, "out", "dir")
-    check_output(Path(args.out) / "index.md", "out", "file")
-    index = build_report(args.out, quick=args.quick, workers=args.workers, progress=not args.no_progress)
-    print(index)
+    print(call_api(report, args, progress=not args.no_progress))
     return 0

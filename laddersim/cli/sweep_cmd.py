@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 
-from laddersim.cli.args import RESUMABLE_NOTE, non_negative_float, positive_int
-from laddersim.errors import UserInputError
-from laddersim.resources import given_or_shipped
+from laddersim.api import sweep
+from laddersim.cli.args import RESUMABLE_NOTE, call_api, non_negative_float, positive_int
 from laddersim.limits import MAX_BATCH, MAX_TOKENS, MAX_TP, override_maximum
-from laddersim.sweep.grid import OVERRIDE_COLUMNS, load_grid, parse_grid
-from laddersim.sweep.sweep_dir import run_sweep
+from laddersim.sweep.grid import OVERRIDE_COLUMNS
 
-# Simple-grid flags: (flag, grid key, type, help).
+# Simple-grid flags: (flag, grid key = the API's parameter, type, help).
 _GRID_FLAGS = (
     ("--model", "models", str, "presets or config.json paths"),
     ("--hardware", "hardware", str, "profile names or paths"),
@@ -49,12 +46,12 @@ def register(sub) -> None:
                     "are not recomputed.")
     p.add_argument("grid", nargs="?", metavar="GRID.yaml", help="grid file (see examples/sweep_*.yaml)")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (created; reused to resume)")
-    for flag, _, kind, text in _GRID_FLAGS:
-        p.add_argument(flag, nargs="+", type=kind, help=text)
+    for flag, key, kind, text in _GRID_FLAGS:
+        p.add_argument(flag, nargs="+", type=kind, help=text, dest=key, metavar=flag[2:].upper().replace("-", "_"))
     for key in OVERRIDE_COLUMNS:
         p.add_argument("--" + key.replace("_", "-"), nargs="+", help=_OVERRIDE_HELP[key],
                        type=non_negative_float(key.replace("_", "-"), override_maximum(key)))
-    p.add_argument("--workers", type=positive_int("workers"), default=os.cpu_count() or 1,
+    p.add_argument("--workers", type=positive_int("workers"), default=None,
                    help="local worker processes (default: all cores)")
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="run on a Dask distributed scheduler (e.g. tcp://host:8786) instead of local cores")
@@ -62,28 +59,11 @@ def register(sub) -> None:
     p.set_defaults(func=run, interrupted_note=RESUMABLE_NOTE)
 
 
-def grid_from_args(args: argparse.Namespace):
-    flags = {key: getattr(args, flag[2:].replace("-", "_")) for flag, key, _, _ in _GRID_FLAGS}
-    flags = {k: v for k, v in flags.items() if v is not None}
-    overrides = {k: getattr(args, k) for k in OVERRIDE_COLUMNS if getattr(args, k) is not None}
-    if args.grid:
-        if flags or overrides:
-            given = sorted(flags) + sorted(overrides)
-            raise UserInputError(f"sweep: give a GRID.yaml or grid flags, not both (flags given: {', '.join(given)})")
-        return load_grid(given_or_shipped(args.grid))
-    missing = [flag for flag, key, _, _ in _GRID_FLAGS[:3] if key not in flags]
-    if missing:
-        raise UserInputError(f"sweep: without a GRID.yaml, give {', '.join(missing)}")
-    if overrides:
-        flags["overrides"] = overrides
-    return parse_grid(flags, where="sweep flags")
-
-
 def run(args: argparse.Namespace) -> int:
-    grid = grid_from_args(args)
-    report = run_sweep(grid, args.out, workers=args.workers, scheduler=args.scheduler,
-                       progress=not args.no_progress)
-    counts = ", ".join(f"{status} {n}" for status, n in report.status_counts().items())
-    print(f"sweep: {report.points} points ({report.computed} computed, {report.reused} reused): {counts}")
-    print(f"results: {report.parquet} {report.csv}")
+    overrides = {k: getattr(args, k) for k in OVERRIDE_COLUMNS if getattr(args, k) is not None}
+    frame = call_api(sweep, args, overrides=overrides, progress=not args.no_progress)
+    info = frame.attrs
+    counts = ", ".join(f"{status} {n}" for status, n in info["status_counts"].items())
+    print(f"sweep: {info['points']} points ({info['computed']} computed, {info['reused']} reused): {counts}")
+    print(f"results: {info['parquet']} {info['csv']}")
     return 0

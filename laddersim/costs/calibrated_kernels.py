@@ -52,14 +52,16 @@ def class_split_s(seconds: float, classes: dict, shape, gpu) -> dict[str, float]
     return out
 
 
-def class_seconds(calib, cost, weights_bytes: float, kv_bytes: float) -> float:
+def class_seconds(calib, cost, weights_bytes: float, kv_bytes: float, gpu) -> float:
     """A traced class's seconds on this shard: its kernels' floors (as traced:
     ``ClassCost.floors_us``) plus its driver's bytes at the bandwidth the trace achieved; a
-    ``fixed`` class (no bandwidth) its traced time as it is."""
+    ``fixed`` class (no bandwidth) its traced time as it is. On a ``gpu`` fitted to other runs
+    (``GpuSpec.table_rates``) the floors and the bandwidth follow the fitted floor and memory rate."""
     if cost.bandwidth_gbps is None:
         return cost.us * 1e-6
     moved = driver_bytes(cost.driver, weights_bytes=weights_bytes, kv_bytes=kv_bytes)
-    return cost.floors_us(calib.floor_us) * 1e-6 + moved / (cost.bandwidth_gbps * 1e9)
+    return (cost.floors_us(calib.floor_us) * 1e-6 * gpu.floor_over_tables()
+            + moved / (cost.bandwidth_gbps * 1e9 * gpu.memory_rate_over_tables()))
 
 
 def kind_split(times: dict[str, float], classes: dict, shapes: dict, gpu) -> dict[str, dict[str, float]]:
@@ -101,7 +103,7 @@ def schedule_layer(calib, model, hw, work, tp: int, phase, times: dict[str, floa
     for cls, cost in regime.classes.items():
         if cls == "collective" or not cost.kernels:
             continue
-        seconds = class_seconds(calib, cost, weights, kv)
+        seconds = class_seconds(calib, cost, weights, kv, hw.gpu)
         if std_s.get(cls, 0.0) > 0:
             seconds *= now_s.get(cls, 0.0) / std_s[cls]
         out[cls] = (max(cost.kernels + now_n.get(cls, 0) - std_n.get(cls, 0), 0.0), seconds)
@@ -123,7 +125,7 @@ def calibrated_decode(calib, model, hw, work, tp: int, phase, times: dict[str, f
     base_by_class, _ = layer_classes(split, classes, layer_counts)
 
     def class_s(cls: str, kv_bytes):
-        return class_seconds(calib, regime.classes[cls], weights, kv_bytes)
+        return class_seconds(calib, regime.classes[cls], weights, kv_bytes, hw.gpu)
 
     out = {kind: np.full(kv_lens.shape, value) for kind, value in times.items()}
     leftover = 0.0

@@ -105,7 +105,7 @@ def mode_correction_s(profile: HardwareProfile, table: MeasuredTable) -> float:
     return (int(simulated_has_launch) - int(table_has_launch)) * launch
 
 
-def _scaled_table_s(sizes, times, size_bytes, bandwidth_scale: float, latency_scale: float):
+def scaled_table_s(sizes, times, size_bytes, bandwidth_scale: float, latency_scale: float):
     """Table time with the what-if scalings: floor * latency_scale + rest / bandwidth_scale."""
     t = interpolate_table_s(sizes, times, size_bytes)
     if bandwidth_scale == 1.0 and latency_scale == 1.0:
@@ -146,7 +146,7 @@ def intra_node_allreduce_s(profile: HardwareProfile, gpus: int, size_bytes, use_
     if found is not None:
         table, sizes, times = found
         floor = 0.5 * times[0]  # never let a launch correction make a collective nearly free
-        t = _scaled_table_s(sizes, times, size_bytes, w.intra_bandwidth_scale, w.intra_latency_scale)
+        t = scaled_table_s(sizes, times, size_bytes, w.intra_bandwidth_scale, w.intra_latency_scale)
         return np.maximum(t + mode_correction_s(profile, table), floor * w.intra_latency_scale)
     return intra_node_model_s(profile, gpus, size_bytes)
 
@@ -210,7 +210,8 @@ def _within_own_table(profile: HardwareProfile, tp: int, nodes: int, size: np.nd
     """At a measured table's own group shape and within its sizes, the table itself (its running
     maximum, log-log between rows); elsewhere ``modelled``. The model times the offset is exact at
     the rows but follows the model's shape between them, where a protocol switch or NCCL's tree
-    correction can rise above the next row: a measured sweep is taken as it is where it exists."""
+    correction can rise above the next row: a measured sweep is taken as it is where it exists,
+    times what the profile's what-if scales do to the model there (a what-if, or a fit)."""
     found = _table_for(profile, tp, nodes)
     if found is None:
         return modelled
@@ -219,7 +220,11 @@ def _within_own_table(profile: HardwareProfile, tp: int, nodes: int, size: np.nd
     sizes = sizes[order]
     times = np.maximum.accumulate(times[order] + mode_correction_s(profile, table))
     inside = (size >= sizes[0]) & (size <= sizes[-1])
-    return np.where(inside, interpolate_table_s(sizes, times, size), modelled)
+    measured = interpolate_table_s(sizes, times, size)
+    if profile.what_if != WhatIf():
+        measured = measured * (multi_node_model_s(profile, tp, nodes, size)
+                               / multi_node_model_s(_unscaled(profile), tp, nodes, size))
+    return np.where(inside, measured, modelled)
 
 
 def _has_multi_node_table(profile: HardwareProfile, gpus_per_node: int) -> bool:

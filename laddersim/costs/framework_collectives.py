@@ -18,12 +18,15 @@ The logits AllGather (``logits_allgather_time_s``): from the profile's measured 
 (``collectives.allgather_tables``, sized by the gathered bytes; ``calibration/allgather_bench.py``)
 where one covers the group and size, else as an AllReduce of half the gathered bytes (a ring
 AllGather moves half of what an AllReduce of the same buffer does).
+
+Each of these tables takes the profile's intra-node ``what_if`` scales as the NCCL tables do (a
+what-if override, or a fitted machine's speed: ``laddersim.fit_parameters``).
 """
 
 from __future__ import annotations
 
 
-from laddersim.costs.collectives import allreduce_time_s, interpolate_table_s, mode_correction_s
+from laddersim.costs.collectives import allreduce_time_s, mode_correction_s, scaled_table_s
 from laddersim.costs.gemm_tables import SILICON, SOL
 from laddersim.hardware.profile import HardwareProfile
 
@@ -78,7 +81,7 @@ def _one_node_table_s(hw: HardwareProfile, tp: int, size_bytes: float, uses_tabl
         rows = (cols["gpus"] == tp) & (cols["nodes"] == 1)
         sizes = cols["size_bytes"][rows]
         if len(sizes) >= 2 and sizes[0] <= size_bytes and (not up_to_largest or size_bytes <= sizes[-1]):
-            seconds = float(interpolate_table_s(sizes, cols["time_s"][rows], size_bytes))
+            seconds = float(_intra_scaled_s(hw, sizes, cols["time_s"][rows], size_bytes))
             return max(seconds + mode_correction_s(hw, table), 0.0)
     return None
 
@@ -92,7 +95,16 @@ def logits_allgather_time_s(hw: HardwareProfile, fw, tp: int, gathered_bytes: fl
             rows = (cols["gpus"] == tp) & (cols["nodes"] == 1)
             sizes, times = cols["size_bytes"][rows], cols["time_s"][rows]
             if len(sizes) and sizes[0] <= gathered_bytes <= sizes[-1]:
-                seconds = float(times[0]) if len(sizes) == 1 else float(interpolate_table_s(sizes, times, gathered_bytes))
+                seconds = float(times[0]) * hw.what_if.intra_latency_scale if len(sizes) == 1 \
+                    else float(_intra_scaled_s(hw, sizes, times, gathered_bytes))  # one size: its floor
                 return max(seconds + mode_correction_s(hw, table), 0.0), SILICON
     # vLLM gathers the logits with torch.distributed (NCCL), not its custom all-reduce kernel
     return framework_allreduce_time_s(hw, fw, tp, gathered_bytes / 2.0, custom=False)
+
+
+def _intra_scaled_s(hw: HardwareProfile, sizes, times, size_bytes):
+    """A one-node table's time at ``size_bytes`` with the profile's intra-node what-if scales (a
+    what-if override, or a fit: ``laddersim.fit_parameters``), as NCCL's own tables get them."""
+    w = hw.what_if
+    return scaled_table_s(sizes, times, size_bytes, w.intra_bandwidth_scale, w.intra_latency_scale)
+

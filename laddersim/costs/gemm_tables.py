@@ -10,6 +10,14 @@ roofline at the nearest grid point. Each time says where it came from, as AIConf
 * ``SILICON``: interpolated inside a measured table;
 * ``HYBRID``: outside the table's grid, the roofline anchored to the table's nearest point;
 * ``SOL``: the roofline model (fitted efficiencies, ``laddersim.costs.gemm``), no table.
+
+A profile fitted to end-to-end runs of another machine (``laddersim fit``) keeps the rates its
+tables ran at (``gpu.table_rates``) beside its fitted ones: a time read from a table (``SILICON``
+or ``HYBRID``) moves by the fitted kernel floor's change, and its part above the tables' floor
+(none where the table is faster than that floor) by the ratio of the roofline's body (launch
+apart) at the fitted efficiencies to the body at the tables' (a decode step's memory-bound GEMMs
+follow the fitted memory rate, a prefill's compute-bound ones the fitted compute rate); with the
+tables' own rates it is the table's time, unchanged.
 """
 
 from __future__ import annotations
@@ -20,8 +28,9 @@ from pathlib import Path
 import numpy as np
 
 from laddersim.costs.gemm import gemm_time_s
+from laddersim.hardware.compute_specs import GpuSpec
 from laddersim.hardware.profile import HardwareProfile
-from laddersim.hardware.sourced import MeasuredTable
+from laddersim.hardware.sourced import MeasuredTable, Sourced
 from laddersim.hardware.table_files import read_gemm_table_csv, read_plain_columns
 
 SILICON, HYBRID, SOL = "SILICON", "HYBRID", "SOL"
@@ -113,7 +122,12 @@ def library_gemm_time_s(hw: HardwareProfile, m: int, n: int, k: int, dtype_bytes
     kept = _times.get(key)
     if kept is not None and kept[0] is hw.gpu:
         return kept[1]
-    seconds, source = _library_gemm_time_s(hw, m, n, k, dtype_bytes, peak_flops_per_s, path, stamp)
+    table_gpu = _at_table_rate(hw.gpu)
+    seconds, source = _library_gemm_time_s(table_gpu, m, n, k, dtype_bytes, peak_flops_per_s, path, stamp)
+    if table_gpu is not hw.gpu:  # a fitted profile: the time follows the fit (SOL: the fitted roofline itself)
+        body = [float(gemm_time_s(g, m, n, k, dtype_bytes, 0.0, peak_flops_per_s)) for g in (hw.gpu, table_gpu)]
+        seconds += (hw.gpu.kernel_launch_s - table_gpu.kernel_launch_s
+                    + max(seconds - table_gpu.kernel_launch_s, 0.0) * (body[0] / body[1] - 1.0))
     sustained = hw.gpu.sustained_tflops
     if sustained is not None and dtype_bytes == 2:
         seconds = max(seconds, 2.0 * m * n * k / (sustained.value * 1e12))
@@ -124,9 +138,24 @@ def library_gemm_time_s(hw: HardwareProfile, m: int, n: int, k: int, dtype_bytes
     return result
 
 
-def _library_gemm_time_s(hw: HardwareProfile, m: int, n: int, k: int, dtype_bytes: int, peak_flops_per_s: float,
+def _at_table_rate(gpu: GpuSpec) -> GpuSpec:
+    """``gpu`` at the rates its measured tables ran at (itself unless a fit moved them:
+    ``GpuSpec.table_rates``)."""
+    rates = gpu.table_rates
+    if rates is None:
+        return gpu
+    source = f"the rate the measured tables ran at ({rates.source})"
+    return gpu.model_copy(update={
+        "table_rates": None,
+        "gemm_memory_efficiency": Sourced(value=rates.gemm_memory_efficiency, source=source),
+        "gemm_compute_efficiency": Sourced(value=rates.gemm_compute_efficiency, source=source),
+        "kernel_launch_us": Sourced(value=rates.kernel_launch_us, source=source)})
+
+
+def _library_gemm_time_s(gpu: GpuSpec, m: int, n: int, k: int, dtype_bytes: int, peak_flops_per_s: float,
                          path: Path | None, stamp: int | None) -> tuple[float, str]:
-    roofline = float(gemm_time_s(hw.gpu, m, n, k, dtype_bytes, None, peak_flops_per_s))
+    """The time and source label of the GEMM on ``gpu`` at its tables' own rate."""
+    roofline = float(gemm_time_s(gpu, m, n, k, dtype_bytes, None, peak_flops_per_s))
     if path is None:
         return roofline, SOL
     axes, cube = _grid(path, stamp)
@@ -136,5 +165,5 @@ def _library_gemm_time_s(hw: HardwareProfile, m: int, n: int, k: int, dtype_byte
         return float(np.exp(_interpolate(axes, cube, point))), SILICON
     nearest = np.exp([float(np.clip(x, a[0], a[-1])) for a, x in zip(axes, point)])
     anchor_table = float(np.exp(_interpolate(axes, cube, np.log(nearest))))
-    anchor_roofline = float(gemm_time_s(hw.gpu, *nearest, dtype_bytes, None, peak_flops_per_s))
+    anchor_roofline = float(gemm_time_s(gpu, *nearest, dtype_bytes, None, peak_flops_per_s))
     return roofline * anchor_table / anchor_roofline, HYBRID

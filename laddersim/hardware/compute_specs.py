@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, model_serializer, model_validator
 
 from laddersim.errors import UserInputError
 from laddersim.hardware.sourced import FROZEN_CONFIG, MeasuredTable, NonNegative, Positive, Sourced
@@ -13,6 +13,18 @@ from laddersim.hardware.sourced import FROZEN_CONFIG, MeasuredTable, NonNegative
 # The GpuSpec field holding each Workload dtype's compute peak.
 PEAK_FIELD_BY_DTYPE = {"bfloat16": "peak_tflops", "float16": "peak_tflops", "float32": "peak_tflops_fp32",
                        "fp8": "peak_tflops_fp8"}
+
+
+class TableRates(BaseModel):
+    """The GPU's rates its measured tables ran at, kept by a fit (``laddersim fit``) that moves
+    the GPU's own: a table's time follows the fitted rates (``GpuSpec.table_rates``)."""
+
+    model_config = FROZEN_CONFIG
+
+    gemm_memory_efficiency: float = Field(gt=0, allow_inf_nan=False)
+    gemm_compute_efficiency: float = Field(gt=0, allow_inf_nan=False)
+    kernel_launch_us: float = Field(ge=0, allow_inf_nan=False)
+    source: str = Field(min_length=3)
 
 
 class MeasuredDtype(BaseModel):
@@ -73,6 +85,32 @@ class GpuSpec(BaseModel):
     # calibrate fit``: its peak and GEMM efficiencies are its GEMMs' rates in this dtype, so it
     # runs this dtype only. None: every dtype with a peak (datasheet peaks).
     measured_dtype: MeasuredDtype | None = None
+    # The rates the measured tables ran at, where a fit to end-to-end runs (laddersim fit) moved
+    # the GPU's own (the efficiencies and kernel floor above): a time read from a measured table
+    # (``gemm_tables``: laddersim.costs.gemm_tables; a traced stack's kernel classes:
+    # laddersim.costs.calibrated_kernels) follows the fitted rates. None: the rates above are the
+    # tables' own (left out of the profile's dump, so a profile without a fit dumps and hashes as
+    # it did before the field existed).
+    table_rates: TableRates | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler):
+        data = handler(self)
+        if self.table_rates is None:
+            data.pop("table_rates", None)
+        return data
+
+    def memory_rate_over_tables(self) -> float:
+        """How much faster than its measured tables this GPU streams memory (1 without a fit)."""
+        if self.table_rates is None:
+            return 1.0
+        return self.gemm_memory_efficiency.value / self.table_rates.gemm_memory_efficiency
+
+    def floor_over_tables(self) -> float:
+        """This GPU's kernel floor over the one its measured tables ran with (1 without a fit)."""
+        if self.table_rates is None or self.table_rates.kernel_launch_us == 0:
+            return 1.0
+        return self.kernel_launch_us.value / self.table_rates.kernel_launch_us
 
     @property
     def peak_flops_per_s(self) -> float:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from laddersim.choices import DEFAULT_PLAN_BATCHES
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.model_shape import ModelShape
@@ -32,7 +33,7 @@ from laddersim.sweep.grid import OVERRIDE_COLUMNS
 from laddersim.sweep.points import Point
 
 RANK_KEYS = ("usd_per_hour", "usd_per_million_tokens")
-DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+DEFAULT_BATCHES = DEFAULT_PLAN_BATCHES  # plan --batch default (laddersim.choices)
 
 
 @dataclass(frozen=True)

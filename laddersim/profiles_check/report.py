@@ -27,7 +27,6 @@ from laddersim.profiles_check.compare import (  # noqa: E402
 from laddersim.profiles_check.sources import CHECK_MAX_BYTES, CHECK_MIN_BYTES, shared_root  # noqa: E402
 from laddersim.errors import UserInputError  # noqa: E402
 from laddersim.provenance import profile_sha256, laddersim_version  # noqa: E402
-from laddersim.resources import source_checkout  # noqa: E402
 
 # The phrase that marks a report compared with the original rows (more data than the compact
 # tables): a run without ../shared never overwrites such a report.
@@ -35,9 +34,9 @@ ORIGINAL_ROWS_MARK = "the **original source rows**"
 
 
 def default_report_path() -> Path:
-    """``reports/collectives.md`` of the checkout (of the current folder for an install)."""
-    checkout = source_checkout()
-    return (checkout if checkout is not None else Path.cwd()) / "reports" / "collectives.md"
+    """``reports/collectives.md`` under the current folder, like every command's output (an editable
+    install run from another folder no longer writes into its checkout)."""
+    return Path("reports") / "collectives.md"
 
 
 def report_target(out: str | Path | None) -> Path:

@@ -105,8 +105,8 @@ def paper_section(out_dir: Path, figures_dir: Path) -> Section:
         "batch 1 with P2P on and 1.60x with P2P off; the gain grows with TP and with slower links and shrinks "
         "as the batch grows.",
         "",
-        "Reproduce (per-row errors, trend checks):",
+        "Reproduce (per-row errors, trend checks; the report goes to runs/validation/):",
         "",
-        code(["laddersim validate --out reports/validation"]),
+        code(["laddersim validate"]),
     ]
     return Section("1. Paper reproduction: Llama-3.1-70B on 8x H100", "\n".join(parts), figures)

@@ -44,3 +44,11 @@ def serving_options(**values) -> ServingOptions:
         shown = repr(err.get("input"))
         shown = shown if len(shown) <= 40 else shown[:40] + "..."
         raise UserInputError(f"{field}: {err['msg']}, got {shown}") from None
+
+
+def slo_rule(options: ServingOptions) -> str:
+    """How a rate is judged: '>= 90% of requests meet TTFT <= 0.5 s and TPOT <= 30 ms'."""
+    slos = [f"{name} <= {value * 1e3:g} ms" if value < 1 else f"{name} <= {value:g} s"
+            for name, value in (("TTFT", options.ttft_slo_s), ("TPOT", options.tpot_slo_s)) if value is not None]
+    return (f">= {options.slo_attainment:.0%} of requests meet {' and '.join(slos)}" if slos
+            else "no SLO set: every request counts as within")

@@ -75,6 +75,27 @@ def _pairs_section(frame: pd.DataFrame) -> list[str]:
             "(worst).", "", markdown_table(table[cols], ".2f"), ""]
 
 
+MEASURED_FILE = "measured.csv"  # the measured rows as read, beside the report (its Reproduce line names it)
+
+
+def write_measured(measured: pd.DataFrame, out_dir: str | Path) -> Path:
+    """The measured rows as read, as ``OUT_DIR/measured.csv``, so that the report's Reproduce line
+    names a file its reader has. A model given by its config.json is named by its label and the
+    config copied to ``OUT_DIR/models/<label>.json``, where ``read_measured`` looks for it."""
+    import shutil
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for model in measured["model"].unique():
+        source, copy = Path(str(model)), out_dir / "models" / f"{model_label(model)}.json"
+        if source.suffix == ".json" and source.is_file() and not (copy.exists() and copy.samefile(source)):
+            copy.parent.mkdir(exist_ok=True)
+            shutil.copyfile(source, copy)
+    path = out_dir / MEASURED_FILE
+    measured.assign(model=measured["model"].map(model_label)).to_csv(path, index=False, lineterminator="\n")
+    return path
+
+
 def write_report(frame: pd.DataFrame, out_dir: str | Path, command: str, tp1: pd.DataFrame | None = None,
                  fit: tuple[tuple[str, ...], dict[str, float]] | None = None) -> Path:
     """The validation report; ``fit`` = (schedules fitted on, fitted parameters) for `laddersim fit`."""

@@ -1,22 +1,25 @@
-"""What both kinds of ``laddersim plan`` check and load first: the model with its schedules and
-TPs, the priced candidate profiles, and their prices per GPU-hour."""
+"""What both kinds of ``plan`` check and load first: the model with its schedules and TPs, the
+priced candidate profiles, and their prices per GPU-hour."""
 
 from __future__ import annotations
 
-import argparse
+from typing import TYPE_CHECKING, Sequence
 
-from laddersim.errors import UserInputError
-from laddersim.hardware.profile import list_profiles, load_profile
-from laddersim.model_shape import ModelShape, load_model_shape
-from laddersim.schedules.plan import parse_schedule
+from laddersim.api.common import note_unmeasured
+
+if TYPE_CHECKING:
+    from laddersim.model_shape import ModelShape
 
 
-def checked_shape(args: argparse.Namespace) -> ModelShape:
-    """``--model``'s shape, with every ``--schedule`` and ``--tp`` checked against it."""
-    shape = load_model_shape(args.model)
-    for schedule in args.schedule:
+def checked_shape(model, schedules: Sequence[str], tps: Sequence[int] | None) -> ModelShape:
+    """``model``'s shape, with every schedule and TP checked against it."""
+    from laddersim.model_shape import load_model_shape
+    from laddersim.schedules.plan import parse_schedule
+
+    shape = load_model_shape(model)
+    for schedule in schedules:
         parse_schedule(schedule, shape.n_layers)
-    for tp in args.tp or []:
+    for tp in tps or []:
         shape.check_tp(tp)
     return shape
 
@@ -24,6 +27,9 @@ def checked_shape(args: argparse.Namespace) -> ModelShape:
 def candidate_profiles(names: list[str] | None, prices) -> tuple[dict, list[str]]:
     """(name -> (load ref, profile), names skipped); explicit names need a price, defaults without
     one are skipped."""
+    from laddersim.errors import UserInputError
+    from laddersim.hardware.profile import list_profiles, load_profile
+
     out, skipped = {}, []
     for name in names or list_profiles():
         profile = load_profile(name)
@@ -41,3 +47,9 @@ def candidate_profiles(names: list[str] | None, prices) -> tuple[dict, list[str]
 def gpu_hour_prices(prices, profiles: dict) -> dict[str, float]:
     """USD per GPU-hour of each candidate profile (name -> price)."""
     return {name: prices.usd_per_gpu_hour(profile.name) for name, (_, profile) in profiles.items()}
+
+
+def note_unmeasured_candidates(profiles: dict) -> None:
+    """The datasheet-only note (stderr) of each candidate profile with no measurement behind it."""
+    for _, profile in profiles.values():
+        note_unmeasured(profile)

@@ -1,0 +1,68 @@
+"""The Python API: every task of the command line as a function with typed parameters, returning
+pandas DataFrames or objects.
+
+    import laddersim
+    laddersim.simulate(model="llama-3.1-8b", hardware="h100-sxm-nvswitch", tp=2, batch=1,
+                       prompt_len=128, gen_len=8, schedules=["standard", "ladder"])
+
+The command line (``laddersim/cli``) parses its flags into these parameters, calls these
+functions and prints what they return; nothing here knows the command line. Each function's
+signature holds its defaults (the flags read them) and its docstring says every parameter's units
+and allowed values (``help(laddersim.plan)``). One module per task (``common``: what they share):
+
+* ``scenario``: ``simulate``, ``timeline``, ``load_profile``
+* ``kernel_costs``: ``kernels``
+* ``sweeps``: ``sweep``
+* ``validation_task``, ``fit_task``: ``validate``, ``fit``
+* ``planning``, ``rate_planning``, ``plan_inputs``: ``plan``, ``break_even``
+* ``serving_task``: ``serving``
+* ``profiles_task``: ``profiles``, ``show_profile``, ``check_profile``, ``fit_profile``,
+  ``profiles_report``
+* ``calibration_task``: ``calibrate_run``, ``calibrate_fit``, ``import_nccl_tests``, ``nccl_log``,
+  ``nccl_tuning``, ``calibrate_kernels``
+* ``plotting``, ``reporting``: ``plot``, ``plot_timeline``, ``report``
+
+``import laddersim`` stays cheap: the package exposes these names lazily (``laddersim/__init__``)
+and each module imports the simulator only when a function runs. Bad input raises
+``laddersim.errors.UserInputError`` with the one line the command prints; notes a task has for
+its user (a profile resting on datasheets only, a skipped candidate) go to stderr.
+"""
+
+from laddersim.api.calibration_task import (
+    calibrate_fit,
+    calibrate_kernels,
+    calibrate_run,
+    import_nccl_tests,
+    nccl_log,
+    nccl_tuning,
+)
+from laddersim.api.fit_task import fit
+from laddersim.api.kernel_costs import kernels
+from laddersim.api.planning import PlanAnswer, break_even, plan, plan_run
+from laddersim.api.plotting import plot, plot_timeline
+from laddersim.api.profiles_task import (
+    ProfileCheck,
+    check_profile,
+    fit_profile,
+    profiles,
+    profiles_report,
+    show_profile,
+)
+from laddersim.api.rate_planning import RatePlanAnswer
+from laddersim.api.reporting import report
+from laddersim.api.scenario import load_profile, simulate, simulate_schedules, time_sources, timeline
+from laddersim.api.serving_task import ServingRun, serving, serving_run
+from laddersim.api.sweeps import sweep
+from laddersim.api.validation_task import validate
+
+# The public functions, in the order the docs list them (laddersim.__all__).
+PUBLIC = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "break_even", "serving", "kernels",
+          "load_profile", "profiles", "show_profile", "check_profile", "fit_profile", "profiles_report", "calibrate_run",
+          "calibrate_fit", "import_nccl_tests", "nccl_log", "nccl_tuning", "calibrate_kernels", "plot",
+          "plot_timeline", "report")
+# What the command line calls beside them: a task's whole answer (rows and what it prints), each
+# with the same parameters as its public function, without defaults (the command gives them all).
+ANSWERS = ("simulate_schedules", "time_sources", "plan_run", "PlanAnswer", "RatePlanAnswer", "serving_run",
+           "ServingRun", "ProfileCheck")
+
+__all__ = [*PUBLIC, *ANSWERS]

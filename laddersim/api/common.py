@@ -1,0 +1,43 @@
+"""What the API's tasks share: a profile from a name or an object, the note on a profile with no
+measurement behind it, and sequence arguments given as one value."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from laddersim.hardware.profile import HardwareProfile
+
+
+def profile_of(hardware: str | Path | HardwareProfile) -> HardwareProfile:
+    """``hardware`` as a HardwareProfile: a profile name, a profile .yaml path, a calibration run
+    directory, or a profile already loaded."""
+    from laddersim.hardware.profile import HardwareProfile, load_profile
+
+    return hardware if isinstance(hardware, HardwareProfile) else load_profile(hardware)
+
+
+def unmeasured_note(profile: HardwareProfile) -> str | None:
+    """One line for a profile with no measured tables behind it (``measured: false``: a what-if
+    built from datasheets), else None."""
+    if profile.measured:
+        return None
+    return (f"note: {profile.name} is a what-if profile with no measured tables behind it: its predictions "
+            "rest on datasheets only")
+
+
+def note_unmeasured(profile: HardwareProfile) -> None:
+    """Print ``unmeasured_note`` on stderr, if any (where a task prints predictions of the profile)."""
+    if (note := unmeasured_note(profile)) is not None:
+        print(note, file=sys.stderr)
+
+
+def listed(values):
+    """A sequence argument as a list; one name, path or number given alone is a list of one (a
+    string is not split into its characters); None stays None."""
+    if values is None:
+        return None
+    return [values] if isinstance(values, (str, int, float, os.PathLike)) else list(values)
