@@ -80,9 +80,9 @@ def check_pipeline(model: ModelShape, batch: int, pp: int, microbatches: int) ->
         raise UserInputError(f"pp: must be a positive whole number of pipeline stages, got {pp!r}")
     split_layers(model.n_layers, pp)  # at most one stage per layer
     if isinstance(microbatches, bool) or not isinstance(microbatches, int) or microbatches < 1:
-        raise UserInputError(f"pp_microbatches: must be a positive whole number, got {microbatches!r}")
+        raise UserInputError(f"pp-microbatches: must be a positive whole number, got {microbatches!r}")
     if microbatches > 1 and pp == 1:
-        raise UserInputError("pp_microbatches: micro-batches need a pipeline; allowed: 1 at pp=1, or pp >= 2")
+        raise UserInputError("pp-microbatches: micro-batches need a pipeline; allowed: 1 at pp=1, or pp >= 2")
     if batch % microbatches:
         divisors = ", ".join(str(m) for m in range(1, batch + 1) if batch % m == 0)
-        raise UserInputError(f"pp_microbatches: {microbatches} does not divide batch {batch}; allowed: {divisors}")
+        raise UserInputError(f"pp-microbatches: {microbatches} does not divide batch {batch}; allowed: {divisors}")

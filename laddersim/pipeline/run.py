@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from laddersim.costs.gemm_tables import SOL
 from laddersim.costs.memory_fit import MemoryUse, check_fits
 from laddersim.costs.point_to_point import send_time_s
 from laddersim.pipeline import timing
@@ -79,9 +80,11 @@ class PipelineResult:
     prefill_metrics: np.ndarray  # METRICS of the prefill (all micro-batches)
     decode_metrics: np.ndarray  # (steps, METRICS): every micro-batch's token of that step
     decode_half_width_s: np.ndarray | None = None
-    # Each stage's receive in a decode step (seconds) and the transport its slowest pair crossed.
+    # Each stage's receive in a decode step (seconds), the transport its slowest pair crossed and
+    # where its time came from (SILICON: the profile's measured send/recv table; SOL: the model).
     receive_s: tuple[float, ...] = ()
     transports: tuple[str, ...] = ()
+    receive_labels: tuple[str, ...] = ()
 
     @property
     def nodes(self) -> int:
@@ -99,6 +102,14 @@ class PipelineResult:
     @property
     def engine_events(self) -> int:
         return sum(stage.engine_events for stage in self.stages)
+
+    def receive_sources(self) -> dict[str, str]:
+        """{receive op kind: SILICON or SOL} (SOL where any stage's was the model's)."""
+        out: dict[str, str] = {}
+        for index, label in enumerate(self.receive_labels):
+            kind = "recv_tokens" if index == 0 else "recv_hidden"
+            out[kind] = label if out.get(kind, label) == label else SOL
+        return out
 
     def stage_decode_s(self) -> np.ndarray:
         """(steps, stages): each stage's pass of each decode step."""
@@ -172,7 +183,7 @@ def simulate_pipeline(scenario: Scenario, options: SimOptions | None = None, pro
     setups = [stage_setup(micro, placement, stage) for stage in stages]
     results = tuple(simulate_passes(micro, setup, memory, options, progress) for setup, memory in zip(setups, memories))
     receives = tuple(sum(setup.boundary("decode").values()) for setup in setups)
-    transports = tuple(send_time_s(hw, placement.hop_into(stage.index), 1.0)[1] for stage in stages)
+    links = [send_time_s(hw, placement.hop_into(stage.index), 1.0) for stage in stages]
     prefill = np.sum([r.prefill_metrics for r in results], axis=0) * m
     prefill[0] = float(timing.fill_s([r.prefill_metrics[0] for r in results], m))
     decode = np.sum([r.decode_metrics for r in results], axis=0) * m
@@ -184,4 +195,5 @@ def simulate_pipeline(scenario: Scenario, options: SimOptions | None = None, pro
         scale = decode[:, 0].sum() / max(stage_s.sum(), 1e-300)
         half_width = np.sqrt(np.sum(np.square(widths), axis=0)) * scale
     fullest = max(memories, key=lambda use: use.total_bytes)
-    return PipelineResult(scenario, placement, results, fullest, prefill, decode, half_width, receives, transports)
+    return PipelineResult(scenario, placement, results, fullest, prefill, decode, half_width, receives,
+                          tuple(link[1] for link in links), tuple(link[2] for link in links))
