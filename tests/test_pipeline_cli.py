@@ -9,19 +9,10 @@ import pandas as pd
 import pytest
 
 import laddersim
-from laddersim.cli import main
+from cli_run import run_cli
 
 H100 = "h100-sxm-nvswitch"
 SMALL = ["--prompt-len", "128", "--gen-len", "8"]
-
-
-def run_cli(args, capsys):
-    try:
-        code = main(args)
-    except SystemExit as exc:  # argparse's own refusals
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_simulate_with_pp_is_the_apis_pipeline(capsys):
