@@ -98,7 +98,7 @@ def test_check_serving_workload_leaves_the_kv_cache_to_each_candidate():
         check_serving_workload(shape, serving_options(), load, 1.0)
     # planned directly: TP 2 skipped with the blocks it lacks, TP 4 planned
     profile = load_profile(HW)
-    plan = plan_for_rate(shape, [(HW, profile, 2, 1, "ladder"), (HW, profile, 4, 1, "ladder")], {HW: 2.0}, 0.5,
+    plan = plan_for_rate(shape, [(HW, profile, 2, "ladder"), (HW, profile, 4, "ladder")], {HW: 2.0}, 0.5,
                          serving_options(chunked_prefill=True, ttft_slo_s=30.0, max_batched_tokens=2048), load)
     assert [(s.tp, s.reason.split(";")[0]) for s in plan.skipped] == [
         (2, "a request of 33016 tokens needs 2064 KV-cache blocks of 16 tokens")]

@@ -105,8 +105,8 @@ def _unservable(scenario, options: ServingOptions, longest: int) -> str | None:
 def serving_candidates(model_shape: ModelShape, profiles: dict[str, tuple[str, HardwareProfile]],
                        schedules: list[str], tps: list[int] | None, max_nodes: int | None,
                        pps: list[int] | None = None) -> list[tuple]:
-    """(profile name, profile, TP, PP, schedule) to evaluate."""
-    return [(name, profile, tp, pp, schedule) for name, (_, profile) in profiles.items()
+    """(profile name, profile, TP, schedule, PP) to evaluate."""
+    return [(name, profile, tp, schedule, pp) for name, (_, profile) in profiles.items()
             for tp, pp in candidate_splits(model_shape, profile, tps, pps, max_nodes) for schedule in schedules]
 
 
@@ -117,7 +117,8 @@ def plan_for_rate(model_shape: ModelShape, candidates: list[tuple], usd_per_gpu_
     so what a candidate raises while it is simulated is about that candidate: it is skipped."""
     longest = check_serving_workload(model_shape, options, load, target_rate)
     out, skipped = [], []
-    for name, profile, tp, pp, schedule in candidates:
+    for name, profile, tp, schedule, *stages in candidates:  # (..., PP); without it, no pipeline
+        pp = stages[0] if stages else 1
         cap, reason = None, None
         try:
             scenario = serving_scenario(model_shape, profile, tp, schedule, dtype, pp=pp)

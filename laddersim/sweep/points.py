@@ -60,7 +60,8 @@ class Point:
 def point_key(inputs: dict) -> str:
     # Serving columns join the key only where present, so other points keep their keys; so do
     # the inputs added later (KEYED_UNLESS) where they differ from what older points had.
-    text = json.dumps([[c, inputs[c]] for c in INPUT_COLUMNS if c not in KEYED_UNLESS or inputs[c] != KEYED_UNLESS[c]]
+    text = json.dumps([[c, inputs[c]] for c in INPUT_COLUMNS
+                       if c not in KEYED_UNLESS or inputs[c] not in (None, KEYED_UNLESS[c])]
                       + [[c, inputs[c]] for c in SERVING_COLUMNS if c in inputs], separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
