@@ -170,7 +170,7 @@ def issue37(shared: Path, rename: dict[str, str]) -> dict[str, float]:
 # parallelism is not modelled).
 DEVELOPMENT_TABLES = ("validation/ladder_70b_tp_sweep.csv", "validation/ladder_8b_tp_sweep.csv",
                       "validation/ladder_flash_p2p_sweep.csv", "validation/ladder_graph_p2p_sweep.csv",
-                      "validation/ladder_405b_2node.csv")
+                      "validation/ladder_405b_2node.csv", "validation/ladder_pp_sweep.csv")
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
