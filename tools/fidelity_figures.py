@@ -272,18 +272,13 @@ def main() -> int:
     if not (shared / DEV_TABLES[0]).exists():
         print(f"no {shared / DEV_TABLES[0]}: pass --shared", file=sys.stderr)
         return 2
-    if args.issue29:
-        issue29(shared)
-        return 0
-    if args.issue37:
-        issue37(shared, dict(item.split("=", 1) for item in args.rename))
-        return 0
-    if args.issue39:
-        issue39(shared)
-        return 0
-    if args.groups:
-        write_groups(shared, dict(item.split("=", 1) for item in args.rename))
-        return 0
+    rename = dict(item.split("=", 1) for item in args.rename)
+    only = {"issue29": lambda: issue29(shared), "issue37": lambda: issue37(shared, rename),
+            "issue39": lambda: issue39(shared), "groups": lambda: write_groups(shared, rename)}
+    for flag, run in only.items():
+        if getattr(args, flag):
+            run()
+            return 0
     frame = dev_tables(shared, ValidationSetup())
     print_dev(frame)
     if args.rows:
