@@ -104,6 +104,10 @@ class CollectiveSpec(BaseModel):
     # engine prices the logits gather from them where they cover its group and size
     # (calibration/allgather_bench.py), else as an AllReduce of half the gathered bytes.
     allgather_tables: list[MeasuredTable] = []
+    # Measured point-to-point send/recv tables (``gpus`` 2: one pair; ``nodes`` 1: inside a node,
+    # ``size_bytes``: the message): a pipeline's stage boundary is priced from their one-node rows
+    # where the pair talks P2P (laddersim.costs.point_to_point).
+    sendrecv_tables: list[MeasuredTable] = []
     # Fitted per-GPU-count curves of the intra-node tier (used where no model table matches, and
     # always for the intra-node part of a multi-node AllReduce).
     intra_node_fits: list[TierFit] = []

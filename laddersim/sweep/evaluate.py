@@ -50,10 +50,10 @@ def simulate_point(point: Point) -> dict:
     profile = _overridden(point.hardware_ref, point.overrides, point.tp)
     if point.serving:  # one replica under load (laddersim.serving.sweep_axes)
         return serving_point_metrics(_model(point.model_ref), profile, point.tp, point.schedule, point.dtype,
-                                     point.kv_reads, point.prompt_len, point.gen_len, point.serving)
+                                     point.kv_reads, point.prompt_len, point.gen_len, point.serving, point.pp)
     scenario = make_scenario(_model(point.model_ref), profile, point.tp, point.batch, point.prompt_len,
                              point.gen_len, point.schedule, point.dtype, point.kv_cache,
-                             point.kv_reads)
+                             point.kv_reads, pp=point.pp, microbatches=point.pp_microbatches)
     return simulate(scenario).summary()
 
 

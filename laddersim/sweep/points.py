@@ -13,11 +13,13 @@ from laddersim.model_shape import PRESETS, load_model_shape
 from laddersim.serving.sweep_axes import SERVING_COLUMNS
 from laddersim.sweep.grid import OVERRIDE_COLUMNS, SweepGrid
 
-SCENARIO_COLUMNS = ("model", "hardware", "tp", "batch", "prompt_len", "gen_len", "schedule", "dtype", "kv_cache",
-                    "kv_reads")
+SCENARIO_COLUMNS = ("model", "hardware", "tp", "pp", "pp_microbatches", "batch", "prompt_len", "gen_len", "schedule",
+                    "dtype", "kv_cache", "kv_reads")
 # Every input of a point, in table order; the result table is sorted by these.
 INPUT_COLUMNS = SCENARIO_COLUMNS + OVERRIDE_COLUMNS
-KEYED_IF_SET = ("gpus_per_node",)
+# Inputs added later key a point only where they differ from what every point had before (so
+# older stores keep their keys): an override column where set, ``pp`` where the pipeline has stages.
+KEYED_UNLESS = {"gpus_per_node": None, "pp": 1, "pp_microbatches": 1}
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,8 @@ class Point:
     hardware_ref: str
     kv_reads: str = "repeat_interleave"
     serving: tuple[tuple[str, object], ...] | None = None  # (column, value) of a serving point
+    pp: int = 1  # pipeline stages
+    pp_microbatches: int = 1  # batches in flight through them
 
     def inputs(self) -> dict:
         """The input columns of this point's result row."""
@@ -54,9 +58,10 @@ class Point:
 
 
 def point_key(inputs: dict) -> str:
-    # Serving columns join the key only where present, so other points keep their keys.
-    # So do the override columns added later (KEYED_IF_SET) where set: older stores keep their keys.
-    text = json.dumps([[c, inputs[c]] for c in INPUT_COLUMNS if c not in KEYED_IF_SET or inputs[c] is not None]
+    # Serving columns join the key only where present, so other points keep their keys; so do
+    # the inputs added later (KEYED_UNLESS) where they differ from what older points had.
+    text = json.dumps([[c, inputs[c]] for c in INPUT_COLUMNS
+                       if c not in KEYED_UNLESS or inputs[c] not in (None, KEYED_UNLESS[c])]
                       + [[c, inputs[c]] for c in SERVING_COLUMNS if c in inputs], separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
@@ -91,13 +96,13 @@ def expand_grid(grid: SweepGrid) -> list[Point]:
     override_values = list(itertools.product(*swept.values()))
     serving = grid.serving.settings() if grid.serving else [None]
     points: dict[str, Point] = {}
-    for model, hw, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache, kv_reads, values, load in itertools.product(
-        grid.models, grid.hardware, grid.tp, grid.batch, grid.prompt_len, grid.gen_len, grid.schedules,
-        grid.dtype, grid.kv_cache, grid.kv_reads, override_values, serving,
-    ):
+    for model, hw, tp, pp, m, batch, prompt_len, gen_len, schedule, dtype, kv_cache, kv_reads, values, load in (
+        itertools.product(grid.models, grid.hardware, grid.tp, grid.pp, grid.pp_microbatches, grid.batch,
+                          grid.prompt_len, grid.gen_len, grid.schedules, grid.dtype, grid.kv_cache, grid.kv_reads,
+                          override_values, serving)):
         chosen = dict(zip(swept, values))
         overrides = tuple((c, chosen.get(c)) for c in OVERRIDE_COLUMNS)
         point = Point(model, hw, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache, overrides,
-                      model_refs[model], profile_refs[hw], kv_reads, load)
+                      model_refs[model], profile_refs[hw], kv_reads, load, pp, m)
         points.setdefault(point.key, point)
     return list(points.values())
