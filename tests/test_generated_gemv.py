@@ -132,7 +132,7 @@ def test_only_a_compiled_one_row_linear_is_generated(h100, framework, batch, gen
 @pytest.mark.skipif(not (SHARED / "ladder_70b_tp_sweep.csv").exists(), reason="needs ../shared/validation")
 def test_the_compiled_tables_batch_1_rows():
     """The paper's 70B figure and the 8B TP sweep (gpt-fast compiled, ../shared/validation), their
-    41 batch-1 rows: tokens/s median |error| 3.5% (7.1% with the linears at cuBLAS's M = 1 rows, all
+    41 batch-1 rows: tokens/s median |error| 3.3% (7.0% with the linears at cuBLAS's M = 1 rows, all
     predicted slow); the upper_bound rows (no collective: the step's compute) -5.0% to +1.6%
     (-13.1% to -4.0% before). And the 405B figure's batch-1 upper_bound decode (TP 16, 11.69 s
     measured): within 3% (12.60 s, 7.7% slow, before)."""
