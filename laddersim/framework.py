@@ -108,6 +108,9 @@ class Framework(BaseModel):
     # collective's event before the consumer), which no overlap hides. None: nothing beyond the
     # profile's framework.collective_sync_us.
     collective_handoff_us: NonNegative | None = None
+    # The passes the framework replays as CUDA graphs (a network collective there waits for the
+    # host node NCCL adds: laddersim.costs.graph_proxy). None: none.
+    cuda_graph_passes: Choice[list[Literal["prefill", "decode"]]] | None = None
 
     def collective_handoff_s(self) -> float:
         return self.collective_handoff_us.value * 1e-6 if self.collective_handoff_us is not None else 0.0

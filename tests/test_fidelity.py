@@ -13,6 +13,7 @@ import pytest
 from laddersim.cli import main
 from laddersim.cli.args import FRAMEWORKS
 from laddersim.costs.gemm_tables import HYBRID, SILICON, SOL, library_gemm_time_s, model_gemm_table
+from laddersim.costs.generated_gemv import generated_gemv_time_s
 from laddersim.costs.op_costs import SPLIT_K_WAVES, Phase, op_time_sources, op_times_s, splits_k
 from laddersim.errors import UserInputError
 from laddersim.framework import framework_names, load_framework
@@ -66,9 +67,10 @@ def test_gemm_table_is_used_at_its_own_points_and_labelled(h100):
 
 
 def test_batch_1_and_batch_2_steps_differ_by_the_kernel_path_alone(h100):
-    """gpt-fast: at M = 1 a linear is one kernel (the measured M = 1 GEMM); at M = 2 a linear whose
-    output tiles cannot fill the SMs adds a kernel reducing the split-K partials. Linear by linear,
-    the step difference is the table's M = 2 - M = 1 difference plus those reduce kernels."""
+    """gpt-fast: at M = 1 a linear is one generated kernel (the best measured M = 1 streaming of its
+    bytes, laddersim.costs.generated_gemv); at M = 2 a library GEMM, and one whose output tiles
+    cannot fill the SMs adds a kernel reducing the split-K partials. Linear by linear, the step
+    difference is the M = 2 GEMM's less the M = 1 kernel's time plus those reduce kernels."""
     model = ModelShape(name="llama-3.1-8b-like", n_layers=32, dim=4096, n_heads=32, n_kv_heads=8,
                        intermediate_size=14336, vocab_size=128256)
     tp = 8
@@ -79,7 +81,8 @@ def test_batch_1_and_batch_2_steps_differ_by_the_kernel_path_alone(h100):
         times[batch] = op_times_s(model, h100, work, tp, Phase("decode", batch, 1), np.array([64.0]))
     reduce_kernels = 0
     for kind, (n, k) in shapes.items():
-        table = {m: library_gemm_time_s(h100, m, n, k, 2, h100.gpu.peak_flops_per_s)[0] for m in (1, 2)}
+        table = {1: generated_gemv_time_s(h100, n, k, 2, h100.gpu.peak_flops_per_s)[0],
+                 2: library_gemm_time_s(h100, 2, n, k, 2, h100.gpu.peak_flops_per_s)[0]}
         extra = times[2][kind][0] - times[1][kind][0] - (table[2] - table[1])
         assert splits_k(h100.gpu, 2, n) and not splits_k(h100.gpu, 1, n)
         # One memory-bound kernel summing fp32 partials of 2 x n outputs.
@@ -124,8 +127,9 @@ def test_stacked_linear_costs_its_parts(h100):
     """parallel's QKV + gate/up: one GEMM over the stacked weights streams the bytes and does the
     FLOPs of its two parts, so a library GEMM costs the parts' measured times, their floors
     included (the H200 trace below: stacking saves a launch, not device time); a single-token
-    linear lowered to one generated reduction saves a floor; the split-K reduce (when the stacked
-    shape splits) sums the stacked output."""
+    linear lowered to a generated reduction is one kernel streaming the stacked weights
+    (laddersim.costs.generated_gemv); the split-K reduce (when the stacked shape splits) sums the
+    stacked output."""
     model = ModelShape(name="llama-3.1-8b-like", n_layers=32, dim=4096, n_heads=32, n_kv_heads=8,
                        intermediate_size=14336, vocab_size=128256)
     peak = h100.gpu.peak_flops_per_s
@@ -138,8 +142,9 @@ def test_stacked_linear_costs_its_parts(h100):
         if framework == "gpt-fast" and splits_k(h100.gpu, batch, qkv_n + gate_up_n):
             reduce = h100.gpu.kernel_launch_s + 2 * batch * (qkv_n + gate_up_n) * 4 / (
                 h100.gpu.memory_bandwidth_bytes_per_s * h100.gpu.elementwise_memory_efficiency.value)
-        generated = framework == "gpt-fast" and batch == 1  # one generated reduction over the stacked rows
-        expected = parts - (h100.gpu.kernel_launch_s if generated else 0.0) + reduce
+        if framework == "gpt-fast" and batch == 1:  # one generated reduction over the stacked rows
+            parts = generated_gemv_time_s(h100, qkv_n + gate_up_n, 4096, 2, peak)[0]
+        expected = parts + reduce
         assert times["qkv_gate_up"][0] == pytest.approx(expected, rel=1e-9), (framework, batch, tp)
         assert times["qkv_gate_up"][0] <= (times["qkv"][0] + times["gate_up"][0]) * (1 + 1e-12)
 

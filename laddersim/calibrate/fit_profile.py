@@ -279,9 +279,11 @@ def build_profile(run_dir: str, name: str, base: str) -> HardwareProfile:
 def _framework(fit: FitContext, host) -> FrameworkSpec:
     """The base's fixed framework costs, or, with the host overhead measured (an eager run),
     zero for those its per-op costs and op counts already hold (the step loop, sampling, the
-    collective's issue; an eager collective is in place, no input copy)."""
+    collective's issue; an eager collective is in place, no input copy; no CUDA graph, so no host
+    node for a network collective)."""
     base = fit.base.framework
-    fields = ("step_overhead_us", "sampling_us", "collective_sync_us", "collective_sync_gbps", "collective_input_copies")
+    fields = ("step_overhead_us", "sampling_us", "collective_sync_us", "collective_sync_gbps", "collective_input_copies",
+              "graph_host_node_us")
     if host is None:
         return base.model_copy(update={f: fit.copied(getattr(base, f), " (framework overheads not measured)")
                                        for f in fields})

@@ -41,7 +41,7 @@ def model_gemm_table(hw: HardwareProfile) -> MeasuredTable | None:
     return next((t for t in hw.gpu.gemm_tables if t.use == "model"), None)
 
 
-def _read_points(path: Path) -> np.ndarray:
+def read_points(path: Path) -> np.ndarray:
     """The table's (m, n, k, time_us) rows, without pandas where the plain reader takes the file;
     otherwise (or with a non-finite value) through the reading layer, which says what is wrong."""
     names = ("m", "n", "k", "time_us")
@@ -55,7 +55,7 @@ def _read_points(path: Path) -> np.ndarray:
 def _grid(path: Path, _mtime_ns: int) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
     """Axes (log m, log n, log k) and the cube of log time (s) over the table's full grid (repeated
     points: their median); grid points the table lacks are filled from their neighbours along m."""
-    points = _read_points(path)
+    points = read_points(path)
     axes = tuple(np.log(np.unique(points[:, c])) for c in range(3))
     index = tuple(np.searchsorted(a, np.log(points[:, c])) for c, a in enumerate(axes))
     cube = np.full(tuple(len(a) for a in axes), np.nan)
@@ -97,7 +97,7 @@ def _interpolate(axes: tuple[np.ndarray, ...], cube: np.ndarray, point: np.ndarr
 
 
 @lru_cache(maxsize=64)
-def _table_path(base_dir: str, file: str) -> Path:
+def table_path(base_dir: str, file: str) -> Path:
     return (Path(base_dir) / file).resolve()
 
 
@@ -116,18 +116,15 @@ def library_gemm_time_s(hw: HardwareProfile, m: int, n: int, k: int, dtype_bytes
     # The tables are 16-bit GEMMs; another dtype (fp8, fp32) keeps the roofline of its own peak.
     path = stamp = None
     if table is not None and dtype_bytes == 2 and hw.base_dir:
-        path = _table_path(hw.base_dir, table.file)
+        path = table_path(hw.base_dir, table.file)
         stamp = path.stat().st_mtime_ns
     key = (id(hw.gpu), path, stamp, m, n, k, dtype_bytes, peak_flops_per_s)
     kept = _times.get(key)
     if kept is not None and kept[0] is hw.gpu:
         return kept[1]
-    table_gpu = _at_table_rate(hw.gpu)
+    table_gpu = at_table_rate(hw.gpu)
     seconds, source = _library_gemm_time_s(table_gpu, m, n, k, dtype_bytes, peak_flops_per_s, path, stamp)
-    if table_gpu is not hw.gpu:  # a fitted profile: the time follows the fit (SOL: the fitted roofline itself)
-        body = [float(gemm_time_s(g, m, n, k, dtype_bytes, 0.0, peak_flops_per_s)) for g in (hw.gpu, table_gpu)]
-        seconds += (hw.gpu.kernel_launch_s - table_gpu.kernel_launch_s
-                    + max(seconds - table_gpu.kernel_launch_s, 0.0) * (body[0] / body[1] - 1.0))
+    seconds = follow_fit(hw.gpu, table_gpu, seconds, m, n, k, dtype_bytes, peak_flops_per_s)
     sustained = hw.gpu.sustained_tflops
     if sustained is not None and dtype_bytes == 2:
         seconds = max(seconds, 2.0 * m * n * k / (sustained.value * 1e12))
@@ -138,7 +135,21 @@ def library_gemm_time_s(hw: HardwareProfile, m: int, n: int, k: int, dtype_bytes
     return result
 
 
-def _at_table_rate(gpu: GpuSpec) -> GpuSpec:
+def follow_fit(gpu: GpuSpec, table_gpu: GpuSpec, seconds: float, m: int, n: int, k: int, dtype_bytes: int,
+               peak_flops_per_s: float) -> float:
+    """``seconds`` of an m x n x k GEMM at the tables' own rates (on ``table_gpu``) moved to
+    ``gpu``'s: unchanged unless a fit moved them (``GpuSpec.table_rates``; a SOL time is the fitted
+    roofline itself). The fitted kernel floor's change is added, and the part above the tables'
+    floor scales by the ratio of the roofline's body (launch apart) at the fitted rates to the body
+    at the tables' (see the module docstring)."""
+    if table_gpu is gpu:
+        return seconds
+    body = [float(gemm_time_s(g, m, n, k, dtype_bytes, 0.0, peak_flops_per_s)) for g in (gpu, table_gpu)]
+    return (seconds + gpu.kernel_launch_s - table_gpu.kernel_launch_s
+            + max(seconds - table_gpu.kernel_launch_s, 0.0) * (body[0] / body[1] - 1.0))
+
+
+def at_table_rate(gpu: GpuSpec) -> GpuSpec:
     """``gpu`` at the rates its measured tables ran at (itself unless a fit moved them:
     ``GpuSpec.table_rates``)."""
     rates = gpu.table_rates

@@ -17,6 +17,8 @@ from laddersim.costs.calibrated_kernels import calibrated_decode
 from laddersim.costs.framework_collectives import framework_allreduce_time_s, logits_allgather_time_s
 from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.gemm_tables import HYBRID, SOL, library_gemm_time_s
+from laddersim.costs.generated_gemv import generated_gemv_time_s
+from laddersim.costs.graph_proxy import graph_host_node_s
 from laddersim.costs.l2_reuse import group_reads_s
 from laddersim.costs.pass_shapes import (  # noqa: F401  (re-exported: the pass's shapes and kernel paths)
     SPLIT_K_WAVES, Phase, linear_shapes, logits_rows, single_token_path, splitk_reduce, splits_k)
@@ -114,12 +116,14 @@ def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
         Llama-3.1-8B, rank 0's shard of TP 2, batch 4, torch 2.11 on an H200): parallel's stacked
         QKV + gate/up and standard's two GEMMs take 63.6 and 63.3 us of cuBLAS time a layer; what
         parallel gains is in the norms and element-wise kernels it drops, priced by the op program.
-        A single-token linear lowered to a generated reduction (no trace of a stacked one) saves
-        the floors of all parts but one, as one kernel over the stacked rows."""
-        if parts:
+        A one-row linear lowered to a generated reduction is one kernel streaming its weights,
+        stacked or not, at the best streaming the profile's GEMM table shows for those bytes
+        (laddersim.costs.generated_gemv)."""
+        if generated_linears and m == 1:
+            seconds, sources[kind] = generated_gemv_time_s(hw, n, k, b, peak)
+        elif parts:
             priced = [library_gemm_time_s(hw, m, part, k, b, peak) for part in parts]
-            saved_floors = (len(parts) - 1) if generated_linears else 0
-            seconds = sum(s for s, _ in priced) - saved_floors * gpu.kernel_launch_s
+            seconds = sum(s for s, _ in priced)
             labels = {label for _, label in priced}
             sources[kind] = labels.pop() if len(labels) == 1 else HYBRID
         else:
@@ -139,6 +143,7 @@ def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
     copies = hw.framework.collective_input_copies.value if (tp > 1 and fw.collective_input_copy.value) else 0.0
     copy_s = copies * streamed(2 * hidden_bytes, "collective_input_copy")
     handoff_half_s = fw.collective_handoff_half_s() if tp > 1 else 0.0  # the compute stream's side of the hand-off
+    host_node_s = graph_host_node_s(hw, fw, tp, phase.name)  # a network collective in a CUDA graph
     times = {
         "embedding": float(memory_bound_time_s(gpu, 2 * t * d * b)),
         "attn_norm": norm(t, "attn_norm"),
@@ -156,8 +161,9 @@ def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
         "sampling": hw.framework.sampling_us.value * 1e-6
         + float(memory_bound_time_s(gpu, 4 * phase.batch * model.vocab_size * 4, kernels=0)),
         "step_overhead": hw.framework.step_overhead_us.value * 1e-6,
-        # and the compute stream's half of the framework's stream hand-off (framework_collectives)
-        "collective_launch": sync_bytes_s + copy_s + handoff_half_s,
+        # the compute stream's half of the framework's stream hand-off (framework_collectives), and
+        # the host node NCCL adds for a network collective inside a CUDA graph (graph_proxy)
+        "collective_launch": sync_bytes_s + copy_s + handoff_half_s + host_node_s,
     }
     times["allreduce"], sources["allreduce"] = framework_allreduce_time_s(hw, fw, tp, messages["allreduce"])
     # The gather from its own measured table where the profile has one (its message above is the

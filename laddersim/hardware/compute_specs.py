@@ -178,6 +178,10 @@ class FrameworkSpec(BaseModel):
     # a compiled (functional) all_reduce by cloning its input into a fresh buffer, one memory-bound
     # kernel reading and writing the message. 0 for eager in-place collectives.
     collective_input_copies: NonNegative = Sourced(value=0.0, source="default: in-place collectives, no copy")
+    # Per collective over NCCL's proxy (across nodes) in a CUDA-graph-captured pass: the host node
+    # NCCL adds to post the proxy's work, waited for on the compute stream
+    # (laddersim.costs.graph_proxy).
+    graph_host_node_us: NonNegative = Sourced(value=0.0, source="default: no host node priced")
     # Kernel floor inside a single-token forward pass (batch-1 decode, GEMM M = 1). torch.compile
     # with coordinate-descent tuning (gpt-fast) lowers an M = 1 matmul to a generated Triton
     # reduction instead of a cuBLAS call and fuses the norms, RoPE, activation and residual adds
