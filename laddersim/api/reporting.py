@@ -9,7 +9,7 @@ def report(out: str | Path = "reports", quick: bool = False, workers: int = 1, p
     """``laddersim report``: write ``out``/index.md (default reports/index.md) and its figures in
     ``out``/figures/ from built-in defaults, and return the index's path: the paper's 70B figure
     measured vs predicted, the bandwidth what-if, a decode-step timeline, a planning example,
-    multi-node, serving under load. Deterministic: the same code gives the same bytes. ``quick``:
+    multi-node, serving under load, pipeline x tensor parallel (``SECTIONS``). Deterministic: the same code gives the same bytes. ``quick``:
     fewer bandwidth what-if points; ``workers``: processes for the bandwidth sweep (default 1);
     ``progress``: bars on stderr (each section's progress is printed either way)."""
     from laddersim.io_write import check_output

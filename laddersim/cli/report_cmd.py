@@ -5,13 +5,8 @@ from __future__ import annotations
 import argparse
 
 from laddersim.api import report
+from laddersim.report.sections import SECTIONS
 from laddersim.cli.args import call_api, default_of, positive_int
-
-
-# The report's sections in order (laddersim/report/build.py runs them; a test checks the count).
-SECTIONS = ("paper reproduction (Llama-3.1-70B, measured vs predicted)", "bandwidth what-if (8B, 70B, 405B)",
-            "decode-step timeline (70B, TP 8)", "planning example (70B on one node)",
-            "multi-node (405B at TP 16/32/64, 70B at TP 16)", "serving under load (70B, TP 8)")
 
 
 def register(sub) -> None:

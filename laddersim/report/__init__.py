@@ -1,6 +1,14 @@
 """The one-command report (``laddersim report``): paper reproduction, a bandwidth what-if sweep,
-a decode-step timeline and a planning example, as Markdown with figures."""
-
-from laddersim.report.build import build_report
+a decode-step timeline, a planning example, multi-node, serving and pipeline sections, as Markdown
+with figures. ``build_report`` loads the sections on first use (``laddersim.report.sections`` names
+them without loading them)."""
 
 __all__ = ["build_report"]
+
+
+def __getattr__(name: str):
+    if name == "build_report":
+        from laddersim.report.build import build_report
+
+        return build_report
+    raise AttributeError(f"module 'laddersim.report' has no attribute {name!r}")

@@ -20,6 +20,7 @@ from laddersim.report.multinode_section import multinode_section
 from laddersim.report.paper_section import paper_section
 from laddersim.report.pipeline_section import pipeline_section
 from laddersim.report.planning_section import planning_section
+from laddersim.report.sections import SECTIONS
 from laddersim.report.serving_section import serving_section
 from laddersim.report.timeline_section import timeline_section
 
@@ -37,16 +38,16 @@ def build_report(out_dir: str | Path = "reports", quick: bool = False, workers: 
         figures_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserInputError(f"out: cannot create {figures_dir}: {exc.strerror}") from None
-    steps = [
-        ("paper reproduction (Llama-3.1-70B, measured vs predicted)", lambda: paper_section(out_dir, figures_dir)),
-        ("bandwidth what-if sweep (8B, 70B, 405B)",
-         lambda: bandwidth_section(out_dir, figures_dir, quick, workers, progress)),
-        ("decode-step timeline (70B, TP 8)", lambda: timeline_section(out_dir, figures_dir)),
-        ("planning example (70B on one node)", lambda: planning_section(out_dir, figures_dir)),
-        ("multi-node (405B at TP 16/32/64, 70B at TP 16)", lambda: multinode_section(out_dir, figures_dir)),
-        ("serving under load (70B, TP 8)", lambda: serving_section(out_dir, figures_dir)),
-        ("pipeline x tensor parallel (405B on 2 nodes, 70B P2P on/off)", lambda: pipeline_section(out_dir, figures_dir)),
+    makers = [
+        lambda: paper_section(out_dir, figures_dir),
+        lambda: bandwidth_section(out_dir, figures_dir, quick, workers, progress),
+        lambda: timeline_section(out_dir, figures_dir),
+        lambda: planning_section(out_dir, figures_dir),
+        lambda: multinode_section(out_dir, figures_dir),
+        lambda: serving_section(out_dir, figures_dir),
+        lambda: pipeline_section(out_dir, figures_dir),
     ]
+    steps = list(zip(SECTIONS, makers, strict=True))
     sections: list[Section] = []
     started = time.perf_counter()
     for i, (name, make) in enumerate(steps, 1):
