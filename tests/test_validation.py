@@ -448,3 +448,17 @@ def test_an_interrupted_validate_does_not_promise_a_resume(capsys, monkeypatch):
     monkeypatch.setattr("laddersim.validation.core.validate", interrupted)
     assert main(["validate"]) == 130
     assert capsys.readouterr().err == "interrupted: stopped before it finished; re-run the same command\n"
+
+
+def test_validate_draws_pipeline_rows_beside_single_stage_ones(tmp_path, h100):
+    # One setting at PP 1 and PP 2 (same TP, batch, schedule) is two panels, not one clash.
+    tiny = _tiny_measured(tmp_path, h100, schedules=("standard", "ladder"))
+    tiny = tiny[tiny["tp"] < 8]  # TP 8 x PP 2 would take two nodes
+    frame = pd.concat([tiny.assign(pp=1), tiny.assign(pp=2)], ignore_index=True)
+    csv = tmp_path / "measured.csv"
+    frame.to_csv(csv, index=False)
+    out = tmp_path / "report"
+    assert main(["validate", str(csv), "--report", str(out)]) == 0
+    result = pd.read_csv(out / "validation.csv")
+    assert sorted(result["pp"].unique()) == [1, 2]
+    assert (out / "tokens_per_s_vs_tp.png").stat().st_size > 0

@@ -37,7 +37,7 @@ def save_figure(fig, out_base: str | Path) -> list[Path]:
 
 
 MAX_PANEL_COLUMNS = 4
-PANEL_ORDER = ["hardware", "model", "framework", "batch", "prompt_len", "gen_len", "dtype"]
+PANEL_ORDER = ["hardware", "model", "framework", "pp", "batch", "prompt_len", "gen_len", "dtype"]
 
 
 def paper_figure(frame: pd.DataFrame, out_base: str | Path) -> list[Path]:
