@@ -17,168 +17,60 @@ Exact shortcuts, both tested against the plain simulation:
 With jitter, every rank is simulated and no two steps are alike; unless ``exact_steps``, the
 decode is estimated from a random sample of steps with its 95% interval
 (``laddersim.step_sampling``).
+
+The simulation itself (``simulation``) is a generator that asks for its engine runs in batches and
+is given their results; ``simulate`` answers it one run after the other (the SimPy engine, or a
+replay), ``laddersim.simulate_many`` answers the batches of many scenarios at once (replays of
+many runs in one walk of their program's tree). Both give the same result, bit for bit.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Generator
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 import numpy as np
 from pydantic import ValidationError
 
 from laddersim.costs.collectives import slowdowns
-from laddersim.costs.memory_fit import MemoryUse, check_fits
+from laddersim.costs.memory_fit import check_fits
 from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_s
 from laddersim.costs.rank_skew import compute_before_collectives, skew_wait_per_compute
 from laddersim.engine.cached import run_cached
+from laddersim.engine.direct import run_direct
 from laddersim.engine.simulator import EngineResult, RankWork, run_engine
+from laddersim.engine.work import EngineRun
 from laddersim.errors import UserInputError
 from laddersim.framework import load_framework
 from laddersim.hardware.profile import HardwareProfile, load_profile
+from laddersim.memo import IdentityMemo
 from laddersim.model_shape import ModelShape, load_model_shape
-from laddersim.results import METRICS, StreamMasks, step_metrics, timeline_frame
+from laddersim.results import METRICS, StreamMasks, step_metrics
 from laddersim.schedules.plan import parse_schedule
 from laddersim.schedules.program import Program, build_program
+from laddersim.sim_result import Scenario, SimOptions, SimResult
 from laddersim.step_sampling import choose_steps, estimate, sample_size
 from laddersim.workload import Workload
 
-if TYPE_CHECKING:
-    import pandas as pd
+# Collectives' interference by profile, TP and message (the schedules of a sweep share them).
+_kept_slowdowns = IdentityMemo(65536)
+
+__all__ = ["RunBatch", "Scenario", "SimOptions", "SimResult", "make_scenario", "simulate", "simulation"]
 
 
 @dataclass(frozen=True)
-class Scenario:
-    model: ModelShape
-    hardware: HardwareProfile
-    workload: Workload
-    tp: int
-    schedule: str
+class RunBatch:
+    """Engine runs a simulation asks for at once, all of one program (``masks``: its streams, for
+    each run's metrics); ``cached``: each may be replayed (``laddersim.engine.cached``), else run
+    on the direct event loop (``laddersim.engine.direct``), or on the SimPy engine itself where
+    ``reference``. The answer is one (result, ``laddersim.results.step_metrics``) pair per run,
+    in order."""
 
-
-@dataclass(frozen=True)
-class SimOptions:
-    jitter: float = 0.0  # sigma of a per-rank, per-op lognormal duration multiplier
-    seed: int = 0
-    all_ranks: bool = False  # simulate every rank even when they are symmetric
-    exact_steps: bool = False  # simulate every decode step (no interpolation; with jitter: no sample)
-    sample_steps: int | None = None  # with jitter: decode steps to simulate (None: step_sampling's rule)
-    replay: bool = True  # replay a recorded event order where it holds (bit for bit the engine's)
-
-
-@dataclass
-class SimResult:
-    scenario: Scenario
-    nodes: int
-    program: Program
-    memory: MemoryUse
-    sim_ranks: int  # ranks simulated (1 under symmetry)
-    prefill: EngineResult
-    prefill_metrics: np.ndarray  # METRICS of the prefill
-    decode_metrics: np.ndarray  # (steps, METRICS)
-    # Per decode step: anchor steps (simulated) and the interpolation weight between them.
-    step_lo: np.ndarray
-    step_hi: np.ndarray
-    step_frac: np.ndarray
-    anchors: dict[int, EngineResult] = field(default_factory=dict)
-    # With jitter and a sample of decode steps (laddersim.step_sampling): 95% half-width of each
-    # METRICS' decode total; None where every step was simulated.
-    decode_half_width_s: np.ndarray | None = None
-
-    @property
-    def simulated_steps(self) -> int:
-        return len(self.anchors) + 1
-
-    @property
-    def engine_events(self) -> int:
-        return len(self.prefill.signature) + sum(len(a.signature) for a in self.anchors.values())
-
-    def decode_spans(self, step: int) -> tuple[np.ndarray, np.ndarray]:
-        lo, hi, frac = int(self.step_lo[step]), int(self.step_hi[step]), float(self.step_frac[step])
-        a, b = self.anchors[lo], self.anchors[hi]
-        if lo == hi or frac == 0.0:
-            return a.start_s, a.end_s
-        return a.start_s + (b.start_s - a.start_s) * frac, a.end_s + (b.end_s - a.end_s) * frac
-
-    def summary(self) -> dict:
-        s = self.scenario
-        w = s.workload
-        prefill_s = float(self.prefill_metrics[0])
-        decode_s = float(self.decode_metrics[:, 0].sum())
-        total_s = prefill_s + decode_s
-        both = self.prefill_metrics + self.decode_metrics.sum(axis=0)
-        n_decode = len(self.decode_metrics)
-        summary = {
-            "schedule": s.schedule,
-            "model": s.model.name,
-            "hardware": s.hardware.name,
-            "tp": s.tp,
-            "nodes": self.nodes,
-            "batch": w.batch,
-            "prompt_len": w.prompt_len,
-            "gen_len": w.gen_len,
-            "dtype": w.dtype,
-            "kv_cache": w.kv_cache,
-            "kv_reads": w.kv_reads,
-            "framework": w.framework,
-            "prefill_s": prefill_s,
-            "decode_s": decode_s,
-            "total_s": total_s,
-            # The paper's metric: batch * generated tokens / (prefill + decode).
-            "tokens_per_s": w.batch * w.gen_len / total_s,
-            "ttft_s": prefill_s,
-            # None with gen_len 1: the prefill made the only token, there is no decode step.
-            "tpot_s": decode_s / n_decode if n_decode else None,
-            "decode_step_s": decode_s / n_decode if n_decode else None,
-            "compute_s": float(both[1]),
-            "overhead_s": float(both[2]),
-            "comm_s": float(both[3]),
-            "exposed_comm_s": float(both[4]),
-            "memory_per_gpu_gib": self.memory.total_bytes / 2**30,
-        }
-        if self.decode_half_width_s is not None:
-            summary.update(self._intervals(summary))
-        return summary
-
-    def _intervals(self, summary: dict) -> dict:
-        """95% intervals of the sampled estimates (what simulating every step would give)."""
-        half = float(self.decode_half_width_s[0])
-        tokens = self.scenario.workload.batch * self.scenario.workload.gen_len
-        n_decode = len(self.decode_metrics)
-        decode = (summary["decode_s"] - half, summary["decode_s"] + half)
-        total = (summary["prefill_s"] + decode[0], summary["prefill_s"] + decode[1])
-        return {
-            "sampled_steps": self.simulated_steps - 1,
-            "decode_s_ci95": list(decode),
-            "total_s_ci95": list(total),
-            "tokens_per_s_ci95": [tokens / total[1], tokens / max(total[0], 1e-300)],
-            "tpot_s_ci95": [decode[0] / n_decode, decode[1] / n_decode],
-        }
-
-    def timeline(self, steps: str | list[int] = "all", ranks: list[int] | None = None) -> "pd.DataFrame":
-        """Spans as rows: phase, step, rank, stream, layer, op, kind, start_s, end_s (absolute).
-
-        ``steps``: "all", "prefill" (prefill only), or a list of decode step indices. Under rank
-        symmetry every requested rank gets the simulated rank's spans.
-        """
-        tp = self.scenario.tp
-        ranks = list(range(tp)) if ranks is None else ranks
-        def rows(arr: np.ndarray) -> np.ndarray:
-            return arr[[r if self.sim_ranks > 1 else 0 for r in ranks]]
-        frames = []
-        if steps in ("all", "prefill"):
-            frames.append(timeline_frame(self.program, rows(self.prefill.start_s), rows(self.prefill.end_s),
-                                         ranks, -1, "prefill", 0.0))
-        wanted = range(len(self.decode_metrics)) if steps == "all" else ([] if steps == "prefill" else steps)
-        offsets = float(self.prefill_metrics[0]) + np.concatenate([[0.0], np.cumsum(self.decode_metrics[:, 0])])
-        for step in wanted:
-            start, end = self.decode_spans(step)
-            frames.append(timeline_frame(self.program, rows(start), rows(end), ranks, step, "decode",
-                                         float(offsets[step])))
-        import pandas as pd
-
-        return pd.concat(frames, ignore_index=True)
+    runs: list[EngineRun]
+    masks: StreamMasks
+    cached: bool
+    reference: bool = False
 
 
 @lru_cache(maxsize=64)
@@ -219,6 +111,30 @@ def _affine_between(durations: np.ndarray, lo: int, hi: int) -> bool:
 def simulate(scenario: Scenario, options: SimOptions | None = None, progress=None) -> SimResult:
     """Prefill and decode of one scenario. ``progress(done, total, op_ranks)``, if given, is called
     after each engine run of a jittered simulation (op_ranks: ops x ranks of one run)."""
+    steps = simulation(scenario, options, progress)
+    try:
+        batch = next(steps)
+        while True:
+            batch = steps.send([_answer(run, batch) for run in batch.runs])
+    except StopIteration as stop:
+        return stop.value
+
+
+def _answer(run: EngineRun, batch: RunBatch) -> tuple[EngineResult, np.ndarray]:
+    """One run of a batch by the engine (replayed where it can be, if cached), and its metrics."""
+    if batch.cached:
+        result = run_cached(run.ranks, run.compute_slowdown, run.comm_slowdown, group_links=run.group_links,
+                            family=run.family)
+    else:
+        engine = run_engine if batch.reference else run_direct
+        result = engine(run.ranks, run.compute_slowdown, run.comm_slowdown, group_links=run.group_links)
+    return result, step_metrics(result, batch.masks)
+
+
+def simulation(scenario: Scenario, options: SimOptions | None = None,
+               progress=None) -> Generator[RunBatch, list[tuple[EngineResult, np.ndarray]], SimResult]:
+    """``simulate`` as a generator: it yields each ``RunBatch`` it needs and is sent the answers;
+    it returns the SimResult. Checks of the scenario raise before the first batch."""
     options = options or SimOptions()
     model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
     model.check_tp(tp)
@@ -233,32 +149,30 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
         durations = per_kind[kind_of_op]
         return durations + skew * (before @ per_kind) if skew else durations
     ops_per_pass = len(kind_of_op)
-    rng = np.random.default_rng(options.seed)
     stochastic = options.jitter > 0.0
+    rng = np.random.default_rng(options.seed) if stochastic else None  # (drawn from only with jitter)
     n_ranks = tp if (stochastic or options.all_ranks) else 1
     links = {0: tuple(f"node{i}" for i in range(nodes)) + (("network",) if nodes > 1 else ())}
 
     def interference(phase: Phase) -> tuple[np.ndarray, np.ndarray]:
         """Per-op (compute, comm) slowdowns; only the collectives' entries are read."""
-        by_kind = {kind: slowdowns(hw, tp, size)
+        by_kind = {kind: _kept_slowdowns.get((hw,), (tp, size), lambda: slowdowns(hw, tp, size))
                    for kind, size in collective_message_bytes(model, work, tp, phase).items()}
         pairs = np.array([by_kind.get(kind, (0.0, 0.0)) for kind in kind_names], dtype=float).reshape(-1, 2)
         return pairs[kind_of_op, 0], pairs[kind_of_op, 1]
 
-    cached = options.replay and not stochastic  # jittered runs rarely share an event order
+    cached = options.replay and not stochastic and not options.reference  # jittered runs rarely share an order
 
-    def run(durations: np.ndarray, slowdowns: tuple[np.ndarray, np.ndarray], family: str) -> EngineResult:
+    def ask(durations: np.ndarray, slowdowns: tuple[np.ndarray, np.ndarray], family: str) -> EngineRun:
         works = _rank_works(streams, deps, durations, n_ranks, rng, options.jitter)
-        if cached:
-            return run_cached(works, slowdowns[0], slowdowns[1], group_links=links, family=family)
-        return run_engine(works, slowdowns[0], slowdowns[1], group_links=links)
+        return EngineRun(works, slowdowns[0], slowdowns[1], links, family)
 
-    # Prefill.
+    # Prefill (its run asked for with the first decode steps'; its noise drawn first, as before them).
     prefill_phase = Phase("prefill", work.batch, work.prompt_len)
     prefill_costs = op_times_s(model, hw, work, tp, prefill_phase, np.array([work.prompt_len]))
-    prefill = run(op_durations(np.array([prefill_costs[k][0] for k in kind_names])), interference(prefill_phase),
-                  "prefill")
-    prefill_metrics = step_metrics(prefill, masks)
+    prefill_run = ask(op_durations(np.array([prefill_costs[k][0] for k in kind_names])),
+                      interference(prefill_phase), "prefill")
+    prefill: list = []  # (result, metrics) once run
 
     # Decode: gen_len - 1 steps (the prefill already produced the first token).
     n_steps = work.gen_len - 1
@@ -279,40 +193,47 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
     step_hi = np.arange(n_steps)
     step_frac = np.zeros(n_steps)
 
-    metrics_of: dict[int, np.ndarray] = {}  # id(result) -> its metrics (a run repeated is one result)
-
-    def anchor(step: int) -> EngineResult:
-        if step not in anchors:
-            result = anchors[step] = run(op_durations(by_kind[step]), decode_slowdowns, "decode")
-            if id(result) not in metrics_of:
-                metrics_of[id(result)] = step_metrics(result, masks)
-            metrics[step] = metrics_of[id(result)]
-        return anchors[step]
+    def run(steps) -> Generator[RunBatch, list, None]:
+        """Simulate these decode steps (those not simulated yet), and the prefill if not yet."""
+        steps = [int(s) for s in dict.fromkeys(steps) if s not in anchors]
+        runs = ([] if prefill else [prefill_run]) + [ask(op_durations(by_kind[s]), decode_slowdowns, "decode")
+                                                     for s in steps]
+        if not runs:
+            return
+        answers = yield RunBatch(runs, masks, cached, options.reference)
+        if not prefill:
+            prefill.append(answers[0])
+            answers = answers[1:]
+        for step, (result, step_row) in zip(steps, answers):
+            anchors[step] = result
+            metrics[step] = step_row
 
     half_width = None
     n_sample = n_steps if options.exact_steps else (options.sample_steps or sample_size(n_steps, n_ranks, ops_per_pass))
     if n_steps and stochastic:
+        yield from run([])  # the prefill, alone: the noise of each step is drawn as its run is asked for
         steps = np.arange(n_steps) if n_sample >= n_steps else choose_steps(n_steps, n_sample, options.seed)
         for done, step in enumerate(steps):
             if progress:
                 progress(done + 1, len(steps) + 1, n_ranks * ops_per_pass)
-            anchor(int(step))
+            yield from run([step])
         if progress:
             progress(len(steps) + 1, len(steps) + 1, n_ranks * ops_per_pass)
         if len(steps) < n_steps:
-            control = simulate(scenario, SimOptions(replay=options.replay)).decode_metrics
+            control = (yield from simulation(scenario, SimOptions(replay=options.replay,
+                                                                  reference=options.reference))).decode_metrics
             sampled = estimate(control, steps, metrics[steps])
             metrics[:], half_width = sampled.metrics, sampled.half_width_s
             nearest = steps[np.clip(np.searchsorted(steps, np.arange(n_steps)), 0, len(steps) - 1)]
             step_lo[:], step_hi[:] = nearest, nearest  # a step not simulated shows a simulated one's spans
     elif n_steps and options.exact_steps:
-        for step in range(n_steps):
-            anchor(step)
+        yield from run(range(n_steps))
     elif n_steps:
         stack = [(0, n_steps - 1)]
         while stack:
             lo, hi = stack.pop()
-            a, b = anchor(lo), anchor(hi)
+            yield from run([lo, hi])
+            a, b = anchors[lo], anchors[hi]
             if hi - lo < 2:
                 continue
             if a.signature == b.signature and _affine_between(by_kind, lo, hi):
@@ -323,7 +244,9 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
             else:
                 mid = (lo + hi) // 2
                 stack.extend([(mid, hi), (lo, mid)])
-    return SimResult(scenario, nodes, program, memory, n_ranks, prefill, prefill_metrics, metrics,
+    yield from run([])  # (the prefill, where no decode step was simulated)
+    (prefill_result, prefill_metrics), = prefill
+    return SimResult(scenario, nodes, program, memory, n_ranks, prefill_result, prefill_metrics, metrics,
                      step_lo, step_hi, step_frac, anchors, half_width)
 
 

@@ -31,6 +31,12 @@ def done_tolerance_s(now_s: float) -> float:
     return EPS_S + 8.0 * math.ulp(now_s)  # numpy's spacing, for the clock's non-negative readings
 
 
+def done_tolerances_s(now_s: np.ndarray) -> np.ndarray:
+    """``done_tolerance_s`` of each of many clock readings (non-negative: there ``np.spacing`` is
+    ``math.ulp``)."""
+    return EPS_S + 8.0 * np.spacing(now_s)
+
+
 @dataclass(eq=False)
 class Activity:
     work_s: float

@@ -6,6 +6,7 @@ import hashlib
 import itertools
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from laddersim.hardware.profile import load_profile
@@ -47,9 +48,10 @@ class Point:
         row.update(self.serving or ())
         return row
 
-    @property
+    @cached_property
     def key(self) -> str:
-        """Stable across runs and machines: a hash of the input columns only."""
+        """Stable across runs and machines: a hash of the input columns only (computed once per
+        point: a sweep asks for it when it expands, stores, resumes and consolidates)."""
         return point_key(self.inputs())
 
 

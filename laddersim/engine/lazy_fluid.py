@@ -1,0 +1,207 @@
+"""``laddersim.engine.fluid.Fluid`` in Python floats, its remaining work brought up to date lazily.
+
+The fluid subtracts ``rate * dt`` from every running activity's remaining work at each completion
+and then looks for the activities left with no more than the done tolerance, and for the next
+completion. With many ranks (every rank simulated, ``--jitter``) a completion of one rank's op
+would touch every other rank's running op. Here each activity keeps its remaining work as of the
+advance it was last brought to (``synced``), and the advances since are applied only when it is
+read: the same subtractions with the same rate in the same order, so the same floats. Rates
+change only after an activity is brought up to date, so every advance it missed ran at the rate it
+holds. Which activities to read is found from a heap of their approximate completion readings
+(``reading + remaining / rate`` as of their last update): an activity that completes, or completes
+first, is within a margin of the earliest one (the margin, 1e-7 of the reading, is far above the
+rounding of the readings and of the subtractions of any run), and only those are read exactly.
+
+It also keeps which running activities would complete at once at the current reading (``zero``:
+``now + max(remaining, 0) / rate == now``), so the clock knows whether its timeout is due now
+without computing the next completion at every change of the running set. After a completion
+none is left (each had more than the done tolerance, which is above the clock's resolution, at its
+rate); an activity becomes one only when it starts or its rate changes, and each is checked then.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from laddersim.engine.fluid import comm_rate, compute_rate, done_tolerance_s
+
+RELATIVE_MARGIN = 1e-7  # of the reading: completions this close to the earliest are read exactly
+ABSOLUTE_MARGIN_S = 1e-12
+
+
+class Running:
+    """A running activity (``laddersim.engine.fluid.Activity``) with its remaining work as of
+    advance ``synced``, its rate, and its heap entry's version."""
+
+    __slots__ = ("work_s", "ranks", "is_comm", "links", "compute_slowdown", "comm_slowdown", "done", "op", "serial",
+                 "remaining_s", "rate", "synced", "version", "computing")
+
+    def __init__(self, work_s, ranks, is_comm, links, compute_slowdown, comm_slowdown, done, op):
+        self.work_s, self.ranks, self.is_comm, self.links = work_s, ranks, is_comm, links
+        self.compute_slowdown, self.comm_slowdown, self.done, self.op = compute_slowdown, comm_slowdown, done, op
+        self.serial = -1
+        self.remaining_s = work_s
+        self.rate = 1.0
+        self.synced = 0
+        self.version = 0
+        self.computing = 0  # collectives: their ranks now computing
+
+
+def _margin_s(reading_s: float) -> float:
+    return ABSOLUTE_MARGIN_S + RELATIVE_MARGIN * abs(reading_s)
+
+
+class LazyFluid:
+    """The running activities (``count``), the clock reading of the last completion (``now``)."""
+
+    def __init__(self):
+        self.count = 0
+        self.serial = 0
+        self.now = 0.0
+        self.steps: list[float] = []  # dt of every advance, in order
+        self.heap: list[tuple] = []  # (approximate completion reading, serial, version, activity)
+        self.zero: set[Running] = set()
+        self.computing: dict[int, Running] = {}
+        self.comm_on_rank: dict[int, list[Running]] = {}
+        self.comm_on_link: dict[str, list[Running]] = {}
+        self.rank_rate: dict[int, float] = {}  # compute_rate of each rank's running collectives
+
+    # -- the remaining work ------------------------------------------------------------------
+    def _sync(self, act: Running) -> None:
+        """Apply the advances ``act`` missed (Fluid.advance: remaining -= rate * dt, in order)."""
+        steps = self.steps
+        if act.synced < len(steps):
+            remaining, rate = act.remaining_s, act.rate
+            for dt_s in steps[act.synced:]:
+                remaining -= rate * dt_s
+            act.remaining_s = remaining
+            act.synced = len(steps)
+
+    def _delay_s(self, act: Running) -> float:
+        remaining = act.remaining_s
+        return (remaining if remaining > 0.0 else 0.0) / act.rate
+
+    def _schedule(self, act: Running) -> None:
+        """Put ``act`` (up to date) in the heap, and note whether it completes at once."""
+        act.version += 1
+        delay = self._delay_s(act)
+        heapq.heappush(self.heap, (self.now + delay, act.serial, act.version, act))
+        if self.now + delay == self.now:
+            self.zero.add(act)
+        else:
+            self.zero.discard(act)
+
+    def _set_rate(self, act: Running, rate: float) -> None:
+        if rate != act.rate or act.version == 0:  # (a rate set again: nothing changes)
+            self._sync(act)
+            act.rate = rate
+            self._schedule(act)
+
+    # -- rates (Fluid's, kept the same way) --------------------------------------------------
+    def _rank_changed(self, rank: int) -> None:
+        self.rank_rate[rank] = compute_rate([c.compute_slowdown for c in self.comm_on_rank.get(rank, ())])
+        op = self.computing.get(rank)
+        if op is not None:
+            self._set_rate(op, self.rank_rate[rank])
+
+    def _set_comm_rate(self, act: Running) -> None:
+        loads = [len(self.comm_on_link[link]) for link in act.links]
+        self._set_rate(act, comm_rate(act.comm_slowdown, act.computing > 0, loads))
+
+    def start(self, act: Running) -> None:
+        act.serial = self.serial
+        self.serial += 1
+        self.count += 1
+        act.synced = len(self.steps)
+        if act.is_comm:
+            act.computing = sum(r in self.computing for r in act.ranks)
+            for rank in act.ranks:
+                self.comm_on_rank.setdefault(rank, []).append(act)
+            for link in act.links:
+                self.comm_on_link.setdefault(link, []).append(act)
+            self._comm_changed(act)
+            self._set_comm_rate(act)
+        else:
+            rank = act.ranks[0]
+            self.computing[rank] = act
+            rate = self.rank_rate.get(rank)
+            self._set_rate(act, compute_rate([]) if rate is None else rate)
+            for coll in self.comm_on_rank.get(rank, ()):
+                coll.computing += 1
+                self._set_comm_rate(coll)
+
+    def finish(self, act: Running) -> None:
+        self.count -= 1
+        act.version += 1  # its heap entry is stale
+        self.zero.discard(act)
+        if act.is_comm:
+            for rank in act.ranks:
+                self.comm_on_rank[rank].remove(act)
+            for link in act.links:
+                self.comm_on_link[link].remove(act)
+            self._comm_changed(act)
+        else:
+            rank = act.ranks[0]
+            del self.computing[rank]
+            for coll in self.comm_on_rank.get(rank, ()):
+                coll.computing -= 1
+                self._set_comm_rate(coll)
+
+    def _comm_changed(self, act: Running) -> None:
+        """A collective started or finished: its ranks' compute and its links' collectives."""
+        for rank in act.ranks:
+            self._rank_changed(rank)
+        seen = set()
+        for link in act.links:
+            for other in self.comm_on_link[link]:
+                if other is not act and id(other) not in seen:
+                    seen.add(id(other))
+                    self._set_comm_rate(other)
+
+    # -- the clock ---------------------------------------------------------------------------
+    def _near(self, limit_s: float) -> list[Running]:
+        """Pop the running activities whose approximate completion is at most ``limit_s``."""
+        heap, out = self.heap, []
+        while heap and heap[0][0] <= limit_s:
+            _, _, version, act = heapq.heappop(heap)
+            if version == act.version:
+                out.append(act)
+        return out
+
+    def _top_s(self) -> float:
+        heap = self.heap
+        while heap[0][2] != heap[0][3].version:
+            heapq.heappop(heap)
+        return heap[0][0]
+
+    def next_reading_s(self) -> float:
+        """The reading of the next completion: now + min(max(remaining, 0) / rate) (Fluid.next_delay_s)."""
+        earliest = self._top_s()
+        near = self._near(earliest + _margin_s(earliest))
+        delay = None
+        for act in near:
+            self._sync(act)
+            d = self._delay_s(act)
+            if delay is None or d < delay:
+                delay = d
+            self._schedule(act)
+        return self.now + delay
+
+    def complete(self, now_s: float) -> list[Running]:
+        """Advance to ``now_s`` (Fluid.advance) and return the activities done there (Fluid.due),
+        in start order."""
+        dt_s = now_s - self.now
+        if dt_s > 0.0:
+            self.steps.append(dt_s)
+        self.now = now_s
+        tolerance_s = done_tolerance_s(now_s)
+        self.zero.clear()
+        finished = []
+        for act in self._near(now_s + tolerance_s + _margin_s(now_s)):
+            self._sync(act)
+            if act.remaining_s <= tolerance_s * act.rate:
+                finished.append(act)
+            else:
+                self._schedule(act)
+        finished.sort(key=lambda a: a.serial)
+        return finished
