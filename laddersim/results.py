@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from laddersim.costs.op_costs import OVERHEAD_KINDS
-from laddersim.engine.simulator import EngineResult
+from laddersim.engine.work import EngineResult
 from laddersim.schedules.program import Program
 
 if TYPE_CHECKING:

@@ -68,7 +68,9 @@ class SimResult:
 
     @property
     def engine_events(self) -> int:
-        return len(self.prefill.signature) + sum(len(a.signature) for a in self.anchors.values())
+        """Starts and ends of ops the engine ordered: two per op and rank of each simulated pass
+        (a jittered run records no order of its own: nothing reads it)."""
+        return 2 * self.sim_ranks * len(self.program) * (len(self.anchors) + 1)
 
     def decode_spans(self, step: int) -> tuple[np.ndarray, np.ndarray]:
         lo, hi, frac = int(self.step_lo[step]), int(self.step_hi[step]), float(self.step_frac[step])

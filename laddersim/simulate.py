@@ -39,8 +39,7 @@ from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_s
 from laddersim.costs.rank_skew import compute_before_collectives, skew_wait_per_compute
 from laddersim.engine.cached import run_cached
 from laddersim.engine.direct import run_direct
-from laddersim.engine.simulator import EngineResult, RankWork, run_engine
-from laddersim.engine.work import EngineRun
+from laddersim.engine.work import EngineResult, EngineRun, RankWork
 from laddersim.errors import UserInputError
 from laddersim.framework import load_framework
 from laddersim.hardware.profile import HardwareProfile, load_profile
@@ -71,6 +70,7 @@ class RunBatch:
     masks: StreamMasks
     cached: bool
     reference: bool = False
+    orders: bool = True  # the runs' orders of events are compared (interpolation): record them
 
 
 @lru_cache(maxsize=64)
@@ -125,9 +125,12 @@ def _answer(run: EngineRun, batch: RunBatch) -> tuple[EngineResult, np.ndarray]:
     if batch.cached:
         result = run_cached(run.ranks, run.compute_slowdown, run.comm_slowdown, group_links=run.group_links,
                             family=run.family)
-    else:
-        engine = run_engine if batch.reference else run_direct
-        result = engine(run.ranks, run.compute_slowdown, run.comm_slowdown, group_links=run.group_links)
+    else:  # jittered, every rank or the reference
+        engine = run_direct
+        if batch.reference:  # (SimPy loads only for the reference)
+            from laddersim.engine.simulator import run_engine as engine
+        result = engine(run.ranks, run.compute_slowdown, run.comm_slowdown, group_links=run.group_links,
+                        record_signature=batch.orders)
     return result, step_metrics(result, batch.masks)
 
 
@@ -200,7 +203,7 @@ def simulation(scenario: Scenario, options: SimOptions | None = None,
                                                      for s in steps]
         if not runs:
             return
-        answers = yield RunBatch(runs, masks, cached, options.reference)
+        answers = yield RunBatch(runs, masks, cached, options.reference, not stochastic)
         if not prefill:
             prefill.append(answers[0])
             answers = answers[1:]

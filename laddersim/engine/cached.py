@@ -21,8 +21,7 @@ import numpy as np
 
 from laddersim.engine.direct import run_direct
 from laddersim.engine.order_tree import OrderTree
-from laddersim.engine.simulator import EngineResult, RankWork
-from laddersim.engine.tree_batch import replay_many
+from laddersim.engine.work import EngineResult, RankWork
 from laddersim.engine.work import EngineRun
 
 NODES_KEPT = 400_000  # tree nodes (one per completion of a kept order) of all programs together
@@ -157,6 +156,8 @@ def _replay_or_run(key: tuple, streams, deps, group_links, durations: np.ndarray
                    comm: np.ndarray) -> list[EngineResult]:
     """Single-rank runs of one program and family (``key``), replayed along its tree together;
     those that leave it: the engine for the first, its order kept, the others replayed again."""
+    from laddersim.engine.tree_batch import replay_many  # (many runs at once: sweeps, not one simulation)
+
     results: list[EngineResult | None] = [None] * len(durations)
     todo = list(range(len(durations)))
     while todo:

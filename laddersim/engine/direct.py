@@ -117,39 +117,39 @@ def run_direct(
             tape.append((act.op, act.ranks, act.links, act.is_comm))
         replan()
 
-    def fire(now: float) -> None:
+    def fire(now: float, finished: list[Running]) -> None:
         nonlocal instant
-        finished = fluid.complete(now)
         instant += 1
         times.append(now)
         if tape is not None:
             tape.append((tuple(act.serial for act in finished), now))
         for act in finished:
             fluid.finish(act)
-            succeed(act.done)
+            act.triggered = True  # the activity is its own completion event
+            line.append(act)
         replan()
 
     def stream(rank: int, which: str):
         work = ranks[rank]
-        streams, deps, mine, own_ends = work.streams, work.deps, durations[rank], ends[rank]
+        deps, mine, own_ends = work.deps, durations[rank], ends[rank]
+        ready_row, start_row, end_row = ready_at[rank], start_at[rank], end_at[rank]
         links = tuple(group_links.get(work.group, ()))
         compute = which == "compute"
-        for i in range(n_ops):
-            if streams[i] != which:
-                continue
+        only = (rank,)
+        for i in [i for i, s in enumerate(work.streams) if s == which]:
             for dep in deps[i]:
                 event = own_ends[dep]
                 if event is None:
                     event = own_ends[dep] = _Event()
                 if not event.triggered:
                     yield event
-            ready_at[rank][i] = instant
+            ready_row[i] = instant
             if compute:
-                act = Running(mine[i], (rank,), False, (), 0.0, 0.0, _Event(), i)
-                start_at[rank][i] = instant
+                act = Running(mine[i], only, False, (), 0.0, 0.0, i)
+                start_row[i] = instant
                 log((rank, i, 0))
                 start(act)
-                yield act.done
+                yield act
             else:
                 key = (work.group, i)
                 coll = collectives.get(key)
@@ -158,15 +158,14 @@ def run_direct(
                 coll.arrived.append(rank)
                 if len(coll.arrived) == coll.size:
                     work_s = max(durations[r][i] for r in coll.arrived)
-                    act = Running(work_s, tuple(sorted(coll.arrived)), True, links, compute_by_op[i], comm_by_op[i],
-                                  _Event(), i)
+                    act = Running(work_s, tuple(sorted(coll.arrived)), True, links, compute_by_op[i], comm_by_op[i], i)
                     succeed(coll.started, act)
                     start(act)
                 act = yield coll.started
-                start_at[rank][i] = instant
+                start_row[i] = instant
                 log((rank, i, 0))
-                yield act.done
-            end_at[rank][i] = instant
+                yield act
+            end_row[i] = instant
             log((rank, i, 1))
             # Nobody starts waiting on an end once it is triggered (a dependency is waited on only
             # while untriggered), so an end nobody waits on would be processed to no effect: it is
@@ -197,13 +196,13 @@ def run_direct(
             item = line.popleft()
             if type(item) is _Fire:
                 if item.token == token:  # else superseded by a later start
-                    fire(fluid.now)
+                    fire(fluid.now, fluid.complete(fluid.now))
                 continue
             waiting, item.waiting = item.waiting, None
             for process in waiting:
                 resume(process, item.value)
         elif pending is not None:
-            fire(fluid.next_reading_s())
+            fire(*fluid.complete_next())
         else:
             break
     if not all(event is not None and event.triggered for row in ends for event in row):

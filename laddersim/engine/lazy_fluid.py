@@ -31,24 +31,22 @@ ABSOLUTE_MARGIN_S = 1e-12
 
 class Running:
     """A running activity (``laddersim.engine.fluid.Activity``) with its remaining work as of
-    advance ``synced``, its rate, and its heap entry's version."""
+    advance ``synced``, its rate, and its heap entry's version. It is also its own completion
+    event for ``laddersim.engine.direct`` (``waiting``, ``triggered``, ``value``)."""
 
-    __slots__ = ("work_s", "ranks", "is_comm", "links", "compute_slowdown", "comm_slowdown", "done", "op", "serial",
-                 "remaining_s", "rate", "synced", "version", "computing")
+    __slots__ = ("work_s", "ranks", "is_comm", "links", "compute_slowdown", "comm_slowdown", "op", "serial",
+                 "remaining_s", "rate", "synced", "version", "computing", "waiting", "triggered", "value")
 
-    def __init__(self, work_s, ranks, is_comm, links, compute_slowdown, comm_slowdown, done, op):
+    def __init__(self, work_s, ranks, is_comm, links, compute_slowdown, comm_slowdown, op):
         self.work_s, self.ranks, self.is_comm, self.links = work_s, ranks, is_comm, links
-        self.compute_slowdown, self.comm_slowdown, self.done, self.op = compute_slowdown, comm_slowdown, done, op
+        self.compute_slowdown, self.comm_slowdown, self.op = compute_slowdown, comm_slowdown, op
+        self.waiting, self.triggered, self.value = [], False, None
         self.serial = -1
         self.remaining_s = work_s
         self.rate = 1.0
         self.synced = 0
         self.version = 0
         self.computing = 0  # collectives: their ranks now computing
-
-
-def _margin_s(reading_s: float) -> float:
-    return ABSOLUTE_MARGIN_S + RELATIVE_MARGIN * abs(reading_s)
 
 
 class LazyFluid:
@@ -121,14 +119,20 @@ class LazyFluid:
                 self.comm_on_link.setdefault(link, []).append(act)
             self._comm_changed(act)
             self._set_comm_rate(act)
-        else:
+        else:  # (the usual start, spelled out: _set_rate of a new activity, then _schedule)
             rank = act.ranks[0]
             self.computing[rank] = act
-            rate = self.rank_rate.get(rank)
-            self._set_rate(act, compute_rate([]) if rate is None else rate)
+            rate = act.rate = self.rank_rate.get(rank, 1.0)  # compute_rate([]) is 1.0
+            act.version = 1
+            remaining, now = act.remaining_s, self.now
+            at = now + (remaining if remaining > 0.0 else 0.0) / rate
+            heapq.heappush(self.heap, (at, act.serial, 1, act))
+            if at == now:
+                self.zero.add(act)
             for coll in self.comm_on_rank.get(rank, ()):
                 coll.computing += 1
-                self._set_comm_rate(coll)
+                if coll.computing == 1:  # its rate reads only whether any of its ranks computes
+                    self._set_comm_rate(coll)
 
     def finish(self, act: Running) -> None:
         self.count -= 1
@@ -145,7 +149,8 @@ class LazyFluid:
             del self.computing[rank]
             for coll in self.comm_on_rank.get(rank, ()):
                 coll.computing -= 1
-                self._set_comm_rate(coll)
+                if not coll.computing:
+                    self._set_comm_rate(coll)
 
     def _comm_changed(self, act: Running) -> None:
         """A collective started or finished: its ranks' compute and its links' collectives."""
@@ -160,36 +165,51 @@ class LazyFluid:
 
     # -- the clock ---------------------------------------------------------------------------
     def _near(self, limit_s: float) -> list[Running]:
-        """Pop the running activities whose approximate completion is at most ``limit_s``."""
-        heap, out = self.heap, []
-        while heap and heap[0][0] <= limit_s:
-            _, _, version, act = heapq.heappop(heap)
-            if version == act.version:
-                out.append(act)
+        """The running activities whose approximate completion is at most ``limit_s``, in no
+        particular order: the heap's entries up to it, found by walking down from the top (stale
+        entries on top are dropped first; those below are skipped)."""
+        heap = self.heap
+        while heap and heap[0][2] != heap[0][3].version:
+            heapq.heappop(heap)
+        out, todo, n = [], [0], len(heap)
+        while todo:
+            i = todo.pop()
+            if i < n and heap[i][0] <= limit_s:
+                _, _, version, act = heap[i]
+                if version == act.version:
+                    out.append(act)
+                todo += (2 * i + 1, 2 * i + 2)
         return out
 
-    def _top_s(self) -> float:
+    def complete_next(self) -> tuple[float, list[Running]]:
+        """Advance to the next completion (Fluid.next_delay_s, then Fluid.advance) and return its
+        reading and the activities done there (Fluid.due), in start order. The activities near the
+        earliest approximate completion are read exactly: the one completing first is among them,
+        and so is every one done at its reading (the window is wider than the margin of both and
+        the done tolerance)."""
         heap = self.heap
         while heap[0][2] != heap[0][3].version:
             heapq.heappop(heap)
-        return heap[0][0]
-
-    def next_reading_s(self) -> float:
-        """The reading of the next completion: now + min(max(remaining, 0) / rate) (Fluid.next_delay_s)."""
-        earliest = self._top_s()
-        near = self._near(earliest + _margin_s(earliest))
+        earliest = heap[0][0]
+        near = self._near(earliest + 3.0 * (ABSOLUTE_MARGIN_S + RELATIVE_MARGIN * abs(earliest)))
         delay = None
+        steps, n = self.steps, len(self.steps)
         for act in near:
-            self._sync(act)
-            d = self._delay_s(act)
+            remaining, rate = act.remaining_s, act.rate
+            if act.synced < n:  # _sync, spelled out
+                for dt_s in steps[act.synced:]:
+                    remaining -= rate * dt_s
+                act.remaining_s, act.synced = remaining, n
+            d = (remaining if remaining > 0.0 else 0.0) / rate
             if delay is None or d < delay:
                 delay = d
-            self._schedule(act)
-        return self.now + delay
+        return self._advance(self.now + delay, near)
 
     def complete(self, now_s: float) -> list[Running]:
-        """Advance to ``now_s`` (Fluid.advance) and return the activities done there (Fluid.due),
-        in start order."""
+        """The activities done at the current reading ``now_s`` (a completion due at once)."""
+        return self._advance(now_s, self._near(now_s + 1e-13 + ABSOLUTE_MARGIN_S + RELATIVE_MARGIN * abs(now_s)))[1]
+
+    def _advance(self, now_s: float, near: list[Running]) -> tuple[float, list[Running]]:
         dt_s = now_s - self.now
         if dt_s > 0.0:
             self.steps.append(dt_s)
@@ -197,11 +217,19 @@ class LazyFluid:
         tolerance_s = done_tolerance_s(now_s)
         self.zero.clear()
         finished = []
-        for act in self._near(now_s + tolerance_s + _margin_s(now_s)):
-            self._sync(act)
-            if act.remaining_s <= tolerance_s * act.rate:
+        steps, n = self.steps, len(self.steps)
+        for act in near:
+            remaining, rate = act.remaining_s, act.rate
+            if act.synced < n:  # _sync, spelled out
+                for dt_s in steps[act.synced:]:
+                    remaining -= rate * dt_s
+                act.remaining_s, act.synced = remaining, n
+            if remaining <= tolerance_s * rate:
                 finished.append(act)
-            else:
-                self._schedule(act)
-        finished.sort(key=lambda a: a.serial)
-        return finished
+        if len(finished) > 1:
+            finished.sort(key=_serial)
+        return now_s, finished
+
+
+def _serial(act: Running) -> int:
+    return act.serial

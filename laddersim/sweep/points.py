@@ -58,9 +58,29 @@ class Point:
 def point_key(inputs: dict) -> str:
     # Serving columns join the key only where present, so other points keep their keys.
     # So do the override columns added later (KEYED_IF_SET) where set: older stores keep their keys.
-    text = json.dumps([[c, inputs[c]] for c in INPUT_COLUMNS if c not in KEYED_IF_SET or inputs[c] is not None]
-                      + [[c, inputs[c]] for c in SERVING_COLUMNS if c in inputs], separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
+    # The text is json.dumps([[column, value], ...], separators=(",", ":")), put together from
+    # each pair's own text (column names are plain ASCII; a grid repeats its values).
+    pairs = [_pair_text(c, inputs[c]) for c in INPUT_COLUMNS if c not in KEYED_IF_SET or inputs[c] is not None]
+    pairs += [_pair_text(c, inputs[c]) for c in SERVING_COLUMNS if c in inputs]
+    return hashlib.sha256(("[" + ",".join(pairs) + "]").encode()).hexdigest()[:20]
+
+
+_pair_texts: dict[tuple, str] = {}
+
+
+def _pair_text(column: str, value) -> str:
+    """``json.dumps([column, value], separators=(",", ":"))``, remembered (by type, and a float by
+    its repr: 1, 1.0 and True, or 0.0 and -0.0, are equal keys of a dict, not equal texts)."""
+    try:
+        key = (column, type(value), repr(value) if type(value) is float else value)
+        text = _pair_texts.get(key)
+    except TypeError:  # an unhashable value (a list): not remembered
+        return json.dumps([column, value], separators=(",", ":"))
+    if text is None:
+        text = json.dumps([column, value], separators=(",", ":"))
+        if len(_pair_texts) < 65536:
+            _pair_texts[key] = text
+    return text
 
 
 def _ref(name: str, base_dir: str, suffixes: tuple[str, ...]) -> str:
