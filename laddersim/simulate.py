@@ -262,9 +262,8 @@ def make_scenario(model, hardware, tp: int, batch: int, prompt_len: int, gen_len
     profile = hardware if isinstance(hardware, HardwareProfile) else load_profile(hardware)
     fw = load_framework(framework)
     try:
-        work = Workload(batch=batch, prompt_len=prompt_len, gen_len=gen_len, dtype=dtype,
-                        kv_cache=kv_cache or fw.kv_cache.value, kv_reads=kv_reads or fw.kv_reads.value,
-                        framework=framework)
+        work = _workload(batch, prompt_len, gen_len, dtype, kv_cache or fw.kv_cache.value,
+                         kv_reads or fw.kv_reads.value, framework)
     except ValidationError as exc:
         err = exc.errors()[0]
         raise UserInputError(f"{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
@@ -272,3 +271,12 @@ def make_scenario(model, hardware, tp: int, batch: int, prompt_len: int, gen_len
     profile.gpu.peak_flops_per_s_for(work.dtype)  # a dtype this GPU cannot run is one error line now
     shape.check_window(work.prompt_len, work.gen_len)
     return Scenario(shape, profile, work, tp, schedule)
+
+
+@lru_cache(maxsize=4096)
+def _workload(batch: int, prompt_len: int, gen_len: int, dtype: str, kv_cache: str, kv_reads: str,
+              framework: str) -> Workload:
+    """One (frozen) Workload per distinct set of values: a sweep's points share them, and the
+    costs remembered by workload find them by identity."""
+    return Workload(batch=batch, prompt_len=prompt_len, gen_len=gen_len, dtype=dtype, kv_cache=kv_cache,
+                    kv_reads=kv_reads, framework=framework)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from laddersim.engine.cached import run_cached_many
 from laddersim.results import step_metrics_many
 from laddersim.simulate import RunBatch, Scenario, SimOptions, SimResult, _answer, simulation
-from laddersim.symmetric_batch import simulate_symmetric
+from laddersim.symmetric_batch import _summary, simulate_symmetric
 
 
 def simulate_many(scenarios: Sequence[Scenario], options: SimOptions | None = None) -> list[SimResult | Exception]:
@@ -30,6 +30,16 @@ def simulate_many(scenarios: Sequence[Scenario], options: SimOptions | None = No
     rest = [i for i, result in enumerate(out) if result is None]
     for i, result in zip(rest, _simulate_together([scenarios[i] for i in rest], options)):
         out[i] = result
+    return out
+
+
+def summaries_many(scenarios: Sequence[Scenario]) -> list[dict | Exception]:
+    """``simulate(scenario).summary()`` of each scenario (default options), or the exception that
+    stopped it: ``simulate_many`` without keeping every result's arrays (a sweep's rows)."""
+    out = simulate_symmetric(scenarios, summaries=True)
+    rest = [i for i, result in enumerate(out) if result is None]
+    for i, result in zip(rest, _simulate_together([scenarios[i] for i in rest], SimOptions())):
+        out[i] = result if isinstance(result, Exception) else _summary(result)
     return out
 
 

@@ -30,6 +30,7 @@ from laddersim.costs.memory_fit import check_fits
 from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_parts_s
 from laddersim.costs.rank_skew import skew_wait_per_compute
 from laddersim.engine.cached import run_cached_rows
+from laddersim.framework import load_framework
 from laddersim.memo import IdentityMemo
 from laddersim.results import METRICS, step_metrics_many
 from laddersim.schedules.plan import parse_schedule
@@ -48,9 +49,10 @@ class _Point:
                  "passes", "n_steps", "kinds", "decode_shared", "decode_collectives", "results", "metrics")
 
 
-def simulate_symmetric(scenarios: Sequence[Scenario]) -> list[SimResult | Exception | None]:
-    """``simulate(scenario)`` (default options) of each scenario: its SimResult, the exception its
-    checks raise, or None where ``simulate`` must do it (its decode would bisect)."""
+def simulate_symmetric(scenarios: Sequence[Scenario], summaries: bool = False) -> list:
+    """``simulate(scenario)`` (default options) of each scenario: its SimResult (``summaries``:
+    its ``summary()``), the exception its checks raise, or None where ``simulate`` must do it (its
+    decode would bisect)."""
     out: list[SimResult | Exception | None] = [None] * len(scenarios)
     points: list[_Point] = []
     for i, scenario in enumerate(scenarios):
@@ -68,7 +70,7 @@ def simulate_symmetric(scenarios: Sequence[Scenario]) -> list[SimResult | Except
         if _settled(p):
             by_length.setdefault(p.n_steps, []).append(p)
     for n_steps, group in by_length.items():
-        for p, result in zip(group, _finish(group, n_steps)):
+        for p, result in zip(group, _finish(group, n_steps, summaries)):
             out[p.index] = result
     return out
 
@@ -76,7 +78,8 @@ def simulate_symmetric(scenarios: Sequence[Scenario]) -> list[SimResult | Except
 class _Costs:
     """A scenario's op costs and interference by kind (the same for every schedule)."""
 
-    __slots__ = ("prefill", "prefill_slowdowns", "decode_shared", "decode_collectives", "decode_slowdowns")
+    __slots__ = ("prefill", "prefill_slowdowns", "decode_shared", "decode_collectives", "decode_slowdowns",
+                 "decode_ends")
 
 
 def _costs(model, hw, work, tp: int, n_steps: int) -> _Costs:
@@ -89,18 +92,22 @@ def _costs(model, hw, work, tp: int, n_steps: int) -> _Costs:
 
     prefill_phase = Phase("prefill", work.batch, work.prompt_len)
     _, shared, collectives = op_times_parts_s(model, hw, work, tp, prefill_phase, np.array([work.prompt_len]))
-    c.prefill = {**{k: v[0] for k, v in shared.items()}, **collectives}
+    c.prefill = {**{k: float(v[0]) for k, v in shared.items()}, **collectives}
     c.prefill_slowdowns = interference(prefill_phase)
-    c.decode_shared, c.decode_collectives, c.decode_slowdowns = {}, {}, {}
+    c.decode_shared, c.decode_collectives, c.decode_slowdowns, c.decode_ends = {}, {}, {}, ()
     if n_steps:
         kv_lens = np.broadcast_to(work.kv_len_at_decode_step(np.arange(n_steps)), (n_steps,))
         decode_phase = Phase("decode", work.batch, 1)
         c.decode_slowdowns = interference(decode_phase)
         _, c.decode_shared, c.decode_collectives = op_times_parts_s(model, hw, work, tp, decode_phase, kv_lens)
+        # The first and the last step's seconds per kind (the anchors simulated).
+        c.decode_ends = tuple({**{k: float(v[step]) for k, v in c.decode_shared.items()}, **c.decode_collectives}
+                              for step in (0, n_steps - 1))
     return c
 
 
-# The costs of recent scenarios, by profile, model, workload and TP (a sweep's schedules share them).
+# The costs of recent scenarios, by profile, framework, model, workload and TP (a sweep's schedules
+# share them).
 _kept_costs = IdentityMemo(16384)
 
 
@@ -119,15 +126,15 @@ def _prepare(index: int, scenario: Scenario) -> _Point | None:
         return None  # a collective waits for the slowest rank (rank_skew): left to simulate
     p.links = {0: tuple(f"node{i}" for i in range(p.nodes)) + (("network",) if p.nodes > 1 else ())}
     p.n_steps = work.gen_len - 1
-    costs = _kept_costs.get((hw,), (model, work, tp), lambda: _costs(model, hw, work, tp, p.n_steps))
+    costs = _kept_costs.get((hw, load_framework(work.framework), model, work), (tp,),
+                            lambda: _costs(model, hw, work, tp, p.n_steps))
     p.decode_shared, p.decode_collectives = costs.decode_shared, costs.decode_collectives
     p.kind_of_op = kind_of_op
-    # The passes to simulate: (family, seconds per kind, (compute, comm) slowdowns per kind).
-    p.passes = [("prefill", [costs.prefill[k] for k in p.kinds], _pairs(costs.prefill_slowdowns, p.kinds))]
-    decode_pairs = _pairs(costs.decode_slowdowns, p.kinds)
-    for step in dict.fromkeys((0, p.n_steps - 1)) if p.n_steps else ():
-        p.passes.append(("decode", [p.decode_collectives[k] if k in p.decode_collectives else p.decode_shared[k][step]
-                                    for k in p.kinds], decode_pairs))
+    # The passes to simulate: (family, seconds per kind, the costs its slowdowns come from). The
+    # last decode step is asked for only where it is not the first (by_kind rows of simulation).
+    p.passes = [("prefill", tuple([costs.prefill[k] for k in p.kinds]), costs)]
+    for ends in (costs.decode_ends if p.n_steps > 1 else costs.decode_ends[:1]):
+        p.passes.append(("decode", tuple([ends[k] for k in p.kinds]), costs))
     return p
 
 
@@ -138,21 +145,26 @@ def _pairs(by_kind: dict[str, tuple[float, float]], kinds: tuple[str, ...]) -> l
 def _run_all(points: list[_Point]) -> None:
     """Every pass of every point simulated: the passes of one program and family as rows of one
     replay (``run_cached_rows``), their op durations and slowdowns as ``simulation`` makes them
-    (``op_durations`` and ``interference``, row by row at once)."""
-    asked: dict[tuple, list[tuple[_Point, int]]] = {}
+    (``op_durations`` and ``interference``, row by row at once). Passes with the same seconds and
+    slowdowns per kind are the same run (a static KV cache's first and last decode steps): run once."""
+    asked: dict[tuple, dict[tuple, list[tuple[_Point, int]]]] = {}
     for p in points:
         p.results = [None] * len(p.passes)
-        for j, (family, _, _) in enumerate(p.passes):
-            asked.setdefault((id(p.streams), id(p.deps), p.links[0], family), []).append((p, j))
-    for (_, _, _, family), rows in asked.items():
-        first = rows[0][0]
+        for j, (family, per_kind, costs) in enumerate(p.passes):
+            program = asked.setdefault((id(p.streams), id(p.deps), p.links[0], family), {})
+            program.setdefault((id(costs), per_kind), []).append((p, j))
+    for (_, _, _, family), alike in asked.items():
+        first = next(iter(alike.values()))[0][0]
         kind_of_op = first.kind_of_op
-        durations = np.array([p.passes[j][1] for p, j in rows])[:, kind_of_op]
-        pairs = np.array([p.passes[j][2] for p, j in rows], dtype=float).reshape(len(rows), -1, 2)
+        durations = np.array([per_kind for _, per_kind in alike])[:, kind_of_op]
+        passes = [same[0][0].passes[same[0][1]] for same in alike.values()]
+        slowed = [costs.prefill_slowdowns if family == "prefill" else costs.decode_slowdowns for _, _, costs in passes]
+        pairs = np.array([_pairs(by_kind, first.kinds) for by_kind in slowed], dtype=float).reshape(len(alike), -1, 2)
         results = run_cached_rows(first.streams, first.deps, first.links, family, durations, pairs[:, kind_of_op, 0],
                                   pairs[:, kind_of_op, 1])
-        for (p, j), result in zip(rows, results):
-            p.results[j] = result
+        for same, result in zip(alike.values(), results):
+            for p, j in same:
+                p.results[j] = result
 
 
 def _read_metrics(points: list[_Point]) -> None:
@@ -196,26 +208,40 @@ def _line_spread(p: _Point) -> tuple[float, float]:
     return float(np.abs(durations[lo:hi + 1] - line).max()), float(np.abs(durations[lo:hi + 1]).max())
 
 
-def _finish(group: list[_Point], n_steps: int) -> list[SimResult]:
-    """The SimResults of settled scenarios of one generation length: the decode metrics of every
-    step (the anchors' own, the others interpolated as ``simulation`` does)."""
-    metrics = np.empty((len(group), n_steps, len(METRICS)))  # every row written below
+CHUNK = 256  # scenarios whose decode metrics are filled at once when only their summaries are kept
+
+
+def _finish(group: list[_Point], n_steps: int, summaries: bool) -> list:
+    """The SimResults (``summaries``: their summary rows) of settled scenarios of one generation
+    length: the decode metrics of every step (the anchors' own, the others interpolated as
+    ``simulation`` does). Summaries are read chunk by chunk from one array, filled anew for each."""
     step_lo, step_hi, step_frac = np.arange(n_steps), np.arange(n_steps), np.zeros(n_steps)
-    if n_steps:
-        first = np.array([p.metrics[1] for p in group])
-        last = np.array([p.metrics[-1] for p in group])
-        metrics[:, 0] = first
-        metrics[:, n_steps - 1] = last
-        if n_steps >= 3:
-            inner = np.arange(1, n_steps - 1)
-            frac = (inner - 0) / (n_steps - 1 - 0)
-            step_lo[inner], step_hi[inner], step_frac[inner] = 0, n_steps - 1, frac
-            metrics[:, inner] = first[:, None, :] + frac[None, :, None] * (last - first)[:, None, :]
+    inner = np.arange(1, n_steps - 1) if n_steps >= 3 else np.arange(0)
+    frac = (inner - 0) / (n_steps - 1 - 0) if len(inner) else np.zeros(0)
+    step_lo[inner], step_hi[inner], step_frac[inner] = 0, n_steps - 1, frac
     out = []
-    for j, p in enumerate(group):
-        anchors = {}
+    size = CHUNK if summaries else max(len(group), 1)
+    buffer = np.empty((min(size, len(group)), n_steps, len(METRICS)))
+    for at in range(0, len(group), size):
+        chunk = group[at:at + size]
+        metrics = buffer[:len(chunk)] if summaries else np.empty((len(chunk), n_steps, len(METRICS)))
         if n_steps:
-            anchors = {0: p.results[1], n_steps - 1: p.results[-1]}
-        out.append(SimResult(p.scenario, p.nodes, p.program, p.memory, 1, p.results[0], p.metrics[0], metrics[j],
-                             step_lo, step_hi, step_frac, anchors, None))
+            first = np.array([p.metrics[1] for p in chunk])
+            last = np.array([p.metrics[-1] for p in chunk])
+            metrics[:, 0] = first
+            metrics[:, n_steps - 1] = last
+            if len(inner):
+                metrics[:, 1:n_steps - 1] = first[:, None, :] + frac[None, :, None] * (last - first)[:, None, :]
+        for j, p in enumerate(chunk):
+            anchors = {0: p.results[1], n_steps - 1: p.results[-1]} if n_steps else {}
+            result = SimResult(p.scenario, p.nodes, p.program, p.memory, 1, p.results[0], p.metrics[0], metrics[j],
+                               step_lo, step_hi, step_frac, anchors, None)
+            out.append(_summary(result) if summaries else result)
     return out
+
+
+def _summary(result: SimResult) -> dict | Exception:
+    try:
+        return result.summary()
+    except Exception as exc:  # noqa: BLE001 - the caller decides what a failed scenario is
+        return exc

@@ -10,6 +10,7 @@ from laddersim.costs.sdpa_attention import sdpa_peak_bytes
 from laddersim.errors import DoesNotFitError
 from laddersim.framework import load_framework
 from laddersim.hardware.profile import HardwareProfile
+from laddersim.memo import IdentityMemo
 from laddersim.model_shape import ModelShape
 from laddersim.workload import Workload
 
@@ -82,8 +83,14 @@ def memory_use(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int) 
     return MemoryUse(weights, kv, activations, capacity, attention, path)
 
 
+# memory_use reads the profile's GPU only: remembered by it and the framework (a sweep's what-ifs
+# keep the GPU; a framework file read anew is another object).
+_kept_uses = IdentityMemo(4096)
+
+
 def check_fits(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int) -> MemoryUse:
-    use = memory_use(model, hw, work, tp)
+    use = _kept_uses.get((hw.gpu, load_framework(work.framework), model, work), (tp,),
+                         lambda: memory_use(model, hw, work, tp))
     if not use.fits:
         gib = 2**30
         raise DoesNotFitError(

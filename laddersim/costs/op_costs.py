@@ -77,10 +77,10 @@ def op_times_parts_s(model: ModelShape, hw: HardwareProfile, work: Workload, tp:
     if fw.kernel_calibration is not None and phase.name == "decode":  # its classes may reprice any kind
         times = _op_times_s(model, hw, work, tp, phase, kv_lens)
         return tuple(times), times, {}
-    kinds, shared = _kept_times.get((hw.gpu, hw.node, hw.framework, hw.host_overhead),
-                                    (hw.base_dir, model, work, tp, phase, kv_lens.shape, kv_lens.tobytes()),
+    kinds, shared = _kept_times.get((hw.gpu, hw.node, hw.framework, hw.host_overhead, fw, model, work),
+                                    (hw.base_dir, tp, phase, kv_lens.shape, kv_lens.tobytes()),
                                     lambda: _without_collectives(_op_times_s(model, hw, work, tp, phase, kv_lens)))
-    collectives = _kept_collectives.get((hw, fw), (model, work, tp, phase),
+    collectives = _kept_collectives.get((hw, fw, model, work), (tp, phase),
                                         lambda: _collectives_with_host(model, hw, fw, work, tp, phase))
     return kinds, shared, collectives
 

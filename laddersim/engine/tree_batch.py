@@ -65,7 +65,7 @@ class _Runs:
 
     def part(self, take: np.ndarray, node) -> "_Runs":
         """The runs ``take`` (a mask), continuing at ``node``."""
-        base = np.concatenate([self.base, np.stack(self.readings, axis=1)], axis=1) if self.readings else self.base
+        base = self.times()
         return _Runs(node, self.index[take], self.durations[take], self.compute_by_op[take], self.comm_by_op[take],
                      [r[take] for r in self.remaining], self.now[take], base[take], self.classes)
 
@@ -81,10 +81,11 @@ class _Runs:
         return rates
 
     def times(self) -> np.ndarray:
-        """(runs, readings): every clock reading of each run, from 0."""
+        """(runs, readings): every clock reading of each run, from 0 (``readings``: one per run,
+        or a block of several per run)."""
         if not self.readings:
             return self.base
-        return np.concatenate([self.base, np.stack(self.readings, axis=1)], axis=1)
+        return np.concatenate([self.base, *(r if r.ndim == 2 else r[:, None] for r in self.readings)], axis=1)
 
 
 def replay_many(tree: OrderTree, durations_s: np.ndarray, compute_by_op: np.ndarray,
@@ -146,6 +147,8 @@ def _walk(tree: OrderTree, runs: _Runs, pending: list) -> list[_Runs]:
     node, remaining, now = runs.node, runs.remaining, runs.now
     durations, readings = runs.durations, runs.readings
     while True:
+        if not remaining:
+            node, now = _along_chain(tree, runs, node, now)
         for op in node.ops:
             remaining.append(durations[:, op])
         if node.end is not None:
@@ -168,11 +171,19 @@ def _walk(tree: OrderTree, runs: _Runs, pending: list) -> list[_Runs]:
         remaining = [r - dt if q is None else r - q * dt for r, q in zip(remaining, rates)]
         now = later
         tolerance = done_tolerances_s(now)
-        code = (dt == 0.0).astype(np.int64) << len(remaining)
-        for i, (r, q) in enumerate(zip(remaining, rates)):
-            code |= (r <= (tolerance if q is None else tolerance * q)).astype(np.int64) << i
-        first = int(code[0])
-        if len(code) == 1 or not (code != first).any():
+        # The outcome of each run: bit i where the i-th running activity is done, and a last bit
+        # where at the previous reading. Usually every run has the same one: known from each
+        # condition's all() and any(), without the codes of the runs.
+        flags = [r <= (tolerance if q is None else tolerance * q) for r, q in zip(remaining, rates)]
+        flags.append(dt == 0.0)
+        first = 0
+        for i, flag in enumerate(flags):
+            if flag.all():
+                first |= 1 << i
+            elif flag.any():
+                first = -1
+                break
+        if first >= 0:
             child = _child(node, first, len(remaining))
             if child is None:
                 return []
@@ -181,6 +192,9 @@ def _walk(tree: OrderTree, runs: _Runs, pending: list) -> list[_Runs]:
             node = child
             continue
         # The runs part ways here: each outcome's runs continue on its own (from the next node).
+        code = np.zeros(len(now), dtype=np.int64)
+        for i, flag in enumerate(flags):
+            code |= flag.astype(np.int64) << i
         runs.remaining, runs.now = remaining, now
         readings.append(now)
         for value in np.unique(code).tolist():
@@ -191,6 +205,33 @@ def _walk(tree: OrderTree, runs: _Runs, pending: list) -> list[_Runs]:
             part.remaining = [r for i, r in enumerate(part.remaining) if not value >> i & 1]
             pending.append(part)
         return []
+
+
+def _along_chain(tree: OrderTree, runs: _Runs, node, now: np.ndarray):
+    """Where nothing runs: the nodes on from ``node`` that each start one activity and complete
+    it, with one child (a standard schedule's pass, one op at a time), all at once. There the
+    activity runs alone at rate 1 and the walk's arithmetic is ``later = now + max(d, 0)`` and
+    ``r = d - (later - now)``: the readings are a cumulative sum (numpy's adds in order, as the walk
+    does), and each node's outcome (done, at the previous reading or not) is checked for every run
+    at once. Returns the node and readings where the walk goes on one node at a time."""
+    chain = []
+    while (node.end is None and len(node.ops) == 1 and len(node.serials) == 1 and not node.more
+           and node.child is not None and node.outcome[0] == node.serials and runs.rates_of(tree, node.running_id) == [None]):
+        chain.append(node)
+        node = node.child
+    if len(chain) < 2:
+        return chain[0] if chain else node, now
+    ops = [n.ops[0] for n in chain]
+    seconds = np.take(runs.durations, ops, axis=1)
+    readings = np.cumsum(np.concatenate([now[:, None], np.maximum(seconds, 0.0)], axis=1), axis=1)
+    dt = np.diff(readings, axis=1)
+    done = seconds - dt <= done_tolerances_s(readings[:, 1:])
+    same = done & ((dt == 0.0) == np.array([n.outcome[1] for n in chain]))
+    agreed = len(chain) if same.all() else int(np.argmin(same.all(axis=0)))  # nodes every run agrees with
+    if agreed:
+        runs.readings.append(readings[:, 1:agreed + 1])
+        now = readings[:, agreed]
+    return chain[agreed] if agreed < len(chain) else node, now
 
 
 def _child(node, code: int, n_running: int):

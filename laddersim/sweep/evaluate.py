@@ -16,7 +16,7 @@ from laddersim.hardware.profile import HardwareProfile, load_profile
 from laddersim.model_shape import ModelShape, load_model_shape
 from laddersim.serving.sweep_axes import serving_point_metrics
 from laddersim.simulate import Scenario, make_scenario, simulate
-from laddersim.simulate_many import simulate_many
+from laddersim.simulate_many import summaries_many
 from laddersim.sweep.overrides import override_scales
 from laddersim.sweep.points import Point
 
@@ -90,7 +90,7 @@ def evaluate_point(point: Point) -> dict:
 
 def evaluate_points(points: list[Point]) -> list[dict]:
     """Rows of a batch of points (one task of a worker), as ``evaluate_point`` of each; the
-    simulations of the batch run together (``laddersim.simulate_many``)."""
+    simulations of the batch run together (``laddersim.simulate_many.summaries_many``)."""
     rows: list[dict | None] = [None] * len(points)
     scenarios, where = [], []
     for i, point in enumerate(points):
@@ -102,13 +102,6 @@ def evaluate_points(points: list[Point]) -> list[dict]:
             where.append(i)
         except Exception as exc:  # noqa: BLE001 - classified by _row
             rows[i] = _row(point, exc)
-    for i, result in zip(where, simulate_many(scenarios)):
-        rows[i] = _row(points[i], result if isinstance(result, Exception) else _summary(result))
+    for i, summary in zip(where, summaries_many(scenarios)):
+        rows[i] = _row(points[i], summary)
     return rows
-
-
-def _summary(result) -> dict | Exception:
-    try:
-        return result.summary()
-    except Exception as exc:  # noqa: BLE001 - classified by _row
-        return exc

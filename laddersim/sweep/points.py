@@ -107,19 +107,32 @@ def check_names(grid: SweepGrid) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def expand_grid(grid: SweepGrid) -> list[Point]:
-    """The cross product, in grid order, without duplicates (a repeated value adds nothing)."""
+    """The cross product, in grid order, without duplicates (a repeated value adds nothing). Each
+    point's key is ``point_key`` of its inputs, its text put together from the texts of each
+    column's values and of each override setting, made once."""
     model_refs, profile_refs = check_names(grid)
     swept = grid.overrides.swept()
-    override_values = list(itertools.product(*swept.values()))
-    serving = grid.serving.settings() if grid.serving else [None]
-    points: dict[str, Point] = {}
-    for model, hw, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache, kv_reads, values, load in itertools.product(
-        grid.models, grid.hardware, grid.tp, grid.batch, grid.prompt_len, grid.gen_len, grid.schedules,
-        grid.dtype, grid.kv_cache, grid.kv_reads, override_values, serving,
-    ):
+    settings = []  # (overrides, their part of the key's text), per override setting
+    for values in itertools.product(*swept.values()):
         chosen = dict(zip(swept, values))
         overrides = tuple((c, chosen.get(c)) for c in OVERRIDE_COLUMNS)
-        point = Point(model, hw, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache, overrides,
-                      model_refs[model], profile_refs[hw], kv_reads, load)
-        points.setdefault(point.key, point)
+        settings.append((overrides, [_pair_text(c, v) for c, v in overrides if c not in KEYED_IF_SET or v is not None]))
+    loads = [(load, [_pair_text(c, dict(load)[c]) for c in SERVING_COLUMNS if c in dict(load)])
+             for load in grid.serving.settings()] if grid.serving else [(None, [])]
+    axes = (grid.models, grid.hardware, grid.tp, grid.batch, grid.prompt_len, grid.gen_len, grid.schedules,
+            grid.dtype, grid.kv_cache, grid.kv_reads)
+    texts = [{v: _pair_text(c, v) for v in values} for c, values in zip(SCENARIO_COLUMNS, axes)]
+    points: dict[str, Point] = {}
+    for scenario in itertools.product(*axes):
+        head = [column[v] for column, v in zip(texts, scenario)]
+        model, hw, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache, kv_reads = scenario
+        for overrides, override_texts in settings:
+            for load, load_texts in loads:
+                text = "[" + ",".join(head + override_texts + load_texts) + "]"
+                key = hashlib.sha256(text.encode()).hexdigest()[:20]
+                if key not in points:
+                    point = Point(model, hw, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache, overrides,
+                                  model_refs[model], profile_refs[hw], kv_reads, load)
+                    point.__dict__["key"] = key  # (Point.key's cached value: point_key(point.inputs()))
+                    points[key] = point
     return list(points.values())

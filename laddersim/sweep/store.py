@@ -16,7 +16,7 @@ from pathlib import Path
 from laddersim.errors import UserInputError
 
 STORE_FILE = "points.jsonl"
-_PLAIN = (str, int, float, bool, type(None))  # values json writes and reads back as themselves
+_PLAIN = frozenset((str, int, float, bool, type(None)))  # values json writes and reads back as themselves
 
 
 def _row_problem(row) -> str | None:
@@ -90,7 +90,7 @@ class PointStore:
             lines.append(line + "\n")
             # Exactly what a later run will read back: a row of plain values is (Python's json
             # writes floats with repr, which round-trips), any other is read back from its line.
-            self.rows[row["key"]] = row if all(type(v) in _PLAIN for v in row.values()) else json.loads(line)
+            self.rows[row["key"]] = row if set(map(type, row.values())) <= _PLAIN else json.loads(line)
         if lines:
             self._file.write("".join(lines))
             self._file.flush()
