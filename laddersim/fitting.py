@@ -256,7 +256,9 @@ def save_profile(profile: HardwareProfile, path: str | Path, name: str | None = 
         return table.model_copy(update={"file": str(dest)})
 
     update = {
-        "collectives": profile.collectives.model_copy(update={"tables": [relocate(t) for t in profile.collectives.tables]}),
+        "collectives": profile.collectives.model_copy(update={
+            key: [relocate(t) for t in getattr(profile.collectives, key)]
+            for key in ("tables", "allgather_tables", "sendrecv_tables")}),
         "gpu": profile.gpu.model_copy(update={"gemm_tables": [relocate(t) for t in profile.gpu.gemm_tables]}),
     }
     if name:

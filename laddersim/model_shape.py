@@ -107,6 +107,15 @@ class ModelShape(BaseModel):
         head = 0 if self.tie_embeddings else emb
         return self.n_layers * self.layer_params_per_rank(tp) + emb + head + self.dim
 
+    def stage_params_per_rank(self, tp: int, layers: int, first: bool, last: bool) -> int:
+        """Parameters one rank of a pipeline stage of ``layers`` layers holds: stage 0 the embedding
+        shard, the last stage the LM head shard (its own copy of a tied embedding, as vLLM's last
+        pipeline rank keeps one) and the final norm. The whole model (first and last) is
+        ``params_per_rank``."""
+        emb = self.vocab_per_rank(tp) * self.dim
+        head = emb if last and not (first and self.tie_embeddings) else 0
+        return layers * self.layer_params_per_rank(tp) + (emb if first else 0) + head + (self.dim if last else 0)
+
     def total_params(self) -> int:
         return self.params_per_rank(1)
 

@@ -145,3 +145,62 @@ def timeline_frame(program: Program, start_s: np.ndarray, end_s: np.ndarray, ran
         "end_s": end_s.reshape(-1) + offset_s,
     })
     return frame
+
+
+def summarize(result) -> dict:
+    """``simulate --json``'s row of a result (a SimResult, or a pipeline's with the same fields)."""
+    s = result.scenario
+    w = s.workload
+    prefill_s = float(result.prefill_metrics[0])
+    decode_s = float(result.decode_metrics[:, 0].sum())
+    total_s = prefill_s + decode_s
+    both = result.prefill_metrics + result.decode_metrics.sum(axis=0)
+    n_decode = len(result.decode_metrics)
+    summary = {
+        "schedule": s.schedule,
+        "model": s.model.name,
+        "hardware": s.hardware.name,
+        "tp": s.tp,
+        "pp": s.pp,
+        "nodes": result.nodes,
+        "batch": w.batch,
+        "prompt_len": w.prompt_len,
+        "gen_len": w.gen_len,
+        "dtype": w.dtype,
+        "kv_cache": w.kv_cache,
+        "kv_reads": w.kv_reads,
+        "framework": w.framework,
+        "prefill_s": prefill_s,
+        "decode_s": decode_s,
+        "total_s": total_s,
+        # The paper's metric: batch * generated tokens / (prefill + decode).
+        "tokens_per_s": w.batch * w.gen_len / total_s,
+        "ttft_s": prefill_s,
+        # None with gen_len 1: the prefill made the only token, there is no decode step.
+        "tpot_s": decode_s / n_decode if n_decode else None,
+        "decode_step_s": decode_s / n_decode if n_decode else None,
+        "compute_s": float(both[1]),
+        "overhead_s": float(both[2]),
+        "comm_s": float(both[3]),
+        "exposed_comm_s": float(both[4]),
+        "memory_per_gpu_gib": result.memory.total_bytes / 2**30,
+    }
+    if result.decode_half_width_s is not None:
+        summary.update(_intervals(result, summary))
+    return summary
+
+
+def _intervals(result, summary: dict) -> dict:
+    """95% intervals of the sampled estimates (what simulating every step would give)."""
+    half = float(result.decode_half_width_s[0])
+    tokens = result.scenario.workload.batch * result.scenario.workload.gen_len
+    n_decode = len(result.decode_metrics)
+    decode = (summary["decode_s"] - half, summary["decode_s"] + half)
+    total = (summary["prefill_s"] + decode[0], summary["prefill_s"] + decode[1])
+    return {
+        "sampled_steps": result.simulated_steps - 1,
+        "decode_s_ci95": list(decode),
+        "total_s_ci95": list(total),
+        "tokens_per_s_ci95": [tokens / total[1], tokens / max(total[0], 1e-300)],
+        "tpot_s_ci95": [decode[0] / n_decode, decode[1] / n_decode],
+    }

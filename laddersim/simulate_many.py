@@ -15,7 +15,8 @@ from collections.abc import Sequence
 
 from laddersim.engine.cached import run_cached_many
 from laddersim.results import step_metrics_many
-from laddersim.simulate import RunBatch, Scenario, SimOptions, SimResult, _answer, simulation
+from laddersim.passes import RunBatch, Scenario, SimOptions, SimResult, answer
+from laddersim.simulate import simulate, simulation
 from laddersim.symmetric_batch import _summary, simulate_symmetric
 
 
@@ -48,21 +49,27 @@ def _simulate_together(scenarios: Sequence[Scenario], options: SimOptions) -> li
     out: list[SimResult | Exception | None] = [None] * len(scenarios)
     running: dict[int, tuple] = {}  # scenario index -> (its simulation, the batch it asks for)
 
-    def advance(i: int, steps, answer) -> None:
+    def advance(i: int, steps, reply) -> None:
         try:
-            running[i] = (steps, next(steps) if answer is None else steps.send(answer))
+            running[i] = (steps, next(steps) if reply is None else steps.send(reply))
         except StopIteration as stop:
             out[i] = stop.value
         except Exception as exc:  # noqa: BLE001 - the caller decides what a failed scenario is
             out[i] = exc
 
     for i, scenario in enumerate(scenarios):
+        if scenario.pp > 1 or scenario.microbatches > 1:  # a pipeline: its stages composed, one by one
+            try:
+                out[i] = simulate(scenario, options)
+            except Exception as exc:  # noqa: BLE001 - the caller decides what a failed scenario is
+                out[i] = exc
+            continue
         advance(i, simulation(scenario, options), None)
     while running:
         asked = dict(running)
         running.clear()
-        for i, answer in zip(asked, _answers([batch for _, batch in asked.values()])):
-            advance(i, asked[i][0], answer)
+        for i, reply in zip(asked, _answers([batch for _, batch in asked.values()])):
+            advance(i, asked[i][0], reply)
     return out
 
 
@@ -70,20 +77,20 @@ def _answers(batches: list[RunBatch]) -> list[list]:
     """The answer to each batch: the cached ones' single-rank runs all together, the rest one by one."""
     answers: list[list | None] = [None] * len(batches)
     together = [b for b, batch in enumerate(batches) if batch.cached and all(len(r.ranks) == 1 for r in batch.runs)]
-    runs = [(b, run) for b in together for run in batches[b].runs]
-    results = run_cached_many([run for _, run in runs])
+    runs = [(b, run, masks) for b in together for run, masks in zip(batches[b].runs, batches[b].masks)]
+    results = run_cached_many([run for _, run, _ in runs])
     by_masks: dict[int, list[int]] = {}  # metrics of the runs of one program read together
-    for k, (b, _) in enumerate(runs):
-        by_masks.setdefault(id(batches[b].masks), []).append(k)
+    for k, (_, _, masks) in enumerate(runs):
+        by_masks.setdefault(id(masks), []).append(k)
     metrics = [None] * len(runs)
     for ks in by_masks.values():
-        for k, row in zip(ks, step_metrics_many([results[k] for k in ks], batches[runs[ks[0]][0]].masks)):
+        for k, row in zip(ks, step_metrics_many([results[k] for k in ks], runs[ks[0]][2])):
             metrics[k] = row
     for b in together:
         answers[b] = []
-    for k, (b, _) in enumerate(runs):
+    for k, (b, _, _) in enumerate(runs):
         answers[b].append((results[k], metrics[k]))
     for b, batch in enumerate(batches):
         if answers[b] is None:
-            answers[b] = [_answer(run, batch) for run in batch.runs]
+            answers[b] = [answer(run, masks, batch) for run, masks in zip(batch.runs, batch.masks)]
     return answers

@@ -1,6 +1,6 @@
 """Symmetric simulations of many scenarios at once: the sweep's fast path.
 
-Without jitter ``laddersim.simulate.simulation`` simulates one rank (rank symmetry): the prefill
+Without jitter ``laddersim.passes.pass_simulation`` simulates one rank (rank symmetry): the prefill
 and the first and last decode steps, then the steps between by interpolation where the two took
 the same order of events and every step's durations lie on the line joining theirs (else it
 bisects). ``simulate_symmetric`` does the same for many scenarios together:
@@ -34,8 +34,7 @@ from laddersim.framework import load_framework
 from laddersim.memo import IdentityMemo
 from laddersim.results import METRICS, step_metrics_many
 from laddersim.schedules.plan import parse_schedule
-from laddersim.sim_result import Scenario, SimResult
-from laddersim.simulate import _kept_slowdowns, _program
+from laddersim.passes import Scenario, SimResult, _kept_slowdowns, _program
 
 # Per shared decode table and program kinds: (largest distance of a step from the line joining
 # the first and the last, largest magnitude), as simulate's _affine_between computes them.
@@ -113,7 +112,10 @@ _kept_costs = IdentityMemo(16384)
 
 def _prepare(index: int, scenario: Scenario) -> _Point | None:
     """``simulation``'s checks (raising as it does), costs and passes of one scenario; None where
-    its collectives wait for the slowest rank (a profile's rank skew: left to ``simulate``)."""
+    its collectives wait for the slowest rank (a profile's rank skew) or it is a pipeline: left to
+    ``simulate``."""
+    if scenario.pp > 1 or scenario.microbatches > 1:
+        return None
     model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
     model.check_tp(tp)
     p = _Point()
@@ -235,7 +237,7 @@ def _finish(group: list[_Point], n_steps: int, summaries: bool) -> list:
         for j, p in enumerate(chunk):
             anchors = {0: p.results[1], n_steps - 1: p.results[-1]} if n_steps else {}
             result = SimResult(p.scenario, p.nodes, p.program, p.memory, 1, p.results[0], p.metrics[0], metrics[j],
-                               step_lo, step_hi, step_frac, anchors, None)
+                               step_lo, step_hi, step_frac, anchors, None, None)
             out.append(_summary(result) if summaries else result)
     return out
 

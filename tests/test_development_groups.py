@@ -58,7 +58,7 @@ def test_the_committed_table_states_every_group_and_the_readme_states_the_same()
     assert command.startswith("PYTHONPATH=$PWD python tools/fidelity_figures.py --groups")
     # Every development table is there, the small paper models' rows included.
     assert {"ladder_70b_tp_sweep.csv", "ladder_8b_tp_sweep.csv", "ladder_flash_p2p_sweep.csv",
-            "ladder_graph_p2p_sweep.csv", "ladder_405b_2node.csv"} == set(groups["table"])
+            "ladder_graph_p2p_sweep.csv", "ladder_405b_2node.csv", "ladder_pp_sweep.csv"} == set(groups["table"])
     assert {"paper-1b", "paper-3b", "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b"} == set(groups["model"])
     assert all(math.isfinite(v) and v >= 0 for v in groups["tokens_per_s_median_abs_err_pct"])
     readme = (ROOT / "README.md").read_text()

@@ -212,3 +212,15 @@ def test_kinds_but_the_collectives_do_not_read_what_overrides_change(profile, fr
     assert list(got) == list(expected)
     for kind in expected:
         assert np.array_equal(got[kind], expected[kind]), kind
+
+
+def test_pipelines_leave_the_fast_path_and_give_what_simulate_gives():
+    """A pipeline (pp > 1, or micro-batches) is its stages composed: simulate_many hands it to
+    simulate, whose every stage's runs here are the SimPy engine's."""
+    from laddersim.symmetric_batch import simulate_symmetric
+
+    scenarios = [make_scenario(MODELS[0], "h100-sxm-nvswitch", 2, 4, 64, 6, schedule, pp=pp, microbatches=m)
+                 for schedule in ("standard", "ladder") for pp, m in ((2, 1), (3, 2))]
+    assert simulate_symmetric(scenarios) == [None] * len(scenarios)
+    for got, scenario in zip(simulate_many(scenarios), scenarios):
+        assert got.summary() == simulate(scenario, SimOptions(replay=False, reference=True)).summary()

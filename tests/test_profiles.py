@@ -200,12 +200,12 @@ def _sources(node):
 def test_sources_name_public_origins_not_local_paths():
     """Users have no ../shared: profile sources and table headers cite repository, commit and file."""
     from laddersim.profiles_check.origins import public_origin
-    from laddersim.profiles_check.sources import ALLREDUCE_SOURCES, GEMM_SOURCES
+    from laddersim.profiles_check.sources import ALLREDUCE_SOURCES, GEMM_SOURCES, SENDRECV_SOURCES
 
     for name in PROFILES:
         texts = list(_sources(read_profile_mapping(profiles_dir() / f"{name}.yaml")))
         assert texts and not [t for t in texts if "../shared" in t], name
-    for key, src in {**ALLREDUCE_SOURCES, **GEMM_SOURCES}.items():
+    for key, src in {**ALLREDUCE_SOURCES, **GEMM_SOURCES, **SENDRECV_SOURCES}.items():
         lines = (profiles_dir() / "tables" / f"{key}.csv").read_text().splitlines()
         header = [line for line in lines if line.startswith("#")]
         assert not [line for line in header if "../shared" in line], key

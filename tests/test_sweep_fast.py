@@ -23,7 +23,7 @@ from laddersim.hardware.table_files import read_plain_columns
 from laddersim.simulate import SimOptions, make_scenario, simulate
 from laddersim.sweep.evaluate import METRIC_COLUMNS
 from laddersim.sweep.grid import OVERRIDE_COLUMNS, parse_grid
-from laddersim.sweep.points import INPUT_COLUMNS, KEYED_IF_SET, SCENARIO_COLUMNS, expand_grid, point_key
+from laddersim.sweep.points import INPUT_COLUMNS, KEYED_UNLESS, SCENARIO_COLUMNS, expand_grid, point_key
 from laddersim.sweep.runner import batches
 from laddersim.sweep.sweep_dir import run_sweep
 from laddersim.sweep.store import PointStore
@@ -87,7 +87,8 @@ def test_a_sweeps_batches_keep_one_program_each():
 def _json_key(inputs: dict) -> str:
     from laddersim.serving.sweep_axes import SERVING_COLUMNS
 
-    text = json.dumps([[c, inputs[c]] for c in INPUT_COLUMNS if c not in KEYED_IF_SET or inputs[c] is not None]
+    text = json.dumps([[c, inputs[c]] for c in INPUT_COLUMNS
+                       if c not in KEYED_UNLESS or inputs[c] not in (None, KEYED_UNLESS[c])]
                       + [[c, inputs[c]] for c in SERVING_COLUMNS if c in inputs], separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
@@ -102,7 +103,8 @@ def test_point_keys_are_the_json_of_their_inputs(inputs):
 
 
 def test_expanded_points_carry_their_keys():
-    grid = dict(GRID, overrides={"intra_bandwidth_scale": [0.5, 0.5, 2], "gpus_per_node": [4, 8]}, tp=[2, 2, 4])
+    grid = dict(GRID, overrides={"intra_bandwidth_scale": [0.5, 0.5, 2], "gpus_per_node": [4, 8]}, tp=[2, 2, 4],
+                pp=[1, 2], pp_microbatches=[1, 2])
     points = expand_grid(parse_grid(grid))
     assert len({p.key for p in points}) == len(points)
     assert all(p.key == _json_key(p.inputs()) for p in points)
@@ -156,7 +158,8 @@ def _table_as_before(rows: list[dict]) -> pd.DataFrame:
 def test_the_table_is_built_as_before(drawn):
     rows = []
     for i, (schedule, batch, scale, status, tokens, extra) in enumerate(drawn):
-        row = {"key": str(i), "model": "m", "hardware": "h", "tp": 2, "batch": batch, "prompt_len": 8, "gen_len": 4,
+        row = {"key": str(i), "model": "m", "hardware": "h", "tp": 2, "pp": 1, "pp_microbatches": 1, "batch": batch,
+               "prompt_len": 8, "gen_len": 4,
                "schedule": schedule, "dtype": "bfloat16", "kv_cache": "static", "kv_reads": "repeat_interleave",
                **{c: None for c in OVERRIDE_COLUMNS}, "intra_bandwidth_scale": scale, "status": status,
                "error": None if status == "ok" else "no", **{c: None for c in METRIC_COLUMNS}}

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from laddersim.costs import transport
-from laddersim.costs.collectives import allreduce_time_s, collective_choice
+from laddersim.costs.collectives import allreduce_time_s, bandwidth_share, collective_choice
 from laddersim.hardware.profile import load_profile, profiles_dir
 from laddersim.hardware.sourced import Sourced
 from laddersim.hardware.transport_spec import NodeTopology
@@ -93,6 +93,42 @@ def test_p2p_off_costs_more_than_nvlink_and_two_gpus_most_at_large_sizes(off):
     big = np.array([256.0 * 2**20])  # no NVLS for 2 GPUs: the host-staged ring's Simple bandwidth
     slow = allreduce_time_s(off, 2, big)[0] / allreduce_time_s(on, 2, big)[0]
     assert slow > 5 and allreduce_time_s(off, 8, big)[0] / allreduce_time_s(on, 8, big)[0] < 2
+
+
+def test_interference_stretches_only_the_time_above_the_picked_transports_floor(off):
+    """Issue 37 item 2: 16 KiB on 8 GPUs with P2P off goes to NVLS, whose latency (the 8-GPU lines'
+    least at one byte, 48.78 us) the GEMMs beside it do not stretch; only the 2.9 us its bytes take
+    are bandwidth-bound. A one-byte message would take the SHM ring's LL (37.5 us): measured from
+    that floor, 11 us of NVLS latency counted as slowable bandwidth time (a share 5x larger)."""
+    size = 16 * 1024.0
+    assert collective_choice(off, 8, size) == ("nvls", "simple")
+    lines = [t for t in off.collectives.transport.nvls if t.gpus == 8]
+
+    def nvls_us(s: float) -> float:  # the switch's curve: the least of its lines, 2(n-1)/n of s moved
+        return min(t.latency_us + 1.75 * s / (t.bus_bandwidth_gbps * 1e3) for t in lines)
+    expected = 1.0 - nvls_us(1.0) / nvls_us(size)
+    assert bandwidth_share(off, 8, size) == pytest.approx(expected, rel=1e-9)
+    assert 0.05 < expected < 0.06
+    one_byte_us = allreduce_time_s(off, 8, np.array([1.0]))[0] * 1e6
+    assert one_byte_us == pytest.approx(6.6 + 14 * off.collectives.transport.shm.ll_hop_latency_us.value, rel=1e-3)
+    assert 1.0 - one_byte_us / nvls_us(size) > 4 * expected
+    # where the SHM ring carries the message, its floor is the ring's own one-byte time, as before
+    assert collective_choice(off, 8, 4096.0) == ("ring", "ll")
+    floor_s, time_s = allreduce_time_s(off, 8, np.array([1.0, 4096.0]))
+    assert bandwidth_share(off, 8, 4096.0) == pytest.approx(1.0 - floor_s / time_s, rel=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(gpus=st.integers(2, 8), log2_size=st.floats(0.0, 30.0))
+def test_bandwidth_share_is_a_share_and_follows_the_pick(off, gpus, log2_size):
+    """Between 0 and 1 at every size; equal to the one-byte-floor share wherever NCCL picks for
+    the message what it picks for one byte (the same candidate, the same floor)."""
+    size = float(2.0 ** log2_size)
+    share = bandwidth_share(off, gpus, size)
+    assert 0.0 <= share < 1.0
+    if collective_choice(off, gpus, size) == collective_choice(off, gpus, 1.0):
+        floor_s, time_s = allreduce_time_s(off, gpus, np.array([1.0, size]))
+        assert share == pytest.approx(max(0.0, 1.0 - floor_s / time_s), rel=1e-9, abs=1e-12)
 
 
 def _public(table: str) -> pd.DataFrame:

@@ -5,6 +5,7 @@ group, against its bars, with the decode time P2P off adds over P2P on.
 
     PYTHONPATH=$PWD python tools/fidelity_figures.py [--shared ../shared] [--framework vllm] [--issue29]
     PYTHONPATH=$PWD python tools/fidelity_figures.py --issue37 [--as gpt-fast-graph=gpt-fast-flash]
+    PYTHONPATH=$PWD python tools/fidelity_figures.py --issue39
     PYTHONPATH=$PWD python tools/fidelity_figures.py --groups [--as OLD=NEW]
 
 ``--issue37`` prints issue 37's acceptance figures: the 70B figure with both CUDA-graph tables (flash
@@ -14,6 +15,9 @@ validates rows naming framework OLD as NEW, e.g. before a framework exists).
 ``--groups`` validates every development table and writes each table x model x P2P x framework
 group's errors to laddersim/data/validation/development_groups.csv and into the README's table
 (laddersim.validation.development_groups), which the report quotes: one command regenerates both.
+
+``--issue39`` prints issue 39's: the pipeline x tensor parallel table (``pp`` column) against its bars,
+per model x P2P group, with the prefill error.
 
 Needs ../shared (the measured tables are not shipped); writes nothing but ``--groups``'s two files.
 """
@@ -166,7 +170,7 @@ def issue37(shared: Path, rename: dict[str, str]) -> dict[str, float]:
 # parallelism is not modelled).
 DEVELOPMENT_TABLES = ("validation/ladder_70b_tp_sweep.csv", "validation/ladder_8b_tp_sweep.csv",
                       "validation/ladder_flash_p2p_sweep.csv", "validation/ladder_graph_p2p_sweep.csv",
-                      "validation/ladder_405b_2node.csv")
+                      "validation/ladder_405b_2node.csv", "validation/ladder_pp_sweep.csv")
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
@@ -194,6 +198,27 @@ def write_groups(shared: Path, rename: dict[str, str]) -> None:
     README.write_text(with_readme_table(README.read_text(), read_groups()[0]))  # as the report reads it
     print(groups.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print(f"wrote {GROUPS_FILE} and the table of {README}")
+
+
+ISSUE39_TABLE = "validation/ladder_pp_sweep.csv"
+ISSUE39_BARS = {"tokens_per_s_median": 5.0, "group_median": 8.0, "speedup_median": 2.0, "speedup_worst": 8.0,
+                "prefill_median": 10.0}
+
+
+def issue39(shared: Path) -> dict[str, float]:
+    """Issue 39's acceptance figures on the pipeline table, shipped profiles, no fit."""
+    frame = validate(read_measured(shared / ISSUE39_TABLE))
+    overall = error_summary(frame).iloc[0]
+    groups = error_summary(with_model_p2p(frame), MODEL_P2P)
+    print(groups.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print(phase_errors(with_model_p2p(frame)).to_string(float_format=lambda v: f"{v:+.2f}"))
+    prefill = (frame["predicted_prefill_s"] / frame["prefill_s"] - 1).abs() * 100
+    figures = {"tokens_per_s_median": overall["tokens_per_s_median_abs_err_pct"],
+               "group_median": groups["tokens_per_s_median_abs_err_pct"].max(),
+               "speedup_median": overall["speedup_median_abs_err_pp"], "speedup_worst": overall["speedup_worst_abs_err_pp"],
+               "prefill_median": float(prefill.median())}
+    _bars(figures, ISSUE39_BARS)
+    return figures
 
 
 def tokenweave(shared: Path, hardware: str, framework: str | None) -> pd.DataFrame:
@@ -239,6 +264,7 @@ def main() -> int:
     parser.add_argument("--issue37", action="store_true", help="only issue 37's figures (CUDA-graph tables, 405B)")
     parser.add_argument("--groups", action="store_true",
                         help="write every development group's errors (laddersim/data/validation/development_groups.csv, README)")
+    parser.add_argument("--issue39", action="store_true", help="only issue 39's figures (the pipeline table)")
     parser.add_argument("--as", dest="rename", action="append", default=[], metavar="OLD=NEW",
                         help="validate rows naming framework OLD as framework NEW (--issue37, --groups)")
     args = parser.parse_args()
@@ -246,15 +272,13 @@ def main() -> int:
     if not (shared / DEV_TABLES[0]).exists():
         print(f"no {shared / DEV_TABLES[0]}: pass --shared", file=sys.stderr)
         return 2
-    if args.issue29:
-        issue29(shared)
-        return 0
-    if args.issue37:
-        issue37(shared, dict(item.split("=", 1) for item in args.rename))
-        return 0
-    if args.groups:
-        write_groups(shared, dict(item.split("=", 1) for item in args.rename))
-        return 0
+    rename = dict(item.split("=", 1) for item in args.rename)
+    only = {"issue29": lambda: issue29(shared), "issue37": lambda: issue37(shared, rename),
+            "issue39": lambda: issue39(shared), "groups": lambda: write_groups(shared, rename)}
+    for flag, run in only.items():
+        if getattr(args, flag):
+            run()
+            return 0
     frame = dev_tables(shared, ValidationSetup())
     print_dev(frame)
     if args.rows:

@@ -2,7 +2,7 @@
 public tables in ``../shared/reference_data``: the only script that cannot run without
 ../shared (``laddersim profiles report`` uses the original rows there when present).
 
-AllReduce: for every registered source (laddersim.profiles_check.sources) and group shape, one row
+AllReduce and point-to-point send/recv: for every registered source (laddersim.profiles_check.sources) and group shape, one row
 per power-of-two size from 512 B to 1 GiB: the median of the original rows whose size is within
 5% of it (exact for power-of-two sweeps; a few neighbouring rows for Vidur's 8 KiB grid).
 GEMM: for each (n, k) pair, one row per power-of-two m (1 to 8192). Above m = 64 it is the
@@ -29,7 +29,7 @@ import pandas as pd
 
 from laddersim.profiles_check.origins import public_origin
 from laddersim.profiles_check.sources import (
-    ALLREDUCE_SOURCES, GEMM_SOURCES, read_allreduce_source, read_gemm_source, shared_root,
+    ALLREDUCE_SOURCES, GEMM_SOURCES, SENDRECV_SOURCES, read_allreduce_source, read_gemm_source, shared_root,
 )
 
 OUT = Path(__file__).resolve().parents[1] / "hardware_profiles" / "tables"
@@ -74,7 +74,7 @@ def main() -> int:
         print("error: ../shared/reference_data not found (set LADDERSIM_SHARED)", file=sys.stderr)
         return 2
     OUT.mkdir(parents=True, exist_ok=True)
-    for key, src in ALLREDUCE_SOURCES.items():
+    for key, src in {**ALLREDUCE_SOURCES, **SENDRECV_SOURCES}.items():
         compact = resample_allreduce(read_allreduce_source(key, root))
         _write(OUT / f"{key}.csv", [
             f"source: {public_origin(src.path)}",

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from laddersim.api.rate_planning import RatePlanAnswer
     from laddersim.plan.break_even import BreakEven
     from laddersim.plan.planner import PlanOption
+    from laddersim.plan.splits import SplitVerdict
 
 PLAN_REQUESTS = 200  # plan with a rate: requests per rate tried (serving's default is 1000; see plan())
 
@@ -35,12 +36,13 @@ class PlanAnswer:
     configurations: int
     feasible: int
     rank_by: str
+    splits: list[SplitVerdict]  # per (profile, TP, PP): meets the target or why not (laddersim.plan.splits)
 
 
 def plan_run(model, *, profiles, prices, schedules, batches, tps, max_nodes: int, prompt_len: int, gen_len: int,
              dtype: str, kv_cache: str, min_user_tokens_per_s, min_total_tokens_per_s, max_token_latency_ms, rate,
              ttft_slo_s, tpot_slo_s, requests: int, max_batched_tokens, chunked_prefill: bool, rank_by,
-             workers, progress: bool) -> PlanAnswer | RatePlanAnswer:
+             workers, progress: bool, pps=None) -> PlanAnswer | RatePlanAnswer:
     """``plan`` (see there for the parameters), every option rather than the first ``top``; a plan
     for a request rate when ``rate``, ``ttft_slo_s`` or ``tpot_slo_s`` is given."""
     from tqdm import tqdm
@@ -48,16 +50,19 @@ def plan_run(model, *, profiles, prices, schedules, batches, tps, max_nodes: int
     from laddersim.errors import UserInputError
     from laddersim.plan.planner import Target, candidate_points, rank_options
     from laddersim.plan.prices import load_prices
+    from laddersim.plan.splits import split_verdicts
     from laddersim.sweep.runner import run_points
 
     schedules, batches, tps, profiles = listed(schedules), listed(batches), listed(tps), listed(profiles)
+    pps = listed(pps)
     if rate is not None or ttft_slo_s is not None or tpot_slo_s is not None:
         from laddersim.api.rate_planning import serving_plan
 
         return serving_plan(model, profiles=profiles, prices=prices, schedules=schedules, tps=tps,
                             max_nodes=max_nodes, prompt_len=prompt_len, gen_len=gen_len, dtype=dtype, rate=rate,
                             ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, requests=requests,
-                            max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill, progress=progress)
+                            max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill, progress=progress,
+                            pps=pps)
     for flag, given in (("max-batched-tokens", max_batched_tokens is not None), ("chunked-prefill", chunked_prefill)):
         if given:
             raise UserInputError(f"{flag}: only with --rate (a serving plan); the batch plan simulates decode "
@@ -75,7 +80,7 @@ def plan_run(model, *, profiles, prices, schedules, batches, tps, max_nodes: int
         raise UserInputError(f"dtype: no candidate profile has a {dtype} peak "
                              f"({', '.join(no_dtype)}); allowed: another --dtype or --profiles")
     points = candidate_points(str(model), shape, candidates, schedules, batches, tps, prompt_len, gen_len, dtype,
-                              kv_cache, max_nodes)
+                              kv_cache, max_nodes, pps)
     if skipped:  # only once the inputs are known good: a bad one stays a single error line
         print(f"plan: not considered (no price): {', '.join(skipped)}", file=sys.stderr)
     if no_dtype:
@@ -91,7 +96,8 @@ def plan_run(model, *, profiles, prices, schedules, batches, tps, max_nodes: int
         raise UserInputError(f"plan: {len(errors)} configurations failed to simulate, e.g. {errors[0]['error']}")
     options = rank_options(rows, gpu_hour_prices(price_file, candidates), target, rank_by)
     feasible = sum(r["status"] == "ok" for r in rows)
-    return PlanAnswer(options, shape.name, len(points), feasible, rank_by or target.default_rank_by)
+    return PlanAnswer(options, shape.name, len(points), feasible, rank_by or target.default_rank_by,
+                      split_verdicts(rows, options))
 
 
 def plan(model: str | Path, *, profiles: Sequence[str] | None = None, prices: str | Path | None = None,
@@ -102,7 +108,7 @@ def plan(model: str | Path, *, profiles: Sequence[str] | None = None, prices: st
          max_token_latency_ms: float | None = None, rate: float | None = None, ttft_slo_s: float | None = None,
          tpot_slo_s: float | None = None, requests: int = PLAN_REQUESTS, max_batched_tokens: int | None = None,
          chunked_prefill: bool = False, rank_by: str | None = None, top: int = 10, workers: int | None = None,
-         progress: bool = False) -> pd.DataFrame:
+         progress: bool = False, pps: Sequence[int] | None = None) -> pd.DataFrame:
     """``laddersim plan``: the cheapest deployments (profile, TP, nodes, replicas, schedule, batch)
     meeting a target, ranked, one row per option (``plan --json``'s objects: ``usd_per_hour``,
     ``usd_per_million_tokens``, ``tpot_s``, ``user_tokens_per_s``, ``total_tokens_per_s``, ...);
@@ -123,7 +129,12 @@ def plan(model: str | Path, *, profiles: Sequence[str] | None = None, prices: st
     fp8; ``kv_cache``: static (default) or dynamic; ``rank_by``: usd_per_hour or
     usd_per_million_tokens (default: usd_per_hour with a total target, else per million tokens);
     ``top``: options returned (default 10); ``workers``: processes (default all cores);
-    ``progress``: a bar on stderr."""
+    ``progress``: a bar on stderr. ``pps``: pipeline stages to split the GPUs into (default 1: TP
+    groups alone); every (TP, PP) split of each profile whose stages fit ``max_nodes`` nodes per
+    replica is simulated, a pipeline with as many micro-batches in flight as stages where the batch
+    splits evenly (``gcd(batch, PP)``), GPUs per replica TP x PP. ``frame.attrs["splits"]`` (the
+    decode plan): per (profile, TP, PP) whether it meets the target, with which schedule and batch,
+    and why (weights do not fit, misses the target, the stage link and bubbles)."""
     from dataclasses import asdict
 
     import pandas as pd
@@ -133,9 +144,12 @@ def plan(model: str | Path, *, profiles: Sequence[str] | None = None, prices: st
                       min_user_tokens_per_s=min_user_tokens_per_s, min_total_tokens_per_s=min_total_tokens_per_s,
                       max_token_latency_ms=max_token_latency_ms, rate=rate, ttft_slo_s=ttft_slo_s,
                       tpot_slo_s=tpot_slo_s, requests=requests, max_batched_tokens=max_batched_tokens,
-                      chunked_prefill=chunked_prefill, rank_by=rank_by, workers=workers, progress=progress)
+                      chunked_prefill=chunked_prefill, rank_by=rank_by, workers=workers, progress=progress, pps=pps)
     options = answer.options if isinstance(answer, PlanAnswer) else answer.plan.options
-    return pd.DataFrame([asdict(o) for o in options[:top]])
+    frame = pd.DataFrame([asdict(o) for o in options[:top]])
+    if isinstance(answer, PlanAnswer):
+        frame.attrs["splits"] = pd.DataFrame([asdict(v) for v in answer.splits])
+    return frame
 
 
 def break_even(model: str | Path, tp: int, a: str, b: str, *, batch: int = 1, prompt_len: int = DEFAULT_PROMPT_LEN,

@@ -26,7 +26,7 @@ class RatePlanAnswer:
 
 def serving_plan(model, *, profiles, prices, schedules, tps, max_nodes: int, prompt_len: int, gen_len: int,
                  dtype: str, rate: float | None, ttft_slo_s: float | None, tpot_slo_s: float | None, requests: int,
-                 max_batched_tokens: int | None, chunked_prefill: bool, progress: bool) -> RatePlanAnswer:
+                 max_batched_tokens: int | None, chunked_prefill: bool, progress: bool, pps=None) -> RatePlanAnswer:
     """``plan`` with a rate (see ``laddersim.api.plan``); every input checked first, the workload
     included (plan_for_rate)."""
     from tqdm import tqdm
@@ -48,7 +48,7 @@ def serving_plan(model, *, profiles, prices, schedules, tps, max_nodes: int, pro
     options = serving_options(ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, chunked_prefill=chunked_prefill, **budget)
     price_file = load_prices(prices)
     candidates_by_name, _ = candidate_profiles(profiles, price_file)
-    candidates = serving_candidates(shape, candidates_by_name, schedules, tps, max_nodes)
+    candidates = serving_candidates(shape, candidates_by_name, schedules, tps, max_nodes, pps)
     if not candidates:
         raise UserInputError("tp: no (profile, TP) to simulate; check --tp, --max-nodes and --profiles")
     usd = gpu_hour_prices(price_file, candidates_by_name)

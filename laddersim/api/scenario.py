@@ -31,15 +31,14 @@ def simulate_schedules(model, hardware, tp: int, batch: int, prompt_len: int, ge
                        kv_reads: str | None, jitter: float, seed: int, exact_steps: bool, sample_steps: int | None,
                        out: str | Path | None = None, trace: str | Path | None = None,
                        trace_steps: int | str = DEFAULT_TRACE_STEPS,
-                       progress: bool = False) -> tuple[list[dict], list[SimResult]]:
+                       progress: bool = False, pp: int = 1, pp_microbatches: int = 1) -> tuple[list[dict], list[SimResult]]:
     """(summary rows, SimResults), one per schedule (each once, in the order given); the rows are
     ``simulate --json``'s objects, with ``speedup_vs_standard`` when ``standard`` is among them.
     The parameters are ``simulate``'s (see there); ``out`` and ``trace`` are checked before the
     first simulation and written after the last, each with one line on stderr."""
-    from laddersim.costs.memory_fit import check_fits
     from laddersim.io_write import check_output, out_format
     from laddersim.progress import ProgressBar
-    from laddersim.simulate import SimOptions, make_scenario, simulate as run
+    from laddersim.simulate import SimOptions, check_memory, make_scenario, scenario_nodes, simulate as run
 
     if out is not None:
         out_format(out)
@@ -52,10 +51,12 @@ def simulate_schedules(model, hardware, tp: int, batch: int, prompt_len: int, ge
     # Every input checked before the first simulation: each schedule's scenario, then the memory
     # (the same for every schedule) before the context warning, so a bad input stays one line.
     scenarios = [make_scenario(model, profile, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache,
-                               kv_reads, framework) for schedule in dict.fromkeys(schedules)]
+                               kv_reads, framework, pp=pp, microbatches=pp_microbatches)
+                 for schedule in dict.fromkeys(schedules)]
     first = scenarios[0]
     first.model.check_tp(tp)
-    check_fits(first.model, first.hardware, first.workload, first.tp)
+    scenario_nodes(first)  # the stages placed on the profile's nodes, or one line
+    check_memory(first)  # every stage's, one line naming the one that does not fit
     first.model.warn_context(prompt_len, gen_len)
     note_unmeasured(profile)
     results = []
@@ -85,7 +86,7 @@ def simulate(model: str | Path | ModelShape, hardware: str | Path | HardwareProf
              kv_cache: str | None = None, kv_reads: str | None = None, jitter: float = 0.0, seed: int = 0,
              exact_steps: bool = False, sample_steps: int | None = None, out: str | Path | None = None,
              trace: str | Path | None = None, trace_steps: int | str = DEFAULT_TRACE_STEPS,
-             progress: bool = False) -> pd.DataFrame:
+             progress: bool = False, pp: int = 1, pp_microbatches: int = 1) -> pd.DataFrame:
     """``laddersim simulate``: one row per schedule with the columns of ``simulate --json`` (times
     in seconds, ``tokens_per_s``, ``speedup_vs_standard``, ``exposed_comm_s``, ...).
 
@@ -103,13 +104,20 @@ def simulate(model: str | Path | ModelShape, hardware: str | Path | HardwareProf
     about 120,000 op-rank runs, 4 to 64 steps) with the 95% interval in the ``*_ci95`` columns.
     ``out``: also write the rows to a .csv, .parquet or .json file; ``trace``: a Chrome/Perfetto
     trace (.json) of the prefill and ``trace_steps`` decode steps (a count or "all"; default 3).
-    ``progress``: a bar on stderr for a simulation of more than a couple of seconds."""
+    ``progress``: a bar on stderr for a simulation of more than a couple of seconds. ``pp``:
+    pipeline stages, each a TP group of ``tp`` GPUs holding a contiguous share of the layers (default
+    1: none; the stages placed on the profile's nodes, each stage's memory checked);
+    ``pp_microbatches``: batches of ``batch / pp_microbatches`` in flight through the stages, as
+    serving engines run a pipeline (default 1: one batch, the stages in turn, as the Ladder
+    Residual benchmark runs it). A pipeline's rows add ``pp_microbatches``, ``pipeline_bubble``
+    (share of the stages' time idle), ``slowest_stage_step_s``, ``pp_boundary_step_s`` and
+    ``pp_boundary_transport`` (its stage boundaries' receives per step and what they cross)."""
     import pandas as pd
 
     rows, _ = simulate_schedules(model, hardware, tp, batch, prompt_len, gen_len, schedules, dtype=dtype,
                                  framework=framework, kv_cache=kv_cache, kv_reads=kv_reads, jitter=jitter, seed=seed,
                                  exact_steps=exact_steps, sample_steps=sample_steps, out=out, trace=trace,
-                                 trace_steps=trace_steps, progress=progress)
+                                 trace_steps=trace_steps, progress=progress, pp=pp, pp_microbatches=pp_microbatches)
     return pd.DataFrame(rows)
 
 
@@ -118,18 +126,20 @@ def timeline(model: str | Path | ModelShape, hardware: str | Path | HardwareProf
              schedules: Iterable[str] = DEFAULT_SCHEDULES, steps: str | list[int] = "all",
              ranks: list[int] | None = None, *, dtype: str = "bfloat16", framework: str = "gpt-fast",
              kv_cache: str | None = None, kv_reads: str | None = None, jitter: float = 0.0,
-             seed: int = 0) -> pd.DataFrame:
+             seed: int = 0, pp: int = 1, pp_microbatches: int = 1) -> pd.DataFrame:
     """The spans of every op, rank and step (what ``laddersim plot --kind timeline`` draws), for
     every schedule: columns ``schedule, phase, step, rank, stream, layer, op, kind, start_s, end_s``
-    (seconds from the start of the prefill). ``steps``: "all", "prefill", or a list of decode step
-    indices; ``ranks``: default all. ``model``, ``hardware``, ``tp``, ``batch``, ``prompt_len``,
-    ``gen_len``, ``schedules``, ``dtype``, ``framework``, ``kv_cache``, ``kv_reads``, ``jitter``,
-    ``seed``: as ``simulate``'s."""
+    (seconds from the start of the prefill; a pipeline's ranks numbered over its stages, stage s
+    holding ranks s*tp to s*tp+tp-1, and a ``microbatch`` column). ``steps``: "all", "prefill", or
+    a list of decode step indices; ``ranks``: default all. ``model``, ``hardware``, ``tp``, ``batch``,
+    ``prompt_len``, ``gen_len``, ``schedules``, ``dtype``, ``framework``, ``kv_cache``, ``kv_reads``,
+    ``jitter``, ``seed``, ``pp``, ``pp_microbatches``: as ``simulate``'s."""
     import pandas as pd
 
     _, results = simulate_schedules(model, hardware, tp, batch, prompt_len, gen_len, schedules, dtype=dtype,
                                     framework=framework, kv_cache=kv_cache, kv_reads=kv_reads, jitter=jitter,
-                                    seed=seed, exact_steps=False, sample_steps=None)
+                                    seed=seed, exact_steps=False, sample_steps=None, pp=pp,
+                                    pp_microbatches=pp_microbatches)
     frames = [r.timeline(steps, ranks).assign(schedule=r.scenario.schedule) for r in results]
     frame = pd.concat(frames, ignore_index=True)
     return frame[["schedule", *[c for c in frame.columns if c != "schedule"]]]
@@ -138,15 +148,19 @@ def timeline(model: str | Path | ModelShape, hardware: str | Path | HardwareProf
 def time_sources(result: SimResult) -> dict[str, dict[str, str]]:
     """Where each op kind's time came from, per phase (``prefill``, ``decode``), as AIConfigurator
     labels it: SILICON = a measured table, HYBRID = a measured table extended by the roofline,
-    SOL = the roofline/bandwidth model; the kinds in the program's order."""
+    SOL = the roofline/bandwidth model; the kinds in the program's order (a pipeline's: its
+    stages' in turn, their receives priced from the profile's send/recv table or the transport
+    model)."""
     from laddersim.costs.op_costs import Phase, op_time_sources
 
     s = result.scenario
     w = s.workload
-    kinds = list(dict.fromkeys(result.program.kinds))
+    stages = getattr(result, "stages", (result,))
+    kinds = list(dict.fromkeys(kind for stage in stages for kind in stage.program.kinds))
+    receives = result.receive_sources() if hasattr(result, "receive_sources") else {}
     out = {}
     for phase in (Phase("prefill", w.batch, w.prompt_len), Phase("decode", w.batch, 1)):
-        sources = op_time_sources(s.model, s.hardware, w, s.tp, phase)
+        sources = op_time_sources(s.model, s.hardware, w, s.tp, phase) | receives
         out[phase.name] = {k: sources[k] for k in kinds if k in sources}
     return out
 

@@ -39,7 +39,7 @@ def serving_run(model, hardware, tp: int, *, rate: float | None, schedules: Sequ
                 max_running: int, max_batched_tokens: int, chunked_prefill: bool, block_size: int,
                 ttft_slo_s: float | None, tpot_slo_s: float | None, slo_attainment: float, capacity: bool,
                 target_rate: float | None, prices: str | Path | None, dtype: str, kv_reads: str, framework: str,
-                seed: int, out: str | Path | None, progress: bool) -> ServingRun:
+                seed: int, out: str | Path | None, progress: bool, pp: int = 1) -> ServingRun:
     """``serving`` (see there for the parameters), every input checked first; ``out``: also write
     every request's row to ``out/requests.parquet`` and ``out/requests.csv``."""
     import pandas as pd
@@ -64,7 +64,7 @@ def serving_run(model, hardware, tp: int, *, rate: float | None, schedules: Sequ
     check_load(requests, None, seed, gamma_shape)
     price_file = load_prices(prices) if target_rate else None
     drawn, lengths = _requests(rate, requests, prompt_len, gen_len, gamma_shape, trace, seed)
-    scenarios = [serving_scenario(model, hardware, tp, s, dtype, kv_reads, framework)
+    scenarios = [serving_scenario(model, hardware, tp, s, dtype, kv_reads, framework, pp=pp)
                  for s in ([schedules] if isinstance(schedules, str) else schedules)]
     for scenario in scenarios:
         scenario.model.check_tp(tp)
@@ -85,8 +85,8 @@ def serving_run(model, hardware, tp: int, *, rate: float | None, schedules: Sequ
                        saturation_req_per_s=cap.saturation_req_per_s, capacity=cap.describe())
             if target_rate:
                 replicas = fewest_replicas(target_rate, cap.rate) if cap.rate else None
-                row.update(target_rate=target_rate, replicas=replicas, gpus=replicas * tp if replicas else None,
-                           usd_per_hour=replicas * tp * usd_per_gpu_hour if replicas else None)
+                row.update(target_rate=target_rate, replicas=replicas, gpus=replicas * tp * pp if replicas else None,
+                           usd_per_hour=replicas * tp * pp * usd_per_gpu_hour if replicas else None)
         rows.append(row)
         frames.append(result.frame.assign(schedule=scenario.schedule))
     frame = pd.concat(frames, ignore_index=True)
@@ -106,7 +106,7 @@ def serving(model: str | Path, hardware: str | Path | HardwareProfile, tp: int, 
             slo_attainment: float = ENGINE.slo_attainment, capacity: bool = False,
             target_rate: float | None = None, prices: str | Path | None = None, dtype: str = "bfloat16",
             kv_reads: str = "per_kv_head", framework: str = "gpt-fast", seed: int = 0, per_request: bool = False,
-            out: str | Path | None = None, progress: bool = False) -> pd.DataFrame:
+            out: str | Path | None = None, progress: bool = False, pp: int = 1) -> pd.DataFrame:
     """``laddersim serving``: requests arriving at one replica (Poisson at ``rate`` requests/s, gamma
     gaps with ``gamma_shape`` < 1 burstier, or a ``trace`` CSV of arrival_s, prompt_len,
     output_len) served by a vLLM-style continuous-batching scheduler. One row per schedule
@@ -126,7 +126,10 @@ def serving(model: str | Path, hardware: str | Path | HardwareProfile, tp: int, 
     ``framework``: whose kernels run on the paged cache (gpt-fast, the default; vllm;
     gpt-fast-flash). ``per_request``: instead, every request's row (``schedule`` first: arrival,
     first token and finish times, TTFT, TPOT, ...); ``out``: also write those rows to
-    out/requests.parquet and out/requests.csv; ``progress``: a bar on stderr."""
+    out/requests.parquet and out/requests.csv; ``progress``: a bar on stderr. ``pp``: pipeline
+    stages of ``tp`` GPUs each (default 1), served as vLLM's pipeline-parallel engine serves them:
+    one scheduler per stage over its share of the KV cache, a batch of each in flight on the stages
+    (laddersim.serving.pipelined); the replica's GPUs are ``tp * pp``."""
     import pandas as pd
 
     run = serving_run(model, hardware, tp, rate=rate, schedules=schedules, requests=requests, prompt_len=prompt_len,
@@ -134,7 +137,7 @@ def serving(model: str | Path, hardware: str | Path | HardwareProfile, tp: int, 
                       max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill, block_size=block_size,
                       ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, slo_attainment=slo_attainment, capacity=capacity,
                       target_rate=target_rate, prices=prices, dtype=dtype, kv_reads=kv_reads, framework=framework,
-                      seed=seed, out=out, progress=progress)
+                      seed=seed, out=out, progress=progress, pp=pp)
     return run.requests if per_request else pd.DataFrame(run.rows)
 
 

@@ -19,7 +19,8 @@ REQUIRED_FLAGS = {"models": "--model", "hardware": "--hardware", "tp": "--tp"}
 
 def sweep(grid: str | Path | dict | None, out: str | Path, workers: int | None = None, scheduler: str | None = None,
           progress: bool = False, *, models: Sequence[str] | None = None, hardware: Sequence[str] | None = None,
-          tp: Sequence[int] | None = None, batch: Sequence[int] | None = None,
+          tp: Sequence[int] | None = None, pp: Sequence[int] | None = None,
+          pp_microbatches: Sequence[int] | None = None, batch: Sequence[int] | None = None,
           prompt_len: Sequence[int] | None = None, gen_len: Sequence[int] | None = None,
           schedules: Sequence[str] | None = None, dtype: Sequence[str] | None = None,
           kv_cache: Sequence[str] | None = None, kv_reads: Sequence[str] | None = None,
@@ -30,10 +31,12 @@ def sweep(grid: str | Path | dict | None, out: str | Path, workers: int | None =
 
     ``grid``: a GRID.yaml path (``examples/sweep_*.yaml``; an ``examples/...`` path not in the
     current folder is the shipped copy) or the same mapping as a dict (keys ``models``,
-    ``hardware``, ``tp``, ``batch``, ``prompt_len``, ``gen_len``, ``schedules``, ``overrides`` such as
+    ``hardware``, ``tp``, ``pp``, ``pp_microbatches``, ``batch``, ``prompt_len``, ``gen_len``,
+    ``schedules``, ``overrides`` such as
     ``{"intra_bandwidth_gbps": [100, 400], "gpus_per_node": [4, 8]}``, ``serving``); or None and a
-    simple grid from the parameters: ``models``, ``hardware`` and ``tp`` lists (required), ``batch``
-    (default [1]), ``prompt_len`` ([1024]), ``gen_len`` ([512]), ``schedules`` ([standard, ladder]),
+    simple grid from the parameters: ``models``, ``hardware`` and ``tp`` lists (required), ``pp``
+    (pipeline stages, default [1]), ``pp_microbatches`` (batches in flight through them, default
+    [1]), ``batch`` (default [1]), ``prompt_len`` ([1024]), ``gen_len`` ([512]), ``schedules`` ([standard, ladder]),
     ``dtype`` ([bfloat16]), ``kv_cache`` ([static]), ``kv_reads`` ([repeat_interleave]) and
     ``overrides`` (what-if columns to lists of values). A re-run into the same ``out`` reuses the
     points stored there. ``workers``: local processes (default: all cores); ``scheduler``: a Dask
@@ -46,8 +49,9 @@ def sweep(grid: str | Path | dict | None, out: str | Path, workers: int | None =
     from laddersim.sweep.grid import load_grid, parse_grid
     from laddersim.sweep.sweep_dir import run_sweep
 
-    values = {"models": models, "hardware": hardware, "tp": tp, "batch": batch, "prompt_len": prompt_len,
-              "gen_len": gen_len, "schedules": schedules, "dtype": dtype, "kv_cache": kv_cache, "kv_reads": kv_reads}
+    values = {"models": models, "hardware": hardware, "tp": tp, "pp": pp, "pp_microbatches": pp_microbatches,
+              "batch": batch, "prompt_len": prompt_len, "gen_len": gen_len, "schedules": schedules, "dtype": dtype,
+              "kv_cache": kv_cache, "kv_reads": kv_reads}
     flags = {key: list(v) for key, v in values.items() if v is not None}
     overrides = {k: list(v) for k, v in (overrides or {}).items()}
     if grid is not None:

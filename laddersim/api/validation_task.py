@@ -32,7 +32,7 @@ def validate(measured: str | Path | Sequence[str | Path] | pd.DataFrame | None =
 
     ``measured``: a CSV path, several (validated together) or a DataFrame, with columns model,
     tp, nodes, batch, prompt_len, gen_len, p2p, schedule, tokens_per_s (optionally hardware,
-    framework, prefill_s, decode_s); ``models``: a folder of <name>.json configs its model column
+    framework, pp: pipeline stages of tp GPUs each, default 1, prefill_s, decode_s); ``models``: a folder of <name>.json configs its model column
     names (default: models/ beside each table). ``hardware``: the profile of rows with p2p=on
     (default h100-sxm-nvswitch); ``hardware_p2p_off``: of rows with p2p=off (default
     h100-sxm-p2p-off); ``dtype``: float16 (default: the paper's), bfloat16, float32 or fp8;

@@ -62,11 +62,23 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hardware", required=True, help="profile name (laddersim profiles list) or path")
 
 
-def add_parallel_args(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
-    """How the model is split over GPUs (--tp): every command that takes one scenario's
-    parallelism adds it here, so a new degree (e.g. pipeline stages) is one flag in this function
-    and one parameter of the API functions it reaches (call_api passes it by name)."""
+def add_parallel_args(parser: argparse.ArgumentParser, function=None, *, required: bool = True) -> None:
+    """How the model is split over GPUs (--tp, and --pp and --pp-microbatches where ``function``,
+    the API function the command calls, takes ``pp`` and ``pp_microbatches``, with its defaults):
+    every command that takes one scenario's parallelism adds it here, so a new degree is one flag
+    in this function and one parameter of the API functions it reaches (call_api passes it by name)."""
     parser.add_argument("--tp", type=positive_int("tp", MAX_TP), required=required, help="tensor-parallel degree")
+    takes = inspect.signature(function).parameters if function is not None else {}
+    if "pp" in takes:
+        parser.add_argument("--pp", type=positive_int("pp", MAX_TP), default=default_of(function, "pp"),
+                            help="pipeline stages, each a TP group of --tp GPUs with a contiguous share of the "
+                                 f"layers (default {default_of(function, 'pp')}: none)")
+    if "pp_microbatches" in takes:
+        parser.add_argument("--pp-microbatches", type=positive_int("pp-microbatches", MAX_BATCH),
+                            default=default_of(function, "pp_microbatches"),
+                            help="batches of batch/M in flight through the stages, one per stage as serving engines "
+                                 f"run a pipeline (default {default_of(function, 'pp_microbatches')}: one batch, the "
+                                 "stages in turn, as the Ladder Residual benchmark)")
 
 
 def add_workload_args(parser: argparse.ArgumentParser, function, *, gen_help: str = "generated tokens per sequence",
@@ -90,7 +102,7 @@ def add_scenario_args(parser: argparse.ArgumentParser, function) -> None:
     """--model --hardware --tp --batch --prompt-len --gen-len --dtype --framework --kv-cache
     --kv-reads, defaults from ``function`` (an API function taking them all)."""
     add_model_args(parser)
-    add_parallel_args(parser)
+    add_parallel_args(parser, function)
     add_workload_args(parser, function)
     add_dtype_arg(parser, default_of(function, "dtype"))
     add_framework_args(parser, function)

@@ -43,7 +43,7 @@ def _workload_args(p: argparse.ArgumentParser, function) -> None:
 def register(sub) -> None:
     p = sub.add_parser(
         "plan", help="cheapest configurations meeting a throughput/latency target; break-even fabrics",
-        description="Rank (profile, TP, nodes, replicas, schedule, batch) by cost for a target. "
+        description="Rank (profile, TP, PP, nodes, replicas, schedule, batch) by cost for a target. "
                     + DEFINITIONS + " Subcommand: plan break-even.")
     p.add_argument("--model", help="preset or config.json path")
     p.add_argument("--profiles", nargs="+", metavar="PROFILE",
@@ -56,8 +56,12 @@ def register(sub) -> None:
                    help="batch sizes (concurrent users per replica) to consider; default 1 2 4 ... 256")
     p.add_argument("--tp", nargs="+", type=positive_int("tp"), dest="tps", metavar="TP",
                    help="TP degrees to consider (default: all valid)")
+    p.add_argument("--pp", nargs="+", type=positive_int("pp"), dest="pps", metavar="PP",
+                   help="pipeline stages to split the GPUs into, each a TP group (default 1: none); every TP x PP "
+                        "split is planned and each one's verdict printed with its reason")
     p.add_argument("--max-nodes", type=positive_int("max-nodes"), default=default_of(plan, "max_nodes"),
-                   help=f"largest number of nodes one TP group may span (default {default_of(plan, 'max_nodes')})")
+                   help=f"largest number of nodes one replica (TP group, or TP x PP pipeline) may span "
+                        f"(default {default_of(plan, 'max_nodes')})")
     _workload_args(p, plan)
     p.add_argument("--min-user-tokens-per-s", type=positive_float("min-user-tokens-per-s"))
     p.add_argument("--min-total-tokens-per-s", type=positive_float("min-total-tokens-per-s"))
@@ -124,17 +128,31 @@ def run_plan(args: argparse.Namespace) -> int:
           f"ranked by {answer.rank_by}")
     if not options:
         print("no configuration meets the target")
+        _print_splits(answer.splits, args)
         return 1
     table = [{"rank": i + 1, **asdict(o)} for i, o in enumerate(options[:args.top])]
+    pipeline = [("pp", "pp", "{}")] if args.pps else []
     print(format_table(table, [
         ("rank", "#", "{}"), ("hardware", "profile", "{}"), ("schedule", "schedule", "{}"), ("tp", "tp", "{}"),
-        ("nodes", "nodes", "{}"), ("batch", "batch", "{}"), ("replicas", "replicas", "{}"), ("gpus", "GPUs", "{}"),
-        ("tpot_s", "ms/token", "{:.2f}", 1e3), ("user_tokens_per_s", "user tok/s", "{:.1f}"),
+        *pipeline, ("nodes", "nodes", "{}"), ("batch", "batch", "{}"), ("replicas", "replicas", "{}"),
+        ("gpus", "GPUs", "{}"), ("tpot_s", "ms/token", "{:.2f}", 1e3), ("user_tokens_per_s", "user tok/s", "{:.1f}"),
         ("total_tokens_per_s", "total tok/s", "{:.0f}"), ("usd_per_hour", "$/h", "{:.2f}"),
         ("usd_per_million_tokens", "$/Mtok", "{:.3f}"),
     ]))
     print(DEFINITIONS)
+    _print_splits(answer.splits, args)
     return 0
+
+
+def _print_splits(splits, args: argparse.Namespace) -> None:
+    """With --pp: every TP x PP split planned, one line each: what meets the target, or why not."""
+    if not args.pps:
+        return
+    print("TP x PP splits (a pipeline runs gcd(batch, PP) micro-batches in flight):")
+    for v in splits:
+        where = f" ({v.nodes} node{'s' if v.nodes != 1 else ''}, {v.gpus_per_replica} GPUs)" if v.nodes else ""
+        verdict = (f"meets it with {v.schedule} at batch {v.batch}, ${v.usd_per_hour:.2f}/h; " if v.meets else "")
+        print(f"  {v.hardware} TP {v.tp} x PP {v.pp}{where}: {verdict}{v.reason}")
 
 
 def _none_line(plan_answer, rule: str) -> str:
@@ -173,6 +191,7 @@ def _print_rate_plan(answer: RatePlanAnswer, args: argparse.Namespace) -> int:
              + f"{o.capacity_req_per_s:.2f}"} for i, o in enumerate(ranked[:args.top])]
     print(format_table(rows, [
         ("rank", "#", "{}"), ("hardware", "profile", "{}"), ("schedule", "schedule", "{}"), ("tp", "tp", "{}"),
+        *([("pp", "pp", "{}")] if args.pps else []),
         ("capacity", "req/s per replica", "{}"), ("replicas", "replicas", "{}"),
         ("gpus", "GPUs", "{}"), ("ttft_p99_s", "TTFT p99 ms", "{:.0f}", 1e3),
         ("tpot_p99_s", "TPOT p99 ms", "{:.1f}", 1e3), ("usd_per_hour", "$/h", "{:.2f}"),

@@ -58,7 +58,7 @@ def register(sub) -> None:
                     "by a vLLM-style continuous-batching scheduler; every iteration's time comes from the "
                     "step simulator. One result per --schedule.")
     add_model_args(p)
-    add_parallel_args(p)
+    add_parallel_args(p, serving)
     p.add_argument("--schedule", action="append", help="repeatable (default: standard and ladder)")
     p.add_argument("--rate", type=positive_float("rate", MAX_RATE), help="mean request arrivals per second")
     p.add_argument("--requests", type=positive_int("requests", MAX_REQUESTS), default=default_of(serving, "requests"),
@@ -119,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     offered = f"{args.rate:g} req/s" if args.rate else f"trace {args.trace}"
     lengths = "" if args.trace else f" (prompt-len {args.prompt_len}, gen-len {args.gen_len} tokens)"
-    print(f"{answer.model} on {answer.hardware}, TP {args.tp}, {args.framework} kernels on a paged KV cache: "
+    split = f"TP {args.tp}" + (f" x PP {args.pp}" if args.pp > 1 else "")
+    print(f"{answer.model} on {answer.hardware}, {split}, {args.framework} kernels on a paged KV cache: "
           f"{answer.request_count} requests at "
           f"{offered}{lengths}; max {options.max_running} running, {options.max_batched_tokens} tokens per "
           f"iteration{', chunked prefill' if options.chunked_prefill else ''}; {rows[0]['kv_blocks']} KV blocks")

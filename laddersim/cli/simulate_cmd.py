@@ -50,12 +50,14 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return 0
     print(_time_sources(results[0]), file=sys.stderr)  # stdout stays the table
+    pipeline = any(row["pp"] > 1 for row in rows)
     print(format_table(rows, [
-        ("schedule", "schedule", "{}"), ("tp", "tp", "{}"), ("nodes", "nodes", "{}"),
-        ("batch", "batch", "{}"), ("prefill_s", "prefill s", "{:.3f}"), ("decode_s", "decode s", "{:.3f}"),
-        ("tpot_s", "ms/token", "{:.3f}", 1e3), ("tokens_per_s", "tokens/s", "{:.1f}"),
+        ("schedule", "schedule", "{}"), ("tp", "tp", "{}"), *([("pp", "pp", "{}")] if pipeline else []),
+        ("nodes", "nodes", "{}"), ("batch", "batch", "{}"), ("prefill_s", "prefill s", "{:.3f}"),
+        ("decode_s", "decode s", "{:.3f}"), ("tpot_s", "ms/token", "{:.3f}", 1e3), ("tokens_per_s", "tokens/s", "{:.1f}"),
         ("speedup_vs_standard", "vs standard", "{:.3f}x"),
         ("exposed_comm_s", "exposed comm s", "{:.3f}"),
+        *([("pipeline_bubble", "bubble", "{:.0%}"), ("pp_boundary_transport", "stage link", "{}")] if pipeline else []),
     ]))
     for row in rows:
         if "decode_s_ci95" in row:

@@ -17,7 +17,7 @@ from laddersim.validation.p2p_pairs import SCORED_EXTRA_SHARE
 def register(sub) -> None:
     p = sub.add_parser("validate", help="compare predictions with measured tokens/s (default: the paper's 70B figure)")
     p.add_argument("measured", nargs="*", help="CSVs with model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,"
-                   "tokens_per_s (several tables are validated together)")
+                   "tokens_per_s, optionally pp (pipeline stages; several tables are validated together)")
     p.add_argument("--hardware", default=default_of(validate, "hardware"), help="profile for rows with p2p=on")
     p.add_argument("--models", default=None, metavar="DIR",
                    help="folder of <name>.json model configs the tables' model column names "

@@ -272,18 +272,48 @@ def slowdowns(profile: HardwareProfile, tp: int, size_bytes: float) -> tuple[flo
     the algorithm NCCL picks (tuning.cc: only ``threadThresholds[RING][LL]`` is multiplied by the
     ranks): a ring's grows with the ranks, a tree's (NVLS-tree's, CollNet's) does not. One node
     keeps the per-rank rule for every protocol, as validated on the one-node tables (NCCL's own
-    thresholds of LL128, Simple and NVLS are per channel too: left as they were)."""
+    thresholds of LL128, Simple and NVLS are per channel too: left as they were).
+
+    A one-node message NCCL sends over a host-bound path (``transport.stretches_beside_compute``:
+    an SHM ring's Simple) keeps its speed beside compute, unless the profile measured its own
+    interference per size (``by_size``)."""
     per_rank = profile.nodes_for(tp) == 1 or collective_choice(profile, tp, size_bytes)[0] == "ring"
-    return profile.interference.at(size_bytes, bandwidth_share(profile, tp, size_bytes), tp, per_rank)
+    compute, comm = profile.interference.at(size_bytes, bandwidth_share(profile, tp, size_bytes), tp, per_rank)
+    if tp > 1 and profile.nodes_for(tp) == 1 and _transport_priced(profile, tp) and not profile.interference.by_size:
+        algorithm, protocol = collective_choice(profile, tp, size_bytes)
+        path = "nvls" if algorithm == "nvls" else transport.ring_transport(profile.collectives.transport, tp)
+        if not transport.stretches_beside_compute(path, protocol):
+            comm = 0.0
+    return compute, comm
 
 
 def bandwidth_share(profile: HardwareProfile, tp: int, size_bytes: float) -> float:
-    """Share of an AllReduce's time above its latency floor (the time of a one-byte message):
-    0 for a latency-bound message, towards 1 for a bandwidth-bound one."""
+    """Share of an AllReduce's time above its latency floor: 0 for a latency-bound message,
+    towards 1 for a bandwidth-bound one.
+
+    The floor is the time of a one-byte message on what carries this message. Where the transport
+    mechanism prices a one-node group (``laddersim.costs.transport``), that is the candidate NCCL's
+    tuner picks for this size: its transports differ in latency, not only in bandwidth, and a
+    message NCCL sends to NVLS pays the switch's latency (48.8 us on 8 GPUs of h100-sxm-p2p-off)
+    whatever the GEMMs beside it do, where a one-byte message would take the SHM ring's LL (37.5
+    us); counting the difference as bandwidth-bound time would let the interference stretch a
+    latency. Elsewhere (a fitted protocol curve, a measured table, NCCL's multi-node model) the
+    floor is the curve's own one-byte time, as the interference was validated with."""
     if tp <= 1:
         return 0.0
-    floor_s, time_s = allreduce_time_s(profile, tp, np.array([1.0, float(size_bytes)]))
+    if profile.nodes_for(tp) == 1 and _transport_priced(profile, tp):
+        floor_s, time_s = transport.picked_floor_and_time_s(profile, tp, float(size_bytes),
+                                                            lambda s: p2p_ring_model_s(profile, tp, s))
+    else:
+        floor_s, time_s = allreduce_time_s(profile, tp, np.array([1.0, float(size_bytes)]))
     return float(max(0.0, 1.0 - floor_s / time_s)) if time_s > 0 else 0.0
+
+
+def _transport_priced(profile: HardwareProfile, gpus: int) -> bool:
+    """Is a one-node AllReduce of ``gpus`` priced by the transport mechanism (no measured table
+    of this group shape taken first, no fit of its own)?"""
+    tabled = profile.collectives.prefer == "table" and _table_for(profile, gpus, 1) is not None
+    return transport.prices(profile, gpus) and not tabled
 
 
 def model_allreduce_s(profile: HardwareProfile, gpus: int, nodes: int, size_bytes, use_tables: bool = False):

@@ -12,6 +12,7 @@ from laddersim.framework import load_framework
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.memo import IdentityMemo
 from laddersim.model_shape import ModelShape
+from laddersim.schedules.stages import Stage, whole_model
 from laddersim.workload import Workload
 
 LSE_BYTES = 4  # FlashAttention keeps each query row's softmax log-sum-exp in fp32 per head
@@ -25,10 +26,14 @@ class MemoryUse:
     capacity_bytes: float
     attention_bytes: float = 0.0  # the attention path's peak of one layer (attention_peak_bytes)
     attention_path: str = "fused"  # the path of the pass that peaks, e.g. "prefill math_fp32"
+    mlp_transient_bytes: float = 0.0  # the MLP's gate/up output, part of activations_bytes
 
     @property
     def total_bytes(self) -> float:
-        return self.weights_bytes + self.kv_cache_bytes + self.activations_bytes + self.attention_bytes
+        """Everything live at the peak: the MLP's gate/up output and the attention's buffers belong
+        to different modules of a layer, never live together, so the larger of the two counts."""
+        return (self.weights_bytes + self.kv_cache_bytes + self.activations_bytes
+                + max(0.0, self.attention_bytes - self.mlp_transient_bytes))
 
     @property
     def fits(self) -> bool:
@@ -67,20 +72,27 @@ def attention_peak_bytes(model: ModelShape, work: Workload, tp: int) -> tuple[fl
     return (prefill, f"prefill {prefill_path}") if prefill >= decode else (decode, f"decode {decode_path}")
 
 
-def memory_use(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int) -> MemoryUse:
+def memory_use(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int, stage: Stage | None = None,
+               in_flight: int = 1) -> MemoryUse:
     """Bytes one GPU needs. The KV cache holds ``max_seq_len`` positions per sequence; the
     activation term is the largest transient of a prefill (gate/up output plus the logits); the
-    attention's buffers (``attention_peak_bytes``) are added to it (at most the gate/up output
-    too many: the MLP's and the attention's transients are not live together, the rest is)."""
+    attention's buffers (``attention_peak_bytes``) replace the gate/up output where they are larger
+    (the MLP's and the attention's transients are not live together, the rest is).
+    A pipeline ``stage`` holds its own layers' weights and KV cache (``ModelShape.stage_params_per_rank``),
+    and only the last stage the logits; with ``in_flight`` micro-batches of ``work.batch`` its KV cache
+    holds every one's sequences, its transients one micro-batch's."""
     b = work.dtype_bytes
-    weights = model.params_per_rank(tp) * b
-    kv = work.batch * work.max_seq_len * model.kv_bytes_per_token_per_rank(tp, b)
+    stage = stage or whole_model(model.n_layers)
+    weights = model.stage_params_per_rank(tp, stage.n_layers, stage.first, stage.last) * b
+    kv = in_flight * work.batch * work.max_seq_len * model.kv_bytes_per_token_per_rank(tp, b) * stage.n_layers // model.n_layers
     prefill_tokens = work.batch * work.prompt_len
-    activations = prefill_tokens * (2 * model.intermediate_per_rank(tp) + 4 * model.dim) * b
-    activations += work.batch * model.vocab_size * 4
+    mlp_transient = prefill_tokens * 2 * model.intermediate_per_rank(tp) * b
+    activations = mlp_transient + prefill_tokens * 4 * model.dim * b
+    if stage.last:
+        activations += work.batch * model.vocab_size * 4
     capacity = hw.gpu.memory_capacity_bytes * hw.gpu.usable_memory_fraction.value
     attention, path = attention_peak_bytes(model, work, tp)
-    return MemoryUse(weights, kv, activations, capacity, attention, path)
+    return MemoryUse(weights, kv, activations, capacity, attention, path, mlp_transient)
 
 
 # memory_use reads the profile's GPU only: remembered by it and the framework (a sweep's what-ifs
@@ -88,17 +100,21 @@ def memory_use(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int) 
 _kept_uses = IdentityMemo(4096)
 
 
-def check_fits(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int) -> MemoryUse:
-    use = _kept_uses.get((hw.gpu, load_framework(work.framework), model, work), (tp,),
-                         lambda: memory_use(model, hw, work, tp))
+def check_fits(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int, stage: Stage | None = None,
+               in_flight: int = 1) -> MemoryUse:
+    """``memory_use``, or one line saying what does not fit (a pipeline stage: which, and its layers)."""
+    use = _kept_uses.get((hw.gpu, load_framework(work.framework), model, work), (tp, stage, in_flight),
+                         lambda: memory_use(model, hw, work, tp, stage, in_flight))
     if not use.fits:
         gib = 2**30
+        where = (f"tp={tp}, pp={stage.count} stage {stage.index} (layers {stage.first_layer}-{stage.end_layer - 1})"
+                 if stage is not None and stage.count > 1 else f"tp={tp}")
         raise DoesNotFitError(
-            f"memory: {model.name} at tp={tp}, batch={work.batch}, seq={work.max_seq_len} needs "
+            f"memory: {model.name} at {where}, batch={in_flight * work.batch}, seq={work.max_seq_len} needs "
             f"{use.total_bytes / gib:.1f} GiB per GPU (weights {use.weights_bytes / gib:.1f}, "
             f"KV cache {use.kv_cache_bytes / gib:.1f}, activations {use.activations_bytes / gib:.1f}, "
             f"{work.framework} {use.attention_path} attention {use.attention_bytes / gib:.1f}) "
-            f"but {hw.name} has {use.capacity_bytes / gib:.1f} GiB usable; raise tp or lower batch/lengths"
+            f"but {hw.name} has {use.capacity_bytes / gib:.1f} GiB usable; raise tp or pp or lower batch/lengths"
             + (" (or a framework with fused attention, e.g. --framework vllm)" if "math" in use.attention_path
                and use.attention_bytes > max(use.weights_bytes, use.kv_cache_bytes, use.activations_bytes)
                else "")

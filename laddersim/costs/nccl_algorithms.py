@@ -84,7 +84,7 @@ def _intra_hop_us(profile: HardwareProfile, algorithm: str, p: int) -> float:
     return max(INTRA_HOP_US[hw][algorithm][p], NET_OVERHEAD_US[p]) * profile.what_if.intra_latency_scale
 
 
-def _net_hop_us(profile: HardwareProfile, algorithm: str, p: int) -> float:
+def net_hop_us(profile: HardwareProfile, algorithm: str, p: int) -> float:
     network = profile.network
     fabric_us = network.allreduce.step_latency_us.value
     if PROTOCOLS[p] == "simple":
@@ -152,10 +152,10 @@ def candidates_s(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_
         if proto == "ll128" and not ll128:
             continue
         if "ring" in offered:
-            hops_us = 2.0 * (nodes * _net_hop_us(profile, "ring", p) + (n - nodes) * _intra_hop_us(profile, "ring", p))
+            hops_us = 2.0 * (nodes * net_hop_us(profile, "ring", p) + (n - nodes) * _intra_hop_us(profile, "ring", p))
             if proto == "simple":  # fitted hops, never below LL's (NCCL's low-latency protocol)
                 ll_us = BASE_LATENCY_US["ring"][0] * w.inter_latency_scale + 2.0 * (
-                    nodes * _net_hop_us(profile, "ring", 0) + (n - nodes) * _intra_hop_us(profile, "ring", 0))
+                    nodes * net_hop_us(profile, "ring", 0) + (n - nodes) * _intra_hop_us(profile, "ring", 0))
                 fitted_us = 2.0 * (nodes * network.ring_net_step_latency_us.value * w.inter_latency_scale
                                    + (n - nodes) * network.ring_intra_step_latency_us.value * w.intra_latency_scale)
                 hops_us = max(fitted_us, ll_us - BASE_LATENCY_US["ring"][2] * w.inter_latency_scale)
@@ -164,18 +164,18 @@ def candidates_s(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_
             out[("ring", proto)] = lat_us * 1e-6 + 2.0 * (n - 1) / n * size / bps
         if "tree" in offered:
             lat_us = (BASE_LATENCY_US["tree"][p] * w.inter_latency_scale + fixed_us
-                      + 2.0 * ((g - 1) * _intra_hop_us(profile, "tree", p) + _tree_depth(nodes) * _net_hop_us(profile, "tree", p)))
+                      + 2.0 * ((g - 1) * _intra_hop_us(profile, "tree", p) + _tree_depth(nodes) * net_hop_us(profile, "tree", p)))
             bps = min(tree_bps * TREE_EFFICIENCY[p], TREE_ALGBW_PER_BUSBW * caps[p])  # caps: bus bandwidths
             moved = (1.0 if proto == "ll" else k) * size
             transfer_s = np.maximum(moved / bps, chain_s / TREE_EFFICIENCY[p]) / tree_correction(p, size)
             out[("tree", proto)] = lat_us * 1e-6 + transfer_s
     if "nvls_tree" in offered and g > 1:
         lat_us = (NVLS_INTRA_US * w.intra_latency_scale + fixed_us
-                  + 2.0 * _tree_depth(nodes) * _net_hop_us(profile, "nvls_tree", 2))
+                  + 2.0 * _tree_depth(nodes) * net_hop_us(profile, "nvls_tree", 2))
         switch_s = 2.0 * (g - 1) / g * size / nvls_busbw_bytes_per_s(profile, g)
         out[("nvls_tree", "simple")] = lat_us * 1e-6 + np.maximum(k * size / tree_bps, switch_s)
     if "collnet" in offered:
-        lat_us = fixed_us + 2.0 * (g - 1) * _intra_hop_us(profile, "tree", 2) + _net_hop_us(profile, "collnet", 2)
+        lat_us = fixed_us + 2.0 * (g - 1) * _intra_hop_us(profile, "tree", 2) + net_hop_us(profile, "collnet", 2)
         out[("collnet", "simple")] = lat_us * 1e-6 + np.maximum(size / tree_bps, chain_s)
     return out
 
@@ -185,7 +185,7 @@ def network_floor_s(profile: HardwareProfile, nodes: int) -> float:
     and a tree's LL hops up and down (the cheapest way across ``nodes`` nodes)."""
     network = profile.network
     fixed_us = network.allreduce.base_latency_us.value * profile.what_if.inter_latency_scale
-    return (fixed_us + 2.0 * _tree_depth(nodes) * _net_hop_us(profile, "tree", 0)) * 1e-6
+    return (fixed_us + 2.0 * _tree_depth(nodes) * net_hop_us(profile, "tree", 0)) * 1e-6
 
 
 def model_s(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_bytes):

@@ -71,6 +71,24 @@ def ring_offers(profile: HardwareProfile) -> dict[str, tuple[str, ...]]:
     return {name: protocols(name) for name in TRANSPORTS if name in taken}
 
 
+def stretches_beside_compute(path: str, protocol: str) -> bool:
+    """Does a collective on this path (a ring's transport, or ``nvls``) and protocol slow down
+    while GEMMs run beside it (the profile's ``interference.comm_slowdown``, NanoFlow's trade-off
+    of a collective's throughput against the SMs the GEMMs leave it)?
+
+    Not an SHM ring's Simple: NCCL's Simple protocol moves each chunk with bulk copies into and out
+    of a FIFO in host memory (src/transport/shm.cc), at the rate of the host path (PCIe and host
+    memory: 14.5 GB/s bus on the paper's DGX H100, about 1/30 of NVLink's), which the GEMMs do not use;
+    the few warps that issue the copies need a sliver of their SM. The authors' runs show it (TP 2
+    with P2P off, where the 8-128 MiB prefill AllReduces run the SHM ring's Simple: with the stretch
+    ladder's prefill was predicted 15-29% too slow over both CUDA-graph tables' rows, standard's,
+    which overlaps nothing, within 6%; without it ladder's is 4-9% fast, as at P2P on). An SHM
+    ring's LL keeps the stretch: its bandwidth is the polling of 512 threads a channel, which share
+    their SMs' issue slots with co-resident GEMM warps, and the paired runs' LL decode rows at 4 and
+    8 GPUs keep it (without it paper-1B TP 4 batch 16 ladder moves from 0.4 to 8.0 pp)."""
+    return not (path == "shm" and protocol == "simple")
+
+
 def nvls_allowed(profile: HardwareProfile, gpus: int) -> bool:
     """NVLS: the node's switch reduces (``nvls`` among the profile's algorithms), more than 2 GPUs
     (NCCL's ``ncclNvlsInit``: no NVLS for a group of 2 or fewer; P2P is not among its conditions)."""
@@ -193,6 +211,15 @@ def allreduce_s(profile: HardwareProfile, gpus: int, size_bytes, p2p_ring_s):
     keys, index, real = _picked(profile, gpus, size_bytes, p2p_ring_s)
     stacked = np.array([real[k] for k in keys])
     return np.take_along_axis(stacked, np.expand_dims(index, 0), axis=0)[0]
+
+
+def picked_floor_and_time_s(profile: HardwareProfile, gpus: int, size_bytes: float, p2p_ring_s) -> tuple[float, float]:
+    """(seconds of one byte, seconds of ``size_bytes``) on the candidate NCCL's tuner picks for
+    ``size_bytes``: the latency floor of the transport and algorithm that really carry the
+    message (an NVLS message's floor is the switch's, not the SHM ring's a one-byte message takes)."""
+    keys, index, real = _picked(profile, gpus, np.array([1.0, float(size_bytes)]), p2p_ring_s)
+    picked = real[keys[int(index[1])]]
+    return float(picked[0]), float(picked[1])
 
 
 def choice(profile: HardwareProfile, gpus: int, size_bytes: float, p2p_ring_s) -> tuple[str, str]:

@@ -104,6 +104,10 @@ class CollectiveSpec(BaseModel):
     # engine prices the logits gather from them where they cover its group and size
     # (calibration/allgather_bench.py), else as an AllReduce of half the gathered bytes.
     allgather_tables: list[MeasuredTable] = []
+    # Measured point-to-point send/recv tables (``gpus`` 2: one pair; ``nodes`` 1: inside a node,
+    # ``size_bytes``: the message): a pipeline's stage boundary is priced from their one-node rows
+    # where the pair talks P2P (laddersim.costs.point_to_point).
+    sendrecv_tables: list[MeasuredTable] = []
     # Fitted per-GPU-count curves of the intra-node tier (used where no model table matches, and
     # always for the intra-node part of a multi-node AllReduce).
     intra_node_fits: list[TierFit] = []
@@ -135,7 +139,8 @@ class InterferenceSpec(BaseModel):
     ``comm_slowdown_part`` says which part of a collective ``comm_slowdown`` stretches:
 
     * ``whole``: its whole time, whatever the message;
-    * ``bandwidth``: only its time above the latency floor (the time of a one-byte message). An
+    * ``bandwidth``: only its time above the latency floor (the time of a one-byte message on the
+      transport and algorithm that carry it, ``laddersim.costs.collectives.bandwidth_share``). An
       overlapped collective gets the SMs the GEMMs leave it; fewer CTAs move data more slowly,
       but the kernel start and the hop synchronisation do not change, so a latency-bound decode
       AllReduce keeps its speed and a bandwidth-bound prefill one slows in full (NanoFlow's

@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # pandas loads only where a table is read as a frame (profile
 
 # Loaded once per profile object (cached_property keeps them in the instance's __dict__, which
 # pydantic's model_copy copies): a copy with other fields must load its own.
-LOADED_TABLES = ("allreduce_tables", "allreduce_arrays", "allgather_arrays")
+LOADED_TABLES = ("allreduce_tables", "allreduce_arrays", "allgather_arrays", "sendrecv_arrays")
 
 
 class HardwareProfile(BaseModel):
@@ -63,6 +63,7 @@ class HardwareProfile(BaseModel):
     def _check_tables_exist(self) -> "HardwareProfile":
         for where, tables in (("collectives.tables", self.collectives.tables),
                               ("collectives.allgather_tables", self.collectives.allgather_tables),
+                              ("collectives.sendrecv_tables", self.collectives.sendrecv_tables),
                               ("gpu.gemm_tables", self.gpu.gemm_tables)):
             for table in tables:
                 if self.base_dir and not (Path(self.base_dir) / table.file).exists():
@@ -124,6 +125,12 @@ class HardwareProfile(BaseModel):
         return [(table, read_table_arrays(Path(self.base_dir) / table.file))
                 for table in self.collectives.allgather_tables]
 
+    @cached_property
+    def sendrecv_arrays(self) -> list[tuple[MeasuredTable, dict[str, np.ndarray]]]:
+        """The measured point-to-point tables as numpy columns (gpus, nodes, size_bytes, time_s)."""
+        return [(table, read_table_arrays(Path(self.base_dir) / table.file))
+                for table in self.collectives.sendrecv_tables]
+
     def intra_node_fit(self, gpus: int) -> TierFit | None:
         return next((f for f in self.collectives.intra_node_fits if f.gpus == gpus), None)
 
@@ -178,7 +185,8 @@ def _merged(base: dict, changes: dict) -> dict:
 
 
 # Where a profile names measured tables (relative to its own folder).
-TABLE_LISTS = (("collectives", "tables"), ("collectives", "allgather_tables"), ("gpu", "gemm_tables"))
+TABLE_LISTS = (("collectives", "tables"), ("collectives", "allgather_tables"), ("collectives", "sendrecv_tables"),
+               ("gpu", "gemm_tables"))
 
 
 def _tables_from(mapping: dict, folder: Path) -> dict:

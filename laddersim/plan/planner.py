@@ -1,13 +1,15 @@
 """Capacity planning: the cheapest deployments of a model that meet a serving target.
 
-A configuration is (profile, TP, schedule, batch); ``nodes`` follows from TP and the profile. One
-replica is one TP group serving ``batch`` concurrent users. Throughput is the decode phase in
+A configuration is (profile, TP, PP, schedule, batch); ``nodes`` follows from TP, PP and the
+profile (``laddersim.pipeline.placement``). One replica is ``PP`` stages of one TP group each
+serving ``batch`` concurrent users, as serving engines run a pipeline: as many micro-batches in
+flight as stages where the batch splits evenly (``gcd(batch, PP)``; one at batch 1). Throughput is the decode phase in
 steady state (the prefill excluded), from the simulated time per output token ``tpot_s``:
 
 * per-user tokens/s = 1 / tpot_s; per-token latency = tpot_s;
 * aggregate tokens/s = replicas * batch / tpot_s;
 * replicas = the fewest that meet an aggregate target (1 without one);
-* cost per hour = replicas * TP * price per GPU-hour (a replica smaller than a node pays only for
+* cost per hour = replicas * TP * PP * price per GPU-hour (a replica smaller than a node pays only for
   its GPUs: the rest of the node serves other replicas);
 * cost per million tokens = cost per hour / (aggregate tokens/s * 3600) * 1e6.
 
@@ -25,6 +27,8 @@ from laddersim.choices import DEFAULT_PLAN_BATCHES
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.model_shape import ModelShape
+from laddersim.pipeline.placement import place
+from laddersim.schedules.stages import split_layers
 from laddersim.sweep.grid import OVERRIDE_COLUMNS
 from laddersim.sweep.points import Point
 
@@ -70,6 +74,8 @@ class PlanOption:
     memory_per_gpu_gib: float
     prompt_len: int | None = None  # the workload the option was simulated for
     gen_len: int | None = None
+    pp: int = 1  # pipeline stages of the replica (each a TP group)
+    pp_microbatches: int = 1  # batches in flight through them
 
 
 def candidate_tps(model: ModelShape, profile: HardwareProfile, allowed: list[int] | None = None,
@@ -88,18 +94,36 @@ def candidate_tps(model: ModelShape, profile: HardwareProfile, allowed: list[int
     return out
 
 
+def candidate_splits(model: ModelShape, profile: HardwareProfile, tps: list[int] | None = None,
+                     pps: list[int] | None = None, max_nodes: int | None = None) -> list[tuple[int, int]]:
+    """(TP, PP) splits the model and profile allow (each stage a TP group placed on the profile's
+    nodes: ``laddersim.pipeline.placement``), on at most ``max_nodes`` nodes per replica."""
+    out = []
+    for tp in candidate_tps(model, profile, tps, None):
+        for pp in pps or [1]:
+            try:
+                split_layers(model.n_layers, pp)
+                nodes = place(profile, tp, pp).nodes
+            except UserInputError:
+                continue
+            if max_nodes is None or nodes <= max_nodes:
+                out.append((tp, pp))
+    return out
+
+
 def candidate_points(model: str, model_shape: ModelShape, profiles: dict[str, tuple[str, HardwareProfile]],
                      schedules: list[str], batches: list[int], tps: list[int] | None, prompt_len: int,
-                     gen_len: int, dtype: str, kv_cache: str, max_nodes: int | None = None) -> list[Point]:
-    """Every (profile, TP, schedule, batch) to simulate; ``profiles``: name -> (load ref, profile)."""
+                     gen_len: int, dtype: str, kv_cache: str, max_nodes: int | None = None,
+                     pps: list[int] | None = None) -> list[Point]:
+    """Every (profile, TP, PP, schedule, batch) to simulate; ``profiles``: name -> (load ref, profile)."""
     no_overrides = tuple((c, None) for c in OVERRIDE_COLUMNS)
     points = []
     for name, (ref, profile) in profiles.items():
-        for tp in candidate_tps(model_shape, profile, tps, max_nodes):
+        for tp, pp in candidate_splits(model_shape, profile, tps, pps, max_nodes):
             for schedule in schedules:
                 for batch in batches:
                     points.append(Point(model, name, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache,
-                                        no_overrides, model, ref))
+                                        no_overrides, model, ref, pp=pp, pp_microbatches=math.gcd(batch, pp)))
     if not points:
         raise UserInputError(no_candidates_message(model_shape, profiles, tps, max_nodes))
     return points
@@ -154,7 +178,8 @@ def option_for(row: dict, usd_per_gpu_hour: float, target: Target) -> PlanOption
     replica_tokens_per_s = row["batch"] / tpot_s
     replicas = fewest_replicas(target.min_total_tokens_per_s, replica_tokens_per_s)
     total = replicas * replica_tokens_per_s
-    gpus = replicas * row["tp"]
+    pp, microbatches = int(row.get("pp") or 1), int(row.get("pp_microbatches") or 1)
+    gpus = replicas * row["tp"] * pp
     usd_per_hour = gpus * usd_per_gpu_hour
     return PlanOption(
         hardware=row["hardware"], schedule=row["schedule"], tp=row["tp"], nodes=int(row["nodes"]),
@@ -162,7 +187,7 @@ def option_for(row: dict, usd_per_gpu_hour: float, target: Target) -> PlanOption
         total_tokens_per_s=total, usd_per_gpu_hour=usd_per_gpu_hour, usd_per_hour=usd_per_hour,
         usd_per_million_tokens=usd_per_hour / (total * 3600.0) * 1e6,
         memory_per_gpu_gib=row["memory_per_gpu_gib"], prompt_len=_int_or_none(row.get("prompt_len")),
-        gen_len=_int_or_none(row.get("gen_len")),
+        gen_len=_int_or_none(row.get("gen_len")), pp=pp, pp_microbatches=microbatches,
     )
 
 
@@ -179,4 +204,4 @@ def rank_options(rows: list[dict], prices_by_hardware: dict[str, float], target:
     other = RANK_KEYS[1 - RANK_KEYS.index(rank_by)]
     options = [o for r in rows if (o := option_for(r, prices_by_hardware[r["hardware"]], target))]
     return sorted(options, key=lambda o: (getattr(o, rank_by), getattr(o, other), o.gpus, o.hardware,
-                                          o.schedule, o.tp, o.batch))
+                                          o.schedule, o.tp, o.pp, o.batch))

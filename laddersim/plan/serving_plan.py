@@ -1,9 +1,9 @@
 """Capacity planning under load: the cheapest deployments serving a request rate within SLOs.
 
-For each candidate (profile, TP, schedule), one replica's capacity is the highest request rate it
+For each candidate (profile, TP, PP, schedule), one replica's capacity is the highest request rate it
 sustains within the SLOs (laddersim.serving.capacity: continuous batching, every iteration timed
 by the step simulator); replicas = the fewest whose capacities reach the target rate; GPUs =
-replicas x TP; cost per hour = GPUs x price per GPU-hour. One that sustains the target rate is
+replicas x TP x PP; cost per hour = GPUs x price per GPU-hour. One that sustains the target rate is
 always listed (its capacity is at least that rate, ``capacity_at_least`` where no rate tried
 failed). Cheapest first (ties: fewer GPUs, then names).
 
@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.model_shape import ModelShape
-from laddersim.plan.planner import candidate_tps, fewest_replicas
+from laddersim.plan.planner import candidate_splits, fewest_replicas
 from laddersim.serving.arrivals import draw_requests
 from laddersim.serving.capacity import OfferedLoad, max_sustainable_rate
-from laddersim.serving.kv_blocks import kv_block_count
 from laddersim.serving.options import ServingOptions
 from laddersim.serving.replica import check_requests_fit
-from laddersim.serving.run import serving_scenario
+from laddersim.serving.run import kv_blocks_for, serving_scenario
+from laddersim.simulate import scenario_nodes
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,7 @@ class ServingPlanOption:
     gen_len: int
     slo_attainment: float  # share of requests within the SLOs for a rate to count as sustained
     requests: int  # requests simulated per rate tried
+    pp: int = 1  # pipeline stages of the replica (laddersim.serving.pipelined)
 
 
 @dataclass(frozen=True)
@@ -58,9 +59,11 @@ class SkippedCandidate:
     schedule: str
     tp: int
     reason: str  # why it cannot serve the workload, one line
+    pp: int = 1
 
     def line(self) -> str:
-        return f"{self.hardware} tp {self.tp} {self.schedule}: {self.reason}"
+        split = f"tp {self.tp}" + (f" pp {self.pp}" if self.pp > 1 else "")
+        return f"{self.hardware} {split} {self.schedule}: {self.reason}"
 
 
 @dataclass
@@ -91,7 +94,7 @@ def check_serving_workload(model_shape: ModelShape, options: ServingOptions, loa
 
 def _unservable(scenario, options: ServingOptions, longest: int) -> str | None:
     """Why this candidate cannot hold the longest request in its KV cache, or None."""
-    blocks = kv_block_count(scenario, options)  # DoesNotFitError: no KV cache at all
+    blocks = kv_blocks_for(scenario, options)  # DoesNotFitError: no KV cache at all
     need = -(-longest // options.block_size)
     if need > blocks:
         return (f"a request of {longest} tokens needs {need} KV-cache blocks of {options.block_size} tokens; "
@@ -100,10 +103,11 @@ def _unservable(scenario, options: ServingOptions, longest: int) -> str | None:
 
 
 def serving_candidates(model_shape: ModelShape, profiles: dict[str, tuple[str, HardwareProfile]],
-                       schedules: list[str], tps: list[int] | None, max_nodes: int | None) -> list[tuple]:
-    """(profile name, profile, TP, schedule) to evaluate."""
-    return [(name, profile, tp, schedule) for name, (_, profile) in profiles.items()
-            for tp in candidate_tps(model_shape, profile, tps, max_nodes) for schedule in schedules]
+                       schedules: list[str], tps: list[int] | None, max_nodes: int | None,
+                       pps: list[int] | None = None) -> list[tuple]:
+    """(profile name, profile, TP, schedule, PP) to evaluate."""
+    return [(name, profile, tp, schedule, pp) for name, (_, profile) in profiles.items()
+            for tp, pp in candidate_splits(model_shape, profile, tps, pps, max_nodes) for schedule in schedules]
 
 
 def plan_for_rate(model_shape: ModelShape, candidates: list[tuple], usd_per_gpu_hour: dict[str, float],
@@ -113,10 +117,11 @@ def plan_for_rate(model_shape: ModelShape, candidates: list[tuple], usd_per_gpu_
     so what a candidate raises while it is simulated is about that candidate: it is skipped."""
     longest = check_serving_workload(model_shape, options, load, target_rate)
     out, skipped = [], []
-    for name, profile, tp, schedule in candidates:
+    for name, profile, tp, schedule, *stages in candidates:  # (..., PP); without it, no pipeline
+        pp = stages[0] if stages else 1
         cap, reason = None, None
         try:
-            scenario = serving_scenario(model_shape, profile, tp, schedule, dtype)
+            scenario = serving_scenario(model_shape, profile, tp, schedule, dtype, pp=pp)
             reason = _unservable(scenario, options, longest)
             if reason is None:
                 cap = max_sustainable_rate(scenario, options, load, start_rate=target_rate)
@@ -125,15 +130,15 @@ def plan_for_rate(model_shape: ModelShape, candidates: list[tuple], usd_per_gpu_
             reason = str(exc)
         done()
         if reason is not None:
-            skipped.append(SkippedCandidate(profile.name, schedule, tp, reason))
+            skipped.append(SkippedCandidate(profile.name, schedule, tp, reason, pp))
             continue
         replicas = fewest_replicas(target_rate, cap.rate)
-        gpus = replicas * tp
+        gpus = replicas * tp * pp
         out.append(ServingPlanOption(
-            hardware=profile.name, schedule=schedule, tp=tp, nodes=profile.nodes_for(tp),
+            hardware=profile.name, schedule=schedule, tp=tp, nodes=scenario_nodes(scenario),
             capacity_req_per_s=cap.rate, replicas=replicas, gpus=gpus, ttft_p99_s=cap.summary["ttft_p99_s"],
             tpot_p99_s=cap.summary["tpot_p99_s"], usd_per_gpu_hour=usd_per_gpu_hour[name],
             usd_per_hour=gpus * usd_per_gpu_hour[name], capacity_at_least=cap.at_least,
             prompt_len=int(load.prompt.a), gen_len=int(load.output.a), slo_attainment=options.slo_attainment,
-            requests=load.requests))
-    return RatePlan(sorted(out, key=lambda o: (o.usd_per_hour, o.gpus, o.hardware, o.schedule, o.tp)), skipped)
+            requests=load.requests, pp=pp))
+    return RatePlan(sorted(out, key=lambda o: (o.usd_per_hour, o.gpus, o.hardware, o.schedule, o.tp, o.pp)), skipped)

@@ -72,9 +72,10 @@ def _aic_custom_graph(path: Path) -> pd.DataFrame:
 
 def _vidur(path: Path) -> pd.DataFrame:
     raw = pd.read_csv(path)
+    collective = str(raw["collective"].iloc[0])  # all_reduce or send_recv: one per file
     return pd.DataFrame({"gpus": raw["num_workers"], "nodes": raw["num_workers"] // raw["devices_per_node"],
                          "size_bytes": raw["size"].astype(float),
-                         "time_us": raw["time_stats.all_reduce.median"] * 1e3})
+                         "time_us": raw[f"time_stats.{collective}.median"] * 1e3})
 
 
 def _apex(path: Path) -> pd.DataFrame:
@@ -235,9 +236,25 @@ ALLREDUCE_SOURCES: dict[str, AllReduceSource] = {s.key: s for s in (
 )}
 
 
+# Point-to-point send/recv tables (one pair: gpus 2; nodes 1 inside a node, 2 across two), in the
+# AllReduce tables' columns: a pipeline's stage boundary (laddersim.costs.point_to_point).
+SENDRECV_SOURCES: dict[str, AllReduceSource] = {s.key: s for s in (
+    *(AllReduceSource(f"apex_{gpu}_sendrecv", f"apex_plus/comm/{folder}/sendrecv.csv", "apex",
+                      "dtype=half; size(kb)*1024 (0 -> 512 B); rank 0 sends to rank 1 of one node (NVLink)",
+                      "CuPy NCCL, version not recorded (README: NCCL 2.18.3)", "eager", "loop",
+                      "host-timed loop of back-to-back send/recv pairs; times truncated to integer us")
+      for gpu, folder in (("h100_sxm", "H100-SXM-80GB"), ("h200_sxm", "H200-SXM-141GB"))),
+    AllReduceSource("vidur_a100_dgx_sendrecv", "vidur/network/a100_dgx/send_recv.csv", "vidur",
+                    "all rows (2 GPUs of one node, and of two nodes); time_stats.send_recv.median (ms) * 1e3",
+                    "NCCL via torch.distributed, version not recorded", "eager", "kernel",
+                    "NCCL kernel time of rank 0's send; inter-node fabric undocumented (DGX A100: HDR InfiniBand)"),
+)}
+
+
 def read_allreduce_source(key: str, root: Path | None = None) -> pd.DataFrame:
-    """Original rows of one registered source (needs ../shared); sorted, integer counts."""
-    src = ALLREDUCE_SOURCES[key]
+    """Original rows of one registered source (needs ../shared), AllReduce or send/recv; sorted,
+    integer counts."""
+    src = ALLREDUCE_SOURCES.get(key) or SENDRECV_SOURCES[key]
     root = root or shared_root()
     if root is None:
         raise FileNotFoundError("the original measurement files (reference_data/) are not on this machine; set LADDERSIM_SHARED")

@@ -1,4 +1,4 @@
-"""``laddersim report``: run the five sections and write ``<out>/index.md`` plus ``<out>/figures/``.
+"""``laddersim report``: run the sections and write ``<out>/index.md`` plus ``<out>/figures/``.
 
 Everything comes from built-in defaults (presets, the shipped profile, the built-in copy of the
 paper's table), so the command needs no arguments and no network. The Markdown holds no dates or
@@ -18,6 +18,7 @@ from laddersim.report.bandwidth_section import bandwidth_section
 from laddersim.report.markdown import Section
 from laddersim.report.multinode_section import multinode_section
 from laddersim.report.paper_section import paper_section
+from laddersim.report.pipeline_section import pipeline_section
 from laddersim.report.planning_section import planning_section
 from laddersim.report.serving_section import serving_section
 from laddersim.report.timeline_section import timeline_section
@@ -44,6 +45,7 @@ def build_report(out_dir: str | Path = "reports", quick: bool = False, workers: 
         ("planning example (70B on one node)", lambda: planning_section(out_dir, figures_dir)),
         ("multi-node (405B at TP 16/32/64, 70B at TP 16)", lambda: multinode_section(out_dir, figures_dir)),
         ("serving under load (70B, TP 8)", lambda: serving_section(out_dir, figures_dir)),
+        ("pipeline x tensor parallel (405B on 2 nodes, 70B P2P on/off)", lambda: pipeline_section(out_dir, figures_dir)),
     ]
     sections: list[Section] = []
     started = time.perf_counter()

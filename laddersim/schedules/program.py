@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from laddersim.schedules.plan import Module, module_plan
+from laddersim.schedules.stages import Stage, crossing_modules, stage_modules, whole_model
 
 Stream = Literal["compute", "comm"]
 
@@ -64,14 +65,34 @@ class _Builder:
         return len(self.ops) - 1
 
 
-def build_program(schedule: str, n_layers: int, tp: int, phase: str = "decode") -> Program:
-    """Ops of one forward pass on one rank. With ``tp == 1`` there are no collectives."""
+def build_program(schedule: str, n_layers: int, tp: int, phase: str = "decode", stage: Stage | None = None) -> Program:
+    """Ops of one forward pass on one rank of ``stage`` (default: the whole model, no pipeline).
+    With ``tp == 1`` there are no collectives.
+
+    A pipeline stage (``laddersim.schedules.stages``) runs its own layers. Every stage replays its
+    own step (``step_overhead``). What a stage receives from the one before it is a point-to-point
+    ``recv_hidden`` on its communication stream (the residual stream and the pending module
+    outputs, ``stages.crossing_modules``), which the stage's first compute op and the residual adds
+    of those outputs wait for; in decode the first stage receives the token ids the last one
+    sampled (``recv_tokens``) before its embedding. A stage other than the last ends with its
+    layers: its pending AllReduces end before its pass does, which is when it sends. The transfer
+    is the receiving stage's op (one NCCL send/recv pair, counted once)."""
     modules = module_plan(schedule, n_layers)
+    stage = stage or whole_model(n_layers)
+    start, end = stage_modules(modules, stage)
     b = _Builder()
     b.add("step_overhead", "step_overhead", "compute", -1)
-    b.add("embedding", "embedding", "compute", -1)
     # pending[target module index] -> ops whose output the residual stream takes in before it
     pending: dict[int, list[tuple[Module, int]]] = {}
+    first_deps: tuple[int, ...] = ()
+    if stage.first:
+        deps = (b.add("recv_tokens", "recv_tokens", "comm", -1),) if stage.count > 1 and phase == "decode" else ()
+        b.add("embedding", "embedding", "compute", -1, deps)
+    else:
+        recv = b.add("recv_hidden", "recv_hidden", "comm", -1)
+        first_deps = (recv,)
+        for i in crossing_modules(modules, start):
+            pending.setdefault(i + modules[i].lag, []).append((modules[i], recv))
 
     def take_in(entries: list[tuple[Module, int]]) -> None:
         for module, producer in entries:
@@ -79,16 +100,22 @@ def build_program(schedule: str, n_layers: int, tp: int, phase: str = "decode") 
             deps = (producer,) if producer_op.is_collective else ()
             b.add(f"L{module.layer}.{module.kind}.residual_add", "residual_add", "compute", module.layer, deps)
 
-    for i, module in enumerate(modules):
+    for i in range(start, end):
+        module = modules[i]
         take_in(pending.pop(i, []))
         last = -1
         for kind in MODULE_OPS[module.kind]:
-            last = b.add(f"L{module.layer}.{module.kind}.{kind}", kind, "compute", module.layer)
+            last = b.add(f"L{module.layer}.{module.kind}.{kind}", kind, "compute", module.layer, first_deps)
+            first_deps = ()
         if module.allreduce and tp > 1:
             launch = b.add(f"L{module.layer}.{module.kind}.collective_launch", "collective_launch", "compute",
                            module.layer)
             last = b.add(f"L{module.layer}.{module.kind}.allreduce", "allreduce", "comm", module.layer, (launch,))
         pending.setdefault(i + module.lag, []).append((module, last))
+    if not stage.last:  # a lag-1 output is added inside its layer; the rest cross to the next stage
+        for target in sorted(pending):
+            take_in([entry for entry in pending[target] if entry[0].lag == 1])
+        return Program(schedule, phase, tuple(b.ops))
     for target in sorted(pending):
         take_in(pending[target])
 

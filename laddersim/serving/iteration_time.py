@@ -47,6 +47,7 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -59,6 +60,7 @@ from laddersim.framework import load_framework
 from laddersim.serving.attention_cost import AttentionCost
 from laddersim.simulate import Scenario
 from laddersim.schedules.program import build_program
+from laddersim.schedules.stages import Stage
 
 # Ops after the last hidden-state AllReduce whose durations depend on the sampling sequences.
 TAIL_KINDS = frozenset({"final_norm", "lm_head", "allgather_logits", "sampling"})
@@ -109,6 +111,29 @@ class _Layout:
         self.before = compute_before_collectives(self.streams, self.kind_of_op, len(kind_index))
 
 
+@dataclass(frozen=True)
+class StageTiming:
+    """A pipeline stage an iteration timer prices: its layers, the nodes its TP group spans, and
+    the seconds of its receive for an iteration of ``tokens`` new tokens and ``logits`` sampled
+    ones (``laddersim.pipeline.run.stage_receive_s``)."""
+
+    stage: Stage
+    nodes: tuple[int, ...]
+    receive_s: Callable[[int, int], dict[str, float]]
+
+
+def _reduced_program(schedule: str, layers: int, tp: int, stage: StageTiming | None):
+    """The program of ``layers`` layers standing for the whole model, or for a stage: a stage of
+    ``layers`` layers in the same place of its pipeline (after one layer when it is not the first,
+    whose pending outputs cross into it)."""
+    if stage is None:
+        return build_program(schedule, layers, tp)
+    s = stage.stage
+    first = 0 if s.first else 1
+    return build_program(schedule, first + layers + (0 if s.last else 1), tp, "decode",
+                         Stage(s.index, s.count, first, first + layers))
+
+
 class IterationTimer:
     """Makespan of an iteration on one scenario (model, hardware, TP, schedule, dtype, framework, KV
     reads; a paged cache: its workload's batch and lengths are not read), with every engine run cached.
@@ -122,26 +147,28 @@ class IterationTimer:
 
     REDUCED_LAYERS = 2
 
-    def __init__(self, scenario: Scenario, points_per_octave: int = 8):
+    def __init__(self, scenario: Scenario, points_per_octave: int = 8, stage: StageTiming | None = None):
         self.scenario = scenario
         self.points_per_octave = points_per_octave
+        self.stage = stage
         model, tp = scenario.model, scenario.tp
-        self.program = build_program(scenario.schedule, model.n_layers, tp)
+        self.program = build_program(scenario.schedule, model.n_layers, tp, "decode", stage and stage.stage)
         self._kind_names = sorted(set(self.program.kinds))
         index = {k: i for i, k in enumerate(self._kind_names)}
         self._full = _Layout(self.program, index)
         self._reduced: list[_Layout] = []
+        self._layers = stage.stage.n_layers if stage else model.n_layers
         k = self.REDUCED_LAYERS
-        if model.n_layers > 3 * k and not scenario.schedule.startswith("hybrid"):
-            self._reduced = [_Layout(build_program(scenario.schedule, n, tp), index) for n in (k, 2 * k, 3 * k)]
+        if self._layers > 3 * k and not scenario.schedule.startswith("hybrid"):
+            self._reduced = [_Layout(_reduced_program(scenario.schedule, n, tp, stage), index) for n in (k, 2 * k, 3 * k)]
         self._tail_kinds = np.array([name in TAIL_KINDS for name in self._kind_names])
         self._row_kinds = np.array([name in ROW_KINDS for name in self._kind_names])
         self._sample_kinds = self._tail_kinds & ~self._row_kinds
         self._serial_kinds = np.array([name not in TAIL_KINDS and name != "attention" for name in self._kind_names])
         self._kind_counts = np.bincount(self._full.kind_of_op, minlength=len(self._kind_names))
         self._skew = skew_wait_per_compute(scenario.hardware, tp)
-        nodes = scenario.hardware.nodes_for(tp)
-        self._links = {0: tuple(f"node{i}" for i in range(nodes)) + (("network",) if nodes > 1 else ())}
+        group = stage.nodes if stage else tuple(range(scenario.hardware.nodes_for(tp)))
+        self._links = {0: tuple(f"node{i}" for i in group) + (("network",) if len(group) > 1 else ())}
         self.attention = AttentionCost(scenario)
         self._base: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, float]] = {}
         self._framework = load_framework(scenario.workload.framework)
@@ -166,7 +193,9 @@ class IterationTimer:
         if key not in self._kinds_s:
             s = self.scenario
             times = op_times_s(s.model, s.hardware, s.workload, s.tp, _phase(tokens, logits, False), np.ones(1))
-            self._kinds_s[key] = np.array([float(times[k][0]) for k in self._kind_names])
+            if self.stage:  # what the stage receives: the new tokens' hidden states, or the sampled ids
+                times = {**times, **self.stage.receive_s(tokens, logits)}
+            self._kinds_s[key] = np.array([float(np.asarray(times[k]).reshape(-1)[0]) for k in self._kind_names])
         return self._kinds_s[key]
 
     def _tail_seconds(self, tokens: int, logits: int, prefill: bool = False) -> float:
@@ -222,7 +251,7 @@ class IterationTimer:
             if self._reduced:
                 (t1, s1), (t2, s2), (t3, s3) = (self._run(lay, seconds, compute, comm, a_s) for lay in self._reduced)
                 if abs((t3 - t2) - (t2 - t1)) <= 1e-9 * t3:
-                    k, n = self.REDUCED_LAYERS, self.scenario.model.n_layers
+                    k, n = self.REDUCED_LAYERS, self._layers
                     anchor = (t1 + (n - k) / k * (t2 - t1) - tail_s, (s1, s2, s3))
             if anchor is None:
                 t, sig = self._run(self._full, seconds, compute, comm, a_s)

@@ -80,14 +80,10 @@ def simulate_replica(timer: IterationTimer, requests: Requests, options: Serving
         area["sum"] += batcher.in_system * (t - area["t"])
         area["t"] = t
 
-    def arrivals():
-        for i, at in enumerate(requests.arrival_s.tolist()):
-            if at > env.now:
-                yield env.timeout(at - env.now)
-            account()
-            batcher.add(i)
-            if not idle["event"].triggered:
-                idle["event"].succeed()
+    def admit(i: int) -> None:
+        batcher.add(i)
+        if not idle["event"].triggered:
+            idle["event"].succeed()
 
     bar = tqdm(total=n, desc=label, unit="req", file=sys.stderr, dynamic_ncols=True,
                disable=not progress or n < PROGRESS_MIN_REQUESTS)
@@ -104,33 +100,67 @@ def simulate_replica(timer: IterationTimer, requests: Requests, options: Serving
             a_s = attention.seconds(kv_lens, it.decode_kv, it.chunks)
             yield env.timeout(timer.seconds(it.tokens, it.samples, a_s, prefill=bool(it.chunks)))
             account()
-            finished = batcher.complete(it, env.now)
-            counts["iterations"] += 1
-            if finished:
-                counts["done"] += finished
-                bar.update(finished)
+            complete(batcher, it, env.now, counts, bar)
 
-    env.process(arrivals())
+    env.process(arrive(env, requests, account, admit))
     env.process(engine())
-    # The timer is shared between runs (its engine runs are reused); its error bound is this run's.
-    earlier_bound, timer.max_error_bound = timer.max_error_bound, 0.0
-    runs_before = timer.engine_runs
+    bound, runs = run_timed(env, [timer], bar)
+    return served(requests, counts, kv_blocks, area["sum"], window_end_s, runs, bound,
+                  batcher.first_token_s, batcher.finish_s, batcher.preemptions)
+
+
+def arrive(env: simpy.Environment, requests: Requests, account, admit):
+    """The arrivals process: each request handed to ``admit`` at its arrival time, the time
+    integral of the requests in the system brought up to date first (``account``)."""
+    for i, at in enumerate(requests.arrival_s.tolist()):
+        if at > env.now:
+            yield env.timeout(at - env.now)
+        account()
+        admit(i)
+
+
+def complete(batcher: ContinuousBatcher, it, now_s: float, counts: dict, bar) -> None:
+    """Apply an iteration's outcome and count it (and the requests it finished)."""
+    finished = batcher.complete(it, now_s)
+    counts["iterations"] += 1
+    if finished:
+        counts["done"] += finished
+        bar.update(finished)
+
+
+def run_timed(env: simpy.Environment, timers: list[IterationTimer], bar) -> tuple[float, int]:
+    """``env.run()``, then (the largest iteration error bound of this run, the engine runs it
+    needed). The timers are shared between runs (their engine runs are reused); each keeps the
+    largest bound it has seen, and the bound returned is this run's."""
+    earlier = [timer.max_error_bound for timer in timers]
+    runs_before = sum(timer.engine_runs for timer in timers)
+    for timer in timers:
+        timer.max_error_bound = 0.0
     try:
         env.run()
     finally:
         bar.close()
-        bound, timer.max_error_bound = timer.max_error_bound, max(earlier_bound, timer.max_error_bound)
+        bound = max(timer.max_error_bound for timer in timers)
+        for timer, before in zip(timers, earlier):
+            timer.max_error_bound = max(before, timer.max_error_bound)
+    return bound, sum(timer.engine_runs for timer in timers) - runs_before
+
+
+def served(requests: Requests, counts: dict, kv_blocks: int, in_system_area: float, window_end_s: float,
+           engine_runs: int, bound: float, first_token_s, finish_s, preemptions) -> ServingRun:
+    """The run's record, once every request is done (the per-request lists in request order)."""
+    n = len(requests)
     if counts["done"] < n:  # the scheduler stalled with work left: a bug, never bad input
         raise RuntimeError(f"serving: {n - counts['done']} requests never finished")
     span = window_end_s - float(requests.arrival_s[0])
     return ServingRun(
         requests=requests,
-        first_token_s=np.array(batcher.first_token_s),
-        finish_s=np.array(batcher.finish_s),
-        preemptions=np.array(batcher.preemptions, dtype=np.int64),
+        first_token_s=np.array(first_token_s),
+        finish_s=np.array(finish_s),
+        preemptions=np.array(preemptions, dtype=np.int64),
         iterations=counts["iterations"],
         kv_blocks=kv_blocks,
-        mean_in_system=area["sum"] / span if span > 0 else float("nan"),
-        engine_runs=timer.engine_runs - runs_before,
+        mean_in_system=in_system_area / span if span > 0 else float("nan"),
+        engine_runs=engine_runs,
         iteration_error_bound=bound,
     )

@@ -6,11 +6,13 @@ from dataclasses import dataclass
 import pandas as pd
 
 from laddersim.errors import UserInputError
+from laddersim.pipeline.placement import place
 from laddersim.serving.arrivals import Requests
 from laddersim.serving.iteration_time import IterationTimer
 from laddersim.serving.kv_blocks import kv_block_count
 from laddersim.serving.metrics import request_frame, summary
 from laddersim.serving.options import ServingOptions
+from laddersim.serving.pipelined import pipeline_kv_blocks, simulate_pipelined_replica, stage_timers
 from laddersim.serving.replica import ServingRun, simulate_replica
 from laddersim.simulate import Scenario, make_scenario
 
@@ -27,7 +29,7 @@ class ServingResult:
         """The row ``--json`` prints: scenario, options, then the metrics."""
         s, o = self.scenario, self.options
         return {
-            "schedule": s.schedule, "model": s.model.name, "hardware": s.hardware.name, "tp": s.tp,
+            "schedule": s.schedule, "model": s.model.name, "hardware": s.hardware.name, "tp": s.tp, "pp": s.pp,
             "framework": s.workload.framework,
             "rate": rate, "requests": len(self.frame), "max_running": o.max_running,
             "max_batched_tokens": o.max_batched_tokens, "chunked_prefill": o.chunked_prefill,
@@ -36,8 +38,9 @@ class ServingResult:
 
 
 def serving_scenario(model, hardware, tp: int, schedule: str, dtype: str = "bfloat16",
-                     kv_reads: str = "per_kv_head", framework: str = "gpt-fast") -> Scenario:
-    """A Scenario for serving: a paged (dynamic) KV cache; batch and lengths come per iteration.
+                     kv_reads: str = "per_kv_head", framework: str = "gpt-fast", pp: int = 1) -> Scenario:
+    """A Scenario for serving: a paged (dynamic) KV cache; batch and lengths come per iteration;
+    ``pp`` pipeline stages of ``tp`` GPUs (``laddersim.serving.pipelined``: one batch in flight per stage).
 
     Serving is a vLLM-style engine: continuous batching over a paged cache, each sequence
     attending its own positions. What the ``framework`` then decides is which kernels run:
@@ -59,23 +62,33 @@ def serving_scenario(model, hardware, tp: int, schedule: str, dtype: str = "bflo
     ``kv_reads`` overrides the framework's (default per_kv_head: a GQA-aware kernel). A kernel
     calibration file (``laddersim calibrate kernels``) is refused by the iteration timer: it
     prices one static batch's decode steps only."""
-    return make_scenario(model, hardware, tp, 1, 1, 1, schedule, dtype, "dynamic", kv_reads, framework)
+    scenario = make_scenario(model, hardware, tp, 1, 1, 1, schedule, dtype, "dynamic", kv_reads, framework, pp=pp)
+    if pp > 1:
+        place(scenario.hardware, tp, pp)  # the stages fit the profile's nodes, or one line
+    return scenario
 
 
-_TIMERS: dict[tuple, IterationTimer] = {}
+_TIMERS: dict[tuple, IterationTimer | list[IterationTimer]] = {}
 
 
-def timer_for(scenario: Scenario, options: ServingOptions) -> IterationTimer:
-    """One timer per scenario and process, so a rate search or a sweep reuses every engine run.
-    Keyed by the identity of the model and profile objects (the timer keeps them alive)."""
+def timer_for(scenario: Scenario, options: ServingOptions) -> IterationTimer | list[IterationTimer]:
+    """One timer per scenario and process (a pipeline: one per stage), so a rate search or a sweep
+    reuses every engine run. Keyed by the identity of the model and profile objects (the timer
+    keeps them alive)."""
     w = scenario.workload
-    key = (id(scenario.model), id(scenario.hardware), scenario.tp, scenario.schedule, w.dtype, w.kv_cache,
-           w.kv_reads, w.framework, options.points_per_octave)
+    key = (id(scenario.model), id(scenario.hardware), scenario.tp, scenario.pp, scenario.schedule, w.dtype,
+           w.kv_cache, w.kv_reads, w.framework, options.points_per_octave)
     if key not in _TIMERS:
         if len(_TIMERS) >= 64:
             _TIMERS.pop(next(iter(_TIMERS)))
-        _TIMERS[key] = IterationTimer(scenario, options.points_per_octave)
+        _TIMERS[key] = (stage_timers(scenario, options) if scenario.pp > 1
+                        else IterationTimer(scenario, options.points_per_octave))
     return _TIMERS[key]
+
+
+def kv_blocks_for(scenario: Scenario, options: ServingOptions) -> int:
+    """KV-cache blocks per GPU of the replica (a pipeline: its fullest stage's)."""
+    return pipeline_kv_blocks(scenario, options) if scenario.pp > 1 else kv_block_count(scenario, options)
 
 
 def serve(scenario: Scenario, requests: Requests, options: ServingOptions, progress: bool = False) -> ServingResult:
@@ -90,7 +103,8 @@ def serve(scenario: Scenario, requests: Requests, options: ServingOptions, progr
                                  f"{context}-token context of {scenario.model.name} (max_position_embeddings); "
                                  f"allowed: prompt + output <= {context}")
     timer = timer_for(scenario, options)
-    run = simulate_replica(timer, requests, options, kv_block_count(scenario, options), progress,
-                           label=f"serving {scenario.schedule}")
+    replica = simulate_pipelined_replica if scenario.pp > 1 else simulate_replica
+    run = replica(timer, requests, options, kv_blocks_for(scenario, options), progress,
+                  label=f"serving {scenario.schedule}")
     frame = request_frame(run, options)
     return ServingResult(scenario, options, run, frame, summary(frame, run, options))

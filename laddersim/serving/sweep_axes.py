@@ -29,6 +29,7 @@ from laddersim.limits import MAX_BATCH, MAX_RATE, MAX_REQUESTS, MAX_SEED, MAX_SL
 from laddersim.serving.arrivals import LengthSpec, draw_requests
 from laddersim.serving.options import serving_options
 from laddersim.serving.run import serve, serving_scenario
+from laddersim.simulate import scenario_nodes
 
 # Axes (lists in the grid) and fixed settings, in row-column order.
 SERVING_AXES = ("rate", "max_running", "max_batched_tokens", "chunked_prefill")
@@ -71,13 +72,13 @@ class ServingAxes(BaseModel):
 
 
 def serving_point_metrics(model, profile, tp: int, schedule: str, dtype: str, kv_reads: str, prompt_len: int,
-                          gen_len: int, serving: tuple[tuple[str, object], ...]) -> dict:
+                          gen_len: int, serving: tuple[tuple[str, object], ...], pp: int = 1) -> dict:
     s = dict(serving)
     options = serving_options(max_running=s["max_running"], max_batched_tokens=s["max_batched_tokens"],
                               chunked_prefill=s["chunked_prefill"], ttft_slo_s=s["ttft_slo_s"],
                               tpot_slo_s=s["tpot_slo_s"])
     requests = draw_requests(s["requests"], s["rate"], LengthSpec("fixed", prompt_len), LengthSpec("fixed", gen_len),
                              s["seed"])
-    scenario = serving_scenario(model, profile, tp, schedule, dtype, kv_reads)
+    scenario = serving_scenario(model, profile, tp, schedule, dtype, kv_reads, pp=pp)
     # No static tokens/s (so no speedup column): compare schedules by the serving metrics.
-    return {"nodes": profile.nodes_for(tp), "tokens_per_s": None, **serve(scenario, requests, options).metrics}
+    return {"nodes": scenario_nodes(scenario), "tokens_per_s": None, **serve(scenario, requests, options).metrics}

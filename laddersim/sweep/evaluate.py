@@ -54,7 +54,8 @@ def _scenario(point: Point) -> Scenario:
     (incl. DoesNotFitError) if infeasible."""
     profile = _overridden(point.hardware_ref, point.overrides, point.tp)
     return make_scenario(_model(point.model_ref), profile, point.tp, point.batch, point.prompt_len, point.gen_len,
-                         point.schedule, point.dtype, point.kv_cache, point.kv_reads)
+                         point.schedule, point.dtype, point.kv_cache, point.kv_reads, pp=point.pp,
+                         microbatches=point.pp_microbatches)
 
 
 def simulate_point(point: Point) -> dict:
@@ -62,7 +63,7 @@ def simulate_point(point: Point) -> dict:
     if point.serving:  # one replica under load (laddersim.serving.sweep_axes)
         profile = _overridden(point.hardware_ref, point.overrides, point.tp)
         return serving_point_metrics(_model(point.model_ref), profile, point.tp, point.schedule, point.dtype,
-                                     point.kv_reads, point.prompt_len, point.gen_len, point.serving)
+                                     point.kv_reads, point.prompt_len, point.gen_len, point.serving, point.pp)
     return simulate(_scenario(point)).summary()
 
 

@@ -108,6 +108,8 @@ class SweepGrid(BaseModel):
     models: list[str] = Field(min_length=1)  # presets or paths to config.json
     hardware: list[str] = Field(min_length=1)  # profile names or paths
     tp: list[int] = Field(min_length=1)
+    pp: list[int] = Field(default=[1], min_length=1)  # pipeline stages, each a TP group (laddersim.pipeline)
+    pp_microbatches: list[int] = Field(default=[1], min_length=1)  # batches in flight through the stages
     batch: list[int] = Field(default=[1], min_length=1)
     prompt_len: list[int] = Field(default=[1024], min_length=1)
     gen_len: list[int] = Field(default=[512], min_length=1)
@@ -121,16 +123,17 @@ class SweepGrid(BaseModel):
     # Directory relative paths in the grid are taken from (the grid file's); not part of the grid.
     base_dir: str = Field(default="", exclude=True)
 
-    @field_validator("models", "hardware", "tp", "batch", "prompt_len", "gen_len", "schedules", "dtype",
+    @field_validator("models", "hardware", "tp", "pp", "pp_microbatches", "batch", "prompt_len", "gen_len", "schedules", "dtype",
                      "kv_cache", "kv_reads", mode="before")
     @classmethod
     def _wrap(cls, value):
         return _as_list(value)
 
-    @field_validator("tp", "batch", "prompt_len", "gen_len")
+    @field_validator("tp", "pp", "pp_microbatches", "batch", "prompt_len", "gen_len")
     @classmethod
     def _positive(cls, values: list[int], info) -> list[int]:
-        maximum = {"tp": MAX_TP, "batch": MAX_BATCH}.get(info.field_name, MAX_TOKENS)
+        maximum = {"tp": MAX_TP, "pp": MAX_TP, "pp_microbatches": MAX_BATCH, "batch": MAX_BATCH}.get(info.field_name,
+                                                                                                   MAX_TOKENS)
         for value in values:
             if not 1 <= value <= maximum:
                 raise ValueError(f"must be positive integers up to {maximum}, got {value}")

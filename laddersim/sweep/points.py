@@ -14,11 +14,13 @@ from laddersim.model_shape import PRESETS, load_model_shape
 from laddersim.serving.sweep_axes import SERVING_COLUMNS
 from laddersim.sweep.grid import OVERRIDE_COLUMNS, SweepGrid
 
-SCENARIO_COLUMNS = ("model", "hardware", "tp", "batch", "prompt_len", "gen_len", "schedule", "dtype", "kv_cache",
-                    "kv_reads")
+SCENARIO_COLUMNS = ("model", "hardware", "tp", "pp", "pp_microbatches", "batch", "prompt_len", "gen_len", "schedule",
+                    "dtype", "kv_cache", "kv_reads")
 # Every input of a point, in table order; the result table is sorted by these.
 INPUT_COLUMNS = SCENARIO_COLUMNS + OVERRIDE_COLUMNS
-KEYED_IF_SET = ("gpus_per_node",)
+# Inputs added later key a point only where they differ from what every point had before (so
+# older stores keep their keys): an override column where set, ``pp`` where the pipeline has stages.
+KEYED_UNLESS = {"gpus_per_node": None, "pp": 1, "pp_microbatches": 1}
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,8 @@ class Point:
     hardware_ref: str
     kv_reads: str = "repeat_interleave"
     serving: tuple[tuple[str, object], ...] | None = None  # (column, value) of a serving point
+    pp: int = 1  # pipeline stages
+    pp_microbatches: int = 1  # batches in flight through them
 
     def inputs(self) -> dict:
         """The input columns of this point's result row."""
@@ -56,13 +60,17 @@ class Point:
 
 
 def point_key(inputs: dict) -> str:
-    # Serving columns join the key only where present, so other points keep their keys.
-    # So do the override columns added later (KEYED_IF_SET) where set: older stores keep their keys.
+    # Serving columns join the key only where present, so other points keep their keys; so do
+    # the inputs added later (KEYED_UNLESS) where they differ from what older points had.
     # The text is json.dumps([[column, value], ...], separators=(",", ":")), put together from
     # each pair's own text (column names are plain ASCII; a grid repeats its values).
-    pairs = [_pair_text(c, inputs[c]) for c in INPUT_COLUMNS if c not in KEYED_IF_SET or inputs[c] is not None]
+    pairs = [_pair_text(c, inputs[c]) for c in INPUT_COLUMNS if _keyed(c, inputs[c])]
     pairs += [_pair_text(c, inputs[c]) for c in SERVING_COLUMNS if c in inputs]
     return hashlib.sha256(("[" + ",".join(pairs) + "]").encode()).hexdigest()[:20]
+
+
+def _keyed(column: str, value) -> bool:
+    return column not in KEYED_UNLESS or value not in (None, KEYED_UNLESS[column])
 
 
 _pair_texts: dict[tuple, str] = {}
@@ -116,23 +124,23 @@ def expand_grid(grid: SweepGrid) -> list[Point]:
     for values in itertools.product(*swept.values()):
         chosen = dict(zip(swept, values))
         overrides = tuple((c, chosen.get(c)) for c in OVERRIDE_COLUMNS)
-        settings.append((overrides, [_pair_text(c, v) for c, v in overrides if c not in KEYED_IF_SET or v is not None]))
+        settings.append((overrides, [_pair_text(c, v) for c, v in overrides if _keyed(c, v)]))
     loads = [(load, [_pair_text(c, dict(load)[c]) for c in SERVING_COLUMNS if c in dict(load)])
              for load in grid.serving.settings()] if grid.serving else [(None, [])]
-    axes = (grid.models, grid.hardware, grid.tp, grid.batch, grid.prompt_len, grid.gen_len, grid.schedules,
-            grid.dtype, grid.kv_cache, grid.kv_reads)
-    texts = [{v: _pair_text(c, v) for v in values} for c, values in zip(SCENARIO_COLUMNS, axes)]
+    axes = (grid.models, grid.hardware, grid.tp, grid.pp, grid.pp_microbatches, grid.batch, grid.prompt_len,
+            grid.gen_len, grid.schedules, grid.dtype, grid.kv_cache, grid.kv_reads)  # SCENARIO_COLUMNS' order
+    texts = [{v: _pair_text(c, v) if _keyed(c, v) else None for v in values} for c, values in zip(SCENARIO_COLUMNS, axes)]
     points: dict[str, Point] = {}
     for scenario in itertools.product(*axes):
-        head = [column[v] for column, v in zip(texts, scenario)]
-        model, hw, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache, kv_reads = scenario
+        head = [text for text in (column[v] for column, v in zip(texts, scenario)) if text is not None]
+        model, hw, tp, pp, m, batch, prompt_len, gen_len, schedule, dtype, kv_cache, kv_reads = scenario
         for overrides, override_texts in settings:
             for load, load_texts in loads:
                 text = "[" + ",".join(head + override_texts + load_texts) + "]"
                 key = hashlib.sha256(text.encode()).hexdigest()[:20]
                 if key not in points:
                     point = Point(model, hw, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache, overrides,
-                                  model_refs[model], profile_refs[hw], kv_reads, load)
+                                  model_refs[model], profile_refs[hw], kv_reads, load, pp, m)
                     point.__dict__["key"] = key  # (Point.key's cached value: point_key(point.inputs()))
                     points[key] = point
     return list(points.values())

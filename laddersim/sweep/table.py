@@ -18,7 +18,7 @@ from laddersim.sweep.evaluate import METRIC_COLUMNS
 from laddersim.sweep.grid import OVERRIDE_COLUMNS
 from laddersim.sweep.points import INPUT_COLUMNS, SCENARIO_COLUMNS
 
-_INT_COLUMNS = ("tp", "batch", "prompt_len", "gen_len")
+_INT_COLUMNS = ("tp", "pp", "pp_microbatches", "batch", "prompt_len", "gen_len")
 
 
 def _not_set(value) -> bool:

@@ -7,7 +7,8 @@ with ``p2p = off`` the ``hardware_p2p_off`` profile (NCCL_P2P_DISABLE=1 on the s
 An optional ``framework`` column names each row's framework (``laddersim/data/frameworks``; blank:
 the setup's). A model that is neither a preset nor a path is looked up as ``<name>.json`` in the
 models folder (``--models DIR``; default: ``models/`` beside the table), and optional
-``prefill_s`` / ``decode_s`` columns are compared with the predicted phase times.
+``prefill_s`` / ``decode_s`` columns are compared with the predicted phase times. An optional
+``pp`` column (default 1) gives each row's pipeline stages, each a TP group of ``tp`` GPUs.
 """
 
 from __future__ import annotations
@@ -21,21 +22,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from laddersim.costs.memory_fit import check_fits
 from laddersim.errors import UserInputError
 from laddersim.framework import framework_names
 from laddersim.resources import data_path
 from laddersim.io_read import read_text
 from laddersim.workload import DTYPE_BYTES
 from laddersim.hardware.profile import HardwareProfile, load_profile
-from laddersim.simulate import make_scenario, simulate
+from laddersim.simulate import check_memory, make_scenario, scenario_nodes, simulate
 
 BUILTIN_MEASURED = data_path("validation", "ladder_70b_tp_sweep.csv")
 REQUIRED_COLUMNS = ("model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "tokens_per_s")
 INTEGER_COLUMNS = ("tp", "nodes", "batch", "prompt_len", "gen_len")
+OPTIONAL_INTEGER_COLUMNS = ("pp",)  # a pipeline's stages; a table without the column: 1
 # A measured setting; ``hardware`` and ``dtype`` count where the table has them (ladder_bench
 # writes dtype: a float32 and a bfloat16 run of one setting are two settings).
-SETTING = ["model", "hardware", "framework", "tp", "nodes", "batch", "prompt_len", "gen_len", "dtype"]
+SETTING = ["model", "hardware", "framework", "tp", "pp", "nodes", "batch", "prompt_len", "gen_len", "dtype"]
 MODELS_FOLDER = "models"  # beside a measured table: config.json files its model column names
 
 
@@ -69,7 +70,7 @@ def read_measured(path: str | Path | None = None, models_dir: str | Path | None 
         raise UserInputError(f"measured: {path} lacks columns {missing}; required: {', '.join(REQUIRED_COLUMNS)}")
     if frame.empty:
         raise UserInputError(f"measured: {path} has no rows")
-    for column in INTEGER_COLUMNS:
+    for column in INTEGER_COLUMNS + tuple(c for c in OPTIONAL_INTEGER_COLUMNS if c in frame.columns):
         values = pd.to_numeric(frame[column], errors="coerce")
         bad = frame.loc[values.isna() | ~np.isfinite(values) | (values != values.round()) | (values < 1), column]
         if len(bad):
@@ -125,6 +126,8 @@ def read_measured_tables(paths: list[str | Path] | None, models_dir: str | Path 
     if len(frames) == 1:
         return frames[0]
     frame = pd.concat(frames, ignore_index=True)
+    if "pp" in frame.columns:  # a table without the column ran no pipeline
+        frame["pp"] = frame["pp"].fillna(1).astype(int)
     keys = [c for c in SETTING + ["p2p", "schedule"] if c in frame.columns]
     repeated = frame[frame.duplicated(keys, keep=False)]
     if len(repeated):
@@ -206,12 +209,13 @@ def check_rows(frame: pd.DataFrame, setup: ValidationSetup) -> list:
         framework = row_framework(row, setup)
         scenario = make_scenario(row.model, profile, int(row.tp), int(row.batch), int(row.prompt_len),
                                  int(row.gen_len), row.schedule, dtype, setup.kv_cache, setup.kv_reads,
-                                 framework)
+                                 framework, pp=int(getattr(row, "pp", 1)))
         scenario.model.check_tp(scenario.tp)
-        check_fits(scenario.model, profile, scenario.workload, scenario.tp)
-        if profile.nodes_for(scenario.tp) != int(row.nodes):
-            raise UserInputError(f"measured: row tp={row.tp} says nodes={row.nodes} but {profile.name} "
-                                 f"packs it on {profile.nodes_for(scenario.tp)}")
+        check_memory(scenario)
+        if scenario_nodes(scenario) != int(row.nodes):
+            where = f"tp={row.tp}" + (f" pp={scenario.pp}" if scenario.pp > 1 else "")
+            raise UserInputError(f"measured: row {where} says nodes={row.nodes} but {profile.name} "
+                                 f"packs it on {scenario_nodes(scenario)}")
         scenarios.append(scenario)
     return scenarios
 

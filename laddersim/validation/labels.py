@@ -11,7 +11,7 @@ import pandas as pd
 from laddersim.model_shape import config_file_name
 
 # The setting columns a figure panel or a trend holds fixed besides TP, batch and P2P.
-OTHER_SETTING = ["model", "framework", "prompt_len", "gen_len", "dtype"]
+OTHER_SETTING = ["model", "framework", "pp", "prompt_len", "gen_len", "dtype"]
 # The column naming each row's model x P2P x framework group (the groups issue 29 reports).
 MODEL_P2P = "model_p2p"
 
@@ -25,7 +25,7 @@ def setting_label(column: str, value) -> str:
     """How a setting column's value is named in a panel title or a trend check."""
     if column == "model":
         return model_label(value)
-    return {"batch": "batch {}", "prompt_len": "prompt {}", "gen_len": "gen {}"}.get(column, "{}").format(value)
+    return {"batch": "batch {}", "pp": "pp {}", "prompt_len": "prompt {}", "gen_len": "gen {}"}.get(column, "{}").format(value)
 
 
 def setting_columns(frame: pd.DataFrame) -> list[str]:

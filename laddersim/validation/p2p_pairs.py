@@ -24,7 +24,7 @@ def p2p_off_pairs(frame: pd.DataFrame) -> pd.DataFrame:
                "measured_extra_s", "predicted_extra_s", "measured_extra_share", "extra_error", "scored"]
     if "decode_s" not in frame.columns or "predicted_decode_s" not in frame.columns:
         return pd.DataFrame(columns=columns)
-    keys = [c for c in ["model", "framework", "tp", "nodes", "batch", "prompt_len", "gen_len", "dtype", "schedule"]
+    keys = [c for c in ["model", "framework", "tp", "pp", "nodes", "batch", "prompt_len", "gen_len", "dtype", "schedule"]
             if c in frame.columns]
     rows = frame.dropna(subset=["decode_s"])
     on = rows[rows["p2p"] == "on"].set_index(keys)

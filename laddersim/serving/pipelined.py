@@ -1,0 +1,103 @@
+"""One replica of a TP x PP pipeline under load: a pipeline-parallel serving engine's batches in flight.
+
+vLLM's pipeline-parallel engine (V0: ``vllm/engine/llm_engine.py``) runs ``pipeline_parallel_size``
+virtual engines, each with its own scheduler over an equal share of the KV-cache blocks
+(``vllm/core/scheduler.py``: ``num_gpu_blocks //= pipeline_parallel_size``); a new request goes to
+the scheduler with the fewest unfinished requests. Each virtual engine's iteration passes the
+stages in order and a stage runs one iteration at a time, so up to ``pp`` batches are in flight,
+one per stage, as SGLang's pipeline-parallel decode also keeps them. Here each virtual engine is
+a ``ContinuousBatcher`` (``laddersim.serving.scheduler``) and each stage a SimPy resource held
+for the stage's time of the iteration (its own ``IterationTimer``: the stage's program, its
+layers' attention and its receive, ``laddersim.pipeline.run.receive_s``). Bubbles follow: a
+stage waits while the iteration it is to run is still on an earlier stage, or while a virtual
+engine has nothing to run.
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import partial
+
+import numpy as np
+import simpy
+from tqdm import tqdm
+
+from laddersim.pipeline.placement import place
+from laddersim.pipeline.run import receive_s
+from laddersim.schedules.stages import pipeline_stages
+from laddersim.serving.arrivals import Requests
+from laddersim.serving.iteration_time import IterationTimer, StageTiming
+from laddersim.serving.kv_blocks import kv_block_count
+from laddersim.serving.options import ServingOptions
+from laddersim.serving.replica import PROGRESS_MIN_REQUESTS, ServingRun, arrive, check_requests_fit, complete, run_timed, served
+from laddersim.serving.scheduler import ContinuousBatcher
+from laddersim.simulate import Scenario
+
+
+def stage_timers(scenario: Scenario, options: ServingOptions) -> list[IterationTimer]:
+    """One iteration timer per stage of ``scenario`` (``pp`` stages on the profile's nodes)."""
+    placement = place(scenario.hardware, scenario.tp, scenario.pp)
+    return [IterationTimer(scenario, options.points_per_octave,
+                           StageTiming(stage, placement.stage_nodes(stage.index),
+                                       partial(receive_s, scenario, placement, stage)))
+            for stage in pipeline_stages(scenario.model.n_layers, scenario.pp)]
+
+
+def pipeline_kv_blocks(scenario: Scenario, options: ServingOptions) -> int:
+    """KV-cache blocks of the pipeline: the fewest any stage's GPUs hold (each its layers' share)."""
+    return min(kv_block_count(scenario, options, stage) for stage in pipeline_stages(scenario.model.n_layers, scenario.pp))
+
+
+def simulate_pipelined_replica(timers: list[IterationTimer], requests: Requests, options: ServingOptions,
+                               kv_blocks: int, progress: bool = False, label: str = "serving") -> ServingRun:
+    """Serve ``requests`` on the stages of ``timers`` with one virtual engine per stage (module docstring)."""
+    engines = len(timers)
+    blocks = kv_blocks // engines
+    check_requests_fit(requests, options, blocks)
+    n = len(requests)
+    batchers = [ContinuousBatcher(requests.prompt_len, requests.output_len, blocks, options) for _ in range(engines)]
+    owner = np.zeros(n, dtype=int)
+    env = simpy.Environment()
+    stages = [simpy.Resource(env, capacity=1) for _ in timers]
+    idle = [env.event() for _ in range(engines)]
+    window_end_s = float(requests.arrival_s[-1])
+    area = {"t": 0.0, "sum": 0.0}
+    counts = {"done": 0, "iterations": 0}
+    bar = tqdm(total=n, desc=label, unit="req", file=sys.stderr, dynamic_ncols=True,
+               disable=not progress or n < PROGRESS_MIN_REQUESTS)
+
+    def account() -> None:
+        t = min(env.now, window_end_s)
+        area["sum"] += sum(b.in_system for b in batchers) * (t - area["t"])
+        area["t"] = t
+
+    def admit(i: int) -> None:
+        v = min(range(engines), key=lambda e: batchers[e].in_system)  # vLLM: fewest unfinished
+        owner[i] = v
+        batchers[v].add(i)
+        if not idle[v].triggered:
+            idle[v].succeed()
+
+    def engine(v: int):
+        batcher = batchers[v]
+        while counts["done"] < n:
+            it = batcher.plan()
+            if it is None:
+                idle[v] = env.event()
+                yield idle[v]
+                continue
+            kv_lens = [batcher.cached[seq] + 1 for seq in it.decode]
+            for stage, timer in zip(stages, timers):
+                a_s = timer.attention.seconds(kv_lens, it.decode_kv, it.chunks)
+                with stage.request() as turn:
+                    yield turn
+                    yield env.timeout(timer.seconds(it.tokens, it.samples, a_s, prefill=bool(it.chunks)))
+            account()
+            complete(batcher, it, env.now, counts, bar)
+
+    env.process(arrive(env, requests, account, admit))
+    for v in range(engines):
+        env.process(engine(v))
+    bound, runs = run_timed(env, timers, bar)
+    pick = [[getattr(batchers[owner[i]], name)[i] for i in range(n)] for name in ("first_token_s", "finish_s", "preemptions")]
+    return served(requests, counts, kv_blocks, area["sum"], window_end_s, runs, bound, *pick)
