@@ -23,11 +23,11 @@ from laddersim.hardware.table_files import read_plain_columns
 from laddersim.simulate import SimOptions, make_scenario, simulate
 from laddersim.sweep.evaluate import METRIC_COLUMNS
 from laddersim.sweep.grid import OVERRIDE_COLUMNS, parse_grid
-from laddersim.sweep.points import INPUT_COLUMNS, KEYED_UNLESS, SCENARIO_COLUMNS, expand_grid, point_key
+from laddersim.sweep.points import INPUT_COLUMNS, KEYED_UNLESS, expand_grid, point_key
 from laddersim.sweep.runner import batches
 from laddersim.sweep.sweep_dir import run_sweep
 from laddersim.sweep.store import PointStore
-from laddersim.sweep.table import results_frame
+from laddersim.sweep.table import column_types, results_frame
 
 # Issue 40's grid with fewer values on each axis (its every schedule, both models, several machines,
 # a TP each models cannot hold, batches, bandwidth and latency scales).
@@ -126,8 +126,6 @@ def test_the_store_reads_back_what_it_kept(tmp_path):
 def _table_as_before(rows: list[dict]) -> pd.DataFrame:
     """results_frame as it was: a speedup per row from a dict of the standard rows, then a frame
     of records."""
-    from laddersim.sweep.table import _INT_COLUMNS
-
     def norm(v):
         return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
     rows = [dict(r) for r in rows]
@@ -141,13 +139,7 @@ def _table_as_before(rows: list[dict]) -> pd.DataFrame:
                    - {"key", "status", "error", "speedup_vs_standard"})
     columns = list(INPUT_COLUMNS) + ["status", "error"] + list(METRIC_COLUMNS) + extra + ["speedup_vs_standard"]
     frame = pd.DataFrame([{c: r.get(c) for c in columns} for r in rows], columns=columns)
-    types = {c: "string" for c in SCENARIO_COLUMNS if c not in _INT_COLUMNS}
-    types.update({c: "int64" for c in _INT_COLUMNS})
-    types.update({c: "float64" for c in OVERRIDE_COLUMNS})
-    types.update({"status": "string", "error": "string", "nodes": "Int64"})
-    types.update({c: "float64" for c in METRIC_COLUMNS if c != "nodes"})
-    types["speedup_vs_standard"] = "float64"
-    return frame.astype(types).sort_values(list(INPUT_COLUMNS), na_position="first", kind="mergesort") \
+    return frame.astype(column_types()).sort_values(list(INPUT_COLUMNS), na_position="first", kind="mergesort") \
         .reset_index(drop=True)
 
 

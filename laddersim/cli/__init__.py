@@ -77,7 +77,8 @@ class _Version(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None) -> None:
         from laddersim.provenance import laddersim_version
 
-        parser.exit(message=f"laddersim {laddersim_version()}\n")
+        sys.stdout.write(f"laddersim {laddersim_version()}\n")  # (where argparse's version action prints)
+        parser.exit()
 
 
 def one_line(message: str) -> str:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import heapq
 
-from laddersim.engine.fluid import comm_rate, compute_rate, done_tolerance_s
+from laddersim.engine.fluid import RunningSets, comm_rate, compute_rate, done_tolerance_s
 
 RELATIVE_MARGIN = 1e-7  # of the reading: completions this close to the earliest are read exactly
 ABSOLUTE_MARGIN_S = 1e-12
@@ -49,19 +49,17 @@ class Running:
         self.computing = 0  # collectives: their ranks now computing
 
 
-class LazyFluid:
+class LazyFluid(RunningSets):
     """The running activities (``count``), the clock reading of the last completion (``now``)."""
 
     def __init__(self):
+        super().__init__()
         self.count = 0
         self.serial = 0
         self.now = 0.0
         self.steps: list[float] = []  # dt of every advance, in order
         self.heap: list[tuple] = []  # (approximate completion reading, serial, version, activity)
         self.zero: set[Running] = set()
-        self.computing: dict[int, Running] = {}
-        self.comm_on_rank: dict[int, list[Running]] = {}
-        self.comm_on_link: dict[str, list[Running]] = {}
         self.rank_rate: dict[int, float] = {}  # compute_rate of each rank's running collectives
 
     # -- the remaining work ------------------------------------------------------------------
@@ -74,6 +72,16 @@ class LazyFluid:
                 remaining -= rate * dt_s
             act.remaining_s = remaining
             act.synced = len(steps)
+
+    def _sync_all(self, acts: list[Running]) -> None:
+        """``_sync`` of each (in one call: it runs at every completion)."""
+        steps, n = self.steps, len(self.steps)
+        for act in acts:
+            if act.synced < n:
+                remaining, rate = act.remaining_s, act.rate
+                for dt_s in steps[act.synced:]:
+                    remaining -= rate * dt_s
+                act.remaining_s, act.synced = remaining, n
 
     def _delay_s(self, act: Running) -> float:
         remaining = act.remaining_s
@@ -113,10 +121,7 @@ class LazyFluid:
         act.synced = len(self.steps)
         if act.is_comm:
             act.computing = sum(r in self.computing for r in act.ranks)
-            for rank in act.ranks:
-                self.comm_on_rank.setdefault(rank, []).append(act)
-            for link in act.links:
-                self.comm_on_link.setdefault(link, []).append(act)
+            self._enter(act)
             self._comm_changed(act)
             self._set_comm_rate(act)
         else:  # (the usual start, spelled out: _set_rate of a new activity, then _schedule)
@@ -139,10 +144,7 @@ class LazyFluid:
         act.version += 1  # its heap entry is stale
         self.zero.discard(act)
         if act.is_comm:
-            for rank in act.ranks:
-                self.comm_on_rank[rank].remove(act)
-            for link in act.links:
-                self.comm_on_link[link].remove(act)
+            self._leave(act)
             self._comm_changed(act)
         else:
             rank = act.ranks[0]
@@ -156,12 +158,8 @@ class LazyFluid:
         """A collective started or finished: its ranks' compute and its links' collectives."""
         for rank in act.ranks:
             self._rank_changed(rank)
-        seen = set()
-        for link in act.links:
-            for other in self.comm_on_link[link]:
-                if other is not act and id(other) not in seen:
-                    seen.add(id(other))
-                    self._set_comm_rate(other)
+        for other in self._link_peers(act):
+            self._set_comm_rate(other)
 
     # -- the clock ---------------------------------------------------------------------------
     def _near(self, limit_s: float) -> list[Running]:
@@ -192,15 +190,11 @@ class LazyFluid:
             heapq.heappop(heap)
         earliest = heap[0][0]
         near = self._near(earliest + 3.0 * (ABSOLUTE_MARGIN_S + RELATIVE_MARGIN * abs(earliest)))
+        self._sync_all(near)
         delay = None
-        steps, n = self.steps, len(self.steps)
         for act in near:
-            remaining, rate = act.remaining_s, act.rate
-            if act.synced < n:  # _sync, spelled out
-                for dt_s in steps[act.synced:]:
-                    remaining -= rate * dt_s
-                act.remaining_s, act.synced = remaining, n
-            d = (remaining if remaining > 0.0 else 0.0) / rate
+            remaining = act.remaining_s
+            d = (remaining if remaining > 0.0 else 0.0) / act.rate
             if delay is None or d < delay:
                 delay = d
         return self._advance(self.now + delay, near)
@@ -216,16 +210,8 @@ class LazyFluid:
         self.now = now_s
         tolerance_s = done_tolerance_s(now_s)
         self.zero.clear()
-        finished = []
-        steps, n = self.steps, len(self.steps)
-        for act in near:
-            remaining, rate = act.remaining_s, act.rate
-            if act.synced < n:  # _sync, spelled out
-                for dt_s in steps[act.synced:]:
-                    remaining -= rate * dt_s
-                act.remaining_s, act.synced = remaining, n
-            if remaining <= tolerance_s * rate:
-                finished.append(act)
+        self._sync_all(near)
+        finished = [act for act in near if act.remaining_s <= tolerance_s * act.rate]
         if len(finished) > 1:
             finished.sort(key=_serial)
         return now_s, finished

@@ -47,16 +47,20 @@ def results_frame(rows: list[dict]) -> pd.DataFrame:
     # (an empty table: object columns, as from no records; astype below fixes the known ones)
     frame = pd.DataFrame(data, columns=columns + ["speedup_vs_standard"]) if rows else \
         pd.DataFrame([], columns=columns + ["speedup_vs_standard"])
-    # Fixed dtypes, so a table with no infeasible rows (or no ok rows) has the same schema.
+    frame = frame.astype(column_types())
+    frame = frame.sort_values(list(INPUT_COLUMNS), na_position="first", kind="mergesort")
+    return frame.reset_index(drop=True)
+
+
+def column_types() -> dict[str, str]:
+    """Fixed dtypes, so a table with no infeasible rows (or no ok rows) has the same schema."""
     types = {c: "string" for c in SCENARIO_COLUMNS if c not in _INT_COLUMNS}
     types.update({c: "int64" for c in _INT_COLUMNS})
     types.update({c: "float64" for c in OVERRIDE_COLUMNS})
     types.update({"status": "string", "error": "string", "nodes": "Int64"})
     types.update({c: "float64" for c in METRIC_COLUMNS if c != "nodes"})
     types["speedup_vs_standard"] = "float64"
-    frame = frame.astype(types)
-    frame = frame.sort_values(list(INPUT_COLUMNS), na_position="first", kind="mergesort")
-    return frame.reset_index(drop=True)
+    return types
 
 
 def write_results(frame: pd.DataFrame, out_dir: str | Path) -> tuple[Path, Path]:
