@@ -25,6 +25,13 @@ Each line gives wall seconds and CPU seconds (user + system of the command and i
 processes), and the machine's load average before and after the run, since wall seconds on a
 shared machine stretch with its load.
 
+Every process, the reference's too, runs with its modules' bytecode cached (in a temporary
+``PYTHONPYCACHEPREFIX``, filled by a first run of each command), as an installed package runs:
+pip compiles a wheel's modules when it installs it, and numpy, yaml, pydantic and simpy come so.
+This checkout's environment sets ``PYTHONDONTWRITEBYTECODE``, under which an editable install
+compiles every laddersim module at every start; ``--as-is`` measures that way instead (the
+start-up figure also prints it).
+
     python benchmarks/bench_issue40.py [--only startup stragglers sweep serving plan] [--repeats N]
 """
 
@@ -63,10 +70,13 @@ PLAN = [*LADDERSIM, "plan", "--model", "llama-3.1-70b", "--rate", "20", "--ttft-
 FIGURES = ("startup", "stragglers", "sweep", "serving", "plan")
 
 
-def run(command: list[str]) -> tuple[float, float, float]:
+ENV = dict(os.environ)  # the environment the commands run in (main() may cache bytecode in it)
+
+
+def run(command: list[str], env: dict | None = None) -> tuple[float, float, float]:
     """(wall s, CPU s, peak resident MB) of one run of ``command`` and its children."""
     t0 = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env or ENV)
     # wait4 gives this child's own rusage (its waited-for workers included), not our other children's.
     _, status, usage = os.wait4(process.pid, 0)
     wall_s = time.perf_counter() - t0
@@ -78,8 +88,8 @@ def run(command: list[str]) -> tuple[float, float, float]:
     return wall_s, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
-def best(command: list[str], repeats: int) -> tuple[float, float, float]:
-    runs = [run(command) for _ in range(repeats)]
+def best(command: list[str], repeats: int, env: dict | None = None) -> tuple[float, float, float]:
+    runs = [run(command, env) for _ in range(repeats)]
     return min(r[0] for r in runs), min(r[1] for r in runs), max(r[2] for r in runs)
 
 
@@ -92,8 +102,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", choices=FIGURES, default=list(FIGURES), help="figures to run")
     parser.add_argument("--repeats", type=int, default=5, help="runs of the reference and the start-up (best)")
+    parser.add_argument("--as-is", action="store_true", help="no bytecode cache (as this environment runs)")
     args = parser.parse_args()
     print(f"{os.cpu_count()} cores, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} before the run")
+    as_is = dict(os.environ)
+    cache = tempfile.TemporaryDirectory()
+    if not args.as_is:
+        ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+        ENV["PYTHONPYCACHEPREFIX"] = cache.name
+        for command in (REFERENCE, STARTUP):  # the first runs write the bytecode
+            run(command)
+    print(f"bytecode: {'as this environment runs' if args.as_is else 'cached, as an installed package runs'}")
     ref_wall, ref, _ = best(REFERENCE, args.repeats)
     print(f"{'reference':<11} {ref:8.3f} s CPU, {ref_wall:.3f} s wall (import numpy, yaml, pydantic, simpy; "
           f"best of {args.repeats}); ratios are to its CPU seconds")
@@ -102,6 +121,10 @@ def main() -> None:
         startup = best(STARTUP, args.repeats)
         if "startup" in args.only:
             print(line("startup", startup[0], startup[1], ref, "<= 1.5x", f" (best of {args.repeats})"))
+            if not args.as_is:
+                ref_as_is, raw = best(REFERENCE, args.repeats, as_is)[1], best(STARTUP, args.repeats, as_is)
+                print(f"{'':<11} without the bytecode cache: {raw[0]:.2f} s wall, {raw[1]:.2f} s CPU "
+                      f"({raw[1] / ref_as_is:.1f}x the reference's {ref_as_is:.3f} s CPU, it too without)")
     if "stragglers" in args.only:
         wall_s, cpu_s, _ = run(STRAGGLERS)
         print(line("stragglers", wall_s - startup[0], cpu_s - startup[1], ref, "<= 10x",
@@ -121,6 +144,7 @@ def main() -> None:
         wall_s, cpu_s, _ = run(PLAN)
         print(f"{'plan':<11} {wall_s:8.2f} s wall, {cpu_s:8.2f} s CPU; goal <= 15 s")
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} after the run")
+    cache.cleanup()
 
 
 if __name__ == "__main__":

@@ -68,12 +68,12 @@ def _grid(path: Path, _mtime_ns: int) -> tuple[tuple[np.ndarray, ...], np.ndarra
     low, high = times[first + (count - 1) // 2], times[first + count // 2]
     median = np.where(count % 2 == 1, low, (low + high) / 2.0)
     cube.flat[cells] = np.log(median * 1e-6)
-    for j in range(cube.shape[1]):  # a missing (n, k) point at some m: interpolate along log m
-        for k in range(cube.shape[2]):
-            line = cube[:, j, k]
-            known = np.isfinite(line)
-            if known.any() and not known.all():
-                cube[:, j, k] = np.interp(axes[0], axes[0][known], line[known])
+    finite = np.isfinite(cube)
+    partial = finite.any(axis=0) & ~finite.all(axis=0)
+    for j, k in zip(*np.nonzero(partial)):  # a missing (n, k) point at some m: interpolate along log m
+        line = cube[:, j, k]
+        known = finite[:, j, k]
+        cube[:, j, k] = np.interp(axes[0], axes[0][known], line[known])
     return axes, cube
 
 
