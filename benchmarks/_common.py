@@ -31,7 +31,7 @@ def reference_s(repeats: int = 3) -> float:
     best = float("inf")
     for _ in range(repeats):
         t0 = time.process_time()
-        simulate(scenario, SimOptions(replay=False))
+        simulate(scenario, SimOptions(replay=False, reference=True))
         best = min(best, time.process_time() - t0)
     return best
 

@@ -147,7 +147,13 @@ class Framework(BaseModel):
 
 
 def framework_names() -> list[str]:
-    return sorted(p.stem for p in FRAMEWORKS_DIR.glob("*.yaml"))
+    """The shipped frameworks (the package's data files: listed once per process)."""
+    return list(_shipped_names())
+
+
+@lru_cache(maxsize=1)
+def _shipped_names() -> tuple[str, ...]:
+    return tuple(sorted(p.stem for p in FRAMEWORKS_DIR.glob("*.yaml")))
 
 
 def is_framework_file(name: str) -> bool:
@@ -157,7 +163,7 @@ def is_framework_file(name: str) -> bool:
 
 
 def known_framework(name: str) -> bool:
-    return name in framework_names() or is_framework_file(name)
+    return name in _shipped_names() or is_framework_file(name)
 
 
 def load_framework(name: str) -> Framework:

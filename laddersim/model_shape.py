@@ -60,15 +60,18 @@ class ModelShape(BaseModel):
         """Raise UserInputError unless ``tp`` can shard this model the way serving engines do."""
         if tp < 1:
             raise UserInputError(f"tp: must be a positive integer, got {tp}")
-        allowed = f"allowed: {', '.join(map(str, self.allowed_tps()))}"
         if self.n_heads % tp:
-            raise UserInputError(f"tp: {tp} does not divide the {self.n_heads} attention heads of {self.name}; {allowed}")
+            raise UserInputError(f"tp: {tp} does not divide the {self.n_heads} attention heads of {self.name}; "
+                                 f"{self._allowed()}")
         if self.n_kv_heads % tp and tp % self.n_kv_heads:
-            raise UserInputError(
-                f"tp: {tp} neither divides nor is a multiple of the {self.n_kv_heads} KV heads of {self.name}; {allowed}")
+            raise UserInputError(f"tp: {tp} neither divides nor is a multiple of the {self.n_kv_heads} KV heads of "
+                                 f"{self.name}; {self._allowed()}")
         if self.intermediate_size % tp:
-            raise UserInputError(
-                f"tp: {tp} does not divide intermediate_size {self.intermediate_size} of {self.name}; {allowed}")
+            raise UserInputError(f"tp: {tp} does not divide intermediate_size {self.intermediate_size} of {self.name}; "
+                                 f"{self._allowed()}")
+
+    def _allowed(self) -> str:
+        return f"allowed: {', '.join(map(str, self.allowed_tps()))}"
 
     def heads_per_rank(self, tp: int) -> int:
         return self.n_heads // tp

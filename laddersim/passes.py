@@ -18,10 +18,16 @@ Exact shortcuts, both tested against the plain simulation:
 With jitter, every rank is simulated and no two steps are alike; unless ``exact_steps``, the
 decode is estimated from a random sample of steps with its 95% interval
 (``laddersim.step_sampling``).
+
+The simulation itself (``pass_simulation``) is a generator that asks for its engine runs in
+batches and is given their results; ``simulate_passes`` answers it one run after the other (the
+direct event loop, ``laddersim.engine.direct``, or a replay), ``laddersim.simulate_many`` answers
+the batches of many scenarios at once. Both give the same result, bit for bit.
 """
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -33,8 +39,10 @@ from laddersim.costs.memory_fit import MemoryUse
 from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_s
 from laddersim.costs.rank_skew import compute_before_collectives, skew_wait_per_compute
 from laddersim.engine.cached import run_cached
-from laddersim.engine.simulator import EngineResult, RankWork, run_engine
+from laddersim.engine.direct import run_direct
+from laddersim.engine.work import EngineResult, EngineRun, RankWork
 from laddersim.hardware.profile import HardwareProfile
+from laddersim.memo import IdentityMemo
 from laddersim.model_shape import ModelShape
 from laddersim.results import METRICS, StreamMasks, step_metrics, summarize, timeline_frame
 from laddersim.schedules.program import Program, build_program
@@ -65,6 +73,9 @@ class SimOptions:
     exact_steps: bool = False  # simulate every decode step (no interpolation; with jitter: no sample)
     sample_steps: int | None = None  # with jitter: decode steps to simulate (None: step_sampling's rule)
     replay: bool = True  # replay a recorded event order where it holds (bit for bit the engine's)
+    # Every run on the SimPy engine itself (no replay, no direct event loop): the reference the
+    # fast paths are checked against (laddersim.engine.direct, laddersim.engine.tree_batch).
+    reference: bool = False
 
 
 @dataclass
@@ -93,7 +104,9 @@ class SimResult:
 
     @property
     def engine_events(self) -> int:
-        return len(self.prefill.signature) + sum(len(a.signature) for a in self.anchors.values())
+        """Starts and ends of ops the engine ordered: two per op and rank of each simulated pass
+        (a jittered run records no order of its own: nothing reads it)."""
+        return 2 * self.sim_ranks * (len(self.prefill_program or self.program) + len(self.program) * len(self.anchors))
 
     def decode_spans(self, step: int) -> tuple[np.ndarray, np.ndarray]:
         lo, hi, frac = int(self.step_lo[step]), int(self.step_hi[step]), float(self.step_frac[step])
@@ -182,10 +195,60 @@ class PassSetup:
         return dict(self.boundary_s).get(phase, {})
 
 
+# Collectives' interference by profile, TP and message (the schedules of a sweep share them).
+_kept_slowdowns = IdentityMemo(65536)
+
+
+@dataclass(frozen=True)
+class RunBatch:
+    """Engine runs a simulation asks for at once, each with its program's stream masks (for its
+    metrics); ``cached``: each may be replayed (``laddersim.engine.cached``), else run on the
+    direct event loop (``laddersim.engine.direct``), or on the SimPy engine itself where
+    ``reference``; ``orders``: the runs' orders of events are compared (interpolation), so they are
+    recorded. The answer is one (result, ``laddersim.results.step_metrics``) pair per run, in order."""
+
+    runs: list[EngineRun]
+    masks: list[StreamMasks]
+    cached: bool
+    reference: bool = False
+    orders: bool = True
+
+
 def simulate_passes(scenario: Scenario, setup: PassSetup, memory: MemoryUse, options: SimOptions | None = None,
                     progress=None) -> SimResult:
     """The prefill and every decode step of one TP group running ``setup``'s program (the whole
     model, or one pipeline stage)."""
+    return drive(pass_simulation(scenario, setup, memory, options, progress))
+
+
+def drive(steps: Generator[RunBatch, list, SimResult]) -> SimResult:
+    """A simulation's result, its run batches answered one run after the other."""
+    try:
+        batch = next(steps)
+        while True:
+            batch = steps.send([answer(run, masks, batch) for run, masks in zip(batch.runs, batch.masks)])
+    except StopIteration as stop:
+        return stop.value
+
+
+def answer(run: EngineRun, masks: StreamMasks, batch: RunBatch) -> tuple[EngineResult, np.ndarray]:
+    """One run of a batch by the engine (replayed where it can be, if cached), and its metrics."""
+    if batch.cached:
+        result = run_cached(run.ranks, run.compute_slowdown, run.comm_slowdown, group_links=run.group_links,
+                            family=run.family)
+    else:  # jittered, every rank or the reference
+        engine = run_direct
+        if batch.reference:  # (SimPy loads only for the reference)
+            from laddersim.engine.simulator import run_engine as engine
+        result = engine(run.ranks, run.compute_slowdown, run.comm_slowdown, group_links=run.group_links,
+                        record_signature=batch.orders)
+    return result, step_metrics(result, masks)
+
+
+def pass_simulation(scenario: Scenario, setup: PassSetup, memory: MemoryUse, options: SimOptions | None = None,
+                    progress=None) -> Generator[RunBatch, list[tuple[EngineResult, np.ndarray]], SimResult]:
+    """``simulate_passes`` as a generator: it yields each ``RunBatch`` it needs and is sent the
+    answers; it returns the SimResult."""
     options = options or SimOptions()
     model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
     stage, nodes = setup.stage, setup.nodes
@@ -200,8 +263,8 @@ def simulate_passes(scenario: Scenario, setup: PassSetup, memory: MemoryUse, opt
         durations = per_kind[kind_of]
         return durations + skew * (before @ per_kind) if skew else durations
     ops_per_pass = len(kind_of_op)
-    rng = np.random.default_rng(options.seed)
     stochastic = options.jitter > 0.0
+    rng = np.random.default_rng(options.seed) if stochastic else None  # (drawn from only with jitter)
     n_ranks = tp if (stochastic or options.all_ranks) else 1
     group_nodes = setup.group_nodes
     links = {0: tuple(f"node{i}" for i in group_nodes) + (("network",) if len(group_nodes) > 1 else ())}
@@ -210,30 +273,28 @@ def simulate_passes(scenario: Scenario, setup: PassSetup, memory: MemoryUse, opt
         """Per-op (compute, comm) slowdowns; only the collectives' entries are read (the
         point-to-point ops of a stage boundary overlap nothing: none)."""
         kinds, kind_of = bundle[4], bundle[5]
-        by_kind = {kind: slowdowns(hw, tp, size)
+        by_kind = {kind: _kept_slowdowns.get((hw,), (tp, size), lambda: slowdowns(hw, tp, size))
                    for kind, size in collective_message_bytes(model, work, tp, phase).items()}
         pairs = np.array([by_kind.get(kind, (0.0, 0.0)) for kind in kinds], dtype=float).reshape(-1, 2)
         return pairs[kind_of, 0], pairs[kind_of, 1]
 
-    cached = options.replay and not stochastic  # jittered runs rarely share an event order
+    cached = options.replay and not stochastic and not options.reference  # jittered runs rarely share an order
 
-    def run(durations: np.ndarray, slow: tuple[np.ndarray, np.ndarray], family: str,
-            bundle: tuple = decode_pass) -> EngineResult:
+    def ask(durations: np.ndarray, slow: tuple[np.ndarray, np.ndarray], family: str,
+            bundle: tuple = decode_pass) -> EngineRun:
         works = _rank_works(bundle[2], bundle[3], durations, n_ranks, rng, options.jitter)
-        if cached:
-            return run_cached(works, slow[0], slow[1], group_links=links, family=family)
-        return run_engine(works, slow[0], slow[1], group_links=links)
+        return EngineRun(works, slow[0], slow[1], links, family)
 
     def with_boundary(costs: dict[str, np.ndarray], phase: str, shape) -> dict[str, np.ndarray]:
         return {**costs, **{kind: np.full(shape, seconds) for kind, seconds in setup.boundary(phase).items()}}
 
-    # Prefill.
+    # Prefill (its run asked for with the first decode steps'; its noise drawn first, as before them).
     prefill_phase = Phase("prefill", work.batch, work.prompt_len)
     prefill_costs = with_boundary(op_times_s(model, hw, work, tp, prefill_phase, np.array([work.prompt_len])),
                                   "prefill", (1,))
-    prefill = run(op_durations(np.array([prefill_costs[k][0] for k in prefill_pass[4]]), prefill_pass),
-                  interference(prefill_phase, prefill_pass), "prefill", prefill_pass)
-    prefill_metrics = step_metrics(prefill, prefill_pass[1])
+    prefill_run = ask(op_durations(np.array([prefill_costs[k][0] for k in prefill_pass[4]]), prefill_pass),
+                      interference(prefill_phase, prefill_pass), "prefill", prefill_pass)
+    prefill: list = []  # (result, metrics) once run
 
     # Decode: gen_len - 1 steps (the prefill already produced the first token).
     n_steps = work.gen_len - 1
@@ -254,40 +315,49 @@ def simulate_passes(scenario: Scenario, setup: PassSetup, memory: MemoryUse, opt
     step_hi = np.arange(n_steps)
     step_frac = np.zeros(n_steps)
 
-    metrics_of: dict[int, np.ndarray] = {}  # id(result) -> its metrics (a run repeated is one result)
-
-    def anchor(step: int) -> EngineResult:
-        if step not in anchors:
-            result = anchors[step] = run(op_durations(by_kind[step]), decode_slowdowns, "decode")
-            if id(result) not in metrics_of:
-                metrics_of[id(result)] = step_metrics(result, masks)
-            metrics[step] = metrics_of[id(result)]
-        return anchors[step]
+    def run(steps) -> Generator[RunBatch, list, None]:
+        """Simulate these decode steps (those not simulated yet), and the prefill if not yet."""
+        steps = [int(s) for s in dict.fromkeys(steps) if s not in anchors]
+        runs = ([] if prefill else [prefill_run]) + [ask(op_durations(by_kind[s]), decode_slowdowns, "decode")
+                                                     for s in steps]
+        if not runs:
+            return
+        run_masks = ([] if prefill else [prefill_pass[1]]) + [masks] * len(steps)
+        answers = yield RunBatch(runs, run_masks, cached, options.reference, not stochastic)
+        if not prefill:
+            prefill.append(answers[0])
+            answers = answers[1:]
+        for step, (result, step_row) in zip(steps, answers):
+            anchors[step] = result
+            metrics[step] = step_row
 
     half_width = None
     n_sample = n_steps if options.exact_steps else (options.sample_steps or sample_size(n_steps, n_ranks, ops_per_pass))
     if n_steps and stochastic:
+        yield from run([])  # the prefill, alone: the noise of each step is drawn as its run is asked for
         steps = np.arange(n_steps) if n_sample >= n_steps else choose_steps(n_steps, n_sample, options.seed)
         for done, step in enumerate(steps):
             if progress:
                 progress(done + 1, len(steps) + 1, n_ranks * ops_per_pass)
-            anchor(int(step))
+            yield from run([step])
         if progress:
             progress(len(steps) + 1, len(steps) + 1, n_ranks * ops_per_pass)
         if len(steps) < n_steps:
-            control = simulate_passes(scenario, setup, memory, SimOptions(replay=options.replay)).decode_metrics
+            control = (yield from pass_simulation(scenario, setup, memory,
+                                                  SimOptions(replay=options.replay,
+                                                             reference=options.reference))).decode_metrics
             sampled = estimate(control, steps, metrics[steps])
             metrics[:], half_width = sampled.metrics, sampled.half_width_s
             nearest = steps[np.clip(np.searchsorted(steps, np.arange(n_steps)), 0, len(steps) - 1)]
             step_lo[:], step_hi[:] = nearest, nearest  # a step not simulated shows a simulated one's spans
     elif n_steps and options.exact_steps:
-        for step in range(n_steps):
-            anchor(step)
+        yield from run(range(n_steps))
     elif n_steps:
         stack = [(0, n_steps - 1)]
         while stack:
             lo, hi = stack.pop()
-            a, b = anchor(lo), anchor(hi)
+            yield from run([lo, hi])
+            a, b = anchors[lo], anchors[hi]
             if hi - lo < 2:
                 continue
             if a.signature == b.signature and _affine_between(by_kind, lo, hi):
@@ -298,5 +368,7 @@ def simulate_passes(scenario: Scenario, setup: PassSetup, memory: MemoryUse, opt
             else:
                 mid = (lo + hi) // 2
                 stack.extend([(mid, hi), (lo, mid)])
-    return SimResult(scenario, nodes, program, memory, n_ranks, prefill, prefill_metrics, metrics,
+    yield from run([])  # (the prefill, where no decode step was simulated)
+    (prefill_result, prefill_metrics), = prefill
+    return SimResult(scenario, nodes, program, memory, n_ranks, prefill_result, prefill_metrics, metrics,
                      step_lo, step_hi, step_frac, anchors, prefill_pass[0] if stage is not None else None, half_width)

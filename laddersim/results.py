@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from laddersim.costs.op_costs import OVERHEAD_KINDS
-from laddersim.engine.simulator import EngineResult
+from laddersim.engine.work import EngineResult
 from laddersim.schedules.program import Program
 
 if TYPE_CHECKING:
@@ -17,27 +17,36 @@ if TYPE_CHECKING:
 METRICS = ("makespan_s", "compute_s", "overhead_s", "comm_s", "exposed_comm_s")
 
 
-def _overlap_s(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray) -> float:
-    """Total overlap of two sets of intervals, each set disjoint and sorted (one stream each).
-
-    Every pair of intervals that overlaps, found by binary search (the ends of a disjoint sorted
-    set are sorted too), summed one after the other in (a, b) order: the order a merge of the two
-    sets meets them in, so the same sum to the last bit as that merge."""
+def _overlap_pairs(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray,
+                   b_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The (a, b) index pairs of intervals that overlap, of two sets of intervals, each set
+    disjoint and sorted (one stream each), in (a, b) order: the order a merge of the two sets
+    meets them in. Found by binary search (the ends of a disjoint sorted set are sorted too); only
+    comparisons decide them, so any increasing function of the times gives the same pairs."""
+    none = np.zeros(0, dtype=np.int64)
     if not len(a_start) or not len(b_start):
-        return 0.0
+        return none, none
     first = np.searchsorted(b_end, a_start, side="right")  # the first b ending after a starts
     stop = np.searchsorted(b_start, a_end, side="left")  # the first b starting at or after a's end
     counts = np.maximum(stop - first, 0)
     if not counts.any():
-        return 0.0
+        return none, none
     a = np.repeat(np.arange(len(a_start)), counts)
     b = np.arange(len(a)) - np.repeat(np.cumsum(counts) - counts, counts) + np.repeat(first, counts)
+    positive = np.minimum(a_end[a], b_end[b]) > np.maximum(a_start[a], b_start[b])
+    return a[positive], b[positive]
+
+
+def _overlap_s(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray) -> float:
+    """Total overlap of two sets of intervals, each set disjoint and sorted (one stream each):
+    every pair that overlaps (``_overlap_pairs``) summed one after the other in (a, b) order, so
+    the same sum to the last bit as a merge of the two sets."""
+    a, b = _overlap_pairs(a_start, a_end, b_start, b_end)
+    if not len(a):
+        return 0.0
     hi = np.minimum(a_end[a], b_end[b])
     lo = np.maximum(a_start[a], b_start[b])
-    positive = hi > lo
-    if not positive.any():
-        return 0.0
-    return float(np.cumsum(hi[positive] - lo[positive])[-1])  # cumsum adds in order (sum would pair up)
+    return float(np.cumsum(hi - lo)[-1])  # cumsum adds in order (sum would pair up)
 
 
 @dataclass(frozen=True)
@@ -72,6 +81,50 @@ def step_metrics(result: EngineResult, masks: StreamMasks, rank: int = 0) -> np.
         comm,
         comm - overlap,
     ])
+
+
+def step_metrics_many(results: list[EngineResult], masks: StreamMasks) -> np.ndarray:
+    """``step_metrics`` of each result (one rank), as rows. The results of a replay of many runs
+    that share their moments (``laddersim.engine.tree_batch``) are read together: their spans
+    are their readings at the same moments, and readings equal within one run are equal in every
+    run of the leaf (the tree's outcomes say where), so the sort orders and overlapping pairs are
+    found once (on the classes of equal readings) and only the sums are per run, each the same
+    numpy reduction over the same elements in the same order as ``step_metrics``'s."""
+    out = np.empty((len(results), len(METRICS)))
+    groups: dict[int, list[int]] = {}
+    for i, result in enumerate(results):
+        if result.moments is None or result.moments.shape[1] != 1:
+            out[i] = step_metrics(result, masks)
+        else:
+            groups.setdefault(id(result.moments), []).append(i)
+    for rows in groups.values():
+        moments = results[rows[0]].moments[:, 0]
+        out[rows] = _metrics_of_readings(np.stack([results[i].times_s for i in rows]), moments[1], moments[2], masks)
+    return out
+
+
+def _metrics_of_readings(times: np.ndarray, start_at: np.ndarray, end_at: np.ndarray, masks: StreamMasks) -> np.ndarray:
+    """``step_metrics`` of runs (rows of ``times``: clock readings) whose ops start and end at
+    the readings ``start_at`` and ``end_at``. ``np.take`` along the rows keeps each row's
+    selection contiguous, as the boolean selection of one run is (numpy's pairwise sums follow
+    the memory layout)."""
+    start, end = np.take(times, start_at, axis=1), np.take(times, end_at, axis=1)
+    dur = end - start
+    classes = np.concatenate([[0], np.cumsum(np.diff(times[0]) != 0.0)])  # equal readings, one class
+    first, last = classes[start_at], classes[end_at]
+    compute_side, comm_side = np.flatnonzero(~masks.comm), np.flatnonzero(masks.comm)
+    order_c = compute_side[np.argsort(first[compute_side], kind="stable")]
+    order_m = comm_side[np.argsort(first[comm_side], kind="stable")]
+    a, b = _overlap_pairs(first[order_c], last[order_c], first[order_m], last[order_m])
+    overlap = 0.0
+    if len(a):
+        a, b = order_c[a], order_m[b]
+        hi = np.minimum(np.take(end, a, axis=1), np.take(end, b, axis=1))
+        lo = np.maximum(np.take(start, a, axis=1), np.take(start, b, axis=1))
+        overlap = np.cumsum(hi - lo, axis=1)[:, -1]
+    comm = np.take(dur, comm_side, axis=1).sum(axis=1)
+    return np.column_stack([end.max(axis=1), np.take(dur, np.flatnonzero(masks.compute), axis=1).sum(axis=1),
+                            np.take(dur, np.flatnonzero(masks.overhead), axis=1).sum(axis=1), comm, comm - overlap])
 
 
 def timeline_frame(program: Program, start_s: np.ndarray, end_s: np.ndarray, ranks: list[int],

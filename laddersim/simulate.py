@@ -3,6 +3,9 @@ pipeline's stages composed (``laddersim.pipeline.run``); the scenario made from 
 
 from __future__ import annotations
 
+from collections.abc import Generator
+from functools import lru_cache
+
 from pydantic import ValidationError
 
 from laddersim.costs.memory_fit import MemoryUse, check_fits
@@ -10,7 +13,7 @@ from laddersim.errors import UserInputError
 from laddersim.framework import load_framework
 from laddersim.hardware.profile import HardwareProfile, load_profile
 from laddersim.model_shape import ModelShape, load_model_shape
-from laddersim.passes import PassSetup, Scenario, SimOptions, SimResult, simulate_passes
+from laddersim.passes import PassSetup, RunBatch, Scenario, SimOptions, SimResult, drive, pass_simulation
 from laddersim.pipeline.placement import place
 from laddersim.pipeline.run import PipelineResult, simulate_pipeline, stage_memories
 from laddersim.schedules.plan import parse_schedule
@@ -18,7 +21,7 @@ from laddersim.schedules.stages import split_layers
 from laddersim.workload import Workload
 
 __all__ = ["PipelineResult", "Scenario", "SimOptions", "SimResult", "check_memory", "make_scenario", "scenario_nodes",
-           "simulate"]
+           "simulate", "simulation"]
 
 
 def simulate(scenario: Scenario, options: SimOptions | None = None, progress=None) -> SimResult | PipelineResult:
@@ -27,12 +30,20 @@ def simulate(scenario: Scenario, options: SimOptions | None = None, progress=Non
     is called after each engine run of a jittered simulation (op_ranks: ops x ranks of one run)."""
     if scenario.pp > 1 or scenario.microbatches > 1:
         return simulate_pipeline(scenario, options, progress)
+    return drive(simulation(scenario, options, progress))
+
+
+def simulation(scenario: Scenario, options: SimOptions | None = None,
+               progress=None) -> Generator[RunBatch, list, SimResult]:
+    """``simulate`` of one TP group (``pp`` 1) as a generator of its engine runs' batches
+    (``laddersim.passes.pass_simulation``; ``laddersim.simulate_many`` answers many at once). The
+    scenario's checks raise before the first batch."""
     model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
     model.check_tp(tp)
     nodes = hw.nodes_for(tp)
     parse_schedule(scenario.schedule, model.n_layers)
     memory = check_fits(model, hw, work, tp)
-    return simulate_passes(scenario, PassSetup(nodes, tuple(range(nodes))), memory, options, progress)
+    return (yield from pass_simulation(scenario, PassSetup(nodes, tuple(range(nodes))), memory, options, progress))
 
 
 def check_memory(scenario: Scenario) -> MemoryUse:
@@ -61,9 +72,8 @@ def make_scenario(model, hardware, tp: int, batch: int, prompt_len: int, gen_len
     profile = hardware if isinstance(hardware, HardwareProfile) else load_profile(hardware)
     fw = load_framework(framework)
     try:
-        work = Workload(batch=batch, prompt_len=prompt_len, gen_len=gen_len, dtype=dtype,
-                        kv_cache=kv_cache or fw.kv_cache.value, kv_reads=kv_reads or fw.kv_reads.value,
-                        framework=framework)
+        work = _workload(batch, prompt_len, gen_len, dtype, kv_cache or fw.kv_cache.value,
+                         kv_reads or fw.kv_reads.value, framework)
     except ValidationError as exc:
         err = exc.errors()[0]
         raise UserInputError(f"{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
@@ -72,6 +82,15 @@ def make_scenario(model, hardware, tp: int, batch: int, prompt_len: int, gen_len
     shape.check_window(work.prompt_len, work.gen_len)
     check_pipeline(shape, batch, pp, microbatches)
     return Scenario(shape, profile, work, tp, schedule, pp, microbatches)
+
+
+@lru_cache(maxsize=4096)
+def _workload(batch: int, prompt_len: int, gen_len: int, dtype: str, kv_cache: str, kv_reads: str,
+              framework: str) -> Workload:
+    """One (frozen) Workload per distinct set of values: a sweep's points share them, and the
+    costs remembered by workload find them by identity."""
+    return Workload(batch=batch, prompt_len=prompt_len, gen_len=gen_len, dtype=dtype, kv_cache=kv_cache,
+                    kv_reads=kv_reads, framework=framework)
 
 
 def check_pipeline(model: ModelShape, batch: int, pp: int, microbatches: int) -> None:

@@ -112,4 +112,4 @@ def test_sweep_tasks_group_points_by_program():
     programs = [(p.model, p.schedule) for p in flat]
     changes = sum(a != b for a, b in zip(programs, programs[1:]))
     assert changes == 1  # two programs (the schedules; TP changes durations only), each one contiguous run
-    assert all(len(task) <= 8 for task in tasks) and len(tasks) >= 2
+    assert len(tasks) >= 2 and all(len({(p.model, p.schedule) for p in task}) == 1 for task in tasks)

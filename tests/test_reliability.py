@@ -91,9 +91,11 @@ def tiny_model(tmp_path) -> Path:
 
 
 def _sweep_args(model: Path, out: Path, workers: int = 2) -> list[str]:
+    # 16,000 points: seconds of work even at issue 40's speed, so the sweep outlasts the start of
+    # the commands these tests run beside it.
     return ["sweep", "--model", str(model), "--hardware", "h100-sxm-nvswitch", "--tp", "1", "2", "4", "8",
             "--batch", *map(str, range(1, 101)), "--prompt-len", "64", "--gen-len", "64", "--out", str(out),
-            "--workers", str(workers), "--no-progress"]
+            "--intra-bandwidth-scale", *map(str, range(1, 21)), "--workers", str(workers), "--no-progress"]
 
 
 def test_sigkill_of_a_sweep_leaves_no_worker(tmp_path, tiny_model):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import subprocess
 import sys
 
@@ -59,3 +60,25 @@ def test_numpy_table_reader_matches_the_pandas_one_on_every_shipped_allreduce_ta
         arrays, frame = read_table_arrays(path), read_table_csv(path)
         for name, column in arrays.items():
             assert np.array_equal(column, frame[name].to_numpy()), (path.name, name)
+
+
+def test_simulate_loads_its_own_task_only_and_no_simpy():
+    """The API's modules load on first use of their names; the simulate path runs the engine
+    without SimPy (SimPy, the reference, loads only where asked for)."""
+    code = ("import contextlib, io, sys\nfrom laddersim.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+            "    assert main(['simulate', '--model', 'llama-3.1-8b', '--hardware', 'h100-sxm-nvswitch', '--tp', '2',"
+            " '--prompt-len', '64', '--gen-len', '4']) == 0\n"
+            "print(' '.join(sorted(m for m in sys.modules if m == 'numpy.ma' or m.startswith(('laddersim.api.',"
+            " 'laddersim.calibrate', 'laddersim.serving', 'laddersim.plan', 'simpy')))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["laddersim.api.common", "laddersim.api.scenario"]
+
+
+def test_every_api_name_loads_from_its_module():
+    import laddersim.api as api
+
+    assert set(api._MODULE_OF) == set(api.__all__)
+    for name in api.__all__:
+        value = getattr(api, name)
+        assert value is getattr(importlib.import_module(f"laddersim.api.{api._MODULE_OF[name]}"), name)

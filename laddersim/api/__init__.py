@@ -22,38 +22,47 @@ and allowed values (``help(laddersim.plan)``). One module per task (``common``: 
   ``nccl_tuning``, ``calibrate_kernels``
 * ``plotting``, ``reporting``: ``plot``, ``plot_timeline``, ``report``
 
-``import laddersim`` stays cheap: the package exposes these names lazily (``laddersim/__init__``)
-and each module imports the simulator only when a function runs. Bad input raises
+``import laddersim`` stays cheap: the package exposes these names lazily (``laddersim/__init__``),
+so does this one (each name's module is imported when the name is first used), and each module
+imports the simulator only when a function runs. Bad input raises
 ``laddersim.errors.UserInputError`` with the one line the command prints; notes a task has for
 its user (a profile resting on datasheets only, a skipped candidate) go to stderr.
 """
 
-from laddersim.api.calibration_task import (
-    calibrate_fit,
-    calibrate_kernels,
-    calibrate_run,
-    import_nccl_tests,
-    nccl_log,
-    nccl_tuning,
-)
-from laddersim.api.fit_task import fit
-from laddersim.api.kernel_costs import kernels
-from laddersim.api.planning import PlanAnswer, break_even, plan, plan_run
-from laddersim.api.plotting import plot, plot_timeline
-from laddersim.api.profiles_task import (
-    ProfileCheck,
-    check_profile,
-    fit_profile,
-    profiles,
-    profiles_report,
-    show_profile,
-)
-from laddersim.api.rate_planning import RatePlanAnswer
-from laddersim.api.reporting import report
-from laddersim.api.scenario import load_profile, simulate, simulate_schedules, time_sources, timeline
-from laddersim.api.serving_task import ServingRun, serving, serving_run
-from laddersim.api.sweeps import sweep
-from laddersim.api.validation_task import validate
+import importlib
+
+# Each name's module: a command imports only its own task (``simulate`` loads neither the
+# calibration's nor the planner's modules), on first use of the name (PEP 562).
+_MODULE_OF = {
+    **dict.fromkeys(("calibrate_fit", "calibrate_kernels", "calibrate_run", "import_nccl_tests", "nccl_log",
+                     "nccl_tuning"), "calibration_task"),
+    "fit": "fit_task",
+    "kernels": "kernel_costs",
+    **dict.fromkeys(("PlanAnswer", "break_even", "plan", "plan_run"), "planning"),
+    **dict.fromkeys(("plot", "plot_timeline"), "plotting"),
+    **dict.fromkeys(("ProfileCheck", "check_profile", "fit_profile", "profiles", "profiles_report", "show_profile"),
+                    "profiles_task"),
+    "RatePlanAnswer": "rate_planning",
+    "report": "reporting",
+    **dict.fromkeys(("load_profile", "simulate", "simulate_schedules", "time_sources", "timeline"), "scenario"),
+    **dict.fromkeys(("ServingRun", "serving", "serving_run"), "serving_task"),
+    "sweep": "sweeps",
+    "validate": "validation_task",
+}
+
+
+def __getattr__(name: str):
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'laddersim.api' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"laddersim.api.{module}"), name)
+    globals()[name] = value  # found at once next time
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_MODULE_OF])
+
 
 # The public functions, in the order the docs list them (laddersim.__all__).
 PUBLIC = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "break_even", "serving", "kernels",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from laddersim.errors import UserInputError
@@ -58,9 +59,7 @@ def _chosen(argv: list[str] | None) -> str | None:
 def build_parser(argv: list[str] | None = None, load_all: bool = False) -> argparse.ArgumentParser:
     """The parser; only the command chosen in ``argv`` (every one with ``load_all``) is imported."""
     parser = OneLineParser(prog="laddersim", description=DESCRIPTION)
-    from laddersim.provenance import laddersim_version
-
-    parser.add_argument("--version", action="version", version=f"laddersim {laddersim_version()}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show program's version number and exit")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     chosen = _chosen(argv)
     for name, text in COMMANDS.items():
@@ -71,12 +70,30 @@ def build_parser(argv: list[str] | None = None, load_all: bool = False) -> argpa
     return parser
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed version, looked up only when asked (reading the package
+    metadata costs more than a small simulation's start-up can spare)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from laddersim.provenance import laddersim_version
+
+        sys.stdout.write(f"laddersim {laddersim_version()}\n")  # (where argparse's version action prints)
+        parser.exit()
+
+
 def one_line(message: str) -> str:
     """``message`` on one line: control characters (a newline in a file name or a YAML key) escaped."""
     return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in message)
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Set before anything imports numpy or builds a model (a user who sets either keeps their
+    # choice): numpy's BLAS threads only spin around laddersim's small arrays (and sweep workers
+    # are processes of their own), and pydantic looks for plugins of its own in every installed
+    # package's metadata when it builds the first model, while laddersim's models use none. Both
+    # are a noticeable share of a small command's start-up.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:

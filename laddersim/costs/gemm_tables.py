@@ -56,7 +56,7 @@ def _grid(path: Path, _mtime_ns: int) -> tuple[tuple[np.ndarray, ...], np.ndarra
     """Axes (log m, log n, log k) and the cube of log time (s) over the table's full grid (repeated
     points: their median); grid points the table lacks are filled from their neighbours along m."""
     points = read_points(path)
-    axes = tuple(np.log(np.unique(points[:, c])) for c in range(3))
+    axes = tuple(np.log(_distinct(points[:, c])) for c in range(3))
     index = tuple(np.searchsorted(a, np.log(points[:, c])) for c, a in enumerate(axes))
     cube = np.full(tuple(len(a) for a in axes), np.nan)
     flat = np.ravel_multi_index(index, cube.shape)
@@ -68,13 +68,20 @@ def _grid(path: Path, _mtime_ns: int) -> tuple[tuple[np.ndarray, ...], np.ndarra
     low, high = times[first + (count - 1) // 2], times[first + count // 2]
     median = np.where(count % 2 == 1, low, (low + high) / 2.0)
     cube.flat[cells] = np.log(median * 1e-6)
-    for j in range(cube.shape[1]):  # a missing (n, k) point at some m: interpolate along log m
-        for k in range(cube.shape[2]):
-            line = cube[:, j, k]
-            known = np.isfinite(line)
-            if known.any() and not known.all():
-                cube[:, j, k] = np.interp(axes[0], axes[0][known], line[known])
+    finite = np.isfinite(cube)
+    partial = finite.any(axis=0) & ~finite.all(axis=0)
+    for j, k in zip(*np.nonzero(partial)):  # a missing (n, k) point at some m: interpolate along log m
+        line = cube[:, j, k]
+        known = finite[:, j, k]
+        cube[:, j, k] = np.interp(axes[0], axes[0][known], line[known])
     return axes, cube
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` of finite values (which would also load numpy.ma, a noticeable share
+    of a small simulation's start-up, to ask whether they are masked)."""
+    ordered = np.sort(values)
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if len(ordered) else ordered
 
 
 def _interpolate(axes: tuple[np.ndarray, ...], cube: np.ndarray, point: np.ndarray) -> float:

@@ -10,6 +10,7 @@ from laddersim.costs.sdpa_attention import sdpa_peak_bytes
 from laddersim.errors import DoesNotFitError
 from laddersim.framework import load_framework
 from laddersim.hardware.profile import HardwareProfile
+from laddersim.memo import IdentityMemo
 from laddersim.model_shape import ModelShape
 from laddersim.schedules.stages import Stage, whole_model
 from laddersim.workload import Workload
@@ -94,10 +95,16 @@ def memory_use(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int, 
     return MemoryUse(weights, kv, activations, capacity, attention, path, mlp_transient)
 
 
+# memory_use reads the profile's GPU only: remembered by it and the framework (a sweep's what-ifs
+# keep the GPU; a framework file read anew is another object).
+_kept_uses = IdentityMemo(4096)
+
+
 def check_fits(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int, stage: Stage | None = None,
                in_flight: int = 1) -> MemoryUse:
     """``memory_use``, or one line saying what does not fit (a pipeline stage: which, and its layers)."""
-    use = memory_use(model, hw, work, tp, stage, in_flight)
+    use = _kept_uses.get((hw.gpu, load_framework(work.framework), model, work), (tp, stage, in_flight),
+                         lambda: memory_use(model, hw, work, tp, stage, in_flight))
     if not use.fits:
         gib = 2**30
         where = (f"tp={tp}, pp={stage.count} stage {stage.index} (layers {stage.first_layer}-{stage.end_layer - 1})"

@@ -23,9 +23,10 @@ from laddersim.costs.l2_reuse import group_reads_s
 from laddersim.costs.pass_shapes import (  # noqa: F401  (re-exported: the pass's shapes and kernel paths)
     SPLIT_K_WAVES, Phase, linear_shapes, logits_rows, single_token_path, splitk_reduce, splits_k)
 from laddersim.framework import load_framework
-from laddersim.costs.host_overhead import with_host_overhead
+from laddersim.costs.host_overhead import COLLECTIVE_KINDS, with_host_overhead
 from laddersim.costs.kernel_counts import op_kernels
 from laddersim.hardware.profile import HardwareProfile
+from laddersim.memo import IdentityMemo
 from laddersim.model_shape import ModelShape
 from laddersim.schedules.program import build_program
 from laddersim.workload import Workload
@@ -33,6 +34,13 @@ from laddersim.workload import Workload
 
 # Op kinds counted as fixed framework overhead (not compute) in the time breakdown.
 OVERHEAD_KINDS = frozenset({"sampling", "step_overhead"})
+
+
+# op_times_s of recent passes, by the profile's parts the kinds other than the collectives read
+# (see op_times_s): a sweep's points on one machine and model differ in their interconnect only;
+# and the collectives' times by profile (the schedules of a sweep share them).
+_kept_times = IdentityMemo(256)
+_kept_collectives = IdentityMemo(65536)
 
 
 def op_times_s(
@@ -48,7 +56,50 @@ def op_times_s(
     Only ``attention`` depends on the KV length (and, from a traced stack's calibration, any kernel
     class the trace drives by K/V bytes); the others are broadcast to the same shape.
     """
+    kinds, shared, collectives = op_times_parts_s(model, hw, work, tp, phase, kv_lens)
+    shape = np.shape(kv_lens)
+    return {kind: np.full(shape, collectives[kind]) if kind in collectives else shared[kind] for kind in kinds}
+
+
+def op_times_parts_s(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int, phase: Phase,
+                     kv_lens: np.ndarray) -> tuple[tuple[str, ...], dict[str, np.ndarray], dict[str, float]]:
+    """``op_times_s`` in parts: its kinds in order, the seconds of the kinds but the collectives
+    (arrays over ``kv_lens``; shared with other calls, not to be changed), and the collectives'
+    seconds (the same at every KV length).
+
+    Outside a traced stack's decode (whose kernel classes may reprice any kind), the kinds other
+    than the collectives read the profile's GPU, node, framework and host spec only, never its
+    collectives, network, interference or what-if scales (the parts a sweep's overrides change;
+    tests/test_fast_path.py holds this for every shipped profile): they are remembered by those
+    parts and the rest of the pass (the same dict for every such profile), and only the
+    collectives are priced anew (remembered by profile: the schedules of a sweep share them).
+    """
     kv_lens = np.asarray(kv_lens, dtype=float)
+    fw = load_framework(work.framework)
+    if fw.kernel_calibration is not None and phase.name == "decode":  # its classes may reprice any kind
+        times = _op_times_s(model, hw, work, tp, phase, kv_lens)
+        return tuple(times), times, {}
+    kinds, shared = _kept_times.get((hw.gpu, hw.node, hw.framework, hw.host_overhead, fw, model, work),
+                                    (hw.base_dir, tp, phase, kv_lens.shape, kv_lens.tobytes()),
+                                    lambda: _without_collectives(_op_times_s(model, hw, work, tp, phase, kv_lens)))
+    collectives = _kept_collectives.get((hw, fw, model, work), (tp, phase),
+                                        lambda: _collectives_with_host(model, hw, fw, work, tp, phase))
+    return kinds, shared, collectives
+
+
+def _without_collectives(times: dict[str, np.ndarray]) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
+    return tuple(times), {kind: seconds for kind, seconds in times.items() if kind not in COLLECTIVE_KINDS}
+
+
+def _collectives_with_host(model, hw, fw, work, tp, phase) -> dict[str, float]:
+    """The collectives' seconds as ``op_times_s`` gives them (the host spec applied)."""
+    seconds = with_host_overhead(hw, _collective_op_times(model, hw, fw, work, tp, phase)[0])
+    return {kind: float(value) for kind, value in seconds.items()}
+
+
+def _op_times_s(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int, phase: Phase,
+                kv_lens: np.ndarray) -> dict[str, np.ndarray]:
+    """``op_times_s`` computed."""
     times, _ = _fixed_op_times(model, hw, work, tp, phase)
     fw = load_framework(work.framework)
     if fw.kernel_calibration is not None and phase.name == "decode":  # a traced stack (calibrate kernels)
@@ -165,18 +216,32 @@ def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
         # the host node NCCL adds for a network collective inside a CUDA graph (graph_proxy)
         "collective_launch": sync_bytes_s + copy_s + handoff_half_s + host_node_s,
     }
+    collectives, collective_sources = _collective_op_times(model, hw, fw, work, tp, phase)
+    times.update(collectives)
+    sources.update(collective_sources)
+    return times, {kind: sources.get(kind, SOL) for kind in times}
+
+
+def _collective_op_times(model: ModelShape, hw: HardwareProfile, fw, work: Workload, tp: int,
+                         phase: Phase) -> tuple[dict[str, float], dict[str, str]]:
+    """Seconds of the comm stream's kinds (before the host spec), and their source labels."""
+    times: dict[str, float] = {}
+    sources: dict[str, str] = {}
+    sync_s = hw.framework.collective_sync_us.value * 1e-6 if tp > 1 else 0.0
+    handoff_half_s = fw.collective_handoff_half_s() if tp > 1 else 0.0  # the compute stream's side of the hand-off
+    messages = collective_message_bytes(model, work, tp, phase)
     times["allreduce"], sources["allreduce"] = framework_allreduce_time_s(hw, fw, tp, messages["allreduce"])
     # The gather from its own measured table where the profile has one (its message above is the
     # AllReduce equivalent, for its interference).
     times["allgather_logits"], sources["allgather_logits"] = logits_allgather_time_s(
-        hw, fw, tp, float(model.gathered_logits_bytes(phase.batch, tp, b)))
+        hw, fw, tp, float(model.gathered_logits_bytes(phase.batch, tp, work.dtype_bytes)))
     # The NCCL kernel's start-up behind its producer (collective_sync_us) delays the collective on
     # the communication stream; the compute stream does not wait for it, so a schedule that
     # overlaps the collective (ladder) hides it with the collective. Its per-byte part (staging the
     # message, collective_sync_gbps) stays on the compute stream's side of the hand-off.
     times["allreduce"] += sync_s
     times["allgather_logits"] += sync_s + handoff_half_s  # the collective's half (the AllReduce's is in its price)
-    return times, {kind: sources.get(kind, SOL) for kind in times}
+    return times, sources
 
 
 def collective_message_bytes(model: ModelShape, work: Workload, tp: int, phase: Phase) -> dict[str, float]:

@@ -1,5 +1,8 @@
 """``run_engine`` with a memory: a program run again with other durations is replayed.
 
+Runs it cannot replay go to the direct event loop (``laddersim.engine.direct``: the SimPy engine's
+run, bit for bit, without SimPy).
+
 Keeps the event orders (tapes, ``laddersim.engine.replay``) of the engine runs of each program in
 this process, as a tree of shared prefixes (``laddersim.engine.order_tree``). A run whose event
 order is one kept is replayed along it (bit for bit the engine's result, ~50x cheaper);
@@ -16,8 +19,10 @@ from typing import Sequence
 
 import numpy as np
 
+from laddersim.engine.direct import run_direct
 from laddersim.engine.order_tree import OrderTree
-from laddersim.engine.simulator import EngineResult, RankWork, run_engine
+from laddersim.engine.work import EngineResult, RankWork
+from laddersim.engine.work import EngineRun
 
 NODES_KEPT = 400_000  # tree nodes (one per completion of a kept order) of all programs together
 PROGRAMS_KEPT = 64
@@ -56,8 +61,7 @@ def _program_key(ranks: Sequence[RankWork], group_links: dict) -> tuple | None:
     first = ranks[0]
     if any(w.streams is not first.streams or w.deps is not first.deps for w in ranks):
         return None  # ranks with programs of their own: not cached
-    return (_program_number(first.streams, first.deps), tuple(w.group for w in ranks),
-            tuple(sorted((g, tuple(links)) for g, links in (group_links or {}).items())))
+    return (_program_number(first.streams, first.deps), tuple(w.group for w in ranks), _links_key(group_links))
 
 
 def _inputs(ranks, compute_slowdown, comm_slowdown, group_links, family) -> tuple:
@@ -90,7 +94,7 @@ def run_cached(ranks: Sequence[RankWork], compute_slowdown=0.0, comm_slowdown=0.
     of one program)."""
     key, durations, inputs = _inputs(ranks, compute_slowdown, comm_slowdown, group_links, family)
     if key is None:
-        return run_engine(ranks, compute_slowdown, comm_slowdown, group_links)
+        return run_direct(ranks, compute_slowdown, comm_slowdown, group_links)
     if inputs in _last:
         return _remember(inputs, _last[inputs])  # the same run again (a static KV cache's decode steps)
     tree = _trees.get(key)
@@ -103,9 +107,77 @@ def run_cached(ranks: Sequence[RankWork], compute_slowdown=0.0, comm_slowdown=0.
     return _remember(inputs, result)
 
 
+def run_cached_many(runs: Sequence[EngineRun]) -> list[EngineResult]:
+    """``run_cached`` of each run; the single-rank runs of one program and family together
+    (``run_cached_rows``)."""
+    results: list[EngineResult | None] = [None] * len(runs)
+    groups: dict[tuple, list[int]] = {}
+    for i, run in enumerate(runs):
+        if len(run.ranks) != 1 or _program_key(run.ranks, run.group_links) is None:
+            results[i] = run_cached(run.ranks, run.compute_slowdown, run.comm_slowdown, run.group_links, run.family)
+            continue
+        work = run.ranks[0]
+        groups.setdefault((id(work.streams), id(work.deps), _links_key(run.group_links), run.family), []).append(i)
+    for asked in groups.values():
+        first = runs[asked[0]]
+        n_ops = len(first.ranks[0].streams)
+        rows = [np.stack([np.broadcast_to(np.asarray(value, dtype=float), (n_ops,)) for value in values])
+                for values in zip(*[(runs[i].ranks[0].durations_s, runs[i].compute_slowdown, runs[i].comm_slowdown)
+                                    for i in asked])]
+        for i, result in zip(asked, run_cached_rows(first.ranks[0].streams, first.ranks[0].deps, first.group_links,
+                                                    first.family, *rows)):
+            results[i] = result
+    return results
+
+
+def _links_key(group_links: dict | None) -> tuple:
+    return tuple(sorted((g, tuple(links)) for g, links in (group_links or {}).items()))
+
+
+def run_cached_rows(streams: Sequence[str], deps: Sequence[tuple], group_links: dict | None, family: str,
+                    durations_s: np.ndarray, compute_slowdown: np.ndarray, comm_slowdown: np.ndarray) -> list[EngineResult]:
+    """``run_cached`` of single-rank runs of one program and family, one per row of
+    ``durations_s`` and of the slowdowns (runs x ops each), replayed together
+    (``laddersim.engine.tree_batch.replay_many``: one walk of the program's tree for all of them).
+    Where runs leave the kept orders the engine runs the first of them, its order joins the tree,
+    and the rest are replayed again. A run asked for twice (a static KV cache's decode steps) is
+    done once; results are bit for bit the engine's."""
+    key = _program_key([RankWork(streams, deps, durations_s[0])], group_links) + (family,)
+    firsts: dict[bytes, int] = {}
+    same = [firsts.setdefault(durations_s[i].tobytes() + compute_slowdown[i].tobytes() + comm_slowdown[i].tobytes(), i)
+            for i in range(len(durations_s))]
+    unique = list(firsts.values())
+    done = dict(zip(unique, _replay_or_run(key, streams, deps, group_links, durations_s[unique],
+                                           compute_slowdown[unique], comm_slowdown[unique])))
+    return [done[i] for i in same]
+
+
+def _replay_or_run(key: tuple, streams, deps, group_links, durations: np.ndarray, compute: np.ndarray,
+                   comm: np.ndarray) -> list[EngineResult]:
+    """Single-rank runs of one program and family (``key``), replayed along its tree together;
+    those that leave it: the engine for the first, its order kept, the others replayed again."""
+    from laddersim.engine.tree_batch import replay_many  # (many runs at once: sweeps, not one simulation)
+
+    results: list[EngineResult | None] = [None] * len(durations)
+    todo = list(range(len(durations)))
+    while todo:
+        tree = _trees.get(key)
+        if tree is not None:
+            _trees.move_to_end(key)
+            for i, result in zip(todo, replay_many(tree, durations[todo], compute[todo], comm[todo])):
+                results[i] = result
+            todo = [i for i in todo if results[i] is None]
+            if not todo:
+                break
+        first, todo = todo[0], todo[1:]
+        results[first] = _run_and_keep(key, [RankWork(streams, deps, durations[first])], durations[first:first + 1],
+                                       compute[first], comm[first], group_links)
+    return results
+
+
 def _run_and_keep(key, ranks, durations, compute_slowdown, comm_slowdown, group_links) -> EngineResult:
     """The engine, its order joining the program's tree."""
-    result = run_engine(ranks, compute_slowdown, comm_slowdown, group_links, record_tape=True)
+    result = run_direct(ranks, compute_slowdown, comm_slowdown, group_links, record_tape=True)
     tree = _trees.get(key)
     if tree is None:
         tree = _trees[key] = OrderTree(*durations.shape)

@@ -31,6 +31,12 @@ def done_tolerance_s(now_s: float) -> float:
     return EPS_S + 8.0 * math.ulp(now_s)  # numpy's spacing, for the clock's non-negative readings
 
 
+def done_tolerances_s(now_s: np.ndarray) -> np.ndarray:
+    """``done_tolerance_s`` of each of many clock readings (non-negative: there ``np.spacing`` is
+    ``math.ulp``)."""
+    return EPS_S + 8.0 * np.spacing(now_s)
+
+
 @dataclass(eq=False)
 class Activity:
     work_s: float
@@ -58,11 +64,45 @@ def compute_rate(slowdowns: list[float]) -> float:
     return 1.0 / (1.0 + max(0.0, *slowdowns)) if slowdowns else 1.0
 
 
-class Fluid:
+class RunningSets:
+    """Who runs where (what the rates read): each rank's running compute op, and the running
+    collectives on each rank and on each link, in start order. Shared by ``Fluid`` and
+    ``laddersim.engine.lazy_fluid.LazyFluid``."""
+
+    def __init__(self):
+        self.computing: dict[int, Activity] = {}  # rank -> its running compute op
+        self.comm_on_rank: dict[int, list[Activity]] = {}
+        self.comm_on_link: dict[str, list[Activity]] = {}
+
+    def _enter(self, act) -> None:
+        """A collective starts on its ranks and links."""
+        for rank in act.ranks:
+            self.comm_on_rank.setdefault(rank, []).append(act)
+        for link in act.links:
+            self.comm_on_link.setdefault(link, []).append(act)
+
+    def _leave(self, act) -> None:
+        for rank in act.ranks:
+            self.comm_on_rank[rank].remove(act)
+        for link in act.links:
+            self.comm_on_link[link].remove(act)
+
+    def _link_peers(self, act):
+        """The other collectives on ``act``'s links, each once, in the order of its links."""
+        seen = set()
+        for link in act.links:
+            for other in self.comm_on_link[link]:
+                if other is not act and id(other) not in seen:
+                    seen.add(id(other))
+                    yield other
+
+
+class Fluid(RunningSets):
     """The running activities. ``start``/``finish`` keep rates current; ``advance``, ``due`` and
     ``next_delay_s`` work on all of them at once."""
 
     def __init__(self, capacity: int = 8):
+        super().__init__()
         self.remaining_s = np.full(capacity, np.inf)  # free slots: never due, never next
         self.rate = np.ones(capacity)
         self._scratch = np.empty(capacity)
@@ -70,9 +110,6 @@ class Fluid:
         self.free = list(range(capacity - 1, -1, -1))
         self.count = 0
         self.serial = 0
-        self.computing: dict[int, Activity] = {}  # rank -> its running compute op
-        self.comm_on_rank: dict[int, list[Activity]] = {}
-        self.comm_on_link: dict[str, list[Activity]] = {}
         self.computing_ranks: dict[int, int] = {}  # id(collective) -> its ranks now computing
 
     # -- rates -------------------------------------------------------------------------------
@@ -105,10 +142,7 @@ class Fluid:
         self._take_slot(act)
         if act.is_comm:
             self.computing_ranks[id(act)] = sum(r in self.computing for r in act.ranks)
-            for rank in act.ranks:
-                self.comm_on_rank.setdefault(rank, []).append(act)
-            for link in act.links:
-                self.comm_on_link.setdefault(link, []).append(act)
+            self._enter(act)
             self._comm_changed(act)
             self._set_comm_rate(act)
         else:
@@ -127,10 +161,7 @@ class Fluid:
         self.count -= 1
         if act.is_comm:
             del self.computing_ranks[id(act)]
-            for rank in act.ranks:
-                self.comm_on_rank[rank].remove(act)
-            for link in act.links:
-                self.comm_on_link[link].remove(act)
+            self._leave(act)
             self._comm_changed(act)
         else:
             rank = act.ranks[0]
@@ -145,12 +176,8 @@ class Fluid:
             op = self.computing.get(rank)
             if op is not None:
                 self._set_compute_rate(op)
-        seen = set()
-        for link in act.links:
-            for other in self.comm_on_link[link]:
-                if other is not act and id(other) not in seen:
-                    seen.add(id(other))
-                    self._set_comm_rate(other)
+        for other in self._link_peers(act):
+            self._set_comm_rate(other)
 
     # -- progress ----------------------------------------------------------------------------
     def advance(self, dt_s: float) -> None:

@@ -143,18 +143,42 @@ class OrderTree:
         durations_s = np.asarray(durations_s, dtype=float)
         if durations_s.shape != (self.n_ranks, self.n_ops) or self.root.starts is None:
             return None
+        end = self.follow(self.root, [], [0.0], durations_s.tolist(), self.rates_for(compute_slowdown, comm_slowdown))
+        if end is None:
+            return None
+        node, times = end
+        moments, signature, events = node.end
+        at = np.array(times)
+        return EngineResult(at[moments[1]], at[moments[2]], at[moments[0]], signature, events, None)
+
+    def rates_for(self, compute_slowdown, comm_slowdown):
+        """``rates_of(running_id)`` for these slowdowns (a number or one per op): the rates of a
+        running set, computed once per rate class."""
         compute_by_op = np.broadcast_to(np.asarray(compute_slowdown, dtype=float), (self.n_ops,))
         comm_by_op = np.broadcast_to(np.asarray(comm_slowdown, dtype=float), (self.n_ops,))
         class_of_set, representative = self._rate_class_of(compute_by_op, comm_by_op)
         compute_by_op, comm_by_op = compute_by_op.tolist(), comm_by_op.tolist()
-        rows = durations_s.tolist()
-        row = rows[0] if self.n_ranks == 1 else None
         rates_by_class: list = [None] * len(representative)
+
+        def rates_of(running_id: int) -> list[float]:
+            rate_class = class_of_set[running_id]
+            rates = rates_by_class[rate_class]
+            if rates is None:
+                rates = rates_by_class[rate_class] = self._rates_of(representative[rate_class], compute_by_op,
+                                                                    comm_by_op)
+            return rates
+        return rates_of
+
+    def follow(self, node: _Node, remaining: list[float], times: list[float], rows: list[list[float]],
+               rates_of) -> tuple[_Node, list[float]] | None:
+        """Walk one run from ``node`` (its running activities' ``remaining`` work, in start order,
+        and its clock ``times`` so far): the engine's arithmetic at each completion, the child of
+        the outcome it gives. ``rows``: seconds per rank and op; ``rates_of(running_id)``: the rates
+        of a running set, in start order. The leaf and every reading, or None where the run leaves
+        the kept orders."""
+        row = rows[0] if self.n_ranks == 1 else None
         tolerance_of = done_tolerance_s  # the engine's own rule (fluid), bound locally
-        remaining: list[float] = []  # of the running activities, in start order (node.serials)
-        times = [0.0]
-        now = 0.0
-        node = self.root
+        now = times[-1]
         while True:
             if row is not None:
                 for op in node.ops:
@@ -166,12 +190,8 @@ class OrderTree:
                     else:
                         remaining.append(rows[ranks[0]][op])
             if node.end is not None:
-                break
-            rate_class = class_of_set[node.running_id]
-            rates = rates_by_class[rate_class]
-            if rates is None:
-                rates = rates_by_class[rate_class] = self._rates_of(representative[rate_class], compute_by_op,
-                                                                    comm_by_op)
+                return node, times
+            rates = rates_of(node.running_id)
             # running_rates' arithmetic, spelled out for one and two running activities (the usual cases):
             # max(r, 0.0) is ``0.0 if 0.0 > r else r`` and min([a, b]) is ``b if b < a else a``.
             serials = node.serials
@@ -222,6 +242,3 @@ class OrderTree:
                 if node is None:
                     return None
             times.append(now)
-        moments, signature, events = node.end
-        at = np.array(times)
-        return EngineResult(at[moments[1]], at[moments[2]], at[moments[0]], signature, events, None)

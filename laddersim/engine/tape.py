@@ -25,12 +25,15 @@ class Tape:
 
     @classmethod
     def of(cls, log: list, moments: np.ndarray, signature: tuple, events: int) -> "Tape":
-        """From the engine's log (activities started, and tuples of serials completed, in order)."""
+        """From the engine's log (activities started, or their (op, ranks, links, is_comm) entries,
+        and (serials completed, clock reading) pairs, in order)."""
         entries = []
         previous_s = 0.0  # the clock reading of the previous completion (the start: 0)
         for item in log:
             if isinstance(item, Activity):
                 entries.append((item.op, item.ranks, item.links, item.is_comm))
+            elif len(item) == 4:
+                entries.append(item)
             else:
                 serials, now_s = item
                 entries.append((serials, now_s == previous_s))

@@ -4,6 +4,7 @@ file identity so an edited table is read again."""
 from __future__ import annotations
 
 import csv
+import warnings
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,10 +40,30 @@ def read_plain_columns(path: Path, names: tuple[str, ...]) -> np.ndarray | None:
     which says exactly what is wrong)."""
     try:
         with open(path, newline="") as handle:
-            rows = list(csv.reader(line for line in handle if line.strip() and not line.startswith("#")))
-        index = [rows[0].index(name) for name in names]
-        return np.array([[float(row[i]) for i in index] for row in rows[1:]], dtype=float).reshape(-1, len(names))
-    except (OSError, IndexError, ValueError):
+            lines = [line for line in handle if line.strip() and not line.startswith("#")]
+        header = next(csv.reader(lines[:1]))
+        index = [header.index(name) for name in names]
+        body = ",".join(line.strip() for line in lines[1:])
+        if body and set(body) <= _NUMBER_CHARACTERS:  # numbers only: parsed all at once, as float() does
+            values = _numbers(body)
+            if values is not None and values.size == (len(lines) - 1) * len(header) == body.count(",") + 1:
+                return values.reshape(-1, len(header))[:, index].copy()
+        rows = list(csv.reader(lines[1:]))
+        return np.array([[float(row[i]) for i in index] for row in rows], dtype=float).reshape(-1, len(names))
+    except (OSError, IndexError, ValueError, StopIteration):
+        return None
+
+
+_NUMBER_CHARACTERS = frozenset("0123456789.eE+-,")
+
+
+def _numbers(text: str) -> np.ndarray | None:
+    """The comma-separated decimal numbers of ``text`` (None where numpy's reader stops early)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # numpy warns where it stops before the end
+            return np.fromstring(text, sep=",")
+    except (ValueError, DeprecationWarning):
         return None
 
 

@@ -1,7 +1,9 @@
-"""Run one sweep point: simulate it and return its result row (inputs, status, error, metrics).
+"""Run sweep points: simulate them and return their result rows (inputs, status, error, metrics).
 
 Runs inside worker processes (local pool or Dask workers); loaded models and profiles are cached
-per process, so a worker reads each file once however many points it runs.
+per process, so a worker reads each file once however many points it runs. The points of a batch
+are simulated together (``laddersim.simulate_many``: the runs of one program replayed in one walk
+of its event-order tree), bit for bit as one by one.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from laddersim.hardware.overrides import with_overrides
 from laddersim.hardware.profile import HardwareProfile, load_profile
 from laddersim.model_shape import ModelShape, load_model_shape
 from laddersim.serving.sweep_axes import serving_point_metrics
-from laddersim.simulate import make_scenario, simulate
+from laddersim.simulate import Scenario, make_scenario, simulate
+from laddersim.simulate_many import summaries_many
 from laddersim.sweep.overrides import override_scales
 from laddersim.sweep.points import Point
 
@@ -36,44 +39,70 @@ def _model(ref: str) -> ModelShape:
     return load_model_shape(ref)
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=4096)
 def _overridden(ref: str, overrides: tuple[tuple[str, float | None], ...], tp: int) -> HardwareProfile:
-    # Grids repeat each override setting across many points. Set values are converted for the
-    # point's TP group (the number they replace depends on it).
+    # Grids repeat each override setting across many points (a batch of one program holds every
+    # machine x TP x override setting of a grid like issue 40's: a few thousand). Set values are
+    # converted for the point's TP group (the number they replace depends on it).
     profile = _profile(ref)
     scales = override_scales(profile, dict(overrides), tp)
     return with_overrides(profile, **scales) if scales else profile
 
 
+def _scenario(point: Point) -> Scenario:
+    """The point's scenario (its profile with the point's overrides); raises UserInputError
+    (incl. DoesNotFitError) if infeasible."""
+    profile = _overridden(point.hardware_ref, point.overrides, point.tp)
+    return make_scenario(_model(point.model_ref), profile, point.tp, point.batch, point.prompt_len, point.gen_len,
+                         point.schedule, point.dtype, point.kv_cache, point.kv_reads, pp=point.pp,
+                         microbatches=point.pp_microbatches)
+
+
 def simulate_point(point: Point) -> dict:
     """SimResult.summary() of the point; raises UserInputError (incl. DoesNotFitError) if infeasible."""
-    profile = _overridden(point.hardware_ref, point.overrides, point.tp)
     if point.serving:  # one replica under load (laddersim.serving.sweep_axes)
+        profile = _overridden(point.hardware_ref, point.overrides, point.tp)
         return serving_point_metrics(_model(point.model_ref), profile, point.tp, point.schedule, point.dtype,
                                      point.kv_reads, point.prompt_len, point.gen_len, point.serving, point.pp)
-    scenario = make_scenario(_model(point.model_ref), profile, point.tp, point.batch, point.prompt_len,
-                             point.gen_len, point.schedule, point.dtype, point.kv_cache,
-                             point.kv_reads, pp=point.pp, microbatches=point.pp_microbatches)
-    return simulate(scenario).summary()
+    return simulate(_scenario(point)).summary()
+
+
+def _row(point: Point, outcome) -> dict:
+    """The point's row from its summary, or from the exception that stopped it."""
+    row = {"key": point.key, **point.inputs(), "status": "ok", "error": None}
+    if isinstance(outcome, (DoesNotFitError, UserInputError)):  # does not fit, or tp/schedule invalid here
+        row.update(status="infeasible", error=str(outcome))
+    elif isinstance(outcome, Exception):  # recorded, so one bad point cannot lose a long sweep
+        row.update(status="error", error=f"{type(outcome).__name__}: {outcome}")
+    else:
+        inputs = set(row)
+        row.update({k: v for k, v in outcome.items() if k not in inputs})
+    return row
 
 
 def evaluate_point(point: Point) -> dict:
     """The point's row: ``key``, input columns, ``status`` (ok | infeasible | error), ``error``
     (message or None) and the metrics (seconds, tokens/s, GiB)."""
-    row = {"key": point.key, **point.inputs(), "status": "ok", "error": None}
-    inputs = set(row)
     try:
-        summary = simulate_point(point)
-    except (DoesNotFitError, UserInputError) as exc:  # does not fit, or tp/schedule invalid here
-        row.update(status="infeasible", error=str(exc))
-        return row
-    except Exception as exc:  # noqa: BLE001 - recorded, so one bad point cannot lose a long sweep
-        row.update(status="error", error=f"{type(exc).__name__}: {exc}")
-        return row
-    row.update({k: v for k, v in summary.items() if k not in inputs})
-    return row
+        return _row(point, simulate_point(point))
+    except Exception as exc:  # noqa: BLE001 - classified by _row
+        return _row(point, exc)
 
 
 def evaluate_points(points: list[Point]) -> list[dict]:
-    """Rows of a batch of points (one task of a worker)."""
-    return [evaluate_point(p) for p in points]
+    """Rows of a batch of points (one task of a worker), as ``evaluate_point`` of each; the
+    simulations of the batch run together (``laddersim.simulate_many.summaries_many``)."""
+    rows: list[dict | None] = [None] * len(points)
+    scenarios, where = [], []
+    for i, point in enumerate(points):
+        if point.serving:
+            rows[i] = evaluate_point(point)
+            continue
+        try:
+            scenarios.append(_scenario(point))
+            where.append(i)
+        except Exception as exc:  # noqa: BLE001 - classified by _row
+            rows[i] = _row(point, exc)
+    for i, summary in zip(where, summaries_many(scenarios)):
+        rows[i] = _row(points[i], summary)
+    return rows

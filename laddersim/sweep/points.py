@@ -6,6 +6,7 @@ import hashlib
 import itertools
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from laddersim.hardware.profile import load_profile
@@ -51,19 +52,43 @@ class Point:
         row.update(self.serving or ())
         return row
 
-    @property
+    @cached_property
     def key(self) -> str:
-        """Stable across runs and machines: a hash of the input columns only."""
+        """Stable across runs and machines: a hash of the input columns only (computed once per
+        point: a sweep asks for it when it expands, stores, resumes and consolidates)."""
         return point_key(self.inputs())
 
 
 def point_key(inputs: dict) -> str:
     # Serving columns join the key only where present, so other points keep their keys; so do
     # the inputs added later (KEYED_UNLESS) where they differ from what older points had.
-    text = json.dumps([[c, inputs[c]] for c in INPUT_COLUMNS
-                       if c not in KEYED_UNLESS or inputs[c] not in (None, KEYED_UNLESS[c])]
-                      + [[c, inputs[c]] for c in SERVING_COLUMNS if c in inputs], separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
+    # The text is json.dumps([[column, value], ...], separators=(",", ":")), put together from
+    # each pair's own text (column names are plain ASCII; a grid repeats its values).
+    pairs = [_pair_text(c, inputs[c]) for c in INPUT_COLUMNS if _keyed(c, inputs[c])]
+    pairs += [_pair_text(c, inputs[c]) for c in SERVING_COLUMNS if c in inputs]
+    return hashlib.sha256(("[" + ",".join(pairs) + "]").encode()).hexdigest()[:20]
+
+
+def _keyed(column: str, value) -> bool:
+    return column not in KEYED_UNLESS or value not in (None, KEYED_UNLESS[column])
+
+
+_pair_texts: dict[tuple, str] = {}
+
+
+def _pair_text(column: str, value) -> str:
+    """``json.dumps([column, value], separators=(",", ":"))``, remembered (by type, and a float by
+    its repr: 1, 1.0 and True, or 0.0 and -0.0, are equal keys of a dict, not equal texts)."""
+    try:
+        key = (column, type(value), repr(value) if type(value) is float else value)
+        text = _pair_texts.get(key)
+    except TypeError:  # an unhashable value (a list): not remembered
+        return json.dumps([column, value], separators=(",", ":"))
+    if text is None:
+        text = json.dumps([column, value], separators=(",", ":"))
+        if len(_pair_texts) < 65536:
+            _pair_texts[key] = text
+    return text
 
 
 def _ref(name: str, base_dir: str, suffixes: tuple[str, ...]) -> str:
@@ -90,19 +115,32 @@ def check_names(grid: SweepGrid) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def expand_grid(grid: SweepGrid) -> list[Point]:
-    """The cross product, in grid order, without duplicates (a repeated value adds nothing)."""
+    """The cross product, in grid order, without duplicates (a repeated value adds nothing). Each
+    point's key is ``point_key`` of its inputs, its text put together from the texts of each
+    column's values and of each override setting, made once."""
     model_refs, profile_refs = check_names(grid)
     swept = grid.overrides.swept()
-    override_values = list(itertools.product(*swept.values()))
-    serving = grid.serving.settings() if grid.serving else [None]
-    points: dict[str, Point] = {}
-    for model, hw, tp, pp, m, batch, prompt_len, gen_len, schedule, dtype, kv_cache, kv_reads, values, load in (
-        itertools.product(grid.models, grid.hardware, grid.tp, grid.pp, grid.pp_microbatches, grid.batch,
-                          grid.prompt_len, grid.gen_len, grid.schedules, grid.dtype, grid.kv_cache, grid.kv_reads,
-                          override_values, serving)):
+    settings = []  # (overrides, their part of the key's text), per override setting
+    for values in itertools.product(*swept.values()):
         chosen = dict(zip(swept, values))
         overrides = tuple((c, chosen.get(c)) for c in OVERRIDE_COLUMNS)
-        point = Point(model, hw, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache, overrides,
-                      model_refs[model], profile_refs[hw], kv_reads, load, pp, m)
-        points.setdefault(point.key, point)
+        settings.append((overrides, [_pair_text(c, v) for c, v in overrides if _keyed(c, v)]))
+    loads = [(load, [_pair_text(c, dict(load)[c]) for c in SERVING_COLUMNS if c in dict(load)])
+             for load in grid.serving.settings()] if grid.serving else [(None, [])]
+    axes = (grid.models, grid.hardware, grid.tp, grid.pp, grid.pp_microbatches, grid.batch, grid.prompt_len,
+            grid.gen_len, grid.schedules, grid.dtype, grid.kv_cache, grid.kv_reads)  # SCENARIO_COLUMNS' order
+    texts = [{v: _pair_text(c, v) if _keyed(c, v) else None for v in values} for c, values in zip(SCENARIO_COLUMNS, axes)]
+    points: dict[str, Point] = {}
+    for scenario in itertools.product(*axes):
+        head = [text for text in (column[v] for column, v in zip(texts, scenario)) if text is not None]
+        model, hw, tp, pp, m, batch, prompt_len, gen_len, schedule, dtype, kv_cache, kv_reads = scenario
+        for overrides, override_texts in settings:
+            for load, load_texts in loads:
+                text = "[" + ",".join(head + override_texts + load_texts) + "]"
+                key = hashlib.sha256(text.encode()).hexdigest()[:20]
+                if key not in points:
+                    point = Point(model, hw, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache, overrides,
+                                  model_refs[model], profile_refs[hw], kv_reads, load, pp, m)
+                    point.__dict__["key"] = key  # (Point.key's cached value: point_key(point.inputs()))
+                    points[key] = point
     return list(points.values())

@@ -1,9 +1,10 @@
 """Run points on local cores (a process pool) or on a Dask distributed cluster.
 
 Both yield lists of finished rows as tasks complete (in completion order, which varies; the
-table is sorted afterwards). Points go out in small batches: one simulation takes a few ms, so a
-task per point would spend a noticeable share on scheduling, and a batch per worker would make
-progress and the resumable store coarse. Batches are grouped by program (model, schedule): a
+table is sorted afterwards). Points go out in batches of one program each (model, schedule): a
+worker simulates a batch's points together (``laddersim.simulate_many``: one walk of the
+program's event-order tree replays the runs of all of them), so a batch is as large as progress
+and the resumable store allow: about an eighth of a worker's share, up to ``TASK_POINTS``. A
 worker learns a program's event orders (``laddersim.engine.cached``) with a few engine runs and
 replays the rest, so locally each worker has a share of the programs of its own (a contiguous
 run of the grouped batches) and, once done, takes batches from the far end of the largest share
@@ -35,11 +36,28 @@ def by_program(points: list[Point]) -> list[Point]:
     return sorted(points, key=lambda p: first[(p.model_ref, p.schedule)])
 
 
+TASK_POINTS = 2500  # points per batch at most (a batch's runs are replayed together)
+
+
 def batches(points: list[Point], workers: int) -> list[list[Point]]:
-    """At least ~16 batches per worker, and at most 8 points per batch, grouped by program."""
-    points = by_program(points)
-    size = max(1, min(8, len(points) // max(1, 16 * workers)))
-    return [points[i:i + size] for i in range(0, len(points), size)]
+    """Batches of one program each, grouped by program: at least ~8 per worker, at most
+    ``TASK_POINTS`` points each, a program's points split evenly."""
+    size = max(1, min(TASK_POINTS, len(points) // max(1, 8 * workers)))
+    tasks: list[list[Point]] = []
+    for group in _programs(by_program(points)):
+        parts = -(-len(group) // size)
+        tasks.extend(group[len(group) * i // parts:len(group) * (i + 1) // parts] for i in range(parts))
+    return tasks
+
+
+def _programs(points: list[Point]) -> list[list[Point]]:
+    """``by_program``'s order cut where the program changes."""
+    groups: list[list[Point]] = []
+    for p in points:
+        if not groups or (groups[-1][0].model_ref, groups[-1][0].schedule) != (p.model_ref, p.schedule):
+            groups.append([])
+        groups[-1].append(p)
+    return groups
 
 
 def _worker_init(owner_pid: int) -> None:

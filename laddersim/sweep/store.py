@@ -16,6 +16,7 @@ from pathlib import Path
 from laddersim.errors import UserInputError
 
 STORE_FILE = "points.jsonl"
+_PLAIN = frozenset((str, int, float, bool, type(None)))  # values json writes and reads back as themselves
 
 
 def _row_problem(row) -> str | None:
@@ -77,12 +78,22 @@ class PointStore:
         return key in self.rows
 
     def add(self, row: dict) -> None:
-        if row["key"] in self.rows:
-            return
-        line = json.dumps(row, separators=(",", ":"))
-        self._file.write(line + "\n")
-        self._file.flush()
-        self.rows[row["key"]] = json.loads(line)  # exactly what a later run will read back
+        self.add_many([row])
+
+    def add_many(self, rows: list[dict]) -> None:
+        """Append the rows (one task's) as lines, written and flushed together."""
+        lines = []
+        for row in rows:
+            if row["key"] in self.rows:
+                continue
+            line = json.dumps(row, separators=(",", ":"))
+            lines.append(line + "\n")
+            # Exactly what a later run will read back: a row of plain values is (Python's json
+            # writes floats with repr, which round-trips), any other is read back from its line.
+            self.rows[row["key"]] = row if set(map(type, row.values())) <= _PLAIN else json.loads(line)
+        if lines:
+            self._file.write("".join(lines))
+            self._file.flush()
 
     def close(self) -> None:
         self._file.close()

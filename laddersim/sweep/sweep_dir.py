@@ -77,8 +77,7 @@ def run_points_into(points: list[Point], out_dir: Path, workers: int = 1, schedu
                    disable=not progress, dynamic_ncols=True)
         try:
             for rows in running:
-                for row in rows:
-                    store.add(row)
+                store.add_many(rows)
                 computed += len(rows)
                 bar.update(len(rows))
         except KeyboardInterrupt:

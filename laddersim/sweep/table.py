@@ -21,39 +21,46 @@ from laddersim.sweep.points import INPUT_COLUMNS, SCENARIO_COLUMNS
 _INT_COLUMNS = ("tp", "pp", "pp_microbatches", "batch", "prompt_len", "gen_len")
 
 
-def _same_point_key(row: dict) -> tuple:
-    """The row's inputs except the schedule; None and NaN both mean "not set"."""
-    def norm(v):
-        return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
-    return tuple(norm(row[c]) for c in INPUT_COLUMNS if c != "schedule")
+def _not_set(value) -> bool:
+    """None and NaN both mean "not set"."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def add_speedup(rows: list[dict]) -> None:
-    standard = {_same_point_key(r): r["tokens_per_s"] for r in rows
-                if r["schedule"] == "standard" and r["status"] == "ok"}
-    for row in rows:
-        base = standard.get(_same_point_key(row))
-        row["speedup_vs_standard"] = row["tokens_per_s"] / base if base and row["status"] == "ok" else None
+def _speedups(columns: dict[str, list]) -> list[float | None]:
+    """tokens/s over tokens/s of the same point (its inputs but the schedule) under ``standard``,
+    where both ran; None elsewhere."""
+    keys = list(zip(*[[None if _not_set(v) else v for v in columns[c]] for c in INPUT_COLUMNS if c != "schedule"]))
+    tokens, status = columns["tokens_per_s"], columns["status"]
+    standard = {key: t for key, schedule, st, t in zip(keys, columns["schedule"], status, tokens)
+                if schedule == "standard" and st == "ok"}
+    return [t / base if (base := standard.get(key)) and st == "ok" else None
+            for key, st, t in zip(keys, status, tokens)]
 
 
 def results_frame(rows: list[dict]) -> pd.DataFrame:
     """The table of ``rows`` (store rows; their ``key`` is dropped)."""
-    rows = [dict(r) for r in rows]
-    add_speedup(rows)
-    extra = sorted({k for r in rows for k in r} - set(INPUT_COLUMNS) - set(METRIC_COLUMNS)
-                   - {"key", "status", "error", "speedup_vs_standard"})
-    columns = list(INPUT_COLUMNS) + ["status", "error"] + list(METRIC_COLUMNS) + extra + ["speedup_vs_standard"]
-    frame = pd.DataFrame([{c: r.get(c) for c in columns} for r in rows], columns=columns)
-    # Fixed dtypes, so a table with no infeasible rows (or no ok rows) has the same schema.
+    known = set(INPUT_COLUMNS) | set(METRIC_COLUMNS) | {"key", "status", "error", "speedup_vs_standard"}
+    extra = sorted(set().union(*map(dict.keys, rows)) - known) if rows else []
+    columns = list(INPUT_COLUMNS) + ["status", "error"] + list(METRIC_COLUMNS) + extra
+    data = {c: [r.get(c) for r in rows] for c in columns}
+    data["speedup_vs_standard"] = _speedups(data)
+    # (an empty table: object columns, as from no records; astype below fixes the known ones)
+    frame = pd.DataFrame(data, columns=columns + ["speedup_vs_standard"]) if rows else \
+        pd.DataFrame([], columns=columns + ["speedup_vs_standard"])
+    frame = frame.astype(column_types())
+    frame = frame.sort_values(list(INPUT_COLUMNS), na_position="first", kind="mergesort")
+    return frame.reset_index(drop=True)
+
+
+def column_types() -> dict[str, str]:
+    """Fixed dtypes, so a table with no infeasible rows (or no ok rows) has the same schema."""
     types = {c: "string" for c in SCENARIO_COLUMNS if c not in _INT_COLUMNS}
     types.update({c: "int64" for c in _INT_COLUMNS})
     types.update({c: "float64" for c in OVERRIDE_COLUMNS})
     types.update({"status": "string", "error": "string", "nodes": "Int64"})
     types.update({c: "float64" for c in METRIC_COLUMNS if c != "nodes"})
     types["speedup_vs_standard"] = "float64"
-    frame = frame.astype(types)
-    frame = frame.sort_values(list(INPUT_COLUMNS), na_position="first", kind="mergesort")
-    return frame.reset_index(drop=True)
+    return types
 
 
 def write_results(frame: pd.DataFrame, out_dir: str | Path) -> tuple[Path, Path]:

@@ -1,0 +1,244 @@
+"""Many runs of one single-rank program replayed along its event-order tree at once.
+
+``OrderTree.replay`` walks the tree for one run, doing the engine's arithmetic in Python floats.
+Runs of one program with other durations and slowdowns (a sweep's points: other batches, machines
+and bandwidths) mostly follow the same branches, so ``replay_many`` walks the tree once for all of
+them: each number of ``OrderTree.replay`` becomes an array with one entry per run, and each
+operation the same IEEE float64 operation elementwise (numpy's ``+ - * /`` on float64 are
+Python's), so every run's readings are bit for bit those of its own replay, hence the engine's.
+At a completion whose outcome (which activities finished, whether at the previous reading) differs
+between runs, the runs split and each part follows its own child; runs whose outcome the tree has
+never seen are declined (None): the caller runs the engine for them.
+
+Only a single rank (the symmetric simulation) is replayed so: there one compute and one collective
+run at most, and a collective's links carry only itself.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from laddersim.engine.fluid import done_tolerances_s
+from laddersim.engine.order_tree import OrderTree
+from laddersim.engine.work import EngineResult
+
+FEW = 8  # runs at most that walk on one by one (numpy's cost per operation exceeds theirs)
+
+
+def _rates(acts: tuple, compute_by_op: np.ndarray, comm_by_op: np.ndarray) -> list:
+    """Rates of a running set (start entries, in start order) of one rank, one array (a float for
+    all runs; None for exactly 1.0) per activity: ``laddersim.engine.tape.running_rates`` for one
+    rank, elementwise."""
+    disturbing = [op for op, _ranks, _links, is_comm in acts if is_comm]
+    computes = len(disturbing) < len(acts)
+    rates = []
+    for op, _ranks, links, is_comm in acts:
+        if is_comm:  # fluid.comm_rate with one load per link: the collectives running
+            rate = 1.0 / (1.0 + comm_by_op[:, op]) if computes else 1.0
+            if links:
+                rate = rate / len(disturbing)
+        elif disturbing:  # fluid.compute_rate: max(0.0, *slowdowns), in that order
+            slowdown = 0.0
+            for other in disturbing:
+                slowdown = np.maximum(slowdown, compute_by_op[:, other])
+            rate = 1.0 / (1.0 + slowdown)
+        else:
+            rate = 1.0
+        rates.append(None if isinstance(rate, float) and rate == 1.0 else rate)
+    return rates
+
+
+class _Runs:
+    """Runs that took the same path so far: their rows of the inputs, the remaining work of the
+    running activities, the clock, and the readings since ``base`` (the readings before a split)."""
+
+    __slots__ = ("node", "index", "durations", "compute_by_op", "comm_by_op", "remaining", "now", "base", "readings",
+                 "classes", "rates")
+
+    def __init__(self, node, index, durations, compute_by_op, comm_by_op, remaining, now, base, classes):
+        self.node, self.index, self.durations = node, index, durations
+        self.compute_by_op, self.comm_by_op = compute_by_op, comm_by_op
+        self.remaining, self.now, self.base = remaining, now, base
+        self.readings: list[np.ndarray] = []
+        self.classes = classes  # (rate class of each running set, a set of each class), or None
+        self.rates: dict[int, list] = {}
+
+    def part(self, take: np.ndarray, node) -> "_Runs":
+        """The runs ``take`` (a mask), continuing at ``node``."""
+        base = self.times()
+        return _Runs(node, self.index[take], self.durations[take], self.compute_by_op[take], self.comm_by_op[take],
+                     [r[take] for r in self.remaining], self.now[take], base[take], self.classes)
+
+    def rates_of(self, tree: OrderTree, running_id: int) -> list:
+        """The rates of a running set for these runs; sets of one rate class share them."""
+        key, shown = running_id, running_id
+        if self.classes is not None:
+            key = self.classes[0][running_id]
+            shown = self.classes[1][key]
+        rates = self.rates.get(key)
+        if rates is None:
+            rates = self.rates[key] = _rates(tree.running_sets[shown], self.compute_by_op, self.comm_by_op)
+        return rates
+
+    def times(self) -> np.ndarray:
+        """(runs, readings): every clock reading of each run, from 0 (``readings``: one per run,
+        or a block of several per run)."""
+        if not self.readings:
+            return self.base
+        return np.concatenate([self.base, *(r if r.ndim == 2 else r[:, None] for r in self.readings)], axis=1)
+
+
+def replay_many(tree: OrderTree, durations_s: np.ndarray, compute_by_op: np.ndarray,
+                comm_by_op: np.ndarray) -> list[EngineResult | None]:
+    """The engine's result for each run (row) of ``durations_s`` (runs x ops, one rank) and of the
+    slowdowns (runs x ops each), or None where a run leaves the kept orders. A result keeps its
+    run's clock readings and the leaf's moments (``EngineResult.at_moments``); the runs of one
+    leaf share its moments, so ``laddersim.results.step_metrics_many`` reads them together."""
+    durations_s = np.asarray(durations_s, dtype=float)
+    n_runs = len(durations_s)
+    results: list[EngineResult | None] = [None] * n_runs
+    if tree.n_ranks != 1 or durations_s.shape[1:] != (tree.n_ops,) or tree.root.starts is None or not n_runs:
+        return results
+    shape = durations_s.shape
+    compute_by_op = np.broadcast_to(np.asarray(compute_by_op, dtype=float), shape)
+    comm_by_op = np.broadcast_to(np.asarray(comm_by_op, dtype=float), shape)
+    pending = [_Runs(tree.root, np.arange(n_runs), durations_s, compute_by_op, comm_by_op, [], np.zeros(n_runs),
+                     np.zeros((n_runs, 1)), _rate_classes(tree, compute_by_op, comm_by_op))]
+    while pending:
+        runs = pending.pop()
+        if len(runs.index) <= FEW:
+            _follow_each(tree, runs, results)
+            continue
+        for done in _walk(tree, runs, pending):
+            moments, signature, events = done.node.end
+            times = done.times()
+            for row, i in enumerate(done.index.tolist()):
+                results[i] = EngineResult.at_moments(times[row], moments, signature, events)
+    return results
+
+
+def _rate_classes(tree: OrderTree, compute_by_op: np.ndarray, comm_by_op: np.ndarray) -> tuple | None:
+    """The tree's rate classes of the running sets (``OrderTree._rate_class_of``) where every run
+    partitions the ops alike (ops with equal slowdowns in the first run have equal slowdowns in
+    every run: a sweep's runs, whose slowdowns are per op kind); else None."""
+    _, first, inverse = np.unique(compute_by_op[0] + 1j * comm_by_op[0], return_index=True, return_inverse=True)
+    same = first[inverse]  # each op's first op of equal slowdowns
+    if not (np.array_equal(compute_by_op, compute_by_op[:, same]) and np.array_equal(comm_by_op, comm_by_op[:, same])):
+        return None
+    return tree._rate_class_of(compute_by_op[0], comm_by_op[0])
+
+
+def _follow_each(tree: OrderTree, runs: _Runs, results: list) -> None:
+    """A few runs: each walked on alone in Python floats (``OrderTree.follow``, the same
+    arithmetic), cheaper than arrays of a few entries."""
+    times = runs.times()
+    for j, i in enumerate(runs.index.tolist()):
+        end = tree.follow(runs.node, [float(r[j]) for r in runs.remaining], times[j].tolist(),
+                          [runs.durations[j].tolist()], tree.rates_for(runs.compute_by_op[j], runs.comm_by_op[j]))
+        if end is not None:
+            node, readings = end
+            moments, signature, events = node.end
+            results[i] = EngineResult.at_moments(np.array(readings), moments, signature, events)
+
+
+def _walk(tree: OrderTree, runs: _Runs, pending: list) -> list[_Runs]:
+    """Follow ``runs`` down the tree until they end (returned), split (parts put on ``pending``)
+    or leave it (dropped: their results stay None)."""
+    node, remaining, now = runs.node, runs.remaining, runs.now
+    durations, readings = runs.durations, runs.readings
+    while True:
+        if not remaining:
+            node, now = _along_chain(tree, runs, node, now)
+        for op in node.ops:
+            remaining.append(durations[:, op])
+        if node.end is not None:
+            runs.node, runs.remaining, runs.now = node, remaining, now
+            return [runs]
+        rates = runs.rates_of(tree, node.running_id)
+        # OrderTree.replay's arithmetic: later = now + min(max(r, 0) / q) (the first smallest),
+        # r -= q * (later - now) (a no-op where that is 0), done where r <= tolerance(later) * q.
+        # A rate of exactly 1.0 (None here) is left out of the products: x * 1.0 and x / 1.0 are x.
+        delay = None
+        for r, q in zip(remaining, rates):
+            d = np.maximum(r, 0.0)
+            if q is not None:
+                d = d / q
+            delay = d if delay is None else np.where(d < delay, d, delay)
+        if delay is None:
+            return []  # (a tape cannot complete with nothing running)
+        later = now + delay
+        dt = later - now
+        remaining = [r - dt if q is None else r - q * dt for r, q in zip(remaining, rates)]
+        now = later
+        tolerance = done_tolerances_s(now)
+        # The outcome of each run: bit i where the i-th running activity is done, and a last bit
+        # where at the previous reading. Usually every run has the same one: known from each
+        # condition's all() and any(), without the codes of the runs.
+        flags = [r <= (tolerance if q is None else tolerance * q) for r, q in zip(remaining, rates)]
+        flags.append(dt == 0.0)
+        first = 0
+        for i, flag in enumerate(flags):
+            if flag.all():
+                first |= 1 << i
+            elif flag.any():
+                first = -1
+                break
+        if first >= 0:
+            child = _child(node, first, len(remaining))
+            if child is None:
+                return []
+            readings.append(now)
+            remaining = [r for i, r in enumerate(remaining) if not first >> i & 1]
+            node = child
+            continue
+        # The runs part ways here: each outcome's runs continue on its own (from the next node).
+        code = np.zeros(len(now), dtype=np.int64)
+        for i, flag in enumerate(flags):
+            code |= flag.astype(np.int64) << i
+        runs.remaining, runs.now = remaining, now
+        readings.append(now)
+        for value in np.unique(code).tolist():
+            child = _child(node, value, len(remaining))
+            if child is None:
+                continue
+            part = runs.part(code == value, child)
+            part.remaining = [r for i, r in enumerate(part.remaining) if not value >> i & 1]
+            pending.append(part)
+        return []
+
+
+def _along_chain(tree: OrderTree, runs: _Runs, node, now: np.ndarray):
+    """Where nothing runs: the nodes on from ``node`` that each start one activity and complete
+    it, with one child (a standard schedule's pass, one op at a time), all at once. There the
+    activity runs alone at rate 1 and the walk's arithmetic is ``later = now + max(d, 0)`` and
+    ``r = d - (later - now)``: the readings are a cumulative sum (numpy's adds in order, as the walk
+    does), and each node's outcome (done, at the previous reading or not) is checked for every run
+    at once. Returns the node and readings where the walk goes on one node at a time."""
+    chain = []
+    while (node.end is None and len(node.ops) == 1 and len(node.serials) == 1 and not node.more
+           and node.child is not None and node.outcome[0] == node.serials and runs.rates_of(tree, node.running_id) == [None]):
+        chain.append(node)
+        node = node.child
+    if len(chain) < 2:
+        return chain[0] if chain else node, now
+    ops = [n.ops[0] for n in chain]
+    seconds = np.take(runs.durations, ops, axis=1)
+    readings = np.cumsum(np.concatenate([now[:, None], np.maximum(seconds, 0.0)], axis=1), axis=1)
+    dt = np.diff(readings, axis=1)
+    done = seconds - dt <= done_tolerances_s(readings[:, 1:])
+    same = done & ((dt == 0.0) == np.array([n.outcome[1] for n in chain]))
+    agreed = len(chain) if same.all() else int(np.argmin(same.all(axis=0)))  # nodes every run agrees with
+    if agreed:
+        runs.readings.append(readings[:, 1:agreed + 1])
+        now = readings[:, agreed]
+    return chain[agreed] if agreed < len(chain) else node, now
+
+
+def _child(node, code: int, n_running: int):
+    """The child of the outcome ``code`` encodes (bit i: the i-th running activity finished; bit
+    ``n_running``: at the previous reading), or None where the tree has not seen it."""
+    serials = node.serials
+    outcome = (tuple(s for i, s in enumerate(serials) if code >> i & 1), bool(code >> n_running & 1))
+    if node.outcome == outcome:
+        return node.child
+    return node.more.get(outcome) if node.more else None
