@@ -134,8 +134,11 @@ def test_preemption_by_recompute_completes_every_request(scenarios):
 
 @settings(max_examples=25, deadline=None)
 @given(chunked=st.booleans(), max_running=st.integers(1, 8), budget=st.integers(64, 600),
-       blocks=st.integers(30, 120), seed=st.integers(0, 10_000))
-def test_scheduler_invariants(chunked, max_running, budget, blocks, seed):
+       blocks=st.integers(30, 120), seed=st.integers(0, 10_000), runs=st.booleans())
+def test_scheduler_invariants(chunked, max_running, budget, blocks, seed, runs):
+    """Budget, batch and blocks hold at every iteration, every request ends with its output, all
+    blocks come back; with ``runs``, stretches of decode-only iterations go through decode runs
+    (laddersim.serving.decode_run) and keep the same invariants."""
     rng = np.random.default_rng(seed)
     n = 12
     prompt = rng.integers(1, 200, n)
@@ -152,17 +155,24 @@ def test_scheduler_invariants(chunked, max_running, budget, blocks, seed):
         batcher.add(i)
     done = 0
     for step in range(100_000):
-        it = batcher.plan()
-        if it is None:
-            break
-        assert it.tokens <= budget and len(batcher.running) <= max_running
+        run = batcher.steady_decode() if runs else None
+        if run is not None:
+            run.done = int(rng.integers(1, run.limit + 1))
+            assert run.free_blocks() >= 0
+            done += batcher.advance(run, float(step))
+        else:
+            it = batcher.plan()
+            if it is None:
+                break
+            assert it.tokens <= budget and len(batcher.seq) <= max_running
+            for slot in it.decode:
+                assert batcher.cached[slot] + 1 <= batcher.blocks[slot] * 8
+            done += batcher.complete(it, float(step))
         assert 0 <= batcher.free_blocks and sum(batcher.blocks) + batcher.free_blocks == blocks
-        for seq in it.decode:
-            assert batcher.cached[seq] + 1 <= batcher.blocks[seq] * 8
-        done += batcher.complete(it, float(step))
+        assert all(-(-c // 8) <= b for c, b in zip(batcher.cached, batcher.blocks))
     assert done == len(prompt)
     assert batcher.free_blocks == blocks
-    assert batcher.generated == [int(x) for x in output]
+    assert batcher.generated_by_request.tolist() == [int(x) for x in output]
 
 
 @pytest.mark.parametrize("framework", ["gpt-fast", "vllm", "gpt-fast-flash"])

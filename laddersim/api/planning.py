@@ -62,7 +62,7 @@ def plan_run(model, *, profiles, prices, schedules, batches, tps, max_nodes: int
                             max_nodes=max_nodes, prompt_len=prompt_len, gen_len=gen_len, dtype=dtype, rate=rate,
                             ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, requests=requests,
                             max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill, progress=progress,
-                            pps=pps)
+                            pps=pps, workers=workers)
     for flag, given in (("max-batched-tokens", max_batched_tokens is not None), ("chunked-prefill", chunked_prefill)):
         if given:
             raise UserInputError(f"{flag}: only with --rate (a serving plan); the batch plan simulates decode "

@@ -26,14 +26,16 @@ class RatePlanAnswer:
 
 def serving_plan(model, *, profiles, prices, schedules, tps, max_nodes: int, prompt_len: int, gen_len: int,
                  dtype: str, rate: float | None, ttft_slo_s: float | None, tpot_slo_s: float | None, requests: int,
-                 max_batched_tokens: int | None, chunked_prefill: bool, progress: bool, pps=None) -> RatePlanAnswer:
+                 max_batched_tokens: int | None, chunked_prefill: bool, progress: bool, pps=None,
+                 workers: int | None = None) -> RatePlanAnswer:
     """``plan`` with a rate (see ``laddersim.api.plan``); every input checked first, the workload
-    included (plan_for_rate)."""
+    included (plan_for_rate); ``workers`` processes (default all cores) evaluate the candidates."""
     from tqdm import tqdm
 
     from laddersim.errors import UserInputError
     from laddersim.plan.prices import load_prices
     from laddersim.plan.serving_plan import plan_for_rate, serving_candidates
+    from laddersim.plan.task_pool import default_workers
     from laddersim.serving.arrivals import LengthSpec, check_load
     from laddersim.serving.capacity import OfferedLoad
     from laddersim.serving.options import serving_options
@@ -54,6 +56,7 @@ def serving_plan(model, *, profiles, prices, schedules, tps, max_nodes: int, pro
     usd = gpu_hour_prices(price_file, candidates_by_name)
     load = OfferedLoad(requests, LengthSpec("fixed", prompt_len), LengthSpec("fixed", gen_len))
     with tqdm(total=len(candidates), desc="plan", unit="config", file=sys.stderr, disable=not progress) as bar:
-        plan = plan_for_rate(shape, candidates, usd, rate, options, load, dtype, done=lambda: bar.update(1))
+        plan = plan_for_rate(shape, candidates, usd, rate, options, load, dtype, done=lambda: bar.update(1),
+                             workers=workers or default_workers())
     note_unmeasured_candidates(candidates_by_name)
     return RatePlanAnswer(plan, len(candidates), shape.name, options)

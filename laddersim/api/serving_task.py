@@ -5,6 +5,7 @@ rate within the SLOs) and the GPUs and cost of a target rate (laddersim.serving)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from laddersim.hardware.profile import HardwareProfile
+    from laddersim.serving.run import ServingResult
 
 ENGINE = ServingOptions()  # the engine's and the SLO rule's defaults, stated once in ServingOptions
 
@@ -24,14 +26,27 @@ ENGINE = ServingOptions()  # the engine's and the SLO rule's defaults, stated on
 @dataclass(frozen=True)
 class ServingRun:
     """What ``serving_run`` answers: one row per schedule (``serving --json``'s objects), every
-    request's row (``schedule`` first), and what the text answer names."""
+    request's row (``requests``: built when asked for, ``schedule`` first), and what the text
+    answer names."""
 
     rows: list[dict]
-    requests: pd.DataFrame
+    results: list[ServingResult]  # one per schedule, in order
     model: str  # the model's name
     hardware: str  # the profile's name
     request_count: int
     options: ServingOptions
+
+    @cached_property
+    def requests(self) -> pd.DataFrame:
+        import pandas as pd
+
+        return pd.concat([_schedule_frame(result) for result in self.results], ignore_index=True)
+
+
+def _schedule_frame(result: ServingResult) -> pd.DataFrame:
+    """One schedule's per-request rows, ``schedule`` first."""
+    frame = result.frame.assign(schedule=result.scenario.schedule)
+    return frame[["schedule"] + [c for c in frame.columns if c != "schedule"]]
 
 
 def serving_run(model, hardware, tp: int, *, rate: float | None, schedules: Sequence[str], requests: int,
@@ -73,7 +88,7 @@ def serving_run(model, hardware, tp: int, *, rate: float | None, schedules: Sequ
     # The lengths as given (N or a distribution), as the command's flags give them: text.
     workload = {"prompt_len": str(prompt_len), "gen_len": str(gen_len)} if lengths else \
         {"prompt_len": "trace", "gen_len": "trace"}
-    rows, frames = [], []
+    rows, results = [], []
     for scenario in scenarios:
         result = serve(scenario, drawn, options, progress=progress)
         row = {**result.summary(rate), **workload, "slo_attainment_required": options.slo_attainment}
@@ -88,13 +103,11 @@ def serving_run(model, hardware, tp: int, *, rate: float | None, schedules: Sequ
                 row.update(target_rate=target_rate, replicas=replicas, gpus=replicas * tp * pp if replicas else None,
                            usd_per_hour=replicas * tp * pp * usd_per_gpu_hour if replicas else None)
         rows.append(row)
-        frames.append(result.frame.assign(schedule=scenario.schedule))
-    frame = pd.concat(frames, ignore_index=True)
-    frame = frame[["schedule"] + [c for c in frame.columns if c != "schedule"]]
+        results.append(result)
     if out is not None:
-        _write_requests(frame, Path(out))
+        _write_requests(results, Path(out))
     s = scenarios[0]
-    return ServingRun(rows, frame, s.model.name, s.hardware.name, len(drawn), options)
+    return ServingRun(rows, results, s.model.name, s.hardware.name, len(drawn), options)
 
 
 def serving(model: str | Path, hardware: str | Path | HardwareProfile, tp: int, *, rate: float | None = None,
@@ -157,15 +170,32 @@ def _requests(rate, requests: int, prompt_len, gen_len, gamma_shape: float, trac
     return draw_requests(requests, rate, prompt, output, seed, gamma_shape), (prompt, output)
 
 
-def _write_requests(frame: pd.DataFrame, out_dir: Path) -> None:
+def _write_requests(results: list[ServingResult], out_dir: Path) -> None:
+    """Every request's row to out_dir/requests.parquet and requests.csv, one schedule at a time
+    (only that schedule's rows in memory): the CSV is the rows' in order, the Parquet file one
+    row group per schedule."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     from laddersim.errors import UserInputError
 
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserInputError(f"out: cannot create {out_dir}: {exc.strerror}") from None
-    for path, write in ((out_dir / "requests.parquet", lambda p: frame.to_parquet(p, index=False)),
-                        (out_dir / "requests.csv", lambda p: frame.to_csv(p, index=False, lineterminator="\n"))):
-        tmp = path.with_name(path.name + ".tmp")
-        write(tmp)
-        tmp.replace(path)
+    parquet, csv = out_dir / "requests.parquet", out_dir / "requests.csv"
+    parquet_tmp, csv_tmp = (path.with_name(path.name + ".tmp") for path in (parquet, csv))
+    writer = None
+    try:
+        with open(csv_tmp, "w", newline="") as text:
+            for i, result in enumerate(results):
+                frame = _schedule_frame(result)
+                frame.to_csv(text, index=False, header=i == 0, lineterminator="\n")
+                table = pa.Table.from_pandas(frame, preserve_index=False)
+                writer = writer or pq.ParquetWriter(parquet_tmp, table.schema)
+                writer.write_table(table)
+    finally:
+        if writer is not None:
+            writer.close()
+    parquet_tmp.replace(parquet)
+    csv_tmp.replace(csv)

@@ -24,11 +24,12 @@ from laddersim.errors import UserInputError
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.model_shape import ModelShape
 from laddersim.plan.planner import candidate_splits, fewest_replicas
+from laddersim.plan.task_pool import run_tasks
 from laddersim.serving.arrivals import draw_requests
-from laddersim.serving.capacity import OfferedLoad, max_sustainable_rate
+from laddersim.serving.capacity import Capacity, OfferedLoad, max_sustainable_rate
 from laddersim.serving.options import ServingOptions
 from laddersim.serving.replica import check_requests_fit
-from laddersim.serving.run import kv_blocks_for, serving_scenario
+from laddersim.serving.run import kv_blocks_for, own_timers, serving_scenario
 from laddersim.simulate import scenario_nodes
 
 
@@ -110,32 +111,77 @@ def serving_candidates(model_shape: ModelShape, profiles: dict[str, tuple[str, H
             for tp, pp in candidate_splits(model_shape, profile, tps, pps, max_nodes) for schedule in schedules]
 
 
+@dataclass(frozen=True)
+class _Split:
+    """A task of the plan: the candidates of one (profile, TP, PP), and what each is judged by."""
+
+    model_shape: ModelShape
+    candidates: tuple[tuple, ...]
+    options: ServingOptions
+    load: OfferedLoad
+    target_rate: float
+    longest: int
+    dtype: str
+
+
+def _evaluate(split: _Split) -> list[tuple[Capacity | None, str | None, int | None]]:
+    """(capacity, why skipped, nodes) of each candidate of ``split``, each with iteration timers of
+    its own (its answer is the same in any process, after anything)."""
+    out = []
+    for name, profile, tp, schedule, *stages in split.candidates:  # (..., PP); without it, no pipeline
+        pp = stages[0] if stages else 1
+        cap, reason, nodes = None, None, None
+        with own_timers():
+            try:
+                scenario = serving_scenario(split.model_shape, profile, tp, schedule, split.dtype, pp=pp)
+                reason = _unservable(scenario, split.options, split.longest)
+                if reason is None:
+                    cap = max_sustainable_rate(scenario, split.options, split.load, start_rate=split.target_rate)
+                    reason = None if cap.rate is not None else cap.describe()
+            except UserInputError as exc:  # DoesNotFitError included: this candidate cannot run it
+                reason = str(exc)
+        out.append((cap, reason, scenario_nodes(scenario) if reason is None else None))
+    return out
+
+
+def _splits(candidates: list[tuple]) -> list[list[tuple]]:
+    """The candidates grouped by (profile, TP, PP), in order: one task each (its schedules share
+    the costs of their iterations, laddersim.serving.iteration_time.shared_op_times_s)."""
+    groups: list[list[tuple]] = []
+    for candidate in candidates:
+        name, _, tp, _, *stages = candidate
+        if groups and (groups[-1][0][0], groups[-1][0][2], groups[-1][0][4:]) == (name, tp, tuple(stages)):
+            groups[-1].append(candidate)
+        else:
+            groups.append([candidate])
+    return groups
+
+
 def plan_for_rate(model_shape: ModelShape, candidates: list[tuple], usd_per_gpu_hour: dict[str, float],
                   target_rate: float, options: ServingOptions, load: OfferedLoad, dtype: str = "bfloat16",
-                  done: Callable[[], None] = lambda: None) -> RatePlan:
-    """Every candidate's capacity and cost; the workload is checked first (check_serving_workload),
-    so what a candidate raises while it is simulated is about that candidate: it is skipped."""
+                  done: Callable[[], None] = lambda: None, workers: int = 1) -> RatePlan:
+    """Every candidate's capacity and cost, on ``workers`` processes (laddersim.plan.task_pool: the
+    same answer for any number); the workload is checked first (check_serving_workload), so what
+    a candidate raises while it is simulated is about that candidate: it is skipped."""
     longest = check_serving_workload(model_shape, options, load, target_rate)
+    groups = _splits(candidates)
+    tasks = [_Split(model_shape, tuple(group), options, load, target_rate, longest, dtype) for group in groups]
+
+    def finished(i: int) -> None:
+        for _ in groups[i]:
+            done()
+
+    outcomes = [o for answer in run_tasks(_evaluate, tasks, workers, finished) for o in answer]
     out, skipped = [], []
-    for name, profile, tp, schedule, *stages in candidates:  # (..., PP); without it, no pipeline
+    for (name, profile, tp, schedule, *stages), (cap, reason, nodes) in zip(candidates, outcomes):
         pp = stages[0] if stages else 1
-        cap, reason = None, None
-        try:
-            scenario = serving_scenario(model_shape, profile, tp, schedule, dtype, pp=pp)
-            reason = _unservable(scenario, options, longest)
-            if reason is None:
-                cap = max_sustainable_rate(scenario, options, load, start_rate=target_rate)
-                reason = None if cap.rate is not None else cap.describe()
-        except UserInputError as exc:  # DoesNotFitError included: this candidate cannot run it
-            reason = str(exc)
-        done()
         if reason is not None:
             skipped.append(SkippedCandidate(profile.name, schedule, tp, reason, pp))
             continue
         replicas = fewest_replicas(target_rate, cap.rate)
         gpus = replicas * tp * pp
         out.append(ServingPlanOption(
-            hardware=profile.name, schedule=schedule, tp=tp, nodes=scenario_nodes(scenario),
+            hardware=profile.name, schedule=schedule, tp=tp, nodes=nodes,
             capacity_req_per_s=cap.rate, replicas=replicas, gpus=gpus, ttft_p99_s=cap.summary["ttft_p99_s"],
             tpot_p99_s=cap.summary["tpot_p99_s"], usd_per_gpu_hour=usd_per_gpu_hour[name],
             usd_per_hour=gpus * usd_per_gpu_hour[name], capacity_at_least=cap.at_least,

@@ -87,12 +87,13 @@ class AttentionCost:
         exact = np.abs(self._table - line).max() <= 1e-12 * max(float(np.abs(self._table).max()), 1e-30)
         self._affine = (float(self._table[0]), float(slope)) if exact else None
 
-    def decode_seconds(self, kv_lens: list[int], kv_sum: int) -> float:
-        """Decode attention of sequences attending ``kv_lens`` positions each (``kv_sum`` their sum)."""
-        if not kv_lens:
+    def decode_seconds(self, kv_lens, kv_sum: int) -> float:
+        """Decode attention of sequences attending ``kv_lens`` positions each (a list or an int
+        array; ``kv_sum`` their sum)."""
+        if len(kv_lens) == 0:
             return 0.0
         if kv_sum >= len(self._table):  # no length beyond the table when their sum is within it
-            longest = max(kv_lens)
+            longest = int(np.max(kv_lens))
             if longest >= len(self._table):
                 self._grow(longest)
         if self._affine is not None:
@@ -100,6 +101,35 @@ class AttentionCost:
         else:
             share = float(self._table[kv_lens].sum())
         return self.decode_fixed_s + share
+
+    def decode_steps(self, cached: np.ndarray, first: int, steps: int) -> np.ndarray:
+        """``seconds`` of decode-only iterations ``first`` .. ``first + steps - 1`` of a decode run
+        (laddersim.serving.decode_run) whose sequences had ``cached`` positions at its start
+        (iteration i: each attends ``cached + i + 1``), for the leading iterations within the
+        priced KV lengths: the next one grows the table (``seconds`` prices it). The same
+        arithmetic on arrays: equal floats."""
+        batch = len(cached)
+        i = np.arange(first, first + steps)
+        kv_sum = int(cached.sum()) + batch * (i + 1)
+        size = len(self._table)
+        grows = (kv_sum >= size) & (int(cached.max()) + i + 1 >= size)
+        m = int(np.argmax(grows)) if grows.any() else steps
+        i, kv_sum = i[:m], kv_sum[:m]
+        if self._affine is not None:
+            share = self._affine[0] * batch + self._affine[1] * kv_sum
+        else:  # each row summed as the one iteration's gather is
+            share = self._table[cached[None, :] + (i[:, None] + 1)].sum(axis=1)
+        return self._with_host(self.decode_fixed_s + share)
+
+    def decode_only_seconds(self, kv_lens, kv_sum: int) -> float:
+        """``seconds(kv_lens, kv_sum, [])``: an iteration without prompt chunks."""
+        return float(self._with_host(self.decode_seconds(kv_lens, kv_sum)))
+
+    def _with_host(self, total):
+        """The framework's host dispatch of the attention op (laddersim.costs.host_overhead)."""
+        if self._host:
+            return with_host_overhead(self.scenario.hardware, {"attention": np.asarray(total)})["attention"]
+        return total
 
     def chunk_share_s(self, new_tokens: int, cached: int) -> float:
         key = (new_tokens, cached)
@@ -113,6 +143,4 @@ class AttentionCost:
         total = self.decode_seconds(kv_lens, kv_sum)
         if chunks:
             total += self.prefill_fixed_s + sum(self.chunk_share_s(c, cached) for _, cached, c in chunks)
-        if self._host:  # the framework's host dispatch of the attention op (laddersim.costs.host_overhead)
-            total = float(with_host_overhead(self.scenario.hardware, {"attention": np.array(total)})["attention"])
-        return total
+        return float(self._with_host(total)) if self._host else total

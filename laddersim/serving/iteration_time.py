@@ -44,8 +44,8 @@ dimensions need them:
 
 from __future__ import annotations
 
-import bisect
 import math
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
 
@@ -55,9 +55,11 @@ from laddersim.costs.collectives import collective_choice, slowdowns
 from laddersim.costs.op_costs import Phase, collective_message_bytes, logits_rows, op_times_s
 from laddersim.costs.pass_shapes import linear_shapes, splitk_reduce
 from laddersim.costs.rank_skew import compute_before_collectives, skew_wait_per_compute
-from laddersim.engine.simulator import RankWork, run_engine
+from laddersim.engine.cached import run_cached
+from laddersim.engine.simulator import RankWork
 from laddersim.framework import load_framework
 from laddersim.serving.attention_cost import AttentionCost
+from laddersim.serving.attention_intervals import Intervals, interpolate
 from laddersim.simulate import Scenario
 from laddersim.schedules.program import build_program
 from laddersim.schedules.stages import Stage
@@ -99,6 +101,27 @@ def token_bracket(tokens: int, points_per_octave: int) -> tuple[int, int]:
     return (lo, lo) if lo == tokens else (lo, lo + step)
 
 
+_OP_TIMES: OrderedDict[tuple, tuple[Scenario, dict[str, np.ndarray]]] = OrderedDict()
+OP_TIMES_KEPT = 4096  # passes' op costs kept (a scenario's iterations need a few hundred)
+
+
+def shared_op_times_s(scenario: Scenario, tokens: int, logits: int) -> dict[str, np.ndarray]:
+    """``op_times_s`` of a pass of ``tokens`` new tokens and ``logits`` sampling sequences on
+    ``scenario``'s model, profile, TP and workload, shared by the iteration timers of every
+    schedule (and pipeline stage) of them in this process: the costs do not depend on the
+    schedule. Keyed by the identity of the model and profile objects (kept alive with the entry)."""
+    s = scenario
+    key = (id(s.model), id(s.hardware), s.workload, s.tp, tokens, logits)
+    if key in _OP_TIMES:
+        _OP_TIMES.move_to_end(key)
+        return _OP_TIMES[key][1]
+    times = op_times_s(s.model, s.hardware, s.workload, s.tp, _phase(tokens, logits, False), np.ones(1))
+    _OP_TIMES[key] = (s, times)
+    if len(_OP_TIMES) > OP_TIMES_KEPT:
+        _OP_TIMES.popitem(last=False)
+    return times
+
+
 class _Layout:
     """A program's ops as index arrays over the distinct op kinds (for fast duration vectors)."""
 
@@ -106,8 +129,8 @@ class _Layout:
         self.n_layers_ops = len(program.ops)
         self.kind_of_op = np.array([kind_index[k] for k in program.kinds])
         self.attention = np.array([k == "attention" for k in program.kinds])
-        self.streams = [op.stream for op in program.ops]
-        self.deps = [op.deps for op in program.ops]
+        self.streams = tuple(op.stream for op in program.ops)
+        self.deps = tuple(op.deps for op in program.ops)
         self.before = compute_before_collectives(self.streams, self.kind_of_op, len(kind_index))
 
 
@@ -181,7 +204,9 @@ class IterationTimer:
         self._anchors: dict[tuple[int, float], tuple[float, tuple]] = {}  # (tokens, a) -> body s, signature ids
         self._signatures: dict[tuple, int] = {}
         # tokens -> sorted starts and (lo, hi, body at lo, body at hi, error bound) of ``a`` intervals
-        self._segments: dict[int, tuple[list[float], list[tuple[float, float, float, float, float]]]] = {}
+        self._segments: dict[int, Intervals] = {}  # tokens -> resolved intervals of ``a``
+        self._brackets: dict[int, tuple[int, int]] = {}  # tokens -> ``_bracket``
+        self._tails_s: dict[tuple[int, int, bool], float] = {}  # (tokens, logits, prefill) -> ``_tail_seconds``
         self.engine_runs = 0
         self.whole_model_runs = 0
         self.max_error_bound = 0.0
@@ -192,7 +217,7 @@ class IterationTimer:
         key = (tokens, logits)
         if key not in self._kinds_s:
             s = self.scenario
-            times = op_times_s(s.model, s.hardware, s.workload, s.tp, _phase(tokens, logits, False), np.ones(1))
+            times = shared_op_times_s(s, tokens, logits)
             if self.stage:  # what the stage receives: the new tokens' hidden states, or the sampled ids
                 times = {**times, **self.stage.receive_s(tokens, logits)}
             self._kinds_s[key] = np.array([float(np.asarray(times[k]).reshape(-1)[0]) for k in self._kind_names])
@@ -204,9 +229,12 @@ class IterationTimer:
         # logits gathered, the sampling) and on tokens only through the single-token kernel floor.
         # Priced in two parts so that an iteration's LM head over all its tokens reuses the pass
         # priced at those tokens (the body's, whose LM head runs on every token): no new op_times_s.
-        rows = logits_rows(self._framework, _phase(tokens, logits, prefill))
-        return self._tail_part(self._rows_s, self._row_kinds, tokens, rows) + \
-            self._tail_part(self._samples_s, self._sample_kinds, tokens, logits)
+        key = (tokens, logits, prefill)
+        if key not in self._tails_s:
+            rows = logits_rows(self._framework, _phase(tokens, logits, prefill))
+            self._tails_s[key] = self._tail_part(self._rows_s, self._row_kinds, tokens, rows) + \
+                self._tail_part(self._samples_s, self._sample_kinds, tokens, logits)
+        return self._tails_s[key]
 
     def _tail_part(self, cache: dict, kinds: np.ndarray, tokens: int, count: int) -> float:
         key = (tokens == 1, count)
@@ -237,7 +265,7 @@ class IterationTimer:
             per_kind[self._kind_names.index("attention")] = a_s
             d = d + self._skew * (layout.before @ per_kind)
         idx = layout.kind_of_op
-        result = run_engine([RankWork(layout.streams, layout.deps, d)], compute[idx], comm[idx],
+        result = run_cached([RankWork(layout.streams, layout.deps, d)], compute[idx], comm[idx],
                             group_links=self._links)
         self.engine_runs += 1
         return float(result.end_s.max()), self._signatures.setdefault(result.signature, len(self._signatures))
@@ -260,14 +288,17 @@ class IterationTimer:
             self._anchors[key] = anchor
         return self._anchors[key]
 
+    def _intervals(self, tokens: int) -> Intervals:
+        if tokens not in self._segments:
+            self._segments[tokens] = Intervals()
+        return self._segments[tokens]
+
     def body_seconds(self, tokens: int, a_s: float) -> float:
         """Makespan without the logits tail at a grid point: exact in ``a_s`` within one event
         order, else within the bound it adds to ``max_error_bound``."""
-        starts, segments = self._segments.setdefault(tokens, ([], []))
-        i = bisect.bisect_right(starts, a_s) - 1
-        if i >= 0 and a_s <= segments[i][1]:
-            lo, hi, t_lo, t_hi, bound = segments[i]
-        else:
+        intervals = self._intervals(tokens)
+        interval = intervals.find(a_s)
+        if interval is None:
             k = math.floor(math.log(a_s / A_GRID_BASE_S, A_GRID_FACTOR)) if a_s > 0 else 0
             lo, hi = A_GRID_BASE_S * A_GRID_FACTOR ** k, A_GRID_BASE_S * A_GRID_FACTOR ** (k + 1)
             if a_s <= 0:
@@ -278,13 +309,11 @@ class IterationTimer:
                     break
                 mid = 0.5 * (lo + hi)
                 lo, hi = (lo, mid) if a_s <= mid else (mid, hi)
-            bound = 0.0 if sig_lo == sig_hi else (t_hi - t_lo) / t_lo
-            i = bisect.bisect_right(starts, lo)
-            starts.insert(i, lo)
-            segments.insert(i, (lo, hi, t_lo, t_hi, bound))
-        if bound > self.max_error_bound:
-            self.max_error_bound = bound
-        return t_lo + (t_hi - t_lo) * (a_s - lo) / (hi - lo)
+            interval = (lo, hi, t_lo, t_hi, 0.0 if sig_lo == sig_hi else (t_hi - t_lo) / t_lo)
+            intervals.insert(interval)
+        if interval[4] > self.max_error_bound:
+            self.max_error_bound = interval[4]
+        return interpolate(interval, a_s)
 
     def _serial_seconds(self, tokens: int) -> float:
         """Sum of the durations of every op but attention and the tail, at ``tokens``."""
@@ -316,13 +345,17 @@ class IterationTimer:
         """The grid points around ``tokens`` (``token_bracket``), narrowed by bisection while a
         kernel path changes between them (``_path``): the overlap saved is interpolated only
         where it varies smoothly, so the bound below holds."""
+        if tokens in self._brackets:
+            return self._brackets[tokens]
         lo, hi = token_bracket(tokens, self.points_per_octave)
         while hi - lo > 1 and self._path(lo) != self._path(hi):
             mid = (lo + hi) // 2
             if tokens == mid:
-                return mid, mid
+                lo = hi = mid
+                break
             lo, hi = (lo, mid) if tokens < mid else (mid, hi)
-        return (tokens, tokens) if tokens in (lo, hi) else (lo, hi)
+        self._brackets[tokens] = (tokens, tokens) if tokens in (lo, hi) else (lo, hi)
+        return self._brackets[tokens]
 
     def seconds(self, tokens: int, logits: int, attention_s: float, prefill: bool = False) -> float:
         """Makespan of an iteration of ``tokens`` new tokens, ``logits`` sampling sequences and
@@ -337,3 +370,24 @@ class IterationTimer:
             body = self._serial_seconds(tokens) + self._n_attention * attention_s - saved
             self.max_error_bound = max(self.max_error_bound, abs(saved_hi - saved_lo) / body)
         return body + self._tail_seconds(tokens, max(1, logits), prefill)
+
+    def decode_steps(self, tokens: int, attention_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``seconds(tokens, tokens, a)`` for each ``a`` of ``attention_s`` (iterations of ``tokens``
+        decoding sequences, one sampling each) and the error bound each adds, for the leading
+        values within attention intervals already resolved: the next one needs engine runs
+        (``seconds`` prices it). The same arithmetic on arrays (equal floats); nothing is
+        recorded, so the caller adds the bounds of the iterations it keeps to max_error_bound."""
+        lo, hi = self._bracket(tokens)
+        if hi == lo:
+            body, bound = self._intervals(lo).interpolate_many(attention_s)
+        else:
+            body_lo, bound_lo = self._intervals(lo).interpolate_many(attention_s)
+            body_hi, bound_hi = self._intervals(hi).interpolate_many(attention_s[:len(body_lo)])
+            m = len(body_hi)
+            a, body_lo, bound_lo = attention_s[:m], body_lo[:m], bound_lo[:m]
+            saved_lo = self._serial_seconds(lo) + self._n_attention * a - body_lo
+            saved_hi = self._serial_seconds(hi) + self._n_attention * a - body_hi
+            saved = saved_lo + (saved_hi - saved_lo) * (tokens - lo) / (hi - lo)
+            body = self._serial_seconds(tokens) + self._n_attention * a - saved
+            bound = np.maximum(np.maximum(bound_lo, bound_hi), np.abs(saved_hi - saved_lo) / body)
+        return body + self._tail_seconds(tokens, max(1, tokens), False), bound

@@ -15,12 +15,10 @@ engine has nothing to run.
 
 from __future__ import annotations
 
-import sys
 from functools import partial
 
 import numpy as np
 import simpy
-from tqdm import tqdm
 
 from laddersim.pipeline.placement import place
 from laddersim.pipeline.run import receive_s
@@ -29,7 +27,7 @@ from laddersim.serving.arrivals import Requests
 from laddersim.serving.iteration_time import IterationTimer, StageTiming
 from laddersim.serving.kv_blocks import kv_block_count
 from laddersim.serving.options import ServingOptions
-from laddersim.serving.replica import PROGRESS_MIN_REQUESTS, ServingRun, arrive, check_requests_fit, complete, run_timed, served
+from laddersim.serving.replica import ServingRun, check_requests_fit, progress_bar, run_timed, served
 from laddersim.serving.scheduler import ContinuousBatcher
 from laddersim.simulate import Scenario
 
@@ -63,8 +61,7 @@ def simulate_pipelined_replica(timers: list[IterationTimer], requests: Requests,
     window_end_s = float(requests.arrival_s[-1])
     area = {"t": 0.0, "sum": 0.0}
     counts = {"done": 0, "iterations": 0}
-    bar = tqdm(total=n, desc=label, unit="req", file=sys.stderr, dynamic_ncols=True,
-               disable=not progress or n < PROGRESS_MIN_REQUESTS)
+    bar = progress_bar(n, progress, label)
 
     def account() -> None:
         t = min(env.now, window_end_s)
@@ -86,18 +83,37 @@ def simulate_pipelined_replica(timers: list[IterationTimer], requests: Requests,
                 idle[v] = env.event()
                 yield idle[v]
                 continue
-            kv_lens = [batcher.cached[seq] + 1 for seq in it.decode]
             for stage, timer in zip(stages, timers):
-                a_s = timer.attention.seconds(kv_lens, it.decode_kv, it.chunks)
+                a_s = timer.attention.seconds(it.kv_lens, it.decode_kv, it.chunks)
                 with stage.request() as turn:
                     yield turn
                     yield env.timeout(timer.seconds(it.tokens, it.samples, a_s, prefill=bool(it.chunks)))
             account()
-            complete(batcher, it, env.now, counts, bar)
+            finished = batcher.complete(it, env.now)
+            counts["iterations"] += 1
+            if finished:
+                counts["done"] += finished
+                bar.update(finished)
 
     env.process(arrive(env, requests, account, admit))
     for v in range(engines):
         env.process(engine(v))
-    bound, runs = run_timed(env, timers, bar)
-    pick = [[getattr(batchers[owner[i]], name)[i] for i in range(n)] for name in ("first_token_s", "finish_s", "preemptions")]
-    return served(requests, counts, kv_blocks, area["sum"], window_end_s, runs, bound, *pick)
+    bound, runs = run_timed(timers, env.run, bar)
+    rows = np.arange(n)
+    pick = [getattr(batchers[0], name).copy() for name in ("first_token_s", "finish_s", "preemptions")]
+    for v in range(1, engines):
+        mine = owner == v
+        for column, name in zip(pick, ("first_token_s", "finish_s", "preemptions")):
+            column[mine] = getattr(batchers[v], name)[rows[mine]]
+    return served(requests, counts["done"], counts["iterations"], kv_blocks, area["sum"], window_end_s, runs, bound,
+                  *pick)
+
+
+def arrive(env: simpy.Environment, requests: Requests, account, admit):
+    """The arrivals process: each request handed to ``admit`` at its arrival time, the time
+    integral of the requests in the system brought up to date first (``account``)."""
+    for i, at in enumerate(requests.arrival_s.tolist()):
+        if at > env.now:
+            yield env.timeout(at - env.now)
+        account()
+        admit(i)

@@ -1,17 +1,14 @@
-"""One replica under load, as a SimPy discrete-event simulation.
-
-Two processes: ``arrivals`` hands each request to the scheduler at its arrival time (waking an
-idle engine); ``engine`` loops over iterations, each lasting the iteration-time model's makespan
-for its shape. Records go into the scheduler's plain lists and become arrays afterwards.
-"""
+"""One replica under load: what a simulation of it records, the checks before one, and the
+entry point (``simulate_replica``: the direct event loop of ``laddersim.serving.replica_loop``;
+a pipeline's replica is ``laddersim.serving.pipelined``'s)."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import simpy
 from tqdm import tqdm
 
 from laddersim.errors import UserInputError
@@ -19,7 +16,6 @@ from laddersim.limits import MAX_ITERATIONS
 from laddersim.serving.arrivals import Requests
 from laddersim.serving.iteration_time import IterationTimer
 from laddersim.serving.options import ServingOptions
-from laddersim.serving.scheduler import ContinuousBatcher
 
 PROGRESS_MIN_REQUESTS = 2000  # smaller runs take well under a second: no bar
 
@@ -64,72 +60,53 @@ def check_requests_fit(requests: Requests, options: ServingOptions, kv_blocks: i
 
 def simulate_replica(timer: IterationTimer, requests: Requests, options: ServingOptions, kv_blocks: int,
                      progress: bool = False, label: str = "serving") -> ServingRun:
+    """Serve ``requests`` on one replica: continuous batching (laddersim.serving.scheduler), each
+    iteration lasting ``timer``'s makespan for its shape."""
+    from laddersim.serving.replica_loop import ReplicaLoop
+
     check_requests_fit(requests, options, kv_blocks)
-    n = len(requests)
-    batcher = ContinuousBatcher(requests.prompt_len, requests.output_len, kv_blocks, options)
-    attention = timer.attention
-    cached = batcher.cached  # updated in place by the batcher
-    env = simpy.Environment()
-    idle = {"event": env.event()}
-    window_end_s = float(requests.arrival_s[-1])
-    area = {"t": 0.0, "sum": 0.0}
-
-    def account() -> None:
-        # The integral of requests in the system, up to the last arrival.
-        t = min(env.now, window_end_s)
-        area["sum"] += batcher.in_system * (t - area["t"])
-        area["t"] = t
-
-    def admit(i: int) -> None:
-        batcher.add(i)
-        if not idle["event"].triggered:
-            idle["event"].succeed()
-
-    bar = tqdm(total=n, desc=label, unit="req", file=sys.stderr, dynamic_ncols=True,
-               disable=not progress or n < PROGRESS_MIN_REQUESTS)
-    counts = {"done": 0, "iterations": 0}
-
-    def engine():
-        while counts["done"] < n:
-            it = batcher.plan()
-            if it is None:
-                idle["event"] = env.event()
-                yield idle["event"]
-                continue
-            kv_lens = [cached[seq] + 1 for seq in it.decode]  # each decoding sequence's positions attended
-            a_s = attention.seconds(kv_lens, it.decode_kv, it.chunks)
-            yield env.timeout(timer.seconds(it.tokens, it.samples, a_s, prefill=bool(it.chunks)))
-            account()
-            complete(batcher, it, env.now, counts, bar)
-
-    env.process(arrive(env, requests, account, admit))
-    env.process(engine())
-    bound, runs = run_timed(env, [timer], bar)
-    return served(requests, counts, kv_blocks, area["sum"], window_end_s, runs, bound,
-                  batcher.first_token_s, batcher.finish_s, batcher.preemptions)
+    bar = progress_bar(len(requests), progress, label)
+    loop = ReplicaLoop(timer, requests, options, kv_blocks, bar)
+    bound, runs = run_timed([timer], loop.run, bar)
+    b = loop.batcher
+    return served(requests, loop.done, loop.iterations, kv_blocks, loop.in_system_area, loop.window_end_s, runs,
+                  bound, b.first_token_s, b.finish_s, b.preemptions)
 
 
-def arrive(env: simpy.Environment, requests: Requests, account, admit):
-    """The arrivals process: each request handed to ``admit`` at its arrival time, the time
-    integral of the requests in the system brought up to date first (``account``)."""
-    for i, at in enumerate(requests.arrival_s.tolist()):
-        if at > env.now:
-            yield env.timeout(at - env.now)
-        account()
-        admit(i)
+def progress_bar(requests: int, progress: bool, label: str) -> tqdm:
+    """A bar of requests finished on stderr (none for a run that takes well under a second)."""
+    return tqdm(total=requests, desc=label, unit="req", file=sys.stderr, dynamic_ncols=True,
+                disable=not progress or requests < PROGRESS_MIN_REQUESTS)
 
 
-def complete(batcher: ContinuousBatcher, it, now_s: float, counts: dict, bar) -> None:
-    """Apply an iteration's outcome and count it (and the requests it finished)."""
-    finished = batcher.complete(it, now_s)
-    counts["iterations"] += 1
-    if finished:
-        counts["done"] += finished
-        bar.update(finished)
+def arrival_events(arrival_s: np.ndarray) -> np.ndarray:
+    """When each request reaches the scheduler: an arrivals process whose clock moves by timeouts
+    of ``at - now`` lands at ``now + (at - now)`` (SimPy's arithmetic, as laddersim always
+    simulated it), which is ``at`` itself but where that sum rounds, and at ``now`` for a request
+    not after it. Computed for all at once, and step by step only from where a sum rounds until
+    the clock is back on the arrival times."""
+    at = np.asarray(arrival_s, dtype=float)
+    before = np.concatenate(([0.0], at[:-1]))  # the clock, where it is on the arrival times
+    lands = np.where(at > before, before + (at - before), before)
+    out = at.copy()
+    walked = 0
+    for i in np.flatnonzero(lands != at).tolist():
+        if i < walked:
+            continue
+        now = float(out[i - 1]) if i else 0.0
+        walked = i
+        while walked < len(at):
+            a = float(at[walked])
+            now = now + (a - now) if a > now else now
+            out[walked] = now
+            walked += 1
+            if now == a:
+                break
+    return out
 
 
-def run_timed(env: simpy.Environment, timers: list[IterationTimer], bar) -> tuple[float, int]:
-    """``env.run()``, then (the largest iteration error bound of this run, the engine runs it
+def run_timed(timers: list[IterationTimer], simulate: Callable[[], None], bar) -> tuple[float, int]:
+    """``simulate()``, then (the largest iteration error bound of this run, the engine runs it
     needed). The timers are shared between runs (their engine runs are reused); each keeps the
     largest bound it has seen, and the bound returned is this run's."""
     earlier = [timer.max_error_bound for timer in timers]
@@ -137,7 +114,7 @@ def run_timed(env: simpy.Environment, timers: list[IterationTimer], bar) -> tupl
     for timer in timers:
         timer.max_error_bound = 0.0
     try:
-        env.run()
+        simulate()
     finally:
         bar.close()
         bound = max(timer.max_error_bound for timer in timers)
@@ -146,19 +123,19 @@ def run_timed(env: simpy.Environment, timers: list[IterationTimer], bar) -> tupl
     return bound, sum(timer.engine_runs for timer in timers) - runs_before
 
 
-def served(requests: Requests, counts: dict, kv_blocks: int, in_system_area: float, window_end_s: float,
-           engine_runs: int, bound: float, first_token_s, finish_s, preemptions) -> ServingRun:
-    """The run's record, once every request is done (the per-request lists in request order)."""
+def served(requests: Requests, done: int, iterations: int, kv_blocks: int, in_system_area: float,
+           window_end_s: float, engine_runs: int, bound: float, first_token_s, finish_s, preemptions) -> ServingRun:
+    """The run's record, once every request is done (the per-request arrays in request order)."""
     n = len(requests)
-    if counts["done"] < n:  # the scheduler stalled with work left: a bug, never bad input
-        raise RuntimeError(f"serving: {n - counts['done']} requests never finished")
+    if done < n:  # the scheduler stalled with work left: a bug, never bad input
+        raise RuntimeError(f"serving: {n - done} requests never finished")
     span = window_end_s - float(requests.arrival_s[0])
     return ServingRun(
         requests=requests,
-        first_token_s=np.array(first_token_s),
-        finish_s=np.array(finish_s),
-        preemptions=np.array(preemptions, dtype=np.int64),
-        iterations=counts["iterations"],
+        first_token_s=np.asarray(first_token_s, dtype=float),
+        finish_s=np.asarray(finish_s, dtype=float),
+        preemptions=np.asarray(preemptions, dtype=np.int64),
+        iterations=iterations,
         kv_blocks=kv_blocks,
         mean_in_system=in_system_area / span if span > 0 else float("nan"),
         engine_runs=engine_runs,

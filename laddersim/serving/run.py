@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
-import pandas as pd
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 from laddersim.errors import UserInputError
 from laddersim.pipeline.placement import place
@@ -16,14 +18,21 @@ from laddersim.serving.pipelined import pipeline_kv_blocks, simulate_pipelined_r
 from laddersim.serving.replica import ServingRun, simulate_replica
 from laddersim.simulate import Scenario, make_scenario
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 @dataclass(frozen=True)
 class ServingResult:
     scenario: Scenario
     options: ServingOptions
     run: ServingRun
-    frame: pd.DataFrame  # one row per request (metrics.REQUEST_COLUMNS)
     metrics: dict  # metrics.summary()
+
+    @cached_property
+    def frame(self) -> pd.DataFrame:
+        """One row per request (metrics.REQUEST_COLUMNS), built when asked for."""
+        return request_frame(self.run, self.options)
 
     def summary(self, rate: float | None = None) -> dict:
         """The row ``--json`` prints: scenario, options, then the metrics."""
@@ -31,7 +40,7 @@ class ServingResult:
         return {
             "schedule": s.schedule, "model": s.model.name, "hardware": s.hardware.name, "tp": s.tp, "pp": s.pp,
             "framework": s.workload.framework,
-            "rate": rate, "requests": len(self.frame), "max_running": o.max_running,
+            "rate": rate, "requests": len(self.run.requests), "max_running": o.max_running,
             "max_batched_tokens": o.max_batched_tokens, "chunked_prefill": o.chunked_prefill,
             **self.metrics,
         }
@@ -71,6 +80,20 @@ def serving_scenario(model, hardware, tp: int, schedule: str, dtype: str = "bflo
 _TIMERS: dict[tuple, IterationTimer | list[IterationTimer]] = {}
 
 
+@contextmanager
+def own_timers():
+    """Within: a cache of iteration timers of its own, dropped after, so that what is simulated
+    inside does not depend on what this process simulated before (a timer's resolved intervals
+    decide the last bits of later iterations' times). A plan evaluates each candidate so, in
+    whichever process it runs."""
+    global _TIMERS
+    saved, _TIMERS = _TIMERS, {}
+    try:
+        yield
+    finally:
+        _TIMERS = saved
+
+
 def timer_for(scenario: Scenario, options: ServingOptions) -> IterationTimer | list[IterationTimer]:
     """One timer per scenario and process (a pipeline: one per stage), so a rate search or a sweep
     reuses every engine run. Keyed by the identity of the model and profile objects (the timer
@@ -106,5 +129,4 @@ def serve(scenario: Scenario, requests: Requests, options: ServingOptions, progr
     replica = simulate_pipelined_replica if scenario.pp > 1 else simulate_replica
     run = replica(timer, requests, options, kv_blocks_for(scenario, options), progress,
                   label=f"serving {scenario.schedule}")
-    frame = request_frame(run, options)
-    return ServingResult(scenario, options, run, frame, summary(frame, run, options))
+    return ServingResult(scenario, options, run, summary(run, options))
