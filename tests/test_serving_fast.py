@@ -24,7 +24,8 @@ from laddersim.serving.attention_cost import TABLE_START
 from laddersim.serving.iteration_time import IterationTimer
 from laddersim.serving.options import serving_options
 from laddersim.serving.pipelined import simulate_pipelined_replica, stage_timers
-from laddersim.serving.replica import arrival_events, simulate_replica
+from laddersim.serving.arrivals import arrival_events
+from laddersim.serving.replica import simulate_replica
 from laddersim.serving.run import kv_blocks_for, serving_scenario
 
 TINY = ModelShape(name="tiny8", n_layers=8, dim=1024, n_heads=16, n_kv_heads=4, intermediate_size=4096,

@@ -79,32 +79,6 @@ def progress_bar(requests: int, progress: bool, label: str) -> tqdm:
                 disable=not progress or requests < PROGRESS_MIN_REQUESTS)
 
 
-def arrival_events(arrival_s: np.ndarray) -> np.ndarray:
-    """When each request reaches the scheduler: an arrivals process whose clock moves by timeouts
-    of ``at - now`` lands at ``now + (at - now)`` (SimPy's arithmetic, as laddersim always
-    simulated it), which is ``at`` itself but where that sum rounds, and at ``now`` for a request
-    not after it. Computed for all at once, and step by step only from where a sum rounds until
-    the clock is back on the arrival times."""
-    at = np.asarray(arrival_s, dtype=float)
-    before = np.concatenate(([0.0], at[:-1]))  # the clock, where it is on the arrival times
-    lands = np.where(at > before, before + (at - before), before)
-    out = at.copy()
-    walked = 0
-    for i in np.flatnonzero(lands != at).tolist():
-        if i < walked:
-            continue
-        now = float(out[i - 1]) if i else 0.0
-        walked = i
-        while walked < len(at):
-            a = float(at[walked])
-            now = now + (a - now) if a > now else now
-            out[walked] = now
-            walked += 1
-            if now == a:
-                break
-    return out
-
-
 def run_timed(timers: list[IterationTimer], simulate: Callable[[], None], bar) -> tuple[float, int]:
     """``simulate()``, then (the largest iteration error bound of this run, the engine runs it
     needed). The timers are shared between runs (their engine runs are reused); each keeps the

@@ -4,7 +4,7 @@ per-event objects, and with decode runs advanced many iterations at a time.
 Two processes share a clock, as they did under SimPy (laddersim's serving ran on it until issue
 40; tests/reference_serving.py keeps that version, and tests hold this one to it bit for bit):
 
-* **arrivals** hands each request to the scheduler when it lands (``replica.arrival_events``),
+* **arrivals** hands each request to the scheduler when it lands (``arrivals.arrival_events``),
   with every request landing at the same instant in one go, waking an idle engine;
 * **engine** plans an iteration, waits its makespan (the iteration-time model), then completes
   it; with nothing to run it sleeps until an arrival wakes it.
@@ -28,11 +28,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from laddersim.serving.arrivals import Requests
+from laddersim.serving.arrivals import Requests, arrival_events
 from laddersim.serving.decode_run import DecodeRun
 from laddersim.serving.iteration_time import IterationTimer
 from laddersim.serving.options import ServingOptions
-from laddersim.serving.replica import arrival_events
 from laddersim.serving.scheduler import ContinuousBatcher, Iteration
 
 # The engine's states: sleeping (nothing to run), woken (an arrival's wake-up due), busy (an
