@@ -29,7 +29,7 @@ from laddersim.costs.collectives import slowdowns
 from laddersim.costs.memory_fit import check_fits
 from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_parts_s
 from laddersim.costs.rank_skew import skew_wait_per_compute
-from laddersim.engine.cached import run_cached_rows
+from laddersim.engine.cached import run_cached_kinds
 from laddersim.framework import load_framework
 from laddersim.memo import IdentityMemo
 from laddersim.results import METRICS, step_metrics_many
@@ -146,7 +146,7 @@ def _pairs(by_kind: dict[str, tuple[float, float]], kinds: tuple[str, ...]) -> l
 
 def _run_all(points: list[_Point]) -> None:
     """Every pass of every point simulated: the passes of one program and family as rows of one
-    replay (``run_cached_rows``), their op durations and slowdowns as ``simulation`` makes them
+    replay (``run_cached_kinds``), by op kind: their op durations and slowdowns as ``simulation`` makes them
     (``op_durations`` and ``interference``, row by row at once). Passes with the same seconds and
     slowdowns per kind are the same run (a static KV cache's first and last decode steps): run once."""
     asked: dict[tuple, dict[tuple, list[tuple[_Point, int]]]] = {}
@@ -158,12 +158,12 @@ def _run_all(points: list[_Point]) -> None:
     for (_, _, _, family), alike in asked.items():
         first = next(iter(alike.values()))[0][0]
         kind_of_op = first.kind_of_op
-        durations = np.array([per_kind for _, per_kind in alike])[:, kind_of_op]
+        durations = np.array([per_kind for _, per_kind in alike], dtype=float)
         passes = [same[0][0].passes[same[0][1]] for same in alike.values()]
         slowed = [costs.prefill_slowdowns if family == "prefill" else costs.decode_slowdowns for _, _, costs in passes]
         pairs = np.array([_pairs(by_kind, first.kinds) for by_kind in slowed], dtype=float).reshape(len(alike), -1, 2)
-        results = run_cached_rows(first.streams, first.deps, first.links, family, durations, pairs[:, kind_of_op, 0],
-                                  pairs[:, kind_of_op, 1])
+        results = run_cached_kinds(first.streams, first.deps, first.links, family, kind_of_op, durations,
+                                   pairs[:, :, 0], pairs[:, :, 1])
         for same, result in zip(alike.values(), results):
             for p, j in same:
                 p.results[j] = result

@@ -2,7 +2,8 @@
 
 * ``run_direct`` (the engine's run on a minimal event loop, without SimPy) against the SimPy engine
   and the reference engine of tests/reference_engine.py, on random programs with ties and zeros;
-* ``replay_many`` (many runs along an event-order tree at once) against one replay per run;
+* ``replay_many`` (many runs along an event-order tree at once) against one replay per run, and
+  ``replay_kinds`` / ``run_cached_kinds`` (the same runs given by op kind) against it and the engine;
 * ``step_metrics_many`` against ``step_metrics``;
 * ``simulate_many`` (the symmetric simulations of many scenarios at once) against ``simulate``
   with every run on the SimPy engine (``SimOptions(reference=True)``), over drawn points of every
@@ -23,7 +24,8 @@ from laddersim.costs.op_costs import Phase, _op_times_s, op_times_s
 from laddersim.engine.direct import run_direct
 from laddersim.engine.order_tree import OrderTree
 from laddersim.engine.simulator import RankWork, run_engine
-from laddersim.engine.tree_batch import replay_many
+from laddersim.engine.cached import forget, run_cached_kinds
+from laddersim.engine.tree_batch import replay_kinds, replay_many
 from laddersim.hardware.overrides import with_overrides
 from laddersim.hardware.profile import list_profiles, load_profile
 from laddersim.model_shape import ModelShape
@@ -100,6 +102,50 @@ def test_replay_many_is_one_replay_per_run(case, scales, kept, per_run_slowdowns
             assert_same(result, reference_engine.run_engine([RankWork(work.streams, work.deps, durations[i])],
                                                             compute[i], comm[i], links))
     assert len(replayed) >= min(kept, len(scales))  # every inserted order replays
+
+
+@st.composite
+def runs_by_kind(draw):
+    """A random single-rank program, each op given one of a few kinds, and runs that give each
+    kind its seconds and slowdowns (some runs repeated, some kinds with equal slowdowns)."""
+    works, _, _, links = draw(programs())
+    work = works[0]
+    n = len(work.streams)
+    n_kinds = draw(st.integers(1, 4))
+    kind_of_op = np.array(draw(st.lists(st.integers(0, n_kinds - 1), min_size=n, max_size=n)))
+    values = st.sampled_from([0.0, 0.5, 1.0]) | st.floats(0.0, 3.0)
+    row = st.lists(values, min_size=n_kinds, max_size=n_kinds)
+    slow = st.lists(st.sampled_from([0.0, 0.25]) | st.floats(0.0, 1.0), min_size=n_kinds, max_size=n_kinds)
+    n_runs = draw(st.integers(1, 24))
+    durations = np.array([draw(row) for _ in range(n_runs)])
+    compute, comm = np.array([draw(slow) for _ in range(n_runs)]), np.array([draw(slow) for _ in range(n_runs)])
+    if n_runs > 2 and draw(st.booleans()):  # a run asked for again
+        durations[-1], compute[-1], comm[-1] = durations[0], compute[0], comm[0]
+    return work, links, kind_of_op, durations, compute, comm
+
+
+@settings(max_examples=40, deadline=None)
+@given(runs_by_kind(), st.integers(0, 3))
+def test_runs_given_by_op_kind_are_the_runs_of_their_ops(case, kept):
+    """``replay_kinds`` (kinds x runs) is ``replay_many`` of each op's kind's column (runs x ops),
+    run by run, declined or not; ``run_cached_kinds`` is the engine's run of each."""
+    work, links, kind_of_op, durations, compute, comm = case
+    per_op = [m[:, kind_of_op] for m in (durations, compute, comm)]
+    tree = OrderTree(1, len(work.streams))
+    for i in range(min(kept, len(durations))):
+        tree.insert(run_direct([RankWork(work.streams, work.deps, per_op[0][i])], per_op[1][i], per_op[2][i], links,
+                               record_tape=True).tape)
+    got = replay_kinds(tree, kind_of_op, durations.T, compute.T, comm.T)
+    for result, expected in zip(got, replay_many(tree, *per_op)):
+        assert (result is None) == (expected is None)
+        if result is not None:
+            assert_same(result, expected)
+    forget()
+    for i, result in enumerate(run_cached_kinds(work.streams, work.deps, links, "decode", kind_of_op, durations,
+                                                compute, comm)):
+        assert_same(result, reference_engine.run_engine([RankWork(work.streams, work.deps, per_op[0][i])],
+                                                        per_op[1][i], per_op[2][i], links))
+    forget()
 
 
 @settings(max_examples=30, deadline=None)
