@@ -165,6 +165,61 @@ def test_the_table_is_built_as_before(drawn):
     assert got.to_csv(index=False) == expected.to_csv(index=False)
 
 
+def _drawn_frame(drawn) -> pd.DataFrame:
+    rows = []
+    for i, (schedule, batch, error, tokens) in enumerate(drawn):
+        rows.append({"key": str(i), "model": "m", "hardware": "h", "tp": 2, "pp": 1, "pp_microbatches": 1,
+                     "batch": batch, "prompt_len": 8, "gen_len": 4, "schedule": schedule, "dtype": "bfloat16",
+                     "kv_cache": "static", "kv_reads": "repeat_interleave", **{c: None for c in OVERRIDE_COLUMNS},
+                     "status": "ok" if error is None else "error", "error": error,
+                     **{c: (None if error else tokens * (j + 1)) for j, c in enumerate(METRIC_COLUMNS)},
+                     "nodes": None if error else 1})
+    return results_frame(rows)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["standard", "ladder"]), st.integers(1, 64),
+                          st.sampled_from([None, "no", 'a "quoted", two-part\nmessage']), st.floats(1e-9, 1e4)),
+                min_size=1, max_size=40), st.booleans())
+def test_a_long_tables_csv_written_in_two_halves_is_the_whole_tables(tmp_path_factory, drawn, split):
+    """The CSV of a table long enough to be split (here: every table) is ``to_csv`` of the whole,
+    byte for byte, and its Parquet file the table."""
+    from laddersim.sweep import table
+
+    frame = _drawn_frame(drawn)
+    out = tmp_path_factory.mktemp("table")
+    before, table.CSV_SPLIT_ROWS = table.CSV_SPLIT_ROWS, 1 if split else 10**9
+    try:
+        parquet, csv_path = table.write_results(frame, out)
+    finally:
+        table.CSV_SPLIT_ROWS = before
+    assert csv_path.read_bytes() == frame.to_csv(index=False, lineterminator="\n").encode()
+    pd.testing.assert_frame_equal(pd.read_parquet(parquet), frame)
+    assert sorted(p.name for p in out.iterdir()) == ["results.csv", "results.parquet"]  # no part left
+
+
+def test_a_split_csv_whose_forked_half_failed_is_written_whole(tmp_path, monkeypatch):
+    from laddersim.sweep import table
+
+    frame = _drawn_frame([("standard", b, None, 1.5 * b) for b in range(1, 30)])
+    monkeypatch.setattr(table, "CSV_SPLIT_ROWS", 1)
+    monkeypatch.setattr(table, "_csv_rows", _fail_in_child(table._csv_rows))
+    _, csv_path = table.write_results(frame, tmp_path)
+    assert csv_path.read_bytes() == frame.to_csv(index=False, lineterminator="\n").encode()
+
+
+def _fail_in_child(write):
+    import os
+
+    parent = os.getpid()
+
+    def rows(frame, path):
+        if os.getpid() != parent:  # the forked process dies before writing
+            os._exit(3)
+        write(frame, path)
+    return rows
+
+
 # -- the plain table reader --------------------------------------------------------------------
 def _csv_columns(path: Path, names: tuple[str, ...]) -> np.ndarray:
     with open(path, newline="") as handle:
