@@ -83,6 +83,29 @@ def test_a_sweeps_batches_keep_one_program_each():
     assert all(len({(p.model, p.schedule) for p in task}) == 1 for task in tasks)
 
 
+def test_a_workers_share_is_taken_part_by_part():
+    """Each task once; a model's tasks before the next model's; the i-th tasks of a model's
+    programs together (the same scenarios, schedule by schedule, in program order)."""
+    from laddersim.sweep.runner import by_part
+
+    points = expand_grid(parse_grid(GRID))
+    tasks = batches(points, 4)  # (four tasks per program)
+    ordered = by_part(tasks)
+    assert sorted(map(id, ordered)) == sorted(map(id, tasks))
+    models = [t[0].model for t in ordered]
+    assert models == sorted(models, key=[t[0].model for t in tasks].index)
+    schedules = list(dict.fromkeys(GRID["schedules"]))
+    for model in GRID["models"]:
+        mine = [t for t in ordered if t[0].model == model]
+        parts = len(mine) // len(schedules)
+        assert parts > 1 and len(mine) == parts * len(schedules)
+        for i in range(parts):
+            run = mine[i * len(schedules):(i + 1) * len(schedules)]
+            assert [t[0].schedule for t in run] == schedules
+            scenarios = {tuple((p.hardware, p.tp, p.batch, p.kv_cache, p.overrides) for p in t) for t in run}
+            assert len(scenarios) == 1
+
+
 # -- point keys --------------------------------------------------------------------------------
 def _json_key(inputs: dict) -> str:
     from laddersim.serving.sweep_axes import SERVING_COLUMNS
