@@ -78,12 +78,13 @@ class _Costs:
     """A scenario's op costs and interference by kind (the same for every schedule)."""
 
     __slots__ = ("prefill", "prefill_slowdowns", "decode_shared", "decode_collectives", "decode_slowdowns",
-                 "decode_ends")
+                 "decode_ends", "passes")
 
 
 def _costs(model, hw, work, tp: int, n_steps: int) -> _Costs:
     """``simulation``'s op costs (``op_times_s`` in parts) and interference by kind."""
     c = _Costs()
+    c.passes = {}  # by program kinds: the passes (_passes)
 
     def interference(phase: Phase) -> dict[str, tuple[float, float]]:
         return {kind: _kept_slowdowns.get((hw,), (tp, size), lambda: slowdowns(hw, tp, size))
@@ -105,39 +106,79 @@ def _costs(model, hw, work, tp: int, n_steps: int) -> _Costs:
     return c
 
 
-# The costs of recent scenarios, by profile, framework, model, workload and TP (a sweep's schedules
-# share them).
+class _Checked:
+    """What ``simulation``'s checks of a scenario find, whatever the schedule: the TP check's
+    error or the nodes, the memory check's error or the memory, the rank skew's error or value."""
+
+    __slots__ = ("tp_error", "nodes", "memory_error", "memory", "skew_error", "skew")
+
+    def __init__(self, model, hw, work, tp: int):
+        self.tp_error = self.memory_error = self.skew_error = self.nodes = self.memory = self.skew = None
+        try:
+            model.check_tp(tp)
+            self.nodes = hw.nodes_for(tp)
+        except Exception as exc:  # noqa: BLE001 - raised for each scenario as simulation raises it
+            self.tp_error = exc
+            return
+        try:
+            self.memory = check_fits(model, hw, work, tp)
+        except Exception as exc:  # noqa: BLE001
+            self.memory_error = exc
+            return
+        try:
+            self.skew = skew_wait_per_compute(hw, tp)
+        except Exception as exc:  # noqa: BLE001
+            self.skew_error = exc
+
+
+def _raise(exc: Exception):
+    raise exc.with_traceback(None)  # (one exception raised for many scenarios: no growing traceback)
+
+
+# The checks and costs of recent scenarios, by profile, framework, model, workload and TP (a
+# sweep's schedules share them).
+_kept_checks = IdentityMemo(16384)
 _kept_costs = IdentityMemo(16384)
 
 
 def _prepare(index: int, scenario: Scenario) -> _Point | None:
-    """``simulation``'s checks (raising as it does), costs and passes of one scenario; None where
-    its collectives wait for the slowest rank (a profile's rank skew) or it is a pipeline: left to
-    ``simulate``."""
+    """``simulation``'s checks (raising as it does, in its order), costs and passes of one
+    scenario; None where its collectives wait for the slowest rank (a profile's rank skew) or it
+    is a pipeline: left to ``simulate``."""
     if scenario.pp > 1 or scenario.microbatches > 1:
         return None
     model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
-    model.check_tp(tp)
-    p = _Point()
-    p.index, p.scenario = index, scenario
-    p.nodes = hw.nodes_for(tp)
+    fw = load_framework(work.framework)
+    checked = _kept_checks.get((hw, fw, model, work), (tp,), lambda: _Checked(model, hw, work, tp))
+    if checked.tp_error is not None:
+        _raise(checked.tp_error)
     parse_schedule(scenario.schedule, model.n_layers)
-    p.memory = check_fits(model, hw, work, tp)
+    if checked.memory_error is not None:
+        _raise(checked.memory_error)
+    p = _Point()
+    p.index, p.scenario, p.nodes, p.memory = index, scenario, checked.nodes, checked.memory
     p.program, p.masks, p.streams, p.deps, p.kinds, kind_of_op, _ = _program(scenario.schedule, model.n_layers, tp)
-    if skew_wait_per_compute(hw, tp):
+    if checked.skew_error is not None:
+        _raise(checked.skew_error)
+    if checked.skew:
         return None  # a collective waits for the slowest rank (rank_skew): left to simulate
     p.links = {0: tuple(f"node{i}" for i in range(p.nodes)) + (("network",) if p.nodes > 1 else ())}
     p.n_steps = work.gen_len - 1
-    costs = _kept_costs.get((hw, load_framework(work.framework), model, work), (tp,),
-                            lambda: _costs(model, hw, work, tp, p.n_steps))
+    costs = _kept_costs.get((hw, fw, model, work), (tp,), lambda: _costs(model, hw, work, tp, p.n_steps))
     p.decode_shared, p.decode_collectives = costs.decode_shared, costs.decode_collectives
     p.kind_of_op = kind_of_op
     # The passes to simulate: (family, seconds per kind, the costs its slowdowns come from). The
     # last decode step is asked for only where it is not the first (by_kind rows of simulation).
-    p.passes = [("prefill", tuple([costs.prefill[k] for k in p.kinds]), costs)]
-    for ends in (costs.decode_ends if p.n_steps > 1 else costs.decode_ends[:1]):
-        p.passes.append(("decode", tuple([ends[k] for k in p.kinds]), costs))
+    p.passes = costs.passes.get(p.kinds) or costs.passes.setdefault(p.kinds, _passes(costs, p.kinds, p.n_steps))
     return p
+
+
+def _passes(costs: "_Costs", kinds: tuple[str, ...], n_steps: int) -> list:
+    """A scenario's passes for a program of these kinds (the same for its schedules of one kinds order)."""
+    passes = [("prefill", tuple([costs.prefill[k] for k in kinds]), costs)]
+    for ends in (costs.decode_ends if n_steps > 1 else costs.decode_ends[:1]):
+        passes.append(("decode", tuple([ends[k] for k in kinds]), costs))
+    return passes
 
 
 def _pairs(by_kind: dict[str, tuple[float, float]], kinds: tuple[str, ...]) -> list:

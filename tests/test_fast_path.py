@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import traceback
+
 import numpy as np
 import reference_engine
 from hypothesis import given, settings
@@ -226,6 +228,22 @@ def test_simulate_many_is_simulate_on_the_simpy_engine(drawn):
         assert np.array_equal(got.prefill.end_s, expected.prefill.end_s)
         assert (got.step_lo == expected.step_lo).all() and (got.step_hi == expected.step_hi).all()
         assert np.array_equal(got.step_frac, expected.step_frac)
+
+
+def test_scenarios_sharing_their_checks_fail_each_as_simulate_does():
+    """A scenario's checks are made once for all its schedules: each one still fails with the
+    error simulate gives it (a TP the model cannot take, a batch that does not fit), raised anew."""
+    scenarios = [make_scenario(MODELS[2], "a100-sxm-nvswitch", tp, batch, 512, 8, schedule)
+                 for tp, batch in ((3, 1), (1, 4096), (2, 1)) for schedule in ("standard", "ladder", "standard")]
+    for got, scenario in zip(simulate_many(scenarios), scenarios):
+        try:
+            expected = simulate(scenario, SimOptions(replay=False, reference=True))
+        except Exception as exc:  # noqa: BLE001 - compared as such
+            assert type(got) is type(exc) and str(got) == str(exc)
+            assert got.__traceback__ is None or len(traceback.extract_tb(got.__traceback__)) < 10
+            continue
+        assert got.summary() == expected.summary()
+    assert sum(isinstance(r, Exception) for r in simulate_many(scenarios)) == 6
 
 
 def test_simulate_many_with_other_options_runs_them_as_simulate_does():
