@@ -106,6 +106,30 @@ def test_a_workers_share_is_taken_part_by_part():
             assert len(scenarios) == 1
 
 
+def test_a_batch_pauses_the_garbage_collector_and_leaves_it_as_it_was():
+    """evaluate_points runs a batch with the cyclic collector paused (its rows each point's own
+    evaluate_point row) and leaves the collector enabled or disabled, as it found it."""
+    import gc
+
+    from laddersim.sweep import evaluate
+
+    points = expand_grid(parse_grid({**GRID, "models": ["llama-3.1-8b"], "hardware": ["h100-sxm-nvswitch"],
+                                     "tp": [1, 2], "batch": [1], "kv_cache": ["static"]}))
+    seen = []
+    inner = evaluate._evaluate_points
+    try:
+        evaluate._evaluate_points = lambda batch: seen.append(gc.isenabled()) or inner(batch)
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            rows = evaluate.evaluate_points(points)
+            assert gc.isenabled() is enabled
+        assert seen == [False, False]
+    finally:
+        evaluate._evaluate_points = inner
+        gc.enable()
+    assert rows == [evaluate.evaluate_point(p) for p in points]
+
+
 # -- point keys --------------------------------------------------------------------------------
 def _json_key(inputs: dict) -> str:
     from laddersim.serving.sweep_axes import SERVING_COLUMNS
