@@ -130,6 +130,31 @@ def test_a_batch_pauses_the_garbage_collector_and_leaves_it_as_it_was():
     assert rows == [evaluate.evaluate_point(p) for p in points]
 
 
+def test_the_collector_is_paused_for_a_block_and_left_as_it_was():
+    import gc
+
+    from laddersim.collector import collector_paused
+
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            with collector_paused():
+                assert not gc.isenabled()
+                with collector_paused():  # (nested: still paused after the inner block)
+                    pass
+                assert not gc.isenabled()
+            assert gc.isenabled() is enabled
+        gc.enable()
+        try:
+            with collector_paused():
+                raise KeyError("x")
+        except KeyError:
+            pass
+        assert gc.isenabled()
+    finally:
+        gc.enable()
+
+
 # -- point keys --------------------------------------------------------------------------------
 def _json_key(inputs: dict) -> str:
     from laddersim.serving.sweep_axes import SERVING_COLUMNS

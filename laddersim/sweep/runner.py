@@ -13,6 +13,7 @@ the far end of the largest share left, instead of every worker learning every pr
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 from collections import deque
@@ -82,6 +83,7 @@ def _worker_init(owner_pid: int) -> None:
     # outright takes its workers with it (they would otherwise keep computing for nobody).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent(owner_pid)
+    gc.enable()  # (forked from a parent that pauses it: a worker pauses it per batch, evaluate_points)
 
 
 def run_local(points: list[Point], workers: int) -> Iterator[list[dict]]:
