@@ -211,12 +211,24 @@ def _run_all(points: list[_Point]) -> None:
 
 
 def _read_metrics(points: list[_Point]) -> None:
-    """Every run's metrics, the runs of one program together."""
+    """Every run's metrics, the runs of one program together, each run once: points whose what-ifs
+    change nothing they run, and a static KV cache's first and last decode steps, share one result
+    (``_run_all``), and its metrics are a function of it."""
     by_program: dict[int, list[_Point]] = {}
     for p in points:
         by_program.setdefault(id(p.masks), []).append(p)
     for group in by_program.values():
-        rows = step_metrics_many([r for p in group for r in p.results], group[0].masks)
+        unique: list = []
+        row_of: dict[int, int] = {}  # id(result) -> its row (each result is held by its points meanwhile)
+        where = []
+        for p in group:
+            for r in p.results:
+                row = row_of.get(id(r))
+                if row is None:
+                    row = row_of[id(r)] = len(unique)
+                    unique.append(r)
+                where.append(row)
+        rows = step_metrics_many(unique, group[0].masks)[where]
         k = 0
         for p in group:
             p.metrics = rows[k:k + len(p.results)]
