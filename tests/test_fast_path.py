@@ -22,7 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_engine_paths import assert_same, programs
 
-from laddersim.costs.op_costs import Phase, _op_times_s, op_times_s
+from laddersim.costs.framework_collectives import _kept_measured
+from laddersim.costs.op_costs import Phase, _kept_gathers, _op_times_s, op_times_s
 from laddersim.engine.direct import run_direct
 from laddersim.engine.order_tree import OrderTree
 from laddersim.engine.simulator import RankWork, run_engine
@@ -261,7 +262,8 @@ def test_kinds_but_the_collectives_do_not_read_what_overrides_change(profile, fr
                                                                       batch, phase_name):
     """op_times_s shares the kinds but the collectives between profiles with the same GPU, node,
     framework and host spec: the base profile's are asked for first, then the overridden one's,
-    which must equal its own from scratch."""
+    which must equal its own from scratch (the collectives' kept parts too: whether a group shape
+    has a measured table, by the profile's collectives; the logits AllGather, by profile)."""
     base = load_profile(profile)
     try:
         changed = with_overrides(base, **overrides)
@@ -272,6 +274,8 @@ def test_kinds_but_the_collectives_do_not_read_what_overrides_change(profile, fr
     kv = np.array([256.0]) if phase_name == "prefill" else np.arange(256.0, 288.0)
     op_times_s(model, base, work, tp, phase, kv)
     got = op_times_s(model, changed, work, tp, phase, kv)
+    for memo in (_kept_measured, _kept_gathers):  # what the collectives share between profiles: from scratch
+        memo.clear()
     expected = _op_times_s(model, changed, work, tp, phase, kv)
     assert list(got) == list(expected)
     for kind in expected:
