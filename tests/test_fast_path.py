@@ -267,7 +267,8 @@ def test_kinds_but_the_collectives_do_not_read_what_overrides_change(profile, fr
     base = load_profile(profile)
     try:
         changed = with_overrides(base, **overrides)
-    except Exception:  # noqa: BLE001 - an override this profile cannot take
+        changed.nodes_for(tp)
+    except Exception:  # noqa: BLE001 - an override this profile cannot take, or a TP it cannot hold
         return
     work = Workload(batch=batch, prompt_len=256, gen_len=32, framework=framework)
     phase = Phase(phase_name, batch, 256 if phase_name == "prefill" else 1)
