@@ -39,7 +39,9 @@ def results_frame(rows: list[dict]) -> pd.DataFrame:
     known = set(INPUT_COLUMNS) | set(METRIC_COLUMNS) | {"key", "status", "error", "speedup_vs_standard"}
     extra = sorted(set().union(*map(dict.keys, rows)) - known) if rows else []
     columns = list(INPUT_COLUMNS) + ["status", "error"] + list(METRIC_COLUMNS) + extra
-    data = {c: [r.get(c) for r in rows] for c in columns}
+    # Column by column (each row's values read in one pass over the columns, then transposed).
+    data = dict(zip(columns, map(list, zip(*[tuple(map(r.get, columns)) for r in rows])))) if rows else \
+        {c: [] for c in columns}
     data["speedup_vs_standard"] = _speedups(data)
     # (an empty table: object columns, as from no records; astype below fixes the known ones)
     frame = pd.DataFrame(data, columns=columns + ["speedup_vs_standard"]) if rows else \
