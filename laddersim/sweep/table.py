@@ -21,12 +21,18 @@ from laddersim.sweep.points import INPUT_COLUMNS, SCENARIO_COLUMNS
 _INT_COLUMNS = ("tp", "pp", "pp_microbatches", "batch", "prompt_len", "gen_len")
 
 
+def _unset_as_none(values: list) -> list:
+    """The values with NaN made None (both mean "not set"; a float is NaN where it is not equal to
+    itself); a column without floats as it is."""
+    if not any(issubclass(t, float) for t in set(map(type, values))):
+        return values
+    return [None if isinstance(v, float) and v != v else v for v in values]
+
+
 def _speedups(columns: dict[str, list]) -> list[float | None]:
     """tokens/s over tokens/s of the same point (its inputs but the schedule) under ``standard``,
     where both ran; None elsewhere."""
-    # None and NaN both mean "not set" (a float is NaN where it is not equal to itself).
-    keys = list(zip(*[[None if v is None or (isinstance(v, float) and v != v) else v for v in columns[c]]
-                      for c in INPUT_COLUMNS if c != "schedule"]))
+    keys = list(zip(*[_unset_as_none(columns[c]) for c in INPUT_COLUMNS if c != "schedule"]))
     tokens, status = columns["tokens_per_s"], columns["status"]
     standard = {key: t for key, schedule, st, t in zip(keys, columns["schedule"], status, tokens)
                 if schedule == "standard" and st == "ok"}
