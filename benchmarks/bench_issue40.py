@@ -26,7 +26,8 @@ processes), and the machine's load average before and after the run, since wall 
 shared machine stretch with its load.
 
 Every process, the reference's too, runs with its modules' bytecode cached (in a temporary
-``PYTHONPYCACHEPREFIX``, filled by a first run of each command), as an installed package runs:
+``PYTHONPYCACHEPREFIX``, filled by a first run of the reference, the start-up command and, where
+the sweep is measured, a 4-point sweep on 2 workers), as an installed package runs:
 pip compiles a wheel's modules when it installs it, and numpy, yaml, pydantic and simpy come so.
 This checkout's environment sets ``PYTHONDONTWRITEBYTECODE``, under which an editable install
 compiles every laddersim module at every start; ``--as-is`` measures that way instead (the
@@ -117,6 +118,11 @@ def main() -> None:
         ENV["PYTHONPYCACHEPREFIX"] = cache.name
         for command in (REFERENCE, STARTUP):  # the first runs write the bytecode
             run(command)
+        if "sweep" in args.only:  # (and a sweep's own modules: the table's writers, the worker pool)
+            with tempfile.TemporaryDirectory() as tmp:
+                run([*LADDERSIM, "sweep", "--model", "llama-3.1-8b", "--hardware", "h100-sxm-nvswitch", "--tp", "1",
+                     "2", "--prompt-len", "64", "--gen-len", "4", "--workers", "2", "--no-progress", "--out",
+                     str(Path(tmp) / "out")])
     print(f"bytecode: {'as this environment runs' if args.as_is else 'cached, as an installed package runs'}")
     ref_wall, ref, _ = best(REFERENCE, args.repeats)
     print(f"{'reference':<11} {ref:8.3f} s CPU, {ref_wall:.3f} s wall (import numpy, yaml, pydantic, simpy; "

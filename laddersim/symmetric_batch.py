@@ -29,7 +29,7 @@ from laddersim.costs.collectives import slowdowns
 from laddersim.costs.memory_fit import check_fits
 from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_parts_s
 from laddersim.costs.rank_skew import skew_wait_per_compute
-from laddersim.engine.cached import run_cached_rows
+from laddersim.engine.cached import run_cached_kinds
 from laddersim.framework import load_framework
 from laddersim.memo import IdentityMemo
 from laddersim.results import METRICS, step_metrics_many
@@ -78,12 +78,13 @@ class _Costs:
     """A scenario's op costs and interference by kind (the same for every schedule)."""
 
     __slots__ = ("prefill", "prefill_slowdowns", "decode_shared", "decode_collectives", "decode_slowdowns",
-                 "decode_ends")
+                 "decode_ends", "passes")
 
 
 def _costs(model, hw, work, tp: int, n_steps: int) -> _Costs:
     """``simulation``'s op costs (``op_times_s`` in parts) and interference by kind."""
     c = _Costs()
+    c.passes = {}  # by program kinds: the passes (_passes)
 
     def interference(phase: Phase) -> dict[str, tuple[float, float]]:
         return {kind: _kept_slowdowns.get((hw,), (tp, size), lambda: slowdowns(hw, tp, size))
@@ -105,39 +106,79 @@ def _costs(model, hw, work, tp: int, n_steps: int) -> _Costs:
     return c
 
 
-# The costs of recent scenarios, by profile, framework, model, workload and TP (a sweep's schedules
-# share them).
+class _Checked:
+    """What ``simulation``'s checks of a scenario find, whatever the schedule: the TP check's
+    error or the nodes, the memory check's error or the memory, the rank skew's error or value."""
+
+    __slots__ = ("tp_error", "nodes", "memory_error", "memory", "skew_error", "skew")
+
+    def __init__(self, model, hw, work, tp: int):
+        self.tp_error = self.memory_error = self.skew_error = self.nodes = self.memory = self.skew = None
+        try:
+            model.check_tp(tp)
+            self.nodes = hw.nodes_for(tp)
+        except Exception as exc:  # noqa: BLE001 - raised for each scenario as simulation raises it
+            self.tp_error = exc
+            return
+        try:
+            self.memory = check_fits(model, hw, work, tp)
+        except Exception as exc:  # noqa: BLE001
+            self.memory_error = exc
+            return
+        try:
+            self.skew = skew_wait_per_compute(hw, tp)
+        except Exception as exc:  # noqa: BLE001
+            self.skew_error = exc
+
+
+def _raise(exc: Exception):
+    raise exc.with_traceback(None)  # (one exception raised for many scenarios: no growing traceback)
+
+
+# The checks and costs of recent scenarios, by profile, framework, model, workload and TP (a
+# sweep's schedules share them).
+_kept_checks = IdentityMemo(16384)
 _kept_costs = IdentityMemo(16384)
 
 
 def _prepare(index: int, scenario: Scenario) -> _Point | None:
-    """``simulation``'s checks (raising as it does), costs and passes of one scenario; None where
-    its collectives wait for the slowest rank (a profile's rank skew) or it is a pipeline: left to
-    ``simulate``."""
+    """``simulation``'s checks (raising as it does, in its order), costs and passes of one
+    scenario; None where its collectives wait for the slowest rank (a profile's rank skew) or it
+    is a pipeline: left to ``simulate``."""
     if scenario.pp > 1 or scenario.microbatches > 1:
         return None
     model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
-    model.check_tp(tp)
-    p = _Point()
-    p.index, p.scenario = index, scenario
-    p.nodes = hw.nodes_for(tp)
+    fw = load_framework(work.framework)
+    checked = _kept_checks.get((hw, fw, model, work), (tp,), lambda: _Checked(model, hw, work, tp))
+    if checked.tp_error is not None:
+        _raise(checked.tp_error)
     parse_schedule(scenario.schedule, model.n_layers)
-    p.memory = check_fits(model, hw, work, tp)
+    if checked.memory_error is not None:
+        _raise(checked.memory_error)
+    p = _Point()
+    p.index, p.scenario, p.nodes, p.memory = index, scenario, checked.nodes, checked.memory
     p.program, p.masks, p.streams, p.deps, p.kinds, kind_of_op, _ = _program(scenario.schedule, model.n_layers, tp)
-    if skew_wait_per_compute(hw, tp):
+    if checked.skew_error is not None:
+        _raise(checked.skew_error)
+    if checked.skew:
         return None  # a collective waits for the slowest rank (rank_skew): left to simulate
     p.links = {0: tuple(f"node{i}" for i in range(p.nodes)) + (("network",) if p.nodes > 1 else ())}
     p.n_steps = work.gen_len - 1
-    costs = _kept_costs.get((hw, load_framework(work.framework), model, work), (tp,),
-                            lambda: _costs(model, hw, work, tp, p.n_steps))
+    costs = _kept_costs.get((hw, fw, model, work), (tp,), lambda: _costs(model, hw, work, tp, p.n_steps))
     p.decode_shared, p.decode_collectives = costs.decode_shared, costs.decode_collectives
     p.kind_of_op = kind_of_op
     # The passes to simulate: (family, seconds per kind, the costs its slowdowns come from). The
     # last decode step is asked for only where it is not the first (by_kind rows of simulation).
-    p.passes = [("prefill", tuple([costs.prefill[k] for k in p.kinds]), costs)]
-    for ends in (costs.decode_ends if p.n_steps > 1 else costs.decode_ends[:1]):
-        p.passes.append(("decode", tuple([ends[k] for k in p.kinds]), costs))
+    p.passes = costs.passes.get(p.kinds) or costs.passes.setdefault(p.kinds, _passes(costs, p.kinds, p.n_steps))
     return p
+
+
+def _passes(costs: "_Costs", kinds: tuple[str, ...], n_steps: int) -> list:
+    """A scenario's passes for a program of these kinds (the same for its schedules of one kinds order)."""
+    passes = [("prefill", tuple([costs.prefill[k] for k in kinds]), costs)]
+    for ends in (costs.decode_ends if n_steps > 1 else costs.decode_ends[:1]):
+        passes.append(("decode", tuple([ends[k] for k in kinds]), costs))
+    return passes
 
 
 def _pairs(by_kind: dict[str, tuple[float, float]], kinds: tuple[str, ...]) -> list:
@@ -146,7 +187,7 @@ def _pairs(by_kind: dict[str, tuple[float, float]], kinds: tuple[str, ...]) -> l
 
 def _run_all(points: list[_Point]) -> None:
     """Every pass of every point simulated: the passes of one program and family as rows of one
-    replay (``run_cached_rows``), their op durations and slowdowns as ``simulation`` makes them
+    replay (``run_cached_kinds``), by op kind: their op durations and slowdowns as ``simulation`` makes them
     (``op_durations`` and ``interference``, row by row at once). Passes with the same seconds and
     slowdowns per kind are the same run (a static KV cache's first and last decode steps): run once."""
     asked: dict[tuple, dict[tuple, list[tuple[_Point, int]]]] = {}
@@ -158,24 +199,36 @@ def _run_all(points: list[_Point]) -> None:
     for (_, _, _, family), alike in asked.items():
         first = next(iter(alike.values()))[0][0]
         kind_of_op = first.kind_of_op
-        durations = np.array([per_kind for _, per_kind in alike])[:, kind_of_op]
+        durations = np.array([per_kind for _, per_kind in alike], dtype=float)
         passes = [same[0][0].passes[same[0][1]] for same in alike.values()]
         slowed = [costs.prefill_slowdowns if family == "prefill" else costs.decode_slowdowns for _, _, costs in passes]
         pairs = np.array([_pairs(by_kind, first.kinds) for by_kind in slowed], dtype=float).reshape(len(alike), -1, 2)
-        results = run_cached_rows(first.streams, first.deps, first.links, family, durations, pairs[:, kind_of_op, 0],
-                                  pairs[:, kind_of_op, 1])
+        results = run_cached_kinds(first.streams, first.deps, first.links, family, kind_of_op, durations,
+                                   pairs[:, :, 0], pairs[:, :, 1])
         for same, result in zip(alike.values(), results):
             for p, j in same:
                 p.results[j] = result
 
 
 def _read_metrics(points: list[_Point]) -> None:
-    """Every run's metrics, the runs of one program together."""
+    """Every run's metrics, the runs of one program together, each run once: points whose what-ifs
+    change nothing they run, and a static KV cache's first and last decode steps, share one result
+    (``_run_all``), and its metrics are a function of it."""
     by_program: dict[int, list[_Point]] = {}
     for p in points:
         by_program.setdefault(id(p.masks), []).append(p)
     for group in by_program.values():
-        rows = step_metrics_many([r for p in group for r in p.results], group[0].masks)
+        unique: list = []
+        row_of: dict[int, int] = {}  # id(result) -> its row (each result is held by its points meanwhile)
+        where = []
+        for p in group:
+            for r in p.results:
+                row = row_of.get(id(r))
+                if row is None:
+                    row = row_of[id(r)] = len(unique)
+                    unique.append(r)
+                where.append(row)
+        rows = step_metrics_many(unique, group[0].masks)[where]
         k = 0
         for p in group:
             p.metrics = rows[k:k + len(p.results)]

@@ -2,7 +2,8 @@
 
 * ``run_direct`` (the engine's run on a minimal event loop, without SimPy) against the SimPy engine
   and the reference engine of tests/reference_engine.py, on random programs with ties and zeros;
-* ``replay_many`` (many runs along an event-order tree at once) against one replay per run;
+* ``replay_many`` (many runs along an event-order tree at once) against one replay per run, and
+  ``replay_kinds`` / ``run_cached_kinds`` (the same runs given by op kind) against it and the engine;
 * ``step_metrics_many`` against ``step_metrics``;
 * ``simulate_many`` (the symmetric simulations of many scenarios at once) against ``simulate``
   with every run on the SimPy engine (``SimOptions(reference=True)``), over drawn points of every
@@ -13,17 +14,21 @@
 
 from __future__ import annotations
 
+import traceback
+
 import numpy as np
 import reference_engine
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_engine_paths import assert_same, programs
 
-from laddersim.costs.op_costs import Phase, _op_times_s, op_times_s
+from laddersim.costs.framework_collectives import _kept_measured
+from laddersim.costs.op_costs import Phase, _kept_gathers, _op_times_s, op_times_s
 from laddersim.engine.direct import run_direct
 from laddersim.engine.order_tree import OrderTree
 from laddersim.engine.simulator import RankWork, run_engine
-from laddersim.engine.tree_batch import replay_many
+from laddersim.engine.cached import forget, run_cached_kinds
+from laddersim.engine.tree_batch import replay_kinds, replay_many
 from laddersim.hardware.overrides import with_overrides
 from laddersim.hardware.profile import list_profiles, load_profile
 from laddersim.model_shape import ModelShape
@@ -100,6 +105,50 @@ def test_replay_many_is_one_replay_per_run(case, scales, kept, per_run_slowdowns
             assert_same(result, reference_engine.run_engine([RankWork(work.streams, work.deps, durations[i])],
                                                             compute[i], comm[i], links))
     assert len(replayed) >= min(kept, len(scales))  # every inserted order replays
+
+
+@st.composite
+def runs_by_kind(draw):
+    """A random single-rank program, each op given one of a few kinds, and runs that give each
+    kind its seconds and slowdowns (some runs repeated, some kinds with equal slowdowns)."""
+    works, _, _, links = draw(programs())
+    work = works[0]
+    n = len(work.streams)
+    n_kinds = draw(st.integers(1, 4))
+    kind_of_op = np.array(draw(st.lists(st.integers(0, n_kinds - 1), min_size=n, max_size=n)))
+    values = st.sampled_from([0.0, 0.5, 1.0]) | st.floats(0.0, 3.0)
+    row = st.lists(values, min_size=n_kinds, max_size=n_kinds)
+    slow = st.lists(st.sampled_from([0.0, 0.25]) | st.floats(0.0, 1.0), min_size=n_kinds, max_size=n_kinds)
+    n_runs = draw(st.integers(1, 24))
+    durations = np.array([draw(row) for _ in range(n_runs)])
+    compute, comm = np.array([draw(slow) for _ in range(n_runs)]), np.array([draw(slow) for _ in range(n_runs)])
+    if n_runs > 2 and draw(st.booleans()):  # a run asked for again
+        durations[-1], compute[-1], comm[-1] = durations[0], compute[0], comm[0]
+    return work, links, kind_of_op, durations, compute, comm
+
+
+@settings(max_examples=40, deadline=None)
+@given(runs_by_kind(), st.integers(0, 3))
+def test_runs_given_by_op_kind_are_the_runs_of_their_ops(case, kept):
+    """``replay_kinds`` (kinds x runs) is ``replay_many`` of each op's kind's column (runs x ops),
+    run by run, declined or not; ``run_cached_kinds`` is the engine's run of each."""
+    work, links, kind_of_op, durations, compute, comm = case
+    per_op = [m[:, kind_of_op] for m in (durations, compute, comm)]
+    tree = OrderTree(1, len(work.streams))
+    for i in range(min(kept, len(durations))):
+        tree.insert(run_direct([RankWork(work.streams, work.deps, per_op[0][i])], per_op[1][i], per_op[2][i], links,
+                               record_tape=True).tape)
+    got = replay_kinds(tree, kind_of_op, durations.T, compute.T, comm.T)
+    for result, expected in zip(got, replay_many(tree, *per_op)):
+        assert (result is None) == (expected is None)
+        if result is not None:
+            assert_same(result, expected)
+    forget()
+    for i, result in enumerate(run_cached_kinds(work.streams, work.deps, links, "decode", kind_of_op, durations,
+                                                compute, comm)):
+        assert_same(result, reference_engine.run_engine([RankWork(work.streams, work.deps, per_op[0][i])],
+                                                        per_op[1][i], per_op[2][i], links))
+    forget()
 
 
 @settings(max_examples=30, deadline=None)
@@ -182,6 +231,22 @@ def test_simulate_many_is_simulate_on_the_simpy_engine(drawn):
         assert np.array_equal(got.step_frac, expected.step_frac)
 
 
+def test_scenarios_sharing_their_checks_fail_each_as_simulate_does():
+    """A scenario's checks are made once for all its schedules: each one still fails with the
+    error simulate gives it (a TP the model cannot take, a batch that does not fit), raised anew."""
+    scenarios = [make_scenario(MODELS[2], "a100-sxm-nvswitch", tp, batch, 512, 8, schedule)
+                 for tp, batch in ((3, 1), (1, 4096), (2, 1)) for schedule in ("standard", "ladder", "standard")]
+    for got, scenario in zip(simulate_many(scenarios), scenarios):
+        try:
+            expected = simulate(scenario, SimOptions(replay=False, reference=True))
+        except Exception as exc:  # noqa: BLE001 - compared as such
+            assert type(got) is type(exc) and str(got) == str(exc)
+            assert got.__traceback__ is None or len(traceback.extract_tb(got.__traceback__)) < 10
+            continue
+        assert got.summary() == expected.summary()
+    assert sum(isinstance(r, Exception) for r in simulate_many(scenarios)) == 6
+
+
 def test_simulate_many_with_other_options_runs_them_as_simulate_does():
     scenario = make_scenario(MODELS[0], "h100-sxm-nvswitch", 4, 2, 64, 12, "ladder")
     options = SimOptions(jitter=0.1, seed=5, sample_steps=3)
@@ -197,17 +262,21 @@ def test_kinds_but_the_collectives_do_not_read_what_overrides_change(profile, fr
                                                                       batch, phase_name):
     """op_times_s shares the kinds but the collectives between profiles with the same GPU, node,
     framework and host spec: the base profile's are asked for first, then the overridden one's,
-    which must equal its own from scratch."""
+    which must equal its own from scratch (the collectives' kept parts too: whether a group shape
+    has a measured table, by the profile's collectives; the logits AllGather, by profile)."""
     base = load_profile(profile)
     try:
         changed = with_overrides(base, **overrides)
-    except Exception:  # noqa: BLE001 - an override this profile cannot take
+        changed.nodes_for(tp)
+    except Exception:  # noqa: BLE001 - an override this profile cannot take, or a TP it cannot hold
         return
     work = Workload(batch=batch, prompt_len=256, gen_len=32, framework=framework)
     phase = Phase(phase_name, batch, 256 if phase_name == "prefill" else 1)
     kv = np.array([256.0]) if phase_name == "prefill" else np.arange(256.0, 288.0)
     op_times_s(model, base, work, tp, phase, kv)
     got = op_times_s(model, changed, work, tp, phase, kv)
+    for memo in (_kept_measured, _kept_gathers):  # what the collectives share between profiles: from scratch
+        memo.clear()
     expected = _op_times_s(model, changed, work, tp, phase, kv)
     assert list(got) == list(expected)
     for kind in expected:

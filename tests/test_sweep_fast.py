@@ -83,6 +83,78 @@ def test_a_sweeps_batches_keep_one_program_each():
     assert all(len({(p.model, p.schedule) for p in task}) == 1 for task in tasks)
 
 
+def test_a_workers_share_is_taken_part_by_part():
+    """Each task once; a model's tasks before the next model's; the i-th tasks of a model's
+    programs together (the same scenarios, schedule by schedule, in program order)."""
+    from laddersim.sweep.runner import by_part
+
+    points = expand_grid(parse_grid(GRID))
+    tasks = batches(points, 4)  # (four tasks per program)
+    ordered = by_part(tasks)
+    assert sorted(map(id, ordered)) == sorted(map(id, tasks))
+    models = [t[0].model for t in ordered]
+    assert models == sorted(models, key=[t[0].model for t in tasks].index)
+    schedules = list(dict.fromkeys(GRID["schedules"]))
+    for model in GRID["models"]:
+        mine = [t for t in ordered if t[0].model == model]
+        parts = len(mine) // len(schedules)
+        assert parts > 1 and len(mine) == parts * len(schedules)
+        for i in range(parts):
+            run = mine[i * len(schedules):(i + 1) * len(schedules)]
+            assert [t[0].schedule for t in run] == schedules
+            scenarios = {tuple((p.hardware, p.tp, p.batch, p.kv_cache, p.overrides) for p in t) for t in run}
+            assert len(scenarios) == 1
+
+
+def test_a_batch_pauses_the_garbage_collector_and_leaves_it_as_it_was():
+    """evaluate_points runs a batch with the cyclic collector paused (its rows each point's own
+    evaluate_point row) and leaves the collector enabled or disabled, as it found it."""
+    import gc
+
+    from laddersim.sweep import evaluate
+
+    points = expand_grid(parse_grid({**GRID, "models": ["llama-3.1-8b"], "hardware": ["h100-sxm-nvswitch"],
+                                     "tp": [1, 2], "batch": [1], "kv_cache": ["static"]}))
+    seen = []
+    inner = evaluate._evaluate_points
+    try:
+        evaluate._evaluate_points = lambda batch: seen.append(gc.isenabled()) or inner(batch)
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            rows = evaluate.evaluate_points(points)
+            assert gc.isenabled() is enabled
+        assert seen == [False, False]
+    finally:
+        evaluate._evaluate_points = inner
+        gc.enable()
+    assert rows == [evaluate.evaluate_point(p) for p in points]
+
+
+def test_the_collector_is_paused_for_a_block_and_left_as_it_was():
+    import gc
+
+    from laddersim.collector import collector_paused
+
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            with collector_paused():
+                assert not gc.isenabled()
+                with collector_paused():  # (nested: still paused after the inner block)
+                    pass
+                assert not gc.isenabled()
+            assert gc.isenabled() is enabled
+        gc.enable()
+        try:
+            with collector_paused():
+                raise KeyError("x")
+        except KeyError:
+            pass
+        assert gc.isenabled()
+    finally:
+        gc.enable()
+
+
 # -- point keys --------------------------------------------------------------------------------
 def _json_key(inputs: dict) -> str:
     from laddersim.serving.sweep_axes import SERVING_COLUMNS
@@ -163,6 +235,61 @@ def test_the_table_is_built_as_before(drawn):
     got, expected = results_frame(rows), _table_as_before(rows)
     pd.testing.assert_frame_equal(got, expected)
     assert got.to_csv(index=False) == expected.to_csv(index=False)
+
+
+def _drawn_frame(drawn) -> pd.DataFrame:
+    rows = []
+    for i, (schedule, batch, error, tokens) in enumerate(drawn):
+        rows.append({"key": str(i), "model": "m", "hardware": "h", "tp": 2, "pp": 1, "pp_microbatches": 1,
+                     "batch": batch, "prompt_len": 8, "gen_len": 4, "schedule": schedule, "dtype": "bfloat16",
+                     "kv_cache": "static", "kv_reads": "repeat_interleave", **{c: None for c in OVERRIDE_COLUMNS},
+                     "status": "ok" if error is None else "error", "error": error,
+                     **{c: (None if error else tokens * (j + 1)) for j, c in enumerate(METRIC_COLUMNS)},
+                     "nodes": None if error else 1})
+    return results_frame(rows)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["standard", "ladder"]), st.integers(1, 64),
+                          st.sampled_from([None, "no", 'a "quoted", two-part\nmessage']), st.floats(1e-9, 1e4)),
+                min_size=1, max_size=40), st.booleans())
+def test_a_long_tables_csv_written_in_two_halves_is_the_whole_tables(tmp_path_factory, drawn, split):
+    """The CSV of a table long enough to be split (here: every table) is ``to_csv`` of the whole,
+    byte for byte, and its Parquet file the table."""
+    from laddersim.sweep import table
+
+    frame = _drawn_frame(drawn)
+    out = tmp_path_factory.mktemp("table")
+    before, table.CSV_SPLIT_ROWS = table.CSV_SPLIT_ROWS, 1 if split else 10**9
+    try:
+        parquet, csv_path = table.write_results(frame, out)
+    finally:
+        table.CSV_SPLIT_ROWS = before
+    assert csv_path.read_bytes() == frame.to_csv(index=False, lineterminator="\n").encode()
+    pd.testing.assert_frame_equal(pd.read_parquet(parquet), frame)
+    assert sorted(p.name for p in out.iterdir()) == ["results.csv", "results.parquet"]  # no part left
+
+
+def test_a_split_csv_whose_forked_half_failed_is_written_whole(tmp_path, monkeypatch):
+    from laddersim.sweep import table
+
+    frame = _drawn_frame([("standard", b, None, 1.5 * b) for b in range(1, 30)])
+    monkeypatch.setattr(table, "CSV_SPLIT_ROWS", 1)
+    monkeypatch.setattr(table, "_csv_rows", _fail_in_child(table._csv_rows))
+    _, csv_path = table.write_results(frame, tmp_path)
+    assert csv_path.read_bytes() == frame.to_csv(index=False, lineterminator="\n").encode()
+
+
+def _fail_in_child(write):
+    import os
+
+    parent = os.getpid()
+
+    def rows(frame, path):
+        if os.getpid() != parent:  # the forked process dies before writing
+            os._exit(3)
+        write(frame, path)
+    return rows
 
 
 # -- the plain table reader --------------------------------------------------------------------

@@ -29,6 +29,7 @@ from __future__ import annotations
 from laddersim.costs.collectives import allreduce_time_s, mode_correction_s, scaled_table_s
 from laddersim.costs.gemm_tables import SILICON, SOL
 from laddersim.hardware.profile import HardwareProfile
+from laddersim.memo import IdentityMemo
 
 
 def framework_allreduce_time_s(hw: HardwareProfile, fw, tp: int, size_bytes: float,
@@ -47,15 +48,25 @@ def framework_allreduce_time_s(hw: HardwareProfile, fw, tp: int, size_bytes: flo
     if small is not None:
         return small, SILICON
     nodes = hw.nodes_for(tp)
-    measured = hw.collectives.prefer == "table" and any(
-        ((cols["gpus"] == tp) & (cols["nodes"] == nodes)).sum() >= 2
-        for table, cols in hw.allreduce_arrays if table.use == "model")
+    measured = _kept_measured.get((hw.collectives,), (hw.base_dir, tp, nodes), lambda: _measured(hw, tp, nodes))
     # The framework's stream hand-off (laddersim.framework): of its two cross-stream dependencies, the
     # collective's stream waiting on the compute stream's event delays the collective (here); the
     # compute stream waiting on the collective's event delays the consumer, on the compute stream
     # (op_costs' collective_launch), which no overlap hides.
     handoff = fw.collective_handoff_half_s() if tp > 1 else 0.0
     return float(allreduce_time_s(hw, tp, size_bytes)) + handoff, SILICON if (measured and nodes == 1) else SOL
+
+
+# Whether a group shape has a measured AllReduce table, by the profile's collectives (a sweep's
+# what-ifs keep them: its points share the answer).
+_kept_measured = IdentityMemo(4096)
+
+
+def _measured(hw: HardwareProfile, tp: int, nodes: int) -> bool:
+    """Does a table the model uses measure ``tp`` GPUs on ``nodes`` nodes (two sizes at least)?"""
+    return hw.collectives.prefer == "table" and any(
+        ((cols["gpus"] == tp) & (cols["nodes"] == nodes)).sum() >= 2
+        for table, cols in hw.allreduce_arrays if table.use == "model")
 
 
 def _custom_allreduce_s(hw: HardwareProfile, fw, tp: int, size_bytes: float) -> float | None:

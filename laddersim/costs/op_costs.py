@@ -41,6 +41,7 @@ OVERHEAD_KINDS = frozenset({"sampling", "step_overhead"})
 # and the collectives' times by profile (the schedules of a sweep share them).
 _kept_times = IdentityMemo(256)
 _kept_collectives = IdentityMemo(65536)
+_kept_gathers = IdentityMemo(65536)  # the logits AllGather by profile, framework, TP and bytes (prefill and decode share it)
 
 
 def op_times_s(
@@ -233,8 +234,9 @@ def _collective_op_times(model: ModelShape, hw: HardwareProfile, fw, work: Workl
     times["allreduce"], sources["allreduce"] = framework_allreduce_time_s(hw, fw, tp, messages["allreduce"])
     # The gather from its own measured table where the profile has one (its message above is the
     # AllReduce equivalent, for its interference).
-    times["allgather_logits"], sources["allgather_logits"] = logits_allgather_time_s(
-        hw, fw, tp, float(model.gathered_logits_bytes(phase.batch, tp, work.dtype_bytes)))
+    gathered = float(model.gathered_logits_bytes(phase.batch, tp, work.dtype_bytes))  # (a pass's and its batch's)
+    times["allgather_logits"], sources["allgather_logits"] = _kept_gathers.get(
+        (hw, fw), (tp, gathered), lambda: logits_allgather_time_s(hw, fw, tp, gathered))
     # The NCCL kernel's start-up behind its producer (collective_sync_us) delays the collective on
     # the communication stream; the compute stream does not wait for it, so a schedule that
     # overlaps the collective (ladder) hides it with the collective. Its per-byte part (staging the

@@ -137,41 +137,57 @@ def _links_key(group_links: dict | None) -> tuple:
 def run_cached_rows(streams: Sequence[str], deps: Sequence[tuple], group_links: dict | None, family: str,
                     durations_s: np.ndarray, compute_slowdown: np.ndarray, comm_slowdown: np.ndarray) -> list[EngineResult]:
     """``run_cached`` of single-rank runs of one program and family, one per row of
-    ``durations_s`` and of the slowdowns (runs x ops each), replayed together
-    (``laddersim.engine.tree_batch.replay_many``: one walk of the program's tree for all of them).
-    Where runs leave the kept orders the engine runs the first of them, its order joins the tree,
-    and the rest are replayed again. A run asked for twice (a static KV cache's decode steps) is
-    done once; results are bit for bit the engine's."""
-    key = _program_key([RankWork(streams, deps, durations_s[0])], group_links) + (family,)
+    ``durations_s`` and of the slowdowns (runs x ops each): ``run_cached_kinds`` with each op a
+    kind of its own."""
+    return run_cached_kinds(streams, deps, group_links, family, np.arange(len(streams)), durations_s,
+                            compute_slowdown, comm_slowdown)
+
+
+def run_cached_kinds(streams: Sequence[str], deps: Sequence[tuple], group_links: dict | None, family: str,
+                     kind_of_op: np.ndarray, durations_s: np.ndarray, compute_slowdown: np.ndarray,
+                     comm_slowdown: np.ndarray) -> list[EngineResult]:
+    """``run_cached`` of single-rank runs of one program and family, one per row of
+    ``durations_s`` and of the slowdowns (runs x kinds each: an op's are its kind's,
+    ``kind_of_op``), replayed together (``laddersim.engine.tree_batch.replay_kinds``: one walk of
+    the program's tree for all of them). Where runs leave the kept orders the engine runs the first
+    of them, its order joins the tree, and the rest are replayed again. A run asked for twice (a
+    static KV cache's decode steps, a point whose what-ifs change nothing it runs) is done once;
+    results are bit for bit the engine's."""
+    key = _program_key([RankWork(streams, deps, ())], group_links) + (family,)
+    rows = np.ascontiguousarray(np.concatenate([durations_s, compute_slowdown, comm_slowdown], axis=1), dtype=float)
     firsts: dict[bytes, int] = {}
-    same = [firsts.setdefault(durations_s[i].tobytes() + compute_slowdown[i].tobytes() + comm_slowdown[i].tobytes(), i)
-            for i in range(len(durations_s))]
+    same = [firsts.setdefault(row.tobytes(), i) for i, row in enumerate(rows)]
     unique = list(firsts.values())
-    done = dict(zip(unique, _replay_or_run(key, streams, deps, group_links, durations_s[unique],
-                                           compute_slowdown[unique], comm_slowdown[unique])))
+    columns = [np.ascontiguousarray(np.asarray(m, dtype=float)[unique].T)
+               for m in (durations_s, compute_slowdown, comm_slowdown)]
+    done = dict(zip(unique, _replay_or_run(key, streams, deps, group_links, kind_of_op, *columns)))
     return [done[i] for i in same]
 
 
-def _replay_or_run(key: tuple, streams, deps, group_links, durations: np.ndarray, compute: np.ndarray,
-                   comm: np.ndarray) -> list[EngineResult]:
-    """Single-rank runs of one program and family (``key``), replayed along its tree together;
-    those that leave it: the engine for the first, its order kept, the others replayed again."""
-    from laddersim.engine.tree_batch import replay_many  # (many runs at once: sweeps, not one simulation)
+def _replay_or_run(key: tuple, streams, deps, group_links, kind_of_op: np.ndarray, durations: np.ndarray,
+                   compute: np.ndarray, comm: np.ndarray) -> list[EngineResult]:
+    """Single-rank runs of one program and family (``key``), the columns of ``durations`` and
+    the slowdowns (kinds x runs), replayed along its tree together; those that leave it: the
+    engine for the first, its order kept, the others replayed again."""
+    from laddersim.engine.tree_batch import replay_kinds  # (many runs at once: sweeps, not one simulation)
 
-    results: list[EngineResult | None] = [None] * len(durations)
-    todo = list(range(len(durations)))
+    n_runs = durations.shape[1]
+    results: list[EngineResult | None] = [None] * n_runs
+    todo = list(range(n_runs))
     while todo:
         tree = _trees.get(key)
         if tree is not None:
             _trees.move_to_end(key)
-            for i, result in zip(todo, replay_many(tree, durations[todo], compute[todo], comm[todo])):
+            for i, result in zip(todo, replay_kinds(tree, kind_of_op, durations[:, todo], compute[:, todo],
+                                                    comm[:, todo])):
                 results[i] = result
             todo = [i for i in todo if results[i] is None]
             if not todo:
                 break
         first, todo = todo[0], todo[1:]
-        results[first] = _run_and_keep(key, [RankWork(streams, deps, durations[first])], durations[first:first + 1],
-                                       compute[first], comm[first], group_links)
+        row = durations[kind_of_op, first]  # (each op its kind's seconds)
+        results[first] = _run_and_keep(key, [RankWork(streams, deps, row)], row[None], compute[kind_of_op, first],
+                                       comm[kind_of_op, first], group_links)
     return results
 
 

@@ -12,6 +12,11 @@ never seen are declined (None): the caller runs the engine for them.
 
 Only a single rank (the symmetric simulation) is replayed so: there one compute and one collective
 run at most, and a collective's links carry only itself.
+
+The runs' inputs are taken by op kind (``replay_kinds``): a sweep's ops of one kind share their
+seconds and slowdowns, so each input is a (kinds x runs) array, a kind's row contiguous, and an
+op's column of the walk is its kind's row (the same floats, never written to), instead of three
+(runs x ops) arrays a thousand columns wide copied, hashed and gathered column by column.
 """
 
 from __future__ import annotations
@@ -25,22 +30,22 @@ from laddersim.engine.work import EngineResult
 FEW = 8  # runs at most that walk on one by one (numpy's cost per operation exceeds theirs)
 
 
-def _rates(acts: tuple, compute_by_op: np.ndarray, comm_by_op: np.ndarray) -> list:
+def _rates(acts: tuple, kind_of: list, compute: np.ndarray, comm: np.ndarray) -> list:
     """Rates of a running set (start entries, in start order) of one rank, one array (a float for
     all runs; None for exactly 1.0) per activity: ``laddersim.engine.tape.running_rates`` for one
-    rank, elementwise."""
+    rank, elementwise (``compute``, ``comm``: slowdowns, kinds x runs; ``kind_of``: each op's kind)."""
     disturbing = [op for op, _ranks, _links, is_comm in acts if is_comm]
     computes = len(disturbing) < len(acts)
     rates = []
     for op, _ranks, links, is_comm in acts:
         if is_comm:  # fluid.comm_rate with one load per link: the collectives running
-            rate = 1.0 / (1.0 + comm_by_op[:, op]) if computes else 1.0
+            rate = 1.0 / (1.0 + comm[kind_of[op]]) if computes else 1.0
             if links:
                 rate = rate / len(disturbing)
         elif disturbing:  # fluid.compute_rate: max(0.0, *slowdowns), in that order
             slowdown = 0.0
             for other in disturbing:
-                slowdown = np.maximum(slowdown, compute_by_op[:, other])
+                slowdown = np.maximum(slowdown, compute[kind_of[other]])
             rate = 1.0 / (1.0 + slowdown)
         else:
             rate = 1.0
@@ -49,15 +54,16 @@ def _rates(acts: tuple, compute_by_op: np.ndarray, comm_by_op: np.ndarray) -> li
 
 
 class _Runs:
-    """Runs that took the same path so far: their rows of the inputs, the remaining work of the
-    running activities, the clock, and the readings since ``base`` (the readings before a split)."""
+    """Runs that took the same path so far: their columns of the inputs (kinds x runs), the
+    remaining work of the running activities, the clock, and the readings since ``base`` (the
+    readings before a split)."""
 
-    __slots__ = ("node", "index", "durations", "compute_by_op", "comm_by_op", "remaining", "now", "base", "readings",
-                 "classes", "rates")
+    __slots__ = ("node", "index", "durations", "compute", "comm", "remaining", "now", "base", "readings", "classes",
+                 "rates")
 
-    def __init__(self, node, index, durations, compute_by_op, comm_by_op, remaining, now, base, classes):
+    def __init__(self, node, index, durations, compute, comm, remaining, now, base, classes):
         self.node, self.index, self.durations = node, index, durations
-        self.compute_by_op, self.comm_by_op = compute_by_op, comm_by_op
+        self.compute, self.comm = compute, comm
         self.remaining, self.now, self.base = remaining, now, base
         self.readings: list[np.ndarray] = []
         self.classes = classes  # (rate class of each running set, a set of each class), or None
@@ -66,10 +72,10 @@ class _Runs:
     def part(self, take: np.ndarray, node) -> "_Runs":
         """The runs ``take`` (a mask), continuing at ``node``."""
         base = self.times()
-        return _Runs(node, self.index[take], self.durations[take], self.compute_by_op[take], self.comm_by_op[take],
+        return _Runs(node, self.index[take], self.durations[:, take], self.compute[:, take], self.comm[:, take],
                      [r[take] for r in self.remaining], self.now[take], base[take], self.classes)
 
-    def rates_of(self, tree: OrderTree, running_id: int) -> list:
+    def rates_of(self, tree: OrderTree, running_id: int, kind_of: list) -> list:
         """The rates of a running set for these runs; sets of one rate class share them."""
         key, shown = running_id, running_id
         if self.classes is not None:
@@ -77,7 +83,7 @@ class _Runs:
             shown = self.classes[1][key]
         rates = self.rates.get(key)
         if rates is None:
-            rates = self.rates[key] = _rates(tree.running_sets[shown], self.compute_by_op, self.comm_by_op)
+            rates = self.rates[key] = _rates(tree.running_sets[shown], kind_of, self.compute, self.comm)
         return rates
 
     def times(self) -> np.ndarray:
@@ -91,25 +97,40 @@ class _Runs:
 def replay_many(tree: OrderTree, durations_s: np.ndarray, compute_by_op: np.ndarray,
                 comm_by_op: np.ndarray) -> list[EngineResult | None]:
     """The engine's result for each run (row) of ``durations_s`` (runs x ops, one rank) and of the
-    slowdowns (runs x ops each), or None where a run leaves the kept orders. A result keeps its
-    run's clock readings and the leaf's moments (``EngineResult.at_moments``); the runs of one
-    leaf share its moments, so ``laddersim.results.step_metrics_many`` reads them together."""
+    slowdowns (runs x ops each, or what broadcasts to them), or None where a run leaves the kept
+    orders: ``replay_kinds`` with each op a kind of its own."""
     durations_s = np.asarray(durations_s, dtype=float)
-    n_runs = len(durations_s)
-    results: list[EngineResult | None] = [None] * n_runs
-    if tree.n_ranks != 1 or durations_s.shape[1:] != (tree.n_ops,) or tree.root.starts is None or not n_runs:
-        return results
+    if durations_s.ndim != 2:
+        return [None] * len(durations_s)
     shape = durations_s.shape
-    compute_by_op = np.broadcast_to(np.asarray(compute_by_op, dtype=float), shape)
-    comm_by_op = np.broadcast_to(np.asarray(comm_by_op, dtype=float), shape)
-    pending = [_Runs(tree.root, np.arange(n_runs), durations_s, compute_by_op, comm_by_op, [], np.zeros(n_runs),
-                     np.zeros((n_runs, 1)), _rate_classes(tree, compute_by_op, comm_by_op))]
+    compute = np.broadcast_to(np.asarray(compute_by_op, dtype=float), shape)
+    comm = np.broadcast_to(np.asarray(comm_by_op, dtype=float), shape)
+    return replay_kinds(tree, np.arange(shape[1]), durations_s.T, compute.T, comm.T)
+
+
+def replay_kinds(tree: OrderTree, kind_of_op, durations_s: np.ndarray, compute: np.ndarray,
+                 comm: np.ndarray) -> list[EngineResult | None]:
+    """The engine's result for each run (column) of ``durations_s`` (kinds x runs: seconds of an op
+    of each kind, one rank) and of the slowdowns (kinds x runs each), each op of the program its
+    kind's (``kind_of_op``), or None where a run leaves the kept orders. A result keeps its run's
+    clock readings and the leaf's moments (``EngineResult.at_moments``); the runs of one leaf share
+    its moments, so ``laddersim.results.step_metrics_many`` reads them together."""
+    kind_of = [int(k) for k in kind_of_op]
+    durations_s = np.ascontiguousarray(durations_s, dtype=float)
+    n_runs = durations_s.shape[1] if durations_s.ndim == 2 else 0
+    results: list[EngineResult | None] = [None] * n_runs
+    if tree.n_ranks != 1 or len(kind_of) != tree.n_ops or tree.root.starts is None or not n_runs:
+        return results
+    compute = np.ascontiguousarray(np.broadcast_to(np.asarray(compute, dtype=float), durations_s.shape))
+    comm = np.ascontiguousarray(np.broadcast_to(np.asarray(comm, dtype=float), durations_s.shape))
+    pending = [_Runs(tree.root, np.arange(n_runs), durations_s, compute, comm, [], np.zeros(n_runs),
+                     np.zeros((n_runs, 1)), _rate_classes(tree, kind_of, compute, comm))]
     while pending:
         runs = pending.pop()
         if len(runs.index) <= FEW:
-            _follow_each(tree, runs, results)
+            _follow_each(tree, runs, kind_of, results)
             continue
-        for done in _walk(tree, runs, pending):
+        for done in _walk(tree, runs, kind_of, pending):
             moments, signature, events = done.node.end
             times = done.times()
             for row, i in enumerate(done.index.tolist()):
@@ -117,44 +138,47 @@ def replay_many(tree: OrderTree, durations_s: np.ndarray, compute_by_op: np.ndar
     return results
 
 
-def _rate_classes(tree: OrderTree, compute_by_op: np.ndarray, comm_by_op: np.ndarray) -> tuple | None:
+def _rate_classes(tree: OrderTree, kind_of: list, compute: np.ndarray, comm: np.ndarray) -> tuple | None:
     """The tree's rate classes of the running sets (``OrderTree._rate_class_of``) where every run
     partitions the ops alike (ops with equal slowdowns in the first run have equal slowdowns in
-    every run: a sweep's runs, whose slowdowns are per op kind); else None."""
-    _, first, inverse = np.unique(compute_by_op[0] + 1j * comm_by_op[0], return_index=True, return_inverse=True)
-    same = first[inverse]  # each op's first op of equal slowdowns
-    if not (np.array_equal(compute_by_op, compute_by_op[:, same]) and np.array_equal(comm_by_op, comm_by_op[:, same])):
+    every run: a sweep's runs, whose slowdowns are per op kind); else None. The ops of a kind have
+    their kind's slowdowns in every run, so kinds stand for the ops."""
+    _, first, inverse = np.unique(compute[:, 0] + 1j * comm[:, 0], return_index=True, return_inverse=True)
+    same = first[inverse]  # each kind's first kind of equal slowdowns
+    if not (np.array_equal(compute, compute[same]) and np.array_equal(comm, comm[same])):
         return None
-    return tree._rate_class_of(compute_by_op[0], comm_by_op[0])
+    return tree._rate_class_of(compute[kind_of, 0], comm[kind_of, 0])
 
 
-def _follow_each(tree: OrderTree, runs: _Runs, results: list) -> None:
+def _follow_each(tree: OrderTree, runs: _Runs, kind_of: list, results: list) -> None:
     """A few runs: each walked on alone in Python floats (``OrderTree.follow``, the same
     arithmetic), cheaper than arrays of a few entries."""
     times = runs.times()
     for j, i in enumerate(runs.index.tolist()):
+        by_kind = runs.durations[:, j].tolist()
         end = tree.follow(runs.node, [float(r[j]) for r in runs.remaining], times[j].tolist(),
-                          [runs.durations[j].tolist()], tree.rates_for(runs.compute_by_op[j], runs.comm_by_op[j]))
+                          [[by_kind[k] for k in kind_of]],
+                          tree.rates_for(runs.compute[kind_of, j], runs.comm[kind_of, j]))
         if end is not None:
             node, readings = end
             moments, signature, events = node.end
             results[i] = EngineResult.at_moments(np.array(readings), moments, signature, events)
 
 
-def _walk(tree: OrderTree, runs: _Runs, pending: list) -> list[_Runs]:
+def _walk(tree: OrderTree, runs: _Runs, kind_of: list, pending: list) -> list[_Runs]:
     """Follow ``runs`` down the tree until they end (returned), split (parts put on ``pending``)
     or leave it (dropped: their results stay None)."""
     node, remaining, now = runs.node, runs.remaining, runs.now
     durations, readings = runs.durations, runs.readings
     while True:
         if not remaining:
-            node, now = _along_chain(tree, runs, node, now)
+            node, now = _along_chain(tree, runs, kind_of, node, now)
         for op in node.ops:
-            remaining.append(durations[:, op])
+            remaining.append(durations[kind_of[op]])  # (a kind's row, shared: never written to)
         if node.end is not None:
             runs.node, runs.remaining, runs.now = node, remaining, now
             return [runs]
-        rates = runs.rates_of(tree, node.running_id)
+        rates = runs.rates_of(tree, node.running_id, kind_of)
         # OrderTree.replay's arithmetic: later = now + min(max(r, 0) / q) (the first smallest),
         # r -= q * (later - now) (a no-op where that is 0), done where r <= tolerance(later) * q.
         # A rate of exactly 1.0 (None here) is left out of the products: x * 1.0 and x / 1.0 are x.
@@ -207,7 +231,7 @@ def _walk(tree: OrderTree, runs: _Runs, pending: list) -> list[_Runs]:
         return []
 
 
-def _along_chain(tree: OrderTree, runs: _Runs, node, now: np.ndarray):
+def _along_chain(tree: OrderTree, runs: _Runs, kind_of: list, node, now: np.ndarray):
     """Where nothing runs: the nodes on from ``node`` that each start one activity and complete
     it, with one child (a standard schedule's pass, one op at a time), all at once. There the
     activity runs alone at rate 1 and the walk's arithmetic is ``later = now + max(d, 0)`` and
@@ -216,13 +240,14 @@ def _along_chain(tree: OrderTree, runs: _Runs, node, now: np.ndarray):
     at once. Returns the node and readings where the walk goes on one node at a time."""
     chain = []
     while (node.end is None and len(node.ops) == 1 and len(node.serials) == 1 and not node.more
-           and node.child is not None and node.outcome[0] == node.serials and runs.rates_of(tree, node.running_id) == [None]):
+           and node.child is not None and node.outcome[0] == node.serials
+           and runs.rates_of(tree, node.running_id, kind_of) == [None]):
         chain.append(node)
         node = node.child
     if len(chain) < 2:
         return chain[0] if chain else node, now
     ops = [n.ops[0] for n in chain]
-    seconds = np.take(runs.durations, ops, axis=1)
+    seconds = np.take(runs.durations, [kind_of[op] for op in ops], axis=0).T  # (runs x nodes)
     readings = np.cumsum(np.concatenate([now[:, None], np.maximum(seconds, 0.0)], axis=1), axis=1)
     dt = np.diff(readings, axis=1)
     done = seconds - dt <= done_tolerances_s(readings[:, 1:])

@@ -7,12 +7,13 @@ program's event-order tree replays the runs of all of them), so a batch is as la
 and the resumable store allow: about an eighth of a worker's share, up to ``TASK_POINTS``. A
 worker learns a program's event orders (``laddersim.engine.cached``) with a few engine runs and
 replays the rest, so locally each worker has a share of the programs of its own (a contiguous
-run of the grouped batches) and, once done, takes batches from the far end of the largest share
-left, instead of every worker learning every program.
+run of the grouped batches, taken part by part: ``by_part``) and, once done, takes batches from
+the far end of the largest share left, instead of every worker learning every program.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 from collections import deque
@@ -60,12 +61,29 @@ def _programs(points: list[Point]) -> list[list[Point]]:
     return groups
 
 
+def by_part(share: list[list[Point]]) -> list[list[Point]]:
+    """A worker's share of tasks with those of one model taken part by part: the i-th task of
+    each of its programs together. They hold the same scenarios but the schedule, whose op costs a
+    worker computes once for all schedules (``laddersim.symmetric_batch``), so another worker
+    taking tasks from the far end of this share prices the scenarios of one part, not of every
+    part of one program."""
+    models: dict[str, int] = {}
+    parts: dict[tuple, int] = {}
+    keyed = []
+    for n, task in enumerate(share):
+        program = (task[0].model_ref, task[0].schedule)
+        part = parts[program] = parts.get(program, -1) + 1
+        keyed.append((models.setdefault(program[0], len(models)), part, n))
+    return [share[n] for _, _, n in sorted(keyed)]
+
+
 def _worker_init(owner_pid: int) -> None:
     # Ctrl-C goes to the whole process group; the parent handles it (stops, keeps finished
     # work), so workers must not die half-way through a batch on their own. A parent killed
     # outright takes its workers with it (they would otherwise keep computing for nobody).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent(owner_pid)
+    gc.enable()  # (forked from a parent that pauses it: a worker pauses it per batch, evaluate_points)
 
 
 def run_local(points: list[Point], workers: int) -> Iterator[list[dict]]:
@@ -79,7 +97,7 @@ def run_local(points: list[Point], workers: int) -> Iterator[list[dict]]:
     # One single-process pool per worker, so that a task goes to the worker chosen for it.
     pools = [ProcessPoolExecutor(max_workers=1, initializer=_worker_init, initargs=(os.getpid(),))
              for _ in range(workers)]
-    shares = [deque(tasks[len(tasks) * w // workers:len(tasks) * (w + 1) // workers]) for w in range(workers)]
+    shares = [deque(by_part(tasks[len(tasks) * w // workers:len(tasks) * (w + 1) // workers])) for w in range(workers)]
     pending: dict = {}
 
     def submit(worker: int) -> None:

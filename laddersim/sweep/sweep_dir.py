@@ -18,6 +18,7 @@ import pandas as pd
 import yaml
 from tqdm import tqdm
 
+from laddersim.collector import collector_paused
 from laddersim.hardware.profile import load_profile
 from laddersim.provenance import profile_sha256, provenance
 from laddersim.io_write import check_output, run_dir_lock
@@ -66,7 +67,8 @@ def run_sweep(grid: SweepGrid, out_dir: str | Path, workers: int = 1, scheduler:
 
 def run_points_into(points: list[Point], out_dir: Path, workers: int = 1, scheduler: str | None = None,
                     progress: bool = True) -> SweepReport:
-    with PointStore(out_dir) as store:
+    # (the store's rows are many objects that live on: laddersim.collector)
+    with collector_paused(), PointStore(out_dir) as store:
         todo = [p for p in points if p.key not in store]
         reused = len(points) - len(todo)
         computed = 0
