@@ -323,3 +323,44 @@ def test_the_plain_reader_takes_text_columns_and_refuses_what_is_not_a_number(tm
     odd = tmp_path / "odd.csv"
     odd.write_text("gpus,time_us\n2,1..5\n")
     assert read_plain_columns(odd, ("gpus", "time_us")) is None
+
+
+# Issue 40's grid itself: 2 models x 5 machines x 4 TPs x 10 batches x 10 bandwidth x 5 latency
+# scales x 5 schedules (as benchmarks/bench_issue40.py times it).
+ISSUE_GRID = {
+    "models": ["llama-3.1-8b", "llama-3.1-70b"],
+    "hardware": ["h100-sxm-nvswitch", "h100-sxm-p2p-off", "a100-sxm-nvswitch", "h200-sxm-nvswitch",
+                 "b200-sxm-nvswitch"],
+    "tp": [1, 2, 4, 8], "batch": [1, 2, 4, 8, 12, 16, 24, 32, 48, 64], "prompt_len": [1024], "gen_len": [512],
+    "schedules": ["standard", "parallel", "ladder", "upper_bound", "desync_half"],
+    "overrides": {"intra_bandwidth_scale": [0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 5.0],
+                  "intra_latency_scale": [0.25, 0.5, 1.0, 2.0, 4.0]},
+}
+
+
+@lru_cache(maxsize=1)
+def _issue_table() -> pd.DataFrame:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as out:
+        report = run_sweep(parse_grid(ISSUE_GRID), Path(out) / "sweep", workers=2, progress=False)
+        assert report.points == report.computed == len(report.frame) == 100_000
+        return report.frame
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 100_000 - 1))
+def test_the_100000_point_sweeps_rows_are_their_points_simulated_alone(index):
+    """The whole 100,000-point table of issue 40 (two workers, the fast path), a drawn row at a time
+    against its point simulated alone on the SimPy engine."""
+    row = _issue_table().iloc[index]
+    try:
+        alone = _alone(row)
+    except UserInputError as exc:
+        assert row["status"] == "infeasible" and row["error"] == str(exc)
+        return
+    assert row["status"] == "ok"
+    for column in METRIC_COLUMNS:
+        assert row[column] == alone[column], column
+    if row["schedule"] == "standard":
+        assert row["speedup_vs_standard"] == 1.0
