@@ -14,8 +14,8 @@ is the command a user types, run as a subprocess of this one, from a fresh inter
 * ``stragglers``: ``laddersim simulate`` of 405B at TP 16, batch 16, 1024 + 512 tokens with
   ``--jitter 0.05`` (every rank simulated; standard and ladder), its seconds beyond the start-up
   figure (goal <= 10x);
-* ``sweep``: ``laddersim sweep`` of the 100,000-point grid below with ``--workers 2`` into an
-  empty folder (goal <= 150x);
+* ``sweep``: ``laddersim sweep`` of the 100,000-point grid ``examples/sweep_every_machine.yaml``
+  with ``--workers 2`` into an empty folder (goal <= 150x);
 * ``serving``: ``laddersim serving`` of 1,000,000 requests (70B TP 8 ladder on h100-sxm-nvswitch,
   50 req/s, 512 + 128 tokens), with its peak memory (goal <= 100x, <= 1.5 GB);
 * ``plan``: ``laddersim plan --model llama-3.1-70b --rate 20 --ttft-slo-s 0.5 --tpot-slo-s 0.05
@@ -46,23 +46,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 REFERENCE = [sys.executable, "-c", "import numpy, yaml, pydantic, simpy"]
 LADDERSIM = [sys.executable, "-m", "laddersim"]
 STARTUP = [*LADDERSIM, "simulate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm-nvswitch", "--tp", "2",
            "--prompt-len", "128", "--gen-len", "8", "--schedule", "standard"]
 STRAGGLERS = [*LADDERSIM, "simulate", "--model", "llama-3.1-405b", "--hardware", "h100-sxm-nvswitch", "--tp", "16",
               "--batch", "16", "--prompt-len", "1024", "--gen-len", "512", "--jitter", "0.05"]
-GRID = {
-    "models": ["llama-3.1-8b", "llama-3.1-70b"],
-    "hardware": ["h100-sxm-nvswitch", "h100-sxm-p2p-off", "a100-sxm-nvswitch", "h200-sxm-nvswitch",
-                 "b200-sxm-nvswitch"],
-    "tp": [1, 2, 4, 8], "batch": [1, 2, 4, 8, 12, 16, 24, 32, 48, 64], "prompt_len": [1024], "gen_len": [512],
-    "schedules": ["standard", "parallel", "ladder", "upper_bound", "desync_half"],
-    "overrides": {"intra_bandwidth_scale": [0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 5.0],
-                  "intra_latency_scale": [0.25, 0.5, 1.0, 2.0, 4.0]},
-}
+GRID = Path(__file__).resolve().parent.parent / "examples" / "sweep_every_machine.yaml"  # issue 40's grid
 SERVING = [*LADDERSIM, "serving", "--model", "llama-3.1-70b", "--hardware", "h100-sxm-nvswitch", "--tp", "8",
            "--schedule", "ladder", "--rate", "50", "--requests", "1000000", "--prompt-len", "512", "--gen-len", "128",
            "--no-progress"]
@@ -142,9 +132,7 @@ def main() -> None:
                    f" (beyond start-up; the whole command {wall_s:.2f} s)", ref_wall))
     if "sweep" in args.only:
         with tempfile.TemporaryDirectory() as tmp:
-            grid = Path(tmp) / "grid.yaml"
-            grid.write_text(yaml.safe_dump(GRID))
-            wall_s, cpu_s, peak_mb = run([*LADDERSIM, "sweep", str(grid), "--out", str(Path(tmp) / "out"), "--workers",
+            wall_s, cpu_s, peak_mb = run([*LADDERSIM, "sweep", str(GRID), "--out", str(Path(tmp) / "out"), "--workers",
                                           "2", "--no-progress"])
         print(line("sweep", wall_s, cpu_s, ref, "<= 150x", f" (100,000 points, 2 workers, {100_000 / wall_s:.0f} "
                    f"points/s; CPU per worker {cpu_s / 2 / ref:.0f}x ref; peak memory of a process {peak_mb:.0f} MB)",
