@@ -2,7 +2,7 @@
 Python lists in the scheduler): the oracle that tests/test_serving_fast.py holds the direct event
 loop (``laddersim.serving.replica``), the slot-based scheduler and its decode runs to, bit for bit.
 Semantics: see laddersim/serving/scheduler.py and laddersim/serving/replica.py. Only the progress
-bar is left out."""
+bar is left out; a run's error bound and engine runs are counted by replica.run_timed, as there."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import simpy
 from laddersim.serving.arrivals import Requests
 from laddersim.serving.iteration_time import IterationTimer
 from laddersim.serving.options import ServingOptions
-from laddersim.serving.replica import ServingRun, check_requests_fit
+from laddersim.serving.replica import ServingRun, check_requests_fit, progress_bar, run_timed
 @dataclass
 class Iteration:
     """One forward pass: decoding sequences and prompt chunks ``(seq, cached, tokens)``."""
@@ -241,7 +241,7 @@ def simulate_replica(timer: IterationTimer, requests: Requests, options: Serving
 
     env.process(arrive(env, requests, account, admit))
     env.process(engine())
-    bound, runs = run_timed(env, [timer])
+    bound, runs = run_timed([timer], env.run, progress_bar(0, False, ""))
     return served(requests, counts, kv_blocks, area["sum"], window_end_s, runs, bound,
                   batcher.first_token_s, batcher.finish_s, batcher.preemptions)
 
@@ -262,23 +262,6 @@ def complete(batcher: ContinuousBatcher, it, now_s: float, counts: dict) -> None
     counts["iterations"] += 1
     if finished:
         counts["done"] += finished
-
-
-def run_timed(env: simpy.Environment, timers: list[IterationTimer]) -> tuple[float, int]:
-    """``env.run()``, then (the largest iteration error bound of this run, the engine runs it
-    needed). The timers are shared between runs (their engine runs are reused); each keeps the
-    largest bound it has seen, and the bound returned is this run's."""
-    earlier = [timer.max_error_bound for timer in timers]
-    runs_before = sum(timer.engine_runs for timer in timers)
-    for timer in timers:
-        timer.max_error_bound = 0.0
-    try:
-        env.run()
-    finally:
-        bound = max(timer.max_error_bound for timer in timers)
-        for timer, before in zip(timers, earlier):
-            timer.max_error_bound = max(before, timer.max_error_bound)
-    return bound, sum(timer.engine_runs for timer in timers) - runs_before
 
 
 def served(requests: Requests, counts: dict, kv_blocks: int, in_system_area: float, window_end_s: float,
@@ -349,6 +332,6 @@ def simulate_pipelined_replica(timers: list[IterationTimer], requests: Requests,
     env.process(arrive(env, requests, account, admit))
     for v in range(engines):
         env.process(engine(v))
-    bound, runs = run_timed(env, timers)
+    bound, runs = run_timed(timers, env.run, progress_bar(0, False, ""))
     pick = [[getattr(batchers[owner[i]], name)[i] for i in range(n)] for name in ("first_token_s", "finish_s", "preemptions")]
     return served(requests, counts, kv_blocks, area["sum"], window_end_s, runs, bound, *pick)
