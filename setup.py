@@ -2,7 +2,7 @@
 
 The repository keeps its data folders at the top level (``hardware_profiles/``, ``calibration/``,
 ``examples/``); the wheel carries them inside the package as ``laddersim/_resources/<folder>/``.
-``laddersim/resources.py`` is the one module that finds them, in a checkout or an install.
+``laddersim/support/resources.py`` is the one module that finds them, in a checkout or an install.
 Which files of each folder ship is ``[tool.setuptools.package-data]`` in pyproject.toml.
 """
 

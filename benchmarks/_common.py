@@ -20,7 +20,7 @@ import numpy as np
 
 from laddersim.costs.op_costs import Phase, op_times_s
 from laddersim.schedules.program import build_program
-from laddersim.simulate import Scenario, SimOptions, make_scenario, simulate
+from laddersim.simulation.simulate import Scenario, SimOptions, make_scenario, simulate
 
 REFERENCE = ("llama-3.1-405b", "h100-sxm-nvswitch", 16, 16, 1024, 512, "standard")
 

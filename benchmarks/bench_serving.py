@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from laddersim.serving.arrivals import draw_requests, parse_length
-from laddersim.serving.options import serving_options
-from laddersim.serving.run import serve, serving_scenario
+from laddersim.traffic.arrivals import draw_requests, parse_length
+from laddersim.traffic.options import serving_options
+from laddersim.traffic.run import serve, serving_scenario
 
 
 def main() -> None:

@@ -32,7 +32,7 @@ from _common import closed_form_floor_s, reference_s  # noqa: E402
 
 from laddersim.engine.simulator import RankWork, run_engine  # noqa: E402
 from laddersim.schedules.program import build_program  # noqa: E402
-from laddersim.simulate import SimOptions, make_scenario, simulate  # noqa: E402
+from laddersim.simulation.simulate import SimOptions, make_scenario, simulate  # noqa: E402
 
 SCHEDULES = ["standard", "parallel", "ladder", "upper_bound", "desync_half", "hybrid:63"]
 
@@ -57,7 +57,7 @@ def per_op_rank_us(tp: int) -> float:
 
 TOKENS_CODE = """
 import resource, sys, time
-from laddersim.simulate import make_scenario, simulate
+from laddersim.simulation.simulate import make_scenario, simulate
 gen = int(sys.argv[1])
 scenario = make_scenario("llama-3.1-405b", "h100-sxm-nvswitch", 16, 1, 1024, gen, "ladder", kv_cache="dynamic")
 t0 = time.process_time()

@@ -28,11 +28,11 @@ from _common import closed_form_floor_s, cpu_s, reference_s  # noqa: E402
 
 from laddersim.hardware.overrides import with_overrides  # noqa: E402
 from laddersim.hardware.profile import load_profile  # noqa: E402
-from laddersim.simulate import make_scenario  # noqa: E402
-from laddersim.sweep import run_sweep  # noqa: E402
-from laddersim.sweep.grid import parse_grid  # noqa: E402
-from laddersim.sweep.overrides import override_scales  # noqa: E402
-from laddersim.sweep.points import expand_grid  # noqa: E402
+from laddersim.simulation.simulate import make_scenario  # noqa: E402
+from laddersim.sweeps import run_sweep  # noqa: E402
+from laddersim.sweeps.grid import parse_grid  # noqa: E402
+from laddersim.sweeps.overrides import override_scales  # noqa: E402
+from laddersim.sweeps.points import expand_grid  # noqa: E402
 
 GRID = {
     "models": ["llama-3.1-70b"], "hardware": ["h100-sxm-nvswitch"], "tp": [4, 8],

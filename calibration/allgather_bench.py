@@ -37,7 +37,7 @@ import torch.distributed as dist  # noqa: E402
 from calibration import allreduce_bench  # noqa: E402
 from calibration.allreduce_bench import chain_allreduce_s, chain_mean, time_per_call  # noqa: E402
 from calibration.bench_timing import DTYPES  # noqa: E402
-from laddersim.model_shape import load_model_shape  # noqa: E402
+from laddersim.model.shape import load_model_shape  # noqa: E402
 
 CHAIN = 4  # lm_head + gather pairs per timed chain (a step has one; a chain of one is all noise)
 

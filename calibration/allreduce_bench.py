@@ -33,7 +33,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 from calibration.bench_timing import DTYPES, element_count, runner, summarize, time_host_s, timer  # noqa: E402
-from laddersim.calibrate.grid import compute_dtype, human_bytes  # noqa: E402
+from laddersim.measure.grid import compute_dtype, human_bytes  # noqa: E402
 
 
 def measure(ctx, point: dict) -> dict | None:

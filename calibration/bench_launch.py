@@ -9,7 +9,7 @@ Two ways in, one code path after ``init_process_group``:
   spawns ``--world-size`` local ranks. Their rendezvous is a ``FileStore`` in the run directory
   and their gloo/NCCL sockets are bound to the loopback interface, so nothing listens on a
   network interface; only torchrun (multi-node) runs use the network. The ranks die with this
-  process (``laddersim.child_lifetime``), also when it is killed outright.
+  process (``laddersim.support.child_lifetime``), also when it is killed outright.
 
 Rank 0 decides which points are still missing (resume), broadcasts them, and appends each
 measured point to ``RUN_DIR/measurements/<benchmark>.csv``. AllReduce groups are the first g
@@ -34,15 +34,15 @@ import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
 from calibration.spawn import local_rendezvous, loopback_only, spawn_ranks  # noqa: E402
-from laddersim.calibrate import runner  # noqa: E402
-from laddersim.calibrate.cores import pin_cpu_rank  # noqa: E402
-from laddersim.calibrate.environment import read_manifest, write_manifest  # noqa: E402
-from laddersim.calibrate.grid import World  # noqa: E402
-from laddersim.calibrate.options import RunOptions  # noqa: E402
-from laddersim.calibrate.schema import SCHEMAS, point_key  # noqa: E402
-from laddersim.calibrate.store import PointStore, measurement_path  # noqa: E402
+from laddersim.measure import runner  # noqa: E402
+from laddersim.measure.cores import pin_cpu_rank  # noqa: E402
+from laddersim.measure.environment import read_manifest, write_manifest  # noqa: E402
+from laddersim.measure.grid import World  # noqa: E402
+from laddersim.measure.options import RunOptions  # noqa: E402
+from laddersim.measure.schema import SCHEMAS, point_key  # noqa: E402
+from laddersim.measure.store import PointStore, measurement_path  # noqa: E402
 from laddersim.errors import UserInputError  # noqa: E402
-from laddersim.io_write import check_output, lock_run_dir, run_dir_lock  # noqa: E402
+from laddersim.support.io_write import check_output, lock_run_dir, run_dir_lock  # noqa: E402
 
 
 @dataclass

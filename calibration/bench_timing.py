@@ -121,9 +121,9 @@ def last_level_cache_bytes(device: torch.device) -> int:
 
 def working_set_bytes(ctx, dtype: torch.dtype) -> int:
     """The weight bytes a rank streams per decode step of the run's models
-    (``laddersim.calibrate.grid.step_weight_bytes``; twice the last-level cache without models), at
+    (``laddersim.measure.grid.step_weight_bytes``; twice the last-level cache without models), at
     most 4 x the last-level cache: beyond that nothing is left in it anyway."""
-    from laddersim.calibrate.grid import step_weight_bytes
+    from laddersim.measure.grid import step_weight_bytes
 
     cache = last_level_cache_bytes(ctx.device)
     step = step_weight_bytes(ctx.opts, torch.tensor([], dtype=dtype).element_size())

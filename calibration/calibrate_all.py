@@ -19,8 +19,8 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:  # run as `python calibration/calibrate_all.py` from a checkout
     sys.path.insert(0, _ROOT)
 
-from laddersim.calibrate.environment import command_line  # noqa: E402
-from laddersim.calibrate.options import add_run_args, options_from_args  # noqa: E402
+from laddersim.measure.environment import command_line  # noqa: E402
+from laddersim.measure.options import add_run_args, options_from_args  # noqa: E402
 from laddersim.errors import UserInputError  # noqa: E402
 
 

@@ -7,7 +7,7 @@
    async AllReduces of their message as a ladder step runs them (on shared CPU cores). The
    per-batch points (model GEMMs, per-op costs, AllReduce, AllGather, interference) are measured just before
    that batch's benchmark, so calibration and benchmark see the same machine load; every CPU rank
-   is pinned to its own cores in both (``laddersim.calibrate.cores``);
+   is pinned to its own cores in both (``laddersim.measure.cores``);
 2. ``calibration/ladder_bench.py`` runs a real tensor-parallel generation with every schedule;
 3. ``laddersim calibrate fit`` turns all of it into one profile, and ``laddersim validate``
    simulates the benchmark's runs on it, with no fitting to the benchmark rows
@@ -237,12 +237,12 @@ def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], com
         "## How to read this",
         "",
         "Two CPU ranks on a shared machine, each pinned to a core of its own (calibrate and benchmark",
-        "alike, `laddersim/calibrate/cores.py`). Calibration measures in the state a decode step runs in,",
+        "alike, `laddersim/measure/cores.py`). Calibration measures in the state a decode step runs in,",
         "on every rank at once: a step reads each weight once, after the rest of the rank's weights went",
         "through the caches, so the GEMMs at the model's shapes rotate over weight copies as large as the",
         "step's weights (cold, sharing the memory bandwidth as the ranks do), the per-op framework cost",
         "is timed after that working set streamed and then solved so that the op program prices the model's own modules",
-        "as they measured (`laddersim/calibrate/fit_modules.py`: chains of tiny ops under-price real modules' ops), the top-k sampling over the vocabulary is timed as one",
+        "as they measured (`laddersim/fitting/modules.py`: chains of tiny ops under-price real modules' ops), the top-k sampling over the vocabulary is timed as one",
         "call, and an AllReduce is what a standard step pays for it (the model's own modules in a row,",
         "each followed by the AllReduce, minus the modules alone, over their number; a mean: the wait",
         "for the slower rank and gloo's thread wake-ups, a long tail, included; its issue on the calling",
@@ -250,11 +250,11 @@ def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], com
         "rank's lm_head slice, then the gather: `calibration/allgather_bench.py`); the overlap of the ladder is measured",
         "as the ladder runs it (the model's modules in ladder order, each AllReduce async; the engine's rates",
         "solved from the mean timings against the table's AllReduce at that size, into which the ladder",
-        "chains' own AllReduce is pooled: `laddersim/calibrate/step_allreduce.py`), and the ranks' skew as a step meets it",
+        "chains' own AllReduce is pooled: `laddersim/fitting/step_allreduce.py`), and the ranks' skew as a step meets it",
         "(the slowest rank's excess after stretches of the model's modules: a collective waits for it in proportion to the",
         "compute since the previous one, `calibration/skew_bench.py`, `laddersim/costs/rank_skew.py`). Other processes on the machine change every timing from minute to minute, so the",
         "load-dependent points are measured next to each batch's benchmark, the AllReduce table is fitted",
-        "non-decreasing in size (its latency-bound points pooled at their median, `laddersim/calibrate/monotone.py`),",
+        "non-decreasing in size (its latency-bound points pooled at their median, `laddersim/fitting/monotone.py`),",
         "and the benchmark times its schedules in paired rounds: a measured speedup is the median over rounds of",
         "each round's ratio, shown with its quartiles (`calibration/paired_rounds.py`). Read the CPU numbers as a check of the",
         f"pipeline and of these mechanisms, not of GPU accuracy. Measured rows: `{measured_path}`; details:",

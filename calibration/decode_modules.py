@@ -41,7 +41,7 @@ def decode_modules(ctx, model: str, tp: int, batch: int, dtype: str):
     one callable each in a step's order (attention of layer 0, its MLP, attention of layer 1, ...):
     what a step computes between two AllReduces. Callers cycle over them, so each module finds
     its weights where a step finds them."""
-    from laddersim.model_shape import load_model_shape
+    from laddersim.model.shape import load_model_shape
 
     key = (model, tp, batch, dtype, ctx.rank)
     if key not in _MODELS:

@@ -1,14 +1,14 @@
 """GEMM sweep: Y[m, n] = X[m, k] @ W[n, k]^T (a linear layer), on every rank at once, cold.
 
 Shapes: the ones laddersim's model programs run (``--models``, ``--tp``, ``--batch``,
-``--prompt-len``) plus a generic grid (laddersim.calibrate.grid). CUDA events on GPU (eager, and
+``--prompt-len``) plus a generic grid (laddersim.measure.grid). CUDA events on GPU (eager, and
 GRAPH_INNER calls captured in a CUDA graph); ``time.perf_counter`` on CPU with the rank's share
 of the cores.
 
 Measured as a decode step runs them (``bench_timing.cold_copies``): a step reads each weight once, after
 the rest of the rank's weights went through the caches, so a weight that fits in a cache is not
 there when it is used again. Each point rotates over copies of its weight whose total is the
-rank's weight bytes per decode step (``laddersim.calibrate.grid.step_weight_bytes``; without
+rank's weight bytes per decode step (``laddersim.measure.grid.step_weight_bytes``; without
 ``--models`` twice the device's last-level cache), and every rank runs the point at the same
 time, as the ranks of a run do: ranks sharing a host share its memory bandwidth. A sample is one
 pass over the copies, per call; the point's value is the slowest rank's median. Alone, through the launcher:

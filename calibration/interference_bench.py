@@ -39,7 +39,7 @@ import numpy as np  # noqa: E402
 
 from calibration.bench_timing import DTYPES, element_count, time_host_s, timer  # noqa: E402
 from calibration.decode_modules import decode_modules  # noqa: E402
-from laddersim.calibrate.grid import human_bytes  # noqa: E402
+from laddersim.measure.grid import human_bytes  # noqa: E402
 
 COMM_BATCH = 4  # all_reduces per batch: long enough to overlap several GEMMs
 
@@ -153,7 +153,7 @@ def _measure_async_cpu(ctx, point: dict, group) -> dict | None:
 def ladder_row(n: int, rows: list[tuple[float, ...]], comm_s: float) -> dict:
     """The interference row from ladder chains of ``n`` modules, per repetition (alone, ladder,
     in the modules, one issue, ...), and the AllReduce the engine simulates (``comm_s``)."""
-    from laddersim.calibrate.ladder_chain import MAX_COMM_SLOWDOWN, bisect_rate, chain_run, chain_work, ladder_rates
+    from laddersim.fitting.ladder_chain import MAX_COMM_SLOWDOWN, bisect_rate, chain_run, chain_work, ladder_rates
 
     alone_s, ladder_s, modules_s, issue_s = (float(np.mean(col)) for col in list(zip(*rows))[:4])
     compute, comm = ladder_rates(n, alone_s, ladder_s, modules_s, issue_s, comm_s)

@@ -18,7 +18,7 @@ from typing import Sequence
 import torch
 
 from calibration.trace_kernels import class_totals, kernel_class, per_layer
-from laddersim.calibrate.fit_context import atomic_write
+from laddersim.fitting.run_context import atomic_write
 
 # A point's settings: what was traced. ``phase`` (decode / prefill) and ``mlp`` (fused / split) are
 # newer than the first traces: a table without them holds decode steps of the split MLP.
@@ -85,7 +85,7 @@ def predicted_per_layer(cfg: dict, schedule: str, batch: int) -> dict[str, float
         return {}
     from laddersim.costs.kernel_counts import kernels_per_layer
     from laddersim.costs.op_costs import Phase
-    from laddersim.workload import Workload
+    from laddersim.model.workload import Workload
 
     if cfg["phase"] == "prefill":
         work = Workload(batch=batch, prompt_len=cfg["prompt_len"], gen_len=1, framework="gpt-fast")

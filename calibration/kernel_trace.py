@@ -75,8 +75,8 @@ from calibration.kernel_tables import (  # noqa: E402
 from calibration.kernel_tables import provenance as provenance_text  # noqa: E402
 from calibration.trace_kernels import cpu_kernels, gpu_kernels, kernel_class, signature  # noqa: E402
 from laddersim.errors import UserInputError  # noqa: E402
-from laddersim.io_write import lock_run_dir  # noqa: E402
-from laddersim.model_shape import load_model_shape  # noqa: E402
+from laddersim.support.io_write import lock_run_dir  # noqa: E402
+from laddersim.model.shape import load_model_shape  # noqa: E402
 
 TIMED_WARMUP_STEPS = 3  # reduce-overhead records its CUDA graph over the first calls
 

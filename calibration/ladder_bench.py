@@ -46,10 +46,10 @@ from calibration.ladder_forward import (  # noqa: E402,F401  (SCHEDULES, rank_lo
 from calibration.ladder_model import PAPER, Transformer, Variant, build_model  # noqa: E402
 from calibration.paired_rounds import generations_per_measurement, paired_speedup, round_order  # noqa: E402
 from calibration.spawn import local_rendezvous, loopback_only, spawn_ranks  # noqa: E402
-from laddersim.calibrate.cores import pin_cpu_rank  # noqa: E402
+from laddersim.measure.cores import pin_cpu_rank  # noqa: E402
 from laddersim.errors import UserInputError  # noqa: E402
-from laddersim.io_write import lock_run_dir, unlock_run_dir  # noqa: E402
-from laddersim.model_shape import load_model_shape  # noqa: E402
+from laddersim.support.io_write import lock_run_dir, unlock_run_dir  # noqa: E402
+from laddersim.model.shape import load_model_shape  # noqa: E402
 
 
 # ---- generation ----------------------------------------------------------------------------
@@ -203,7 +203,7 @@ def _tokens_agree(tokens: Tensor, comm: DistComm) -> bool:
 def _init_group(backend: str, rank: int, world_size: int, init_method: str | None,
                 local_world_size: int) -> None:
     if backend == "gloo":
-        # Each local rank on its share of the cores, as calibrate runs them (laddersim.calibrate.cores).
+        # Each local rank on its share of the cores, as calibrate runs them (laddersim.measure.cores).
         pin_cpu_rank(int(os.environ.get("LOCAL_RANK", rank)), local_world_size)
     if init_method and init_method.startswith("file://"):
         loopback_only()  # locally spawned: nothing listens beyond the loopback

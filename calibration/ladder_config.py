@@ -31,7 +31,7 @@ from calibration.ladder_memory import (  # noqa: E402
 )
 from calibration.ladder_model import PAPER, Variant, add_variant_flags  # noqa: E402
 from laddersim.errors import UserInputError  # noqa: E402
-from laddersim.model_shape import load_model_shape  # noqa: E402
+from laddersim.model.shape import load_model_shape  # noqa: E402
 
 
 def log(msg: str) -> None:

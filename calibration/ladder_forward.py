@@ -28,7 +28,7 @@ from calibration.ladder_comm import NO_COMM, Comm  # noqa: E402
 from calibration.ladder_model import (  # noqa: E402
     PAPER, Transformer, Variant, attn_norm, build_model, final_norm, mlp_norm, norm, residual_add,
 )
-from laddersim.model_shape import ModelShape  # noqa: E402
+from laddersim.model.shape import ModelShape  # noqa: E402
 
 SCHEDULES = ("standard", "parallel", "ladder", "upper_bound")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from laddersim.model_shape import ModelShape
+from laddersim.model.shape import ModelShape
 
 GIB = 2 ** 30
 CACHE_MULTIPLE = 8  # gpt-fast rounds the static cache up to a multiple of 8 (max_seq_length)

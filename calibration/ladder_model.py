@@ -27,7 +27,7 @@ from torch import Tensor, nn
 _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:  # imported by `python calibration/ladder_bench.py` from a checkout
     sys.path.insert(0, _ROOT)
-from laddersim.model_shape import ModelShape  # noqa: E402
+from laddersim.model.shape import ModelShape  # noqa: E402
 
 ROPE_BASE = 500000.0  # Llama 3 rope_theta
 NORM_EPS = 1e-5

@@ -21,7 +21,7 @@ collective launch of the issue's time and the AllReduce less that issue. An issu
 takes longer than alone (gloo's thread, woken by it, runs on the calling thread's core): that
 excess is compute-thread time lost to the AllReduce, counted with the modules. The two rates are
 those with which the engine ends the chain when it ended and spends in the compute ops what the
-chain spent in its modules (and the issues' excess): ``laddersim.calibrate.ladder_chain.ladder_rates``,
+chain spent in its modules (and the issues' excess): ``laddersim.fitting.ladder_chain.ladder_rates``,
 solved again by ``calibrate fit`` against the AllReduce of the fitted table.
 """
 

@@ -17,7 +17,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from calibration.bench_timing import DTYPES, element_count, time_alone  # noqa: E402
-from laddersim.calibrate.grid import human_bytes  # noqa: E402
+from laddersim.measure.grid import human_bytes  # noqa: E402
 
 NORM_DIM = 1024  # RMSNorm row width (elements); sizes in the grid are multiples of it
 MOVED_PER_BYTE = {"copy": 2, "add": 3, "rmsnorm": 2}

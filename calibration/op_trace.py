@@ -40,7 +40,7 @@ from torch.profiler import ProfilerActivity, profile  # noqa: E402
 from calibration import ladder_forward as lf  # noqa: E402
 from calibration import ladder_comm as lcomm  # noqa: E402
 from calibration import ladder_model as lmodel  # noqa: E402
-from laddersim.calibrate.fit_host import format_counts  # noqa: E402
+from laddersim.fitting.host import format_counts  # noqa: E402
 from laddersim.schedules.program import build_program  # noqa: E402
 
 # ladder_bench function -> op kind of the program (laddersim.costs.op_costs keys).
@@ -162,7 +162,7 @@ TRACE_POSITION = 16  # the decode step traced: its position (the cache holds 2 *
 
 def measure(ctx, point: dict) -> dict | None:
     """Every rank runs the step (the collectives need them all); rank 0's trace is stored."""
-    from laddersim.model_shape import load_model_shape
+    from laddersim.model.shape import load_model_shape
 
     shape = load_model_shape(point["model"])
     tp = point["tp"]

@@ -48,7 +48,7 @@ from calibration.bench_timing import (  # noqa: E402
     DTYPES, capture, run_group, slowest_summary, summarize, time_cuda_s,
     working_set_bytes)
 from calibration.op_trace import top_level_ops  # noqa: E402
-from laddersim.model_shape import load_model_shape  # noqa: E402
+from laddersim.model.shape import load_model_shape  # noqa: E402
 
 CHAIN_OPS = 40  # ops per timed chain (a multiple of each chain's period)
 

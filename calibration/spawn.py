@@ -3,7 +3,7 @@ benchmarks) and ``ladder_bench`` (the real generation benchmark). Knows nothing 
 
 Locally spawned ranks meet at a ``FileStore`` in a directory of the caller's (never a listening
 TCPStore) and bind their gloo/NCCL sockets to the loopback interface; they ignore Ctrl-C (their
-launcher stops them) and die with the launching process (``laddersim.child_lifetime``).
+launcher stops them) and die with the launching process (``laddersim.support.child_lifetime``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ if _ROOT not in sys.path:  # run as `python calibration/x.py` from a checkout
 
 import torch.multiprocessing as mp  # noqa: E402
 
-from laddersim.child_lifetime import die_with_parent  # noqa: E402
+from laddersim.support.child_lifetime import die_with_parent  # noqa: E402
 
 # Socket interface of locally spawned ranks: the loopback, whatever the host name resolves to.
 LOOPBACK_ENV = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}

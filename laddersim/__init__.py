@@ -17,18 +17,9 @@ first use so that ``import laddersim`` stays cheap:
 * ``plot(results, kind)``, ``plot_timeline(...)``, ``report()``: figures and the main report
 
 ``help(laddersim.simulate)`` and ``inspect.signature`` show each function's parameters.
-
-``simulate``, ``sweep``, ``plan``, ``serving`` and ``report`` are also the names of submodules; on
-the package these names are the API functions. Import the submodules with ``from``
-(``from laddersim.simulate import make_scenario``, ``from laddersim.sweep import runner``), not
-through the package attribute (``laddersim.sweep`` being the function, ``laddersim.sweep.runner``
-is not the submodule).
 """
 
 from __future__ import annotations
-
-import sys
-import types
 
 # laddersim.api.PUBLIC, restated: importing laddersim.api here would load it (a test checks the two).
 API = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "break_even", "serving", "kernels", "load_profile",
@@ -38,40 +29,13 @@ API = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "break_even",
 __all__ = [*API, "__version__"]
 
 
-def _api_function(name: str) -> property:
-    def get(package):
-        from laddersim import api
-
-        return getattr(api, name)
-
-    def ignore_set(package, module) -> None:
-        # The import system sets laddersim.<name> to the submodule after importing it; the
-        # submodule stays reachable in sys.modules and through its dotted import.
-        pass
-
-    return property(get, ignore_set, doc=f"laddersim.api.{name}")
-
-
-class _Package(types.ModuleType):
-    # API names that are also submodules: the import system binds a submodule on its package when
-    # it is imported; these properties keep the package attribute the function.
-    simulate = _api_function("simulate")
-    sweep = _api_function("sweep")
-    plan = _api_function("plan")
-    serving = _api_function("serving")
-    report = _api_function("report")
-
-
-sys.modules[__name__].__class__ = _Package
-
-
 def __getattr__(name: str):
     if name in API:
         from laddersim import api
 
         return getattr(api, name)
     if name == "__version__":
-        from laddersim.provenance import laddersim_version
+        from laddersim.support.provenance import laddersim_version
 
         return laddersim_version()
     raise AttributeError(f"module 'laddersim' has no attribute {name!r}")

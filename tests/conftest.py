@@ -6,7 +6,7 @@ import pytest
 
 from laddersim.hardware import load_profile
 from laddersim.hardware.overrides import with_overrides
-from laddersim.model_shape import ModelShape
+from laddersim.model.shape import ModelShape
 
 
 @pytest.fixture(scope="session")

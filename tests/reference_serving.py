@@ -1,7 +1,7 @@
 """The serving scheduler and replicas as they were before issue 40 (SimPy processes, per-request
 Python lists in the scheduler): the oracle that tests/test_serving_fast.py holds the direct event
-loop (``laddersim.serving.replica``), the slot-based scheduler and its decode runs to, bit for bit.
-Semantics: see laddersim/serving/scheduler.py and laddersim/serving/replica.py. Only the progress
+loop (``laddersim.traffic.replica``), the slot-based scheduler and its decode runs to, bit for bit.
+Semantics: see laddersim/traffic/scheduler.py and laddersim/traffic/replica.py. Only the progress
 bar is left out; a run's error bound and engine runs are counted by replica.run_timed, as there."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from laddersim.serving.arrivals import Requests
-from laddersim.serving.iteration_time import IterationTimer
-from laddersim.serving.options import ServingOptions
-from laddersim.serving.replica import ServingRun, check_requests_fit, progress_bar, run_timed
+from laddersim.traffic.arrivals import Requests
+from laddersim.traffic.iteration_time import IterationTimer
+from laddersim.traffic.options import ServingOptions
+from laddersim.traffic.replica import ServingRun, check_requests_fit, progress_bar, run_timed
 @dataclass
 class Iteration:
     """One forward pass: decoding sequences and prompt chunks ``(seq, cached, tokens)``."""

@@ -9,10 +9,10 @@ import pytest
 from laddersim.costs.framework_collectives import framework_allreduce_time_s, logits_allgather_time_s
 from laddersim.costs.gemm_tables import SILICON
 from laddersim.costs.op_costs import Phase, op_time_sources, op_times_s
-from laddersim.framework import load_framework
+from laddersim.model.framework import load_framework
 from laddersim.hardware.sourced import MeasuredTable
-from laddersim.model_shape import ModelShape
-from laddersim.workload import Workload
+from laddersim.model.shape import ModelShape
+from laddersim.model.workload import Workload
 
 MODEL = ModelShape(name="gather-test", n_layers=4, dim=1024, n_heads=16, n_kv_heads=4,
                    intermediate_size=4096, vocab_size=32000)

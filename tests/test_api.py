@@ -13,7 +13,7 @@ import pytest
 
 import laddersim
 from laddersim.cli import main
-from laddersim.simulate import make_scenario, simulate
+from laddersim.simulation.simulate import make_scenario, simulate
 
 SCENARIO = dict(model="llama-3.1-8b", hardware="h100-sxm-nvswitch", tp=2, batch=1, prompt_len=128, gen_len=8)
 FLAGS = ["--model", "llama-3.1-8b", "--hardware", "h100-sxm-nvswitch", "--tp", "2", "--batch", "1",
@@ -84,7 +84,7 @@ def test_unknown_name_is_an_attribute_error():
 
 def test_import_is_cheap():
     """``import laddersim`` loads neither the simulator nor pandas; the first call does."""
-    code = ("import sys, laddersim; print('pandas' in sys.modules, 'laddersim.simulate' in sys.modules); "
+    code = ("import sys, laddersim; print('pandas' in sys.modules, 'laddersim.simulation.simulate' in sys.modules); "
             "laddersim.load_profile; print('laddersim.api' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False", "True"]
@@ -249,16 +249,16 @@ def test_kernels_from_python_is_the_commands_table(capsys):
 
 
 def test_submodules_named_like_functions_still_import():
-    from laddersim.simulate import make_scenario as imported
-    from laddersim.sweep import runner
+    from laddersim.simulation.simulate import make_scenario as imported
+    from laddersim.sweeps import runner
 
-    assert imported is make_scenario and runner.__name__ == "laddersim.sweep.runner"
+    assert imported is make_scenario and runner.__name__ == "laddersim.sweeps.runner"
     assert callable(laddersim.sweep) and laddersim.sweep.__module__.startswith("laddersim.api.")
 
 
 def test_fit_names_the_p2p_off_profile_as_the_command_does():
     """One rule for laddersim.fit and `laddersim fit`: NEW-p2p-off.yaml beside NEW.yaml, else -p2p-off added."""
-    from laddersim.fitting import p2p_off_path
+    from laddersim.fitting.rows import p2p_off_path
 
     assert p2p_off_path(Path("runs/new.yaml")) == Path("runs/new-p2p-off.yaml")
     assert p2p_off_path(Path("runs/new.yml")) == Path("runs/new-p2p-off.yml")
@@ -267,11 +267,11 @@ def test_fit_names_the_p2p_off_profile_as_the_command_does():
 
 
 def test_the_shared_choices_are_the_simulators():
-    """laddersim.choices states the allowed values the API and the flags share; they are the ones
+    """laddersim.support.choices states the allowed values the API and the flags share; they are the ones
     the simulator accepts (a dtype the workload has no size for would fail late)."""
-    from laddersim.choices import DTYPES, FRAMEWORKS, KV_CACHES, KV_READS
-    from laddersim.framework import framework_names
-    from laddersim.workload import DTYPE_BYTES, Workload
+    from laddersim.support.choices import DTYPES, FRAMEWORKS, KV_CACHES, KV_READS
+    from laddersim.model.framework import framework_names
+    from laddersim.model.workload import DTYPE_BYTES, Workload
 
     assert set(DTYPES) == set(DTYPE_BYTES)
     assert set(FRAMEWORKS) <= set(framework_names())

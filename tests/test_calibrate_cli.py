@@ -19,19 +19,19 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from laddersim.calibrate.fit_modules import module_seconds
-from laddersim.calibrate.monotone import nondecreasing_fit
-from laddersim.calibrate.schema import SCHEMAS, point_key
-from laddersim.calibrate.step_allreduce import (
+from laddersim.fitting.modules import module_seconds
+from laddersim.fitting.monotone import nondecreasing_fit
+from laddersim.measure.schema import SCHEMAS, point_key
+from laddersim.fitting.step_allreduce import (
     collective_issue_us, ladder_chain_rows, pooled_allreduce, resolved_rates,
 )
 from laddersim.cli import main
 from laddersim.costs.collectives import allreduce_time_s
 from laddersim.costs.framework_collectives import logits_allgather_time_s
 from laddersim.costs.gemm_tables import SILICON
-from laddersim.framework import load_framework
+from laddersim.model.framework import load_framework
 from laddersim.hardware import load_profile
-from laddersim.model_shape import load_model_shape
+from laddersim.model.shape import load_model_shape
 
 pytest.importorskip("torch")
 
@@ -102,7 +102,7 @@ def test_fitted_profile_loads_with_sources_and_reproduces_the_measured_table(cal
     assert (table.file, table.mode) == ("tables/allreduce.csv", "eager")
     assert table.library.startswith("gloo (torch ")
     # The step's AllReduce, measured by both the allreduce and the interference benchmark on these
-    # shared cores, pooled into one row (laddersim.calibrate.step_allreduce); the table then
+    # shared cores, pooled into one row (laddersim.fitting.step_allreduce); the table then
     # fitted non-decreasing in size, each size weighted alike (on a loaded 2-core CPU gloo times
     # are not monotone in size), never below half the smallest size's time (costs.collectives).
     frame = lambda name: pd.read_csv(out / "measurements" / f"{name}.csv")
@@ -140,12 +140,12 @@ def test_fitted_profile_loads_with_sources_and_reproduces_the_measured_table(cal
     fraction = (skew["stretch_us"] * skew["wait_us"]).sum() / (skew["stretch_us"] ** 2).sum()
     assert host.rank_skew_fraction.value == pytest.approx(fraction, rel=1e-9) and host.rank_skew_group == 2
     assert "measurements/skew.csv" in host.rank_skew_fraction.source
-    # The per-op cost as the model's own modules pay it (laddersim/calibrate/fit_modules.py): the
+    # The per-op cost as the model's own modules pay it (laddersim/fitting/modules.py): the
     # op program prices a module at the skew benchmark's longest stretch, per module.
     longest = skew.loc[skew["modules"].idxmax()]
     measured_s = longest["stretch_us"] / longest["modules"] * 1e-6
     priced_s = module_seconds(profile, load_model_shape(str(model)), 2, 1, "float32", int(longest["modules"]))
-    assert "fit_modules.py" in host.compute_op_us.source and "tiny-op chains" in host.compute_op_us.source
+    assert "fitting/modules.py" in host.compute_op_us.source and "tiny-op chains" in host.compute_op_us.source
     if host.compute_op_us.value > 0:
         assert priced_s == pytest.approx(measured_s, rel=1e-6)
     else:  # modules faster than their kernels as priced: the per-op cost floors at zero
@@ -411,7 +411,7 @@ def test_summary_marks_an_unmeasured_allreduce_and_not_measured_values(calibrate
 # ---- Ctrl-C twice ---------------------------------------------------------------------------------
 
 def test_second_ctrl_c_exits_quietly_and_keeps_the_finished_points(tmp_path):
-    from laddersim.calibrate.store import PointStore
+    from laddersim.measure.store import PointStore
 
     proc, _, csv_path = _start_allreduce_run(tmp_path / "interrupted", 2, stderr=subprocess.PIPE)
     before = _data_lines(csv_path)

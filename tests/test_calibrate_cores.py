@@ -1,4 +1,4 @@
-"""CPU ranks' placement (laddersim.calibrate.cores) and the interference solve from mean timings."""
+"""CPU ranks' placement (laddersim.measure.cores) and the interference solve from mean timings."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from laddersim.calibrate.cores import rank_cores
+from laddersim.measure.cores import rank_cores
 from laddersim.engine.simulator import run_engine
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -26,9 +26,9 @@ def test_each_local_rank_gets_its_own_equal_share_of_the_allowed_cores():
 
 
 def test_the_ladder_chain_solve_recovers_the_engines_comm_rate():
-    """A ladder chain run by the engine with known rates; the solve (laddersim/calibrate/ladder_chain)
+    """A ladder chain run by the engine with known rates; the solve (laddersim/measure/ladder_chain)
     gives both rates back from the chain's end and its time in the modules."""
-    from laddersim.calibrate.ladder_chain import chain_run, chain_work, ladder_rates
+    from laddersim.fitting.ladder_chain import chain_run, chain_work, ladder_rates
 
     n, module_s, issue_s, comm_s = 8, 0.001, 0.0001, 0.0015
     for slow_c, slow_a in ((0.0, 0.5), (0.2, 3.0), (0.1, 0.0)):
@@ -48,7 +48,7 @@ def test_the_interference_row_runs_the_measured_ladder_chain_again(slow_c, slow_
     and spend its time in the modules as measured (calibrate's row reproduces what it measured)."""
     pytest.importorskip("torch")
     from calibration.interference_bench import ladder_row
-    from laddersim.calibrate.ladder_chain import chain_run, chain_work
+    from laddersim.fitting.ladder_chain import chain_run, chain_work
 
     n, module_s, issue_s = 8, 0.001, 0.0001
     comm_s = comm_per_module * module_s
@@ -60,7 +60,7 @@ def test_the_interference_row_runs_the_measured_ladder_chain_again(slow_c, slow_
 
 
 def test_modules_faster_in_the_ladder_than_alone_are_reported_not_clamped():
-    from laddersim.calibrate.ladder_chain import ladder_rates
+    from laddersim.fitting.ladder_chain import ladder_rates
 
     compute, comm = ladder_rates(8, 0.008, 0.011, 0.0076, 0.0001, 0.0015)
     assert compute == pytest.approx(-0.05) and comm >= 0.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from laddersim.calibrate.curve_fits import (
+from laddersim.fitting.curve_fits import (
     EFFICIENCY_BOUNDS, MEASURED_BANDWIDTH_EFFICIENCY_MAX, _solve_efficiencies, bandwidth_efficiency, fit_line_relative,
     fit_ring_tier, fit_roofline, roofline_time_s,
 )
@@ -142,14 +142,14 @@ def test_laddersim_core_and_calibrate_cli_import_without_torch():
     import sys
 
     code = ("import sys; from laddersim.cli import build_parser; build_parser(load_all=True); "
-            "import laddersim.calibrate.fit_profile, laddersim.calibrate.nccl_tests, laddersim.calibrate.runner; "
+            "import laddersim.fitting.profile_from_run, laddersim.fitting.nccl_tests, laddersim.measure.runner; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
 
 def test_size_decreases_flags_only_drops_beyond_the_margin_below_any_smaller_size():
-    from laddersim.calibrate.noisy_tables import size_decreases
+    from laddersim.fitting.noisy_tables import size_decreases
 
     sizes = [1024, 4096, 16384, 65536, 262144]
     # 16 KiB is 19% below 4 KiB (kept: within the margin); 64 KiB is 26.7% below 4 KiB, the slowest
@@ -165,7 +165,7 @@ def test_size_decreases_flags_only_drops_beyond_the_margin_below_any_smaller_siz
 
 
 def test_copied_reason_reads_what_the_fit_wrote_for_that_base_only():
-    from laddersim.calibrate.fit_context import COPIED_PREFIX, copied_reason
+    from laddersim.fitting.run_context import COPIED_PREFIX, copied_reason
 
     base = "h100-sxm-nvswitch"
     assert copied_reason(Sourced(value=1, source=f"{COPIED_PREFIX}{base} (no GEMM measured): datasheet (x)"),
@@ -192,7 +192,7 @@ def _interference_fit(is_cuda: bool, sizes_bytes, compute_slowdowns):
 
 
 def test_interference_measured_at_one_size_on_gpus_keeps_the_channel_rule():
-    from laddersim.calibrate.fit_profile import _interference
+    from laddersim.fitting.profile_from_run import _interference
 
     # 64 KiB on 8 ranks ran on 2 of NCCL's 32 channels: the measured 0.01 is 2/32 of the full-size one.
     gpu = _interference(_interference_fit(True, [65536], [0.01]))

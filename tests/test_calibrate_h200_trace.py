@@ -10,10 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from laddersim.calibrate.kernels_fit import class_cost, kernel_floor_us
+from laddersim.fitting.kernel_trace import class_cost, kernel_floor_us
 from laddersim.cli import main
-from laddersim.framework import load_framework
-from laddersim.kernel_view import kernel_table
+from laddersim.model.framework import load_framework
+from laddersim.simulation.kernel_view import kernel_table
 
 DATA = Path(__file__).parent / "data" / "kernel_trace_h200_paper"
 HW = "h200-sxm-nvswitch"

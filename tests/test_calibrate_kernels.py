@@ -9,10 +9,10 @@ import pytest
 import yaml
 
 from laddersim.cli import main
-from laddersim.framework import load_framework
+from laddersim.model.framework import load_framework
 from laddersim.costs.calibrated_kernels import layer_bytes
-from laddersim.kernel_view import kernel_table
-from laddersim.model_shape import load_model_shape
+from laddersim.simulation.kernel_view import kernel_table
+from laddersim.model.shape import load_model_shape
 
 TRACE = Path(__file__).parent / "data" / "kernel_trace_synthetic"
 HW = "h100-sxm-nvswitch"
@@ -91,7 +91,7 @@ def test_simulate_prices_the_layer_as_the_kernel_view(tmp_path, tp, batch, sched
 
     from laddersim.costs.op_costs import Phase, op_times_s
     from laddersim.schedules.program import build_program
-    from laddersim.simulate import make_scenario
+    from laddersim.simulation.simulate import make_scenario
 
     out = _calibrate(tmp_path)
     scenario = make_scenario("llama-3.1-8b", HW, tp, batch, 1024, 512, schedule, "bfloat16", framework=out)
@@ -200,14 +200,14 @@ def test_the_shipped_h100_example_calibrates_from_any_folder(tmp_path, monkeypat
 
 @pytest.mark.skipif(not SHARED_TRACE.is_dir(), reason="needs ../shared (the H100 kernel trace)")
 def test_the_shipped_example_is_the_h100_trace_compacted(tmp_path):
-    """tools/compact_kernel_trace.py rebuilds the shipped file byte for byte from the original trace,
+    """tools/fits/compact_kernel_trace.py rebuilds the shipped file byte for byte from the original trace,
     and calibrating from either gives the same regimes."""
     import subprocess
     import sys
 
     repo = Path(__file__).resolve().parents[1]
     shipped = repo / "examples" / "kernel_trace_h100_8b_tp1" / "layer_kernels.csv"
-    subprocess.run([sys.executable, str(repo / "tools" / "compact_kernel_trace.py"), str(SHARED_TRACE), str(tmp_path)],
+    subprocess.run([sys.executable, str(repo / "tools" / "fits" / "compact_kernel_trace.py"), str(SHARED_TRACE), str(tmp_path)],
                    check=True, capture_output=True, env={**__import__("os").environ, "PYTHONPATH": str(repo)})
     assert (tmp_path / "layer_kernels.csv").read_bytes() == shipped.read_bytes()
     full = load_framework(_calibrate(tmp_path / "a", SHARED_TRACE)).kernel_calibration
@@ -229,7 +229,7 @@ def test_a_dynamic_cache_prices_kv_driven_classes_at_each_steps_length(tmp_path)
     from laddersim.costs.op_costs import op_times_s
     from laddersim.costs.pass_shapes import Phase
     from laddersim.hardware.profile import load_profile
-    from laddersim.workload import Workload
+    from laddersim.model.workload import Workload
 
     out = _calibrate(tmp_path)
     regime = load_framework(out).kernel_calibration.regime_for(8)

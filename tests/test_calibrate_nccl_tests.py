@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from laddersim.calibrate.environment import write_manifest
-from laddersim.calibrate.fit_profile import fit_run
-from laddersim.calibrate.nccl_tests import MIN_BANDWIDTH_BYTES, import_logs, parse_log
-from laddersim.calibrate.schema import SCHEMAS
-from laddersim.calibrate.store import PointStore, measurement_path
+from laddersim.measure.environment import write_manifest
+from laddersim.fitting.profile_from_run import fit_run
+from laddersim.fitting.nccl_tests import MIN_BANDWIDTH_BYTES, import_logs, parse_log
+from laddersim.measure.schema import SCHEMAS
+from laddersim.measure.store import PointStore, measurement_path
 from laddersim.cli import main
 from laddersim.costs.collectives import allreduce_time_s, alpha_beta_time_s, multi_node_model_s
 from laddersim.hardware import load_profile

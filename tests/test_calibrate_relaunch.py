@@ -10,7 +10,7 @@ pytest.importorskip("torch")
 
 import torch.multiprocessing as mp  # noqa: E402
 
-from laddersim.calibrate.runner import calibration_module  # noqa: E402
+from laddersim.measure.runner import calibration_module  # noqa: E402
 from laddersim.cli import main  # noqa: E402
 
 ARGS = ["calibrate", "run", "--backend", "gloo", "--world-size", "2", "--benchmarks", "allreduce",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from laddersim.calibrate.schema import SCHEMAS, point_key
-from laddersim.calibrate.store import PointStore
+from laddersim.measure.schema import SCHEMAS, point_key
+from laddersim.measure.store import PointStore
 from laddersim.errors import UserInputError
 
 SCHEMA = SCHEMAS["allreduce"]

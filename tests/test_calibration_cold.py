@@ -1,5 +1,5 @@
 """Calibration in a decode step's cache state: the working set a step streams and the rotation
-that reproduces it (calibration/bench_timing.py, laddersim.calibrate.grid.step_weight_bytes)."""
+that reproduces it (calibration/bench_timing.py, laddersim.measure.grid.step_weight_bytes)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from laddersim.calibrate.grid import step_weight_bytes
-from laddersim.calibrate.options import RunOptions
+from laddersim.measure.grid import step_weight_bytes
+from laddersim.measure.options import RunOptions
 
 pytest.importorskip("torch")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

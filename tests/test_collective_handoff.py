@@ -9,9 +9,9 @@ import pytest
 
 from laddersim.costs.op_costs import Phase, op_times_s
 from laddersim.hardware.profile import load_profile
-from laddersim.model_shape import load_model_shape
-from laddersim.simulate import make_scenario, simulate
-from laddersim.workload import Workload
+from laddersim.model.shape import load_model_shape
+from laddersim.simulation.simulate import make_scenario, simulate
+from laddersim.model.workload import Workload
 
 H100 = load_profile("h100-sxm-nvswitch")
 

@@ -13,7 +13,7 @@ from laddersim.hardware.overrides import with_overrides
 from laddersim.hardware.comm_specs import ProtocolTerm, TierFit
 from laddersim.hardware.profile import load_profile
 from laddersim.profiles_check.compare import check_allreduce
-from laddersim.calibrate.curve_fits import fit_protocol_terms
+from laddersim.fitting.curve_fits import fit_protocol_terms
 
 MIB = 1 << 20
 
@@ -47,7 +47,7 @@ def test_p2p_off_point_and_slowdown():
     """Ladder paper: 8-GPU 4 MiB AllReduce, 135.4 us P2P off (78.6 us on), single eager call. With
     P2P off NCCL leaves the host-staged ring for the switch's NVLS at MiB sizes on 8 GPUs, at what
     the authors' paired runs and this point measure NVLS to take there (the profile's 8-GPU NVLS
-    lines, tools/fit_p2p_off_transport.py --lines): the point is met within 5%, twice the P2P-on
+    lines, tools/fits/fit_p2p_off_transport.py --lines): the point is met within 5%, twice the P2P-on
     time; with 2 GPUs (no NVLS) the host-staged ring is many times slower than NVLink."""
     c = _group("h100-sxm-p2p-off", "ladder_paper_p2p_off_point", 8, 1)
     assert c.model_median <= 0.05 and c.table.use == "check" and c.passes and not c.table.expect_miss

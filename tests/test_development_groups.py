@@ -43,9 +43,9 @@ def test_group_errors_by_hand():
 def test_committed_file_round_trip_and_readme_block(tmp_path):
     groups = group_errors(_validated(), "t.csv", "gpt-fast")
     path = tmp_path / "groups.csv"
-    path.write_text(groups_csv(groups, "python tools/fidelity_figures.py --groups", ["t.csv"]))
+    path.write_text(groups_csv(groups, "python tools/dev/fidelity_figures.py --groups", ["t.csv"]))
     read, command = read_groups(path)
-    assert command == "python tools/fidelity_figures.py --groups"
+    assert command == "python tools/dev/fidelity_figures.py --groups"
     assert list(read["framework"]) == ["eager", "gpt-fast"] and read["rows"].tolist() == [2, 3]
     readme = f"intro\n{README_START}\nold table\n{README_END}\nrest\n"
     text = with_readme_table(readme, read)
@@ -55,7 +55,7 @@ def test_committed_file_round_trip_and_readme_block(tmp_path):
 
 def test_the_committed_table_states_every_group_and_the_readme_states_the_same():
     groups, command = read_groups()
-    assert command.startswith("PYTHONPATH=$PWD python tools/fidelity_figures.py --groups")
+    assert command.startswith("PYTHONPATH=$PWD python tools/dev/fidelity_figures.py --groups")
     # Every development table is there, the small paper models' rows included.
     assert {"ladder_70b_tp_sweep.csv", "ladder_8b_tp_sweep.csv", "ladder_flash_p2p_sweep.csv",
             "ladder_graph_p2p_sweep.csv", "ladder_405b_2node.csv", "ladder_pp_sweep.csv"} == set(groups["table"])
@@ -67,7 +67,7 @@ def test_the_committed_table_states_every_group_and_the_readme_states_the_same()
 
 
 def test_the_report_quotes_every_group(tmp_path):
-    from laddersim.report.paper_section import paper_section
+    from laddersim.reporting.paper_section import paper_section
 
     section = paper_section(tmp_path, tmp_path / "figures")
     groups, command = read_groups()

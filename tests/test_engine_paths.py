@@ -83,7 +83,7 @@ def test_run_cached_equals_the_engine_across_a_sequence_of_runs(case, scale):
 def test_replay_of_decode_steps_of_a_real_program_is_taken_and_exact():
     from laddersim.costs.op_costs import Phase, op_times_s
     from laddersim.schedules.program import build_program
-    from laddersim.simulate import make_scenario
+    from laddersim.simulation.simulate import make_scenario
 
     scenario = make_scenario("llama-3.1-8b", "h100-sxm-nvswitch", 4, 4, 512, 16, "ladder")
     program = build_program("ladder", scenario.model.n_layers, 4)

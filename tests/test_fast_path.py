@@ -31,12 +31,12 @@ from laddersim.engine.cached import forget, run_cached_kinds
 from laddersim.engine.tree_batch import replay_kinds, replay_many
 from laddersim.hardware.overrides import with_overrides
 from laddersim.hardware.profile import list_profiles, load_profile
-from laddersim.model_shape import ModelShape
-from laddersim.results import step_metrics, step_metrics_many
+from laddersim.model.shape import ModelShape
+from laddersim.simulation.results import step_metrics, step_metrics_many
 from laddersim.schedules.program import build_program
-from laddersim.simulate import SimOptions, make_scenario, simulate
-from laddersim.simulate_many import simulate_many
-from laddersim.workload import Workload
+from laddersim.simulation.simulate import SimOptions, make_scenario, simulate
+from laddersim.simulation.many import simulate_many
+from laddersim.model.workload import Workload
 
 SETTINGS = settings(max_examples=60, deadline=None)
 PROFILES = tuple(list_profiles())
@@ -155,7 +155,7 @@ def test_runs_given_by_op_kind_are_the_runs_of_their_ops(case, kept):
 @given(st.sampled_from(SCHEDULES[:5]), st.integers(1, 4), st.lists(st.floats(0.2, 3.0), min_size=8, max_size=40),
        st.sampled_from([0.0, 0.3]))
 def test_metrics_of_many_runs_are_each_runs_metrics(schedule, layers, scales, slowdown):
-    from laddersim.results import StreamMasks
+    from laddersim.simulation.results import StreamMasks
 
     program = build_program(schedule, layers, 2)
     streams, deps = tuple(op.stream for op in program.ops), tuple(op.deps for op in program.ops)
@@ -286,7 +286,7 @@ def test_kinds_but_the_collectives_do_not_read_what_overrides_change(profile, fr
 def test_pipelines_leave_the_fast_path_and_give_what_simulate_gives():
     """A pipeline (pp > 1, or micro-batches) is its stages composed: simulate_many hands it to
     simulate, whose every stage's runs here are the SimPy engine's."""
-    from laddersim.symmetric_batch import simulate_symmetric
+    from laddersim.simulation.symmetric_batch import simulate_symmetric
 
     scenarios = [make_scenario(MODELS[0], "h100-sxm-nvswitch", 2, 4, 64, 6, schedule, pp=pp, microbatches=m)
                  for schedule in ("standard", "ladder") for pp, m in ((2, 1), (3, 2))]

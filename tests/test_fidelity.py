@@ -16,12 +16,12 @@ from laddersim.costs.gemm_tables import HYBRID, SILICON, SOL, library_gemm_time_
 from laddersim.costs.generated_gemv import generated_gemv_time_s
 from laddersim.costs.op_costs import SPLIT_K_WAVES, Phase, op_time_sources, op_times_s, splits_k
 from laddersim.errors import UserInputError
-from laddersim.framework import framework_names, load_framework
+from laddersim.model.framework import framework_names, load_framework
 from laddersim.hardware.profile import load_profile
 from laddersim.hardware.table_files import read_gemm_table_csv
-from laddersim.model_shape import ModelShape
-from laddersim.simulate import make_scenario, simulate
-from laddersim.workload import Workload
+from laddersim.model.shape import ModelShape
+from laddersim.simulation.simulate import make_scenario, simulate
+from laddersim.model.workload import Workload
 
 LINEARS = ("qkv", "o_proj", "gate_up", "down")
 
@@ -238,8 +238,8 @@ def test_validate_takes_several_tables_and_reports_model_p2p_groups(tmp_path, ca
 
 
 def test_fit_warns_when_rows_cannot_pin_the_parameters():
-    from laddersim.fit_parameters import Param as _Param
-    from laddersim.fitting import _pinning_warnings
+    from laddersim.fitting.row_parameters import Param as _Param
+    from laddersim.fitting.rows import _pinning_warnings
 
     params = [_Param("step_overhead_us", None, 30.0, 0.03, 20000.0, 50.0, 1.0),
               _Param("memory_efficiency_scale", None, 1.0, 0.3, 1.1, 0.05, 0.1)]
@@ -258,8 +258,8 @@ def test_fit_warns_when_rows_cannot_pin_the_parameters():
 def test_fit_predictions_carry_the_parameter_uncertainty_to_every_schedule(h100, tmp_path):
     """A parameter with variance sigma^2 and a prediction with sensitivity g (d log tokens/s / d x)
     get the interval exp(+-1.96 g sigma); the speedup's sensitivity is the schedule's minus standard's."""
-    from laddersim.fit_predictions import Z95, predictions
-    from laddersim.fitting import FitResult
+    from laddersim.fitting.row_predictions import Z95, predictions
+    from laddersim.fitting.rows import FitResult
     from laddersim.hardware.sourced import Sourced
     from laddersim.validation.core import ValidationSetup
 

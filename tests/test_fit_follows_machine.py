@@ -20,12 +20,12 @@ from laddersim.costs.framework_collectives import framework_allreduce_time_s
 from laddersim.costs.gemm_tables import SILICON, library_gemm_time_s
 from laddersim.costs.calibrated_kernels import class_seconds
 from laddersim.errors import UserInputError
-from laddersim.fit_parameters import apply
-from laddersim.fitting import fit_profiles
-from laddersim.framework import load_framework
+from laddersim.fitting.row_parameters import apply
+from laddersim.fitting.rows import fit_profiles
+from laddersim.model.framework import load_framework
 from laddersim.hardware.compute_specs import TableRates
 from laddersim.hardware.profile import list_profiles, load_profile
-from laddersim.kernel_calibration import ClassCost, KernelCalibration
+from laddersim.model.kernel_calibration import ClassCost, KernelCalibration
 from laddersim.validation import ValidationSetup, validate
 
 SHIPPED_PROFILES = tuple(list_profiles())  # every profile in hardware_profiles/
@@ -189,8 +189,8 @@ def test_a_traced_kernel_class_follows_the_fitted_memory_rate_and_floor(h100):
 def test_a_fitted_profile_round_trips_with_its_table_rates(tmp_path):
     """The rates the tables ran at are written with the fitted profile and read back; a profile
     without a fit dumps no such field (its hash is what it was)."""
-    from laddersim.fitting import save_profile
-    from laddersim.provenance import profile_sha256
+    from laddersim.fitting.rows import save_profile
+    from laddersim.support.provenance import profile_sha256
 
     h100 = load_profile("h100-sxm-nvswitch")
     assert "table_rates" not in h100.model_dump(mode="json")["gpu"]

@@ -1,5 +1,5 @@
 """``calibrate fit`` solves the per-op framework cost at which the op program prices the model's own
-modules as the skew benchmark measured them (laddersim.calibrate.fit_modules)."""
+modules as the skew benchmark measured them (laddersim.fitting.modules)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from laddersim.calibrate.fit_modules import module_anchored, module_seconds
-from laddersim.calibrate.schema import SCHEMAS
+from laddersim.fitting.modules import module_anchored, module_seconds
+from laddersim.measure.schema import SCHEMAS
 from laddersim.hardware.compute_specs import HostOps, HostOverheadSpec
 from laddersim.hardware.sourced import Sourced
-from laddersim.model_shape import load_model_shape
+from laddersim.model.shape import load_model_shape
 
 CONFIG = {"hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
           "intermediate_size": 1536, "vocab_size": 32000}
@@ -80,7 +80,7 @@ def load_model_shape_from(tmp_path):
 
 
 def test_a_skew_measurement_without_the_host_benchmarks_is_one_warning_line(tmp_path):
-    from laddersim.calibrate.fit_host import fit_warnings
+    from laddersim.fitting.host import fit_warnings
 
     run_dir, _ = _run_dir(tmp_path, 500.0)
     lines = [line for line in fit_warnings(run_dir) if "skew.csv" in line]

@@ -1,4 +1,4 @@
-"""FlashAttention-2's split-KV decode grid as tools/fit_flash_decode_gap.py reasons it (issue 29, the
+"""FlashAttention-2's split-KV decode grid as tools/fits/fit_flash_decode_gap.py reasons it (issue 29, the
 paper 1B/3B gap, since found to be another attention path: gpt-fast-graph): the num_splits
 heuristic on hand-worked cases, the packed GQA rows, and the diagnostic's end-to-end run where
 ../shared is present."""
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("fit_flash_decode_gap", ROOT / "tools" / "fit_flash_decode_gap.py")
+_spec = importlib.util.spec_from_file_location("fit_flash_decode_gap", ROOT / "tools" / "fits" / "fit_flash_decode_gap.py")
 gap = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gap)
 SHARED_TABLE = ROOT.parent / "shared" / "validation" / "ladder_flash_p2p_sweep.csv"
@@ -55,7 +55,7 @@ def test_the_diagnostic_runs_on_the_flash_table(capsys):
     assert "llama-3.1-8b (TP 4" in out and "K/V read: measured" in out
 
 
-_fit_spec = importlib.util.spec_from_file_location("fit_p2p_off_transport", ROOT / "tools" / "fit_p2p_off_transport.py")
+_fit_spec = importlib.util.spec_from_file_location("fit_p2p_off_transport", ROOT / "tools" / "fits" / "fit_p2p_off_transport.py")
 fit_p2p = importlib.util.module_from_spec(_fit_spec)
 _fit_spec.loader.exec_module(fit_p2p)
 

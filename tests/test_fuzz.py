@@ -1,5 +1,5 @@
 """Fuzz every input laddersim reads: a mutated input is exit 2 with one stderr line and no
-traceback, or exit 0 with finite, positive results (tools/fuzz_inputs.py judges; hypothesis picks
+traceback, or exit 0 with finite, positive results (tools/dev/fuzz_inputs.py judges; hypothesis picks
 the mutation and the bad value). Past failures stay in tests/data/fuzz_corpus/ as regression cases.
 
 Runs in-process (``laddersim.cli.main``): 458 generated cases plus the corpus; the serving and
@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("fuzz_inputs", ROOT / "tools" / "fuzz_inputs.py")
+_spec = importlib.util.spec_from_file_location("fuzz_inputs", ROOT / "tools" / "dev" / "fuzz_inputs.py")
 fuzz = importlib.util.module_from_spec(_spec)
 sys.modules["fuzz_inputs"] = fuzz  # dataclasses look their module up while the class is built
 _spec.loader.exec_module(fuzz)

@@ -63,7 +63,7 @@ def _resample_reference():
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "tools" / "resample_reference.py"
+    path = Path(__file__).resolve().parents[1] / "tools" / "fits" / "resample_reference.py"
     spec = importlib.util.spec_from_file_location("resample_reference", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -94,7 +94,7 @@ def test_shipped_decode_gemm_rows_are_smooth_in_m():
     flat in m, so neighbouring power-of-two m differ by far less than the raw rows' two modes (16%)."""
     import pandas as pd
 
-    from laddersim.resources import resource_path
+    from laddersim.support.resources import resource_path
 
     table = pd.read_csv(resource_path("hardware_profiles", "tables", "aic_gemm_h100_sxm_vllm_0.24.0.csv"), comment="#")
     big = table[(table["n"] >= 4096) & (table["k"] >= 4096) & (table["m"].between(4, 16))]
@@ -125,7 +125,7 @@ def test_sustained_throughput_caps_compute_bound_gemms_only():
 def test_sustained_tflops_is_the_tables_longest_gemms_median():
     import pandas as pd
 
-    from laddersim.profiles_check.fit import fit_gemm, sustained_tflops
+    from laddersim.fitting.public_tables import fit_gemm, sustained_tflops
 
     rows = [{"m": 8192, "n": n, "k": 8192, "time_us": 2 * 8192 * n * 8192 / (tf * 1e12) * 1e6}
             for n, tf in [(4096, 700.0), (8192, 760.0), (16384, 800.0)]]

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from laddersim.costs.gemm_tables import SILICON, SOL, library_gemm_time_s
 from laddersim.costs.generated_gemv import generated_gemv_time_s, weight_bytes
 from laddersim.costs.op_costs import Phase, linear_shapes, op_times_s
-from laddersim.fit_parameters import apply
+from laddersim.fitting.row_parameters import apply
 from laddersim.hardware.profile import list_profiles, load_profile
-from laddersim.model_shape import ModelShape
-from laddersim.workload import Workload
+from laddersim.model.shape import ModelShape
+from laddersim.model.workload import Workload
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "validation"
 WIDTHS = [256, 512, 768, 1024, 1280, 1536, 2048, 3072, 3328, 4096, 5120, 6656, 8192, 12288, 16384, 28672]

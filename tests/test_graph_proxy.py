@@ -12,18 +12,18 @@ import pytest
 
 from laddersim.costs.graph_proxy import graph_host_node_s, needs_proxy
 from laddersim.costs.op_costs import Phase, op_times_s
-from laddersim.framework import load_framework
+from laddersim.model.framework import load_framework
 from laddersim.hardware.overrides import with_overrides
 from laddersim.hardware.profile import load_profile
 from laddersim.hardware.sourced import Sourced
-from laddersim.model_shape import ModelShape
-from laddersim.simulate import make_scenario, simulate
+from laddersim.model.shape import ModelShape
+from laddersim.simulation.simulate import make_scenario, simulate
 from laddersim.validation.core import ValidationSetup, error_summary, read_measured, validate
-from laddersim.workload import Workload
+from laddersim.model.workload import Workload
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT.parent / "shared" / "validation" / "ladder_405b_2node.csv"
-_spec = importlib.util.spec_from_file_location("fit_graph_host_node", ROOT / "tools" / "fit_graph_host_node.py")
+_spec = importlib.util.spec_from_file_location("fit_graph_host_node", ROOT / "tools" / "fits" / "fit_graph_host_node.py")
 fit_tool = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fit_tool)
 MODEL = ModelShape(name="wide-4l", n_layers=4, dim=8192, n_heads=64, n_kv_heads=16, intermediate_size=28672,
@@ -92,7 +92,7 @@ def test_no_overlap_hides_it(schedule):
 
 @pytest.mark.skipif(not TABLE.exists(), reason="needs ../shared/validation/ladder_405b_2node.csv")
 def test_the_profile_states_what_the_405b_rows_ask_for():
-    """h100-sxm-nvswitch's ``graph_host_node_us`` is what tools/fit_graph_host_node.py reads from the
+    """h100-sxm-nvswitch's ``graph_host_node_us`` is what tools/fits/fit_graph_host_node.py reads from the
     405B rows (kept in step): the median over batch 1 and 8 of what the ladder rows ask per
     collective (5.3 and 7.0 us); held out, standard asks 3.3 and 9.4 us, parallel 3.0 and 7.3 (the
     batch-8 collective's own time, which ladder hides, is in those two as well)."""

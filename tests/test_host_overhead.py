@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from laddersim.calibrate.fit_host import format_counts, host_ops, negative_interference_warnings, parse_counts
+from laddersim.fitting.host import format_counts, host_ops, negative_interference_warnings, parse_counts
 from laddersim.costs.op_costs import Phase, op_times_s
 from laddersim.hardware.compute_specs import HostOps, HostOverheadSpec
 from laddersim.hardware.sourced import Sourced
-from laddersim.workload import Workload
+from laddersim.model.workload import Workload
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -57,7 +57,7 @@ def test_a_measured_allreduce_and_its_host_issue_are_charged_once(tiny_model, h1
     it) and whose collective issue is 3 us. A standard decode step at TP 2 pays each collective,
     with its issue, once: exactly what it pays without the host section (each launch op's +3 us is
     its collective's -3 us), not 3 us more per collective."""
-    from laddersim.simulate import make_scenario, simulate
+    from laddersim.simulation.simulate import make_scenario, simulate
 
     hw = h100_no_interference
     issue = HostOverheadSpec(timing="synchronous", compute_op_us=_us(4.0), view_op_us=_us(1.0),

@@ -13,8 +13,8 @@ import pytest
 from laddersim.costs.kernel_counts import KERNEL_CLASSES, kernels_per_layer, op_kernels
 from laddersim.costs.op_costs import Phase, op_times_s, splits_k
 from laddersim.hardware.sourced import Sourced
-from laddersim.model_shape import load_model_shape
-from laddersim.workload import Workload
+from laddersim.model.shape import load_model_shape
+from laddersim.model.workload import Workload
 
 COMPUTE_STREAM = ("library_gemm", "generated", "splitk_reduce", "attention", "copy")
 

@@ -1,4 +1,4 @@
-"""laddersim kernels: one layer's kernels as the cost model prices them (laddersim.kernel_view)."""
+"""laddersim kernels: one layer's kernels as the cost model prices them (laddersim.simulation.kernel_view)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from laddersim.cli import main
 from laddersim.costs.op_costs import Phase, _fixed_op_times, attention_time_s
-from laddersim.kernel_view import kernel_table
-from laddersim.simulate import make_scenario
+from laddersim.simulation.kernel_view import kernel_table
+from laddersim.simulation.simulate import make_scenario
 
 MODEL, HW = "llama-3.1-8b", "h100-sxm-nvswitch"
 

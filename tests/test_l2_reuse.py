@@ -12,8 +12,8 @@ from laddersim.costs.l2_reuse import group_reads_s
 from laddersim.costs.math_attention import math_decode_kernels
 from laddersim.costs.op_costs import Phase, attention_time_s
 from laddersim.hardware.profile import load_profile
-from laddersim.model_shape import load_model_shape
-from laddersim.workload import Workload
+from laddersim.model.shape import load_model_shape
+from laddersim.model.workload import Workload
 
 H100 = load_profile("h100-sxm-nvswitch")
 HBM = 3350e9 * 0.873  # the profile's HBM peak x gemm_memory_efficiency

@@ -30,7 +30,7 @@ from calibration import ladder_config as lconf  # noqa: E402
 from calibration import ladder_model as lmodel  # noqa: E402
 from calibration import ladder_csv as lc  # noqa: E402
 from calibration import ladder_memory as lm  # noqa: E402
-from laddersim.model_shape import load_model_shape  # noqa: E402
+from laddersim.model.shape import load_model_shape  # noqa: E402
 from laddersim.validation import read_measured  # noqa: E402
 
 SEED = 7

@@ -11,9 +11,9 @@ from hypothesis import given, settings, strategies as st
 from laddersim.costs.math_attention import math_decode_peak_bytes, math_prefill_peak_bytes
 from laddersim.costs.memory_fit import attention_peak_bytes, check_fits, memory_use
 from laddersim.errors import DoesNotFitError
-from laddersim.model_shape import load_model_shape
+from laddersim.model.shape import load_model_shape
 from laddersim.validation.core import ValidationSetup, check_rows, read_measured
-from laddersim.workload import Workload
+from laddersim.model.workload import Workload
 from tests.cli_run import run_cli
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -104,9 +104,9 @@ def test_serving_leaves_the_math_paths_scores_out_of_the_kv_cache(h100):
     """A replica's KV blocks: gpt-fast's math path holds one 8192-token prompt's fp32 scores and
     probabilities (8 heads x 8192^2 x 4 B x 2, 4 GiB at 70B TP 8; with V expanded and the mask)
     that vLLM's fused kernel does not."""
-    from laddersim.serving.kv_blocks import kv_block_count
-    from laddersim.serving.options import serving_options
-    from laddersim.serving.run import serving_scenario
+    from laddersim.traffic.kv_blocks import kv_block_count
+    from laddersim.traffic.options import serving_options
+    from laddersim.traffic.run import serving_scenario
 
     options = serving_options(max_batched_tokens=8192)
     blocks = {fw: kv_block_count(serving_scenario("llama-3.1-70b", h100, 8, "standard", framework=fw), options)

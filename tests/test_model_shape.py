@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from laddersim.errors import UserInputError
-from laddersim.model_shape import PRESETS, ModelShape, load_model_shape
+from laddersim.model.shape import PRESETS, ModelShape, load_model_shape
 
 
 @pytest.mark.parametrize("name,billions", [("llama-3.1-8b", 8.03), ("llama-3.1-70b", 70.55), ("llama-3.1-405b", 405.85)])
@@ -116,13 +116,13 @@ def test_a_sliding_window_is_priced_within_it_and_refused_beyond_in_one_line(tmp
 
 
 def test_a_serving_request_beyond_the_window_is_refused():
-    from laddersim.serving.arrivals import Requests
+    from laddersim.traffic.arrivals import Requests
 
     shape = ModelShape(name="m", n_layers=2, dim=256, n_heads=4, n_kv_heads=4, intermediate_size=512,
                        vocab_size=1000, sliding_window=100)
     shape.check_window(60, 40)
     with pytest.raises(UserInputError, match="a request's prompt"):
-        from laddersim.serving.run import ServingOptions, serve, serving_scenario
+        from laddersim.traffic.run import ServingOptions, serve, serving_scenario
         requests = Requests(np.array([0.0, 1.0]), np.array([10, 90]), np.array([5, 20]))
         serve(serving_scenario(shape, "h100-sxm-nvswitch", 1, "standard"), requests, ServingOptions())
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from laddersim.calibrate.nccl_tests import implausible_row, parse_log
+from laddersim.fitting.nccl_tests import implausible_row, parse_log
 from laddersim.costs import nccl_algorithms
 from laddersim.costs.collectives import allreduce_time_s, collective_choice, multi_node_model_s, slowdowns, table_offset
 from laddersim.hardware.profile import list_profiles, load_profile

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from laddersim.calibrate.nccl_log import choice_rows, nccl_choice, nccl_time_us, parse_log, read_logs
+from laddersim.measure.nccl_log import choice_rows, nccl_choice, nccl_time_us, parse_log, read_logs
 from laddersim.cli import main
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import load_profile

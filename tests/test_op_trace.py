@@ -23,7 +23,7 @@ from calibration import ladder_bench as lb  # noqa: E402
 from calibration import ladder_comm as lcomm  # noqa: E402
 from calibration import ladder_model as lmodel  # noqa: E402
 from calibration import op_trace  # noqa: E402
-from laddersim.model_shape import ModelShape  # noqa: E402
+from laddersim.model.shape import ModelShape  # noqa: E402
 from laddersim.schedules.program import build_program  # noqa: E402
 
 SHAPE = ModelShape(name="tiny-trace", n_layers=2, dim=64, n_heads=4, n_kv_heads=2, intermediate_size=128,

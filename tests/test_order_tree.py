@@ -16,7 +16,7 @@ from test_engine_paths import assert_same, programs
 
 from laddersim.engine.order_tree import OrderTree
 from laddersim.engine.simulator import RankWork, run_engine
-from laddersim.results import _overlap_s
+from laddersim.simulation.results import _overlap_s
 
 SETTINGS = settings(max_examples=40, deadline=None)
 
@@ -98,9 +98,9 @@ def test_overlap_by_binary_search_is_the_merge_bit_for_bit(a, b):
 
 
 def test_sweep_tasks_group_points_by_program():
-    from laddersim.sweep.grid import parse_grid
-    from laddersim.sweep.points import expand_grid
-    from laddersim.sweep.runner import batches
+    from laddersim.sweeps.grid import parse_grid
+    from laddersim.sweeps.points import expand_grid
+    from laddersim.sweeps.runner import batches
 
     grid = {"models": ["llama-3.1-8b"], "hardware": ["h100-sxm-nvswitch"], "tp": [2, 4], "batch": [1, 2, 4],
             "prompt_len": [64], "gen_len": [4], "schedules": ["standard", "ladder"],

@@ -1,7 +1,7 @@
 """Slow links closed (issue 37 item 3): NCCL_P2P_DISABLE=1 on an NVSwitch H100 node as NCCL's own rules
 decide it: NVLS kept for AllReduce at 4-8 GPUs and refused at 2, the host-staged SHM ring without
 LL128, the switch's stated lines, the paired runs the P2P-off constants are read from
-(tools/fit_p2p_off_transport.py --lines), and, where ../shared is present, the acceptance bar on the
+(tools/fits/fit_p2p_off_transport.py --lines), and, where ../shared is present, the acceptance bar on the
 decode time P2P off adds."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from laddersim.costs import transport
 from laddersim.costs.collectives import allreduce_time_s, bandwidth_share, collective_choice, slowdowns
 from laddersim.costs.nccl_tuning import BASE_LATENCY_US
-from laddersim.framework import framework_names
+from laddersim.model.framework import framework_names
 from laddersim.hardware.profile import load_profile
 from laddersim.hardware.comm_specs import InterferencePoint
 from laddersim.hardware.transport_spec import NvlsTerm
@@ -27,7 +27,7 @@ from laddersim.validation.p2p_pairs import p2p_off_pairs, pair_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
-_spec = importlib.util.spec_from_file_location("fit_p2p_off_transport", ROOT / "tools" / "fit_p2p_off_transport.py")
+_spec = importlib.util.spec_from_file_location("fit_p2p_off_transport", ROOT / "tools" / "fits" / "fit_p2p_off_transport.py")
 fit_p2p = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fit_p2p)
 KIB, MIB = 1024.0, 2.0**20
@@ -170,7 +170,7 @@ needs_shared = pytest.mark.skipif(not (SHARED / "validation" / "ladder_flash_p2p
 @needs_shared
 def test_the_profile_states_what_the_paired_runs_give(on, off):
     """h100-sxm-p2p-off's SHM Simple bandwidth and 8-GPU NVLS lines are what
-    ``tools/fit_p2p_off_transport.py --lines`` reads from the authors' paired runs (kept in step)."""
+    ``tools/fits/fit_p2p_off_transport.py --lines`` reads from the authors' paired runs (kept in step)."""
     fitted = fit_p2p.fit_lines(fit_p2p.paired_allreduce_points(
         read_measured(SHARED / "validation" / "ladder_flash_p2p_sweep.csv"), on), on, off)
     spec = off.collectives.transport
@@ -182,7 +182,7 @@ def test_the_profile_states_what_the_paired_runs_give(on, off):
 def _paired_tables(folder: Path) -> list[pd.DataFrame]:
     """The 70B figure and both CUDA-graph tables, as issue 37 validates them (shipped profiles); the
     graph table's rows as gpt-fast-flash until the gpt-fast-graph framework exists (as
-    tools/fidelity_figures.py --as does), through a renamed copy in ``folder``."""
+    tools/dev/fidelity_figures.py --as does), through a renamed copy in ``folder``."""
     tables = []
     for name in ("ladder_70b_tp_sweep.csv", "ladder_flash_p2p_sweep.csv", "ladder_graph_p2p_sweep.csv"):
         path = SHARED / "validation" / name

@@ -1,4 +1,4 @@
-"""The package carries what its commands need, finds it through laddersim.resources alone, and
+"""The package carries what its commands need, finds it through laddersim.support.resources alone, and
 records which laddersim and which profiles made a result."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from laddersim import resources
+from laddersim.support import resources
 from laddersim.cli import main
 from laddersim.errors import UserInputError
 from laddersim.hardware.overrides import with_overrides
 from laddersim.hardware.profile import list_profiles, load_profile
-from laddersim.provenance import laddersim_version, profile_sha256
+from laddersim.support.provenance import laddersim_version, profile_sha256
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -54,7 +54,7 @@ def test_examples_are_found_from_any_folder(tmp_path, monkeypatch):
 def test_example_model_configs_are_found_from_any_folder(tmp_path, monkeypatch):
     """The README's --model examples/small-4l-512/config.json works where no examples/ is (the
     wheel case); a config.json of the user's own under examples/ is read first."""
-    from laddersim.model_shape import load_model_shape
+    from laddersim.model.shape import load_model_shape
 
     monkeypatch.chdir(tmp_path)
     shipped = load_model_shape("examples/small-4l-512/config.json")

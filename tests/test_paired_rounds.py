@@ -66,10 +66,10 @@ def test_validate_takes_a_measured_paired_speedup_where_the_rows_give_one(tmp_pa
     assert ladder["speedup_error_pp"] == pytest.approx((ladder["predicted_speedup"] - 1.25) * 100)
 
 
-# ---- the AllReduce table fitted non-decreasing in size (laddersim/calibrate/monotone.py) ----
+# ---- the AllReduce table fitted non-decreasing in size (laddersim/fitting/monotone.py) ----
 
 def test_nondecreasing_fit_pools_a_flat_noisy_stretch_at_its_median_and_keeps_a_growing_curve():
-    from laddersim.calibrate.monotone import nondecreasing_fit
+    from laddersim.fitting.monotone import nondecreasing_fit
 
     # gloo on 2 shared cores (a closed-loop run's table, us): 1-64 KiB are all latency; one point
     # 30% low among them moves the pooled level no more than a median allows.
@@ -84,7 +84,7 @@ def test_nondecreasing_fit_pools_a_flat_noisy_stretch_at_its_median_and_keeps_a_
 @settings(max_examples=60, deadline=None)
 @given(values=st.lists(st.floats(0.1, 1e4), min_size=1, max_size=12))
 def test_nondecreasing_fit_is_nondecreasing_within_the_values_range_and_idempotent(values):
-    from laddersim.calibrate.monotone import nondecreasing_fit
+    from laddersim.fitting.monotone import nondecreasing_fit
 
     fitted = nondecreasing_fit(values)
     assert len(fitted) == len(values) and (np.diff(fitted) >= 0).all()
@@ -93,8 +93,8 @@ def test_nondecreasing_fit_is_nondecreasing_within_the_values_range_and_idempote
 
 
 def test_each_allreduce_curve_is_fitted_on_its_own_and_only_where_collectives_share_the_cores():
-    from laddersim.calibrate.fit_context import collectives_on_host_cores
-    from laddersim.calibrate.monotone import nondecreasing_in_size
+    from laddersim.fitting.run_context import collectives_on_host_cores
+    from laddersim.fitting.monotone import nondecreasing_in_size
 
     frame = pd.DataFrame({"group_size": [2, 2, 2, 4, 4], "nodes": 1, "dtype": "float32", "mode": "eager",
                           "size_bytes": [4096, 1024, 2048, 1024, 2048], "reps": 30,

@@ -1,4 +1,4 @@
-"""tools/parallel_gain_gap.py (issue 30, parallel at TP 2 batch 4): the per-layer gains between
+"""tools/dev/parallel_gain_gap.py (issue 30, parallel at TP 2 batch 4): the per-layer gains between
 schedules from decode seconds or, without them, from tokens/s; the stacked weight's bytes; the
 run on ../shared where it is present."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from laddersim.model_shape import load_model_shape
+from laddersim.model.shape import load_model_shape
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("parallel_gain_gap", ROOT / "tools" / "parallel_gain_gap.py")
+_spec = importlib.util.spec_from_file_location("parallel_gain_gap", ROOT / "tools" / "dev" / "parallel_gain_gap.py")
 gap = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gap)
 SHARED = ROOT.parent / "shared"

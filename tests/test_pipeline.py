@@ -18,16 +18,16 @@ from laddersim.costs.op_costs import Phase, op_times_s
 from laddersim.costs.point_to_point import P2P_LL_THRESHOLD_BYTES, send_time_s
 from laddersim.errors import DoesNotFitError, UserInputError
 from laddersim.hardware import load_profile
-from laddersim.passes import PassSetup, simulate_passes
-from laddersim.pipeline import timing
-from laddersim.pipeline.placement import place
-from laddersim.pipeline.run import TOKEN_ID_BYTES
+from laddersim.simulation.passes import PassSetup, simulate_passes
+from laddersim.simulation import pipeline_timing as timing
+from laddersim.hardware.placement import place
+from laddersim.simulation.pipeline import TOKEN_ID_BYTES
 from laddersim.schedules.program import build_program
 from laddersim.schedules.stages import boundary_tensors, pipeline_stages, split_layers, whole_model
-from laddersim.serving.arrivals import Requests, draw_requests, parse_length
-from laddersim.serving.options import serving_options
-from laddersim.serving.run import serve, serving_scenario
-from laddersim.simulate import check_memory, make_scenario, simulate
+from laddersim.traffic.arrivals import Requests, draw_requests, parse_length
+from laddersim.traffic.options import serving_options
+from laddersim.traffic.run import serve, serving_scenario
+from laddersim.simulation.simulate import check_memory, make_scenario, simulate
 from laddersim.validation.core import error_summary, read_measured, validate
 from laddersim.validation.labels import MODEL_P2P, with_model_p2p
 
@@ -302,8 +302,8 @@ def test_validate_reads_a_pp_column(tmp_path, h100):
 def test_sweep_has_a_pp_axis(tmp_path):
     """``pp`` is a sweep axis: one row per split, the pipeline's nodes and tokens/s; points without a
     pipeline keep the keys they had before the axis existed (a resumed store finds them)."""
-    from laddersim.sweep import expand_grid, run_sweep
-    from laddersim.sweep.grid import parse_grid
+    from laddersim.sweeps import expand_grid, run_sweep
+    from laddersim.sweeps.grid import parse_grid
 
     base = {"models": ["llama-3.1-70b"], "hardware": ["h100-sxm-nvswitch"], "tp": [4, 8], "batch": [4],
             "prompt_len": [128], "gen_len": [8], "schedules": ["ladder"]}
@@ -321,10 +321,10 @@ def test_plan_enumerates_splits_and_says_why(h100):
     """405B on up to two 8-GPU nodes, 20 user tok/s: TP 8 alone does not hold the weights, TP 8 x
     PP 2 does (its stage link the network, its micro-batches filling the bubbles) and so does TP 16;
     every split's verdict is one line."""
-    from laddersim.model_shape import load_model_shape
-    from laddersim.plan.planner import Target, candidate_points, rank_options
-    from laddersim.plan.splits import split_verdicts
-    from laddersim.sweep.evaluate import evaluate_points
+    from laddersim.model.shape import load_model_shape
+    from laddersim.planning.planner import Target, candidate_points, rank_options
+    from laddersim.planning.splits import split_verdicts
+    from laddersim.sweeps.evaluate import evaluate_points
 
     shape = load_model_shape("llama-3.1-405b")
     points = candidate_points("llama-3.1-405b", shape, {"h100": ("h100-sxm-nvswitch", h100)}, ["ladder"], [8], [8, 16],

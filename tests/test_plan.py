@@ -12,11 +12,11 @@ import yaml
 from laddersim.cli import main
 from laddersim.errors import DoesNotFitError, UserInputError
 from laddersim.hardware import load_profile
-from laddersim.model_shape import load_model_shape
-from laddersim.plan import Target, candidate_tps, load_prices, rank_options
-from laddersim.plan.planner import fewest_replicas
-from laddersim.plan.prices import DEFAULT_PRICES
-from laddersim.simulate import make_scenario, simulate
+from laddersim.model.shape import load_model_shape
+from laddersim.planning import Target, candidate_tps, load_prices, rank_options
+from laddersim.planning.planner import fewest_replicas
+from laddersim.planning.prices import DEFAULT_PRICES
+from laddersim.simulation.simulate import make_scenario, simulate
 
 
 def _row(hardware, tp, batch, tpot_s, schedule="ladder", status="ok"):

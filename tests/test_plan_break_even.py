@@ -13,9 +13,9 @@ import yaml
 from laddersim.cli import main
 from laddersim.errors import UserInputError
 from laddersim.hardware import load_profile
-from laddersim.plan import Scenario, Side, break_even, parse_side
-from laddersim.sweep import run_sweep
-from laddersim.sweep.grid import parse_grid
+from laddersim.planning import Scenario, Side, break_even, parse_side
+from laddersim.sweeps import run_sweep
+from laddersim.sweeps.grid import parse_grid
 
 H100 = "h100-sxm-nvswitch"
 SCENARIO = Scenario("llama-3.1-8b", tp=8, batch=4, prompt_len=128, gen_len=16)

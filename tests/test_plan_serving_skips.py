@@ -16,11 +16,11 @@ from cli_run import run_cli
 from laddersim.cli import main
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import load_profile
-from laddersim.model_shape import load_model_shape
-from laddersim.plan.serving_plan import check_serving_workload, plan_for_rate
-from laddersim.serving.arrivals import LengthSpec
-from laddersim.serving.capacity import OfferedLoad
-from laddersim.serving.options import serving_options
+from laddersim.model.shape import load_model_shape
+from laddersim.planning.serving_plan import check_serving_workload, plan_for_rate
+from laddersim.traffic.arrivals import LengthSpec
+from laddersim.traffic.capacity import OfferedLoad
+from laddersim.traffic.options import serving_options
 
 HW = "h100-sxm-nvswitch"
 # llama-3.1-70b on H100 80GB: TP 1 leaves no KV cache; TP 2 holds ~30.6k tokens of KV cache (1913

@@ -17,7 +17,7 @@ from laddersim.hardware.overrides import with_overrides
 from laddersim.plots import PLOT_KINDS, plot_bandwidth, plot_heatmap, plot_timeline
 from laddersim.plots.frames import parse_where, select, with_speedup
 from laddersim.plots.timeline import _exposed_comm_s
-from laddersim.simulate import make_scenario, simulate
+from laddersim.simulation.simulate import make_scenario, simulate
 
 TABLE_KINDS = [k for k, v in PLOT_KINDS.items() if v.input == "results"]
 SCHEDULES = ("standard", "ladder", "parallel")

@@ -10,7 +10,7 @@ import pytest
 
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import load_profile
-from laddersim.resources import resource_path
+from laddersim.support.resources import resource_path
 from tests.cli_run import run_cli
 
 CPU_RUN = Path(__file__).parent / "data" / "calibration_compute_bound_gemms"  # gloo, float32 (SOURCE.md)

@@ -171,7 +171,7 @@ def test_cli_unknown_profile_is_one_line():
 def test_simulate_runs_every_profile(name):
     """The issue: every profile with 8B and 70B at TP 8 (one schedule pair each, short lengths to
     keep the suite lean), and 405B at TP 16 where the profile has a network."""
-    from laddersim.simulate import SimOptions, make_scenario, simulate
+    from laddersim.simulation.simulate import SimOptions, make_scenario, simulate
 
     prof = load_profile(name)
     cases = [("llama-3.1-8b", 8), ("llama-3.1-70b", 8)] + ([("llama-3.1-405b", 16)] if prof.network else [])

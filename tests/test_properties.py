@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 from laddersim.engine.simulator import RankWork, run_engine
 from laddersim.hardware.overrides import with_overrides
 from laddersim.hardware.profile import list_profiles
-from laddersim.model_shape import ModelShape
-from laddersim.simulate import Scenario, SimOptions, simulate
-from laddersim.workload import Workload
+from laddersim.model.shape import ModelShape
+from laddersim.simulation.simulate import Scenario, SimOptions, simulate
+from laddersim.model.workload import Workload
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

@@ -1,5 +1,5 @@
 """Rank skew: each collective waits for the slowest rank in proportion to the compute before it
-(laddersim.costs.rank_skew), fitted from the skew benchmark (laddersim.calibrate.fit_host)."""
+(laddersim.costs.rank_skew), fitted from the skew benchmark (laddersim.fitting.host)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from laddersim.calibrate.fit_host import rank_skew
+from laddersim.fitting.host import rank_skew
 from laddersim.costs.op_costs import Phase, op_times_s
 from laddersim.costs.rank_skew import compute_before_collectives, expected_max_normal, skew_wait_per_compute
 from laddersim.hardware.compute_specs import HostOps, HostOverheadSpec
 from laddersim.hardware.sourced import Sourced
 from laddersim.schedules.program import build_program
-from laddersim.simulate import make_scenario, simulate
+from laddersim.simulation.simulate import make_scenario, simulate
 
 FRACTION = 0.08
 

@@ -37,7 +37,7 @@ def user_folder(tmp_path_factory):
     env = user_env(bin_dir)
     user = root / "user"
     user.mkdir()
-    where = subprocess.run(["python", "-c", "import laddersim, laddersim.resources as r; "
+    where = subprocess.run(["python", "-c", "import laddersim, laddersim.support.resources as r; "
                             "print(laddersim.__file__); print(r.source_checkout())"],
                            cwd=user, env=env, capture_output=True, text=True, check=True).stdout.split()
     assert where[0].startswith(str(root / "venv")) and where[1] == "None", where  # the wheel, not the checkout

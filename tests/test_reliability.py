@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from laddersim.io_write import LOCK_FILE, check_output, lock_run_dir, run_dir_lock, unlock_run_dir
+from laddersim.support.io_write import LOCK_FILE, check_output, lock_run_dir, run_dir_lock, unlock_run_dir
 from laddersim.errors import UserInputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -227,10 +227,10 @@ def test_ladder_bench_refuses_a_second_writer_of_its_csv(tmp_path):
 
 def test_lock_is_released_with_the_block_and_refused_while_held(tmp_path):
     with run_dir_lock(tmp_path / "d"):
-        child = subprocess.run([sys.executable, "-c", "from laddersim.io_write import lock_run_dir; "
+        child = subprocess.run([sys.executable, "-c", "from laddersim.support.io_write import lock_run_dir; "
                                 f"lock_run_dir({str(tmp_path / 'd')!r})"], env=_env(), capture_output=True, text=True)
         assert child.returncode != 0 and "being written by another laddersim process" in child.stderr
-    child = subprocess.run([sys.executable, "-c", "from laddersim.io_write import lock_run_dir; "
+    child = subprocess.run([sys.executable, "-c", "from laddersim.support.io_write import lock_run_dir; "
                             f"lock_run_dir({str(tmp_path / 'd')!r})"], env=_env(), capture_output=True, text=True)
     assert child.returncode == 0, child.stderr
 

@@ -13,10 +13,10 @@ import pytest
 from matplotlib.image import imread
 
 from laddersim.cli import main
-from laddersim.report.bandwidth_section import speedup_pivot
-from laddersim.report.paper_section import speedup_table, validate_by_setting
-from laddersim.report.planning_section import planning_section
-from laddersim.report.timeline_section import timeline_section
+from laddersim.reporting.bandwidth_section import speedup_pivot
+from laddersim.reporting.paper_section import speedup_table, validate_by_setting
+from laddersim.reporting.planning_section import planning_section
+from laddersim.reporting.timeline_section import timeline_section
 from laddersim.validation import read_measured
 
 
@@ -45,7 +45,7 @@ def test_report_writes_index_with_seven_sections_and_progress(report):
         assert f"report: [{i}/7]" in stderr
     # The page records what made it: the laddersim version and a hash of each shipped profile.
     from laddersim.hardware import load_profile
-    from laddersim.provenance import laddersim_version, profile_sha256
+    from laddersim.support.provenance import laddersim_version, profile_sha256
 
     assert f"Made by laddersim {laddersim_version()}" in text
     assert f"`h100-sxm-p2p-off` {profile_sha256(load_profile('h100-sxm-p2p-off'))[:16]}" in text
@@ -124,7 +124,7 @@ def test_committed_reports_were_made_with_the_shipped_profiles_as_they_are():
     made them: every hash still matches the shipped profile (a profile or schema change without
     regenerating the reports fails here, naming the report to regenerate)."""
     from laddersim.hardware import load_profile
-    from laddersim.provenance import profile_sha256
+    from laddersim.support.provenance import profile_sha256
 
     repo = Path(__file__).resolve().parents[1]
     current: dict[str, str] = {}

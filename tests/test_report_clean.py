@@ -46,7 +46,7 @@ def _fresh_clone(dest: Path) -> Path:
 
 
 def test_report_on_a_fresh_clone_leaves_git_status_clean(tmp_path):
-    from laddersim.report.sections import SECTIONS
+    from laddersim.reporting.sections import SECTIONS
 
     clone = _fresh_clone(tmp_path / "clone")
     assert (clone / "reports" / "index.md").is_file()

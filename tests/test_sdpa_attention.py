@@ -18,8 +18,8 @@ from laddersim.costs.op_costs import Phase, _fixed_op_times
 from laddersim.costs.sdpa_attention import (SM80_TILES, fmha_bytes, fmha_grid, fmha_tile, mem_efficient_attention_s,
                                             repeat_copy_bytes, sdpa_kernels)
 from laddersim.hardware.profile import load_profile
-from laddersim.kernel_view import kernel_table
-from laddersim.simulate import make_scenario
+from laddersim.simulation.kernel_view import kernel_table
+from laddersim.simulation.simulate import make_scenario
 
 GPU = load_profile("h100-sxm-nvswitch").gpu
 SMS = int(GPU.sm_count.value)

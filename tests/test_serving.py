@@ -10,14 +10,14 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from laddersim.costs.op_costs import Phase, attention_time_s
-from laddersim.serving.arrivals import Requests, draw_requests, parse_length
-from laddersim.serving.capacity import OfferedLoad, max_sustainable_rate
-from laddersim.serving.iteration_time import IterationTimer
-from laddersim.serving.options import serving_options
-from laddersim.serving.replica import simulate_replica
-from laddersim.serving.run import serve, serving_scenario
-from laddersim.serving.scheduler import ContinuousBatcher
-from laddersim.simulate import make_scenario, simulate
+from laddersim.traffic.arrivals import Requests, draw_requests, parse_length
+from laddersim.traffic.capacity import OfferedLoad, max_sustainable_rate
+from laddersim.traffic.iteration_time import IterationTimer
+from laddersim.traffic.options import serving_options
+from laddersim.traffic.replica import simulate_replica
+from laddersim.traffic.run import serve, serving_scenario
+from laddersim.traffic.scheduler import ContinuousBatcher
+from laddersim.simulation.simulate import make_scenario, simulate
 
 MODEL, TP = "llama-3.1-70b", 8
 
@@ -138,7 +138,7 @@ def test_preemption_by_recompute_completes_every_request(scenarios):
 def test_scheduler_invariants(chunked, max_running, budget, blocks, seed, runs):
     """Budget, batch and blocks hold at every iteration, every request ends with its output, all
     blocks come back; with ``runs``, stretches of decode-only iterations go through decode runs
-    (laddersim.serving.decode_run) and keep the same invariants."""
+    (laddersim.traffic.decode_run) and keep the same invariants."""
     rng = np.random.default_rng(seed)
     n = 12
     prompt = rng.integers(1, 200, n)
@@ -181,7 +181,7 @@ def test_attention_cost_is_the_frameworks_op_cost(framework):
     and generated-reduction decode; vllm: fused kernels, FA3's prefill speedup): B sequences of one
     shape cost exactly op_costs' batch-B pass, in decode and in prefill."""
     from laddersim.costs.op_costs import prefill_attention_time_s
-    from laddersim.serving.attention_cost import AttentionCost
+    from laddersim.traffic.attention_cost import AttentionCost
     s = serving_scenario(MODEL, "h100-sxm-nvswitch", TP, "standard", framework=framework)
     att = AttentionCost(s)
     for batch, kv in ((1, 1), (1, 1025), (7, 300), (64, 4000), (3, 9000)):  # 9000: beyond the first table
@@ -201,7 +201,7 @@ def test_attention_cost_is_the_frameworks_op_cost(framework):
 def test_gpt_fast_and_vllm_attention_differ_where_their_kernels_do():
     """The framework's paths are what serving prices: gpt-fast's math SDPA prefill materialises
     fp32 scores (slower than vLLM's FlashAttention-3) and its decode reads the scores back."""
-    from laddersim.serving.attention_cost import AttentionCost
+    from laddersim.traffic.attention_cost import AttentionCost
     gpt, vllm = (AttentionCost(serving_scenario(MODEL, "h100-sxm-nvswitch", TP, "standard", framework=f))
                  for f in ("gpt-fast", "vllm"))
     assert gpt.seconds([], 0, [(0, 0, 2048)]) > 1.5 * vllm.seconds([], 0, [(0, 0, 2048)])
@@ -214,7 +214,7 @@ def test_ragged_decode_attention_between_its_extremes(lens):
     """A ragged decode batch costs the kernels' fixed part once plus each sequence's share at its
     own length: between the cost model's uniform batches at the shortest and the longest length,
     and exactly the share sum (here across the math path's softmax switch at 1024 positions)."""
-    from laddersim.serving.attention_cost import AttentionCost
+    from laddersim.traffic.attention_cost import AttentionCost
     s = _attention_scenario()
     att = _ATTENTION.setdefault("gpt-fast", AttentionCost(s))
     got = att.seconds(lens, sum(lens), [])
@@ -234,7 +234,7 @@ def _attention_scenario():
 
 def test_serving_refuses_a_static_cache():
     from laddersim.errors import UserInputError
-    from laddersim.serving.attention_cost import AttentionCost
+    from laddersim.traffic.attention_cost import AttentionCost
     static = make_scenario(MODEL, "h100-sxm-nvswitch", TP, 1, 1, 1, "standard", kv_cache="static")
     with pytest.raises(UserInputError, match="^kv-cache: .*allowed: dynamic$"):
         AttentionCost(static)
@@ -257,7 +257,7 @@ def test_prefill_iteration_tail_follows_the_frameworks_prefill_logits(framework)
     (prefill_logits: all), on the sampling sequences under vLLM: the timer equals a whole-model
     engine run with op_costs' durations of that pass."""
     from laddersim.costs.op_costs import op_times_s
-    from laddersim.serving.iteration_time import MixedPhase
+    from laddersim.traffic.iteration_time import MixedPhase
     s = serving_scenario(MODEL, "h100-sxm-p2p-off", TP, "ladder", framework=framework)
     timer = IterationTimer(s)
     for tokens, logits, a_s in ((512, 1, 4e-4), (2048, 3, 2e-3), (16, 2, 5e-5)):
@@ -315,7 +315,7 @@ def _timers(scenario):
 
 
 def test_arrivals_rate_burstiness_and_trace_order(tmp_path):
-    from laddersim.serving.arrivals import read_trace
+    from laddersim.traffic.arrivals import read_trace
     fixed = parse_length("100", "p")
     for shape in (1.0, 0.25):
         req = draw_requests(20_000, 5.0, fixed, fixed, seed=1, gamma_shape=shape)

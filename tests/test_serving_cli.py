@@ -87,7 +87,7 @@ def test_framework_picks_the_kernels_serving_runs(capsys):
     """--framework: gpt-fast's math SDPA prefill (fp32 scores) and every-position LM head against
     vLLM's FlashAttention-3 and last-position logits: a lone request's TTFT is each framework's
     batch-1 prefill of `laddersim simulate` on the paged cache, its TPOT the batch-1 decode step."""
-    from laddersim.simulate import make_scenario, simulate
+    from laddersim.simulation.simulate import make_scenario, simulate
     rows = {}
     for framework in ("gpt-fast", "vllm"):
         args = BASE[:7] + ["--rate", "0.01", "--requests", "3", "--prompt-len", "1024", "--gen-len", "4",

@@ -1,5 +1,5 @@
 """Serving at a million requests (issue 40): the direct event loop with its decode runs
-(laddersim.serving.replica_loop), the slot-based scheduler, and the pipelined replica's SimPy loop
+(laddersim.traffic.replica_loop), the slot-based scheduler, and the pipelined replica's SimPy loop
 over it, bit for bit against serving as it was (tests/reference_serving.py: SimPy processes over
 the per-request scheduler) on hypothesis-drawn workloads; the array paths against their one-by-one
 arithmetic; the per-request files against the one-shot writer; a rate plan the same on one and two
@@ -18,15 +18,15 @@ from laddersim.errors import UserInputError
 from laddersim.hardware import load_profile
 from laddersim.hardware.compute_specs import HostOps, HostOverheadSpec
 from laddersim.hardware.sourced import Sourced
-from laddersim.model_shape import ModelShape
-from laddersim.serving.arrivals import Requests, draw_requests, parse_length
-from laddersim.serving.attention_cost import TABLE_START
-from laddersim.serving.iteration_time import IterationTimer
-from laddersim.serving.options import serving_options
-from laddersim.serving.pipelined import simulate_pipelined_replica, stage_timers
-from laddersim.serving.arrivals import arrival_events
-from laddersim.serving.replica import simulate_replica
-from laddersim.serving.run import kv_blocks_for, serving_scenario
+from laddersim.model.shape import ModelShape
+from laddersim.traffic.arrivals import Requests, draw_requests, parse_length
+from laddersim.traffic.attention_cost import TABLE_START
+from laddersim.traffic.iteration_time import IterationTimer
+from laddersim.traffic.options import serving_options
+from laddersim.traffic.pipelined import simulate_pipelined_replica, stage_timers
+from laddersim.traffic.arrivals import arrival_events
+from laddersim.traffic.replica import simulate_replica
+from laddersim.traffic.run import kv_blocks_for, serving_scenario
 
 TINY = ModelShape(name="tiny8", n_layers=8, dim=1024, n_heads=16, n_kv_heads=4, intermediate_size=4096,
                   vocab_size=32000, max_position_embeddings=16384)

@@ -15,15 +15,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cli_run import run_cli
-from laddersim.io_read import check_tree, read_yaml
+from laddersim.support.io_read import check_tree, read_yaml
 from laddersim.errors import UserInputError
-from laddersim.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
-from laddersim.model_shape import load_model_shape
-from laddersim.plan.serving_plan import plan_for_rate
-from laddersim.serving.arrivals import LengthSpec, draw_requests
-from laddersim.serving.capacity import OfferedLoad, max_sustainable_rate, sustains
-from laddersim.serving.options import serving_options
-from laddersim.serving.run import serving_scenario
+from laddersim.support.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
+from laddersim.model.shape import load_model_shape
+from laddersim.planning.serving_plan import plan_for_rate
+from laddersim.traffic.arrivals import LengthSpec, draw_requests
+from laddersim.traffic.capacity import OfferedLoad, max_sustainable_rate, sustains
+from laddersim.traffic.options import serving_options
+from laddersim.traffic.run import serving_scenario
 
 MODEL, HARDWARE, TP = "llama-3.1-8b", "h200-sxm-nvswitch", 2
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(

@@ -10,8 +10,8 @@ from laddersim.costs.op_costs import Phase, op_times_s
 from laddersim.hardware.overrides import with_overrides
 from laddersim.hardware.comm_specs import InterferencePoint, InterferenceSpec
 from laddersim.hardware.sourced import Sourced
-from laddersim.simulate import Scenario, SimOptions, simulate
-from laddersim.workload import Workload
+from laddersim.simulation.simulate import Scenario, SimOptions, simulate
+from laddersim.model.workload import Workload
 
 WORK = Workload(batch=2, prompt_len=64, gen_len=6)
 
@@ -259,7 +259,7 @@ def test_a_dtype_runs_at_its_own_tensor_core_peak():
     from laddersim.costs.gemm import gemm_time_s
     from laddersim.errors import UserInputError
     from laddersim.hardware.profile import load_profile
-    from laddersim.simulate import make_scenario
+    from laddersim.simulation.simulate import make_scenario
 
     gpu = load_profile("h100-sxm-nvswitch").gpu
     big = (8192, 8192, 8192)

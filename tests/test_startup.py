@@ -28,7 +28,7 @@ def test_simulate_command_runs_without_pandas_matplotlib_or_scipy():
 
 
 def test_import_laddersim_and_its_parser_stay_light():
-    assert _modules_after("import laddersim, laddersim.simulate\nfrom laddersim.cli import build_parser\nbuild_parser([])") == set()
+    assert _modules_after("import laddersim, laddersim.simulation.simulate\nfrom laddersim.cli import build_parser\nbuild_parser([])") == set()
 
 
 def _helps(parser: argparse.ArgumentParser) -> dict[str, str]:
@@ -70,7 +70,7 @@ def test_simulate_loads_its_own_task_only_and_no_simpy():
             "    assert main(['simulate', '--model', 'llama-3.1-8b', '--hardware', 'h100-sxm-nvswitch', '--tp', '2',"
             " '--prompt-len', '64', '--gen-len', '4']) == 0\n"
             "print(' '.join(sorted(m for m in sys.modules if m == 'numpy.ma' or m.startswith(('laddersim.api.',"
-            " 'laddersim.calibrate', 'laddersim.serving', 'laddersim.plan', 'simpy')))))")
+            " 'laddersim.measure', 'laddersim.fitting', 'laddersim.traffic', 'laddersim.planning', 'simpy')))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["laddersim.api.common", "laddersim.api.scenario"]
 

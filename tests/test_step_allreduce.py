@@ -1,5 +1,5 @@
 """The step's AllReduce measured twice on shared cores: pooled into one estimate, and the ladder's
-rates solved against the AllReduce the engine will simulate (laddersim/calibrate/step_allreduce.py)."""
+rates solved against the AllReduce the engine will simulate (laddersim/fitting/step_allreduce.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from laddersim.calibrate.ladder_chain import MAX_COMM_SLOWDOWN, chain_run, chain_work
-from laddersim.calibrate.step_allreduce import (
+from laddersim.fitting.ladder_chain import MAX_COMM_SLOWDOWN, chain_run, chain_work
+from laddersim.fitting.step_allreduce import (
     collective_issue_us, ladder_chain_rows, pooled_allreduce, resolved_rates, table_allreduce_us, with_resolved_rates,
 )
 

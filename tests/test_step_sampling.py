@@ -9,10 +9,10 @@ import pytest
 
 from laddersim.cli import main
 from laddersim.hardware.profile import load_profile
-from laddersim.model_shape import ModelShape
-from laddersim.simulate import Scenario, SimOptions, simulate
-from laddersim.step_sampling import t_975
-from laddersim.workload import Workload
+from laddersim.model.shape import ModelShape
+from laddersim.simulation.simulate import Scenario, SimOptions, simulate
+from laddersim.simulation.step_sampling import t_975
+from laddersim.model.workload import Workload
 
 MODEL = ModelShape(name="tiny", n_layers=3, dim=1024, n_heads=16, n_kv_heads=8, intermediate_size=4096,
                    vocab_size=4096)

@@ -17,12 +17,12 @@ from laddersim.cli import main
 from laddersim.errors import UserInputError
 from laddersim.hardware import load_profile
 from laddersim.hardware.overrides import with_overrides
-from laddersim.simulate import make_scenario, simulate
-from laddersim.sweep import INPUT_COLUMNS, expand_grid, load_grid, run_sweep
-from laddersim.sweep.evaluate import METRIC_COLUMNS
-from laddersim.sweep.grid import OVERRIDE_COLUMNS, parse_grid
-from laddersim.sweep.overrides import override_scales
-from laddersim.sweep.store import PointStore
+from laddersim.simulation.simulate import make_scenario, simulate
+from laddersim.sweeps import INPUT_COLUMNS, expand_grid, load_grid, run_sweep
+from laddersim.sweeps.evaluate import METRIC_COLUMNS
+from laddersim.sweeps.grid import OVERRIDE_COLUMNS, parse_grid
+from laddersim.sweeps.overrides import override_scales
+from laddersim.sweeps.store import PointStore
 
 H100 = "h100-sxm-nvswitch"
 # Short generations keep each point at a few milliseconds.

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dask import distributed
 
 from laddersim.cli import main
-from laddersim.sweep import run_sweep
-from laddersim.sweep.grid import parse_grid
+from laddersim.sweeps import run_sweep
+from laddersim.sweeps.grid import parse_grid
 
 GRID = {"models": ["llama-3.1-8b", "llama-3.1-70b"], "hardware": ["h100-sxm-nvswitch"], "tp": [1, 8],
         "batch": [1, 16], "prompt_len": [256], "gen_len": [32], "schedules": ["standard", "ladder"],
@@ -33,7 +33,7 @@ def test_dask_cluster_gives_the_local_table(tmp_path, capsys):
 
 
 def test_unreachable_scheduler_is_a_user_error(tmp_path, capsys, monkeypatch):
-    from laddersim.sweep import runner  # laddersim.sweep is the API function; its submodules import by name
+    from laddersim.sweeps import runner
 
     monkeypatch.setattr(runner, "CONNECT_TIMEOUT_S", 1.0)
     argv = ["sweep", "--model", "llama-3.1-8b", "--hardware", "h100-sxm-nvswitch", "--tp", "2",
@@ -45,7 +45,7 @@ def test_unreachable_scheduler_is_a_user_error(tmp_path, capsys, monkeypatch):
 def test_an_unreachable_scheduler_is_one_clean_line_beside_the_progress_bar(tmp_path, capsys, monkeypatch):
     """Issue 38: with the progress bar on, the connection error was printed inside the bar's line
     ("sweep:   0%| ... error: scheduler: ..."): it is now raised before the bar is drawn."""
-    from laddersim.sweep import runner
+    from laddersim.sweeps import runner
 
     monkeypatch.setattr(runner, "CONNECT_TIMEOUT_S", 1.0)
     argv = ["sweep", "--model", "llama-3.1-8b", "--hardware", "h100-sxm-nvswitch", "--tp", "2",

@@ -20,14 +20,14 @@ from laddersim.errors import UserInputError
 from laddersim.hardware.overrides import with_overrides
 from laddersim.hardware.profile import load_profile, profiles_dir
 from laddersim.hardware.table_files import read_plain_columns
-from laddersim.simulate import SimOptions, make_scenario, simulate
-from laddersim.sweep.evaluate import METRIC_COLUMNS
-from laddersim.sweep.grid import OVERRIDE_COLUMNS, load_grid, parse_grid
-from laddersim.sweep.points import INPUT_COLUMNS, KEYED_UNLESS, expand_grid, point_key
-from laddersim.sweep.runner import batches
-from laddersim.sweep.sweep_dir import run_sweep
-from laddersim.sweep.store import PointStore
-from laddersim.sweep.table import column_types, results_frame
+from laddersim.simulation.simulate import SimOptions, make_scenario, simulate
+from laddersim.sweeps.evaluate import METRIC_COLUMNS
+from laddersim.sweeps.grid import OVERRIDE_COLUMNS, load_grid, parse_grid
+from laddersim.sweeps.points import INPUT_COLUMNS, KEYED_UNLESS, expand_grid, point_key
+from laddersim.sweeps.runner import batches
+from laddersim.sweeps.sweep_dir import run_sweep
+from laddersim.sweeps.store import PointStore
+from laddersim.sweeps.table import column_types, results_frame
 
 # Issue 40's grid with fewer values on each axis (its every schedule, both models, several machines,
 # a TP each models cannot hold, batches, bandwidth and latency scales).
@@ -90,7 +90,7 @@ def test_a_sweeps_batches_keep_one_program_each():
 def test_a_workers_share_is_taken_part_by_part():
     """Each task once; a model's tasks before the next model's; the i-th tasks of a model's
     programs together (the same scenarios, schedule by schedule, in program order)."""
-    from laddersim.sweep.runner import by_part
+    from laddersim.sweeps.runner import by_part
 
     points = expand_grid(parse_grid(GRID))
     tasks = batches(points, 4)  # (four tasks per program)
@@ -115,7 +115,7 @@ def test_a_batch_pauses_the_garbage_collector_and_leaves_it_as_it_was():
     evaluate_point row) and leaves the collector enabled or disabled, as it found it."""
     import gc
 
-    from laddersim.sweep import evaluate
+    from laddersim.sweeps import evaluate
 
     points = expand_grid(parse_grid({**GRID, "models": ["llama-3.1-8b"], "hardware": ["h100-sxm-nvswitch"],
                                      "tp": [1, 2], "batch": [1], "kv_cache": ["static"]}))
@@ -137,7 +137,7 @@ def test_a_batch_pauses_the_garbage_collector_and_leaves_it_as_it_was():
 def test_the_collector_is_paused_for_a_block_and_left_as_it_was():
     import gc
 
-    from laddersim.collector import collector_paused
+    from laddersim.support.collector import collector_paused
 
     try:
         for enabled in (True, False):
@@ -161,7 +161,7 @@ def test_the_collector_is_paused_for_a_block_and_left_as_it_was():
 
 # -- point keys --------------------------------------------------------------------------------
 def _json_key(inputs: dict) -> str:
-    from laddersim.serving.sweep_axes import SERVING_COLUMNS
+    from laddersim.traffic.sweep_axes import SERVING_COLUMNS
 
     text = json.dumps([[c, inputs[c]] for c in INPUT_COLUMNS
                        if c not in KEYED_UNLESS or inputs[c] not in (None, KEYED_UNLESS[c])]
@@ -260,7 +260,7 @@ def _drawn_frame(drawn) -> pd.DataFrame:
 def test_a_long_tables_csv_written_in_two_halves_is_the_whole_tables(tmp_path_factory, drawn, split):
     """The CSV of a table long enough to be split (here: every table) is ``to_csv`` of the whole,
     byte for byte, and its Parquet file the table."""
-    from laddersim.sweep import table
+    from laddersim.sweeps import table
 
     frame = _drawn_frame(drawn)
     out = tmp_path_factory.mktemp("table")
@@ -275,7 +275,7 @@ def test_a_long_tables_csv_written_in_two_halves_is_the_whole_tables(tmp_path_fa
 
 
 def test_a_split_csv_whose_forked_half_failed_is_written_whole(tmp_path, monkeypatch):
-    from laddersim.sweep import table
+    from laddersim.sweeps import table
 
     frame = _drawn_frame([("standard", b, None, 1.5 * b) for b in range(1, 30)])
     monkeypatch.setattr(table, "CSV_SPLIT_ROWS", 1)
@@ -329,7 +329,7 @@ def test_the_plain_reader_takes_text_columns_and_refuses_what_is_not_a_number(tm
     assert read_plain_columns(odd, ("gpus", "time_us")) is None
 
 
-# Issue 40's grid itself, as shipped (benchmarks/bench_issue40.py times it): 2 models x 5 machines x
+# Issue 40's grid itself, as shipped (benchmarks/bench_figures.py times it): 2 models x 5 machines x
 # 4 TPs x 10 batches x 10 bandwidth x 5 latency scales x 5 schedules.
 ISSUE_GRID = Path(__file__).resolve().parent.parent / "examples" / "sweep_every_machine.yaml"
 

@@ -12,7 +12,7 @@ import time
 
 import yaml
 
-from laddersim.sweep import load_grid, run_sweep
+from laddersim.sweeps import load_grid, run_sweep
 
 GRID = {"models": ["llama-3.1-8b"], "hardware": ["h100-sxm-nvswitch"], "tp": [4, 8],
         "batch": [1, 4, 16, 64], "prompt_len": [256], "gen_len": [32],

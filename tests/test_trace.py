@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from laddersim.cli import main
-from laddersim.simulate import make_scenario, simulate
+from laddersim.simulation.simulate import make_scenario, simulate
 
 SCENARIO = ["--model", "llama-3.1-8b", "--hardware", "h100-sxm-nvswitch", "--tp", "2",
             "--prompt-len", "64", "--gen-len", "8"]

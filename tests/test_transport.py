@@ -162,7 +162,7 @@ def test_golden_rtx5090_4gpu_simple_rows_follow_nccls_simple_latency(off):
 def test_golden_public_shm_floors_follow_one_hop_latency(off):
     """The LL ring's floor, NCCL's ring LL base (6.6 us) + 2(n-1) host-staged hops, against every
     public SHM table's floor (<= 1 KiB; 2, 4 and 8 GPUs, six hosts): the profile's hop is their
-    least-squares hop (tools/fit_shm_transport.py), the 8-GPU table (14 hops, 8x RTX 4090 SYS)
+    least-squares hop (tools/fits/fit_shm_transport.py), the 8-GPU table (14 hops, 8x RTX 4090 SYS)
     is met within 5%, and every host within 30% (the 2x A100 and 4x RTX 5090 hosts at the ends)."""
     frames = [_public(t) for t in ("a100sxm_2gpu_shm", "rtx4090_8gpu_sys_shm", "rtx2080ti_2gpu_shm")]
     for name in ("nccltests_rtx4090_2gpu_docker", "nccltests_rtx4090_4gpu_docker", "nccltests_shm_rtx5090_4gpu"):
@@ -184,7 +184,7 @@ def test_every_transport_constant_cites_its_data(off):
     sources = [v.source for part in (spec.shm, spec.nccl_graph) for v in part.__dict__.values()]
     sources += [t.source for t in spec.nvls] + [spec.topology.source]
     assert all(len(s) > 30 for s in sources)
-    assert "tools/fit_shm_transport.py" in spec.shm.ll_hop_latency_us.source
+    assert "tools/fits/fit_shm_transport.py" in spec.shm.ll_hop_latency_us.source
     assert "nccltests_shm_p2p_off_public.csv" in spec.shm.simple_bus_bandwidth_gbps.source
 
 

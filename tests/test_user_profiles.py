@@ -15,10 +15,10 @@ import yaml
 from laddersim.errors import UserInputError
 from laddersim.hardware.overrides import with_overrides
 from laddersim.hardware.profile import load_profile, profiles_dir
-from laddersim.simulate import make_scenario, simulate
-from laddersim.sweep import run_sweep
-from laddersim.sweep.grid import OVERRIDE_COLUMNS, parse_grid
-from laddersim.sweep.points import INPUT_COLUMNS, point_key
+from laddersim.simulation.simulate import make_scenario, simulate
+from laddersim.sweeps import run_sweep
+from laddersim.sweeps.grid import OVERRIDE_COLUMNS, parse_grid
+from laddersim.sweeps.points import INPUT_COLUMNS, point_key
 
 H100 = "h100-sxm-nvswitch"
 
@@ -102,7 +102,7 @@ def test_a_sweep_with_a_gpus_per_node_axis(tmp_path):
     # Each row is the direct simulation of the derived profile with the set bandwidth.
     derived = load_profile(_user_profile(tmp_path / "p"))
     row = frame[(frame.tp == 8) & (frame.gpus_per_node == 4) & (frame.schedule == "ladder")].iloc[0]
-    from laddersim.sweep.overrides import override_scales
+    from laddersim.sweeps.overrides import override_scales
     profile = with_overrides(derived, **override_scales(derived, {"intra_bandwidth_gbps": 200.0}, 8))
     direct = simulate(make_scenario("llama-3.1-8b", profile, 8, 1, 128, 8, "ladder")).summary()
     assert row.tokens_per_s == direct["tokens_per_s"]

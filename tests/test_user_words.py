@@ -57,7 +57,7 @@ def test_main_help_describes_the_tool_not_its_module(capsys):
 
 
 def test_report_help_names_every_section():
-    from laddersim.report.sections import SECTIONS
+    from laddersim.reporting.sections import SECTIONS
 
     text = " ".join(HELP["laddersim report"].format_help().split())
     assert f"{len(SECTIONS)} sections" in text and all(" ".join(s.split()) in text for s in SECTIONS)

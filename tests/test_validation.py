@@ -11,8 +11,8 @@ import pytest
 
 from laddersim.cli import main
 from laddersim.errors import UserInputError
-from laddersim.fit_parameters import apply
-from laddersim.fitting import fit_profiles, save_profile
+from laddersim.fitting.row_parameters import apply
+from laddersim.fitting.rows import fit_profiles, save_profile
 from laddersim.costs.collectives import alpha_beta_time_s
 from laddersim.hardware.comm_specs import ProtocolTerm, TierFit
 from laddersim.hardware.profile import load_profile
@@ -73,7 +73,7 @@ def _tiny_measured(tmp_path, profile, schedules=("standard", "ladder", "parallel
 
 
 def _perturbed(profile, **values):
-    """``profile`` as a fit with these values (laddersim.fit_parameters) would make it: the truth."""
+    """``profile`` as a fit with these values (laddersim.fitting.row_parameters) would make it: the truth."""
     return apply(profile, values, "test truth")
 
 
@@ -132,7 +132,7 @@ def test_validate_cli_writes_a_report(tmp_path, capsys, h100):
     frame = pd.read_csv(out / "validation.csv")
     assert frame["rel_error"].abs().max() < 1e-5  # measured rows were made by this very profile
     # The report records what made it: the laddersim version and each profile's hash.
-    from laddersim.provenance import laddersim_version, profile_sha256
+    from laddersim.support.provenance import laddersim_version, profile_sha256
 
     report = (out / "index.md").read_text()
     assert f"Made by laddersim {laddersim_version()}" in report
@@ -434,7 +434,7 @@ def test_fit_cli_says_when_the_fit_predicts_held_out_speedups_worse_than_the_bas
 def test_an_interrupted_fit_says_nothing_was_written(tmp_path, capsys, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
-    monkeypatch.setattr("laddersim.fitting.fit_profiles", interrupted)
+    monkeypatch.setattr("laddersim.fitting.rows.fit_profiles", interrupted)
     out = tmp_path / "x.yaml"
     assert main(["fit", str(BUILTIN_MEASURED), "--hardware", "h100-sxm-nvswitch", "--out", str(out)]) == 130
     assert capsys.readouterr().err.endswith("interrupted: nothing written (a fit keeps no partial state); "

@@ -125,10 +125,10 @@ def test_an_eager_framework_prices_its_op_kernels():
 
     from laddersim.costs.gemm import memory_bound_time_s
     from laddersim.costs.op_costs import Phase, op_times_s
-    from laddersim.framework import load_framework
+    from laddersim.model.framework import load_framework
     from laddersim.hardware.profile import load_profile
-    from laddersim.model_shape import load_model_shape
-    from laddersim.workload import Workload
+    from laddersim.model.shape import load_model_shape
+    from laddersim.model.workload import Workload
 
     h100, model = load_profile("h100-sxm-nvswitch"), load_model_shape("llama-3.1-8b")
     phase = Phase("decode", 4, 1)
@@ -152,10 +152,10 @@ def test_gpt_fast_flash_pays_its_stream_handoff_per_allreduce():
     from laddersim.costs.collectives import allreduce_time_s
     from laddersim.costs.framework_collectives import framework_allreduce_time_s
     from laddersim.costs.op_costs import Phase, op_times_s
-    from laddersim.framework import load_framework
+    from laddersim.model.framework import load_framework
     from laddersim.hardware.profile import load_profile
-    from laddersim.model_shape import load_model_shape
-    from laddersim.workload import Workload
+    from laddersim.model.shape import load_model_shape
+    from laddersim.model.workload import Workload
 
     off = load_profile("h100-sxm-p2p-off")
     flash, compiled = load_framework("gpt-fast-flash"), load_framework("gpt-fast")
@@ -183,8 +183,8 @@ def test_ladder_hides_the_collective_half_of_the_handoff_not_the_compute_half(tm
     hand-off moves standard by 2 x layers x H and ladder by about half that (TP 8, P2P on, batch 1,
     where the next module's compute covers the collective with room to spare). The same framework
     without the field is the baseline."""
-    from laddersim.framework import FRAMEWORKS_DIR
-    from laddersim.simulate import make_scenario, simulate
+    from laddersim.model.framework import FRAMEWORKS_DIR
+    from laddersim.simulation.simulate import make_scenario, simulate
 
     text = (FRAMEWORKS_DIR / "gpt-fast-flash.yaml").read_text()
     lines = [line for line in text.splitlines() if not line.startswith("collective_handoff_us:")]

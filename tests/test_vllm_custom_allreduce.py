@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from laddersim.costs.framework_collectives import framework_allreduce_time_s
-from laddersim.framework import load_framework
+from laddersim.model.framework import load_framework
 from laddersim.hardware.profile import load_profile
-from laddersim.simulate import make_scenario, simulate
+from laddersim.simulation.simulate import make_scenario, simulate
 
 HW = "h100-sxm-nvswitch"
 

@@ -1,7 +1,7 @@
 """Calibration: measure this cluster (``calibrate_run``), turn a run into a profile
 (``calibrate_fit``), import nccl-tests ``all_reduce_perf`` logs as a run (``import_nccl_tests``),
 read NCCL's own choices from its debug log (``nccl_log``, ``nccl_tuning``), or a framework file from
-a kernel trace (``calibrate_kernels``) (laddersim.calibrate)."""
+a kernel trace (``calibrate_kernels``) (laddersim.measure)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from laddersim.calibrate.options import RunOptions
+from laddersim.measure.options import RunOptions
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from laddersim.framework import Framework
+    from laddersim.model.framework import Framework
     from laddersim.hardware.profile import HardwareProfile
 
 DEFAULT_BASE = "h100-sxm-nvswitch"  # the profile a run's unmeasured parameters come from
@@ -34,7 +34,7 @@ def calibrate_run(out: str | Path, *, backend: str = RUN["backend"].default,
     finished).
 
     ``backend``: auto (default: nccl when CUDA GPUs are visible, else gloo), gloo or nccl;
-    ``quick``: a small grid with few repeats; ``benchmarks``: a subset of laddersim.calibrate.schema
+    ``quick``: a small grid with few repeats; ``benchmarks``: a subset of laddersim.measure.schema
     .BENCHMARKS (default all); ``sizes_bytes``: AllReduce sizes per rank (default 1 KiB to 256 MiB,
     x2); ``dtypes``: AllReduce dtypes (float16, bfloat16, float32; default all three); ``models``:
     models whose GEMM shapes to time, at ``tp``, ``batch`` and (prefill GEMMs) ``prompt_len``;
@@ -43,9 +43,9 @@ def calibrate_run(out: str | Path, *, backend: str = RUN["backend"].default,
     run records as the command that made it (default: this process's command line)."""
     import importlib.util
 
-    from laddersim.calibrate.environment import command_line
-    from laddersim.calibrate.options import check_unused_options
-    from laddersim.calibrate.runner import launch
+    from laddersim.measure.environment import command_line
+    from laddersim.measure.options import check_unused_options
+    from laddersim.measure.runner import launch
     from laddersim.errors import UserInputError
 
     if importlib.util.find_spec("torch") is None:
@@ -67,8 +67,8 @@ def calibrate_fit(run_dir: str | Path, name: str, base: str = DEFAULT_BASE) -> H
     ``run_dir/profile.yaml`` and returned; named ``name``; the parameters the run did not measure
     come from the profile ``base`` (default h100-sxm-nvswitch). Warnings (a measured table whose
     times fall with size, a fit at its bound, a roofline the measurements exceed) go to stderr."""
-    from laddersim.calibrate.fit_profile import fit_run, roofline_warnings
-    from laddersim.io_write import check_output
+    from laddersim.fitting.profile_from_run import fit_run, roofline_warnings
+    from laddersim.support.io_write import check_output
 
     check_output(Path(run_dir) / "profile.yaml", "run_dir", "file")
     profile = fit_run(str(run_dir), name, base)
@@ -85,8 +85,8 @@ def import_nccl_tests(logs: Sequence[str | Path], out: str | Path, name: str | N
     refitted, the rest kept from ``base`` (default h100-sxm-nvswitch) with one warning line naming
     the missing sizes. ``name``: the profile's (default: the folder's name); ``iters``: iterations
     per point where a log's header does not say."""
-    from laddersim.calibrate.nccl_tests import import_logs
-    from laddersim.io_write import check_output
+    from laddersim.fitting.nccl_tests import import_logs
+    from laddersim.support.io_write import check_output
 
     check_output(out, "out", "dir")
     profile = import_logs([str(log) for log in logs], str(out), name, base, iters)
@@ -102,9 +102,9 @@ def nccl_log(logs: Sequence[str | Path], hardware: str | Path | HardwareProfile 
     bytes, default 64 MiB) with NCCL's pick, beside the pick of ``hardware``'s profile for the same
     GPU count when given. ``out``: also write the rows as CSV (a .csv file)."""
     from laddersim.api.common import profile_of
-    from laddersim.calibrate.nccl_log import choice_rows, read_logs
+    from laddersim.measure.nccl_log import choice_rows, read_logs
     from laddersim.errors import UserInputError
-    from laddersim.io_write import check_output
+    from laddersim.support.io_write import check_output
 
     target = check_output(out, "out", "file") if out else None
     if target is not None and not str(target).endswith(".csv"):
@@ -121,7 +121,7 @@ def nccl_tuning(logs: Sequence[str | Path]) -> list[dict]:
     debug ``logs`` as a
     profile's ``collectives.transport.nccl_tuning`` list (needs NCCL >= 2.19, which prints the
     tables' rank counts)."""
-    from laddersim.calibrate.nccl_log import profile_entries, read_logs
+    from laddersim.measure.nccl_log import profile_entries, read_logs
     from laddersim.errors import UserInputError
 
     entries = profile_entries(read_logs([str(log) for log in logs]))
@@ -138,12 +138,12 @@ def calibrate_kernels(trace_dir: str | Path, hardware: str | Path | HardwareProf
     and, per kernel class, its kernels and achieved bandwidth. ``hardware``: the traced GPU's profile (its
     kernel floor); ``base``: the shipped framework for what a trace does not measure (default
     gpt-fast); ``model``: the traced model (default: the trace's PROVENANCE.md --model)."""
-    from laddersim.calibrate.fit_context import atomic_write
-    from laddersim.calibrate.kernels_fit import fit_kernels, framework_yaml
+    from laddersim.fitting.run_context import atomic_write
+    from laddersim.fitting.kernel_trace import fit_kernels, framework_yaml
     from laddersim.errors import UserInputError
-    from laddersim.framework import framework_names
-    from laddersim.io_write import check_output
-    from laddersim.resources import given_or_shipped
+    from laddersim.model.framework import framework_names
+    from laddersim.support.io_write import check_output
+    from laddersim.support.resources import given_or_shipped
 
     if not str(out).endswith((".yaml", ".yml")):
         raise UserInputError(f"out: '{out}' must end in .yaml (a framework file)")
@@ -157,8 +157,8 @@ def calibrate_kernels(trace_dir: str | Path, hardware: str | Path | HardwareProf
 
 def _warn_noisy(run_dir: str) -> None:
     """On stderr, one line per measured table whose times fall with size (noise, kept as is)."""
-    from laddersim.calibrate.fit_host import fit_warnings
-    from laddersim.calibrate.noisy_tables import noisy_table_warnings
+    from laddersim.fitting.host import fit_warnings
+    from laddersim.fitting.noisy_tables import noisy_table_warnings
 
     for warning in noisy_table_warnings(run_dir) + fit_warnings(run_dir):
         print(warning, file=sys.stderr)

@@ -1,5 +1,5 @@
-"""``fit``: a profile fitted to your own runs (laddersim.fitting), what it predicts for every
-schedule with 95% intervals (laddersim.fit_predictions), and the report."""
+"""``fit``: a profile fitted to your own runs (laddersim.fitting.rows), what it predicts for every
+schedule with 95% intervals (laddersim.fitting.row_predictions), and the report."""
 
 from __future__ import annotations
 
@@ -47,9 +47,9 @@ def fit(measured: str | Path | pd.DataFrame, hardware: str | Path | HardwareProf
     import pandas as pd
 
     from laddersim.errors import UserInputError
-    from laddersim.fit_predictions import predictions
-    from laddersim.fitting import p2p_off_path, save_profile
-    from laddersim.io_write import check_output
+    from laddersim.fitting.row_predictions import predictions
+    from laddersim.fitting.rows import p2p_off_path, save_profile
+    from laddersim.support.io_write import check_output
     from laddersim.validation.core import ValidationSetup, check_rows, error_summary, read_measured
     from laddersim.validation.report import MEASURED_FILE, write_measured, write_report
 
@@ -110,7 +110,7 @@ def fit(measured: str | Path | pd.DataFrame, hardware: str | Path | HardwareProf
 
 def _fitted(table, base, setup, schedules, command, progress: bool):
     """``fit_profiles`` with, when ``progress``, the count of evaluations on one stderr line."""
-    from laddersim.fitting import fit_profiles
+    from laddersim.fitting.rows import fit_profiles
 
     shown = [False]
 
@@ -128,7 +128,7 @@ def _fitted(table, base, setup, schedules, command, progress: bool):
 def _held_out_against_base(table, base_rows, schedules: tuple[str, ...]) -> tuple[object, list[str]]:
     """Per model, the held-out schedules' speedup errors with the fitted profile beside the base
     profile's (no fit) on the same rows, and the models where the fit made either figure worse."""
-    from laddersim.fit_predictions import held_out_speedup_summary
+    from laddersim.fitting.row_predictions import held_out_speedup_summary
 
     fitted = held_out_speedup_summary(table, schedules)
     if not len(fitted):

@@ -1,4 +1,4 @@
-"""``kernels``: what laddersim charges one layer, kernel by kernel (laddersim.kernel_view)."""
+"""``kernels``: what laddersim charges one layer, kernel by kernel (laddersim.simulation.kernel_view)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from laddersim.api.common import note_unmeasured, profile_of
-from laddersim.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
+from laddersim.support.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from laddersim.hardware.profile import HardwareProfile
-    from laddersim.model_shape import ModelShape
+    from laddersim.model.shape import ModelShape
 
 
 def kernels(model: str | Path | ModelShape, hardware: str | Path | HardwareProfile, tp: int, batch: int = 1,
@@ -32,7 +32,7 @@ def kernels(model: str | Path | ModelShape, hardware: str | Path | HardwareProfi
     512; a static cache holds prompt + generated tokens): tokens per sequence; ``dtype``: bfloat16
     (default), float16, float32 or fp8; ``phase``: ``decode`` (default: the first decode step
     after the prompt) or ``prefill``."""
-    from laddersim.kernel_view import kernel_table
+    from laddersim.simulation.kernel_view import kernel_table
 
     profile = profile_of(hardware)
     frame = kernel_table(model, profile, tp, batch, schedule=schedule, framework=str(framework),

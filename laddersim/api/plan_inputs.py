@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Sequence
 from laddersim.api.common import note_unmeasured
 
 if TYPE_CHECKING:
-    from laddersim.model_shape import ModelShape
+    from laddersim.model.shape import ModelShape
 
 
 def checked_shape(model, schedules: Sequence[str], tps: Sequence[int] | None) -> ModelShape:
     """``model``'s shape, with every schedule and TP checked against it."""
-    from laddersim.model_shape import load_model_shape
+    from laddersim.model.shape import load_model_shape
     from laddersim.schedules.plan import parse_schedule
 
     shape = load_model_shape(model)

@@ -1,6 +1,6 @@
-"""``plan``: the cheapest deployments meeting a target (laddersim.plan.planner; with a request
+"""``plan``: the cheapest deployments meeting a target (laddersim.planning.planner; with a request
 rate, laddersim.api.rate_planning); ``break_even``: the fabric at which one schedule on one machine
-matches another (laddersim.plan.break_even)."""
+matches another (laddersim.planning.break_even)."""
 
 from __future__ import annotations
 
@@ -12,16 +12,16 @@ from typing import TYPE_CHECKING, Sequence
 
 from laddersim.api.common import listed, note_unmeasured
 from laddersim.api.plan_inputs import candidate_profiles, checked_shape, gpu_hour_prices, note_unmeasured_candidates
-from laddersim.choices import DEFAULT_PLAN_BATCHES, DEFAULT_SCHEDULES
-from laddersim.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
+from laddersim.support.choices import DEFAULT_PLAN_BATCHES, DEFAULT_SCHEDULES
+from laddersim.support.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from laddersim.api.rate_planning import RatePlanAnswer
-    from laddersim.plan.break_even import BreakEven
-    from laddersim.plan.planner import PlanOption
-    from laddersim.plan.splits import SplitVerdict
+    from laddersim.planning.break_even import BreakEven
+    from laddersim.planning.planner import PlanOption
+    from laddersim.planning.splits import SplitVerdict
 
 PLAN_REQUESTS = 200  # plan with a rate: requests per rate tried (serving's default is 1000; see plan())
 
@@ -36,7 +36,7 @@ class PlanAnswer:
     configurations: int
     feasible: int
     rank_by: str
-    splits: list[SplitVerdict]  # per (profile, TP, PP): meets the target or why not (laddersim.plan.splits)
+    splits: list[SplitVerdict]  # per (profile, TP, PP): meets the target or why not (laddersim.planning.splits)
 
 
 def plan_run(model, *, profiles, prices, schedules, batches, tps, max_nodes: int, prompt_len: int, gen_len: int,
@@ -48,10 +48,10 @@ def plan_run(model, *, profiles, prices, schedules, batches, tps, max_nodes: int
     from tqdm import tqdm
 
     from laddersim.errors import UserInputError
-    from laddersim.plan.planner import Target, candidate_points, rank_options
-    from laddersim.plan.prices import load_prices
-    from laddersim.plan.splits import split_verdicts
-    from laddersim.sweep.runner import run_points
+    from laddersim.planning.planner import Target, candidate_points, rank_options
+    from laddersim.planning.prices import load_prices
+    from laddersim.planning.splits import split_verdicts
+    from laddersim.sweeps.runner import run_points
 
     schedules, batches, tps, profiles = listed(schedules), listed(batches), listed(tps), listed(profiles)
     pps = listed(pps)
@@ -165,7 +165,7 @@ def break_even(model: str | Path, tp: int, a: str, b: str, *, batch: int = 1, pr
     ``lo``, ``hi``: the scales searched (default 0.01 to 100). The answer's ``scale`` is None when
     the sides do not cross in [lo, hi]; ``value`` is the varied quantity at the crossing."""
     from laddersim.api.common import profile_of
-    from laddersim.plan.break_even import Scenario, break_even as search, parse_side
+    from laddersim.planning.break_even import Scenario, break_even as search, parse_side
 
     side_a, side_b = parse_side(a, "a"), parse_side(b, "b")
     result = search(Scenario(str(model), tp, batch, prompt_len, gen_len, dtype, kv_cache), side_a, side_b, vary, lo, hi)

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from laddersim.choices import DEFAULT_SCHEDULES
-from laddersim.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
+from laddersim.support.choices import DEFAULT_SCHEDULES
+from laddersim.support.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
 
 if TYPE_CHECKING:
     from laddersim.hardware.profile import HardwareProfile
-    from laddersim.model_shape import ModelShape
+    from laddersim.model.shape import ModelShape
 
 # Which options each results-table kind takes (all of them take a title).
 SCHEDULE_KINDS = ("bandwidth", "latency", "heatmap")
@@ -33,7 +33,7 @@ def plot(results: str | Path, kind: str, *, out: str | Path | None = None, title
     input (an override column, tp, batch, prompt_len, gen_len); ``schedule``: bandwidth, latency,
     heatmap: the schedule compared with standard (default ladder); ``title``: the figure's."""
     from laddersim.errors import UserInputError
-    from laddersim.io_write import check_output
+    from laddersim.support.io_write import check_output
     from laddersim.plots import PLOT_KINDS
     from laddersim.plots.frames import parse_where, read_results, select
 
@@ -79,7 +79,7 @@ def plot_timeline(model: str | Path | ModelShape, hardware: str | Path | Hardwar
     ``title``: the figure's (default: the step, model, TP, batch and profile)."""
     from laddersim.costs.collective_labels import collective_args, label
     from laddersim.errors import UserInputError
-    from laddersim.io_write import check_output
+    from laddersim.support.io_write import check_output
     from laddersim.plots import plot_timeline as draw
     from laddersim.plots.step_spans import decode_step_spans
 

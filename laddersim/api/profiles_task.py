@@ -127,7 +127,7 @@ def fit_profile(hardware: str | Path | HardwareProfile) -> dict:
     fitted to its shipped tables, as the
     mapping the command prints as YAML (``intra_node_fits``, ``gemm``, ``network``: what it has)."""
     from laddersim.errors import UserInputError
-    from laddersim.profiles_check.fit import fit_gemm, fit_intra_node, fit_network
+    from laddersim.fitting.public_tables import fit_gemm, fit_intra_node, fit_network
 
     prof = profile_of(hardware)
     out: dict = {}
@@ -152,7 +152,7 @@ def profiles_report(out: str | Path | None = None) -> Path:
     measurement files is never replaced by one compared with the compact tables (then
     runs/collectives/collectives.md, with a line on stderr)."""
     from laddersim.errors import UserInputError
-    from laddersim.io_write import check_output
+    from laddersim.support.io_write import check_output
     from laddersim.profiles_check.report import write_report
     from laddersim.profiles_check.sources import shared_root
 

@@ -1,5 +1,5 @@
 """``plan`` with a request rate (``rate``, ``ttft_slo_s``, optionally ``tpot_slo_s``): rank
-deployments by what serving that many requests/s within the SLOs costs (laddersim.plan.serving_plan)."""
+deployments by what serving that many requests/s within the SLOs costs (laddersim.planning.serving_plan)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from laddersim.api.plan_inputs import candidate_profiles, checked_shape, gpu_hour_prices, note_unmeasured_candidates
 
 if TYPE_CHECKING:
-    from laddersim.plan.serving_plan import RatePlan
-    from laddersim.serving.options import ServingOptions
+    from laddersim.planning.serving_plan import RatePlan
+    from laddersim.traffic.options import ServingOptions
 
 @dataclass(frozen=True)
 class RatePlanAnswer:
@@ -33,12 +33,12 @@ def serving_plan(model, *, profiles, prices, schedules, tps, max_nodes: int, pro
     from tqdm import tqdm
 
     from laddersim.errors import UserInputError
-    from laddersim.plan.prices import load_prices
-    from laddersim.plan.serving_plan import plan_for_rate, serving_candidates
-    from laddersim.plan.task_pool import default_workers
-    from laddersim.serving.arrivals import LengthSpec, check_load
-    from laddersim.serving.capacity import OfferedLoad
-    from laddersim.serving.options import serving_options
+    from laddersim.planning.prices import load_prices
+    from laddersim.planning.serving_plan import plan_for_rate, serving_candidates
+    from laddersim.planning.task_pool import default_workers
+    from laddersim.traffic.arrivals import LengthSpec, check_load
+    from laddersim.traffic.capacity import OfferedLoad
+    from laddersim.traffic.options import serving_options
 
     if rate is None or ttft_slo_s is None:
         raise UserInputError("rate: planning for a request rate needs --rate and --ttft-slo-s (and optionally "

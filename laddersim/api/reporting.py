@@ -1,4 +1,4 @@
-"""``report``: the main report (index.md and its figures) from built-in defaults (laddersim.report)."""
+"""``report``: the main report (index.md and its figures) from built-in defaults (laddersim.reporting)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ def report(out: str | Path = "reports", quick: bool = False, workers: int = 1, p
     multi-node, serving under load, pipeline x tensor parallel (``SECTIONS``). Deterministic: the same code gives the same bytes. ``quick``:
     fewer bandwidth what-if points; ``workers``: processes for the bandwidth sweep (default 1);
     ``progress``: bars on stderr (each section's progress is printed either way)."""
-    from laddersim.io_write import check_output
-    from laddersim.report import build_report
+    from laddersim.support.io_write import check_output
+    from laddersim.reporting import build_report
 
     check_output(out, "out", "dir")
     check_output(Path(out) / "index.md", "out", "file")

@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 from laddersim.api.common import note_unmeasured, profile_of
-from laddersim.choices import DEFAULT_SCHEDULES
-from laddersim.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
+from laddersim.support.choices import DEFAULT_SCHEDULES
+from laddersim.support.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from laddersim.hardware.profile import HardwareProfile
-    from laddersim.model_shape import ModelShape
-    from laddersim.simulate import SimResult
+    from laddersim.model.shape import ModelShape
+    from laddersim.simulation.simulate import SimResult
 
 DEFAULT_TRACE_STEPS = 3  # decode steps a trace holds after the prefill
 
@@ -36,9 +36,9 @@ def simulate_schedules(model, hardware, tp: int, batch: int, prompt_len: int, ge
     ``simulate --json``'s objects, with ``speedup_vs_standard`` when ``standard`` is among them.
     The parameters are ``simulate``'s (see there); ``out`` and ``trace`` are checked before the
     first simulation and written after the last, each with one line on stderr."""
-    from laddersim.io_write import check_output, out_format
-    from laddersim.progress import ProgressBar
-    from laddersim.simulate import SimOptions, check_memory, make_scenario, scenario_nodes, simulate as run
+    from laddersim.support.io_write import check_output, out_format
+    from laddersim.support.progress import ProgressBar
+    from laddersim.simulation.simulate import SimOptions, check_memory, make_scenario, scenario_nodes, simulate as run
 
     if out is not None:
         out_format(out)
@@ -70,11 +70,11 @@ def simulate_schedules(model, hardware, tp: int, batch: int, prompt_len: int, ge
     for row in rows:
         row["speedup_vs_standard"] = row["tokens_per_s"] / base if base else None
     if trace is not None:
-        from laddersim.trace import write_schedules_trace
+        from laddersim.plots.trace import write_schedules_trace
 
         write_schedules_trace(results, trace, trace_steps)
     if out is not None:
-        from laddersim.io_write import write_rows
+        from laddersim.support.io_write import write_rows
 
         write_rows(rows, out)
     return rows, results

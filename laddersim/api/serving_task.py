@@ -1,6 +1,6 @@
 """``serving``: one replica under a stream of requests (continuous batching), per schedule:
 TTFT/TPOT/E2E percentiles, throughput, goodput at the SLOs; optionally its capacity (the highest
-rate within the SLOs) and the GPUs and cost of a target rate (laddersim.serving)."""
+rate within the SLOs) and the GPUs and cost of a target rate (laddersim.traffic)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from laddersim.api.common import note_unmeasured
-from laddersim.choices import DEFAULT_SCHEDULES
-from laddersim.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
-from laddersim.serving.options import ServingOptions
+from laddersim.support.choices import DEFAULT_SCHEDULES
+from laddersim.support.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
+from laddersim.traffic.options import ServingOptions
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from laddersim.hardware.profile import HardwareProfile
-    from laddersim.serving.run import ServingResult
+    from laddersim.traffic.run import ServingResult
 
 ENGINE = ServingOptions()  # the engine's and the SLO rule's defaults, stated once in ServingOptions
 
@@ -60,12 +60,12 @@ def serving_run(model, hardware, tp: int, *, rate: float | None, schedules: Sequ
     import pandas as pd
 
     from laddersim.errors import UserInputError
-    from laddersim.plan.planner import fewest_replicas
-    from laddersim.plan.prices import load_prices
-    from laddersim.serving.arrivals import check_load
-    from laddersim.serving.capacity import OfferedLoad, max_sustainable_rate
-    from laddersim.serving.options import serving_options
-    from laddersim.serving.run import serve, serving_scenario
+    from laddersim.planning.planner import fewest_replicas
+    from laddersim.planning.prices import load_prices
+    from laddersim.traffic.arrivals import check_load
+    from laddersim.traffic.capacity import OfferedLoad, max_sustainable_rate
+    from laddersim.traffic.options import serving_options
+    from laddersim.traffic.run import serve, serving_scenario
 
     options = serving_options(
         max_running=max_running, max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill,
@@ -142,7 +142,7 @@ def serving(model: str | Path, hardware: str | Path | HardwareProfile, tp: int, 
     out/requests.parquet and out/requests.csv; ``progress``: a bar on stderr. ``pp``: pipeline
     stages of ``tp`` GPUs each (default 1), served as vLLM's pipeline-parallel engine serves them:
     one scheduler per stage over its share of the KV cache, a batch of each in flight on the stages
-    (laddersim.serving.pipelined); the replica's GPUs are ``tp * pp``."""
+    (laddersim.traffic.pipelined); the replica's GPUs are ``tp * pp``."""
     import pandas as pd
 
     run = serving_run(model, hardware, tp, rate=rate, schedules=schedules, requests=requests, prompt_len=prompt_len,
@@ -157,7 +157,7 @@ def serving(model: str | Path, hardware: str | Path | HardwareProfile, tp: int, 
 def _requests(rate, requests: int, prompt_len, gen_len, gamma_shape: float, trace, seed: int):
     """(the requests, (prompt, output) length specs or None for a trace)."""
     from laddersim.errors import UserInputError
-    from laddersim.serving.arrivals import draw_requests, parse_length, read_trace
+    from laddersim.traffic.arrivals import draw_requests, parse_length, read_trace
 
     if trace:
         given = [f for f, v in (("--rate", rate), ("--gamma-shape", gamma_shape != 1.0)) if v]

@@ -1,5 +1,5 @@
 """``sweep``: the cross product of a grid of what-if scenarios into one resumable results table
-(laddersim.sweep)."""
+(laddersim.sweeps)."""
 
 from __future__ import annotations
 
@@ -45,9 +45,9 @@ def sweep(grid: str | Path | dict | None, out: str | Path, workers: int | None =
     ``frame.attrs``: ``points`` (in the grid), ``computed`` (by this run), ``reused`` (from the
     store), ``status_counts`` and the two files (``parquet``, ``csv``)."""
     from laddersim.errors import UserInputError
-    from laddersim.resources import given_or_shipped
-    from laddersim.sweep.grid import load_grid, parse_grid
-    from laddersim.sweep.sweep_dir import run_sweep
+    from laddersim.support.resources import given_or_shipped
+    from laddersim.sweeps.grid import load_grid, parse_grid
+    from laddersim.sweeps.sweep_dir import run_sweep
 
     values = {"models": models, "hardware": hardware, "tp": tp, "pp": pp, "pp_microbatches": pp_microbatches,
               "batch": batch, "prompt_len": prompt_len, "gen_len": gen_len, "schedules": schedules, "dtype": dtype,

@@ -48,7 +48,7 @@ def validate(measured: str | Path | Sequence[str | Path] | pd.DataFrame | None =
     import pandas as pd
 
     from laddersim.errors import UserInputError
-    from laddersim.io_write import check_output
+    from laddersim.support.io_write import check_output
     from laddersim.validation.core import ValidationSetup, error_summary, read_measured_tables, validate as run
     from laddersim.validation.labels import MODEL_P2P, with_model_p2p
     from laddersim.validation.p2p_pairs import p2p_off_pairs, pair_summary
@@ -103,7 +103,7 @@ def tp1_check(frame: pd.DataFrame, setup: ValidationSetup) -> pd.DataFrame | Non
     import pandas as pd
 
     from laddersim.errors import DoesNotFitError
-    from laddersim.simulate import make_scenario, simulate
+    from laddersim.simulation.simulate import make_scenario, simulate
 
     def row(model, batch, prompt, gen):
         out = {s: simulate(make_scenario(model, setup.hardware, 1, int(batch), int(prompt), int(gen), s,

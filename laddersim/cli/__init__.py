@@ -75,7 +75,7 @@ class _Version(argparse.Action):
     metadata costs more than a small simulation's start-up can spare)."""
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
-        from laddersim.provenance import laddersim_version
+        from laddersim.support.provenance import laddersim_version
 
         sys.stdout.write(f"laddersim {laddersim_version()}\n")  # (where argparse's version action prints)
         parser.exit()

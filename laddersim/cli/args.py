@@ -7,8 +7,8 @@ import inspect
 import math
 from pathlib import Path
 
-from laddersim.choices import DTYPES, FRAMEWORKS, KV_CACHES, KV_READS
-from laddersim.limits import MAX_BATCH, MAX_TOKENS, MAX_TP
+from laddersim.support.choices import DTYPES, FRAMEWORKS, KV_CACHES, KV_READS
+from laddersim.support.limits import MAX_BATCH, MAX_TOKENS, MAX_TP
 
 
 def _number(name: str, cast, kind: str, ok):

@@ -18,7 +18,7 @@ def register(sub) -> None:
     p = sub.add_parser("calibrate", help="measure a cluster and fit a hardware profile")
     cmds = p.add_subparsers(dest="calibrate_command", required=True, parser_class=type(p))
 
-    from laddersim.calibrate.options import add_run_args
+    from laddersim.measure.options import add_run_args
 
     run = cmds.add_parser("run", help="run the microbenchmarks (resumable); spawns local ranks or runs under torchrun")
     add_run_args(run)
@@ -65,7 +65,7 @@ def register(sub) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from laddersim.calibrate.options import options_from_args
+    from laddersim.measure.options import options_from_args
 
     options = options_from_args(args).model_dump()
     options.pop("out")
@@ -110,7 +110,7 @@ def _report(profile, run_dir: str) -> None:
     """The fitted profile in a few lines; a value the fit copied from the base profile (its
     benchmark was not run, or the base is the same device's datasheet) is marked
     "(from base PROFILE: why)", so it cannot pass for a measurement."""
-    from laddersim.calibrate.fit_context import copied_reason
+    from laddersim.fitting.run_context import copied_reason
 
     base = profile.provenance.get("base_profile", default_of(calibrate_fit, "base"))
 

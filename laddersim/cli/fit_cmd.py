@@ -7,9 +7,9 @@ import argparse
 import sys
 
 from laddersim.api import fit
-from laddersim.choices import FIT_REPORT_DIR
+from laddersim.support.choices import FIT_REPORT_DIR
 from laddersim.cli.args import add_measured_workload_args, call_api
-from laddersim.tables import format_table
+from laddersim.support.text_tables import format_table
 
 
 def register(sub) -> None:

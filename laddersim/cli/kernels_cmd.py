@@ -8,7 +8,7 @@ import json
 import sys
 
 from laddersim.api import kernels
-from laddersim.choices import PHASES, SCHEDULE_FORMS
+from laddersim.support.choices import PHASES, SCHEDULE_FORMS
 from laddersim.cli.args import (
     add_dtype_arg,
     add_model_args,
@@ -18,7 +18,7 @@ from laddersim.cli.args import (
     default_of,
     framework_arg,
 )
-from laddersim.tables import format_table
+from laddersim.support.text_tables import format_table
 
 
 def register(sub) -> None:

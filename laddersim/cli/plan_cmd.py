@@ -10,15 +10,15 @@ import sys
 from dataclasses import asdict
 
 from laddersim.api import RatePlanAnswer, break_even, plan, plan_run
-from laddersim.choices import DTYPES, KV_CACHES
+from laddersim.support.choices import DTYPES, KV_CACHES
 from laddersim.cli.args import add_parallel_args, call_api, default_of, positive_float, positive_int
 from laddersim.errors import UserInputError
-from laddersim.limits import MAX_RATE, MAX_REQUESTS, MAX_SLO_S, MAX_TOKENS
-from laddersim.plan.break_even import VARY
-from laddersim.plan.planner import RANK_KEYS
-from laddersim.plan.prices import DEFAULT_PRICES
-from laddersim.serving.options import slo_rule
-from laddersim.tables import format_table
+from laddersim.support.limits import MAX_RATE, MAX_REQUESTS, MAX_SLO_S, MAX_TOKENS
+from laddersim.planning.break_even import VARY
+from laddersim.planning.planner import RANK_KEYS
+from laddersim.planning.prices import DEFAULT_PRICES
+from laddersim.traffic.options import slo_rule
+from laddersim.support.text_tables import format_table
 
 DEFINITIONS = (
     "Decode steady state: user tok/s = 1 / time per output token; total tok/s = replicas x batch / "

@@ -11,7 +11,7 @@ import sys
 import yaml
 
 from laddersim.api import check_profile, fit_profile, profiles, profiles_report, show_profile
-from laddersim.tables import format_table
+from laddersim.support.text_tables import format_table
 
 
 def register(sub) -> None:

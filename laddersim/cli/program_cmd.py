@@ -2,7 +2,7 @@
 
 The programs (``ladder_bench``, ``kernel_trace``, ``closed_loop``...) are Python files in the
 repository's ``calibration/`` folder and inside an installed wheel; this command finds them
-through ``laddersim.resources``, so the same line works from a checkout and from a wheel, and
+through ``laddersim.support.resources``, so the same line works from a checkout and from a wheel, and
 replaces itself with ``python PROGRAM.py ARGS`` (signals, exit codes and Ctrl-C are the
 program's own).
 """
@@ -36,7 +36,7 @@ def register(sub) -> None:
 
 def programs() -> dict[str, str]:
     """Runnable program name -> the first line of its docstring."""
-    from laddersim.resources import resource_path
+    from laddersim.support.resources import resource_path
 
     out = {}
     for path in sorted(resource_path("calibration").glob("*.py")):
@@ -50,7 +50,7 @@ def programs() -> dict[str, str]:
 
 def program_file(name: str) -> Path:
     """The file of a runnable program; a name that is none is one error line."""
-    from laddersim.resources import resource_path
+    from laddersim.support.resources import resource_path
 
     known = programs()
     if name not in known:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from laddersim.api import report
-from laddersim.report.sections import SECTIONS
+from laddersim.reporting.sections import SECTIONS
 from laddersim.cli.args import call_api, default_of, positive_int
 
 

@@ -12,8 +12,8 @@ import sys
 from laddersim.api import serving, serving_run
 from laddersim.cli.args import add_model_args, add_parallel_args, call_api, default_of, framework_arg
 from laddersim.cli.args import positive_float, positive_int
-from laddersim.choices import DTYPES, KV_READS
-from laddersim.limits import (
+from laddersim.support.choices import DTYPES, KV_READS
+from laddersim.support.limits import (
     MAX_BATCH,
     MAX_BLOCK_SIZE,
     MAX_GAMMA_SHAPE,
@@ -24,10 +24,10 @@ from laddersim.limits import (
     MAX_TOKENS,
     MIN_GAMMA_SHAPE,
 )
-from laddersim.plan.prices import DEFAULT_PRICES
-from laddersim.serving.arrivals import LENGTH_FORMS
-from laddersim.serving.options import slo_rule
-from laddersim.tables import format_table
+from laddersim.planning.prices import DEFAULT_PRICES
+from laddersim.traffic.arrivals import LENGTH_FORMS
+from laddersim.traffic.options import slo_rule
+from laddersim.support.text_tables import format_table
 
 TABLE = [
     ("schedule", "schedule", "{}"), ("ttft_p50_s", "TTFT p50 ms", "{:.1f}", 1e3), ("ttft_p99_s", "p99", "{:.1f}", 1e3),

@@ -8,9 +8,9 @@ import json
 import sys
 
 from laddersim.api import simulate, simulate_schedules, time_sources
-from laddersim.choices import DEFAULT_SCHEDULES, SCHEDULE_FORMS
+from laddersim.support.choices import DEFAULT_SCHEDULES, SCHEDULE_FORMS
 from laddersim.cli.args import _number, add_scenario_args, call_api, default_of, positive_int
-from laddersim.tables import format_table
+from laddersim.support.text_tables import format_table
 
 # Largest per-op noise sigma accepted: a lognormal multiplier of exp(2) at one sigma.
 MAX_JITTER = 2.0

@@ -6,8 +6,8 @@ import argparse
 
 from laddersim.api import sweep
 from laddersim.cli.args import RESUMABLE_NOTE, call_api, non_negative_float, positive_int
-from laddersim.limits import MAX_BATCH, MAX_TOKENS, MAX_TP, override_maximum
-from laddersim.sweep.grid import OVERRIDE_COLUMNS
+from laddersim.support.limits import MAX_BATCH, MAX_TOKENS, MAX_TP, override_maximum
+from laddersim.sweeps.grid import OVERRIDE_COLUMNS
 
 # Simple-grid flags: (flag, grid key = the API's parameter, type, help).
 _GRID_FLAGS = (

@@ -7,9 +7,9 @@ import argparse
 import sys
 
 from laddersim.api import validate
-from laddersim.choices import VALIDATION_REPORT_DIR
+from laddersim.support.choices import VALIDATION_REPORT_DIR
 from laddersim.cli.args import add_measured_workload_args, call_api, default_of
-from laddersim.tables import format_table
+from laddersim.support.text_tables import format_table
 from laddersim.validation.labels import model_label, setting_columns
 from laddersim.validation.p2p_pairs import SCORED_EXTRA_SHARE
 

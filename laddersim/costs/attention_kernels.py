@@ -8,7 +8,7 @@ from __future__ import annotations
 from laddersim.costs.math_attention import Kernel, decode_math_kernels, prefill_math_kernels
 from laddersim.costs.pass_shapes import first_decode_positions
 from laddersim.costs.sdpa_attention import pass_sdpa_kernels
-from laddersim.framework import load_framework
+from laddersim.model.framework import load_framework
 
 SDPA = "sdpa_mem_efficient"
 

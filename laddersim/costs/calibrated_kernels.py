@@ -1,5 +1,5 @@
 """Decode op times from a traced stack's kernel calibration (a framework file written by
-``laddersim calibrate kernels``: ``laddersim.kernel_calibration``), so such a file prices every
+``laddersim calibrate kernels``: ``laddersim.model.kernel_calibration``), so such a file prices every
 command, not only ``laddersim kernels``.
 
 The op program keeps its op kinds (the schedules overlap them with the collectives); what a layer
@@ -23,7 +23,7 @@ import numpy as np
 
 from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.pass_shapes import Phase, first_decode_positions, linear_shapes
-from laddersim.kernel_calibration import driver_bytes
+from laddersim.model.kernel_calibration import driver_bytes
 
 LAYER_KINDS = ("attn_norm", "qkv", "rope", "attention", "o_proj", "residual_add", "mlp_norm", "gate_up", "act",
                "down", "norm", "qkv_gate_up", "partial_add")

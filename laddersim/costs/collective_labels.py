@@ -7,8 +7,8 @@ from __future__ import annotations
 from laddersim.costs.collectives import collective_choice
 from laddersim.costs.op_costs import Phase, collective_message_bytes
 from laddersim.hardware.profile import HardwareProfile
-from laddersim.model_shape import ModelShape
-from laddersim.workload import Workload
+from laddersim.model.shape import ModelShape
+from laddersim.model.workload import Workload
 
 
 def collective_args(model: ModelShape, hardware: HardwareProfile, work: Workload, tp: int) -> dict:

@@ -20,7 +20,7 @@ where one covers the group and size, else as an AllReduce of half the gathered b
 AllGather moves half of what an AllReduce of the same buffer does).
 
 Each of these tables takes the profile's intra-node ``what_if`` scales as the NCCL tables do (a
-what-if override, or a fitted machine's speed: ``laddersim.fit_parameters``).
+what-if override, or a fitted machine's speed: ``laddersim.fitting.row_parameters``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from __future__ import annotations
 from laddersim.costs.collectives import allreduce_time_s, mode_correction_s, scaled_table_s
 from laddersim.costs.gemm_tables import SILICON, SOL
 from laddersim.hardware.profile import HardwareProfile
-from laddersim.memo import IdentityMemo
+from laddersim.support.memo import IdentityMemo
 
 
 def framework_allreduce_time_s(hw: HardwareProfile, fw, tp: int, size_bytes: float,
@@ -49,7 +49,7 @@ def framework_allreduce_time_s(hw: HardwareProfile, fw, tp: int, size_bytes: flo
         return small, SILICON
     nodes = hw.nodes_for(tp)
     measured = _kept_measured.get((hw.collectives,), (hw.base_dir, tp, nodes), lambda: _measured(hw, tp, nodes))
-    # The framework's stream hand-off (laddersim.framework): of its two cross-stream dependencies, the
+    # The framework's stream hand-off (laddersim.model.framework): of its two cross-stream dependencies, the
     # collective's stream waiting on the compute stream's event delays the collective (here); the
     # compute stream waiting on the collective's event delays the consumer, on the compute stream
     # (op_costs' collective_launch), which no overlap hides.
@@ -115,7 +115,7 @@ def logits_allgather_time_s(hw: HardwareProfile, fw, tp: int, gathered_bytes: fl
 
 def _intra_scaled_s(hw: HardwareProfile, sizes, times, size_bytes):
     """A one-node table's time at ``size_bytes`` with the profile's intra-node what-if scales (a
-    what-if override, or a fit: ``laddersim.fit_parameters``), as NCCL's own tables get them."""
+    what-if override, or a fit: ``laddersim.fitting.row_parameters``), as NCCL's own tables get them."""
     w = hw.what_if
     return scaled_table_s(sizes, times, size_bytes, w.intra_bandwidth_scale, w.intra_latency_scale)
 

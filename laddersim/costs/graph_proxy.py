@@ -26,7 +26,7 @@ hides. So it is priced where those rows put it, on the compute stream at the col
 (the ``collective_launch`` op), as the graph reaching the host node in its captured order would
 (how CUDA schedules a graph's host nodes is not documented). Its size is the profile's
 ``framework.graph_host_node_us``, a per-host figure (the CUDA driver's host-function round trip),
-fitted to those rows (tools/fit_graph_host_node.py): no public figure for a graph host node's or a
+fitted to those rows (tools/fits/fit_graph_host_node.py): no public figure for a graph host node's or a
 ``cudaLaunchHostFunc``'s latency was found among the project's sources.
 
 Eager passes do not pay it: without a graph NCCL posts from the calling thread; with one alive (a

@@ -5,7 +5,7 @@ a profiler trace of one decode step by ``calibration/op_trace.py``): ``compute``
 and usually an allocation), ``view`` ops (metadata only) and ``collective`` issues, each at the
 per-op cost calibrate measured from chains of such ops (``calibration/overhead_bench.py``; where
 the model's own modules were timed, the compute ops' cost at which they price as measured,
-``laddersim.calibrate.fit_modules``):
+``laddersim.fitting.modules``):
 
     host_s(K) = n_compute(K) * compute_op_s + n_view(K) * view_op_s + n_collective(K) * collective_op_s
 

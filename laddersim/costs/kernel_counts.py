@@ -26,11 +26,11 @@ import collections
 
 from laddersim.costs.attention_kernels import attention_kernels
 from laddersim.costs.pass_shapes import Phase, linear_shapes, logits_rows, single_token_path, splitk_reduce
-from laddersim.framework import load_framework
+from laddersim.model.framework import load_framework
 from laddersim.hardware.profile import HardwareProfile
-from laddersim.model_shape import ModelShape
+from laddersim.model.shape import ModelShape
 from laddersim.schedules.program import build_program
-from laddersim.workload import Workload
+from laddersim.model.workload import Workload
 
 KERNEL_CLASSES = ("library_gemm", "generated", "splitk_reduce", "attention", "copy", "collective")
 MEMORY_BOUND_KINDS = ("embedding", "attn_norm", "mlp_norm", "norm", "final_norm", "rope", "act",

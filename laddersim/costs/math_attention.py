@@ -27,7 +27,7 @@ import numpy as np
 
 from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.l2_reuse import group_reads_s
-from laddersim.framework import load_framework
+from laddersim.model.framework import load_framework
 
 ACC_BYTES = {"math": None, "math_fp32": 4}  # None: the scores keep the input dtype
 

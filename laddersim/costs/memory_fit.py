@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from laddersim.costs.math_attention import math_decode_peak_bytes, math_prefill_peak_bytes
 from laddersim.costs.sdpa_attention import sdpa_peak_bytes
 from laddersim.errors import DoesNotFitError
-from laddersim.framework import load_framework
+from laddersim.model.framework import load_framework
 from laddersim.hardware.profile import HardwareProfile
-from laddersim.memo import IdentityMemo
-from laddersim.model_shape import ModelShape
+from laddersim.support.memo import IdentityMemo
+from laddersim.model.shape import ModelShape
 from laddersim.schedules.stages import Stage, whole_model
-from laddersim.workload import Workload
+from laddersim.model.workload import Workload
 
 LSE_BYTES = 4  # FlashAttention keeps each query row's softmax log-sum-exp in fp32 per head
 

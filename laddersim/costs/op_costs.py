@@ -22,14 +22,14 @@ from laddersim.costs.graph_proxy import graph_host_node_s
 from laddersim.costs.l2_reuse import group_reads_s
 from laddersim.costs.pass_shapes import (  # noqa: F401  (re-exported: the pass's shapes and kernel paths)
     SPLIT_K_WAVES, Phase, linear_shapes, logits_rows, single_token_path, splitk_reduce, splits_k)
-from laddersim.framework import load_framework
+from laddersim.model.framework import load_framework
 from laddersim.costs.host_overhead import COLLECTIVE_KINDS, with_host_overhead
 from laddersim.costs.kernel_counts import op_kernels
 from laddersim.hardware.profile import HardwareProfile
-from laddersim.memo import IdentityMemo
-from laddersim.model_shape import ModelShape
+from laddersim.support.memo import IdentityMemo
+from laddersim.model.shape import ModelShape
 from laddersim.schedules.program import build_program
-from laddersim.workload import Workload
+from laddersim.model.workload import Workload
 
 
 # Op kinds counted as fixed framework overhead (not compute) in the time breakdown.

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from laddersim.model_shape import ModelShape
+from laddersim.model.shape import ModelShape
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def splits_k(gpu, m: int, n: int) -> bool:
     not QKV (48) nor gate or up (112), at batch 64 only the down projection; a rule at a third of
     a wave (44 tiles), which matches it but at batch 64, makes the 70B table's tokens/s median
     3.15% -> 7.19% (its reduce kernels are part of what the gpt-fast decode is priced at), so the
-    rule stays cuBLAS's heuristic approximated (tools/parallel_gain_gap.py prints parallel's
+    rule stays cuBLAS's heuristic approximated (tools/dev/parallel_gain_gap.py prints parallel's
     gains, measured and predicted)."""
     if gpu.sm_count is None:
         return False
@@ -75,7 +75,7 @@ def splitk_reduce(fw, gpu, m: int, n: int) -> bool:
 
 
 def single_token_path(fw, tokens: int) -> tuple[bool, frozenset[str]]:
-    """The kernel path of a linear with M rows (see laddersim.framework): is a one-row linear a
+    """The kernel path of a linear with M rows (see laddersim.model.framework): is a one-row linear a
     generated reduction under framework ``fw``, and which op kinds does it absorb in a pass of
     ``tokens`` tokens (only a one-token pass fuses; a library GEMM fuses nothing)."""
     generated = fw.single_token_linear.value == "generated"

@@ -1,5 +1,5 @@
 """A pipeline's stage boundary: NCCL point-to-point send/recv between the two stages' GPUs, pair
-by pair (rank r to rank r, ``laddersim.pipeline.placement``), over the link each pair shares.
+by pair (rank r to rank r, ``laddersim.hardware.placement``), over the link each pair shares.
 
 * **P2P inside a node** (NVLink, or PCIe behind one switch: the rule of
   ``laddersim.costs.transport`` applied to the pair): the profile's measured send/recv table of one
@@ -34,7 +34,7 @@ from laddersim.costs.gemm_tables import SILICON, SOL
 from laddersim.costs.nccl_algorithms import net_hop_us
 from laddersim.costs.nccl_tuning import BASE_LATENCY_US, RING_EFFICIENCY
 from laddersim.hardware.profile import HardwareProfile
-from laddersim.pipeline.placement import Hop
+from laddersim.hardware.placement import Hop
 
 P2P_LL_THRESHOLD_BYTES = 16384  # NCCL_P2P_LL_THRESHOLD's default (src/enqueue.cc): LL up to it, Simple above
 LL, SIMPLE = 0, 2  # indices into nccl_tuning's per-protocol tuples

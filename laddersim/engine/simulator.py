@@ -16,7 +16,7 @@ It knows ops, streams, dependencies, collectives and links; it knows nothing of 
 
 Because rates only change at events, every event time is a linear function of the op durations
 for a fixed order of events; ``EngineResult.signature`` records that order so callers can
-interpolate between two runs that share it (see ``laddersim.simulate``), and a recorded tape of
+interpolate between two runs that share it (see ``laddersim.simulation.passes``), and a recorded tape of
 it lets ``laddersim.engine.replay`` redo the run for new durations without SimPy.
 """
 

@@ -114,7 +114,7 @@ def replay_kinds(tree: OrderTree, kind_of_op, durations_s: np.ndarray, compute: 
     of each kind, one rank) and of the slowdowns (kinds x runs each), each op of the program its
     kind's (``kind_of_op``), or None where a run leaves the kept orders. A result keeps its run's
     clock readings and the leaf's moments (``EngineResult.at_moments``); the runs of one leaf share
-    its moments, so ``laddersim.results.step_metrics_many`` reads them together."""
+    its moments, so ``laddersim.simulation.results.step_metrics_many`` reads them together."""
     kind_of = [int(k) for k in kind_of_op]
     durations_s = np.ascontiguousarray(durations_s, dtype=float)
     n_runs = durations_s.shape[1] if durations_s.ndim == 2 else 0

@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
-from laddersim.config_files import build, read_yaml_mapping
+from laddersim.support.config_files import build, read_yaml_mapping
 from laddersim.errors import UserInputError
 from laddersim.hardware.comm_specs import CollectiveSpec, InterferenceSpec, NetworkSpec, TierFit, WhatIf
 from laddersim.hardware.compute_specs import FrameworkSpec, GpuSpec, HostOverheadSpec, NodeSpec
 from laddersim.hardware.node_size import fits_mapping_for_node
 from laddersim.hardware.sourced import FROZEN_CONFIG, MeasuredTable
 from laddersim.hardware.table_files import file_identity, read_table_arrays, read_table_csv
-from laddersim.resources import resource_path
+from laddersim.support.resources import resource_path
 
 if TYPE_CHECKING:  # pandas loads only where a table is read as a frame (profiles check/fit)
     import pandas as pd
@@ -156,7 +156,7 @@ def _resolve(name_or_path: str | Path) -> Path:
     named = profiles_dir() / f"{name_or_path}.yaml"
     if named.exists():
         return named
-    if path.is_dir() and (path / "run.json").exists():  # laddersim.calibrate.environment.MANIFEST
+    if path.is_dir() and (path / "run.json").exists():  # laddersim.measure.environment.MANIFEST
         raise UserInputError(f"hardware: {name_or_path} is a calibration run without a profile yet; "
                              f"run `laddersim calibrate fit {name_or_path} --name NAME` first")
     allowed = (f"allowed: {', '.join(list_profiles())} or a path to a profile .yaml (or a calibration run "

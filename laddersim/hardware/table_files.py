@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from laddersim.errors import UserInputError
-from laddersim.io_read import first_line, read_csv
+from laddersim.support.io_read import first_line, read_csv
 
 if TYPE_CHECKING:  # pandas loads only where a table is read as a frame (profiles check/fit)
     import pandas as pd

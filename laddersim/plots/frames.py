@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from laddersim.errors import UserInputError
-from laddersim.io_read import read_csv
+from laddersim.support.io_read import read_csv
 
 # Columns that are outputs, not inputs: two rows differing only in these are the same scenario.
 OUTPUT_COLUMNS = frozenset({

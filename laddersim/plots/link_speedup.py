@@ -25,7 +25,7 @@ from laddersim.plots.frames import (
     varying,
     with_speedup,
 )
-from laddersim.sweep.grid import OVERRIDE_COLUMNS
+from laddersim.sweeps.grid import OVERRIDE_COLUMNS
 
 BANDWIDTH_COLUMNS = (
     "intra_bandwidth_scale", "intra_bandwidth_gbps", "inter_bandwidth_scale", "inter_bandwidth_gbps",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from laddersim.errors import UserInputError
-from laddersim.simulate import SimResult, make_scenario, simulate
+from laddersim.simulation.simulate import SimResult, make_scenario, simulate
 
 
 def decode_step_spans(model, hardware, tp: int, batch: int, prompt_len: int, gen_len: int,

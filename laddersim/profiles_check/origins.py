@@ -1,7 +1,7 @@
 """Public origin of each registered measured table: repository, commit and file inside it.
 
 The compact tables under ``hardware_profiles/tables/`` cite these origins in their ``# source:``
-line (written by ``tools/resample_reference.py``), so a reader without the project's local copy
+line (written by ``tools/fits/resample_reference.py``), so a reader without the project's local copy
 of the originals (``../shared/reference_data``) can still find the rows. Repositories, commits
 and paths are those recorded in the PROVENANCE.md of each local folder.
 """

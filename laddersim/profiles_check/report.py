@@ -26,7 +26,7 @@ from laddersim.profiles_check.compare import (  # noqa: E402
 )
 from laddersim.profiles_check.sources import CHECK_MAX_BYTES, CHECK_MIN_BYTES, shared_root  # noqa: E402
 from laddersim.errors import UserInputError  # noqa: E402
-from laddersim.provenance import profile_sha256, laddersim_version  # noqa: E402
+from laddersim.support.provenance import profile_sha256, laddersim_version  # noqa: E402
 
 # The phrase that marks a report compared with the original rows (more data than the compact
 # tables): a run without ../shared never overwrites such a report.
@@ -110,7 +110,7 @@ def write_report(out: str | Path | None = None) -> Path:
         *(["For every profile, every AllReduce table it lists is compared over **4 KiB-256 MiB** with",
            f"{ORIGINAL_ROWS_MARK} (the original public measurement files, reference_data/, via the registry in",
            "laddersim/profiles_check/sources.py; the shipped tables in hardware_profiles/tables are",
-           "medians of these rows at power-of-two sizes, rebuilt by `python tools/resample_reference.py`)."]
+           "medians of these rows at power-of-two sizes, rebuilt by `python tools/fits/resample_reference.py`)."]
           if shared_root() is not None else
           ["For every profile, every AllReduce table it lists is compared over **4 KiB-256 MiB** with",
            "the **shipped compact rows** (hardware_profiles/tables): the original public measurement files",

@@ -3,7 +3,7 @@ ORIGINAL rows in ``../shared/reference_data`` (each folder has a PROVENANCE.md).
 
 Every reader returns the rows of one source file in a common frame
 ``gpus, nodes, size_bytes, time_us`` (AllReduce) or ``m, n, k, time_us`` (GEMM), without
-resampling: duplicate runs stay as separate rows. ``tools/resample_reference.py`` turns them into
+resampling: duplicate runs stay as separate rows. ``tools/fits/resample_reference.py`` turns them into
 the compact tables shipped under ``hardware_profiles/tables/``; the check compares the model with
 these original rows when ``../shared`` is present and with the shipped rows otherwise.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from laddersim.resources import source_checkout
+from laddersim.support.resources import source_checkout
 
 KIB = 1024
 MIB = 1024 * KIB

@@ -23,12 +23,12 @@ import numpy as np
 import pandas as pd
 
 from laddersim.errors import UserInputError
-from laddersim.framework import framework_names
-from laddersim.resources import data_path
-from laddersim.io_read import read_text
-from laddersim.workload import DTYPE_BYTES
+from laddersim.model.framework import framework_names
+from laddersim.support.resources import data_path
+from laddersim.support.io_read import read_text
+from laddersim.model.workload import DTYPE_BYTES
 from laddersim.hardware.profile import HardwareProfile, load_profile
-from laddersim.simulate import check_memory, make_scenario, scenario_nodes, simulate
+from laddersim.simulation.simulate import check_memory, make_scenario, scenario_nodes, simulate
 
 BUILTIN_MEASURED = data_path("validation", "ladder_70b_tp_sweep.csv")
 REQUIRED_COLUMNS = ("model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "tokens_per_s")
@@ -167,7 +167,7 @@ def _resolve_model(model: str, table: Path, models_dir: Path) -> str:
     """A model that names a config.json relative to the measured table (as ``ladder_bench.py``
     writes it) is read from there; a bare name that is no preset, from ``models_dir/<name>.json``
     (or ``models_dir/<name>/config.json``); presets and other paths are left as they are."""
-    from laddersim.model_shape import PRESETS
+    from laddersim.model.shape import PRESETS
 
     if model in PRESETS or Path(model).is_absolute() or Path(model).exists():
         return model

@@ -1,7 +1,7 @@
 """Every development group's errors, as a committed compact table the report and the README quote.
 
 The measured development tables (../shared/validation) are not shipped, so the report cannot
-validate them itself and stay byte-identical without them. ``tools/fidelity_figures.py --groups``
+validate them itself and stay byte-identical without them. ``tools/dev/fidelity_figures.py --groups``
 validates each one where ../shared is present (shipped profiles, no fit) and writes one row per
 table x model x P2P x framework group to ``laddersim/data/validation/development_groups.csv``
 (its header names the command), and the same table into the README between its markers.
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from laddersim.resources import data_path
+from laddersim.support.resources import data_path
 from laddersim.validation.labels import model_label
 
 GROUPS_FILE = data_path("validation", "development_groups.csv")
@@ -23,7 +23,7 @@ GROUP_COLUMNS = ["table", "model", "p2p", "framework"]
 ERROR_COLUMNS = ["rows", "tokens_per_s_median_abs_err_pct", "tokens_per_s_worst_abs_err_pct",
                  "speedup_median_abs_err_pp", "speedup_worst_abs_err_pp", "prefill_rows",
                  "prefill_median_abs_err_pct"]
-README_START = "<!-- development-groups: start (tools/fidelity_figures.py --groups writes this table) -->"
+README_START = "<!-- development-groups: start (tools/dev/fidelity_figures.py --groups writes this table) -->"
 README_END = "<!-- development-groups: end -->"
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from laddersim.model_shape import config_file_name
+from laddersim.model.shape import config_file_name
 
 # The setting columns a figure panel or a trend holds fixed besides TP, batch and P2P.
 OTHER_SETTING = ["model", "framework", "pp", "prompt_len", "gen_len", "dtype"]
@@ -17,7 +17,7 @@ MODEL_P2P = "model_p2p"
 
 
 def model_label(model: str) -> str:
-    """A preset's name, or a config file's (``laddersim.model_shape.config_file_name``)."""
+    """A preset's name, or a config file's (``laddersim.model.shape.config_file_name``)."""
     return config_file_name(model) if Path(str(model)).suffix == ".json" else str(model)
 
 

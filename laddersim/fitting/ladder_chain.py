@@ -1,0 +1,87 @@
+"""The engine's rates that run a ladder chain as measured (calibrate's CPU interference rows).
+
+``calibration/ladder_overlap.py`` measures, on CPU ranks whose collectives progress on the compute
+cores, the model's modules alone and in ladder order (module i's async AllReduce waited on before
+module i+2). The engine runs the same chain with the profile's decomposition: per module a compute
+op, a collective launch of the issue's time and the AllReduce less that issue. ``ladder_rates``
+finds the (compute, comm) slowdowns with which the engine ends the chain when it ended and spends
+in the compute ops what the chain spent in its modules. ``calibrate fit`` solves them against the
+AllReduce its own table gives at that size (``laddersim.fitting.step_allreduce``), so that the
+simulated ladder reproduces the measured chain with the AllReduce the simulated standard step pays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from laddersim.engine.simulator import RankWork, run_engine
+
+MAX_COMM_SLOWDOWN = 1000.0
+MAX_COMPUTE_SLOWDOWN = 10.0
+
+
+def chain_work(n: int, module_s: float, issue_s: float, comm_s: float) -> RankWork:
+    """The engine's program of a ladder chain of ``n`` modules: per module a compute op (after the
+    AllReduce two modules back), its collective launch and its AllReduce on the comm stream."""
+    streams, deps, durations, reduces = [], [], [], []
+    for i in range(n):
+        streams.append("compute")
+        deps.append((reduces[i - 2],) if i >= 2 else ())
+        durations.append(module_s)
+        streams.append("compute")
+        deps.append(())
+        durations.append(issue_s)
+        streams.append("comm")
+        deps.append((len(streams) - 2,))
+        durations.append(comm_s)
+        reduces.append(len(streams) - 1)
+    streams.append("compute")
+    deps.append(tuple(reduces[-2:]))
+    durations.append(0.0)
+    return RankWork(streams, deps, np.asarray(durations, dtype=float))
+
+
+def chain_run(work: RankWork, compute_slowdown: float, comm_slowdown: float) -> tuple[float, float]:
+    """(the chain's end, the time its module ops took) in the engine."""
+    result = run_engine([work], compute_slowdown, comm_slowdown, record_signature=False)
+    modules = range(0, len(work.streams) - 1, 3)
+    return float(result.end_s.max()), float(sum(result.end_s[0, i] - result.start_s[0, i] for i in modules))
+
+
+def bisect_rate(measure, target: float, top: float) -> float:
+    """The x in [0, top] where the increasing ``measure(x)`` reaches ``target`` (bisection on
+    log(1 + x); the bounds where it is reached at neither end)."""
+    if measure(0.0) >= target:
+        return 0.0
+    if measure(top) <= target:
+        return top
+    lo, hi = 0.0, float(np.log1p(top))
+    for _ in range(32):
+        mid = (lo + hi) / 2
+        if measure(float(np.expm1(mid))) < target:
+            lo = mid
+        else:
+            hi = mid
+    return float(np.expm1((lo + hi) / 2))
+
+
+def ladder_rates(n: int, alone_s: float, ladder_s: float, modules_s: float, issue_s: float,
+                 comm_s: float, rounds: int = 6) -> tuple[float, float]:
+    """(compute, comm) slowdowns with which the engine runs a ladder chain of ``n`` modules as
+    measured: ``alone_s`` the modules alone, ``ladder_s`` the chain, ``modules_s`` its time in the
+    modules, ``issue_s`` one issue, ``comm_s`` the AllReduce as the engine simulates it (after its
+    issue). Solved in turns (each rate by bisection, the other held) until they settle. Modules
+    faster in the chain than alone are a measurement problem: that figure is returned as the
+    compute slowdown (``calibrate fit`` reports it and holds 0) and the comm rate solved at 0."""
+    work = chain_work(n, alone_s / n, issue_s, comm_s)
+    compute, comm = modules_s / alone_s - 1.0, 0.0
+    if compute < 0.0:
+        return compute, bisect_rate(lambda x: chain_run(work, 0.0, x)[0], ladder_s, MAX_COMM_SLOWDOWN)
+    for _ in range(rounds):
+        comm = bisect_rate(lambda x: chain_run(work, compute, x)[0], ladder_s, MAX_COMM_SLOWDOWN)
+        settled = bisect_rate(lambda x: chain_run(work, x, comm)[1], modules_s, MAX_COMPUTE_SLOWDOWN)
+        if abs(settled - compute) < 1e-3:
+            compute = settled
+            break
+        compute = settled
+    return compute, comm

@@ -1,8 +1,0 @@
-"""Capacity planning (cheapest configuration meeting a target) and break-even fabrics."""
-
-from laddersim.plan.break_even import BreakEven, Scenario, Side, break_even, parse_side
-from laddersim.plan.planner import PlanOption, Target, candidate_points, candidate_tps, rank_options
-from laddersim.plan.prices import PriceFile, load_prices
-
-__all__ = ["BreakEven", "PlanOption", "PriceFile", "Scenario", "Side", "Target", "break_even",
-           "candidate_points", "candidate_tps", "load_prices", "parse_side", "rank_options"]

@@ -1,0 +1,207 @@
+"""Capacity planning: the cheapest deployments of a model that meet a serving target.
+
+A configuration is (profile, TP, PP, schedule, batch); ``nodes`` follows from TP, PP and the
+profile (``laddersim.hardware.placement``). One replica is ``PP`` stages of one TP group each
+serving ``batch`` concurrent users, as serving engines run a pipeline: as many micro-batches in
+flight as stages where the batch splits evenly (``gcd(batch, PP)``; one at batch 1). Throughput is the decode phase in
+steady state (the prefill excluded), from the simulated time per output token ``tpot_s``:
+
+* per-user tokens/s = 1 / tpot_s; per-token latency = tpot_s;
+* aggregate tokens/s = replicas * batch / tpot_s;
+* replicas = the fewest that meet an aggregate target (1 without one);
+* cost per hour = replicas * TP * PP * price per GPU-hour (a replica smaller than a node pays only for
+  its GPUs: the rest of the node serves other replicas);
+* cost per million tokens = cost per hour / (aggregate tokens/s * 3600) * 1e6.
+
+Candidates that do not fit in memory, or whose TP the model or profile does not allow, are left
+out. Options are ranked cheapest first: by cost per hour when there is an aggregate target (what
+meeting it costs), else by cost per million tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from laddersim.support.choices import DEFAULT_PLAN_BATCHES
+from laddersim.errors import UserInputError
+from laddersim.hardware.profile import HardwareProfile
+from laddersim.model.shape import ModelShape
+from laddersim.hardware.placement import place
+from laddersim.schedules.stages import split_layers
+from laddersim.sweeps.grid import OVERRIDE_COLUMNS
+from laddersim.sweeps.points import Point
+
+RANK_KEYS = ("usd_per_hour", "usd_per_million_tokens")
+DEFAULT_BATCHES = DEFAULT_PLAN_BATCHES  # plan --batch default (laddersim.support.choices)
+
+
+@dataclass(frozen=True)
+class Target:
+    min_user_tokens_per_s: float | None = None
+    min_total_tokens_per_s: float | None = None
+    max_token_latency_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        given = {k: v for k, v in asdict(self).items() if v is not None}
+        if not given:
+            raise UserInputError("target: give at least one of --min-user-tokens-per-s, "
+                                 "--min-total-tokens-per-s, --max-token-latency-ms")
+        for key, value in given.items():
+            if not value > 0:
+                raise UserInputError(f"target: {key} must be > 0, got {value}")
+
+    @property
+    def default_rank_by(self) -> str:
+        return "usd_per_hour" if self.min_total_tokens_per_s else "usd_per_million_tokens"
+
+
+@dataclass(frozen=True)
+class PlanOption:
+    hardware: str
+    schedule: str
+    tp: int
+    nodes: int
+    batch: int
+    replicas: int
+    gpus: int
+    tpot_s: float
+    user_tokens_per_s: float
+    total_tokens_per_s: float
+    usd_per_gpu_hour: float
+    usd_per_hour: float
+    usd_per_million_tokens: float
+    memory_per_gpu_gib: float
+    prompt_len: int | None = None  # the workload the option was simulated for
+    gen_len: int | None = None
+    pp: int = 1  # pipeline stages of the replica (each a TP group)
+    pp_microbatches: int = 1  # batches in flight through them
+
+
+def candidate_tps(model: ModelShape, profile: HardwareProfile, allowed: list[int] | None = None,
+                  max_nodes: int | None = None) -> list[int]:
+    """TP degrees the model can be sharded to and the profile can host (whole nodes across nodes,
+    none beyond one node without a network), on at most ``max_nodes`` nodes."""
+    out = []
+    for tp in allowed or range(1, model.n_heads + 1):
+        try:
+            model.check_tp(tp)
+            nodes = profile.nodes_for(tp)
+        except UserInputError:
+            continue
+        if max_nodes is None or nodes <= max_nodes:
+            out.append(tp)
+    return out
+
+
+def candidate_splits(model: ModelShape, profile: HardwareProfile, tps: list[int] | None = None,
+                     pps: list[int] | None = None, max_nodes: int | None = None) -> list[tuple[int, int]]:
+    """(TP, PP) splits the model and profile allow (each stage a TP group placed on the profile's
+    nodes: ``laddersim.hardware.placement``), on at most ``max_nodes`` nodes per replica."""
+    out = []
+    for tp in candidate_tps(model, profile, tps, None):
+        for pp in pps or [1]:
+            try:
+                split_layers(model.n_layers, pp)
+                nodes = place(profile, tp, pp).nodes
+            except UserInputError:
+                continue
+            if max_nodes is None or nodes <= max_nodes:
+                out.append((tp, pp))
+    return out
+
+
+def candidate_points(model: str, model_shape: ModelShape, profiles: dict[str, tuple[str, HardwareProfile]],
+                     schedules: list[str], batches: list[int], tps: list[int] | None, prompt_len: int,
+                     gen_len: int, dtype: str, kv_cache: str, max_nodes: int | None = None,
+                     pps: list[int] | None = None) -> list[Point]:
+    """Every (profile, TP, PP, schedule, batch) to simulate; ``profiles``: name -> (load ref, profile)."""
+    no_overrides = tuple((c, None) for c in OVERRIDE_COLUMNS)
+    points = []
+    for name, (ref, profile) in profiles.items():
+        for tp, pp in candidate_splits(model_shape, profile, tps, pps, max_nodes):
+            for schedule in schedules:
+                for batch in batches:
+                    points.append(Point(model, name, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache,
+                                        no_overrides, model, ref, pp=pp, pp_microbatches=math.gcd(batch, pp)))
+    if not points:
+        raise UserInputError(no_candidates_message(model_shape, profiles, tps, max_nodes))
+    return points
+
+
+def no_candidates_message(model_shape: ModelShape, profiles: dict[str, tuple[str, HardwareProfile]],
+                          tps: list[int] | None, max_nodes: int | None) -> str:
+    """Why the user's own options (--tp, --max-nodes, --profiles) leave no (profile, TP) to
+    simulate, as one line naming them and the TP degrees that would do."""
+    nodes_flag = f" with --max-nodes {max_nodes}" if max_nodes is not None else ""
+    possible = sorted({tp for _, profile in profiles.values()
+                       for tp in candidate_tps(model_shape, profile, None, max_nodes)})
+    reasons = []
+    for tp in tps or []:
+        nodes = []
+        for _, profile in profiles.values():
+            try:
+                model_shape.check_tp(tp)
+                nodes.append(profile.nodes_for(tp))
+            except UserInputError:
+                continue
+        reasons.append(f"tp {tp} spans at least {min(nodes)} nodes" if nodes
+                       else f"tp {tp} runs on none of the candidate profiles")
+    given = f"--tp {' '.join(map(str, tps))}" if tps else "the TP degrees the model allows"
+    why = f" ({'; '.join(reasons)})" if reasons else ""
+    return (f"tp: no configuration to simulate: {given}{nodes_flag}{why}; "
+            f"allowed --tp{nodes_flag} on the candidate profiles: {', '.join(map(str, possible)) or 'none'}")
+
+
+def fewest_replicas(target_tokens_per_s: float | None, replica_tokens_per_s: float) -> int:
+    if not target_tokens_per_s:
+        return 1
+    replicas = max(1, math.ceil(target_tokens_per_s / replica_tokens_per_s))
+    # Guard the division's rounding: the fewest R with R * replica >= target.
+    while replicas > 1 and (replicas - 1) * replica_tokens_per_s >= target_tokens_per_s:
+        replicas -= 1
+    while replicas * replica_tokens_per_s < target_tokens_per_s:
+        replicas += 1
+    return replicas
+
+
+def option_for(row: dict, usd_per_gpu_hour: float, target: Target) -> PlanOption | None:
+    """The deployment a simulated row gives, or None if it misses a per-user target."""
+    if row["status"] != "ok":
+        return None
+    tpot_s = row["tpot_s"]
+    user = 1.0 / tpot_s
+    if target.min_user_tokens_per_s and user < target.min_user_tokens_per_s:
+        return None
+    if target.max_token_latency_ms and tpot_s * 1e3 > target.max_token_latency_ms:
+        return None
+    replica_tokens_per_s = row["batch"] / tpot_s
+    replicas = fewest_replicas(target.min_total_tokens_per_s, replica_tokens_per_s)
+    total = replicas * replica_tokens_per_s
+    pp, microbatches = int(row.get("pp") or 1), int(row.get("pp_microbatches") or 1)
+    gpus = replicas * row["tp"] * pp
+    usd_per_hour = gpus * usd_per_gpu_hour
+    return PlanOption(
+        hardware=row["hardware"], schedule=row["schedule"], tp=row["tp"], nodes=int(row["nodes"]),
+        batch=row["batch"], replicas=replicas, gpus=gpus, tpot_s=tpot_s, user_tokens_per_s=user,
+        total_tokens_per_s=total, usd_per_gpu_hour=usd_per_gpu_hour, usd_per_hour=usd_per_hour,
+        usd_per_million_tokens=usd_per_hour / (total * 3600.0) * 1e6,
+        memory_per_gpu_gib=row["memory_per_gpu_gib"], prompt_len=_int_or_none(row.get("prompt_len")),
+        gen_len=_int_or_none(row.get("gen_len")), pp=pp, pp_microbatches=microbatches,
+    )
+
+
+def _int_or_none(value) -> int | None:
+    return None if value is None else int(value)
+
+
+def rank_options(rows: list[dict], prices_by_hardware: dict[str, float], target: Target,
+                 rank_by: str | None = None) -> list[PlanOption]:
+    """Options meeting the target, cheapest first (ties: the other cost, then fewer GPUs, names)."""
+    rank_by = rank_by or target.default_rank_by
+    if rank_by not in RANK_KEYS:
+        raise UserInputError(f"rank-by: unknown '{rank_by}'; allowed: {', '.join(RANK_KEYS)}")
+    other = RANK_KEYS[1 - RANK_KEYS.index(rank_by)]
+    options = [o for r in rows if (o := option_for(r, prices_by_hardware[r["hardware"]], target))]
+    return sorted(options, key=lambda o: (getattr(o, rank_by), getattr(o, other), o.gpus, o.hardware,
+                                          o.schedule, o.tp, o.pp, o.batch))

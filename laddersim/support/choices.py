@@ -1,0 +1,27 @@
+"""The allowed values and defaults of options several tasks share, stated once.
+
+The Python API's signatures (``laddersim.api``) take their defaults from here and from
+``laddersim.support.limits``; the command line's flags read the same names (``choices=``, ``default=``),
+so an option's allowed values and default are written in one place. A leaf module: it imports
+nothing, so every layer may read it and ``import laddersim`` stays cheap.
+"""
+
+# Element types a scenario runs in (laddersim.model.workload.DTYPE_BYTES has their sizes; a test checks
+# that the two name the same ones).
+DTYPES = ("bfloat16", "float16", "float32", "fp8")
+# gpt-fast's preallocated cache read in full each step, or one that grows with the sequence.
+KV_CACHES = ("static", "dynamic")
+# K/V copied to every query head (gpt-fast's repeat_interleave) or read once per KV head (GQA-aware).
+KV_READS = ("repeat_interleave", "per_kv_head")
+# laddersim/data/frameworks/*.yaml (checked by a test); a framework .yaml path is accepted too.
+FRAMEWORKS = ("gpt-fast", "gpt-fast-flash", "gpt-fast-graph", "vllm")
+SCHEDULE_FORMS = "standard, parallel, ladder, upper_bound, desync_half, hybrid:N"
+DEFAULT_SCHEDULES = ("standard", "ladder")
+# The batch sizes plan considers by default (concurrent users per replica).
+DEFAULT_PLAN_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+# Where validate and fit write their reports unless told otherwise: under runs/ (git-ignored), so
+# a run in a checkout never replaces the committed reports/ (only `laddersim report` writes there).
+VALIDATION_REPORT_DIR = "runs/validation"
+FIT_REPORT_DIR = "runs/fit"
+# Which pass `kernels` lists: the first decode step after the prompt, or the prompt's prefill.
+PHASES = ("decode", "prefill")

@@ -1,8 +1,0 @@
-"""What-if sweeps: a grid of scenarios, expanded to points, run on local cores or a Dask cluster,
-stored point by point so an interrupted sweep resumes, consolidated into one tidy table."""
-
-from laddersim.sweep.grid import SweepGrid, load_grid
-from laddersim.sweep.points import INPUT_COLUMNS, Point, expand_grid
-from laddersim.sweep.sweep_dir import SweepReport, run_sweep
-
-__all__ = ["INPUT_COLUMNS", "Point", "SweepGrid", "SweepReport", "expand_grid", "load_grid", "run_sweep"]
