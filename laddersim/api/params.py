@@ -23,7 +23,7 @@ import numbers
 import os
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Annotated, Any, Mapping
+from typing import Annotated, Any, ClassVar, Mapping
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, field_validator, model_validator
 
@@ -204,6 +204,8 @@ class Params(BaseModel):
     """A task's parameters: frozen, unknown fields refused, a bad value one UserInputError line."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    # A field whose flag is named otherwise (plan's ``tps`` list is ``--tp``): the name messages use.
+    SHOWN: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def of(cls, **values):
@@ -211,7 +213,7 @@ class Params(BaseModel):
         try:
             return cls(**values)
         except ValidationError as exc:
-            raise UserInputError(validation_line(exc)) from None
+            raise UserInputError(validation_line(exc, cls.SHOWN)) from None
 
     @classmethod
     def pick(cls, values: Mapping[str, Any], **given):
@@ -226,14 +228,15 @@ class Params(BaseModel):
         return SimpleNamespace(**{name: f.default for name, f in cls.model_fields.items() if not f.is_required()})
 
 
-def validation_line(exc: ValidationError) -> str:
-    """The first error as one line: ``<field>: <message>`` (a rule over several fields names
-    its field in its own message)."""
+def validation_line(exc: ValidationError, shown_names: Mapping[str, str] | None = None) -> str:
+    """The first error as one line: ``<field>: <message>``, the field as ``shown_names`` names it
+    or as its flag is spelled (a rule over several fields names its field in its own message)."""
     err = exc.errors()[0]
     message = str(err["msg"]).removeprefix("Value error, ")
     if not err["loc"]:
         return message
-    field = flag_name(str(err["loc"][0]))
+    name = str(err["loc"][0])
+    field = flag_name((shown_names or {}).get(name, name))
     if err["type"] == "missing":
         return f"{field}: required"
     if err["type"] == "extra_forbidden":

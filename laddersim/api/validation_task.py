@@ -7,7 +7,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from laddersim.api.common import listed
+from laddersim.api.common import listed, with_choices
+# What the command line shows beside the rows: the columns that tell settings apart, a model's
+# label, and the share of the decode time above which a P2P-off pair is scored.
+from laddersim.validation.labels import model_label, setting_columns  # noqa: F401
+from laddersim.validation.p2p_pairs import SCORED_EXTRA_SHARE  # noqa: F401
 
 if TYPE_CHECKING:
     import pandas as pd
