@@ -163,6 +163,7 @@ def simulate(model: str | Path | ModelShape, hardware: str | Path | HardwareProf
     return pd.DataFrame(rows)
 
 
+@with_choices
 def timeline(model: str | Path | ModelShape, hardware: str | Path | HardwareProfile, tp: int,
              batch: int = SCENARIO.batch, prompt_len: int = SCENARIO.prompt_len, gen_len: int = SCENARIO.gen_len,
              schedules: Iterable[str] = DEFAULT_SCHEDULES, steps: str | list[int] = "all",
@@ -180,8 +181,9 @@ def timeline(model: str | Path | ModelShape, hardware: str | Path | HardwareProf
     every schedule: columns ``schedule, phase, step, rank, stream, layer, op, kind, start_s, end_s``
     (seconds from the start of the prefill; a pipeline's ranks numbered over its stages, stage s
     holding ranks s*tp to s*tp+tp-1, and a ``microbatch`` column). ``steps``: "all", "prefill", or
-    a list of decode step indices; ``ranks``: default all. The other parameters (the scenario,
-    ``jitter``, ``seed`` and the what-if changes of the profile): as ``simulate``'s."""
+    a list of decode step indices; ``ranks``: default all. ``framework``: {FRAMEWORKS} (default
+    gpt-fast) or a framework .yaml. The other parameters (the scenario, ``jitter``, ``seed`` and
+    the what-if changes of the profile): as ``simulate``'s."""
     import pandas as pd
 
     _, results = simulate_schedules(ScenarioParams.pick(locals()), schedules, RunOptions.pick(locals()))

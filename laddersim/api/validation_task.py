@@ -24,6 +24,7 @@ SETUP_FLAGS = {"hardware": "--hardware", "hardware_p2p_off": "--hardware-p2p-off
                "framework": "--framework", "kv_cache": "--kv-cache", "kv_reads": "--kv-reads"}
 
 
+@with_choices
 def validate(measured: str | Path | Sequence[str | Path] | pd.DataFrame | None = None,
              hardware: str | Path | HardwareProfile = "h100-sxm-nvswitch",
              hardware_p2p_off: str | Path | HardwareProfile = "h100-sxm-p2p-off", dtype: str = "float16",
@@ -39,9 +40,8 @@ def validate(measured: str | Path | Sequence[str | Path] | pd.DataFrame | None =
     framework, pp: pipeline stages of tp GPUs each, default 1, prefill_s, decode_s); ``models``: a folder of <name>.json configs its model column
     names (default: models/ beside each table). ``hardware``: the profile of rows with p2p=on
     (default h100-sxm-nvswitch); ``hardware_p2p_off``: of rows with p2p=off (default
-    h100-sxm-p2p-off); ``dtype``: float16 (default: the paper's), bfloat16, float32 or fp8;
-    ``framework``: gpt-fast (default), gpt-fast-flash, vllm or a framework .yaml, for rows that
-    name none; ``kv_cache``, ``kv_reads``: override the framework's. ``report``: also write the
+    h100-sxm-p2p-off); ``dtype``: {DTYPES} (default float16: the paper's); ``framework``:
+    {FRAMEWORKS} (default gpt-fast) or a framework .yaml, for rows that name none; ``kv_cache``, ``kv_reads``: override the framework's. ``report``: also write the
     report there (a directory: index.md, the figure, validation.csv, and measured.csv with the
     rows as read, which its Reproduce line names); ``progress``: one line on stderr when the
     simulations start.
