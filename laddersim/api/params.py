@@ -35,6 +35,7 @@ from laddersim.support.limits import (
     EXCLUSIVE_PAIRS,
     MAX_BATCH,
     MAX_JITTER,
+    MAX_SAMPLE_STEPS,
     MAX_SEED,
     MAX_TOKENS,
     MAX_TP,
@@ -309,7 +310,7 @@ class RunOptions(Params):
     jitter: Annotated[float, number(0.0, MAX_JITTER)] = 0.0
     seed: Seed = 0
     exact_steps: Switch = False
-    sample_steps: Annotated[int | None, count(1, MAX_COUNT, optional=True)] = None
+    sample_steps: Annotated[int | None, count(1, MAX_SAMPLE_STEPS, optional=True)] = None
 
     def sim_options(self):
         """The simulator's SimOptions, given by keyword."""

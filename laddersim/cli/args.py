@@ -14,11 +14,6 @@ from laddersim.api.params import RunOptions, ScenarioParams
 from laddersim.support.choices import DTYPES, FRAMEWORKS, KV_CACHES, KV_READS
 from laddersim.support.limits import MAX_JITTER, OVERRIDE_COLUMNS
 
-__all__ = ["FRAMEWORKS", "RESUMABLE_NOTE", "add_dtype_arg", "add_framework_args", "add_measured_workload_args",
-           "add_model_args", "add_parallel_args", "add_scenario_args", "add_what_if_args", "call_api", "choices_metavar",
-           "default_of", "integer", "real"]
-
-
 def integer(text: str):
     """An int where ``text`` is one, else ``text`` itself (the parameter object names what is allowed)."""
     try:
@@ -97,9 +92,8 @@ def add_workload_args(parser: argparse.ArgumentParser, *, gen_help: str = "gener
                         help=f"{gen_help} (default {default_of(ScenarioParams, 'gen_len')})")
 
 
-def add_dtype_arg(parser: argparse.ArgumentParser, default: str, help: str | None = None) -> None:
-    parser.add_argument("--dtype", metavar=choices_metavar(DTYPES), default=default,
-                        help=help or f"element type (default {default})")
+def add_dtype_arg(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument("--dtype", metavar=choices_metavar(DTYPES), default=default, help=f"element type (default {default})")
 
 
 def add_scenario_args(parser: argparse.ArgumentParser, function) -> None:

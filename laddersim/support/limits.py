@@ -7,11 +7,23 @@ such as 2**64 or 1e400 that would otherwise overflow a table column or never fin
 MAX_TP = 65536  # ranks in one tensor-parallel group
 MAX_BATCH = 1 << 20  # sequences in one batch
 MAX_TOKENS = 1 << 26  # prompt or generated tokens per sequence (~67 M)
-# Largest per-op noise sigma (simulate --jitter): a lognormal multiplier of exp(2) at one sigma,
-# where one op in six already runs 7x its time.
+# Per-op noise sigma of a jittered simulation: a lognormal multiplier of exp(2) at one sigma, where
+# one op in six already runs 7x its time.
 MAX_JITTER = 2.0
+MAX_SAMPLE_STEPS = 2**31 - 1  # decode steps a jittered simulation samples
+# What-if overrides (sweep): bandwidth in GB/s, latency in us, scales, counts, fractions.
+MAX_OVERRIDE = {"scale": 1e6, "gbps": 1e7, "us": 1e9, "nics_per_node": 1024, "gpus_per_node": 1024, "slowdown": 100.0}
 
-# What-if overrides of a profile (simulate, timeline, sweep grids), in the order of a sweep's
+
+def override_maximum(column: str) -> float:
+    """The largest value the override ``column`` (e.g. ``intra_latency_us``) accepts."""
+    for suffix, maximum in MAX_OVERRIDE.items():
+        if column.endswith(suffix):
+            return maximum
+    return MAX_OVERRIDE["scale"]
+
+
+# The what-if overrides of a profile (simulate, timeline, sweep grids), in the order of a sweep's
 # result columns; each "set" column sits after its "scale" column.
 OVERRIDE_COLUMNS = (
     "intra_bandwidth_scale", "intra_bandwidth_gbps", "intra_latency_scale", "intra_latency_us",
@@ -23,16 +35,6 @@ EXCLUSIVE_PAIRS = (
     ("intra_bandwidth_scale", "intra_bandwidth_gbps"), ("intra_latency_scale", "intra_latency_us"),
     ("inter_bandwidth_scale", "inter_bandwidth_gbps"), ("inter_latency_scale", "inter_latency_us"),
 )
-# Their largest values: bandwidth in GB/s, latency in us, scales, counts, fractions.
-MAX_OVERRIDE = {"scale": 1e6, "gbps": 1e7, "us": 1e9, "nics_per_node": 1024, "gpus_per_node": 1024, "slowdown": 100.0}
-
-
-def override_maximum(column: str) -> float:
-    """The largest value the override ``column`` (e.g. ``intra_latency_us``) accepts."""
-    for suffix, maximum in MAX_OVERRIDE.items():
-        if column.endswith(suffix):
-            return maximum
-    return MAX_OVERRIDE["scale"]
 
 
 def override_problem(column: str, value: float) -> str | None:
