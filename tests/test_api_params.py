@@ -21,8 +21,8 @@ SERVE = dict(model="llama-3.1-8b", hardware="h100-sxm-nvswitch", tp=2, rate=2.0,
              gen_len=8)
 SERVE_FLAGS = ["--model", "llama-3.1-8b", "--hardware", "h100-sxm-nvswitch", "--tp", "2", "--rate", "2",
                "--requests", "20", "--prompt-len", "64", "--gen-len", "8", "--no-progress"]
-PLAN = dict(model="llama-3.1-8b", profiles=["h100-sxm-nvswitch"], tps=[2], batches=[1], prompt_len=64, gen_len=4, workers=1,
-            min_user_tokens_per_s=5.0)
+PLAN = dict(model="llama-3.1-8b", profiles=["h100-sxm-nvswitch"], tps=[2], batches=[1], prompt_len=64, gen_len=4,
+            workers=1, min_user_tokens_per_s=5.0)
 PLAN_FLAGS = ["plan", "--model", "llama-3.1-8b", "--profiles", "h100-sxm-nvswitch", "--tp", "2", "--batch", "1",
               "--prompt-len", "64", "--gen-len", "4", "--workers", "1", "--min-user-tokens-per-s", "5", "--no-progress"]
 RATE_PLAN = {**PLAN, "rate": 1.0, "ttft_slo_s": 1.0, "requests": 10}

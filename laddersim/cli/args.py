@@ -93,7 +93,8 @@ def add_workload_args(parser: argparse.ArgumentParser, *, gen_help: str = "gener
 
 
 def add_dtype_arg(parser: argparse.ArgumentParser, default: str) -> None:
-    parser.add_argument("--dtype", metavar=choices_metavar(DTYPES), default=default, help=f"element type (default {default})")
+    parser.add_argument("--dtype", metavar=choices_metavar(DTYPES), default=default,
+                        help=f"element type (default {default})")
 
 
 def add_scenario_args(parser: argparse.ArgumentParser, function) -> None:
