@@ -211,7 +211,7 @@ def test_bad_arguments_are_one_line_errors():
     with pytest.raises(UserInputError, match="tp") as info:
         laddersim.plan("llama-3.1-8b", tps=[0], workers=1, min_user_tokens_per_s=10)
     assert "\n" not in str(info.value) and not str(info.value).startswith("error:")
-    with pytest.raises(UserInputError, match="^tp: must be a positive integer, got 0$"):
+    with pytest.raises(UserInputError, match="^tp: must be a positive integer up to 65536, got 0$"):
         laddersim.simulate("llama-3.1-8b", "h100-sxm-nvswitch", 0)  # not a ZeroDivisionError
     with pytest.raises(UserInputError, match="rate"):
         laddersim.serving("llama-3.1-8b", "h100-sxm-nvswitch", 2)  # neither a rate nor a trace

@@ -189,7 +189,7 @@ def test_the_api_checks_what_the_flags_checked():
     """No argparse between a Python caller and the work: the API refuses bad values itself, one line."""
     from laddersim.errors import UserInputError
 
-    with pytest.raises(UserInputError, match="^zoom-layers: must be >= 0"):
+    with pytest.raises(UserInputError, match="^zoom-layers: must be an integer from 0 to 2147483647, got -1$"):
         laddersim.plot_timeline("llama-3.1-8b", "h100-sxm-nvswitch", 2, zoom_layers=-1)
     with pytest.raises(UserInputError, match="^kind: 'timeline' does not plot a results table"):
         laddersim.plot("results.parquet", "timeline")

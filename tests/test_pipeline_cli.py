@@ -33,7 +33,7 @@ def test_simulate_with_pp_is_the_apis_pipeline(capsys):
 @pytest.mark.parametrize("argv,message", [
     (["--tp", "4", "--pp", "2", "--batch", "8", "--pp-microbatches", "3"],
      "error: pp-microbatches: 3 does not divide batch 8; allowed: 1, 2, 4, 8"),
-    (["--tp", "4", "--pp", "0"], "error: simulate: argument --pp: pp must be a positive integer up to"),
+    (["--tp", "4", "--pp", "0"], "error: pp: must be a positive integer up to 65536, got 0"),
     (["--tp", "4", "--pp-microbatches", "2", "--batch", "2"],
      "error: pp-microbatches: micro-batches need a pipeline; allowed: 1 at pp=1, or pp >= 2"),
     (["--tp", "8", "--pp", "81"], "error: pp: 81 stages for 80 layers; allowed: 1..80"),

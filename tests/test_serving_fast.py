@@ -202,12 +202,12 @@ def test_request_files_equal_the_one_shot_writer(tmp_path):
     """``serving --out`` writes one schedule's rows at a time: the CSV is byte for byte the
     concatenated rows' CSV, the Parquet file the same table (one row group per schedule)."""
     from laddersim.api import serving_run
+    from laddersim.api.serving_params import ServingParams
 
-    run = serving_run("llama-3.1-8b", "h100-sxm-nvswitch", 2, rate=5.0, schedules=["standard", "ladder"], requests=50,
-                      prompt_len="uniform:20:300", gen_len="uniform:2:40", gamma_shape=1.0, trace=None, max_running=16,
-                      max_batched_tokens=4096, chunked_prefill=False, block_size=16, ttft_slo_s=0.2, tpot_slo_s=None,
-                      slo_attainment=0.9, capacity=False, target_rate=None, prices=None, dtype="bfloat16",
-                      kv_reads="per_kv_head", framework="gpt-fast", seed=4, out=tmp_path, progress=False)
+    params = ServingParams.of(model="llama-3.1-8b", hardware="h100-sxm-nvswitch", tp=2, rate=5.0, requests=50,
+                              prompt_len="uniform:20:300", gen_len="uniform:2:40", max_running=16,
+                              max_batched_tokens=4096, ttft_slo_s=0.2, seed=4)
+    run = serving_run(params, ["standard", "ladder"], out=tmp_path)
     whole = run.requests
     assert list(whole["schedule"].unique()) == ["standard", "ladder"] and len(whole) == 100
     assert (tmp_path / "requests.csv").read_text() == whole.to_csv(index=False, lineterminator="\n")
@@ -217,14 +217,14 @@ def test_request_files_equal_the_one_shot_writer(tmp_path):
 def test_rate_plan_is_the_same_on_one_and_two_workers():
     """Each candidate is evaluated with timers of its own: the plan does not depend on the worker
     that takes it, nor on what the process planned before."""
+    from laddersim.api.plan_params import PlanParams
     from laddersim.api.rate_planning import serving_plan
 
-    kwargs = dict(profiles=["h100-sxm-nvswitch", "h100-sxm-p2p-off"], prices=None, schedules=["standard", "ladder"],
-                  tps=[1, 2, 4], max_nodes=1, prompt_len=256, gen_len=32, dtype="bfloat16", rate=8.0, ttft_slo_s=0.3,
-                  tpot_slo_s=0.03, requests=40, max_batched_tokens=None, chunked_prefill=False, progress=False,
-                  pps=[1, 2])
-    two = serving_plan("llama-3.1-8b", workers=2, **kwargs)
-    one = serving_plan("llama-3.1-8b", workers=1, **kwargs)
-    again = serving_plan("llama-3.1-8b", workers=1, **kwargs)
+    kwargs = dict(model="llama-3.1-8b", profiles=["h100-sxm-nvswitch", "h100-sxm-p2p-off"],
+                  schedules=["standard", "ladder"], tps=[1, 2, 4], max_nodes=1, prompt_len=256, gen_len=32, dtype="bfloat16", rate=8.0, ttft_slo_s=0.3,
+                  tpot_slo_s=0.03, requests=40, pps=[1, 2])
+    two = serving_plan(PlanParams.of(workers=2, **kwargs))
+    one = serving_plan(PlanParams.of(workers=1, **kwargs))
+    again = serving_plan(PlanParams.of(workers=1, **kwargs))
     assert two.tried == 24 and len(two.plan.options) >= 12 and any(o.pp == 2 for o in two.plan.options)
     assert one.plan == two.plan == again.plan

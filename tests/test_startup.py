@@ -72,7 +72,7 @@ def test_simulate_loads_its_own_task_only_and_no_simpy():
             "print(' '.join(sorted(m for m in sys.modules if m == 'numpy.ma' or m.startswith(('laddersim.api.',"
             " 'laddersim.measure', 'laddersim.fitting', 'laddersim.traffic', 'laddersim.planning', 'simpy')))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["laddersim.api.common", "laddersim.api.scenario"]
+    assert out.stdout.split() == ["laddersim.api.common", "laddersim.api.params", "laddersim.api.scenario"]
 
 
 def test_every_api_name_loads_from_its_module():

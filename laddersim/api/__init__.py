@@ -21,6 +21,9 @@ and allowed values (``help(laddersim.plan)``). One module per task (``common``: 
 * ``calibration_task``: ``calibrate_run``, ``calibrate_fit``, ``import_nccl_tests``, ``nccl_log``,
   ``nccl_tuning``, ``calibrate_kernels``
 * ``plotting``, ``reporting``: ``plot``, ``plot_timeline``, ``report``
+* ``params``, ``serving_params``, ``plan_params``: the parameter objects (``ScenarioParams``,
+  ``RunOptions``, ``ServingParams``, ``PlanParams``, ``BreakEvenParams``): every range checked
+  there, once, for the functions and the command line alike
 
 ``import laddersim`` stays cheap: the package exposes these names lazily (``laddersim/__init__``),
 so does this one (each name's module is imported when the name is first used), and each module
@@ -45,9 +48,12 @@ _MODULE_OF = {
     "RatePlanAnswer": "rate_planning",
     "report": "reporting",
     **dict.fromkeys(("load_profile", "simulate", "simulate_schedules", "time_sources", "timeline"), "scenario"),
-    **dict.fromkeys(("ServingRun", "serving", "serving_run"), "serving_task"),
+    **dict.fromkeys(("ServingAnswer", "serving", "serving_run"), "serving_task"),
     "sweep": "sweeps",
     "validate": "validation_task",
+    **dict.fromkeys(("RunOptions", "ScenarioParams"), "params"),
+    "ServingParams": "serving_params",
+    **dict.fromkeys(("BreakEvenParams", "PlanParams"), "plan_params"),
 }
 
 
@@ -70,8 +76,10 @@ PUBLIC = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "break_eve
           "calibrate_fit", "import_nccl_tests", "nccl_log", "nccl_tuning", "calibrate_kernels", "plot",
           "plot_timeline", "report")
 # What the command line calls beside them: a task's whole answer (rows and what it prints), each
-# with the same parameters as its public function, without defaults (the command gives them all).
+# taking the task's parameter objects (the public function builds them from its keywords).
 ANSWERS = ("simulate_schedules", "time_sources", "plan_run", "PlanAnswer", "RatePlanAnswer", "serving_run",
-           "ServingRun", "ProfileCheck")
+           "ServingAnswer", "ProfileCheck")
+# The parameter objects: a task's parameters as one typed, checked value.
+PARAMS = ("ScenarioParams", "RunOptions", "ServingParams", "PlanParams", "BreakEvenParams")
 
-__all__ = [*PUBLIC, *ANSWERS]
+__all__ = [*PUBLIC, *ANSWERS, *PARAMS]

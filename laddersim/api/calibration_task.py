@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from laddersim.measure.options import RunOptions
+# The command line's `calibrate run` flags and how they become RunOptions (laddersim.measure.options).
+from laddersim.measure.options import add_run_args, options_from_args  # noqa: F401
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -20,6 +22,14 @@ if TYPE_CHECKING:
 DEFAULT_BASE = "h100-sxm-nvswitch"  # the profile a run's unmeasured parameters come from
 TORCH_INSTALL = "pip install torch (any release >= 2.1; the CPU build is enough for gloo ranks)"
 RUN = RunOptions.model_fields  # calibrate_run's defaults, stated once in RunOptions
+
+
+def copied_reason(value, base: str) -> str | None:
+    """Why a fitted profile's ``value`` was copied from the ``base`` profile rather than measured
+    (laddersim.fitting.run_context), or None: what ``calibrate fit`` marks in its summary."""
+    from laddersim.fitting.run_context import copied_reason as reason
+
+    return reason(value, base)
 
 
 def calibrate_run(out: str | Path, *, backend: str = RUN["backend"].default,
@@ -89,6 +99,9 @@ def import_nccl_tests(logs: Sequence[str | Path], out: str | Path, name: str | N
     from laddersim.support.io_write import check_output
 
     check_output(out, "out", "dir")
+    from laddersim.api.params import MAX_COUNT, checked, count
+
+    iters = checked("iters", count(1, MAX_COUNT, optional=True), iters)
     profile = import_logs([str(log) for log in logs], str(out), name, base, iters)
     _warn_noisy(str(out))
     return profile
@@ -102,10 +115,12 @@ def nccl_log(logs: Sequence[str | Path], hardware: str | Path | HardwareProfile 
     bytes, default 64 MiB) with NCCL's pick, beside the pick of ``hardware``'s profile for the same
     GPU count when given. ``out``: also write the rows as CSV (a .csv file)."""
     from laddersim.api.common import profile_of
+    from laddersim.api.params import checked, count
     from laddersim.measure.nccl_log import choice_rows, read_logs
     from laddersim.errors import UserInputError
     from laddersim.support.io_write import check_output
 
+    max_size = checked("max_size", count(1, 2**62), max_size)
     target = check_output(out, "out", "file") if out else None
     if target is not None and not str(target).endswith(".csv"):
         raise UserInputError(f"out: '{out}' must end in .csv")

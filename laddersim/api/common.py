@@ -41,3 +41,17 @@ def listed(values):
     if values is None:
         return None
     return [values] if isinstance(values, (str, int, float, os.PathLike)) else list(values)
+
+
+def with_choices(function):
+    """``function`` with its docstring's ``{FRAMEWORKS}``, ``{DTYPES}``, ``{KV_CACHES}`` and
+    ``{KV_READS}`` replaced by the allowed values of ``laddersim.support.choices`` (one list,
+    never restated in a docstring)."""
+    from laddersim.support.choices import DTYPES, FRAMEWORKS, KV_CACHES, KV_READS
+
+    lists = {"{FRAMEWORKS}": FRAMEWORKS, "{DTYPES}": DTYPES, "{KV_CACHES}": KV_CACHES, "{KV_READS}": KV_READS}
+    doc = function.__doc__ or ""
+    for token, names in lists.items():
+        doc = doc.replace(token, ", ".join(names))
+    function.__doc__ = doc
+    return function

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from laddersim.api.common import profile_of
+from laddersim.api.common import profile_of, with_choices
 from laddersim.api.validation_task import reproduce_command, setup_options
 
 if TYPE_CHECKING:
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 WORSE_BY_PP = 0.005
 
 
+@with_choices
 def fit(measured: str | Path | pd.DataFrame, hardware: str | Path | HardwareProfile, *,
         hardware_p2p_off: str | Path | HardwareProfile = "h100-sxm-p2p-off", with_upper_bound: bool = False,
         with_ladder: bool = False, out: str | Path | None = None, out_p2p_off: str | Path | None = None,
@@ -35,7 +36,8 @@ def fit(measured: str | Path | pd.DataFrame, hardware: str | Path | HardwareProf
     rows with p2p=off (default h100-sxm-p2p-off); ``with_upper_bound``, ``with_ladder``: also fit
     those rows (they see the AllReduce apart from the compute). ``out``: write the fitted P2P-on
     profile there (NEW.yaml or a directory), the P2P-off one to ``out_p2p_off`` (default: beside
-    it, -p2p-off). ``dtype``, ``framework``, ``kv_cache``, ``kv_reads``: as ``validate``'s.
+    it, -p2p-off). ``dtype``, ``framework`` ({FRAMEWORKS} or a framework .yaml), ``kv_cache``,
+    ``kv_reads``: as ``validate``'s.
     ``report``: also write the report there (a directory, with measured.csv, which its Reproduce
     line names); ``progress``: the count of evaluations on stderr.
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from laddersim.api.common import note_unmeasured, profile_of
-from laddersim.support.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
+from laddersim.api.common import note_unmeasured, profile_of, with_choices
+from laddersim.api.params import SCENARIO, ScenarioParams
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -15,9 +15,11 @@ if TYPE_CHECKING:
     from laddersim.model.shape import ModelShape
 
 
-def kernels(model: str | Path | ModelShape, hardware: str | Path | HardwareProfile, tp: int, batch: int = 1,
-            schedule: str = "standard", framework: str | Path = "gpt-fast", prompt_len: int = DEFAULT_PROMPT_LEN,
-            gen_len: int = DEFAULT_GEN_LEN, dtype: str = "bfloat16", phase: str = "decode") -> pd.DataFrame:
+@with_choices
+def kernels(model: str | Path | ModelShape, hardware: str | Path | HardwareProfile, tp: int,
+            batch: int = SCENARIO.batch, schedule: str = "standard", framework: str | Path = SCENARIO.framework,
+            prompt_len: int = SCENARIO.prompt_len, gen_len: int = SCENARIO.gen_len, dtype: str = SCENARIO.dtype,
+            phase: str = "decode") -> pd.DataFrame:
     """``laddersim kernels``: what laddersim charges one layer, kernel by kernel, to read beside a
     profiler trace of the same step. One row per kernel of the middle layer of ``schedule``'s
     program on one rank: ``kernel`` (op kind, ``op.part`` within an op), ``class``
@@ -27,15 +29,16 @@ def kernels(model: str | Path | ModelShape, hardware: str | Path | HardwareProfi
 
     ``model``, ``hardware``, ``tp``: as ``simulate``'s. ``batch``: sequences (default 1);
     ``schedule``: standard (default), parallel, ladder, upper_bound, desync_half, hybrid:N;
-    ``framework``: a shipped framework (gpt-fast, the default; gpt-fast-flash, vllm) or a framework
-    .yaml (``laddersim calibrate kernels``); ``prompt_len`` (default 1024) and ``gen_len`` (default
-    512; a static cache holds prompt + generated tokens): tokens per sequence; ``dtype``: bfloat16
-    (default), float16, float32 or fp8; ``phase``: ``decode`` (default: the first decode step
+    ``framework``: a shipped framework ({FRAMEWORKS}; default gpt-fast) or a framework .yaml
+    (``laddersim calibrate kernels``); ``prompt_len`` (default 1024) and ``gen_len`` (default 512;
+    a static cache holds prompt + generated tokens): tokens per sequence; ``dtype``: {DTYPES}
+    (default bfloat16); ``phase``: ``decode`` (default: the first decode step
     after the prompt) or ``prefill``."""
     from laddersim.simulation.kernel_view import kernel_table
 
-    profile = profile_of(hardware)
-    frame = kernel_table(model, profile, tp, batch, schedule=schedule, framework=str(framework),
-                         prompt_len=prompt_len, phase=phase, gen_len=gen_len, dtype=dtype)
+    params = ScenarioParams.pick(locals())
+    profile = profile_of(params.hardware)
+    frame = kernel_table(params.model, profile, params.tp, params.batch, schedule=schedule, framework=params.framework,
+                         prompt_len=params.prompt_len, phase=phase, gen_len=params.gen_len, dtype=params.dtype)
     note_unmeasured(profile)
     return frame

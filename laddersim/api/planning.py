@@ -10,10 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from laddersim.api.common import listed, note_unmeasured
-from laddersim.api.plan_inputs import candidate_profiles, checked_shape, gpu_hour_prices, note_unmeasured_candidates
-from laddersim.support.choices import DEFAULT_PLAN_BATCHES, DEFAULT_SCHEDULES
-from laddersim.support.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
+from laddersim.api.common import note_unmeasured, with_choices
+from laddersim.api.plan_inputs import checked_shape, note_unmeasured_candidates, priced_candidates
+from laddersim.api.plan_params import BREAK_EVEN, PLAN, BreakEvenParams, PlanParams
+# What the command line names beside the parameters: the default price file, the SLO rule in words.
+from laddersim.planning.prices import DEFAULT_PRICES  # noqa: F401
+from laddersim.traffic.options import slo_rule  # noqa: F401
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -22,8 +24,6 @@ if TYPE_CHECKING:
     from laddersim.planning.break_even import BreakEven
     from laddersim.planning.planner import PlanOption
     from laddersim.planning.splits import SplitVerdict
-
-PLAN_REQUESTS = 200  # plan with a rate: requests per rate tried (serving's default is 1000; see plan())
 
 
 @dataclass(frozen=True)
@@ -39,76 +39,71 @@ class PlanAnswer:
     splits: list[SplitVerdict]  # per (profile, TP, PP): meets the target or why not (laddersim.planning.splits)
 
 
-def plan_run(model, *, profiles, prices, schedules, batches, tps, max_nodes: int, prompt_len: int, gen_len: int,
-             dtype: str, kv_cache: str, min_user_tokens_per_s, min_total_tokens_per_s, max_token_latency_ms, rate,
-             ttft_slo_s, tpot_slo_s, requests: int, max_batched_tokens, chunked_prefill: bool, rank_by,
-             workers, progress: bool, pps=None) -> PlanAnswer | RatePlanAnswer:
-    """``plan`` (see there for the parameters), every option rather than the first ``top``; a plan
-    for a request rate when ``rate``, ``ttft_slo_s`` or ``tpot_slo_s`` is given."""
-    from tqdm import tqdm
-
+def plan_run(params: PlanParams, *, progress: bool = False) -> PlanAnswer | RatePlanAnswer:
+    """``plan`` of ``params`` (see there), every option rather than the first ``top``; a plan for
+    a request rate when ``rate``, ``ttft_slo_s`` or ``tpot_slo_s`` is given."""
     from laddersim.errors import UserInputError
     from laddersim.planning.planner import Target, candidate_points, rank_options
-    from laddersim.planning.prices import load_prices
     from laddersim.planning.splits import split_verdicts
+    from laddersim.support.progress import progress_bar
     from laddersim.sweeps.runner import run_points
 
-    schedules, batches, tps, profiles = listed(schedules), listed(batches), listed(tps), listed(profiles)
-    pps = listed(pps)
-    if rate is not None or ttft_slo_s is not None or tpot_slo_s is not None:
+    p = params
+    if p.for_rate:
         from laddersim.api.rate_planning import serving_plan
 
-        return serving_plan(model, profiles=profiles, prices=prices, schedules=schedules, tps=tps,
-                            max_nodes=max_nodes, prompt_len=prompt_len, gen_len=gen_len, dtype=dtype, rate=rate,
-                            ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, requests=requests,
-                            max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill, progress=progress,
-                            pps=pps, workers=workers)
-    for flag, given in (("max-batched-tokens", max_batched_tokens is not None), ("chunked-prefill", chunked_prefill)):
+        return serving_plan(p, progress=progress)
+    for flag, given in (("max-batched-tokens", p.max_batched_tokens is not None),
+                        ("chunked-prefill", p.chunked_prefill)):
         if given:
             raise UserInputError(f"{flag}: only with --rate (a serving plan); the batch plan simulates decode "
                                  "steps, not requests")
-    target = Target(min_user_tokens_per_s, min_total_tokens_per_s, max_token_latency_ms)
-    if gen_len < 2:
+    target = Target(p.min_user_tokens_per_s, p.min_total_tokens_per_s, p.max_token_latency_ms)
+    if p.gen_len < 2:
         raise UserInputError("gen-len: must be >= 2 (throughput is measured over decode steps)")
     # Check every input before anything is printed, so a bad one is one error line.
-    shape = checked_shape(model, schedules, tps)
-    price_file = load_prices(prices)
-    candidates, skipped = candidate_profiles(profiles, price_file)
-    no_dtype = [name for name, (_, profile) in candidates.items() if dtype not in profile.gpu.dtypes()]
+    shape = checked_shape(p.model, p.schedules, p.tps)
+    found = priced_candidates(p.profiles, p.prices, p.price_per_gpu_hour)
+    candidates = found.profiles
+    no_dtype = [name for name, (_, profile) in candidates.items() if p.dtype not in profile.gpu.dtypes()]
     candidates = {name: entry for name, entry in candidates.items() if name not in no_dtype}
     if not candidates:
-        raise UserInputError(f"dtype: no candidate profile has a {dtype} peak "
+        raise UserInputError(f"dtype: no candidate profile has a {p.dtype} peak "
                              f"({', '.join(no_dtype)}); allowed: another --dtype or --profiles")
-    points = candidate_points(str(model), shape, candidates, schedules, batches, tps, prompt_len, gen_len, dtype,
-                              kv_cache, max_nodes, pps)
-    if skipped:  # only once the inputs are known good: a bad one stays a single error line
-        print(f"plan: not considered (no price): {', '.join(skipped)}", file=sys.stderr)
+    points = candidate_points(str(p.model), shape, candidates, p.schedules, p.batches, p.tps, p.prompt_len, p.gen_len,
+                              p.dtype, p.kv_cache, p.max_nodes, p.pps)
+    for line in found.notes(p.price_per_gpu_hour):  # only once the inputs are known good: one error line
+        print(line, file=sys.stderr)
     if no_dtype:
-        print(f"plan: not considered (no {dtype} peak): {', '.join(no_dtype)}", file=sys.stderr)
+        print(f"plan: not considered (no {p.dtype} peak): {', '.join(no_dtype)}", file=sys.stderr)
     note_unmeasured_candidates(candidates)
     rows = []
-    with tqdm(total=len(points), desc="plan", unit="config", file=sys.stderr, disable=not progress) as bar:
-        for done in run_points(points, workers or os.cpu_count() or 1):
+    with progress_bar(len(points), "plan", "config", enabled=progress) as bar:
+        for done in run_points(points, p.workers or os.cpu_count() or 1):
             rows.extend(done)
             bar.update(len(done))
     errors = [r for r in rows if r["status"] == "error"]
     if errors:
         raise UserInputError(f"plan: {len(errors)} configurations failed to simulate, e.g. {errors[0]['error']}")
-    options = rank_options(rows, gpu_hour_prices(price_file, candidates), target, rank_by)
+    options = rank_options(rows, {name: found.usd_per_gpu_hour[name] for name in candidates}, target, p.rank_by)
     feasible = sum(r["status"] == "ok" for r in rows)
-    return PlanAnswer(options, shape.name, len(points), feasible, rank_by or target.default_rank_by,
+    return PlanAnswer(options, shape.name, len(points), feasible, p.rank_by or target.default_rank_by,
                       split_verdicts(rows, options))
 
 
-def plan(model: str | Path, *, profiles: Sequence[str] | None = None, prices: str | Path | None = None,
-         schedules: Sequence[str] = DEFAULT_SCHEDULES, batches: Sequence[int] = DEFAULT_PLAN_BATCHES,
-         tps: Sequence[int] | None = None, max_nodes: int = 4, prompt_len: int = DEFAULT_PROMPT_LEN,
-         gen_len: int = DEFAULT_GEN_LEN, dtype: str = "bfloat16", kv_cache: str = "static",
-         min_user_tokens_per_s: float | None = None, min_total_tokens_per_s: float | None = None,
-         max_token_latency_ms: float | None = None, rate: float | None = None, ttft_slo_s: float | None = None,
-         tpot_slo_s: float | None = None, requests: int = PLAN_REQUESTS, max_batched_tokens: int | None = None,
-         chunked_prefill: bool = False, rank_by: str | None = None, top: int = 10, workers: int | None = None,
-         progress: bool = False, pps: Sequence[int] | None = None) -> pd.DataFrame:
+@with_choices
+def plan(model: str | Path, *, profiles: Sequence[str] | None = PLAN.profiles, prices: str | Path | None = PLAN.prices,
+         price_per_gpu_hour: float | None = PLAN.price_per_gpu_hour, schedules: Sequence[str] = PLAN.schedules,
+         batches: Sequence[int] = PLAN.batches, tps: Sequence[int] | None = PLAN.tps, max_nodes: int = PLAN.max_nodes,
+         prompt_len: int = PLAN.prompt_len, gen_len: int = PLAN.gen_len, dtype: str = PLAN.dtype,
+         kv_cache: str = PLAN.kv_cache, min_user_tokens_per_s: float | None = PLAN.min_user_tokens_per_s,
+         min_total_tokens_per_s: float | None = PLAN.min_total_tokens_per_s,
+         max_token_latency_ms: float | None = PLAN.max_token_latency_ms, rate: float | None = PLAN.rate,
+         ttft_slo_s: float | None = PLAN.ttft_slo_s, tpot_slo_s: float | None = PLAN.tpot_slo_s,
+         requests: int = PLAN.requests, max_batched_tokens: int | None = PLAN.max_batched_tokens,
+         chunked_prefill: bool = PLAN.chunked_prefill, rank_by: str | None = PLAN.rank_by, top: int = PLAN.top,
+         workers: int | None = PLAN.workers, progress: bool = False, pps: Sequence[int] | None = PLAN.pps,
+         ) -> pd.DataFrame:
     """``laddersim plan``: the cheapest deployments (profile, TP, nodes, replicas, schedule, batch)
     meeting a target, ranked, one row per option (``plan --json``'s objects: ``usd_per_hour``,
     ``usd_per_million_tokens``, ``tpot_s``, ``user_tokens_per_s``, ``total_tokens_per_s``, ...);
@@ -122,39 +117,38 @@ def plan(model: str | Path, *, profiles: Sequence[str] | None = None, prices: st
     serving's 1000 on purpose, as every candidate's capacity is searched; ``max_batched_tokens``
     and ``chunked_prefill`` as ``serving``'s). ``profiles``: candidate profiles (default every
     shipped one with a price in ``prices``, a GPU-hour price file, default
-    laddersim/data/prices.yaml); ``schedules``: default standard and ladder; ``batches``: batch
-    sizes (concurrent users per replica; default 1, 2, 4, ..., 256); ``tps``: TP degrees (default
-    all valid), spanning at most ``max_nodes`` nodes (default 4); ``prompt_len``, ``gen_len``:
-    tokens per request (default 1024 and 512); ``dtype``: bfloat16 (default), float16, float32,
-    fp8; ``kv_cache``: static (default) or dynamic; ``rank_by``: usd_per_hour or
-    usd_per_million_tokens (default: usd_per_hour with a total target, else per million tokens);
-    ``top``: options returned (default 10); ``workers``: processes (default all cores);
-    ``progress``: a bar on stderr. ``pps``: pipeline stages to split the GPUs into (default 1: TP
-    groups alone); every (TP, PP) split of each profile whose stages fit ``max_nodes`` nodes per
-    replica is simulated, a pipeline with as many micro-batches in flight as stages where the batch
-    splits evenly (``gcd(batch, PP)``), GPUs per replica TP x PP. ``frame.attrs["splits"]`` (the
-    decode plan): per (profile, TP, PP) whether it meets the target, with which schedule and batch,
-    and why (weights do not fit, misses the target, the stage link and bubbles)."""
+    laddersim/data/prices.yaml); ``price_per_gpu_hour``: USD per GPU-hour of every candidate the
+    price file does not price (default none: a named one is refused, a default one skipped);
+    ``schedules``: default standard and ladder; ``batches``: batch sizes (concurrent users per
+    replica; default 1, 2, 4, ..., 256); ``tps``: TP degrees (default all valid), spanning at most
+    ``max_nodes`` nodes (default 4); ``prompt_len``, ``gen_len``: tokens per request (default 1024
+    and 512); ``dtype``: {DTYPES} (default bfloat16); ``kv_cache``: {KV_CACHES} (default static);
+    ``rank_by``: usd_per_hour or usd_per_million_tokens (default: usd_per_hour with a total
+    target, else per million tokens); ``top``: options returned (default 10); ``workers``:
+    processes (default all cores); ``progress``: a bar on stderr (a terminal). ``pps``: pipeline
+    stages to split the GPUs into (default 1: TP groups alone); every (TP, PP) split of each
+    profile whose stages fit ``max_nodes`` nodes per replica is simulated, a pipeline with as many
+    micro-batches in flight as stages where the batch splits evenly (``gcd(batch, PP)``), GPUs per
+    replica TP x PP. ``frame.attrs["splits"]`` (the decode plan): per (profile, TP, PP) whether it
+    meets the target, with which schedule and batch, and why (weights do not fit, misses the
+    target, the stage link and bubbles)."""
     from dataclasses import asdict
 
     import pandas as pd
 
-    answer = plan_run(model, profiles=profiles, prices=prices, schedules=schedules, batches=batches, tps=tps,
-                      max_nodes=max_nodes, prompt_len=prompt_len, gen_len=gen_len, dtype=dtype, kv_cache=kv_cache,
-                      min_user_tokens_per_s=min_user_tokens_per_s, min_total_tokens_per_s=min_total_tokens_per_s,
-                      max_token_latency_ms=max_token_latency_ms, rate=rate, ttft_slo_s=ttft_slo_s,
-                      tpot_slo_s=tpot_slo_s, requests=requests, max_batched_tokens=max_batched_tokens,
-                      chunked_prefill=chunked_prefill, rank_by=rank_by, workers=workers, progress=progress, pps=pps)
+    params = PlanParams.pick(locals())
+    answer = plan_run(params, progress=progress)
     options = answer.options if isinstance(answer, PlanAnswer) else answer.plan.options
-    frame = pd.DataFrame([asdict(o) for o in options[:top]])
+    frame = pd.DataFrame([asdict(o) for o in options[:params.top]])
     if isinstance(answer, PlanAnswer):
         frame.attrs["splits"] = pd.DataFrame([asdict(v) for v in answer.splits])
     return frame
 
 
-def break_even(model: str | Path, tp: int, a: str, b: str, *, batch: int = 1, prompt_len: int = DEFAULT_PROMPT_LEN,
-               gen_len: int = DEFAULT_GEN_LEN, dtype: str = "bfloat16", kv_cache: str = "static",
-               vary: str = "intra_bandwidth", lo: float = 0.01, hi: float = 100.0) -> BreakEven:
+def break_even(model: str | Path, tp: int, a: str, b: str, *, batch: int = BREAK_EVEN.batch,
+               prompt_len: int = BREAK_EVEN.prompt_len, gen_len: int = BREAK_EVEN.gen_len,
+               dtype: str = BREAK_EVEN.dtype, kv_cache: str = BREAK_EVEN.kv_cache, vary: str = BREAK_EVEN.vary,
+               lo: float = BREAK_EVEN.lo, hi: float = BREAK_EVEN.hi) -> BreakEven:
     """``laddersim plan break-even``: the scale of side ``a``'s fabric at which its tokens/s
     (batch x gen_len / (prefill + decode)) equals side ``b``'s, by bisection.
 
@@ -167,8 +161,12 @@ def break_even(model: str | Path, tp: int, a: str, b: str, *, batch: int = 1, pr
     from laddersim.api.common import profile_of
     from laddersim.planning.break_even import Scenario, break_even as search, parse_side
 
-    side_a, side_b = parse_side(a, "a"), parse_side(b, "b")
-    result = search(Scenario(str(model), tp, batch, prompt_len, gen_len, dtype, kv_cache), side_a, side_b, vary, lo, hi)
+    p = BreakEvenParams.pick(locals())
+    model, tp, batch, prompt_len, gen_len, dtype, kv_cache = (p.model, p.tp, p.batch, p.prompt_len, p.gen_len,
+                                                              p.dtype, p.kv_cache)
+    side_a, side_b = parse_side(p.a, "a"), parse_side(p.b, "b")
+    result = search(Scenario(str(model), tp, batch, prompt_len, gen_len, dtype, kv_cache), side_a, side_b, p.vary,
+                    p.lo, p.hi)
     for name in dict.fromkeys((side_a.hardware, side_b.hardware)):
         note_unmeasured(profile_of(name))
     return result

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from laddersim.api.params import MAX_COUNT, SCENARIO, ScenarioParams, checked, count
 from laddersim.support.choices import DEFAULT_SCHEDULES
-from laddersim.support.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
 
 if TYPE_CHECKING:
     from laddersim.hardware.profile import HardwareProfile
@@ -62,10 +62,10 @@ def plot(results: str | Path, kind: str, *, out: str | Path | None = None, title
     return PLOT_KINDS[kind].function(frame, out, **options)
 
 
-def plot_timeline(model: str | Path | ModelShape, hardware: str | Path | HardwareProfile, tp: int, *, batch: int = 1,
-                  prompt_len: int = DEFAULT_PROMPT_LEN, gen_len: int = DEFAULT_GEN_LEN,
+def plot_timeline(model: str | Path | ModelShape, hardware: str | Path | HardwareProfile, tp: int, *,
+                  batch: int = SCENARIO.batch, prompt_len: int = SCENARIO.prompt_len, gen_len: int = SCENARIO.gen_len,
                   schedules: Sequence[str] = DEFAULT_SCHEDULES, step: int = 0, ranks: int | None = None,
-                  zoom_layers: int = 2, dtype: str = "bfloat16", kv_cache: str = "static",
+                  zoom_layers: int = 2, dtype: str = SCENARIO.dtype, kv_cache: str = "static",
                   out: str | Path | None = None, title: str | None = None) -> list[Path]:
     """``laddersim plot --kind timeline``: one decode step's per-rank compute and communication
     lanes for every schedule, written as ``out``.png and ``out``.svg (default
@@ -78,17 +78,18 @@ def plot_timeline(model: str | Path | ModelShape, hardware: str | Path | Hardwar
     them when TP is smaller); ``zoom_layers``: a zoom panel on layers 0..N-1 (0: none; default 2);
     ``title``: the figure's (default: the step, model, TP, batch and profile)."""
     from laddersim.costs.collective_labels import collective_args, label
-    from laddersim.errors import UserInputError
     from laddersim.support.io_write import check_output
     from laddersim.plots import plot_timeline as draw
     from laddersim.plots.step_spans import decode_step_spans
 
-    if zoom_layers < 0:
-        raise UserInputError(f"zoom-layers: must be >= 0, got {zoom_layers}")
+    params = ScenarioParams.pick(locals())
+    zoom_layers = checked("zoom_layers", count(0, MAX_COUNT), zoom_layers)
+    step = checked("step", count(0, MAX_COUNT), step)
+    ranks = checked("ranks", count(1, MAX_COUNT, optional=True), ranks)
     if out:
         check_output(f"{out}.png", "out", "file")
-    if step < 0:
-        raise UserInputError(f"step: must be >= 0, got {step}")
+    model, hardware, tp, batch = params.model, params.hardware, params.tp, params.batch
+    prompt_len, gen_len, dtype, kv_cache = params.prompt_len, params.gen_len, params.dtype, params.kv_cache
     ranks = ranks if ranks is not None else min(DEFAULT_RANKS, tp)
     spans, results = decode_step_spans(model, hardware, tp, batch, prompt_len, gen_len, list(schedules), step, ranks,
                                        dtype, kv_cache)

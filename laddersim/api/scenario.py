@@ -1,9 +1,10 @@
-"""``simulate`` and ``timeline``: one scenario (model, hardware, TP, workload) under one or more
-schedules; ``load_profile``.
+"""``simulate`` and ``timeline``: one scenario (model, hardware, TP, workload, what-if changes of
+the profile) under one or more schedules; ``load_profile``.
 
 ``simulate_schedules`` is the task itself (every input checked before the first simulation, the
-rows and the simulation results, the optional files); ``simulate`` and ``timeline`` return its
-rows and spans as DataFrames. The defaults live in ``simulate``'s signature.
+rows and the simulation results, the optional files), taking the scenario and the run options as
+objects (``laddersim.api.params``); ``simulate`` and ``timeline`` build them from their keywords and
+return the rows and spans as DataFrames. The defaults are the objects' fields.
 """
 
 from __future__ import annotations
@@ -12,59 +13,83 @@ import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
-from laddersim.api.common import note_unmeasured, profile_of
+from laddersim.api.common import note_unmeasured, profile_of, with_choices
+from laddersim.api.params import RUN, SCENARIO, RunOptions, ScenarioParams
 from laddersim.support.choices import DEFAULT_SCHEDULES
-from laddersim.support.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from laddersim.hardware.profile import HardwareProfile
     from laddersim.model.shape import ModelShape
-    from laddersim.simulation.simulate import SimResult
+    from laddersim.simulation.simulate import Scenario, SimResult
 
 DEFAULT_TRACE_STEPS = 3  # decode steps a trace holds after the prefill
 
 
-def simulate_schedules(model, hardware, tp: int, batch: int, prompt_len: int, gen_len: int,
-                       schedules: Iterable[str], *, dtype: str, framework: str, kv_cache: str | None,
-                       kv_reads: str | None, jitter: float, seed: int, exact_steps: bool, sample_steps: int | None,
+def scenario_profile(params: ScenarioParams) -> HardwareProfile:
+    """The scenario's profile with its what-if overrides applied, as a sweep applies a grid's
+    (set values converted for the scenario's TP group; ``laddersim.sweeps.overrides``)."""
+    profile = profile_of(params.hardware)
+    what_if = params.what_if()
+    if not what_if:
+        return profile
+    from laddersim.hardware.overrides import with_overrides
+    from laddersim.sweeps.overrides import override_scales
+
+    scales = override_scales(profile, what_if, params.tp)
+    return with_overrides(profile, **scales) if scales else profile
+
+
+def scenarios_of(params: ScenarioParams, schedules: Iterable[str]) -> list[Scenario]:
+    """The simulator's scenario of each schedule (each once, in the order given), every input
+    checked: each schedule's, then TP, the stages' placement on the profile's nodes and the memory
+    (the same for every schedule), before the context warning, so a bad input stays one line."""
+    from laddersim.simulation.simulate import check_memory, make_scenario, scenario_nodes
+
+    profile = scenario_profile(params)
+    scenarios = [make_scenario(model=params.model, hardware=profile, tp=params.tp, batch=params.batch,
+                               prompt_len=params.prompt_len, gen_len=params.gen_len, schedule=schedule,
+                               dtype=params.dtype, kv_cache=params.kv_cache, kv_reads=params.kv_reads,
+                               framework=params.framework, pp=params.pp, microbatches=params.pp_microbatches)
+                 for schedule in dict.fromkeys([schedules] if isinstance(schedules, str) else schedules)]
+    if not scenarios:
+        from laddersim.errors import UserInputError
+
+        raise UserInputError("schedules: give at least one schedule")
+    first = scenarios[0]
+    first.model.check_tp(params.tp)
+    scenario_nodes(first)  # the stages placed on the profile's nodes, or one line
+    check_memory(first)  # every stage's, one line naming the one that does not fit
+    first.model.warn_context(params.prompt_len, params.gen_len)
+    return scenarios
+
+
+def simulate_schedules(scenario: ScenarioParams, schedules: Iterable[str], options: RunOptions = RunOptions(), *,
                        out: str | Path | None = None, trace: str | Path | None = None,
                        trace_steps: int | str = DEFAULT_TRACE_STEPS,
-                       progress: bool = False, pp: int = 1, pp_microbatches: int = 1) -> tuple[list[dict], list[SimResult]]:
+                       progress: bool = False) -> tuple[list[dict], list[SimResult]]:
     """(summary rows, SimResults), one per schedule (each once, in the order given); the rows are
     ``simulate --json``'s objects, with ``speedup_vs_standard`` when ``standard`` is among them.
-    The parameters are ``simulate``'s (see there); ``out`` and ``trace`` are checked before the
-    first simulation and written after the last, each with one line on stderr."""
+    ``out``, ``trace``, ``trace_steps`` and ``progress`` are ``simulate``'s (see there); ``out``
+    and ``trace`` are checked before the first simulation and written after the last, each with
+    one line on stderr."""
     from laddersim.support.io_write import check_output, out_format
     from laddersim.support.progress import ProgressBar
-    from laddersim.simulation.simulate import SimOptions, check_memory, make_scenario, scenario_nodes, simulate as run
+    from laddersim.simulation.simulate import simulate as run
 
     if out is not None:
         out_format(out)
         check_output(out, "out")
     if trace is not None:
         check_output(trace, "trace")
-    if isinstance(schedules, str):
-        schedules = [schedules]
-    profile = profile_of(hardware)
-    # Every input checked before the first simulation: each schedule's scenario, then the memory
-    # (the same for every schedule) before the context warning, so a bad input stays one line.
-    scenarios = [make_scenario(model, profile, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache,
-                               kv_reads, framework, pp=pp, microbatches=pp_microbatches)
-                 for schedule in dict.fromkeys(schedules)]
-    first = scenarios[0]
-    first.model.check_tp(tp)
-    scenario_nodes(first)  # the stages placed on the profile's nodes, or one line
-    check_memory(first)  # every stage's, one line naming the one that does not fit
-    first.model.warn_context(prompt_len, gen_len)
-    note_unmeasured(profile)
+    scenarios = scenarios_of(scenario, schedules)
+    note_unmeasured(scenarios[0].hardware)
+    sim_options = options.sim_options()
     results = []
-    for scenario in scenarios:
-        schedule = scenario.schedule
-        options = SimOptions(jitter=jitter, seed=seed, exact_steps=exact_steps, sample_steps=sample_steps)
-        with (ProgressBar(f"simulate {schedule}") if progress else contextlib.nullcontext()) as bar:
-            results.append(run(scenario, options, progress=bar.update if bar else None))
+    for each in scenarios:
+        with (ProgressBar(f"simulate {each.schedule}") if progress else contextlib.nullcontext()) as bar:
+            results.append(run(each, sim_options, progress=bar.update if bar else None))
     rows = [result.summary() for result in results]
     base = next((r["tokens_per_s"] for r in rows if r["schedule"] == "standard"), None)
     for row in rows:
@@ -80,13 +105,22 @@ def simulate_schedules(model, hardware, tp: int, batch: int, prompt_len: int, ge
     return rows, results
 
 
-def simulate(model: str | Path | ModelShape, hardware: str | Path | HardwareProfile, tp: int, batch: int = 1,
-             prompt_len: int = DEFAULT_PROMPT_LEN, gen_len: int = DEFAULT_GEN_LEN,
-             schedules: Iterable[str] = DEFAULT_SCHEDULES, *, dtype: str = "bfloat16", framework: str = "gpt-fast",
-             kv_cache: str | None = None, kv_reads: str | None = None, jitter: float = 0.0, seed: int = 0,
-             exact_steps: bool = False, sample_steps: int | None = None, out: str | Path | None = None,
-             trace: str | Path | None = None, trace_steps: int | str = DEFAULT_TRACE_STEPS,
-             progress: bool = False, pp: int = 1, pp_microbatches: int = 1) -> pd.DataFrame:
+@with_choices
+def simulate(model: str | Path | ModelShape, hardware: str | Path | HardwareProfile, tp: int,
+             batch: int = SCENARIO.batch, prompt_len: int = SCENARIO.prompt_len, gen_len: int = SCENARIO.gen_len,
+             schedules: Iterable[str] = DEFAULT_SCHEDULES, *, dtype: str = SCENARIO.dtype,
+             framework: str = SCENARIO.framework, kv_cache: str | None = SCENARIO.kv_cache,
+             kv_reads: str | None = SCENARIO.kv_reads, jitter: float = RUN.jitter, seed: int = RUN.seed,
+             exact_steps: bool = RUN.exact_steps, sample_steps: int | None = RUN.sample_steps,
+             out: str | Path | None = None, trace: str | Path | None = None,
+             trace_steps: int | str = DEFAULT_TRACE_STEPS, progress: bool = False, pp: int = SCENARIO.pp,
+             pp_microbatches: int = SCENARIO.pp_microbatches,
+             intra_bandwidth_scale: float | None = None, intra_bandwidth_gbps: float | None = None,
+             intra_latency_scale: float | None = None, intra_latency_us: float | None = None,
+             inter_bandwidth_scale: float | None = None, inter_bandwidth_gbps: float | None = None,
+             inter_latency_scale: float | None = None, inter_latency_us: float | None = None,
+             nics_per_node: float | None = None, compute_slowdown: float | None = None,
+             comm_slowdown: float | None = None, gpus_per_node: float | None = None) -> pd.DataFrame:
     """``laddersim simulate``: one row per schedule with the columns of ``simulate --json`` (times
     in seconds, ``tokens_per_s``, ``speedup_vs_standard``, ``exposed_comm_s``, ...).
 
@@ -95,51 +129,64 @@ def simulate(model: str | Path | ModelShape, hardware: str | Path | HardwareProf
     run directory or a HardwareProfile. ``tp``: tensor-parallel ranks (more than a node's GPUs span
     nodes). ``batch``: sequences (default 1); ``prompt_len``, ``gen_len``: prompt and generated
     tokens per sequence (default 1024 and 512). ``schedules``: standard, parallel, ladder,
-    upper_bound, desync_half, hybrid:N (default standard and ladder). ``dtype``: bfloat16
-    (default), float16, float32 or fp8. ``framework``: gpt-fast (default), gpt-fast-flash, vllm or
-    a framework .yaml (kernel paths, KV cache, AllReduce); ``kv_cache`` (static | dynamic) and
-    ``kv_reads`` (repeat_interleave | per_kv_head) override the framework's. ``jitter``: sigma of
-    per-rank lognormal op-time noise, 0 to 2 (default 0: none), drawn with ``seed`` (default 0);
-    with it ``exact_steps`` simulates every decode step, else ``sample_steps`` of them (default:
-    about 120,000 op-rank runs, 4 to 64 steps) with the 95% interval in the ``*_ci95`` columns.
+    upper_bound, desync_half, hybrid:N (default standard and ladder). ``dtype``: {DTYPES}
+    (default bfloat16). ``framework``: {FRAMEWORKS} (default gpt-fast) or a framework .yaml
+    (kernel paths, KV cache, AllReduce); ``kv_cache`` ({KV_CACHES}) and ``kv_reads``
+    ({KV_READS}) override the framework's. ``jitter``: sigma of per-rank lognormal op-time noise,
+    0 to 2 (default 0: none), drawn with ``seed`` (0 to 2**32-1, default 0); with it
+    ``exact_steps`` simulates every decode step, else ``sample_steps`` of them (default: about
+    120,000 op-rank runs, 4 to 64 steps) with the 95% interval in the ``*_ci95`` columns.
     ``out``: also write the rows to a .csv, .parquet or .json file; ``trace``: a Chrome/Perfetto
     trace (.json) of the prefill and ``trace_steps`` decode steps (a count or "all"; default 3).
-    ``progress``: a bar on stderr for a simulation of more than a couple of seconds. ``pp``:
-    pipeline stages, each a TP group of ``tp`` GPUs holding a contiguous share of the layers (default
-    1: none; the stages placed on the profile's nodes, each stage's memory checked);
-    ``pp_microbatches``: batches of ``batch / pp_microbatches`` in flight through the stages, as
-    serving engines run a pipeline (default 1: one batch, the stages in turn, as the Ladder
-    Residual benchmark runs it). A pipeline's rows add ``pp_microbatches``, ``pipeline_bubble``
-    (share of the stages' time idle), ``slowest_stage_step_s``, ``pp_boundary_step_s`` and
-    ``pp_boundary_transport`` (its stage boundaries' receives per step and what they cross)."""
+    ``progress``: a bar on stderr (a terminal) for a simulation of more than a couple of seconds.
+    ``pp``: pipeline stages, each a TP group of ``tp`` GPUs holding a contiguous share of the
+    layers (default 1: none; the stages placed on the profile's nodes, each stage's memory
+    checked); ``pp_microbatches``: batches of ``batch / pp_microbatches`` in flight through the
+    stages, as serving engines run a pipeline (default 1: one batch, the stages in turn, as the
+    Ladder Residual benchmark runs it). A pipeline's rows add ``pp_microbatches``,
+    ``pipeline_bubble`` (share of the stages' time idle), ``slowest_stage_step_s``,
+    ``pp_boundary_step_s`` and ``pp_boundary_transport`` (its stage boundaries' receives per step
+    and what they cross).
+
+    What-if changes of the profile, as a sweep grid's ``overrides`` (the row equals the sweep's
+    at the same point): ``intra_bandwidth_scale``, ``intra_latency_scale``,
+    ``inter_bandwidth_scale``, ``inter_latency_scale`` (factors), or instead of each scale the value
+    it sets for the TP group: ``intra_bandwidth_gbps`` (large-message AllReduce bus bandwidth,
+    GB/s), ``intra_latency_us`` (small-message AllReduce time, us), ``inter_bandwidth_gbps``,
+    ``inter_latency_us`` (the network tier's); ``nics_per_node``; ``compute_slowdown`` and
+    ``comm_slowdown`` (fractions, for every message size); ``gpus_per_node`` (the same GPUs
+    repacked into nodes of that many). None (the default) leaves the profile's."""
     import pandas as pd
 
-    rows, _ = simulate_schedules(model, hardware, tp, batch, prompt_len, gen_len, schedules, dtype=dtype,
-                                 framework=framework, kv_cache=kv_cache, kv_reads=kv_reads, jitter=jitter, seed=seed,
-                                 exact_steps=exact_steps, sample_steps=sample_steps, out=out, trace=trace,
-                                 trace_steps=trace_steps, progress=progress, pp=pp, pp_microbatches=pp_microbatches)
+    rows, _ = simulate_schedules(ScenarioParams.pick(locals()), schedules, RunOptions.pick(locals()), out=out,
+                                 trace=trace, trace_steps=trace_steps, progress=progress)
     return pd.DataFrame(rows)
 
 
-def timeline(model: str | Path | ModelShape, hardware: str | Path | HardwareProfile, tp: int, batch: int = 1,
-             prompt_len: int = DEFAULT_PROMPT_LEN, gen_len: int = DEFAULT_GEN_LEN,
+@with_choices
+def timeline(model: str | Path | ModelShape, hardware: str | Path | HardwareProfile, tp: int,
+             batch: int = SCENARIO.batch, prompt_len: int = SCENARIO.prompt_len, gen_len: int = SCENARIO.gen_len,
              schedules: Iterable[str] = DEFAULT_SCHEDULES, steps: str | list[int] = "all",
-             ranks: list[int] | None = None, *, dtype: str = "bfloat16", framework: str = "gpt-fast",
-             kv_cache: str | None = None, kv_reads: str | None = None, jitter: float = 0.0,
-             seed: int = 0, pp: int = 1, pp_microbatches: int = 1) -> pd.DataFrame:
+             ranks: list[int] | None = None, *, dtype: str = SCENARIO.dtype, framework: str = SCENARIO.framework,
+             kv_cache: str | None = SCENARIO.kv_cache, kv_reads: str | None = SCENARIO.kv_reads,
+             jitter: float = RUN.jitter, seed: int = RUN.seed, pp: int = SCENARIO.pp,
+             pp_microbatches: int = SCENARIO.pp_microbatches,
+             intra_bandwidth_scale: float | None = None, intra_bandwidth_gbps: float | None = None,
+             intra_latency_scale: float | None = None, intra_latency_us: float | None = None,
+             inter_bandwidth_scale: float | None = None, inter_bandwidth_gbps: float | None = None,
+             inter_latency_scale: float | None = None, inter_latency_us: float | None = None,
+             nics_per_node: float | None = None, compute_slowdown: float | None = None,
+             comm_slowdown: float | None = None, gpus_per_node: float | None = None) -> pd.DataFrame:
     """The spans of every op, rank and step (what ``laddersim plot --kind timeline`` draws), for
     every schedule: columns ``schedule, phase, step, rank, stream, layer, op, kind, start_s, end_s``
     (seconds from the start of the prefill; a pipeline's ranks numbered over its stages, stage s
     holding ranks s*tp to s*tp+tp-1, and a ``microbatch`` column). ``steps``: "all", "prefill", or
-    a list of decode step indices; ``ranks``: default all. ``model``, ``hardware``, ``tp``, ``batch``,
-    ``prompt_len``, ``gen_len``, ``schedules``, ``dtype``, ``framework``, ``kv_cache``, ``kv_reads``,
-    ``jitter``, ``seed``, ``pp``, ``pp_microbatches``: as ``simulate``'s."""
+    a list of decode step indices; ``ranks``: default all. ``framework``: {FRAMEWORKS} (default
+    gpt-fast) or a framework .yaml. The other parameters (the scenario, ``jitter``, ``seed`` and
+    the what-if changes of the profile): as ``simulate``'s."""
     import pandas as pd
 
-    _, results = simulate_schedules(model, hardware, tp, batch, prompt_len, gen_len, schedules, dtype=dtype,
-                                    framework=framework, kv_cache=kv_cache, kv_reads=kv_reads, jitter=jitter,
-                                    seed=seed, exact_steps=False, sample_steps=None, pp=pp,
-                                    pp_microbatches=pp_microbatches)
+    _, results = simulate_schedules(ScenarioParams.pick(locals()), schedules, RunOptions.pick(locals()))
     frames = [r.timeline(steps, ranks).assign(schedule=r.scenario.schedule) for r in results]
     frame = pd.concat(frames, ignore_index=True)
     return frame[["schedule", *[c for c in frame.columns if c != "schedule"]]]

@@ -9,22 +9,25 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from laddersim.api.common import note_unmeasured
+from laddersim.api.common import note_unmeasured, with_choices
+from laddersim.api.serving_params import SERVING, ServingParams
 from laddersim.support.choices import DEFAULT_SCHEDULES
-from laddersim.support.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
-from laddersim.traffic.options import ServingOptions
+# What the command line names beside the parameters: the default price file, the length forms,
+# the SLO rule in words.
+from laddersim.planning.prices import DEFAULT_PRICES  # noqa: F401
+from laddersim.traffic.arrivals import LENGTH_FORMS  # noqa: F401
+from laddersim.traffic.options import slo_rule  # noqa: F401
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from laddersim.hardware.profile import HardwareProfile
+    from laddersim.traffic.options import ServingOptions
     from laddersim.traffic.run import ServingResult
-
-ENGINE = ServingOptions()  # the engine's and the SLO rule's defaults, stated once in ServingOptions
 
 
 @dataclass(frozen=True)
-class ServingRun:
+class ServingAnswer:
     """What ``serving_run`` answers: one row per schedule (``serving --json``'s objects), every
     request's row (``requests``: built when asked for, ``schedule`` first), and what the text
     answer names."""
@@ -49,77 +52,64 @@ def _schedule_frame(result: ServingResult) -> pd.DataFrame:
     return frame[["schedule"] + [c for c in frame.columns if c != "schedule"]]
 
 
-def serving_run(model, hardware, tp: int, *, rate: float | None, schedules: Sequence[str], requests: int,
-                prompt_len: int | str, gen_len: int | str, gamma_shape: float, trace: str | Path | None,
-                max_running: int, max_batched_tokens: int, chunked_prefill: bool, block_size: int,
-                ttft_slo_s: float | None, tpot_slo_s: float | None, slo_attainment: float, capacity: bool,
-                target_rate: float | None, prices: str | Path | None, dtype: str, kv_reads: str, framework: str,
-                seed: int, out: str | Path | None, progress: bool, pp: int = 1) -> ServingRun:
-    """``serving`` (see there for the parameters), every input checked first; ``out``: also write
+def serving_run(params: ServingParams, schedules: Sequence[str] = DEFAULT_SCHEDULES, *,
+                out: str | Path | None = None, progress: bool = False) -> ServingAnswer:
+    """``serving`` of ``params`` (see there), every input checked first; ``out``: also write
     every request's row to ``out/requests.parquet`` and ``out/requests.csv``."""
-    import pandas as pd
-
-    from laddersim.errors import UserInputError
     from laddersim.planning.planner import fewest_replicas
     from laddersim.planning.prices import load_prices
-    from laddersim.traffic.arrivals import check_load
     from laddersim.traffic.capacity import OfferedLoad, max_sustainable_rate
-    from laddersim.traffic.options import serving_options
     from laddersim.traffic.run import serve, serving_scenario
 
-    options = serving_options(
-        max_running=max_running, max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill,
-        block_size=block_size, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, slo_attainment=slo_attainment)
-    if target_rate and not capacity:
-        raise UserInputError("target-rate: needs --capacity (the cost follows from the replica's capacity)")
-    if capacity and trace:
-        raise UserInputError("capacity: searches over --rate with drawn requests; not available with --trace")
-    if capacity and ttft_slo_s is None:
-        raise UserInputError("ttft-slo-s: --capacity needs a time-to-first-token SLO")
-    check_load(requests, None, seed, gamma_shape)
-    price_file = load_prices(prices) if target_rate else None
-    drawn, lengths = _requests(rate, requests, prompt_len, gen_len, gamma_shape, trace, seed)
-    scenarios = [serving_scenario(model, hardware, tp, s, dtype, kv_reads, framework, pp=pp)
+    p = params
+    options = p.engine()
+    price_file = load_prices(p.prices) if p.target_rate else None
+    drawn, lengths = _requests(p)
+    scenarios = [serving_scenario(p.model, p.hardware, p.tp, s, p.dtype, p.kv_reads, p.framework, pp=p.pp)
                  for s in ([schedules] if isinstance(schedules, str) else schedules)]
     for scenario in scenarios:
-        scenario.model.check_tp(tp)
+        scenario.model.check_tp(p.tp)
     usd_per_gpu_hour = price_file.usd_per_gpu_hour(scenarios[0].hardware.name) if price_file else None
     note_unmeasured(scenarios[0].hardware)
     # The lengths as given (N or a distribution), as the command's flags give them: text.
-    workload = {"prompt_len": str(prompt_len), "gen_len": str(gen_len)} if lengths else \
+    workload = {"prompt_len": str(p.prompt_len), "gen_len": str(p.gen_len)} if lengths else \
         {"prompt_len": "trace", "gen_len": "trace"}
     rows, results = [], []
     for scenario in scenarios:
         result = serve(scenario, drawn, options, progress=progress)
-        row = {**result.summary(rate), **workload, "slo_attainment_required": options.slo_attainment}
-        if capacity:
-            load = OfferedLoad(requests, *lengths, seed, gamma_shape)
-            cap = max_sustainable_rate(scenario, options, load, start_rate=rate)
+        row = {**result.summary(p.rate), **workload, "slo_attainment_required": options.slo_attainment}
+        if p.capacity:
+            load = OfferedLoad(p.requests, *lengths, p.seed, p.gamma_shape)
+            cap = max_sustainable_rate(scenario, options, load, start_rate=p.rate)
             row.update(capacity_req_per_s=cap.rate, capacity_at_least=cap.at_least,
                        capacity_bracket_req_per_s=list(cap.bracket) if cap.bracket else None,
                        saturation_req_per_s=cap.saturation_req_per_s, capacity=cap.describe())
-            if target_rate:
-                replicas = fewest_replicas(target_rate, cap.rate) if cap.rate else None
-                row.update(target_rate=target_rate, replicas=replicas, gpus=replicas * tp * pp if replicas else None,
-                           usd_per_hour=replicas * tp * pp * usd_per_gpu_hour if replicas else None)
+            if p.target_rate:
+                replicas = fewest_replicas(p.target_rate, cap.rate) if cap.rate else None
+                gpus = replicas * p.tp * p.pp if replicas else None
+                row.update(target_rate=p.target_rate, replicas=replicas, gpus=gpus,
+                           usd_per_hour=gpus * usd_per_gpu_hour if replicas else None)
         rows.append(row)
         results.append(result)
     if out is not None:
         _write_requests(results, Path(out))
     s = scenarios[0]
-    return ServingRun(rows, results, s.model.name, s.hardware.name, len(drawn), options)
+    return ServingAnswer(rows, results, s.model.name, s.hardware.name, len(drawn), options)
 
 
-def serving(model: str | Path, hardware: str | Path | HardwareProfile, tp: int, *, rate: float | None = None,
-            schedules: Sequence[str] = DEFAULT_SCHEDULES, requests: int = 1000,
-            prompt_len: int | str = DEFAULT_PROMPT_LEN, gen_len: int | str = DEFAULT_GEN_LEN,
-            gamma_shape: float = 1.0, trace: str | Path | None = None, max_running: int = ENGINE.max_running,
-            max_batched_tokens: int = ENGINE.max_batched_tokens, chunked_prefill: bool = ENGINE.chunked_prefill,
-            block_size: int = ENGINE.block_size, ttft_slo_s: float | None = None, tpot_slo_s: float | None = None,
-            slo_attainment: float = ENGINE.slo_attainment, capacity: bool = False,
-            target_rate: float | None = None, prices: str | Path | None = None, dtype: str = "bfloat16",
-            kv_reads: str = "per_kv_head", framework: str = "gpt-fast", seed: int = 0, per_request: bool = False,
-            out: str | Path | None = None, progress: bool = False, pp: int = 1) -> pd.DataFrame:
+@with_choices
+def serving(model: str | Path, hardware: str | Path | HardwareProfile, tp: int, *, rate: float | None = SERVING.rate,
+            schedules: Sequence[str] = DEFAULT_SCHEDULES, requests: int = SERVING.requests,
+            prompt_len: int | str = SERVING.prompt_len, gen_len: int | str = SERVING.gen_len,
+            gamma_shape: float = SERVING.gamma_shape, trace: str | Path | None = SERVING.trace,
+            max_running: int = SERVING.max_running, max_batched_tokens: int = SERVING.max_batched_tokens,
+            chunked_prefill: bool = SERVING.chunked_prefill, block_size: int = SERVING.block_size,
+            ttft_slo_s: float | None = SERVING.ttft_slo_s, tpot_slo_s: float | None = SERVING.tpot_slo_s,
+            slo_attainment: float = SERVING.slo_attainment, capacity: bool = SERVING.capacity,
+            target_rate: float | None = SERVING.target_rate, prices: str | Path | None = SERVING.prices,
+            dtype: str = SERVING.dtype, kv_reads: str = SERVING.kv_reads, framework: str = SERVING.framework,
+            seed: int = SERVING.seed, per_request: bool = False, out: str | Path | None = None,
+            progress: bool = False, pp: int = SERVING.pp) -> pd.DataFrame:
     """``laddersim serving``: requests arriving at one replica (Poisson at ``rate`` requests/s, gamma
     gaps with ``gamma_shape`` < 1 burstier, or a ``trace`` CSV of arrival_s, prompt_len,
     output_len) served by a vLLM-style continuous-batching scheduler. One row per schedule
@@ -130,44 +120,34 @@ def serving(model: str | Path, hardware: str | Path | HardwareProfile, tp: int, 
     ``model``, ``hardware``, ``tp``: as ``simulate``'s; ``schedules``: default standard and ladder.
     ``requests``: how many to draw (default 1000); ``prompt_len``/``gen_len``: N tokens (default
     1024 and 512) or "uniform:LO:HI" / "exponential:MEAN"; ``seed``: of the arrivals and lengths
-    (default 0). The engine: ``max_running`` sequences (default 64), ``max_batched_tokens`` new
-    tokens per iteration (default 8192), ``chunked_prefill`` (default off), ``block_size`` tokens per
-    KV-cache block (default 16). A rate is sustained when ``slo_attainment`` (default 0.9) of the
-    requests meet ``ttft_slo_s`` (and ``tpot_slo_s``), seconds. ``prices``: a GPU-hour price file
-    (default laddersim/data/prices.yaml); ``dtype``: bfloat16 (default), float16, float32, fp8;
-    ``kv_reads``: per_kv_head (default: a GQA-aware paged kernel) or repeat_interleave;
-    ``framework``: whose kernels run on the paged cache (gpt-fast, the default; vllm;
-    gpt-fast-flash). ``per_request``: instead, every request's row (``schedule`` first: arrival,
-    first token and finish times, TTFT, TPOT, ...); ``out``: also write those rows to
-    out/requests.parquet and out/requests.csv; ``progress``: a bar on stderr. ``pp``: pipeline
-    stages of ``tp`` GPUs each (default 1), served as vLLM's pipeline-parallel engine serves them:
-    one scheduler per stage over its share of the KV cache, a batch of each in flight on the stages
+    (0 to 2**32-1, default 0). The engine: ``max_running`` sequences (default 64),
+    ``max_batched_tokens`` new tokens per iteration (default 8192), ``chunked_prefill`` (default
+    off), ``block_size`` tokens per KV-cache block (default 16). A rate is sustained when
+    ``slo_attainment`` (default 0.9) of the requests meet ``ttft_slo_s`` (and ``tpot_slo_s``),
+    seconds. ``prices``: a GPU-hour price file (default laddersim/data/prices.yaml); ``dtype``:
+    {DTYPES} (default bfloat16); ``kv_reads``: {KV_READS} (default per_kv_head: a GQA-aware paged
+    kernel); ``framework``: whose kernels run on the paged cache, one of {FRAMEWORKS} (default
+    gpt-fast; gpt-fast-graph is refused: its attention kernel is priced over one static batch).
+    ``per_request``: instead, every request's row (``schedule`` first: arrival, first token and
+    finish times, TTFT, TPOT, ...); ``out``: also write those rows to out/requests.parquet and
+    out/requests.csv; ``progress``: a bar on stderr (a terminal). ``pp``: pipeline stages of
+    ``tp`` GPUs each (default 1), served as vLLM's pipeline-parallel engine serves them: one
+    scheduler per stage over its share of the KV cache, a batch of each in flight on the stages
     (laddersim.traffic.pipelined); the replica's GPUs are ``tp * pp``."""
     import pandas as pd
 
-    run = serving_run(model, hardware, tp, rate=rate, schedules=schedules, requests=requests, prompt_len=prompt_len,
-                      gen_len=gen_len, gamma_shape=gamma_shape, trace=trace, max_running=max_running,
-                      max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill, block_size=block_size,
-                      ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, slo_attainment=slo_attainment, capacity=capacity,
-                      target_rate=target_rate, prices=prices, dtype=dtype, kv_reads=kv_reads, framework=framework,
-                      seed=seed, out=out, progress=progress, pp=pp)
-    return run.requests if per_request else pd.DataFrame(run.rows)
+    answer = serving_run(ServingParams.pick(locals()), schedules, out=out, progress=progress)
+    return answer.requests if per_request else pd.DataFrame(answer.rows)
 
 
-def _requests(rate, requests: int, prompt_len, gen_len, gamma_shape: float, trace, seed: int):
+def _requests(p: ServingParams):
     """(the requests, (prompt, output) length specs or None for a trace)."""
-    from laddersim.errors import UserInputError
     from laddersim.traffic.arrivals import draw_requests, parse_length, read_trace
 
-    if trace:
-        given = [f for f, v in (("--rate", rate), ("--gamma-shape", gamma_shape != 1.0)) if v]
-        if given:
-            raise UserInputError(f"trace: give --trace or {', '.join(given)}, not both")
-        return read_trace(trace), None
-    if rate is None:
-        raise UserInputError("rate: give --rate REQ_PER_S or --trace FILE")
-    prompt, output = parse_length(str(prompt_len), "prompt-len"), parse_length(str(gen_len), "gen-len")
-    return draw_requests(requests, rate, prompt, output, seed, gamma_shape), (prompt, output)
+    if p.trace:
+        return read_trace(p.trace), None
+    prompt, output = parse_length(str(p.prompt_len), "prompt-len"), parse_length(str(p.gen_len), "gen-len")
+    return draw_requests(p.requests, p.rate, prompt, output, p.seed, p.gamma_shape), (prompt, output)
 
 
 def _write_requests(results: list[ServingResult], out_dir: Path) -> None:

@@ -10,10 +10,7 @@ from typing import TYPE_CHECKING, Sequence
 if TYPE_CHECKING:
     import pandas as pd
 
-# The keys of a grid a sweep may also take as parameters (a simple grid, without a GRID.yaml); the
-# first three are required then.
-SIMPLE_GRID_KEYS = ("models", "hardware", "tp", "batch", "prompt_len", "gen_len", "schedules", "dtype", "kv_cache",
-                    "kv_reads")
+# The keys of a simple grid (no GRID.yaml) that must be given, and their flags.
 REQUIRED_FLAGS = {"models": "--model", "hardware": "--hardware", "tp": "--tp"}
 
 
@@ -44,11 +41,13 @@ def sweep(grid: str | Path | dict | None, out: str | Path, workers: int | None =
 
     ``frame.attrs``: ``points`` (in the grid), ``computed`` (by this run), ``reused`` (from the
     store), ``status_counts`` and the two files (``parquet``, ``csv``)."""
+    from laddersim.api.params import WORKERS, checked
     from laddersim.errors import UserInputError
     from laddersim.support.resources import given_or_shipped
     from laddersim.sweeps.grid import load_grid, parse_grid
     from laddersim.sweeps.sweep_dir import run_sweep
 
+    workers = checked("workers", WORKERS, workers)
     values = {"models": models, "hardware": hardware, "tp": tp, "pp": pp, "pp_microbatches": pp_microbatches,
               "batch": batch, "prompt_len": prompt_len, "gen_len": gen_len, "schedules": schedules, "dtype": dtype,
               "kv_cache": kv_cache, "kv_reads": kv_reads}

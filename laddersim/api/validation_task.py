@@ -7,7 +7,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from laddersim.api.common import listed
+from laddersim.api.common import listed, with_choices
+# What the command line shows beside the rows: the columns that tell settings apart, a model's
+# label, and the share of the decode time above which a P2P-off pair is scored.
+from laddersim.validation.labels import model_label, setting_columns  # noqa: F401
+from laddersim.validation.p2p_pairs import SCORED_EXTRA_SHARE  # noqa: F401
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -20,6 +24,7 @@ SETUP_FLAGS = {"hardware": "--hardware", "hardware_p2p_off": "--hardware-p2p-off
                "framework": "--framework", "kv_cache": "--kv-cache", "kv_reads": "--kv-reads"}
 
 
+@with_choices
 def validate(measured: str | Path | Sequence[str | Path] | pd.DataFrame | None = None,
              hardware: str | Path | HardwareProfile = "h100-sxm-nvswitch",
              hardware_p2p_off: str | Path | HardwareProfile = "h100-sxm-p2p-off", dtype: str = "float16",
@@ -35,9 +40,8 @@ def validate(measured: str | Path | Sequence[str | Path] | pd.DataFrame | None =
     framework, pp: pipeline stages of tp GPUs each, default 1, prefill_s, decode_s); ``models``: a folder of <name>.json configs its model column
     names (default: models/ beside each table). ``hardware``: the profile of rows with p2p=on
     (default h100-sxm-nvswitch); ``hardware_p2p_off``: of rows with p2p=off (default
-    h100-sxm-p2p-off); ``dtype``: float16 (default: the paper's), bfloat16, float32 or fp8;
-    ``framework``: gpt-fast (default), gpt-fast-flash, vllm or a framework .yaml, for rows that
-    name none; ``kv_cache``, ``kv_reads``: override the framework's. ``report``: also write the
+    h100-sxm-p2p-off); ``dtype``: {DTYPES} (default float16: the paper's); ``framework``:
+    {FRAMEWORKS} (default gpt-fast) or a framework .yaml, for rows that name none; ``kv_cache``, ``kv_reads``: override the framework's. ``report``: also write the
     report there (a directory: index.md, the figure, validation.csv, and measured.csv with the
     rows as read, which its Reproduce line names); ``progress``: one line on stderr when the
     simulations start.

@@ -14,6 +14,7 @@ is one line there.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
@@ -35,19 +36,52 @@ COMMANDS = {
     "kernels": "one layer's kernels as laddersim prices them: class, count, us (beside a profiler trace)",
     "program": "run a shipped calibration program (ladder_bench, kernel_trace, closed_loop, ...)",
 }
-COMMAND_MODULES = tuple(COMMANDS)
 DESCRIPTION = ("laddersim: a performance simulator for tensor-parallel LLM inference, the standard and the "
                "Ladder Residual schedules on NVLink, PCIe and InfiniBand machines. laddersim COMMAND --help "
                "tells more; laddersim report writes the main report.")
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (``error: ...``) and exit code 2."""
+    """argparse, but a usage error is one line (``error: ...``) and exit code 2, and an option the
+    command does not have is named as such (argparse would take the word after it for a
+    positional, and blame that: ``invalid choice: '0.99'``)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         prog = self.prog.replace("laddersim ", "", 1) if self.prog != "laddersim" else "laddersim"
         sys.stderr.write(f"error: {one_line(f'{prog}: {message}')}\n")
         raise SystemExit(2)
+
+    def parse_known_args(self, args=None, namespace=None):
+        words = sys.argv[1:] if args is None else list(args)
+        if (unknown := self._unknown_option(words)) is not None:
+            names = [o[2:] for o in self._long_options()]
+            close = difflib.get_close_matches(unknown.split("=", 1)[0].lstrip("-"), names, n=1)
+            hint = f" (did you mean --{close[0]}?)" if close else ""
+            self.error(f"unknown option {unknown}{hint}; {self.prog} --help lists the options")
+        return super().parse_known_args(args, namespace)
+
+    def _long_options(self) -> list[str]:
+        return [o for o in self._option_string_actions if o.startswith("--")]
+
+    def _unknown_option(self, words: list[str]) -> str | None:
+        """The first word this parser would take for an option it does not have, looking only at
+        its own words: up to its subcommand's name (the rest is the subcommand's), a ``--``, or,
+        for a command passing the rest on (``program NAME ARGS...``), its first positional."""
+        commands = {name for a in self._actions if isinstance(a, argparse._SubParsersAction) for name in a.choices}
+        passes_on = any(a.nargs == argparse.REMAINDER for a in self._actions)
+        for word in words:
+            if word == "--" or word in commands:
+                return None
+            if not word.startswith("-") or word == "-" or " " in word or self._negative_number_matcher.match(word):
+                if passes_on:
+                    return None
+                continue
+            name = word.split("=", 1)[0]
+            known = name in self._option_string_actions or (
+                name.startswith("--") and self.allow_abbrev and any(o.startswith(name) for o in self._long_options()))
+            if not known:
+                return word
+        return None
 
 
 def _chosen(argv: list[str] | None) -> str | None:

@@ -1,49 +1,48 @@
-"""Argument types and flags shared by several subcommands."""
+"""Argument types and flags shared by several subcommands.
+
+The flags' types check syntax only: ``integer`` and ``real`` turn a word into a number where it is
+one and pass anything else on as text, so the API's parameter objects (``laddersim.api.params``)
+refuse a bad value, a word or a number out of range, with the same one line a Python caller gets.
+An option's default is read from the object's field (or the API function's parameter) it fills."""
 
 from __future__ import annotations
 
 import argparse
 import inspect
-import math
-from pathlib import Path
 
+from laddersim.api.params import RunOptions, ScenarioParams
 from laddersim.support.choices import DTYPES, FRAMEWORKS, KV_CACHES, KV_READS
-from laddersim.support.limits import MAX_BATCH, MAX_TOKENS, MAX_TP
+from laddersim.support.limits import MAX_JITTER, OVERRIDE_COLUMNS
+
+def integer(text: str):
+    """An int where ``text`` is one, else ``text`` itself (the parameter object names what is allowed)."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
 
 
-def _number(name: str, cast, kind: str, ok):
-    """An argparse type: ``cast(text)``, refused with '<name> must be <kind>' unless ``ok``."""
-    def parse(text: str):
-        try:
-            value = cast(text)
-        except (ValueError, OverflowError):
-            raise argparse.ArgumentTypeError(f"{name} must be {kind}, got '{text}'") from None
-        if not ok(value):
-            raise argparse.ArgumentTypeError(f"{name} must be {kind}, got {text}")
-        return value
-    return parse
+def real(text: str):
+    """A float where ``text`` is one (``inf`` and ``nan`` included: refused by range), else ``text``."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
-def positive_int(name: str, maximum: int = 2**31 - 1):
-    return _number(name, int, f"a positive integer up to {maximum}", lambda v: 1 <= v <= maximum)
+def choices_metavar(names) -> str:
+    """``{a,b,c}``: how argparse shows a closed set, for an option whose values the parameter
+    object checks (so the help reads as it would with ``choices=``)."""
+    return "{" + ",".join(names) + "}"
 
 
-def positive_float(name: str, maximum: float = 1e15):
-    return _number(name, float, f"a finite number > 0 and <= {maximum:g}", lambda v: 0 < v <= maximum)
-
-
-def non_negative_float(name: str, maximum: float = 1e15):
-    return _number(name, float, f"a finite number from 0 to {maximum:g}", lambda v: 0 <= v <= maximum)
-
-
-def finite_float(name: str):
-    return _number(name, float, "a finite number", math.isfinite)
-
-
-def default_of(function, name: str):
-    """The default of ``function``'s parameter ``name``: an option's default is its API function's
-    (laddersim.api), read here rather than restated."""
-    return inspect.signature(function).parameters[name].default
+def default_of(source, name: str):
+    """The default of ``name``: a field of a parameter object class (``ScenarioParams``) or a
+    parameter of an API function. An option's default is read here, never restated."""
+    fields = getattr(source, "model_fields", None)
+    if fields is not None:
+        return fields[name].default
+    return inspect.signature(source).parameters[name].default
 
 
 def call_api(function, args: argparse.Namespace, **given):
@@ -64,69 +63,102 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
 
 def add_parallel_args(parser: argparse.ArgumentParser, function=None, *, required: bool = True) -> None:
     """How the model is split over GPUs (--tp, and --pp and --pp-microbatches where ``function``,
-    the API function the command calls, takes ``pp`` and ``pp_microbatches``, with its defaults):
-    every command that takes one scenario's parallelism adds it here, so a new degree is one flag
-    in this function and one parameter of the API functions it reaches (call_api passes it by name)."""
-    parser.add_argument("--tp", type=positive_int("tp", MAX_TP), required=required, help="tensor-parallel degree")
+    the API function the command calls, takes ``pp`` and ``pp_microbatches``): every command that
+    takes one scenario's parallelism adds it here, with ScenarioParams' defaults, so a new degree
+    is one flag in this function and one field of ScenarioParams."""
+    parser.add_argument("--tp", type=integer, required=required, help="tensor-parallel degree")
     takes = inspect.signature(function).parameters if function is not None else {}
+    pp, microbatches = default_of(ScenarioParams, "pp"), default_of(ScenarioParams, "pp_microbatches")
     if "pp" in takes:
-        parser.add_argument("--pp", type=positive_int("pp", MAX_TP), default=default_of(function, "pp"),
-                            help="pipeline stages, each a TP group of --tp GPUs with a contiguous share of the "
-                                 f"layers (default {default_of(function, 'pp')}: none)")
+        parser.add_argument("--pp", type=integer, default=pp,
+                            help=f"pipeline stages, each a TP group of --tp GPUs with a contiguous share of the "
+                                 f"layers (default {pp}: none)")
     if "pp_microbatches" in takes:
-        parser.add_argument("--pp-microbatches", type=positive_int("pp-microbatches", MAX_BATCH),
-                            default=default_of(function, "pp_microbatches"),
+        parser.add_argument("--pp-microbatches", type=integer, default=microbatches,
                             help="batches of batch/M in flight through the stages, one per stage as serving engines "
-                                 f"run a pipeline (default {default_of(function, 'pp_microbatches')}: one batch, the "
-                                 "stages in turn, as the Ladder Residual benchmark)")
+                                 f"run a pipeline (default {microbatches}: one batch, the stages in turn, as the "
+                                 "Ladder Residual benchmark)")
 
 
-def add_workload_args(parser: argparse.ArgumentParser, function, *, gen_help: str = "generated tokens per sequence",
+def add_workload_args(parser: argparse.ArgumentParser, *, gen_help: str = "generated tokens per sequence",
                       batch: bool = True) -> None:
-    """--batch --prompt-len --gen-len, with ``function``'s defaults (shown in the help)."""
+    """--batch --prompt-len --gen-len, with ScenarioParams' defaults (shown in the help)."""
     if batch:
-        parser.add_argument("--batch", type=positive_int("batch", MAX_BATCH), default=default_of(function, "batch"),
-                            help=f"sequences in the batch (default {default_of(function, 'batch')})")
-    parser.add_argument("--prompt-len", type=positive_int("prompt-len", MAX_TOKENS),
-                        default=default_of(function, "prompt_len"),
-                        help=f"prompt tokens per sequence (default {default_of(function, 'prompt_len')})")
-    parser.add_argument("--gen-len", type=positive_int("gen-len", MAX_TOKENS), default=default_of(function, "gen_len"),
-                        help=f"{gen_help} (default {default_of(function, 'gen_len')})")
+        parser.add_argument("--batch", type=integer, default=default_of(ScenarioParams, "batch"),
+                            help=f"sequences in the batch (default {default_of(ScenarioParams, 'batch')})")
+    parser.add_argument("--prompt-len", type=integer, default=default_of(ScenarioParams, "prompt_len"),
+                        help=f"prompt tokens per sequence (default {default_of(ScenarioParams, 'prompt_len')})")
+    parser.add_argument("--gen-len", type=integer, default=default_of(ScenarioParams, "gen_len"),
+                        help=f"{gen_help} (default {default_of(ScenarioParams, 'gen_len')})")
 
 
 def add_dtype_arg(parser: argparse.ArgumentParser, default: str) -> None:
-    parser.add_argument("--dtype", choices=DTYPES, default=default, help=f"element type (default {default})")
+    parser.add_argument("--dtype", metavar=choices_metavar(DTYPES), default=default,
+                        help=f"element type (default {default})")
 
 
 def add_scenario_args(parser: argparse.ArgumentParser, function) -> None:
-    """--model --hardware --tp --batch --prompt-len --gen-len --dtype --framework --kv-cache
-    --kv-reads, defaults from ``function`` (an API function taking them all)."""
+    """--model --hardware --tp (--pp --pp-microbatches where ``function`` takes them) --batch
+    --prompt-len --gen-len --dtype --framework --kv-cache --kv-reads, ScenarioParams' defaults."""
     add_model_args(parser)
     add_parallel_args(parser, function)
-    add_workload_args(parser, function)
-    add_dtype_arg(parser, default_of(function, "dtype"))
-    add_framework_args(parser, function)
+    add_workload_args(parser)
+    add_dtype_arg(parser, default_of(ScenarioParams, "dtype"))
+    add_framework_args(parser, default_of(ScenarioParams, "framework"))
 
 
-def framework_arg(text: str) -> str:
-    """--framework: a shipped framework or a framework .yaml file (laddersim calibrate kernels)."""
-    if text in FRAMEWORKS or (text.endswith((".yaml", ".yml")) and Path(text).is_file()):
-        return text
-    raise argparse.ArgumentTypeError(f"framework must be one of {', '.join(FRAMEWORKS)} or an existing "
-                                     f"framework .yaml file, got '{text}'")
-
-
-def add_framework_args(parser: argparse.ArgumentParser, function) -> None:
-    """--framework (``function``'s default) and the two KV-cache settings it carries (flags override
+def add_framework_args(parser: argparse.ArgumentParser, default: str) -> None:
+    """--framework (default ``default``) and the two KV-cache settings it carries (flags override
     the framework's)."""
-    default = default_of(function, "framework")
-    parser.add_argument("--framework", type=framework_arg, default=default,
+    parser.add_argument("--framework", default=default,
                         help=f"serving framework ({', '.join(FRAMEWORKS)} or a framework .yaml from laddersim calibrate "
                              f"kernels: kernel paths, KV cache, AllReduce kernel; default {default}, the paper's benchmark)")
-    parser.add_argument("--kv-cache", choices=KV_CACHES, default=None,
+    parser.add_argument("--kv-cache", metavar=choices_metavar(KV_CACHES), default=None,
                         help="override the framework's: static = preallocated cache read in full each step; dynamic = grows")
-    parser.add_argument("--kv-reads", choices=KV_READS, default=None,
+    parser.add_argument("--kv-reads", metavar=choices_metavar(KV_READS), default=None,
                         help="override the framework's: repeat_interleave = K/V copied to every query head; per_kv_head = GQA-aware kernel")
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """--jitter --exact-steps --sample-steps --seed: RunOptions' fields, with its defaults."""
+    parser.add_argument("--jitter", type=real, default=default_of(RunOptions, "jitter"),
+                        help="sigma of per-rank lognormal op-time noise (simulates every rank and step); "
+                             f"at most {MAX_JITTER:g}, where one op in six already runs 7x its time")
+    parser.add_argument("--exact-steps", action="store_true",
+                        help="with --jitter: simulate every decode step instead of a random sample of them")
+    parser.add_argument("--sample-steps", type=integer, default=default_of(RunOptions, "sample_steps"),
+                        help="with --jitter: decode steps to simulate (default: about 120,000 op-rank runs, "
+                             "4 to 64 steps); the output carries the 95%% interval of the estimate")
+    seed = default_of(RunOptions, "seed")
+    parser.add_argument("--seed", type=integer, default=seed,
+                        help=f"with --jitter: seed of the noise, 0 to 2**32-1 (default {seed})")
+
+
+# What each what-if override changes (simulate's flags, one value; sweep's, a list of them).
+OVERRIDE_HELP = {
+    "intra_bandwidth_scale": "x intra-node AllReduce bandwidth",
+    "intra_bandwidth_gbps": "intra-node large-message AllReduce bus bandwidth of the TP group, GB/s",
+    "intra_latency_scale": "x intra-node AllReduce latency",
+    "intra_latency_us": "intra-node small-message AllReduce time of the TP group, us",
+    "inter_bandwidth_scale": "x inter-node AllReduce bandwidth",
+    "inter_bandwidth_gbps": "inter-node (network tier) bus bandwidth, GB/s",
+    "inter_latency_scale": "x inter-node AllReduce latency",
+    "inter_latency_us": "inter-node (network tier) latency across the nodes, us",
+    "nics_per_node": "NICs per node (a NIC per GPU at most; fewer share the inter-node traffic)",
+    "gpus_per_node": "GPUs per node (whole numbers; a TP group larger than a node spans nodes)",
+    "compute_slowdown": "GEMM slowdown while an AllReduce runs (fraction)",
+    "comm_slowdown": "AllReduce slowdown while compute runs (fraction of its whole time)",
+}
+
+
+def add_what_if_args(parser: argparse.ArgumentParser, *, many: bool = False) -> None:
+    """The what-if overrides of the profile (--intra-bandwidth-scale ... --gpus-per-node), one value
+    each (simulate), or a list of values each (``many``: sweep's grid axes)."""
+    group = parser.add_argument_group("what-if changes of the profile (as a sweep grid's overrides)") if not many \
+        else parser
+    for key in OVERRIDE_COLUMNS:
+        group.add_argument("--" + key.replace("_", "-"), type=real, help=OVERRIDE_HELP[key],
+                           **({"nargs": "+"} if many else {}))
 
 
 def add_measured_workload_args(parser: argparse.ArgumentParser, function) -> None:
@@ -135,7 +167,7 @@ def add_measured_workload_args(parser: argparse.ArgumentParser, function) -> Non
     parser.add_argument("--hardware-p2p-off", default=default_of(function, "hardware_p2p_off"),
                         help="profile for rows with p2p=off")
     parser.add_argument("--dtype", default=default_of(function, "dtype"), choices=DTYPES)
-    add_framework_args(parser, function)
+    add_framework_args(parser, default_of(function, "framework"))
 
 
 # What a resumable command (sweep, calibrate run) says when interrupted; see laddersim.cli.main.

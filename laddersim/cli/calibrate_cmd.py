@@ -9,16 +9,23 @@ import sys
 
 import yaml
 
-from laddersim.api import calibrate_fit, calibrate_kernels, calibrate_run, import_nccl_tests
-from laddersim.api import nccl_log, nccl_tuning
-from laddersim.cli.args import RESUMABLE_NOTE, call_api, default_of, positive_int
+from laddersim.api.calibration_task import (
+    add_run_args,
+    calibrate_fit,
+    calibrate_kernels,
+    calibrate_run,
+    copied_reason,
+    import_nccl_tests,
+    nccl_log,
+    nccl_tuning,
+    options_from_args,
+)
+from laddersim.cli.args import RESUMABLE_NOTE, call_api, default_of, integer
 
 
 def register(sub) -> None:
     p = sub.add_parser("calibrate", help="measure a cluster and fit a hardware profile")
     cmds = p.add_subparsers(dest="calibrate_command", required=True, parser_class=type(p))
-
-    from laddersim.measure.options import add_run_args
 
     run = cmds.add_parser("run", help="run the microbenchmarks (resumable); spawns local ranks or runs under torchrun")
     add_run_args(run)
@@ -37,7 +44,7 @@ def register(sub) -> None:
     imp.add_argument("--name", default=None, help="profile name (default: the --out directory name)")
     imp.add_argument("--base", default=default_of(import_nccl_tests, "base"),
                      help=f"profile for unmeasured parameters (default {default_of(import_nccl_tests, 'base')})")
-    imp.add_argument("--iters", type=positive_int("iters"), default=None,
+    imp.add_argument("--iters", type=integer, default=None,
                      help="iterations per point when the log header does not say")
     imp.set_defaults(func=_import)
 
@@ -46,7 +53,7 @@ def register(sub) -> None:
     log.add_argument("logs", metavar="LOG", nargs="+")
     log.add_argument("--hardware", default=None,
                      help="profile whose (algorithm, protocol) to show beside NCCL's for the same GPU count")
-    log.add_argument("--max-size", type=positive_int("max-size"), default=default_of(nccl_log, "max_size"),
+    log.add_argument("--max-size", type=integer, default=default_of(nccl_log, "max_size"),
                      metavar="BYTES",
                      help="largest AllReduce message listed (powers of two from 1 KiB; default 64 MiB)")
     log.add_argument("--out", default=None, metavar="FILE.csv", help="also write every table's rows as CSV")
@@ -65,8 +72,6 @@ def register(sub) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from laddersim.measure.options import options_from_args
-
     options = options_from_args(args).model_dump()
     options.pop("out")
     return calibrate_run(args.out, **options)
@@ -110,8 +115,6 @@ def _report(profile, run_dir: str) -> None:
     """The fitted profile in a few lines; a value the fit copied from the base profile (its
     benchmark was not run, or the base is the same device's datasheet) is marked
     "(from base PROFILE: why)", so it cannot pass for a measurement."""
-    from laddersim.fitting.run_context import copied_reason
-
     base = profile.provenance.get("base_profile", default_of(calibrate_fit, "base"))
 
     def line(label: str, *parts) -> str:

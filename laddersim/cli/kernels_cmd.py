@@ -8,16 +8,8 @@ import json
 import sys
 
 from laddersim.api import kernels
-from laddersim.support.choices import PHASES, SCHEDULE_FORMS
-from laddersim.cli.args import (
-    add_dtype_arg,
-    add_model_args,
-    add_parallel_args,
-    add_workload_args,
-    call_api,
-    default_of,
-    framework_arg,
-)
+from laddersim.support.choices import FRAMEWORKS, PHASES, SCHEDULE_FORMS
+from laddersim.cli.args import add_dtype_arg, add_model_args, add_parallel_args, add_workload_args, call_api, default_of
 from laddersim.support.text_tables import format_table
 
 
@@ -25,11 +17,11 @@ def register(sub) -> None:
     p = sub.add_parser("kernels", help="one layer's kernels as laddersim prices them: class, count, us (beside a profiler trace)")
     add_model_args(p)
     add_parallel_args(p)
-    add_workload_args(p, kernels, gen_help="new tokens (a static cache holds prompt + new tokens)")
+    add_workload_args(p, gen_help="new tokens (a static cache holds prompt + new tokens)")
     p.add_argument("--schedule", default=default_of(kernels, "schedule"),
                    help=f"{SCHEDULE_FORMS} (default {default_of(kernels, 'schedule')})")
-    p.add_argument("--framework", type=framework_arg, default=default_of(kernels, "framework"),
-                   help="gpt-fast, vllm, ... or a framework .yaml (laddersim calibrate kernels)")
+    p.add_argument("--framework", default=default_of(kernels, "framework"),
+                   help=f"{', '.join(FRAMEWORKS)} or a framework .yaml (laddersim calibrate kernels)")
     add_dtype_arg(p, default_of(kernels, "dtype"))
     p.add_argument("--phase", choices=PHASES, default=default_of(kernels, "phase"))
     p.add_argument("--json", action="store_true", help="print {layer_us, kernels: [{name, class, count, us}]}")

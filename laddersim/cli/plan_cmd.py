@@ -9,15 +9,12 @@ import json
 import sys
 from dataclasses import asdict
 
-from laddersim.api import RatePlanAnswer, break_even, plan, plan_run
-from laddersim.support.choices import DTYPES, KV_CACHES
-from laddersim.cli.args import add_parallel_args, call_api, default_of, positive_float, positive_int
+from laddersim.api.plan_params import RANK_KEYS, VARY, PlanParams
+from laddersim.api.planning import DEFAULT_PRICES, break_even, plan, plan_run, slo_rule
+from laddersim.api.rate_planning import RatePlanAnswer
+from laddersim.cli.args import add_parallel_args, call_api, choices_metavar, default_of, integer, real
 from laddersim.errors import UserInputError
-from laddersim.support.limits import MAX_RATE, MAX_REQUESTS, MAX_SLO_S, MAX_TOKENS
-from laddersim.planning.break_even import VARY
-from laddersim.planning.planner import RANK_KEYS
-from laddersim.planning.prices import DEFAULT_PRICES
-from laddersim.traffic.options import slo_rule
+from laddersim.support.choices import DTYPES, KV_CACHES
 from laddersim.support.text_tables import format_table
 
 DEFINITIONS = (
@@ -32,12 +29,12 @@ RATE_DEFINITIONS = ("Capacity: the highest request rate one replica serves withi
 
 def _workload_args(p: argparse.ArgumentParser, function) -> None:
     prompt_len, gen_len = default_of(function, "prompt_len"), default_of(function, "gen_len")
-    p.add_argument("--prompt-len", type=positive_int("prompt-len", MAX_TOKENS), default=prompt_len,
+    p.add_argument("--prompt-len", type=integer, default=prompt_len,
                    help=f"prompt tokens per request (default {prompt_len})")
-    p.add_argument("--gen-len", type=positive_int("gen-len", MAX_TOKENS), default=gen_len,
+    p.add_argument("--gen-len", type=integer, default=gen_len,
                    help=f"generated tokens per request (default {gen_len}, as serving and simulate)")
-    p.add_argument("--dtype", choices=DTYPES, default=default_of(function, "dtype"))
-    p.add_argument("--kv-cache", choices=KV_CACHES, default=default_of(function, "kv_cache"))
+    p.add_argument("--dtype", metavar=choices_metavar(DTYPES), default=default_of(function, "dtype"))
+    p.add_argument("--kv-cache", metavar=choices_metavar(KV_CACHES), default=default_of(function, "kv_cache"))
 
 
 def register(sub) -> None:
@@ -49,46 +46,49 @@ def register(sub) -> None:
     p.add_argument("--profiles", nargs="+", metavar="PROFILE",
                    help="candidate profiles (default: every shipped profile with a price)")
     p.add_argument("--prices", metavar="FILE", help=f"GPU-hour prices (default {DEFAULT_PRICES.name}; same format)")
+    p.add_argument("--price-per-gpu-hour", type=real, metavar="USD",
+                   help="price per GPU-hour of every candidate profile the price file does not price (default: "
+                        "such a profile is left out, or refused when named in --profiles)")
     p.add_argument("--schedule", nargs="+", dest="schedules", metavar="SCHEDULE",
                    default=list(default_of(plan, "schedules")), help="default: standard ladder")
-    p.add_argument("--batch", nargs="+", type=positive_int("batch"), dest="batches", metavar="BATCH",
+    p.add_argument("--batch", nargs="+", type=integer, dest="batches", metavar="BATCH",
                    default=list(default_of(plan, "batches")),
                    help="batch sizes (concurrent users per replica) to consider; default 1 2 4 ... 256")
-    p.add_argument("--tp", nargs="+", type=positive_int("tp"), dest="tps", metavar="TP",
+    p.add_argument("--tp", nargs="+", type=integer, dest="tps", metavar="TP",
                    help="TP degrees to consider (default: all valid)")
-    p.add_argument("--pp", nargs="+", type=positive_int("pp"), dest="pps", metavar="PP",
+    p.add_argument("--pp", nargs="+", type=integer, dest="pps", metavar="PP",
                    help="pipeline stages to split the GPUs into, each a TP group (default 1: none); every TP x PP "
                         "split is planned and each one's verdict printed with its reason")
-    p.add_argument("--max-nodes", type=positive_int("max-nodes"), default=default_of(plan, "max_nodes"),
+    p.add_argument("--max-nodes", type=integer, default=default_of(plan, "max_nodes"),
                    help=f"largest number of nodes one replica (TP group, or TP x PP pipeline) may span "
                         f"(default {default_of(plan, 'max_nodes')})")
     _workload_args(p, plan)
-    p.add_argument("--min-user-tokens-per-s", type=positive_float("min-user-tokens-per-s"))
-    p.add_argument("--min-total-tokens-per-s", type=positive_float("min-total-tokens-per-s"))
-    p.add_argument("--max-token-latency-ms", type=positive_float("max-token-latency-ms"))
-    p.add_argument("--rate", type=positive_float("rate", MAX_RATE),
+    p.add_argument("--min-user-tokens-per-s", type=real)
+    p.add_argument("--min-total-tokens-per-s", type=real)
+    p.add_argument("--max-token-latency-ms", type=real)
+    p.add_argument("--rate", type=real,
                    help="requests/s to serve: rank by the replicas a continuous-batching simulation says meet "
                         "--ttft-slo-s/--tpot-slo-s (laddersim serving --capacity)")
-    p.add_argument("--ttft-slo-s", type=positive_float("ttft-slo-s", MAX_SLO_S),
+    p.add_argument("--ttft-slo-s", type=real,
                    help="with --rate: time-to-first-token SLO")
-    p.add_argument("--tpot-slo-s", type=positive_float("tpot-slo-s", MAX_SLO_S),
+    p.add_argument("--tpot-slo-s", type=real,
                    help="with --rate: time-per-output-token SLO")
     requests = default_of(plan, "requests")
-    p.add_argument("--requests", type=positive_int("requests", MAX_REQUESTS), default=requests,
+    p.add_argument("--requests", type=integer, default=requests,
                    help=f"with --rate: requests simulated per rate tried (default {requests}, below serving's "
                         "1000 on purpose: each candidate's capacity search simulates some 10 rates, and plan "
                         "searches every candidate; every answer prints the count, raise it to match serving)")
-    p.add_argument("--max-batched-tokens", type=positive_int("max-batched-tokens", MAX_TOKENS),
+    p.add_argument("--max-batched-tokens", type=integer,
                    help="with --rate: new tokens per iteration (vLLM max_num_batched_tokens; default 8192, as "
                         "serving); without --chunked-prefill a request's prompt + output must fit in it")
     p.add_argument("--chunked-prefill", action="store_true",
                    help="with --rate: mix decode tokens and prompt chunks per iteration (as serving)")
-    p.add_argument("--rank-by", choices=RANK_KEYS,
+    p.add_argument("--rank-by", metavar=choices_metavar(RANK_KEYS),
                    help="default: usd_per_hour with a total target, else usd_per_million_tokens")
-    p.add_argument("--top", type=positive_int("top"), default=default_of(plan, "top"),
+    p.add_argument("--top", type=integer, default=default_of(plan, "top"),
                    help=f"options shown (default {default_of(plan, 'top')})")
     p.add_argument("--json", action="store_true", help="print the ranked options as JSON")
-    p.add_argument("--workers", type=positive_int("workers"), default=default_of(plan, "workers"),
+    p.add_argument("--workers", type=integer, default=default_of(plan, "workers"),
                    help="processes simulating the configurations (default: all cores)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=run_plan)
@@ -100,14 +100,14 @@ def register(sub) -> None:
                     "(prefill + decode)) equals side B's.")
     be.add_argument("--model", required=True)
     add_parallel_args(be)
-    be.add_argument("--batch", type=positive_int("batch"), default=default_of(break_even, "batch"))
+    be.add_argument("--batch", type=integer, default=default_of(break_even, "batch"))
     _workload_args(be, break_even)
     be.add_argument("--a", required=True, metavar="SCHEDULE@PROFILE", help="the side whose fabric varies")
     be.add_argument("--b", required=True, metavar="SCHEDULE@PROFILE", help="the reference side")
-    be.add_argument("--vary", choices=list(VARY), default=default_of(break_even, "vary"))
+    be.add_argument("--vary", metavar=choices_metavar(VARY), default=default_of(break_even, "vary"))
     lo, hi = default_of(break_even, "lo"), default_of(break_even, "hi")
-    be.add_argument("--lo", type=positive_float("lo"), default=lo, help=f"smallest scale searched (default {lo:g})")
-    be.add_argument("--hi", type=positive_float("hi"), default=hi, help=f"largest scale searched (default {hi:g})")
+    be.add_argument("--lo", type=real, default=lo, help=f"smallest scale searched (default {lo:g})")
+    be.add_argument("--hi", type=real, default=hi, help=f"largest scale searched (default {hi:g})")
     be.add_argument("--json", action="store_true")
     be.set_defaults(func=run_break_even)
 
@@ -115,7 +115,8 @@ def register(sub) -> None:
 def run_plan(args: argparse.Namespace) -> int:
     if not args.model:
         raise UserInputError("plan: --model is required")
-    answer = call_api(plan_run, args, progress=not args.no_progress)
+    params = PlanParams.pick(vars(args))
+    answer = plan_run(params, progress=not args.no_progress)
     if isinstance(answer, RatePlanAnswer):
         return _print_rate_plan(answer, args)
     options = answer.options

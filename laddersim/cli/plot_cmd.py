@@ -11,8 +11,9 @@ from pathlib import Path
 
 from laddersim.api import plot, plot_timeline
 from laddersim.api.plotting import SCHEDULE_KINDS, TIMELINE_DIR
-from laddersim.cli.args import add_parallel_args, call_api, default_of, positive_int
+from laddersim.cli.args import add_parallel_args, call_api, default_of, integer
 from laddersim.errors import UserInputError
+from laddersim.support.choices import DTYPES
 
 KINDS = ("bandwidth", "latency", "heatmap", "throughput", "breakdown", "timeline")
 _SCENARIO_FLAGS = ("model", "hardware", "tp")
@@ -42,16 +43,16 @@ def register(sub) -> None:
     timeline.add_argument("--model", help="preset (llama-3.1-8b/70b/405b) or path to a HF config.json")
     timeline.add_argument("--hardware", help="profile name (laddersim profiles list) or path")
     add_parallel_args(timeline, required=False)
-    timeline.add_argument("--batch", type=positive_int("batch"), default=default_of(plot_timeline, "batch"))
-    timeline.add_argument("--prompt-len", type=positive_int("prompt-len"), default=default_of(plot_timeline, "prompt_len"))
-    timeline.add_argument("--gen-len", type=positive_int("gen-len"), default=default_of(plot_timeline, "gen_len"))
-    timeline.add_argument("--dtype", default=default_of(plot_timeline, "dtype"), help="bfloat16, float16, float32 or fp8")
+    timeline.add_argument("--batch", type=integer, default=default_of(plot_timeline, "batch"))
+    timeline.add_argument("--prompt-len", type=integer, default=default_of(plot_timeline, "prompt_len"))
+    timeline.add_argument("--gen-len", type=integer, default=default_of(plot_timeline, "gen_len"))
+    timeline.add_argument("--dtype", default=default_of(plot_timeline, "dtype"), help=", ".join(DTYPES))
     timeline.add_argument("--kv-cache", default=default_of(plot_timeline, "kv_cache"), help="static or dynamic")
-    timeline.add_argument("--step", type=int, default=default_of(plot_timeline, "step"),
+    timeline.add_argument("--step", type=integer, default=default_of(plot_timeline, "step"),
                           help="decode step to draw (0 = first after prefill)")
-    timeline.add_argument("--ranks", type=positive_int("ranks"),
+    timeline.add_argument("--ranks", type=integer,
                           help="draw ranks 0..N-1 (default 2, or all of them when TP is smaller)")
-    timeline.add_argument("--zoom-layers", type=int, default=default_of(plot_timeline, "zoom_layers"),
+    timeline.add_argument("--zoom-layers", type=integer, default=default_of(plot_timeline, "zoom_layers"),
                           help="zoom panel on layers 0..N-1 (0: no zoom panel; default 2)")
     p.set_defaults(func=run)
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from laddersim.api import report
-from laddersim.reporting.sections import SECTIONS
-from laddersim.cli.args import call_api, default_of, positive_int
+from laddersim.api.reporting import SECTIONS, report
+from laddersim.cli.args import call_api, default_of, integer
 
 
 def register(sub) -> None:
@@ -16,7 +15,7 @@ def register(sub) -> None:
     p.add_argument("--out", default=default_of(report, "out"), metavar="DIR",
                    help=f"report directory (default {default_of(report, 'out')})")
     p.add_argument("--quick", action="store_true", help="fewer bandwidth what-if points")
-    p.add_argument("--workers", type=positive_int("workers"), default=default_of(report, "workers"),
+    p.add_argument("--workers", type=integer, default=default_of(report, "workers"),
                    help=f"processes for the bandwidth sweep (default {default_of(report, 'workers')}: the machine "
                         "may be shared)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars (section progress still printed)")

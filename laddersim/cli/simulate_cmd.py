@@ -8,12 +8,10 @@ import json
 import sys
 
 from laddersim.api import simulate, simulate_schedules, time_sources
+from laddersim.api.params import RunOptions, ScenarioParams
+from laddersim.cli.args import add_run_options, add_scenario_args, add_what_if_args, default_of
 from laddersim.support.choices import DEFAULT_SCHEDULES, SCHEDULE_FORMS
-from laddersim.cli.args import _number, add_scenario_args, call_api, default_of, positive_int
 from laddersim.support.text_tables import format_table
-
-# Largest per-op noise sigma accepted: a lognormal multiplier of exp(2) at one sigma.
-MAX_JITTER = 2.0
 
 
 def register(sub) -> None:
@@ -22,29 +20,22 @@ def register(sub) -> None:
     p.add_argument("--schedule", action="append", default=None,
                    help=f"{SCHEDULE_FORMS} (repeatable; default {' and '.join(DEFAULT_SCHEDULES)})")
     p.add_argument("--json", action="store_true", help="print a JSON array, one object per schedule")
-    p.add_argument("--jitter", type=_number("jitter", float, f"a number from 0 to {MAX_JITTER:g}",
-                                            lambda v: 0.0 <= v <= MAX_JITTER), default=default_of(simulate, "jitter"),
-                   help="sigma of per-rank lognormal op-time noise (simulates every rank and step); "
-                        f"at most {MAX_JITTER:g}, where one op in six already runs 7x its time")
-    p.add_argument("--exact-steps", action="store_true",
-                   help="with --jitter: simulate every decode step instead of a random sample of them")
-    p.add_argument("--sample-steps", type=positive_int("sample-steps"), default=None,
-                   help="with --jitter: decode steps to simulate (default: about 120,000 op-rank runs, "
-                        "4 to 64 steps); the output carries the 95%% interval of the estimate")
-    p.add_argument("--seed", type=_number("seed", int, "an integer from 0 to 2**63-1", lambda v: 0 <= v < 2**63),
-                   default=default_of(simulate, "seed"),
-                   help=f"with --jitter: seed of the noise, 0 to 2**63-1 (default {default_of(simulate, 'seed')})")
+    add_run_options(p)
     p.add_argument("--out", metavar="FILE", help="also write the rows to FILE.csv, FILE.parquet or FILE.json")
     p.add_argument("--trace", metavar="OUT.json",
                    help="write a Chrome/Perfetto trace: every schedule, each its own process")
     p.add_argument("--trace-steps", default=str(default_of(simulate, "trace_steps")), type=_trace_steps,
                    help="decode steps in the trace after the prefill: a count or 'all' "
                         f"(default {default_of(simulate, 'trace_steps')})")
+    add_what_if_args(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    rows, results = call_api(simulate_schedules, args, schedules=args.schedule or DEFAULT_SCHEDULES, progress=True)
+    given = vars(args)
+    rows, results = simulate_schedules(ScenarioParams.pick(given), args.schedule or DEFAULT_SCHEDULES,
+                                       RunOptions.pick(given), out=args.out, trace=args.trace,
+                                       trace_steps=args.trace_steps, progress=True)
     if args.json:
         json.dump(rows, sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -5,40 +5,26 @@ from __future__ import annotations
 import argparse
 
 from laddersim.api import sweep
-from laddersim.cli.args import RESUMABLE_NOTE, call_api, non_negative_float, positive_int
-from laddersim.support.limits import MAX_BATCH, MAX_TOKENS, MAX_TP, override_maximum
-from laddersim.sweeps.grid import OVERRIDE_COLUMNS
+from laddersim.cli.args import RESUMABLE_NOTE, add_what_if_args, call_api, integer
+from laddersim.support.limits import OVERRIDE_COLUMNS
 
-# Simple-grid flags: (flag, grid key = the API's parameter, type, help).
+# Simple-grid flags: (flag, grid key = the API's parameter, type, help). The types check syntax
+# only; the grid (laddersim.sweeps.grid) checks ranges, as it does for a GRID.yaml and for the API.
 _GRID_FLAGS = (
     ("--model", "models", str, "presets or config.json paths"),
     ("--hardware", "hardware", str, "profile names or paths"),
-    ("--tp", "tp", positive_int("tp", MAX_TP), "tensor-parallel degrees"),
-    ("--pp", "pp", positive_int("pp", MAX_TP), "pipeline stages, each a TP group (default 1)"),
-    ("--pp-microbatches", "pp_microbatches", positive_int("pp-microbatches", MAX_BATCH),
+    ("--tp", "tp", integer, "tensor-parallel degrees"),
+    ("--pp", "pp", integer, "pipeline stages, each a TP group (default 1)"),
+    ("--pp-microbatches", "pp_microbatches", integer,
      "batches in flight through the stages (default 1: one batch, the stages in turn)"),
-    ("--batch", "batch", positive_int("batch", MAX_BATCH), "batch sizes (default 1)"),
-    ("--prompt-len", "prompt_len", positive_int("prompt-len", MAX_TOKENS), "prompt lengths (default 1024)"),
-    ("--gen-len", "gen_len", positive_int("gen-len", MAX_TOKENS), "generated lengths (default 512)"),
+    ("--batch", "batch", integer, "batch sizes (default 1)"),
+    ("--prompt-len", "prompt_len", integer, "prompt lengths (default 1024)"),
+    ("--gen-len", "gen_len", integer, "generated lengths (default 512)"),
     ("--schedule", "schedules", str, "schedules (default standard ladder)"),
     ("--dtype", "dtype", str, "dtypes (default bfloat16)"),
     ("--kv-cache", "kv_cache", str, "static and/or dynamic (default static)"),
     ("--kv-reads", "kv_reads", str, "repeat_interleave and/or per_kv_head (default repeat_interleave)"),
 )
-_OVERRIDE_HELP = {
-    "intra_bandwidth_scale": "x intra-node AllReduce bandwidth",
-    "intra_bandwidth_gbps": "intra-node large-message AllReduce bus bandwidth of the TP group, GB/s",
-    "intra_latency_scale": "x intra-node AllReduce latency",
-    "intra_latency_us": "intra-node small-message AllReduce time of the TP group, us",
-    "inter_bandwidth_scale": "x inter-node AllReduce bandwidth",
-    "inter_bandwidth_gbps": "inter-node (network tier) bus bandwidth, GB/s",
-    "inter_latency_scale": "x inter-node AllReduce latency",
-    "inter_latency_us": "inter-node (network tier) latency across the nodes, us",
-    "nics_per_node": "NICs per node (a NIC per GPU at most; fewer share the inter-node traffic)",
-    "gpus_per_node": "GPUs per node (whole numbers; a TP group larger than a node spans nodes)",
-    "compute_slowdown": "GEMM slowdown while an AllReduce runs (fraction)",
-    "comm_slowdown": "AllReduce slowdown while compute runs (fraction of its whole time)",
-}
 
 
 def register(sub) -> None:
@@ -51,10 +37,8 @@ def register(sub) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (created; reused to resume)")
     for flag, key, kind, text in _GRID_FLAGS:
         p.add_argument(flag, nargs="+", type=kind, help=text, dest=key, metavar=flag[2:].upper().replace("-", "_"))
-    for key in OVERRIDE_COLUMNS:
-        p.add_argument("--" + key.replace("_", "-"), nargs="+", help=_OVERRIDE_HELP[key],
-                       type=non_negative_float(key.replace("_", "-"), override_maximum(key)))
-    p.add_argument("--workers", type=positive_int("workers"), default=None,
+    add_what_if_args(p, many=True)
+    p.add_argument("--workers", type=integer, default=None,
                    help="local worker processes (default: all cores)")
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="run on a Dask distributed scheduler (e.g. tcp://host:8786) instead of local cores")

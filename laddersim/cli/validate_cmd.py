@@ -6,12 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from laddersim.api import validate
-from laddersim.support.choices import VALIDATION_REPORT_DIR
+from laddersim.api.validation_task import SCORED_EXTRA_SHARE, model_label, setting_columns, validate
 from laddersim.cli.args import add_measured_workload_args, call_api, default_of
+from laddersim.support.choices import VALIDATION_REPORT_DIR
 from laddersim.support.text_tables import format_table
-from laddersim.validation.labels import model_label, setting_columns
-from laddersim.validation.p2p_pairs import SCORED_EXTRA_SHARE
 
 
 def register(sub) -> None:

@@ -7,6 +7,10 @@ such as 2**64 or 1e400 that would otherwise overflow a table column or never fin
 MAX_TP = 65536  # ranks in one tensor-parallel group
 MAX_BATCH = 1 << 20  # sequences in one batch
 MAX_TOKENS = 1 << 26  # prompt or generated tokens per sequence (~67 M)
+# Per-op noise sigma of a jittered simulation: a lognormal multiplier of exp(2) at one sigma, where
+# one op in six already runs 7x its time.
+MAX_JITTER = 2.0
+MAX_SAMPLE_STEPS = 2**31 - 1  # decode steps a jittered simulation samples
 # What-if overrides (sweep): bandwidth in GB/s, latency in us, scales, counts, fractions.
 MAX_OVERRIDE = {"scale": 1e6, "gbps": 1e7, "us": 1e9, "nics_per_node": 1024, "gpus_per_node": 1024, "slowdown": 100.0}
 
@@ -17,6 +21,33 @@ def override_maximum(column: str) -> float:
         if column.endswith(suffix):
             return maximum
     return MAX_OVERRIDE["scale"]
+
+
+# The what-if overrides of a profile (simulate, timeline, sweep grids), in the order of a sweep's
+# result columns; each "set" column sits after its "scale" column.
+OVERRIDE_COLUMNS = (
+    "intra_bandwidth_scale", "intra_bandwidth_gbps", "intra_latency_scale", "intra_latency_us",
+    "inter_bandwidth_scale", "inter_bandwidth_gbps", "inter_latency_scale", "inter_latency_us",
+    "nics_per_node", "compute_slowdown", "comm_slowdown", "gpus_per_node",
+)
+# (scale column, set column): two ways to say the same thing, so one of each pair at most.
+EXCLUSIVE_PAIRS = (
+    ("intra_bandwidth_scale", "intra_bandwidth_gbps"), ("intra_latency_scale", "intra_latency_us"),
+    ("inter_bandwidth_scale", "inter_bandwidth_gbps"), ("inter_latency_scale", "inter_latency_us"),
+)
+
+
+def override_problem(column: str, value: float) -> str | None:
+    """What is wrong with ``value`` for the override ``column`` ("must be > 0 and <= 1e+07, got
+    0"), or None when it is allowed: a bandwidth or a per-node count is > 0, the rest >= 0; GPUs
+    per node are whole."""
+    strictly_positive = "bandwidth" in column or column.endswith("_per_node")
+    maximum = override_maximum(column)
+    if not (value > 0 if strictly_positive else value >= 0) or not value <= maximum:
+        return f"must be {'> 0' if strictly_positive else '>= 0'} and <= {maximum:g}, got {value}"
+    if column == "gpus_per_node" and value != int(value):
+        return f"must be whole numbers of GPUs, got {value}"
+    return None
 
 # Serving and planning under load (laddersim.traffic, plan --rate).
 MAX_REQUESTS = 1_000_000  # requests in one simulation: a few hundred bytes each, so well under 1 GB

@@ -22,23 +22,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from laddersim.support.config_files import build, read_yaml_mapping
-from laddersim.support.limits import MAX_BATCH, MAX_TOKENS, MAX_TP, override_maximum
+from laddersim.support.limits import EXCLUSIVE_PAIRS, MAX_BATCH, MAX_TOKENS, MAX_TP, OVERRIDE_COLUMNS, override_problem
 from laddersim.schedules.plan import SCHEDULE_NAMES
 from laddersim.traffic.sweep_axes import ServingAxes
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
-# Override columns of every result row, in table order. Each "set" key sits after its "scale" key.
-OVERRIDE_COLUMNS = (
-    "intra_bandwidth_scale", "intra_bandwidth_gbps", "intra_latency_scale", "intra_latency_us",
-    "inter_bandwidth_scale", "inter_bandwidth_gbps", "inter_latency_scale", "inter_latency_us",
-    "nics_per_node", "compute_slowdown", "comm_slowdown", "gpus_per_node",
-)
-# (scale key, set key): two ways to say the same thing, so a grid may use only one of them.
-EXCLUSIVE_PAIRS = (
-    ("intra_bandwidth_scale", "intra_bandwidth_gbps"), ("intra_latency_scale", "intra_latency_us"),
-    ("inter_bandwidth_scale", "inter_bandwidth_gbps"), ("inter_latency_scale", "inter_latency_us"),
-)
 
 def _as_list(value):
     """A scalar in a grid means a one-element list."""
@@ -79,13 +68,9 @@ class Overrides(BaseModel):
             return values
         if not values:
             raise ValueError("must list at least one value")
-        strictly_positive = "bandwidth" in info.field_name or info.field_name.endswith("_per_node")
-        maximum = override_maximum(info.field_name)
         for value in values:
-            if not (value > 0 if strictly_positive else value >= 0) or not value <= maximum:
-                raise ValueError(f"must be {'> 0' if strictly_positive else '>= 0'} and <= {maximum:g}, got {value}")
-            if info.field_name == "gpus_per_node" and value != int(value):
-                raise ValueError(f"must be whole numbers of GPUs, got {value}")
+            if (problem := override_problem(info.field_name, value)) is not None:
+                raise ValueError(problem)
         return [float(v) for v in values]
 
     @model_validator(mode="after")

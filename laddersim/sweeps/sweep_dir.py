@@ -10,16 +10,15 @@ was run; a directory reused with another grid keeps serving the points the two s
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import yaml
-from tqdm import tqdm
 
 from laddersim.support.collector import collector_paused
 from laddersim.hardware.profile import load_profile
+from laddersim.support.progress import progress_bar
 from laddersim.support.provenance import profile_sha256, provenance
 from laddersim.support.io_write import check_output, run_dir_lock
 from laddersim.sweeps.grid import SweepGrid
@@ -75,8 +74,7 @@ def run_points_into(points: list[Point], out_dir: Path, workers: int = 1, schedu
         # Started (a Dask scheduler connected) before the bar is drawn, so that a connection error
         # is one line of its own; any later error closes the bar first.
         running = run_points(todo, workers, scheduler) if todo else ()
-        bar = tqdm(total=len(points), initial=reused, desc="sweep", unit="pt", file=sys.stderr,
-                   disable=not progress, dynamic_ncols=True)
+        bar = progress_bar(len(points), "sweep", "pt", enabled=progress, initial=reused, dynamic_ncols=True)
         try:
             for rows in running:
                 store.add_many(rows)

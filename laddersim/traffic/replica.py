@@ -4,15 +4,14 @@ a pipeline's replica is ``laddersim.traffic.pipelined``'s)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from tqdm import tqdm
 
 from laddersim.errors import UserInputError
 from laddersim.support.limits import MAX_ITERATIONS
+from laddersim.support.progress import progress_bar as terminal_bar
 from laddersim.traffic.arrivals import Requests
 from laddersim.traffic.iteration_time import IterationTimer
 from laddersim.traffic.options import ServingOptions
@@ -73,10 +72,10 @@ def simulate_replica(timer: IterationTimer, requests: Requests, options: Serving
                   bound, b.first_token_s, b.finish_s, b.preemptions)
 
 
-def progress_bar(requests: int, progress: bool, label: str) -> tqdm:
+def progress_bar(requests: int, progress: bool, label: str):
     """A bar of requests finished on stderr (none for a run that takes well under a second)."""
-    return tqdm(total=requests, desc=label, unit="req", file=sys.stderr, dynamic_ncols=True,
-                disable=not progress or requests < PROGRESS_MIN_REQUESTS)
+    return terminal_bar(requests, label, "req", enabled=progress and requests >= PROGRESS_MIN_REQUESTS,
+                        dynamic_ncols=True)
 
 
 def run_timed(timers: list[IterationTimer], simulate: Callable[[], None], bar) -> tuple[float, int]:
