@@ -10,6 +10,16 @@ compact tables (``hardware_profiles/tables``), so they are reproducible without 
   ``laddersim.costs.gemm``, same loss, over the rows of the first GEMM table with n, k >= 512;
 * network: base and per-step latency and busbw of the inter-node tier, and the per-NIC ring
   busbw, over the multi-node rows of the tables the profile lists without ``expect_miss``.
+
+``fit_shm_transport`` fits the constants of a host-staged SHM ring (``collectives.transport.shm``,
+as ``laddersim.costs.transport`` prices it) to the public nccl-tests tables with GPU P2P unavailable
+or disabled (``tools/fits/fit_shm_transport.py`` prints it):
+
+* LL hop latency: least squares of ``t(smallest sizes) = NCCL's ring LL base + 2(n-1) hops`` over
+  every table's latency floor (its least time at <= 1 KiB);
+* LL busbw: per table, the least-squares slope of time against moved bytes ``2(n-1)/n S`` over
+  8-128 KiB (LL's regime: below Simple's crossover), the median over the tables;
+* Simple busbw of H100: the median busbw of the DGX H100 4-GPU P2P-disabled rows (1-8 GiB).
 """
 
 from __future__ import annotations
@@ -23,8 +33,9 @@ from scipy.optimize import least_squares
 from laddersim.fitting.curve_fits import PROTOCOL_FIT_MIN_BYTES, protocol_tier_fit
 from laddersim.costs import collectives
 from laddersim.costs.gemm import gemm_time_s
+from laddersim.costs.nccl_tuning import BASE_LATENCY_US
 from laddersim.hardware.comm_specs import TierFit
-from laddersim.hardware.profile import HardwareProfile
+from laddersim.hardware.profile import HardwareProfile, profiles_dir
 from laddersim.hardware.sourced import Sourced
 from laddersim.hardware.table_files import read_gemm_table_csv
 from laddersim.profiles_check.sources import CHECK_MAX_BYTES
@@ -173,3 +184,43 @@ def fit_network_rows(profile: HardwareProfile, data: pd.DataFrame, latency: bool
 
 def profile_path(profile: HardwareProfile, file: str) -> Path:
     return Path(profile.base_dir) / file
+
+
+# The public SHM tables: the file gathering several hosts' tables (a ``table`` column), then
+# tables of one host each.
+SHM_TABLES = ("nccltests_shm_p2p_off_public", "nccltests_rtx4090_2gpu_docker", "nccltests_rtx4090_4gpu_docker",
+              "nccltests_shm_rtx5090_4gpu")
+SHM_H100_TABLE = "dgxh100_4gpu_p2p_disabled"  # the H100 host among them (NCCL_P2P_DISABLE=1, PCIe Gen5)
+LL_BASE_US = BASE_LATENCY_US["ring"][0]  # NCCL tuning.cc baseLatencies[Ring][LL], as the SHM ring is priced
+
+
+def read_shm_tables(tables_dir: Path | None = None) -> pd.DataFrame:
+    """The public SHM tables' rows (``table, gpus, size_bytes, time_us, ...``), one ``table`` name
+    per host, with ``moved_bytes`` = 2(n-1)/n x size (a ring AllReduce's bytes per GPU)."""
+    folder = Path(tables_dir) if tables_dir else profiles_dir() / "tables"
+    frame = pd.read_csv(folder / f"{SHM_TABLES[0]}.csv", comment="#")
+    for name in SHM_TABLES[1:]:
+        extra = pd.read_csv(folder / f"{name}.csv", comment="#")
+        frame = pd.concat([frame, extra.assign(table=name.removeprefix("nccltests_"))[frame.columns]], ignore_index=True)
+    frame["moved_bytes"] = 2.0 * (frame["gpus"] - 1) / frame["gpus"] * frame["size_bytes"]
+    return frame
+
+
+def fit_shm_transport(frame: pd.DataFrame) -> dict[str, float]:
+    """The SHM ring's fitted constants (see the module docstring) from ``read_shm_tables`` rows:
+    ``ll_hop_latency_us``, ``ll_bus_bandwidth_gbps``, ``h100_simple_bus_bandwidth_gbps``, and
+    beside them each table's LL busbw and each (table, GPUs) latency floor."""
+    floors = frame[frame["size_bytes"] <= 1024].groupby(["table", "gpus"])["time_us"].min().reset_index()
+    steps = 2.0 * (floors["gpus"] - 1)
+    hop = float(((floors["time_us"] - LL_BASE_US) * steps).sum() / (steps ** 2).sum())
+    slopes = {}
+    for table, part in frame[(frame["size_bytes"] >= 8192) & (frame["size_bytes"] <= 131072)].groupby("table"):
+        if len(part) >= 2:
+            slope_us_per_byte = np.polyfit(part["moved_bytes"], part["time_us"], 1)[0]
+            slopes[table] = 1e-3 / slope_us_per_byte  # GB/s
+    h100 = frame[frame["table"] == SHM_H100_TABLE]
+    simple = float((h100["moved_bytes"] / h100["time_us"] * 1e-3).median())
+    return {"ll_hop_latency_us": hop, "ll_bus_bandwidth_gbps": float(np.median(list(slopes.values()))),
+            "h100_simple_bus_bandwidth_gbps": simple,
+            **{f"ll_busbw[{t}]": v for t, v in sorted(slopes.items())},
+            **{f"floor_us[{t},{g}]": v for t, g, v in floors.itertuples(index=False)}}
