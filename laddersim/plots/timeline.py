@@ -30,7 +30,6 @@ CATEGORIES = (
     ("overhead", "fixed overhead", "#8c8c8c"),
     ("comm", "AllReduce / collective", "#d62728"),
 )
-_COLOR = {c[0]: c[2] for c in CATEGORIES}
 NEEDED = ("schedule", "rank", "stream", "layer", "kind", "start_s", "end_s")
 
 
