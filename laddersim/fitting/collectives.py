@@ -129,7 +129,8 @@ def _intra_tier(fit: FitContext, table: pd.DataFrame, mode: str) -> AlphaBeta:
 
 
 # An import keeps the base profile's small-message model without a message at most this large,
-# and its large-message model without one at least LARGE_MESSAGE_BYTES (issue 17).
+# and its large-message model without one at least LARGE_MESSAGE_BYTES: a fit outside the sizes
+# measured would extrapolate a line the rows never pinned.
 SMALL_MESSAGE_BYTES = 64 * 1024
 LARGE_MESSAGE_BYTES = 64 * 1024 * 1024
 

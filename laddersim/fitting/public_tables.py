@@ -2,7 +2,7 @@
 
 Run as ``laddersim profiles fit NAME``: prints the fitted values as YAML fragments to paste into
 the profile; every fitted number's source string names this command. Fits use only the shipped
-compact tables (``hardware_profiles/tables``), so they are reproducible without ../shared.
+compact tables (``hardware_profiles/tables``), so they are reproducible from a fresh clone.
 
 * intra-node: per GPU count, the minimum over up to 4 protocol terms (latency + moved bytes / busbw),
   least squares on log(model / measured) with a soft-L1 loss, from three fixed starting points;

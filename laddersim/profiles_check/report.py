@@ -35,7 +35,7 @@ ORIGINAL_ROWS_MARK = "the **original source rows**"
 
 def default_report_path() -> Path:
     """``reports/collectives.md`` under the current folder, like every command's output (an editable
-    install run from another folder no longer writes into its checkout)."""
+    install run from another folder does not write into its checkout)."""
     return Path("reports") / "collectives.md"
 
 
