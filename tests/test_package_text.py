@@ -40,3 +40,13 @@ def test_no_module_mentions_a_folder_outside_the_repository_or_an_issue_number()
     assert len(modules) > 150
     found = {str(p.relative_to(PACKAGE.parent)): hits for p in modules if (hits := _findings(p.read_text()))}
     assert found == {}
+
+
+@pytest.mark.parametrize("folder", ["fits", "dev"])
+def test_every_tool_has_its_line_in_its_folders_readme(folder):
+    tools = PACKAGE.parent / "tools" / folder
+    readme = (tools / "README.md").read_text()
+    scripts = sorted(p.name for p in tools.glob("*.py"))
+    assert scripts and [s for s in scripts if f"| `{s}` |" not in readme] == []
+    named = set(re.findall(r"^\| `([a-z0-9_]+\.py)` \|", readme, flags=re.M))
+    assert named == set(scripts)  # and no line for a script that is gone
