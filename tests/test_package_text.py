@@ -50,3 +50,19 @@ def test_every_tool_has_its_line_in_its_folders_readme(folder):
     assert scripts and [s for s in scripts if f"| `{s}` |" not in readme] == []
     named = set(re.findall(r"^\| `([a-z0-9_]+\.py)` \|", readme, flags=re.M))
     assert named == set(scripts)  # and no line for a script that is gone
+
+
+def test_the_original_tables_are_read_only_from_the_folder_the_user_names(tmp_path, monkeypatch):
+    """The original public measurement files lie outside the repository: laddersim reads them only
+    from the folder LADDERSIM_SHARED names, never from a folder it guesses (beside the checkout)."""
+    from laddersim.profiles_check import sources
+
+    (tmp_path / "reference_data").mkdir()
+    monkeypatch.delenv("LADDERSIM_SHARED", raising=False)
+    assert sources.reference_data_root() is None
+    monkeypatch.setenv("LADDERSIM_SHARED", str(tmp_path))
+    assert sources.reference_data_root() == tmp_path / "reference_data"
+    monkeypatch.setenv("LADDERSIM_SHARED", str(tmp_path / "elsewhere"))
+    assert sources.reference_data_root() is None
+    with pytest.raises(FileNotFoundError, match="LADDERSIM_SHARED"):
+        sources.read_gemm_source(next(iter(sources.GEMM_SOURCES)))
