@@ -169,7 +169,7 @@ def profiles_report(out: str | Path | None = None) -> Path:
         except OSError as exc:
             raise UserInputError(f"out: cannot create {target.parent}: {exc.strerror}") from None
     if reference_data_root() is None:
-        print("profiles report: the original measurement files are not on this machine or not named (set LADDERSIM_SHARED "
-              "to a folder holding reference_data/ to use them); comparing with the compact tables shipped "
-              "with the profiles", file=sys.stderr)
+        print("profiles report: the original measurement files are not on this machine or not named (set "
+              "LADDERSIM_SHARED to a folder holding reference_data/ to use them); comparing with the compact "
+              "tables shipped with the profiles", file=sys.stderr)
     return write_report(out)

@@ -49,8 +49,8 @@ def report_target(out: str | Path | None) -> Path:
         return path
     if out:
         raise UserInputError(f"out: {path} was compared with the original measurement files, which "
-                             "LADDERSIM_SHARED does not name here; a comparison with the compact tables would replace it "
-                             "with less data; allowed: another report path")
+                             "LADDERSIM_SHARED does not name here; a comparison with the compact tables would "
+                             "replace it with less data; allowed: another report path")
     target = path.parent.parent / "runs" / "collectives" / "collectives.md"
     print(f"profiles report: {path} holds the comparison with the original rows and is kept; "
           f"this one (compact tables) goes to {target}", file=sys.stderr)

@@ -5,8 +5,8 @@ A full collection walks every tracked object. A sweep's worker keeps its program
 trees and the costs of its scenarios (hundreds of MB of small objects), and its parent keeps every
 finished row: each full collection walks them all again, and the allocations of the work itself
 keep triggering collections (the 100,000-point sweep of examples/sweep_every_machine.yaml: a sixth
-of a worker's CPU, a fifth of the parent's). Reference counting frees everything else as before; the collector runs again,
-as usual, once the work is done.
+of a worker's CPU, a fifth of the parent's). Reference counting frees everything else as before;
+the collector runs again, as usual, once the work is done.
 """
 
 from __future__ import annotations

@@ -153,7 +153,8 @@ def graphs(rename: dict[str, str]) -> dict[str, float]:
     tables = [validate(read_renamed(name, rename)) for name in GRAPH_TABLES]
     print("70B figure + flash + graph tables:")
     figures, pairs = paired_figures(tables)
-    print(phase_errors(with_model_p2p(pd.concat(tables, ignore_index=True))).to_string(float_format=lambda v: f"{v:+.2f}"))
+    frame = with_model_p2p(pd.concat(tables, ignore_index=True))
+    print(phase_errors(frame).to_string(float_format=lambda v: f"{v:+.2f}"))
     print_bars(figures, GRAPH_BARS)
     print_pairs(pairs)
     big = validate(read_renamed(MULTINODE_TABLE, rename))

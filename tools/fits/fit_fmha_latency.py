@@ -23,8 +23,9 @@ def main(argv: list[str] | None = None) -> int:
     grid = latency_grid(rows)
     for point in grid.to_dict("records"):
         by_model = {k[len("median_pct["):-1]: v for k, v in point.items() if k.startswith("median_pct[")}
+        models = ", ".join(f"{m} {v:+.2f}%" for m, v in by_model.items())
         print(f"{point['latency_us']:.2f} us: decode error RMS {point['rms_pct']:.2f}%, median |err| "
-              f"{point['median_abs_pct']:.2f}%; median by model " + ", ".join(f"{m} {v:+.2f}%" for m, v in by_model.items()))
+              f"{point['median_abs_pct']:.2f}%; median by model {models}")
     best = picked_latency_us(grid)
     rms = float(grid.loc[grid["latency_us"] == best, "rms_pct"].iloc[0])
     print(f"pick: {best:.2f} us (RMS {rms:.2f}% over {len(rows)} TP 1 P2P-on rows)")
