@@ -192,17 +192,17 @@ def _interference_fit(is_cuda: bool, sizes_bytes, compute_slowdowns):
 
 
 def test_interference_measured_at_one_size_on_gpus_keeps_the_channel_rule():
-    from laddersim.fitting.profile_from_run import _interference
+    from laddersim.fitting.profile_from_run import interference_spec
 
     # 64 KiB on 8 ranks ran on 2 of NCCL's 32 channels: the measured 0.01 is 2/32 of the full-size one.
-    gpu = _interference(_interference_fit(True, [65536], [0.01]))
+    gpu = interference_spec(_interference_fit(True, [65536], [0.01]))
     assert gpu.collective_channels.value == 32 and gpu.by_size == []
     assert gpu.compute_slowdown.value == pytest.approx(0.01 * 32 / 2)
     assert gpu.at(65536, 1.0, 8)[0] == pytest.approx(0.01)  # its own point is reproduced
     assert gpu.at(1 << 20, 1.0, 8)[0] == pytest.approx(0.16)
     # gloo has no channels; several sizes give a measured curve instead.
-    assert _interference(_interference_fit(False, [65536], [0.01])).collective_channels is None
-    curve = _interference(_interference_fit(True, [65536, 1 << 20], [0.01, 0.1]))
+    assert interference_spec(_interference_fit(False, [65536], [0.01])).collective_channels is None
+    curve = interference_spec(_interference_fit(True, [65536, 1 << 20], [0.01, 0.1]))
     assert curve.collective_channels is None and len(curve.by_size) == 2
 
 

@@ -13,10 +13,11 @@ from laddersim.model.framework import load_framework
 from laddersim.costs.calibrated_kernels import layer_bytes
 from laddersim.simulation.kernel_view import kernel_table
 from laddersim.model.shape import load_model_shape
+from laddersim.profiles_check.sources import reference_data_root
 
 TRACE = Path(__file__).parent / "data" / "kernel_trace_synthetic"
 HW = "h100-sxm-nvswitch"
-SHARED_TRACE = Path(__file__).resolve().parents[1].parent / "shared/reference_data/kernel_trace_h100/llama-3.1-8b_tp1"
+SHARED_TRACE = (reference_data_root() or Path("/nonexistent")) / "kernel_trace_h100" / "llama-3.1-8b_tp1"
 # the synthetic trace's class totals per batch (nvjet classed as library GEMMs, the parallel row ignored)
 # a standard layer's op kinds but the attention (laddersim.program: two residual adds)
 STANDARD_LAYER = {"attn_norm": 1, "qkv": 1, "rope": 1, "o_proj": 1, "residual_add": 2, "mlp_norm": 1, "gate_up": 1,
@@ -154,7 +155,7 @@ def test_missing_folder_and_model(tmp_path, capsys):
     assert len(err) == 2 and "model" in err[1]
 
 
-@pytest.mark.skipif(not SHARED_TRACE.is_dir(), reason="needs ../shared (the H100 kernel trace)")
+@pytest.mark.skipif(not SHARED_TRACE.is_dir(), reason="needs the original H100 kernel trace (LADDERSIM_SHARED)")
 def test_h100_trace_acceptance(tmp_path):
     """#30: every traced batch's layer_us within 10% of the trace's per-layer device time, the
     kernel counts per class equal (nvjet classed as library GEMMs)."""
@@ -198,7 +199,7 @@ def test_the_shipped_h100_example_calibrates_from_any_folder(tmp_path, monkeypat
             assert {c: n for c, n in counts.items() if n} == pytest.approx(EXAMPLE_COUNTS[batch])
 
 
-@pytest.mark.skipif(not SHARED_TRACE.is_dir(), reason="needs ../shared (the H100 kernel trace)")
+@pytest.mark.skipif(not SHARED_TRACE.is_dir(), reason="needs the original H100 kernel trace (LADDERSIM_SHARED)")
 def test_the_shipped_example_is_the_h100_trace_compacted(tmp_path):
     """tools/fits/compact_kernel_trace.py rebuilds the shipped file byte for byte from the original trace,
     and calibrating from either gives the same regimes."""

@@ -1,5 +1,5 @@
 """import-nccl-tests on all_reduce_perf logs rebuilt from published tables
-(tests/data/nccl_tests_logs/rebuild.py from ../shared/reference_data/nccl_tests/, see PROVENANCE.md)."""
+(tests/data/nccl_tests_logs/rebuild.py from reference_data/nccl_tests/ in LADDERSIM_SHARED, see PROVENANCE.md)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from laddersim.fitting.profile_from_run import fit_run
 from laddersim.fitting.nccl_tests import MIN_BANDWIDTH_BYTES, import_logs, parse_log
 from laddersim.measure.schema import SCHEMAS
 from laddersim.measure.store import PointStore, measurement_path
+from laddersim.profiles_check.sources import reference_data_root
 from laddersim.cli import main
 from laddersim.costs.collectives import allreduce_time_s, alpha_beta_time_s, multi_node_model_s
 from laddersim.hardware import load_profile
@@ -25,7 +26,7 @@ LOGS = Path(__file__).parent / "data" / "nccl_tests_logs"
 ONE_NODE = LOGS / "aws_p5_h100_1node_nvswitch.log"
 TWO_NODE = LOGS / "aws_p5_h100_2node_efa3200.log"
 TEN_NODE = LOGS / "h100_cluster_10node_8gpn_net400.log"
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference_data" / "nccl_tests"
+REFERENCE = (reference_data_root() or Path("/nonexistent")) / "nccl_tests"  # LADDERSIM_SHARED names them
 
 # (size_bytes, out-of-place time_us) rows copied from the published tables (PROVENANCE.md):
 # aws_p5_h100_1node_nvswitch.csv rows 1, 18, 32; aws_p5_h100_2node_efa3200.csv rows 1, 18, 32.
@@ -55,7 +56,7 @@ def test_parsed_log_has_the_published_ranks_nodes_and_times(log_path):
     assert parse_log(TEN_NODE).version == "2.29.2"
 
 
-@pytest.mark.skipif(not REFERENCE.exists(), reason="../shared reference tables not on this machine")
+@pytest.mark.skipif(not REFERENCE.exists(), reason="the original nccl-tests logs are not named (LADDERSIM_SHARED)")
 @pytest.mark.parametrize("log_path", [ONE_NODE, TWO_NODE, TEN_NODE])
 def test_every_parsed_row_equals_the_reference_table(log_path):
     table = pd.read_csv(REFERENCE / log_path.name.replace(".log", ".csv"))

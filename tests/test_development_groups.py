@@ -1,9 +1,12 @@
-"""Every development group's errors (issue 38): computed per table x model x P2P x framework from
-validated rows, committed as a compact table with the command that wrote it, quoted by the report
-and stated by the README, the same table in both."""
+"""Every development group's errors: computed per table x model x P2P x framework from validated
+rows, committed as a compact table with the command that wrote it, quoted by the report and stated
+by the README, the same table in both; and reproduced from the development tables shipped in
+laddersim/data/validation by ``laddersim validate`` with no table."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 from pathlib import Path
 
@@ -11,7 +14,8 @@ import pandas as pd
 import pytest
 
 from laddersim.validation.development_groups import (
-    README_END, README_START, group_errors, groups_csv, groups_markdown, read_groups, with_readme_table)
+    DEVELOPMENT_TABLES, README_END, README_START, development_table_paths, group_errors, groups_csv, groups_markdown,
+    read_development_tables, read_groups, with_readme_table)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,3 +76,59 @@ def test_the_report_quotes_every_group(tmp_path):
     section = paper_section(tmp_path, tmp_path / "figures")
     groups, command = read_groups()
     assert groups_markdown(groups) in section.body and command in section.body
+
+
+def _readme_block() -> str:
+    readme = (ROOT / "README.md").read_text()
+    return readme[readme.index(README_START) + len(README_START):readme.index(README_END)].strip()
+
+
+def test_the_development_tables_ship_with_their_provenance():
+    paths = development_table_paths()
+    assert [p.name for p in paths] == list(DEVELOPMENT_TABLES) and all(p.is_file() for p in paths)
+    folder = paths[0].parent
+    provenance = (folder / "PROVENANCE.md").read_text()
+    assert all(f"`{name}`" in provenance for name in DEVELOPMENT_TABLES)
+    assert {p.name for p in (folder / "models").glob("*.json")} == {"paper-1b.json", "paper-3b.json",
+                                                                     "llama-3.1-405b.json"}
+    frame, tables = read_development_tables()
+    assert len(frame) == len(tables) == 673
+    assert [tables.count(name) for name in DEVELOPMENT_TABLES] == [70, 75, 190, 290, 8, 40]
+    # The graph table's paper models are read from the shipped models/ folder, not left as bare names.
+    assert {Path(m).name for m in frame["model"] if "paper" in m} == {"paper-1b.json", "paper-3b.json"}
+
+
+@pytest.fixture(scope="module")
+def validate_without_a_table(tmp_path_factory):
+    """``laddersim validate`` with no table, as a user of a fresh clone or a wheel runs it: stdout
+    and the report folder."""
+    from laddersim.cli import main
+
+    out = tmp_path_factory.mktemp("validate") / "report"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["validate", "--report", str(out)]) == 0
+    return printed.getvalue(), out
+
+
+def test_validate_without_a_table_prints_the_readmes_table(validate_without_a_table):
+    printed, _ = validate_without_a_table
+    assert printed.strip() == _readme_block()
+
+
+def test_the_shipped_tables_reproduce_the_committed_groups_exactly(validate_without_a_table):
+    import laddersim
+
+    committed, _ = read_groups()
+    frame = laddersim.validate()  # the library's default is the CLI's
+    pd.testing.assert_frame_equal(frame.attrs["development_groups"], committed)
+    assert len(frame) == 673 and frame.attrs["report"] is None
+
+
+def test_validate_without_a_table_writes_the_committed_validation_report(validate_without_a_table):
+    """reports/validation/ holds every development table validated together: the same rows and
+    predictions, byte for byte, as validating the shipped copies."""
+    _, out = validate_without_a_table
+    for name in ("measured.csv", "validation.csv", "models/paper-1b.json", "models/paper-3b.json"):
+        assert (out / name).read_bytes() == (ROOT / "reports" / "validation" / name).read_bytes(), name
+    assert "Reproduce: `laddersim validate " in (out / "index.md").read_text()

@@ -239,20 +239,20 @@ def test_validate_takes_several_tables_and_reports_model_p2p_groups(tmp_path, ca
 
 def test_fit_warns_when_rows_cannot_pin_the_parameters():
     from laddersim.fitting.row_parameters import Param as _Param
-    from laddersim.fitting.rows import _pinning_warnings
+    from laddersim.fitting.rows import pinning_warnings
 
     params = [_Param("step_overhead_us", None, 30.0, 0.03, 20000.0, 50.0, 1.0),
               _Param("memory_efficiency_scale", None, 1.0, 0.3, 1.1, 0.05, 0.1)]
-    assert _pinning_warnings(params, np.array([31.0, 1.0]), rows=10) == []
-    warned = _pinning_warnings(params, np.array([20000.0, 1.0]), rows=1)
+    assert pinning_warnings(params, np.array([31.0, 1.0]), rows=10) == []
+    warned = pinning_warnings(params, np.array([20000.0, 1.0]), rows=1)
     assert len(warned) == 3 and "1 fitted rows for 2 parameters" in warned[0]
     assert "step_overhead_us" in warned[1] and "memory_efficiency_scale" not in warned[1]
     # A per-step constant pulled over two prior sigmas (a factor e^2 = 7.4) from its microbenchmark
     # value is reported; twice the value (0.7 sigma) or a scale within its 10% prior is not.
-    assert _pinning_warnings(params, np.array([60.0, 1.09]), rows=10) == []
-    far = _pinning_warnings(params, np.array([268.0, 1.0]), rows=10)
+    assert pinning_warnings(params, np.array([60.0, 1.09]), rows=10) == []
+    far = pinning_warnings(params, np.array([268.0, 1.0]), rows=10)
     assert len(far) == 1 and "step_overhead_us 268 (base 30)" in far[0] and "memory_efficiency" not in far[0]
-    assert "memory_efficiency_scale 0.75" in _pinning_warnings(params, np.array([30.0, 0.75]), rows=10)[0]
+    assert "memory_efficiency_scale 0.75" in pinning_warnings(params, np.array([30.0, 0.75]), rows=10)[0]
 
 
 def test_fit_predictions_carry_the_parameter_uncertainty_to_every_schedule(h100, tmp_path):

@@ -4,7 +4,6 @@ the best streaming the profile's measured GEMM table shows for its weight bytes
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,8 +17,8 @@ from laddersim.fitting.row_parameters import apply
 from laddersim.hardware.profile import list_profiles, load_profile
 from laddersim.model.shape import ModelShape
 from laddersim.model.workload import Workload
+from laddersim.support.resources import data_path
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "validation"
 WIDTHS = [256, 512, 768, 1024, 1280, 1536, 2048, 3072, 3328, 4096, 5120, 6656, 8192, 12288, 16384, 28672]
 
 
@@ -129,22 +128,21 @@ def test_only_a_compiled_one_row_linear_is_generated(h100, framework, batch, gen
             assert split_reduce > 0.0, kind
 
 
-@pytest.mark.skipif(not (SHARED / "ladder_70b_tp_sweep.csv").exists(), reason="needs ../shared/validation")
 def test_the_compiled_tables_batch_1_rows():
-    """The paper's 70B figure and the 8B TP sweep (gpt-fast compiled, ../shared/validation), their
+    """The paper's 70B figure and the 8B TP sweep (gpt-fast compiled, laddersim/data/validation), their
     41 batch-1 rows: tokens/s median |error| 3.3% (7.0% with the linears at cuBLAS's M = 1 rows, all
     predicted slow); the upper_bound rows (no collective: the step's compute) -5.0% to +1.6%
     (-13.1% to -4.0% before). And the 405B figure's batch-1 upper_bound decode (TP 16, 11.69 s
     measured): within 3% (12.60 s, 7.7% slow, before)."""
     from laddersim.validation.core import ValidationSetup, read_measured, validate
 
-    rows = [validate(read_measured(SHARED / name), ValidationSetup())
+    rows = [validate(read_measured(data_path("validation", name)), ValidationSetup())
             for name in ("ladder_70b_tp_sweep.csv", "ladder_8b_tp_sweep.csv")]
     batch_1 = [frame[frame["batch"] == 1] for frame in rows]
     errors = np.concatenate([frame["rel_error"].to_numpy() for frame in batch_1])
     assert len(errors) == 41 and np.median(np.abs(errors)) < 0.04
     bound = np.concatenate([frame[frame["schedule"] == "upper_bound"]["rel_error"].to_numpy() for frame in batch_1])
     assert np.all(np.abs(bound) < 0.055)
-    big = validate(read_measured(SHARED / "ladder_405b_2node.csv"))
+    big = validate(read_measured(data_path("validation", "ladder_405b_2node.csv")))
     ub = big[(big["batch"] == 1) & (big["schedule"] == "upper_bound")].iloc[0]
     assert ub["predicted_decode_s"] == pytest.approx(ub["decode_s"], rel=0.03)

@@ -4,14 +4,12 @@ stream; a one-node collective (no proxy: P2P, SHM, NVLS) and an eager pass do no
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from laddersim.costs.graph_proxy import graph_host_node_s, needs_proxy
 from laddersim.costs.op_costs import Phase, op_times_s
+from laddersim.fitting import graph_host_node as fit_tool
 from laddersim.model.framework import load_framework
 from laddersim.hardware.overrides import with_overrides
 from laddersim.hardware.profile import load_profile
@@ -21,11 +19,7 @@ from laddersim.simulation.simulate import make_scenario, simulate
 from laddersim.validation.core import ValidationSetup, error_summary, read_measured, validate
 from laddersim.model.workload import Workload
 
-ROOT = Path(__file__).resolve().parents[1]
-TABLE = ROOT.parent / "shared" / "validation" / "ladder_405b_2node.csv"
-_spec = importlib.util.spec_from_file_location("fit_graph_host_node", ROOT / "tools" / "fits" / "fit_graph_host_node.py")
-fit_tool = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(fit_tool)
+TABLE = fit_tool.TABLE  # the shipped 405B two-node rows
 MODEL = ModelShape(name="wide-4l", n_layers=4, dim=8192, n_heads=64, n_kv_heads=16, intermediate_size=28672,
                    vocab_size=32000)
 
@@ -90,9 +84,8 @@ def test_no_overlap_hides_it(schedule):
     assert steps[5.0] - steps[0.0] == pytest.approx(collectives * 5e-6, rel=1e-6)
 
 
-@pytest.mark.skipif(not TABLE.exists(), reason="needs ../shared/validation/ladder_405b_2node.csv")
 def test_the_profile_states_what_the_405b_rows_ask_for():
-    """h100-sxm-nvswitch's ``graph_host_node_us`` is what tools/fits/fit_graph_host_node.py reads from the
+    """h100-sxm-nvswitch's ``graph_host_node_us`` is what laddersim.fitting.graph_host_node reads from the
     405B rows (kept in step): the median over batch 1 and 8 of what the ladder rows ask per
     collective (5.3 and 7.0 us); held out, standard asks 3.3 and 9.4 us, parallel 3.0 and 7.3 (the
     batch-8 collective's own time, which ladder hides, is in those two as well)."""
@@ -103,9 +96,8 @@ def test_the_profile_states_what_the_405b_rows_ask_for():
     assert held_out.min() > 0 and abs(np.median(held_out) - stated) < 2.0
 
 
-@pytest.mark.skipif(not TABLE.exists(), reason="needs ../shared/validation/ladder_405b_2node.csv")
 def test_without_the_host_node_the_405b_speedups_miss_their_bars():
-    """With the field at 0 the figure's speedups miss issue 37's bars (median 2.37 pp, worst 6.17 pp,
+    """With the field at 0 the figure's speedups miss their bars (median 2.37 pp, worst 6.17 pp,
     gpt-fast's batch-1 linears priced as generated kernels): the compiled decode's network
     collectives come out too cheap beside the compute. The shipped profile meets them
     (tests/test_multinode_405b.py)."""

@@ -1,9 +1,8 @@
-"""The memory check counts what the framework's attention path allocates (issue 38): the math SDPA
+"""The memory check counts what the framework's attention path allocates: the math SDPA
 path's materialised scores refuse a long prompt the fused path runs; measured runs still fit."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -14,9 +13,9 @@ from laddersim.errors import DoesNotFitError
 from laddersim.model.shape import load_model_shape
 from laddersim.validation.core import ValidationSetup, check_rows, read_measured
 from laddersim.model.workload import Workload
+from laddersim.support.resources import data_path
 from tests.cli_run import run_cli
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 LLAMA_70B = load_model_shape("llama-3.1-70b")
 
 
@@ -74,11 +73,10 @@ def test_the_papers_70b_runs_still_fit(h100):
     assert len(check_rows(frame, ValidationSetup())) == len(frame)
 
 
-@pytest.mark.skipif(not (SHARED / "validation" / "ladder_8b_tp_sweep.csv").exists(), reason="needs ../shared/validation")
 def test_measured_8b_runs_still_fit(h100):
     """The 8B compiled table's TP 1 batch 64 rows (1024 + 512 tokens, math_fp32 scores of 25.5 GiB
     a layer) ran on one 80 GB H100: they fit."""
-    frame = read_measured(SHARED / "validation" / "ladder_8b_tp_sweep.csv")
+    frame = read_measured(data_path("validation", "ladder_8b_tp_sweep.csv"))
     scenarios = check_rows(frame, ValidationSetup())
     tightest = max(scenarios, key=lambda s: memory_use(s.model, s.hardware, s.workload, s.tp).total_bytes)
     use = check_fits(tightest.model, tightest.hardware, tightest.workload, tightest.tp)

@@ -1,21 +1,17 @@
-"""Issue 37's 405B figure across nodes (../shared/validation/ladder_405b_2node.csv: Llama-3.1-405B,
+"""The 405B figure across nodes (laddersim/data/validation/ladder_405b_2node.csv: Llama-3.1-405B,
 TP 16 over 2 nodes x 8 H100 on InfiniBand, the Ladder Residual authors' gpt-fast benchmark),
-validated with the shipped profile, no fit. Skipped where ../shared is missing (CI may lack it)."""
+validated with the shipped profile, no fit."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
+from laddersim.support.resources import data_path
 from laddersim.validation.core import error_summary, read_measured, validate
 
-TABLE = Path(__file__).resolve().parents[1].parent / "shared" / "validation" / "ladder_405b_2node.csv"
+TABLE = data_path("validation", "ladder_405b_2node.csv")
 
 
-@pytest.mark.skipif(not TABLE.exists(), reason="needs ../shared/validation/ladder_405b_2node.csv")
 def test_405b_two_node_figure_against_its_bars():
-    """Issue 37's bars, met: tokens/s median <= 5% (2.5%), prefill median <= 10% (9.3%), speedup
+    """Its bars, met: tokens/s median <= 5% (2.5%), prefill median <= 10% (9.3%), speedup
     median <= 2 pp (1.1) and worst <= 5 pp (4.4: upper_bound at batch 1, its compute 2.3% fast).
     Before gpt-fast's batch-1 linears were priced as generated kernels (laddersim.costs.generated_gemv)
     and the compiled decode's network collectives paid NCCL's graph host node

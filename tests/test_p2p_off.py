@@ -1,13 +1,10 @@
-"""Slow links closed (issue 37 item 3): NCCL_P2P_DISABLE=1 on an NVSwitch H100 node as NCCL's own rules
-decide it: NVLS kept for AllReduce at 4-8 GPUs and refused at 2, the host-staged SHM ring without
-LL128, the switch's stated lines, the paired runs the P2P-off constants are read from
-(tools/fits/fit_p2p_off_transport.py --lines), and, where ../shared is present, the acceptance bar on the
-decode time P2P off adds."""
+"""NCCL_P2P_DISABLE=1 on an NVSwitch H100 node as NCCL's own rules decide it: NVLS kept for AllReduce
+at 4-8 GPUs and refused at 2, the host-staged SHM ring without LL128, the switch's stated lines, the
+paired runs the P2P-off constants are read from (laddersim.fitting.p2p_off_transport, printed by
+tools/fits/fit_p2p_off_transport.py --lines), and the accuracy bar on the decode time P2P off adds
+(the shipped development tables)."""
 
 from __future__ import annotations
-
-import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,18 +15,14 @@ from hypothesis import strategies as st
 from laddersim.costs import transport
 from laddersim.costs.collectives import allreduce_time_s, bandwidth_share, collective_choice, slowdowns
 from laddersim.costs.nccl_tuning import BASE_LATENCY_US
-from laddersim.model.framework import framework_names
+from laddersim.fitting import p2p_off_transport as fit_p2p
 from laddersim.hardware.profile import load_profile
 from laddersim.hardware.comm_specs import InterferencePoint
 from laddersim.hardware.transport_spec import NvlsTerm
+from laddersim.support.resources import data_path
 from laddersim.validation.core import read_measured, validate
 from laddersim.validation.p2p_pairs import p2p_off_pairs, pair_summary
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
-_spec = importlib.util.spec_from_file_location("fit_p2p_off_transport", ROOT / "tools" / "fits" / "fit_p2p_off_transport.py")
-fit_p2p = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(fit_p2p)
 KIB, MIB = 1024.0, 2.0**20
 SIZES = np.geomspace(8.0, 2.0**30, 40)  # 8 B .. 1 GiB
 
@@ -163,57 +156,62 @@ def test_an_shm_rings_simple_keeps_its_speed_beside_compute(off):
     assert slowdowns(measured, 2, big)[1] > 0.3
 
 
-needs_shared = pytest.mark.skipif(not (SHARED / "validation" / "ladder_flash_p2p_sweep.csv").exists(),
-                                  reason="needs ../shared/validation")
-
-
-@needs_shared
 def test_the_profile_states_what_the_paired_runs_give(on, off):
     """h100-sxm-p2p-off's SHM Simple bandwidth and 8-GPU NVLS lines are what
     ``tools/fits/fit_p2p_off_transport.py --lines`` reads from the authors' paired runs (kept in step)."""
-    fitted = fit_p2p.fit_lines(fit_p2p.paired_allreduce_points(
-        read_measured(SHARED / "validation" / "ladder_flash_p2p_sweep.csv"), on), on, off)
+    fitted = fit_p2p.fit_lines(fit_p2p.paired_allreduce_points(read_measured(fit_p2p.PAIRED_TABLE), on), on, off)
     spec = off.collectives.transport
     assert spec.shm.simple_bus_bandwidth_gbps.value == pytest.approx(fitted["simple_bus_bandwidth_gbps"], abs=0.01)
     stated = sorted((t.latency_us, t.bus_bandwidth_gbps) for t in spec.nvls if t.gpus == 8)
     assert np.allclose(stated, fitted["nvls"][8], rtol=1e-3)
 
 
-def _paired_tables(folder: Path) -> list[pd.DataFrame]:
-    """The 70B figure and both CUDA-graph tables, as issue 37 validates them (shipped profiles); the
-    graph table's rows as gpt-fast-flash until the gpt-fast-graph framework exists (as
-    tools/dev/fidelity_figures.py --as does), through a renamed copy in ``folder``."""
-    tables = []
-    for name in ("ladder_70b_tp_sweep.csv", "ladder_flash_p2p_sweep.csv", "ladder_graph_p2p_sweep.csv"):
-        path = SHARED / "validation" / name
-        raw = pd.read_csv(path, comment="#")
-        if "framework" in raw.columns and "gpt-fast-graph" not in framework_names():
-            raw["framework"] = raw["framework"].replace({"gpt-fast-graph": "gpt-fast-flash"})
-            raw.to_csv(folder / name, index=False)
-            tables.append(validate(read_measured(folder / name, models_dir=path.parent / "models")))
-        else:
-            tables.append(validate(read_measured(path)))
-    return tables
-
-
-@needs_shared
-def test_p2p_off_extra_decode_within_the_bar(tmp_path):
-    """Issue 37's acceptance: the decode time P2P off adds (off minus on, per pair) within 15%, median
-    over the pairs where it is >= 3% of the P2P-on decode (the 70B figure and both CUDA-graph tables)."""
-    summary = pair_summary(pd.concat([p2p_off_pairs(t) for t in _paired_tables(tmp_path)], ignore_index=True))
+def test_p2p_off_extra_decode_within_the_bar():
+    """The decode time P2P off adds (off minus on, per pair) within 15%, median over the pairs where it
+    is >= 3% of the P2P-on decode (the 70B figure and both CUDA-graph tables, shipped profiles)."""
+    tables = [validate(read_measured(data_path("validation", name)))
+              for name in ("ladder_70b_tp_sweep.csv", "ladder_flash_p2p_sweep.csv", "ladder_graph_p2p_sweep.csv")]
+    summary = pair_summary(pd.concat([p2p_off_pairs(t) for t in tables], ignore_index=True))
     assert summary["scored_pairs"] >= 80
     assert summary["extra_decode_median_abs_err_pct"] <= 15.0, summary
 
 
-@needs_shared
 def test_ladder_prefill_over_an_shm_ring_as_the_paired_runs_measure_it():
     """TP 2 with P2P off (no NVLS for 2 GPUs): the prefill's 8-128 MiB AllReduces run the SHM ring's
     Simple, which ladder overlaps with the next module's GEMMs. The authors' runs
     (ladder_flash_p2p_sweep.csv) are met within 10%; stretched as an NVLink ring is beside compute
     (1.5 x), ladder's prefill was predicted 17-23% too slow, standard's (nothing overlapped) within 2%."""
-    rows = read_measured(SHARED / "validation" / "ladder_flash_p2p_sweep.csv")
+    rows = read_measured(fit_p2p.PAIRED_TABLE)
     rows = rows[(rows["tp"] == 2) & (rows["p2p"] == "off") & rows["schedule"].isin(["ladder", "standard"])]
     out = validate(rows)
     err = out["predicted_prefill_s"] / out["prefill_s"] - 1.0
     assert (out["schedule"] == "ladder").sum() >= 4
     assert err.abs().max() < 0.10, out.assign(err=err)[["batch", "gen_len", "schedule", "err"]]
+
+
+def test_extra_per_allreduce_divides_the_step_difference_by_the_steps_allreduces():
+    base = {"model": "llama-3.1-8b", "tp": 8, "batch": 16, "prompt_len": 1024, "gen_len": 512, "schedule": "standard"}
+    frame = pd.DataFrame([
+        {**base, "p2p": "on", "tokens_per_s": 1.0, "predicted_tokens_per_s": 1.0, "decode_s": 5.12,
+         "predicted_decode_s": 5.12},
+        # off adds 1 ms a step: 64 AllReduces (32 layers x 2), 15.625 us each; predicted half of it
+        {**base, "p2p": "off", "tokens_per_s": 1.0, "predicted_tokens_per_s": 1.0, "decode_s": 5.12 + 0.512,
+         "predicted_decode_s": 5.12 + 0.256},
+        {**base, "p2p": "off", "schedule": "ladder", "tokens_per_s": 1.0, "predicted_tokens_per_s": 1.0,
+         "decode_s": 9.0, "predicted_decode_s": 9.0},  # not the standard schedule: ignored
+    ])
+    out = fit_p2p.extra_per_allreduce(frame)
+    assert len(out) == 1
+    row = out.iloc[0]
+    assert row["message_kib"] == 16 * 4096 * 2 / 1024
+    assert row["measured_extra_us"] == pytest.approx(15.625)
+    assert row["predicted_extra_us"] == pytest.approx(7.8125)
+
+
+def test_extra_per_allreduce_without_decode_s_amortizes_from_tokens_per_s():
+    base = {"model": "llama-3.1-70b", "tp": 8, "batch": 4, "prompt_len": 1024, "gen_len": 512, "schedule": "standard"}
+    frame = pd.DataFrame([{**base, "p2p": "on", "tokens_per_s": 400.0, "predicted_tokens_per_s": 400.0},
+                          {**base, "p2p": "off", "tokens_per_s": 200.0, "predicted_tokens_per_s": 250.0}])
+    row = fit_p2p.extra_per_allreduce(frame).iloc[0]
+    assert row["measured_extra_us"] == pytest.approx((4 / 200 - 4 / 400) / 160 * 1e6)  # 80 layers x 2
+    assert row["predicted_extra_us"] == pytest.approx((4 / 250 - 4 / 400) / 160 * 1e6)

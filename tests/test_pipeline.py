@@ -5,7 +5,6 @@ in flight, memory per stage, the timeline of every stage's ranks, and serving a 
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,6 +27,7 @@ from laddersim.traffic.arrivals import Requests, draw_requests, parse_length
 from laddersim.traffic.options import serving_options
 from laddersim.traffic.run import serve, serving_scenario
 from laddersim.simulation.simulate import check_memory, make_scenario, simulate
+from laddersim.support.resources import data_path
 from laddersim.validation.core import error_summary, read_measured, validate
 from laddersim.validation.labels import MODEL_P2P, with_model_p2p
 
@@ -256,12 +256,11 @@ def test_serving_keeps_a_batch_in_flight_per_stage(h100):
     assert served.metrics["throughput_tokens_per_s"] > 1.6 * one["tokens_per_s"]
 
 
-TABLE = Path(__file__).resolve().parents[1].parent / "shared" / "validation" / "ladder_pp_sweep.csv"
+TABLE = data_path("validation", "ladder_pp_sweep.csv")
 
 
-@pytest.mark.skipif(not TABLE.exists(), reason="needs ../shared/validation/ladder_pp_sweep.csv")
 def test_pipeline_table_against_its_bars():
-    """Issue 39's bars on the authors' 2-stage runs (70B TP 2 x PP 2 P2P on/off batch 1-64, 8B TP 1
+    """The bars on the authors' 2-stage runs (70B TP 2 x PP 2 P2P on/off batch 1-64, 8B TP 1
     x PP 2), shipped profiles, no fit: tokens/s median <= 5% (2.1), every model x P2P group's
     median <= 8% (6.5: the 8B batch-1 rows, 6-8% slow as 8B TP 1 batch 1 is without a pipeline),
     speedup median <= 2 pp (0.9) and worst <= 8 pp (5.0), prefill median <= 10% (4.3). Every

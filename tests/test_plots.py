@@ -16,7 +16,7 @@ from laddersim.errors import UserInputError
 from laddersim.hardware.overrides import with_overrides
 from laddersim.plots import PLOT_KINDS, plot_bandwidth, plot_heatmap, plot_timeline
 from laddersim.plots.frames import parse_where, select, with_speedup
-from laddersim.plots.timeline import _exposed_comm_s
+from laddersim.plots.timeline import exposed_comm_s
 from laddersim.simulation.simulate import make_scenario, simulate
 
 TABLE_KINDS = [k for k, v in PLOT_KINDS.items() if v.input == "results"]
@@ -130,8 +130,8 @@ def test_timeline_shows_ladder_hiding_the_allreduce(h100, tiny_model, tmp_path):
         result = simulate(make_scenario(tiny_model, h100, 4, 1, 64, 8, schedule))
         spans = result.timeline([2], ranks=[0, 1])
         # The figure's exposed-communication number is the simulator's own for that step.
-        assert _exposed_comm_s(spans[spans["rank"] == 0]) == pytest.approx(result.decode_metrics[2, 4], rel=1e-9, abs=1e-12)
-        exposed[schedule] = _exposed_comm_s(spans[spans["rank"] == 0])
+        assert exposed_comm_s(spans[spans["rank"] == 0]) == pytest.approx(result.decode_metrics[2, 4], rel=1e-9, abs=1e-12)
+        exposed[schedule] = exposed_comm_s(spans[spans["rank"] == 0])
         frames.append(spans.assign(schedule=schedule))
     assert exposed["ladder"] < 0.5 * exposed["standard"]
     paths = plot_timeline(pd.concat(frames, ignore_index=True), tmp_path / "tl", zoom_layers=1)

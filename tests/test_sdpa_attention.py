@@ -5,7 +5,6 @@ time at query length 1, a golden layer of kernels, and the framework against its
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -20,12 +19,12 @@ from laddersim.costs.sdpa_attention import (SM80_TILES, fmha_bytes, fmha_grid, f
 from laddersim.hardware.profile import load_profile
 from laddersim.simulation.kernel_view import kernel_table
 from laddersim.simulation.simulate import make_scenario
+from laddersim.support.resources import data_path
 
 GPU = load_profile("h100-sxm-nvswitch").gpu
 SMS = int(GPU.sm_count.value)
 PEAK = GPU.peak_flops_per_s_for("float16")
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "validation"
-GRAPH_TABLE = SHARED / "ladder_graph_p2p_sweep.csv"
+GRAPH_TABLE = data_path("validation", "ladder_graph_p2p_sweep.csv")
 
 
 def _elementwise_s(moved_bytes: float, kernels: int) -> float:
@@ -165,9 +164,8 @@ def test_rope_moves_q_and_k_only_where_the_attention_path_writes_the_cache():
     assert rope["gpt-fast-flash"] - rope["gpt-fast-graph"] == pytest.approx(2 * 8 * per_kv_head / bw)
 
 
-# ---- against the September runs (../shared) --------------------------------------------------
+# ---- against the September runs (the shipped graph table) ------------------------------------
 
-@pytest.mark.skipif(not GRAPH_TABLE.exists(), reason="needs ../shared/validation")
 def test_every_group_of_the_graph_table_is_within_the_bar(tmp_path, capsys):
     """`laddersim validate` on the table as measured: its framework column names gpt-fast-graph, the
     rows group by model x P2P x framework, and every group's median tokens/s error is <= 8% (issue
@@ -183,7 +181,6 @@ def test_every_group_of_the_graph_table_is_within_the_bar(tmp_path, capsys):
     assert len(medians) == 6 and (medians <= 0.08).all(), medians
 
 
-@pytest.mark.skipif(not GRAPH_TABLE.exists(), reason="needs ../shared/validation")
 def test_one_gpu_decode_steps_follow_the_kernel_across_tiles_and_batches():
     """TP 1 (no collective): the decode step of the paper 1B/3B (64x64 tiles, MHA) and Llama-3.1-8B
     (64x128 tiles, GQA 4:1) rows, batch 1-64, within 8% each; at batch 1 the fixed time the

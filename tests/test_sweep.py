@@ -22,7 +22,7 @@ from laddersim.sweeps import INPUT_COLUMNS, expand_grid, load_grid, run_sweep
 from laddersim.sweeps.evaluate import METRIC_COLUMNS
 from laddersim.sweeps.grid import OVERRIDE_COLUMNS, parse_grid
 from laddersim.sweeps.overrides import override_scales
-from laddersim.sweeps.store import PointStore
+from laddersim.sweeps.store import SweepStore
 
 H100 = "h100-sxm-nvswitch"
 # Short generations keep each point at a few milliseconds.
@@ -170,12 +170,12 @@ def test_rerun_computes_nothing_and_a_bigger_grid_only_the_new_points(tmp_path):
 
 
 def test_store_drops_a_line_torn_by_a_kill(tmp_path):
-    with PointStore(tmp_path) as store:
+    with SweepStore(tmp_path) as store:
         store.add({"key": "a", "x": 0.1})
         store.add({"key": "b", "x": 1 / 3})
     path = tmp_path / "points.jsonl"
     path.write_bytes(path.read_bytes() + b'{"key":"c","x":0.')  # killed mid-write
-    with PointStore(tmp_path) as store:
+    with SweepStore(tmp_path) as store:
         assert set(store.rows) == {"a", "b"} and store.rows["b"]["x"] == 1 / 3
         store.add({"key": "c", "x": 2.0})
     assert [json.loads(x)["key"] for x in path.read_text().splitlines()] == ["a", "b", "c"]
@@ -184,7 +184,7 @@ def test_store_drops_a_line_torn_by_a_kill(tmp_path):
 def test_corrupt_store_line_is_a_user_error(tmp_path):
     (tmp_path / "points.jsonl").write_text('{"key":"a"}\nnot json\n')
     with pytest.raises(UserInputError, match="line 2"):
-        PointStore(tmp_path)
+        SweepStore(tmp_path)
 
 
 @pytest.mark.parametrize("raw, message", [

@@ -26,7 +26,7 @@ from laddersim.sweeps.grid import OVERRIDE_COLUMNS, load_grid, parse_grid
 from laddersim.sweeps.points import INPUT_COLUMNS, KEYED_UNLESS, expand_grid, point_key
 from laddersim.sweeps.runner import batches
 from laddersim.sweeps.sweep_dir import run_sweep
-from laddersim.sweeps.store import PointStore
+from laddersim.sweeps.store import SweepStore
 from laddersim.sweeps.table import column_types, results_frame
 
 # Issue 40's grid with fewer values on each axis (its every schedule, both models, several machines,
@@ -191,10 +191,10 @@ def test_the_store_reads_back_what_it_kept(tmp_path):
     rows = [{"key": "a", "x": 0.1, "y": None, "z": "s", "n": 3, "b": True},
             {"key": "b", "x": np.float64(1e-300), "w": [1.5, 2.0]},  # not plain: kept as read back
             {"key": "a", "x": 9.0}]  # a key seen again keeps its first row
-    with PointStore(tmp_path) as store:
+    with SweepStore(tmp_path) as store:
         store.add_many(rows)
         kept = dict(store.rows)
-    with PointStore(tmp_path) as again:
+    with SweepStore(tmp_path) as again:
         assert again.rows == kept
     assert kept["a"]["x"] == 0.1 and type(kept["b"]["x"]) is float and kept["b"]["w"] == [1.5, 2.0]
 

@@ -158,7 +158,7 @@ def test_validate_splits_figure_and_trends_by_model_and_prompt_length(tmp_path, 
     assert f"speedup shrinks with batch (TP 8, P2P on, {name}, prompt 128)" in report
     assert "ladder speedup grows with TP (batch 1, P2P on, llama-3.1-8b, prompt 256)" in report
     titles = []
-    monkeypatch.setattr(figure, "save_paper_figure", lambda fig, out_base: titles.extend(
+    monkeypatch.setattr(figure, "save_validation_figure", lambda fig, out_base: titles.extend(
         ax.get_title() for ax in fig.axes if ax.get_visible()) or [])
     figure.paper_figure(pd.read_csv(out / "validation.csv"), tmp_path / "again")
     assert sorted(titles) == sorted([f"{name}, batch {b}, prompt {p}, P2P on" for b in (1, 8, 32) for p in (64, 128)]

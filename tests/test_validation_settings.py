@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 import laddersim.validation
+from laddersim.support.resources import data_path
 from laddersim.cli import main
 from laddersim.validation import ValidationSetup, read_measured, validate
 from laddersim.validation.labels import MODEL_P2P, with_model_p2p
@@ -205,9 +206,8 @@ def test_ladder_hides_the_collective_half_of_the_handoff_not_the_compute_half(tm
     assert grown["ladder"] == pytest.approx(2 * layers * h / 2 + h + 2 * h / 2, rel=0.01)
 
 
-_SHARED = Path(__file__).resolve().parents[2] / "shared" / "validation"
-_FLASH_TABLE = _SHARED / "ladder_flash_p2p_sweep.csv"
-_GRAPH_TABLE = _SHARED / "ladder_graph_p2p_sweep.csv"
+_FLASH_TABLE = data_path("validation", "ladder_flash_p2p_sweep.csv")
+_GRAPH_TABLE = data_path("validation", "ladder_graph_p2p_sweep.csv")
 
 
 def _prefill_errors(path: Path, query: str) -> dict:
@@ -218,7 +218,6 @@ def _prefill_errors(path: Path, query: str) -> dict:
             zip(out["model"], out["gen_len"], out["predicted_prefill_s"], out["prefill_s"])}
 
 
-@pytest.mark.skipif(not (_FLASH_TABLE.exists() and _GRAPH_TABLE.exists()), reason="needs ../shared/validation")
 def test_eager_rope_prices_the_prefill_of_gqa_and_mha_models():
     """RoPE's bytes factor was fitted to the 8B rows' prefill (gpt-fast-flash); the paper's MHA models,
     whose prefill layer is ~40% RoPE, are held out and must follow on their own framework

@@ -108,7 +108,8 @@ def check_profile(hardware: str | Path | HardwareProfile, shipped: bool = False)
     """``laddersim profiles check``: the model against every measured table ``hardware`` (a profile
     name, path or profile) lists.
     ``shipped``: compare with the compact tables shipped with the profiles even where the original
-    measurement files are on this machine (LADDERSIM_SHARED). Errors are fractions (0.05 = 5%)."""
+    measurement files are named (the environment variable LADDERSIM_SHARED: a folder holding
+    reference_data/). Errors are fractions (0.05 = 5%)."""
     import pandas as pd
 
     from laddersim.profiles_check.compare import check_allreduce, check_gemm, summary_frame
@@ -154,7 +155,7 @@ def profiles_report(out: str | Path | None = None) -> Path:
     from laddersim.errors import UserInputError
     from laddersim.support.io_write import check_output
     from laddersim.profiles_check.report import write_report
-    from laddersim.profiles_check.sources import shared_root
+    from laddersim.profiles_check.sources import reference_data_root
 
     if out:  # a Markdown file path; its figures go in a folder beside it
         target = Path(out)
@@ -167,8 +168,8 @@ def profiles_report(out: str | Path | None = None) -> Path:
             target.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UserInputError(f"out: cannot create {target.parent}: {exc.strerror}") from None
-    if shared_root() is None:
-        print("profiles report: the original measurement files are not on this machine (set LADDERSIM_SHARED "
-              "to a folder holding reference_data/ to use them); comparing with the compact tables shipped "
-              "with the profiles", file=sys.stderr)
+    if reference_data_root() is None:
+        print("profiles report: the original measurement files are not on this machine or not named (set "
+              "LADDERSIM_SHARED to a folder holding reference_data/ to use them); comparing with the compact "
+              "tables shipped with the profiles", file=sys.stderr)
     return write_report(out)

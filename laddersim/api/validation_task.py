@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Sequence
 from laddersim.api.common import listed, with_choices
 # What the command line shows beside the rows: the columns that tell settings apart, a model's
 # label, and the share of the decode time above which a P2P-off pair is scored.
+from laddersim.validation.development_groups import groups_markdown  # noqa: F401
 from laddersim.validation.labels import model_label, setting_columns  # noqa: F401
 from laddersim.validation.p2p_pairs import SCORED_EXTRA_SHARE  # noqa: F401
 
@@ -31,9 +32,10 @@ def validate(measured: str | Path | Sequence[str | Path] | pd.DataFrame | None =
              kv_cache: str | None = None, kv_reads: str | None = None, framework: str = "gpt-fast",
              models: str | Path | None = None, *, report: str | Path | None = None,
              progress: bool = False) -> pd.DataFrame:
-    """``laddersim validate``: every measured row (default: the built-in copy of the paper's 70B
-    figure) with ``hardware``, ``predicted_tokens_per_s``, ``rel_error``, ``measured_speedup``,
-    ``predicted_speedup`` and ``speedup_error_pp`` (percentage points).
+    """``laddersim validate``: every measured row (default: every development table shipped in
+    ``laddersim/data/validation``, the README's accuracy table) with ``hardware``,
+    ``predicted_tokens_per_s``, ``rel_error``, ``measured_speedup``, ``predicted_speedup`` and
+    ``speedup_error_pp`` (percentage points).
 
     ``measured``: a CSV path, several (validated together) or a DataFrame, with columns model,
     tp, nodes, batch, prompt_len, gen_len, p2p, schedule, tokens_per_s (optionally hardware,
@@ -44,16 +46,20 @@ def validate(measured: str | Path | Sequence[str | Path] | pd.DataFrame | None =
     {FRAMEWORKS} (default gpt-fast) or a framework .yaml, for rows that name none; ``kv_cache``, ``kv_reads``: override the framework's. ``report``: also write the
     report there (a directory: index.md, the figure, validation.csv, and measured.csv with the
     rows as read, which its Reproduce line names); ``progress``: one line on stderr when the
-    simulations start.
+    simulations start (on a terminal also a bar over the rows and a line when the report starts).
 
     ``frame.attrs``: ``summary`` (errors overall and per model x P2P x framework group),
     ``p2p_pairs`` (for settings measured with P2P on and off, the error of the decode time P2P
-    off adds; None without such pairs) and ``report`` (the index.md written, or None)."""
+    off adds; None without such pairs), ``development_groups`` (with no ``measured``: the errors
+    per table x model x P2P x framework group, as the README's table; else None) and ``report``
+    (the index.md written, or None)."""
     import pandas as pd
+    from tqdm import tqdm
 
     from laddersim.errors import UserInputError
     from laddersim.support.io_write import check_output
     from laddersim.validation.core import ValidationSetup, error_summary, read_measured_tables, validate as run
+    from laddersim.validation.development_groups import development_groups, read_development_tables
     from laddersim.validation.labels import MODEL_P2P, with_model_p2p
     from laddersim.validation.p2p_pairs import p2p_off_pairs, pair_summary
     from laddersim.validation.report import write_measured, write_report
@@ -66,14 +72,26 @@ def validate(measured: str | Path | Sequence[str | Path] | pd.DataFrame | None =
         check_output(report, "report", "dir")  # before any simulation, not after it
     if models is not None and not Path(models).is_dir():
         raise UserInputError(f"models: {models} is not a folder; allowed: a folder of <name>.json model configs")
-    table = measured if paths is None else read_measured_tables(paths, models)
-    frame = run(table, setup, on_start=lambda n: print(f"validating {n} rows ...", file=sys.stderr) if progress
-                else None)
+    tables = None  # per row, the development table it came from (no table given)
+    if paths is None:
+        table = measured
+    elif paths:
+        table = read_measured_tables(paths, models)
+    else:
+        table, tables = read_development_tables()
+    on_tty = progress and sys.stderr.isatty()  # a bar over the rows, and the report's step, on a terminal only
+    with tqdm(total=len(table), desc="validate", unit="row", file=sys.stderr, leave=False, disable=not on_tty,
+              delay=1.0) as bar:  # shown after the line saying how many rows
+        frame = run(table, setup, on_start=lambda n: print(f"validating {n} rows ...", file=sys.stderr) if progress
+                    else None, on_row=lambda done, _: bar.update(done - bar.n))
     pairs = p2p_off_pairs(frame)
     frame.attrs.update(
         summary=pd.concat([error_summary(frame), error_summary(with_model_p2p(frame), MODEL_P2P)], ignore_index=True),
-        p2p_pairs=pair_summary(pairs) if len(pairs) else None, report=None)
+        p2p_pairs=pair_summary(pairs) if len(pairs) else None, report=None,
+        development_groups=development_groups(frame, tables, setup.framework) if tables else None)
     if report is not None:
+        if on_tty:
+            print(f"writing the report to {report} ...", file=sys.stderr)
         written = write_measured(table, report)
         command = reproduce_command("validate", written, validate, setup_options(setup))
         frame.attrs["report"] = str(write_report(frame, report, command, tp1_check(frame, setup)))

@@ -26,7 +26,8 @@ COMMANDS = {
     "simulate": "simulate one scenario under one or more schedules",
     "profiles": "hardware profiles: list, show, check, fit, report",
     "calibrate": "measure a cluster and fit a hardware profile",
-    "validate": "compare predictions with measured tokens/s (default: the paper's 70B figure)",
+    "validate": "compare predictions with measured tokens/s (default: every shipped development table, "
+                "the README's accuracy table)",
     "fit": "fit framework overhead, collective floor (and interference) to measured runs",
     "sweep": "what-if sweep over a grid; resumable Parquet/CSV table",
     "plot": "plot a results table (PNG and SVG), or a decode-step timeline",

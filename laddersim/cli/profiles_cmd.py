@@ -25,12 +25,16 @@ def register(sub) -> None:
     check.add_argument("name")
     check.add_argument("--shipped", action="store_true",
                        help="compare with the compact tables shipped with the profiles, even where the "
-                            "original measurement files are on this machine (LADDERSIM_SHARED)")
+                            "environment variable LADDERSIM_SHARED names a folder holding the original "
+                            "measurement files (reference_data/); without it they are never read")
     check.set_defaults(func=run_check)
     fit = verbs.add_parser("fit", help="fit the profile's parameters to its shipped tables; print YAML")
     fit.add_argument("name")
     fit.set_defaults(func=run_fit)
-    report = verbs.add_parser("report", help="write reports/collectives.md and its plots")
+    report = verbs.add_parser("report", help="write reports/collectives.md and its plots",
+                              description="Compare every profile with its measured tables: the original "
+                              "measurement files where the environment variable LADDERSIM_SHARED names a folder "
+                              "holding them (reference_data/), else the compact tables shipped with the profiles.")
     report.add_argument("--out", default=None,
                         help="report path (default reports/collectives.md under the current folder)")
     report.set_defaults(func=run_report)

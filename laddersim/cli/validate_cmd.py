@@ -6,16 +6,18 @@ from __future__ import annotations
 import argparse
 import sys
 
-from laddersim.api.validation_task import SCORED_EXTRA_SHARE, model_label, setting_columns, validate
+from laddersim.api.validation_task import SCORED_EXTRA_SHARE, groups_markdown, model_label, setting_columns, validate
 from laddersim.cli.args import add_measured_workload_args, call_api, default_of
 from laddersim.support.choices import VALIDATION_REPORT_DIR
 from laddersim.support.text_tables import format_table
 
 
 def register(sub) -> None:
-    p = sub.add_parser("validate", help="compare predictions with measured tokens/s (default: the paper's 70B figure)")
+    p = sub.add_parser("validate", help="compare predictions with measured tokens/s (default: every shipped "
+                       "development table, the README's accuracy table)")
     p.add_argument("measured", nargs="*", help="CSVs with model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,"
-                   "tokens_per_s, optionally pp (pipeline stages; several tables are validated together)")
+                   "tokens_per_s, optionally pp (pipeline stages; several tables are validated together); "
+                   "none: the development tables shipped in laddersim/data/validation, errors per group")
     p.add_argument("--hardware", default=default_of(validate, "hardware"), help="profile for rows with p2p=on")
     p.add_argument("--models", default=None, metavar="DIR",
                    help="folder of <name>.json model configs the tables' model column names "
@@ -29,6 +31,10 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     frame = call_api(validate, args, progress=True)
+    if (groups := frame.attrs["development_groups"]) is not None:  # no table given: the README's table
+        print(groups_markdown(groups))
+        print(f"\nreport: {frame.attrs['report']}", file=sys.stderr)
+        return 0
     shown = [(c, c, "{}") for c in setting_columns(frame)]
     cols = shown + [("p2p", "p2p", "{}"), ("tp", "tp", "{}"), ("batch", "batch", "{}"), ("schedule", "schedule", "{}"),
             ("tokens_per_s", "measured", "{:.1f}"), ("predicted_tokens_per_s", "predicted", "{:.1f}"),

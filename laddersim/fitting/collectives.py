@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from laddersim.fitting.curve_fits import PROTOCOL_FIT_MIN_BYTES, fit_ring_tier, protocol_tier_fit
+from laddersim.fitting.curve_fits import PROTOCOL_FIT_MIN_BYTES, fit_network_rows, fit_ring_tier, protocol_tier_fit
 from laddersim.fitting.run_context import (
     FitContext, atomic_write, collectives_on_host_cores, compute_dtype, pick_dtype,
 )
@@ -129,7 +129,8 @@ def _intra_tier(fit: FitContext, table: pd.DataFrame, mode: str) -> AlphaBeta:
 
 
 # An import keeps the base profile's small-message model without a message at most this large,
-# and its large-message model without one at least LARGE_MESSAGE_BYTES (issue 17).
+# and its large-message model without one at least LARGE_MESSAGE_BYTES: a fit outside the sizes
+# measured would extrapolate a line the rows never pinned.
 SMALL_MESSAGE_BYTES = 64 * 1024
 LARGE_MESSAGE_BYTES = 64 * 1024 * 1024
 
@@ -166,8 +167,6 @@ def network_spec(fit: FitContext, table: pd.DataFrame, intra: AlphaBeta, gpus_pe
         **{f: fit.copied(v, why) for f, v in base_net if isinstance(v, Sourced)}, "allreduce": tier})
     if multi.empty:
         return copied
-    from laddersim.fitting.public_tables import fit_network_rows
-
     sizes = multi["size_bytes"].to_numpy(float)
     latency, bandwidth = bool((sizes <= SMALL_MESSAGE_BYTES).any()), bool((sizes >= LARGE_MESSAGE_BYTES).any())
     probe = fit.base.model_copy(update={"network": copied, "collectives": fit.base.collectives.model_copy(

@@ -11,6 +11,10 @@
 * ``fit_protocol_terms``: an AllReduce curve as the minimum over up to 4 protocol lines
   (latency + moved bytes / busbw, as NCCL's tuner picks per size), soft-L1 least squares on
   log(model / measured) from three fixed starting points.
+* ``fit_network_rows``: a profile's inter-node parameters (laddersim.costs.nccl_algorithms) to
+  multi-node AllReduce rows, bounded soft-L1 least squares on log(model / measured) from the
+  profile's values and from them halved and doubled; both a calibration run's network tier
+  (``laddersim.fitting.collectives``) and a profile's public tables (``public_tables``) fit with it.
 """
 
 from __future__ import annotations
@@ -18,9 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from scipy.optimize import least_squares
 
+from laddersim.costs.collectives import model_allreduce_s
 from laddersim.hardware.comm_specs import ProtocolTerm, TierFit
+from laddersim.hardware.profile import HardwareProfile
+from laddersim.hardware.sourced import Sourced
 
 BLEND_ORDERS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
 TILES_M = (1.0, 8.0, 16.0, 32.0, 64.0, 128.0)
@@ -196,3 +204,71 @@ def protocol_tier_fit(gpus: int, size_bytes, time_us, source: str) -> TierFit:
                    # 4 significant digits: a noisy CPU table's slow line (< 0.005 GB/s) stays > 0
                    terms=[ProtocolTerm(protocol=lab, latency_us=round(a, 3), bus_bandwidth_gbps=float(f"{b:.4g}"))
                           for lab, (a, b) in zip(labels, pairs)])
+
+
+def fit_network_rows(profile: HardwareProfile, data: pd.DataFrame, latency: bool, bandwidth: bool) -> dict:
+    """The network parameters of ``laddersim.costs.nccl_algorithms`` fitted to multi-node rows
+    (columns gpus, nodes, size_bytes, time_us); ``latency``/``bandwidth``: whether the rows can
+    pin the small-message (fabric latencies, LL cap) and the large-message (bandwidths) terms."""
+    net = profile.network
+    rows = list(data[["gpus", "nodes"]].itertuples(index=False, name=None))
+    # Only what the rows can pin is fitted (laddersim.costs.nccl_algorithms); the rest keeps the
+    # profile's cited values: the fabric's latencies need messages below 1 MiB, the tree's
+    # bandwidth a 2-node group of several GPUs per node, the ring's terms and the deep tree's
+    # share groups on 3+ nodes. Bounds keep the fitted values physical (a NIC carries at most its
+    # datasheet bandwidth; hop latencies 0.1-50 us, 500 for a network hop; a deep tree 0.1-1 of
+    # the 2-node tree's bandwidth).
+    tier = net.allreduce
+    params = {"base_latency_us": (tier.base_latency_us.value, 0.1, 500.0, latency),
+              "step_latency_us": (tier.step_latency_us.value, 0.1, 100.0, latency),
+              "simple_step_latency_us": ((net.simple_step_latency_us.value if net.simple_step_latency_us
+                                          else 2 * tier.step_latency_us.value), 0.1, 500.0,
+                                         latency),
+              "bus_bandwidth_gbps": (tier.bus_bandwidth_gbps.value, 5.0, net.nic_bandwidth_gbps.value,
+                                     # a 2-node tree differs from a ring only with several GPUs per node
+                                     bandwidth and ((data["nodes"] == 2) & (data["gpus"] > 2)).any()),
+              "ll_max_bus_bandwidth_gbps": ((net.ll_max_bus_bandwidth_gbps.value if net.ll_max_bus_bandwidth_gbps
+                                             else 39.0), 0.1, 39.0, latency),
+              "ll128_max_bus_bandwidth_gbps": ((net.ll128_max_bus_bandwidth_gbps.value
+                                                if net.ll128_max_bus_bandwidth_gbps else 300.0), 1.0, 1e3,
+                                               bandwidth and (latency or (data["nodes"] > 2).any())),
+              "ring_nic_bus_bandwidth_gbps": ((net.ring_nic_bus_bandwidth_gbps or tier.bus_bandwidth_gbps).value,
+                                              1.0, net.nic_bandwidth_gbps.value, bandwidth),
+              "ring_net_step_latency_us": (net.ring_net_step_latency_us.value, 0.1, 500.0,
+                                           latency or (data["nodes"] > 2).any()),
+              "ring_intra_step_latency_us": (net.ring_intra_step_latency_us.value, 0.1, 50.0, (data["nodes"] > 2).any()),
+              "tree_deep_bandwidth_share": (net.tree_deep_bandwidth_share.value, 0.1, 1.0,
+                                            bandwidth and (data["nodes"] > 2).any())}
+    free = [name for name, (_, _, _, fitted) in params.items() if fitted]
+    if not free:
+        return {**{k: v[0] for k, v in params.items()}, "fitted": "", "rows": len(data), "groups": sorted(set(rows))}
+
+    def with_params(values: dict):
+        tier_update = {k: Sourced(value=float(v), source="fit") for k, v in values.items()
+                       if k in ("base_latency_us", "step_latency_us", "bus_bandwidth_gbps")}
+        net_update = {k: Sourced(value=float(v), source="fit") for k, v in values.items() if k not in tier_update}
+        network = net.model_copy(update={**net_update, "allreduce": tier.model_copy(update=tier_update)})
+        return profile.model_copy(update={"network": network})
+
+    def values_of(x) -> dict:
+        return {**{k: v[0] for k, v in params.items()}, **dict(zip(free, np.exp(x)))}
+
+    def residuals(x):
+        prof = with_params(values_of(x))
+        out = []
+        for (gpus, nodes), grp in data.groupby(["gpus", "nodes"]):
+            model = model_allreduce_s(prof, gpus, nodes, grp["size_bytes"].to_numpy()) * 1e6
+            out.append(np.log(model / grp["time_us"].to_numpy()))
+        return np.concatenate(out)
+
+    low = np.log([params[k][1] for k in free])
+    high = np.log([params[k][2] for k in free])
+    x0 = np.clip(np.log([max(params[k][0], params[k][1]) for k in free]), low + 1e-9, high - 1e-9)
+    # A minimum over protocols is piecewise: start from the profile's values and from them halved
+    # and doubled, keep the best (deterministic).
+    starts = [x0] + [np.clip(x0 + np.log(f), low + 1e-9, high - 1e-9) for f in (0.5, 2.0)]
+    res = min((least_squares(residuals, x, bounds=(low, high), loss="soft_l1", f_scale=0.05) for x in starts),
+              key=lambda r: r.cost)
+    values = values_of(res.x)
+    return {**{k: round(float(v), 3) for k, v in values.items()}, "fitted": ", ".join(free),
+            "rows": len(data), "groups": sorted(set(rows))}

@@ -14,7 +14,7 @@ The rest of the framework (cache, K/V reads, collectives) is the ``--base`` fram
 collectives are calibrated apart (``calibrate run`` / nccl-tests).
 
 Kernel classes are the trace's own (``kernel_class`` column), except that cuBLAS's Hopper GEMMs
-(``nvjet_*``) are library GEMMs (kernel_trace classed them ``other`` before that was fixed).
+(``nvjet_*``) are library GEMMs (traces that class them ``other`` exist: the public H100 trace).
 """
 
 from __future__ import annotations

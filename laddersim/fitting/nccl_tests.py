@@ -201,7 +201,7 @@ def _check_bandwidth_pinned(logs: list[AllReduceLog]) -> None:
                 f"(allowed: logs reaching >= {MIN_BANDWIDTH_BYTES} B, e.g. all_reduce_perf -b 8 -e 1G)")
 
 
-# Physically impossible rows (issue 17): bus bandwidth above MAX_LINK_MULTIPLE (plausibility.py) x
+# Physically impossible rows: bus bandwidth above MAX_LINK_MULTIPLE (plausibility.py) x
 # the fastest link's datasheet, or a time of MAX_TIME_US or more for a message of MAX_TIME_CHECK_BYTES or less.
 MAX_TIME_US = 1e6
 MAX_TIME_CHECK_BYTES = 1 << 30

@@ -169,7 +169,7 @@ def _same_device(measured: str, base_name: str) -> bool:
     return bool(tokens) and tokens[0].lower() in measured.lower()
 
 
-def _interference(fit: FitContext) -> InterferenceSpec:
+def interference_spec(fit: FitContext) -> InterferenceSpec:
     rows = fit.frames["interference"]
     base = fit.base.interference
     if rows.empty:  # the base's fractions are the full-size ones of its channel rule: copy both
@@ -268,7 +268,7 @@ def build_profile(run_dir: str, name: str, base: str) -> HardwareProfile:
         node=node,
         network=network_spec(fit, primary, collectives.intra_node, gpus_per_node),
         collectives=collectives,
-        interference=_interference(fit),
+        interference=interference_spec(fit),
         framework=_framework(fit, host),
         host_overhead=host,
         provenance=_provenance(fit),

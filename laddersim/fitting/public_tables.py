@@ -2,7 +2,7 @@
 
 Run as ``laddersim profiles fit NAME``: prints the fitted values as YAML fragments to paste into
 the profile; every fitted number's source string names this command. Fits use only the shipped
-compact tables (``hardware_profiles/tables``), so they are reproducible without ../shared.
+compact tables (``hardware_profiles/tables``), so they are reproducible from a fresh clone.
 
 * intra-node: per GPU count, the minimum over up to 4 protocol terms (latency + moved bytes / busbw),
   least squares on log(model / measured) with a soft-L1 loss, from three fixed starting points;
@@ -10,6 +10,16 @@ compact tables (``hardware_profiles/tables``), so they are reproducible without 
   ``laddersim.costs.gemm``, same loss, over the rows of the first GEMM table with n, k >= 512;
 * network: base and per-step latency and busbw of the inter-node tier, and the per-NIC ring
   busbw, over the multi-node rows of the tables the profile lists without ``expect_miss``.
+
+``fit_shm_transport`` fits the constants of a host-staged SHM ring (``collectives.transport.shm``,
+as ``laddersim.costs.transport`` prices it) to the public nccl-tests tables with GPU P2P unavailable
+or disabled (``tools/fits/fit_shm_transport.py`` prints it):
+
+* LL hop latency: least squares of ``t(smallest sizes) = NCCL's ring LL base + 2(n-1) hops`` over
+  every table's latency floor (its least time at <= 1 KiB);
+* LL busbw: per table, the least-squares slope of time against moved bytes ``2(n-1)/n S`` over
+  8-128 KiB (LL's regime: below Simple's crossover), the median over the tables;
+* Simple busbw of H100: the median busbw of the DGX H100 4-GPU P2P-disabled rows (1-8 GiB).
 """
 
 from __future__ import annotations
@@ -20,11 +30,11 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from laddersim.fitting.curve_fits import PROTOCOL_FIT_MIN_BYTES, protocol_tier_fit
-from laddersim.costs import collectives
+from laddersim.fitting.curve_fits import PROTOCOL_FIT_MIN_BYTES, fit_network_rows, protocol_tier_fit
 from laddersim.costs.gemm import gemm_time_s
+from laddersim.costs.nccl_tuning import BASE_LATENCY_US
 from laddersim.hardware.comm_specs import TierFit
-from laddersim.hardware.profile import HardwareProfile
+from laddersim.hardware.profile import HardwareProfile, profiles_dir
 from laddersim.hardware.sourced import Sourced
 from laddersim.hardware.table_files import read_gemm_table_csv
 from laddersim.profiles_check.sources import CHECK_MAX_BYTES
@@ -102,74 +112,45 @@ def fit_network(profile: HardwareProfile) -> dict[str, float] | None:
     return fit_network_rows(profile, data, latency=small, bandwidth=True)
 
 
-def fit_network_rows(profile: HardwareProfile, data: pd.DataFrame, latency: bool, bandwidth: bool) -> dict:
-    """The network parameters of ``laddersim.costs.nccl_algorithms`` fitted to multi-node rows
-    (columns gpus, nodes, size_bytes, time_us); ``latency``/``bandwidth``: whether the rows can
-    pin the small-message (fabric latencies, LL cap) and the large-message (bandwidths) terms."""
-    net = profile.network
-    rows = list(data[["gpus", "nodes"]].itertuples(index=False, name=None))
-    # Only what the rows can pin is fitted (laddersim.costs.nccl_algorithms); the rest keeps the
-    # profile's cited values: the fabric's latencies need messages below 1 MiB, the tree's
-    # bandwidth a 2-node group of several GPUs per node, the ring's terms and the deep tree's
-    # share groups on 3+ nodes. Bounds keep the fitted values physical (a NIC carries at most its
-    # datasheet bandwidth; hop latencies 0.1-50 us, 500 for a network hop; a deep tree 0.1-1 of
-    # the 2-node tree's bandwidth).
-    tier, net_fields = net.allreduce, {}
-    params = {"base_latency_us": (tier.base_latency_us.value, 0.1, 500.0, latency),
-              "step_latency_us": (tier.step_latency_us.value, 0.1, 100.0, latency),
-              "simple_step_latency_us": ((net.simple_step_latency_us.value if net.simple_step_latency_us
-                                          else 2 * tier.step_latency_us.value), 0.1, 500.0,
-                                         latency),
-              "bus_bandwidth_gbps": (tier.bus_bandwidth_gbps.value, 5.0, net.nic_bandwidth_gbps.value,
-                                     # a 2-node tree differs from a ring only with several GPUs per node
-                                     bandwidth and ((data["nodes"] == 2) & (data["gpus"] > 2)).any()),
-              "ll_max_bus_bandwidth_gbps": ((net.ll_max_bus_bandwidth_gbps.value if net.ll_max_bus_bandwidth_gbps
-                                             else 39.0), 0.1, 39.0, latency),
-              "ll128_max_bus_bandwidth_gbps": ((net.ll128_max_bus_bandwidth_gbps.value
-                                                if net.ll128_max_bus_bandwidth_gbps else 300.0), 1.0, 1e3,
-                                               bandwidth and (latency or (data["nodes"] > 2).any())),
-              "ring_nic_bus_bandwidth_gbps": ((net.ring_nic_bus_bandwidth_gbps or tier.bus_bandwidth_gbps).value,
-                                              1.0, net.nic_bandwidth_gbps.value, bandwidth),
-              "ring_net_step_latency_us": (net.ring_net_step_latency_us.value, 0.1, 500.0,
-                                           latency or (data["nodes"] > 2).any()),
-              "ring_intra_step_latency_us": (net.ring_intra_step_latency_us.value, 0.1, 50.0, (data["nodes"] > 2).any()),
-              "tree_deep_bandwidth_share": (net.tree_deep_bandwidth_share.value, 0.1, 1.0,
-                                            bandwidth and (data["nodes"] > 2).any())}
-    free = [name for name, (_, _, _, fitted) in params.items() if fitted]
-    del net_fields
-    if not free:
-        return {**{k: v[0] for k, v in params.items()}, "fitted": "", "rows": len(data), "groups": sorted(set(rows))}
-
-    def with_params(values: dict):
-        tier_update = {k: Sourced(value=float(v), source="fit") for k, v in values.items()
-                       if k in ("base_latency_us", "step_latency_us", "bus_bandwidth_gbps")}
-        net_update = {k: Sourced(value=float(v), source="fit") for k, v in values.items() if k not in tier_update}
-        network = net.model_copy(update={**net_update, "allreduce": tier.model_copy(update=tier_update)})
-        return profile.model_copy(update={"network": network})
-
-    def values_of(x) -> dict:
-        return {**{k: v[0] for k, v in params.items()}, **dict(zip(free, np.exp(x)))}
-
-    def residuals(x):
-        prof = with_params(values_of(x))
-        out = []
-        for (gpus, nodes), grp in data.groupby(["gpus", "nodes"]):
-            model = collectives.model_allreduce_s(prof, gpus, nodes, grp["size_bytes"].to_numpy()) * 1e6
-            out.append(np.log(model / grp["time_us"].to_numpy()))
-        return np.concatenate(out)
-
-    low = np.log([params[k][1] for k in free])
-    high = np.log([params[k][2] for k in free])
-    x0 = np.clip(np.log([max(params[k][0], params[k][1]) for k in free]), low + 1e-9, high - 1e-9)
-    # A minimum over protocols is piecewise: start from the profile's values and from them halved
-    # and doubled, keep the best (deterministic).
-    starts = [x0] + [np.clip(x0 + np.log(f), low + 1e-9, high - 1e-9) for f in (0.5, 2.0)]
-    res = min((least_squares(residuals, x, bounds=(low, high), loss="soft_l1", f_scale=0.05) for x in starts),
-              key=lambda r: r.cost)
-    values = values_of(res.x)
-    return {**{k: round(float(v), 3) for k, v in values.items()}, "fitted": ", ".join(free),
-            "rows": len(data), "groups": sorted(set(rows))}
-
-
 def profile_path(profile: HardwareProfile, file: str) -> Path:
     return Path(profile.base_dir) / file
+
+
+# The public SHM tables: the file gathering several hosts' tables (a ``table`` column), then
+# tables of one host each.
+SHM_TABLES = ("nccltests_shm_p2p_off_public", "nccltests_rtx4090_2gpu_docker", "nccltests_rtx4090_4gpu_docker",
+              "nccltests_shm_rtx5090_4gpu")
+SHM_H100_TABLE = "dgxh100_4gpu_p2p_disabled"  # the H100 host among them (NCCL_P2P_DISABLE=1, PCIe Gen5)
+LL_BASE_US = BASE_LATENCY_US["ring"][0]  # NCCL tuning.cc baseLatencies[Ring][LL], as the SHM ring is priced
+
+
+def read_shm_tables(tables_dir: Path | None = None) -> pd.DataFrame:
+    """The public SHM tables' rows (``table, gpus, size_bytes, time_us, ...``), one ``table`` name
+    per host, with ``moved_bytes`` = 2(n-1)/n x size (a ring AllReduce's bytes per GPU)."""
+    folder = Path(tables_dir) if tables_dir else profiles_dir() / "tables"
+    frame = pd.read_csv(folder / f"{SHM_TABLES[0]}.csv", comment="#")
+    for name in SHM_TABLES[1:]:
+        extra = pd.read_csv(folder / f"{name}.csv", comment="#")
+        frame = pd.concat([frame, extra.assign(table=name.removeprefix("nccltests_"))[frame.columns]], ignore_index=True)
+    frame["moved_bytes"] = 2.0 * (frame["gpus"] - 1) / frame["gpus"] * frame["size_bytes"]
+    return frame
+
+
+def fit_shm_transport(frame: pd.DataFrame) -> dict[str, float]:
+    """The SHM ring's fitted constants (see the module docstring) from ``read_shm_tables`` rows:
+    ``ll_hop_latency_us``, ``ll_bus_bandwidth_gbps``, ``h100_simple_bus_bandwidth_gbps``, and
+    beside them each table's LL busbw and each (table, GPUs) latency floor."""
+    floors = frame[frame["size_bytes"] <= 1024].groupby(["table", "gpus"])["time_us"].min().reset_index()
+    steps = 2.0 * (floors["gpus"] - 1)
+    hop = float(((floors["time_us"] - LL_BASE_US) * steps).sum() / (steps ** 2).sum())
+    slopes = {}
+    for table, part in frame[(frame["size_bytes"] >= 8192) & (frame["size_bytes"] <= 131072)].groupby("table"):
+        if len(part) >= 2:
+            slope_us_per_byte = np.polyfit(part["moved_bytes"], part["time_us"], 1)[0]
+            slopes[table] = 1e-3 / slope_us_per_byte  # GB/s
+    h100 = frame[frame["table"] == SHM_H100_TABLE]
+    simple = float((h100["moved_bytes"] / h100["time_us"] * 1e-3).median())
+    return {"ll_hop_latency_us": hop, "ll_bus_bandwidth_gbps": float(np.median(list(slopes.values()))),
+            "h100_simple_bus_bandwidth_gbps": simple,
+            **{f"ll_busbw[{t}]": v for t, v in sorted(slopes.items())},
+            **{f"floor_us[{t},{g}]": v for t, g, v in floors.itertuples(index=False)}}

@@ -25,7 +25,7 @@ a step's time with TP); on real runs a fit that may trade one for the other pred
 schedules' speedups worse (held-out speedup error, median / worst, with a memory scale beside the
 common speed against without: Llama-3.1-70B's 20 standard rows 1.63 / 18.97 pp against 1.34 /
 17.89; the 8B table's 15 rows 1.01 / 8.40 against 0.91 / 7.26; the flash table's 42 rows 1.99 /
-18.27 against 1.59 / 22.31: ``laddersim fit`` on ../shared/validation/ladder_{70b,8b}_tp_sweep.csv,
+18.27 against 1.59 / 22.31: ``laddersim fit`` on laddersim/data/validation/ladder_{70b,8b}_tp_sweep.csv,
 and ladder_flash_p2p_sweep.csv with ``--framework gpt-fast-flash``).
 
 The GPU's numbers reach what a measured table prices too: the fitted profile keeps the rates its

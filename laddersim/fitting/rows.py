@@ -137,7 +137,7 @@ def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup
                              f_scale=LOSS_SCALE, x_scale=np.array([q.scale for q in params]),
                              diff_step=1e-3, xtol=1e-5, ftol=1e-6, max_nfev=200)
     x = solution.x
-    warnings = _pinning_warnings(params, x, len(rows))
+    warnings = pinning_warnings(params, x, len(rows))
     all_frame = frame_for(x, measured)  # every row, fitted and held out, simulated once
     fit_frame = all_frame.loc[rows.index]
     # Every row with the base profiles too: the fitted rows for the check below, the held-out ones
@@ -192,7 +192,7 @@ def fit_profiles(measured: pd.DataFrame, base: dict[str, HardwareProfile], setup
     return FitResult(fitted, values, fit_frame, all_frame, warnings, covariance, steps, base_rows)
 
 
-def _pinning_warnings(params: list[Param], x: np.ndarray, rows: int) -> list[str]:
+def pinning_warnings(params: list[Param], x: np.ndarray, rows: int) -> list[str]:
     """What says the rows could not pin the parameters: fewer rows than parameters, a parameter
     that ended at one of its bounds, a microbenchmarked value pulled far from where it was."""
     out = []

@@ -12,7 +12,7 @@ and every communicator's initialisation prints, in this order (the table on rank
 * ``Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct`` per ring hop (``P2P/...``, ``SHM/...``,
   ``NET/...``; before 2.19 ``Channel 00 : 0[1c000] -> ...``);
 * the tuning table (``src/graph/tuning.cc``, ``ncclTopoTuneModel``; its exact ``printf`` formats
-  are in ``../shared/reference_data/p2p_off_pcie/raw/nccl_tuning_cc_HEAD.cc`` lines 543-583):
+  are that file's lines 543-583 on NVIDIA/nccl's master as read):
   blocks of three algorithms, a row per collective of ``latency/bandwidth`` per algorithm and
   protocol (``%8.1f/%6.1f``: us, and the algorithm bandwidth in GB/s; 0 bandwidth: disabled);
 * ``32 coll channels, ...`` (the communicator's channels).

@@ -69,7 +69,6 @@ STR_COLUMNS = frozenset({"dtype", "mode", "stat", "kernel", "origin", "op_class"
 # May be empty: an imported log gives a mean without spread.
 OPTIONAL_COLUMNS = frozenset({"p10_us", "p90_us", "min_us", "max_us", "origin", "compute_p10", "compute_p90",
                               "comm_p10", "comm_p90", "cpu_share"})
-MODES = ("eager", "graph")
 
 
 def point_key(schema: Schema, row: dict) -> tuple:

@@ -149,7 +149,8 @@ class ModelShape(BaseModel):
 
 
 PRESETS: dict[str, ModelShape] = {
-    # Shapes from ../shared/docs/ladder-residual.md (the Llama 3.1 model cards' config.json).
+    # Shapes from the Llama 3.1 model cards' config.json (meta-llama/Llama-3.1-8B, -70B, -405B on
+    # Hugging Face).
     "llama-3.1-8b": ModelShape(
         name="llama-3.1-8b", n_layers=32, dim=4096, n_heads=32, n_kv_heads=8,
         intermediate_size=14336, vocab_size=128256, max_position_embeddings=131072,

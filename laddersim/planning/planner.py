@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from laddersim.support.choices import DEFAULT_PLAN_BATCHES
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.model.shape import ModelShape
@@ -33,7 +32,6 @@ from laddersim.sweeps.grid import OVERRIDE_COLUMNS
 from laddersim.sweeps.points import Point
 
 RANK_KEYS = ("usd_per_hour", "usd_per_million_tokens")
-DEFAULT_BATCHES = DEFAULT_PLAN_BATCHES  # plan --batch default (laddersim.support.choices)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ Determinism needs four things: the Agg backend (no display, no GUI state), a fix
 ``svg.hashsalt`` (matplotlib otherwise salts SVG element ids with a random uuid), no date or
 software-version metadata in either file, and SVG ids that do not hash full-precision floats:
 matplotlib names a clip path after its rectangle's coordinates, so a layout that moves by 1e-7
-px (less than the 6 decimals the file prints) renamed every clip path of a committed figure.
+px (less than the 6 decimals the file prints) would rename every clip path of a figure.
 ``_renumber_svg_ids`` names them (and markers, hatches) by order of first appearance instead.
 """
 

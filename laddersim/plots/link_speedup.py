@@ -61,7 +61,7 @@ _DASHES = ["-", "--", ":", "-."]
 _MAX_VALUE_TICKS = 12
 # At most this many lines get a legend entry each below the panels in up to 4 columns; more (e.g.
 # --x tp over a sweep of batches and bandwidths: 20 lines) get at most _LEGEND_ROWS rows, an entry
-# per colour and per dash pattern where two keys vary: the legend no longer outgrows the panels.
+# per colour and per dash pattern where two keys vary, so the legend never outgrows the panels.
 _MAX_LEGEND_LINES = 8
 _LEGEND_ROWS = 3
 

@@ -30,7 +30,6 @@ CATEGORIES = (
     ("overhead", "fixed overhead", "#8c8c8c"),
     ("comm", "AllReduce / collective", "#d62728"),
 )
-_COLOR = {c[0]: c[2] for c in CATEGORIES}
 NEEDED = ("schedule", "rank", "stream", "layer", "kind", "start_s", "end_s")
 
 
@@ -69,7 +68,7 @@ def plot_timeline(spans: pd.DataFrame, out_base: str | Path, *, zoom_layers: int
             t0 = float(mine["start_s"].min())
             step_ms = (float(mine["end_s"].max()) - t0) * 1e3
             longest_ms = max(longest_ms, step_ms)
-            exposed_ms = _exposed_comm_s(mine[mine["rank"] == ranks[0]]) * 1e3
+            exposed_ms = exposed_comm_s(mine[mine["rank"] == ranks[0]]) * 1e3
             _draw_lanes(axes[row][0], mine, ranks, t0, comm_label)
             axes[row][0].set_title(f"{schedule}: step {step_ms:.2f} ms, exposed communication "
                                    f"{exposed_ms:.2f} ms (rank {ranks[0]})", loc="left")
@@ -120,7 +119,7 @@ def _draw_lanes(ax, spans: pd.DataFrame, ranks: list, t0: float, comm_label: str
     ax.grid(axis="y", visible=False)
 
 
-def _exposed_comm_s(spans: pd.DataFrame) -> float:
+def exposed_comm_s(spans: pd.DataFrame) -> float:
     """Seconds of communication with the compute lane idle (one rank's spans)."""
     comm = spans[spans["stream"] == "comm"].sort_values("start_s")
     busy = spans[spans["stream"] == "compute"].sort_values("start_s")

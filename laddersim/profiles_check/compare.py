@@ -2,8 +2,9 @@
 
 The model side is the parametric model (fits and alpha-beta tiers, ``model_allreduce_s``) and,
 where the profile ships a model table for the group, the interpolation of that compact table.
-The measured side is the ORIGINAL source rows in 4 KiB-256 MiB when ../shared is present,
-else the shipped compact rows (which are medians of original rows at power-of-two sizes).
+The measured side is the ORIGINAL source rows in 4 KiB-256 MiB where ``LADDERSIM_SHARED`` names
+them (``laddersim.profiles_check.sources``), else the shipped compact rows (which are medians of
+original rows at power-of-two sizes).
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from laddersim.hardware.sourced import MeasuredTable
 from laddersim.hardware.table_files import read_gemm_table_csv
 from laddersim.profiles_check.sources import (
     ALLREDUCE_SOURCES, CHECK_MAX_BYTES, CHECK_MIN_BYTES, GEMM_SOURCES, read_allreduce_source, read_gemm_source,
-    shared_root,
+    reference_data_root,
 )
 
-MEDIAN_LIMIT = 0.10  # the issue's acceptance: median |rel err| <= 10%, worst <= 30%
+MEDIAN_LIMIT = 0.10  # a profile's collectives pass at median |rel err| <= 10% and worst <= 30%
 WORST_LIMIT = 0.30
 LLAMA_MIN_DIM = 512  # smallest n or k of a Llama 8B/70B/405B projection at TP <= 8 (8B o_proj, TP 8)
 
@@ -83,7 +84,7 @@ class GroupCheck:
 
 def _measured_rows(table: MeasuredTable, shipped: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     key = Path(table.file).stem
-    if key in ALLREDUCE_SOURCES and shared_root() is not None:
+    if key in ALLREDUCE_SOURCES and reference_data_root() is not None:
         return read_allreduce_source(key), "original rows"
     return shipped[["gpus", "nodes", "size_bytes", "time_us"]], "shipped rows"
 
@@ -153,7 +154,7 @@ def check_gemm(profile: HardwareProfile, force_shipped: bool = False) -> list[Ge
     out = []
     for table in profile.gpu.gemm_tables:
         key = Path(table.file).stem
-        if key in GEMM_SOURCES and shared_root() is not None and not force_shipped:
+        if key in GEMM_SOURCES and reference_data_root() is not None and not force_shipped:
             rows, origin = read_gemm_source(key), "original rows"
         else:
             rows, origin = read_gemm_table_csv(Path(profile.base_dir) / table.file), "shipped rows"

@@ -1,9 +1,9 @@
 """Public origin of each registered measured table: repository, commit and file inside it.
 
 The compact tables under ``hardware_profiles/tables/`` cite these origins in their ``# source:``
-line (written by ``tools/fits/resample_reference.py``), so a reader without the project's local copy
-of the originals (``../shared/reference_data``) can still find the rows. Repositories, commits
-and paths are those recorded in the PROVENANCE.md of each local folder.
+line (written by ``tools/fits/resample_reference.py``), so a reader without a local copy of the
+originals (the ``reference_data/`` folder LADDERSIM_SHARED names) can still find the rows.
+Repositories, commits and paths are those recorded in the PROVENANCE.md of each folder of that copy.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ _FILES = {
     "p2p_off_pcie/nccl_public/rtx5090_genoa_x2_x4_shm_nccl_tests_287.txt":
         "https://github.com/NVIDIA/nccl-tests/issues/287 (commit: not recorded in provenance; an issue thread, read "
         "from a public mirrored copy) : the 4x RTX 5090 all_reduce_perf table",
-    "../docs/ladder-residual.md":
+    "quoted/ladder-residual-allreduce-microbenchmark":
         "mayank31398/ladder-residual-inference (commit: not recorded in provenance) : the authors' AllReduce "
         "microbenchmark, as quoted for Zhang et al., arXiv 2501.06589",
 }

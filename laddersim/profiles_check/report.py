@@ -24,33 +24,33 @@ from laddersim.hardware.profile import list_profiles, load_profile  # noqa: E402
 from laddersim.profiles_check.compare import (  # noqa: E402
     LLAMA_MIN_DIM, MEDIAN_LIMIT, WORST_LIMIT, check_allreduce, check_gemm, summary_frame,
 )
-from laddersim.profiles_check.sources import CHECK_MAX_BYTES, CHECK_MIN_BYTES, shared_root  # noqa: E402
+from laddersim.profiles_check.sources import CHECK_MAX_BYTES, CHECK_MIN_BYTES, reference_data_root  # noqa: E402
 from laddersim.errors import UserInputError  # noqa: E402
 from laddersim.support.provenance import profile_sha256, laddersim_version  # noqa: E402
 
 # The phrase that marks a report compared with the original rows (more data than the compact
-# tables): a run without ../shared never overwrites such a report.
+# tables): a run without them (LADDERSIM_SHARED unset) never overwrites such a report.
 ORIGINAL_ROWS_MARK = "the **original source rows**"
 
 
 def default_report_path() -> Path:
     """``reports/collectives.md`` under the current folder, like every command's output (an editable
-    install run from another folder no longer writes into its checkout)."""
+    install run from another folder does not write into its checkout)."""
     return Path("reports") / "collectives.md"
 
 
 def report_target(out: str | Path | None) -> Path:
-    """Where this run writes. Without ../shared the comparison uses the compact tables only;
-    it never replaces a report made from the original rows: by default it goes to
-    ``runs/collectives/collectives.md`` beside that report's repository (git-ignored) instead,
-    and an explicit ``--out`` holding such a report is refused."""
+    """Where this run writes. Without the original rows (LADDERSIM_SHARED unset) the comparison uses
+    the compact tables only; it never replaces a report made from the original rows: by default it
+    goes to ``runs/collectives/collectives.md`` beside that report's repository (git-ignored)
+    instead, and an explicit ``--out`` holding such a report is refused."""
     path = Path(out) if out else default_report_path()
-    if shared_root() is not None or not _from_original_rows(path):
+    if reference_data_root() is not None or not _from_original_rows(path):
         return path
     if out:
-        raise UserInputError(f"out: {path} was compared with the original measurement files, which are not "
-                             "on this machine (LADDERSIM_SHARED); a comparison with the compact tables would replace it "
-                             "with less data; allowed: another report path")
+        raise UserInputError(f"out: {path} was compared with the original measurement files, which "
+                             "LADDERSIM_SHARED does not name here; a comparison with the compact tables would "
+                             "replace it with less data; allowed: another report path")
     target = path.parent.parent / "runs" / "collectives" / "collectives.md"
     print(f"profiles report: {path} holds the comparison with the original rows and is kept; "
           f"this one (compact tables) goes to {target}", file=sys.stderr)
@@ -111,7 +111,7 @@ def write_report(out: str | Path | None = None) -> Path:
            f"{ORIGINAL_ROWS_MARK} (the original public measurement files, reference_data/, via the registry in",
            "laddersim/profiles_check/sources.py; the shipped tables in hardware_profiles/tables are",
            "medians of these rows at power-of-two sizes, rebuilt by `python tools/fits/resample_reference.py`)."]
-          if shared_root() is not None else
+          if reference_data_root() is not None else
           ["For every profile, every AllReduce table it lists is compared over **4 KiB-256 MiB** with",
            "the **shipped compact rows** (hardware_profiles/tables): the original public measurement files",
            "(reference_data/) are not on this machine, so row counts are smaller and a table whose",

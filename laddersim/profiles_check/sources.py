@@ -1,11 +1,14 @@
 """Registry of the public measured tables a profile is compared with, and readers for their
-ORIGINAL rows in ``../shared/reference_data`` (each folder has a PROVENANCE.md).
+ORIGINAL rows: the public measurement files as published (each source names its repository file;
+``laddersim.profiles_check.origins`` its commit), kept in a ``reference_data/`` folder outside the
+repository that a user names with the environment variable ``LADDERSIM_SHARED`` (the folder
+holding ``reference_data/``); nothing is looked up anywhere else.
 
 Every reader returns the rows of one source file in a common frame
 ``gpus, nodes, size_bytes, time_us`` (AllReduce) or ``m, n, k, time_us`` (GEMM), without
 resampling: duplicate runs stay as separate rows. ``tools/fits/resample_reference.py`` turns them into
 the compact tables shipped under ``hardware_profiles/tables/``; the check compares the model with
-these original rows when ``../shared`` is present and with the shipped rows otherwise.
+these original rows when ``LADDERSIM_SHARED`` names them and with the shipped rows otherwise.
 """
 
 from __future__ import annotations
@@ -18,22 +21,24 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from laddersim.support.resources import source_checkout
-
 KIB = 1024
 MIB = 1024 * KIB
-CHECK_MIN_BYTES = 4 * KIB  # the issue's accuracy window: 4 KiB .. 256 MiB
+# The accuracy window a profile is judged over: the message sizes of a decode or prefill AllReduce
+# of the models laddersim prices (tens of KiB to hundreds of MiB).
+CHECK_MIN_BYTES = 4 * KIB
 CHECK_MAX_BYTES = 256 * MIB
+REFERENCE_DATA_VARIABLE = "LADDERSIM_SHARED"  # names the folder that holds reference_data/
+# The key of the one source that is a number quoted in the paper's material rather than a file.
+QUOTED_LADDER_POINT = "quoted/ladder-residual-allreduce-microbenchmark"
 
 
-def shared_root() -> Path | None:
-    """``../shared/reference_data`` beside the repo (or $LADDERSIM_SHARED), None if absent."""
-    env = os.environ.get("LADDERSIM_SHARED")
-    checkout = source_checkout()
-    if not env and checkout is None:  # an installed wheel has no ../shared
+def reference_data_root() -> Path | None:
+    """``$LADDERSIM_SHARED/reference_data``, the original measurement files, where the user names
+    a folder holding it; None otherwise."""
+    given = os.environ.get(REFERENCE_DATA_VARIABLE)
+    if not given:
         return None
-    root = Path(env) if env else checkout.parent / "shared"
-    data = root / "reference_data"
+    data = Path(given) / "reference_data"
     return data if data.is_dir() else None
 
 
@@ -111,11 +116,10 @@ def _tokenweave_multimem(path: Path) -> pd.DataFrame:
 
 
 def _ladder_point(path: Path) -> pd.DataFrame:
-    # ../shared/docs/ladder-residual.md: "an 8-GPU AllReduce of 4 MiB (1M fp32) took 78.6 us with
-    # P2P on and 135.4 us with P2P off" (authors' repo microbenchmark). Only the P2P-off number.
-    text = path.read_text()
-    if "135.4" not in text:
-        raise ValueError(f"{path}: the 135.4 us P2P-off point is no longer in the file")
+    """A number quoted, not a file (``path`` is not read): the authors' AllReduce microbenchmark as
+    quoted for arXiv 2501.06589, an 8-GPU AllReduce of 4 MiB (1M fp32) in 78.6 us with P2P on and
+    135.4 us with P2P off. Only the P2P-off number."""
+    del path
     return pd.DataFrame({"gpus": [8], "nodes": [1], "size_bytes": [4.0 * MIB], "time_us": [135.4]})
 
 
@@ -230,7 +234,7 @@ ALLREDUCE_SOURCES: dict[str, AllReduceSource] = {s.key: s for s in (
                     "nccl_tests_log", "the 4-GPU all_reduce_perf table (8 B-128 MiB), out-of-place time", "NCCL 2.26.2",
                     "eager", "loop", "4x GeForce RTX 5090 PCIe on AMD EPYC Genoa, GPU P2P unsupported: SHM transport "
                     "(the same thread's 2-GPU INIT log: 'via SHM/direct/direct', 2 coll channels, 0 nvls channels)"),
-    AllReduceSource("ladder_paper_p2p_off_point", "../docs/ladder-residual.md", "ladder_point",
+    AllReduceSource("ladder_paper_p2p_off_point", QUOTED_LADDER_POINT, "ladder_point",
                     "the 8-GPU 4 MiB P2P-off number (135.4 us)", "NCCL 2.20.5", "eager", "single",
                     "authors' repo microbenchmark, NCCL_P2P_DISABLE=1"),
 )}
@@ -252,12 +256,13 @@ SENDRECV_SOURCES: dict[str, AllReduceSource] = {s.key: s for s in (
 
 
 def read_allreduce_source(key: str, root: Path | None = None) -> pd.DataFrame:
-    """Original rows of one registered source (needs ../shared), AllReduce or send/recv; sorted,
-    integer counts."""
+    """Original rows of one registered source (``root``: default ``reference_data_root()``),
+    AllReduce or send/recv; sorted, integer counts."""
     src = ALLREDUCE_SOURCES.get(key) or SENDRECV_SOURCES[key]
-    root = root or shared_root()
+    root = root or reference_data_root()
     if root is None:
-        raise FileNotFoundError("the original measurement files (reference_data/) are not on this machine; set LADDERSIM_SHARED")
+        raise FileNotFoundError("the original measurement files (reference_data/) are not named; set "
+                                f"{REFERENCE_DATA_VARIABLE} to the folder holding them")
     frame = READERS[src.reader](root / src.path)
     frame = frame.astype({"gpus": int, "nodes": int, "size_bytes": float, "time_us": float})
     return frame.sort_values(["gpus", "nodes", "size_bytes"], kind="stable").reset_index(drop=True)
@@ -282,10 +287,11 @@ GEMM_SOURCES: dict[str, GemmSource] = {s.key: s for s in (
 
 
 def read_gemm_source(key: str, root: Path | None = None) -> pd.DataFrame:
-    """Original rows ``m, n, k, time_us`` of one GEMM table (needs ../shared)."""
-    root = root or shared_root()
+    """Original rows ``m, n, k, time_us`` of one GEMM table (``root``: default ``reference_data_root()``)."""
+    root = root or reference_data_root()
     if root is None:
-        raise FileNotFoundError("the original measurement files (reference_data/) are not on this machine; set LADDERSIM_SHARED")
+        raise FileNotFoundError("the original measurement files (reference_data/) are not named; set "
+                                f"{REFERENCE_DATA_VARIABLE} to the folder holding them")
     raw = pd.read_csv(root / GEMM_SOURCES[key].path, usecols=["m", "n", "k", "latency"])
     frame = pd.DataFrame({"m": raw["m"].astype(int), "n": raw["n"].astype(int), "k": raw["k"].astype(int),
                           "time_us": raw["latency"] * 1e3})

@@ -85,8 +85,10 @@ def paper_section(out_dir: Path, figures_dir: Path) -> Section:
         "**Every development table, not only this figure.** The same shipped profiles, no fit, against every "
         "measured table laddersim is developed against, per table x model x P2P x framework group (absolute "
         "errors: tokens/s and prefill time in %, speedup over standard in percentage points): the groups differ "
-        "widely, so read the rows nearest a model and framework. The measured tables are not shipped; this is their committed "
-        f"summary, `laddersim/data/validation/development_groups.csv`, written by `{command}`.",
+        "widely, so read the rows nearest a model and framework. The measured tables ship in "
+        "`laddersim/data/validation/` (`laddersim validate` with no table validates them and prints this "
+        f"table); this is their committed summary, `laddersim/data/validation/development_groups.csv`, "
+        f"written by `{command}`.",
         "",
         groups_markdown(groups),
         "",

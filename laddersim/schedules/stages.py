@@ -4,8 +4,8 @@ A pipeline of ``pp`` stages cuts the model's layers into contiguous runs. The sp
 (``vllm/distributed/utils.py`` ``get_pp_indices``): ``n_layers // pp`` layers each, the remainder
 given one by one to the stages before the last (the last also holds the final norm, the LM head
 and the sampling); a 2-stage pipeline of an even model is the two halves, as the Ladder Residual
-benchmark cuts it (../shared/docs/ladder-residual.md, "Pipeline x tensor parallel"). Stage 0
-holds the embedding.
+benchmark cuts it (mayank31398/ladder-residual-inference, its ``pp`` branch, whose runs are
+laddersim/data/validation/ladder_pp_sweep.csv). Stage 0 holds the embedding.
 
 What crosses a boundary is the state between two layers. Under a schedule whose modules all have
 lag 1 (standard, parallel, upper_bound, desync_half) that is the residual stream alone: every

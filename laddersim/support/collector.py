@@ -4,9 +4,9 @@ reference cycles.
 A full collection walks every tracked object. A sweep's worker keeps its programs' event-order
 trees and the costs of its scenarios (hundreds of MB of small objects), and its parent keeps every
 finished row: each full collection walks them all again, and the allocations of the work itself
-keep triggering collections (issue 40's 100,000-point sweep: a sixth of a worker's CPU, a fifth of
-the parent's). Reference counting frees everything else as before; the collector runs again,
-as usual, once the work is done.
+keep triggering collections (the 100,000-point sweep of examples/sweep_every_machine.yaml: a sixth
+of a worker's CPU, a fifth of the parent's). Reference counting frees everything else as before;
+the collector runs again, as usual, once the work is done.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 from pathlib import Path
 
 import yaml
@@ -170,23 +169,3 @@ def read_csv(path: str | Path, what: str, **kwargs):
         raise UserInputError(f"{what}: {path} is empty; allowed: a CSV file with a header line") from None
     except (pd.errors.ParserError, ValueError, csv.Error) as exc:
         raise UserInputError(f"{what}: cannot read {path}: {first_line(exc)}") from None
-
-
-def finite_number(value, where: str, *, minimum: float | None = None, positive: bool = False,
-                  maximum: float | None = None) -> float:
-    """``value`` as a finite float within bounds, else one error line naming ``where``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UserInputError(f"{where}: {value!r} is not a number; allowed: a finite number")
-    try:
-        number = float(value)
-    except OverflowError:
-        number = math.inf
-    if not math.isfinite(number):
-        raise UserInputError(f"{where}: {value!r} is not finite; allowed: a finite number")
-    if positive and number <= 0:
-        raise UserInputError(f"{where}: {value!r}; allowed: a number > 0")
-    if minimum is not None and number < minimum:
-        raise UserInputError(f"{where}: {value!r}; allowed: a number >= {minimum:g}")
-    if maximum is not None and number > maximum:
-        raise UserInputError(f"{where}: {value!r}; allowed: a number <= {maximum:g}")
-    return number

@@ -10,7 +10,6 @@ paths from ``__file__`` itself.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import sys
 from pathlib import Path
@@ -75,8 +74,3 @@ def calibration_module(name: str):
     if root not in sys.path:
         sys.path.insert(0, root)
     return importlib.import_module(f"calibration.{name}")
-
-
-def file_sha256(path: str | Path) -> str:
-    """Hex SHA-256 of a file's bytes (provenance of a profile or table)."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

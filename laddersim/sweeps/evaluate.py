@@ -43,7 +43,8 @@ def _model(ref: str) -> ModelShape:
 @lru_cache(maxsize=4096)
 def _overridden(ref: str, overrides: tuple[tuple[str, float | None], ...], tp: int) -> HardwareProfile:
     # Grids repeat each override setting across many points (a batch of one program holds every
-    # machine x TP x override setting of a grid like issue 40's: a few thousand). Set values are
+    # machine x TP x override setting of a grid like examples/sweep_every_machine.yaml: a few
+    # thousand). Set values are
     # converted for the point's TP group (the number they replace depends on it).
     profile = _profile(ref)
     scales = override_scales(profile, dict(overrides), tp)
@@ -96,8 +97,8 @@ def evaluate_points(points: list[Point]) -> list[dict]:
 
     Python's cyclic garbage collector is paused while the batch runs (``laddersim.support.collector``: a
     batch makes few reference cycles but many objects that live on, the programs' event-order
-    trees and the costs kept for the next schedules; issue 40's grid: 13 full collections of a
-    worker's ~600 MB, a sixth of its CPU; 3 paused)."""
+    trees and the costs kept for the next schedules; examples/sweep_every_machine.yaml's grid: 13
+    full collections of a worker's ~600 MB, a sixth of its CPU; 3 paused)."""
     with collector_paused():
         return _evaluate_points(points)
 

@@ -43,8 +43,8 @@ def _row_problem(row) -> str | None:
     return None
 
 
-class PointStore:
-    """Finished rows by point key; ``add`` appends and flushes one line."""
+class SweepStore:
+    """A sweep's finished rows by point key; ``add`` appends and flushes one line."""
 
     def __init__(self, out_dir: str | Path):
         self.path = Path(out_dir) / STORE_FILE
@@ -98,7 +98,7 @@ class PointStore:
     def close(self) -> None:
         self._file.close()
 
-    def __enter__(self) -> "PointStore":
+    def __enter__(self) -> "SweepStore":
         return self
 
     def __exit__(self, *exc) -> None:

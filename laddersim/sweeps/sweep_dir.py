@@ -24,7 +24,7 @@ from laddersim.support.io_write import check_output, run_dir_lock
 from laddersim.sweeps.grid import SweepGrid
 from laddersim.sweeps.points import Point, expand_grid
 from laddersim.sweeps.runner import run_points
-from laddersim.sweeps.store import PointStore
+from laddersim.sweeps.store import SweepStore
 from laddersim.sweeps.table import results_frame, write_results
 
 
@@ -67,7 +67,7 @@ def run_sweep(grid: SweepGrid, out_dir: str | Path, workers: int = 1, scheduler:
 def run_points_into(points: list[Point], out_dir: Path, workers: int = 1, scheduler: str | None = None,
                     progress: bool = True) -> SweepReport:
     # (the store's rows are many objects that live on: laddersim.support.collector)
-    with collector_paused(), PointStore(out_dir) as store:
+    with collector_paused(), SweepStore(out_dir) as store:
         todo = [p for p in points if p.key not in store]
         reused = len(points) - len(todo)
         computed = 0
@@ -89,7 +89,7 @@ def run_points_into(points: list[Point], out_dir: Path, workers: int = 1, schedu
         return _consolidate(points, store, out_dir, reused, computed, complete=True)
 
 
-def _consolidate(points: list[Point], store: PointStore, out_dir: Path, reused: int, computed: int,
+def _consolidate(points: list[Point], store: SweepStore, out_dir: Path, reused: int, computed: int,
                  complete: bool) -> SweepReport:
     # Rows always come from the store, never from memory, so a table is the same whether its
     # points were computed now, earlier, or in pieces.

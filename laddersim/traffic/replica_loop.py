@@ -1,8 +1,8 @@
 """One replica's discrete-event simulation, as a direct event loop: SimPy's semantics, without its
 per-event objects, and with decode runs advanced many iterations at a time.
 
-Two processes share a clock, as they did under SimPy (laddersim's serving ran on it until issue
-40; tests/reference_serving.py keeps that version, and tests hold this one to it bit for bit):
+Two processes share a clock, as they would under SimPy (tests/reference_serving.py runs the same
+replica on SimPy, and tests hold this loop to it bit for bit):
 
 * **arrivals** hands each request to the scheduler when it lands (``arrivals.arrival_events``),
   with every request landing at the same instant in one go, waking an idle engine;

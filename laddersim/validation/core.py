@@ -122,7 +122,12 @@ def read_measured_tables(paths: list[str | Path] | None, models_dir: str | Path 
     refused like a repeated row of one table."""
     if not paths:
         return read_measured()
-    frames = [read_measured(path, models_dir) for path in paths]
+    return combined_tables([read_measured(path, models_dir) for path in paths])
+
+
+def combined_tables(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Measured tables (``read_measured``'s) as one, rows in the order given; columns one table
+    lacks are blank in its rows (``pp``: 1). A setting measured in two tables is refused."""
     if len(frames) == 1:
         return frames[0]
     frame = pd.concat(frames, ignore_index=True)
@@ -221,14 +226,16 @@ def check_rows(frame: pd.DataFrame, setup: ValidationSetup) -> list:
 
 
 def validate(measured: pd.DataFrame | None = None, setup: ValidationSetup | None = None,
-             on_start: Callable[[int], None] | None = None) -> pd.DataFrame:
+             on_start: Callable[[int], None] | None = None,
+             on_row: Callable[[int, int], None] | None = None) -> pd.DataFrame:
     """The measured rows plus ``hardware``, ``predicted_tokens_per_s``, ``rel_error``,
     ``measured_speedup``, ``predicted_speedup`` (over ``standard`` at the same setting and p2p)
     and ``speedup_error_pp`` (percentage points). A measured ``speedup`` column (``ladder_bench``'s
     median of per-round ratios, calibration/paired_rounds.py) is the measured speedup where set.
 
     Every row is checked (model, schedule, TP, memory, node count) before any is simulated; then
-    ``on_start(rows)`` is called, so a bad row is one error and nothing else."""
+    ``on_start(rows)`` is called, so a bad row is one error and nothing else; ``on_row(done, rows)``
+    after each row is simulated."""
     setup = setup or ValidationSetup()
     frame = (read_measured() if measured is None else measured).copy()
     scenarios = check_rows(frame, setup)
@@ -236,7 +243,11 @@ def validate(measured: pd.DataFrame | None = None, setup: ValidationSetup | None
         on_start(len(scenarios))
     frame["hardware"] = [s.hardware.name for s in scenarios]
     frame["framework"] = [s.workload.framework for s in scenarios]
-    summaries = [simulate(s).summary() for s in scenarios]
+    summaries = []
+    for scenario in scenarios:
+        summaries.append(simulate(scenario).summary())
+        if on_row:
+            on_row(len(summaries), len(scenarios))
     frame["predicted_tokens_per_s"] = [s["tokens_per_s"] for s in summaries]
     frame["predicted_prefill_s"] = [s["prefill_s"] for s in summaries]
     frame["predicted_decode_s"] = [s["decode_s"] for s in summaries]

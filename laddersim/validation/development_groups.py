@@ -1,10 +1,12 @@
-"""Every development group's errors, as a committed compact table the report and the README quote.
+"""Every development group's errors: the table the README and the report quote.
 
-The measured development tables (../shared/validation) are not shipped, so the report cannot
-validate them itself and stay byte-identical without them. ``tools/dev/fidelity_figures.py --groups``
-validates each one where ../shared is present (shipped profiles, no fit) and writes one row per
-table x model x P2P x framework group to ``laddersim/data/validation/development_groups.csv``
-(its header names the command), and the same table into the README between its markers.
+The development tables (the Ladder Residual authors' measured runs, ``DEVELOPMENT_TABLES``) ship in
+``laddersim/data/validation/`` with their PROVENANCE.md. ``read_development_tables`` reads them as one
+measured table, ``development_groups`` turns their validation (shipped profiles, no fit) into one
+row per table x model x P2P x framework group; ``laddersim validate`` with no table prints it.
+``tools/dev/fidelity_figures.py --groups`` writes the same rows to
+``laddersim/data/validation/development_groups.csv`` (its header names the command) and into the
+README between its markers, so the report can quote them without validating 673 rows.
 """
 
 from __future__ import annotations
@@ -16,8 +18,12 @@ import numpy as np
 import pandas as pd
 
 from laddersim.support.resources import data_path
+from laddersim.validation.core import combined_tables, read_measured
 from laddersim.validation.labels import model_label
 
+# Every measured table the simulator is developed against, in the order the groups table lists them.
+DEVELOPMENT_TABLES = ("ladder_70b_tp_sweep.csv", "ladder_8b_tp_sweep.csv", "ladder_flash_p2p_sweep.csv",
+                      "ladder_graph_p2p_sweep.csv", "ladder_405b_2node.csv", "ladder_pp_sweep.csv")
 GROUPS_FILE = data_path("validation", "development_groups.csv")
 GROUP_COLUMNS = ["table", "model", "p2p", "framework"]
 ERROR_COLUMNS = ["rows", "tokens_per_s_median_abs_err_pct", "tokens_per_s_worst_abs_err_pct",
@@ -25,6 +31,34 @@ ERROR_COLUMNS = ["rows", "tokens_per_s_median_abs_err_pct", "tokens_per_s_worst_
                  "prefill_median_abs_err_pct"]
 README_START = "<!-- development-groups: start (tools/dev/fidelity_figures.py --groups writes this table) -->"
 README_END = "<!-- development-groups: end -->"
+
+
+def development_table_paths() -> list[Path]:
+    """The shipped development tables, in ``DEVELOPMENT_TABLES`` order."""
+    return [data_path("validation", name) for name in DEVELOPMENT_TABLES]
+
+
+def read_development_tables() -> tuple[pd.DataFrame, list[str]]:
+    """The shipped development tables as one measured table (``combined_tables``) and, per row,
+    the name of the table it came from."""
+    frames = [read_measured(path) for path in development_table_paths()]
+    names = [name for name, frame in zip(DEVELOPMENT_TABLES, frames) for _ in range(len(frame))]
+    return combined_tables(frames), names
+
+
+def development_groups(validated: pd.DataFrame, tables: list[str], framework: str) -> pd.DataFrame:
+    """``group_errors`` of each table's rows of ``validated`` (``tables``: the table of each row,
+    as ``read_development_tables`` gives them), tables in the order they first appear, errors
+    rounded to 2 decimals as the committed file holds them."""
+    names = pd.Series(tables, index=validated.index)
+    parts = [group_errors(validated[names == name], name, framework) for name in dict.fromkeys(tables)]
+    return rounded_groups(pd.concat(parts, ignore_index=True))
+
+
+def rounded_groups(groups: pd.DataFrame) -> pd.DataFrame:
+    """``groups`` as written to and read back from the committed file (errors to 2 decimals), so
+    a table printed from them is the README's to the last digit."""
+    return pd.read_csv(io.StringIO(groups.to_csv(index=False, float_format="%.2f", lineterminator="\n")))
 
 
 def group_errors(frame: pd.DataFrame, table: str, framework: str) -> pd.DataFrame:
@@ -51,7 +85,7 @@ def group_errors(frame: pd.DataFrame, table: str, framework: str) -> pd.DataFram
 def groups_csv(groups: pd.DataFrame, command: str, tables: list[str]) -> str:
     """The committed file's text: a header naming the command and the tables, then the rows."""
     header = ["# Every development group's prediction errors: laddersim's shipped profiles, no fit, against",
-              f"# the measured tables {', '.join(tables)} (../shared/validation, not shipped).",
+              f"# the measured tables {', '.join(tables)} (laddersim/data/validation, see its PROVENANCE.md).",
               f"# Written by: {command}",
               "# Errors are absolute: tokens/s and prefill time in %, speedup over standard in percentage points."]
     body = groups.to_csv(index=False, float_format="%.2f", lineterminator="\n")

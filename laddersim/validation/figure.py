@@ -20,7 +20,7 @@ COLORS = {"standard": "#4c72b0", "parallel": "#dd8452", "ladder": "#55a868", "de
           "upper_bound": "#937860"}
 
 
-def save_paper_figure(fig, out_base: str | Path) -> list[Path]:
+def save_validation_figure(fig, out_base: str | Path) -> list[Path]:
     """Write ``out_base.png`` and ``out_base.svg``, byte-identical for identical inputs
     (``laddersim.plots.figure_io.write_figure_file``); returns the paths."""
     from laddersim.plots.figure_io import write_figure_file
@@ -89,4 +89,4 @@ def paper_figure(frame: pd.DataFrame, out_base: str | Path) -> list[Path]:
     fig.legend(loc="lower center", ncol=len(schedules) + 1, fontsize=8, frameon=False,
                bbox_to_anchor=(0.5, -0.04))
     fig.tight_layout()
-    return save_paper_figure(fig, out_base)
+    return save_validation_figure(fig, out_base)

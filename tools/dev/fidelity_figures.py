@@ -1,25 +1,26 @@
-"""Print issue 19's fidelity figures: both development tables validated with shipped profiles (no
-fit), per model x P2P group, and TokenWeave's vLLM prefill latencies (figure 11a/11b); and issue
-29's: the 70B figure with the paired P2P on/off table (gpt-fast-flash), per model x P2P x framework
-group, against its bars, with the decode time P2P off adds over P2P on.
+"""Fidelity figures of the shipped profiles (no fit) against the development tables
+(laddersim/data/validation, see its PROVENANCE.md), each set against the bars it is held to.
 
-    PYTHONPATH=$PWD python tools/dev/fidelity_figures.py [--shared ../shared] [--framework vllm] [--issue29]
-    PYTHONPATH=$PWD python tools/dev/fidelity_figures.py --issue37 [--as gpt-fast-graph=gpt-fast-flash]
-    PYTHONPATH=$PWD python tools/dev/fidelity_figures.py --issue39
+    PYTHONPATH=$PWD python tools/dev/fidelity_figures.py [--framework vllm] [--rows]
+    PYTHONPATH=$PWD python tools/dev/fidelity_figures.py --paired
+    PYTHONPATH=$PWD python tools/dev/fidelity_figures.py --graphs [--as gpt-fast-graph=gpt-fast-flash]
+    PYTHONPATH=$PWD python tools/dev/fidelity_figures.py --pipeline
     PYTHONPATH=$PWD python tools/dev/fidelity_figures.py --groups [--as OLD=NEW]
 
-``--issue37`` prints issue 37's acceptance figures: the 70B figure with both CUDA-graph tables (flash
-and graph), the 405B 2-node table, and the 8B compiled table with the 70B figure (``--as OLD=NEW``
-validates rows naming framework OLD as NEW, e.g. before a framework exists).
+Default: the 70B figure and the 8B compiled table per model x P2P group, and TokenWeave's vLLM
+prefill latencies (figure 11a/11b; the original files, in the reference_data/ folder the
+environment variable LADDERSIM_SHARED names: skipped without it).
+
+``--paired``: the 70B figure with the paired P2P on/off table (gpt-fast-flash), per model x P2P x
+framework group, with the decode time P2P off adds over P2P on. ``--graphs``: the 70B figure with
+both CUDA-graph tables (flash and graph), the 405B two-node table, and the 8B compiled table with the
+70B figure (``--as OLD=NEW`` validates rows naming framework OLD as NEW, e.g. before a framework
+exists). ``--pipeline``: the pipeline x tensor parallel table (``pp`` column), with the prefill error.
 
 ``--groups`` validates every development table and writes each table x model x P2P x framework
 group's errors to laddersim/data/validation/development_groups.csv and into the README's table
-(laddersim.validation.development_groups), which the report quotes: one command regenerates both.
-
-``--issue39`` prints issue 39's: the pipeline x tensor parallel table (``pp`` column) against its bars,
-per model x P2P group, with the prefill error.
-
-Needs ../shared (the measured tables are not shipped); writes nothing but ``--groups``'s two files.
+(laddersim.validation.development_groups), which the report quotes: one command regenerates both
+(``laddersim validate`` with no table prints the same rows). Writes nothing else.
 """
 
 from __future__ import annotations
@@ -27,38 +28,64 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 
 from laddersim.model.shape import ModelShape
+from laddersim.profiles_check.sources import reference_data_root
 from laddersim.simulation.simulate import make_scenario, simulate
+from laddersim.support.resources import data_path
 from laddersim.validation.core import ValidationSetup, error_summary, read_measured, validate
-from laddersim.validation.development_groups import GROUPS_FILE, group_errors, groups_csv, read_groups, with_readme_table
+from laddersim.validation.development_groups import (
+    DEVELOPMENT_TABLES, GROUPS_FILE, development_groups, groups_csv, read_development_tables, read_groups,
+    with_readme_table,
+)
 from laddersim.validation.labels import MODEL_P2P, with_model_p2p
 from laddersim.validation.p2p_pairs import p2p_off_pairs, pair_summary
 
-DEV_TABLES = ("validation/ladder_70b_tp_sweep.csv", "validation/ladder_8b_tp_sweep.csv")
-ISSUE29_TABLES = ("validation/ladder_70b_tp_sweep.csv", "validation/ladder_flash_p2p_sweep.csv")
-# Issue 29's acceptance bars: tokens/s median, every group's median (%), speedup median and worst
-# (pp), and the P2P-off extra decode time's median error (%) over the pairs where it is >= 3%.
-ISSUE29_BARS = {"tokens_per_s_median": 6.0, "group_median": 8.0, "speedup_median": 2.0, "speedup_worst": 8.0,
-                "extra_decode_median": 15.0}
+COMPILED_TABLES = ("ladder_70b_tp_sweep.csv", "ladder_8b_tp_sweep.csv")
+PAIRED_TABLES = ("ladder_70b_tp_sweep.csv", "ladder_flash_p2p_sweep.csv")
+GRAPH_TABLES = ("ladder_70b_tp_sweep.csv", "ladder_flash_p2p_sweep.csv", "ladder_graph_p2p_sweep.csv")
+MULTINODE_TABLE = "ladder_405b_2node.csv"
+PIPELINE_TABLE = "ladder_pp_sweep.csv"
+# The bars each set is held to: tokens/s median and every model x P2P group's median (%), speedup
+# median and worst (pp), the P2P-off extra decode time's median error (%) over the pairs where it is
+# >= 3% of the P2P-on decode, and the prefill median (%).
+PAIRED_BARS = {"tokens_per_s_median": 6.0, "group_median": 8.0, "speedup_median": 2.0, "speedup_worst": 8.0,
+               "extra_decode_median": 15.0}
+GRAPH_BARS = {"tokens_per_s_median": 5.0, "group_median": 8.0, "speedup_median": 2.0, "speedup_worst": 8.0,
+              "extra_decode_median": 15.0}
+MULTINODE_BARS = {"tokens_per_s_median": 5.0, "speedup_median": 2.0, "speedup_worst": 5.0, "prefill_median": 10.0}
+COMPILED_BARS = {"tokens_per_s_median": 2.3, "speedup_median": 1.3}
+PIPELINE_BARS = {"tokens_per_s_median": 5.0, "group_median": 8.0, "speedup_median": 2.0, "speedup_worst": 8.0,
+                 "prefill_median": 10.0}
 # TokenWeave's models (Hugging Face config.json of each): Llama-3.3-70B has Llama-3.1-70B's shape.
 QWEN25_72B = ModelShape(name="qwen2.5-72b", n_layers=80, dim=8192, n_heads=64, n_kv_heads=8,
                         intermediate_size=29568, vocab_size=152064)
 TOKENWEAVE_MODELS = {"Llama-3.3-70B-Instruct": "llama-3.1-70b", "Qwen2.5-72B-Instruct": QWEN25_72B}
-TOKENWEAVE_FILES = {8: "reference_data/tokenweave/figure_11a.csv", 4: "reference_data/tokenweave/figure_11b.csv"}
-TOKENWEAVE_MAX_PROMPT = 16384  # the issue's range, 1k-16k
+TOKENWEAVE_FILES = {8: "tokenweave/figure_11a.csv", 4: "tokenweave/figure_11b.csv"}  # under reference_data/
+TOKENWEAVE_MAX_PROMPT = 16384  # the prompts of 1k-16k tokens
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-def dev_tables(shared: Path, setup: ValidationSetup) -> pd.DataFrame:
-    frames = [validate(read_measured(shared / name), setup) for name in DEV_TABLES]
-    return pd.concat(frames, ignore_index=True)
+def table_path(name: str) -> Path:
+    return data_path("validation", name)
 
 
-def print_dev(frame: pd.DataFrame) -> None:
+def read_renamed(name: str, rename: dict[str, str]) -> pd.DataFrame:
+    """A development table as ``read_measured`` gives it, its framework column renamed OLD -> NEW."""
+    frame = read_measured(table_path(name))
+    if rename and "framework" in frame.columns:
+        frame["framework"] = frame["framework"].replace(rename)
+    return frame
+
+
+def compiled_tables(setup: ValidationSetup) -> pd.DataFrame:
+    return pd.concat([validate(read_measured(table_path(name)), setup) for name in COMPILED_TABLES], ignore_index=True)
+
+
+def print_compiled(frame: pd.DataFrame) -> None:
     err = frame["rel_error"].abs() * 100
     other = frame[frame["schedule"] != "standard"]["speedup_error_pp"].abs().dropna()
     print(f"both tables ({len(frame)} rows): tokens/s median {err.median():.2f}% worst {err.max():.2f}%; "
@@ -74,48 +101,38 @@ def print_dev(frame: pd.DataFrame) -> None:
         print(f"  {model}: tokens/s median {e.median():.2f}%; speedup median {s.median():.2f} pp worst {s.max():.2f} pp")
 
 
-def issue29(shared: Path) -> dict[str, float]:
-    """Issue 29's figures on the 70B figure with the paired P2P on/off table, shipped profiles."""
-    frame = pd.concat([validate(read_measured(shared / name)) for name in ISSUE29_TABLES], ignore_index=True)
-    overall = error_summary(frame).iloc[0]
-    groups = error_summary(with_model_p2p(frame), MODEL_P2P)
-    print(groups.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
-    pairs = pair_summary(p2p_off_pairs(frame))
-    figures = {"tokens_per_s_median": overall["tokens_per_s_median_abs_err_pct"],
-               "group_median": groups["tokens_per_s_median_abs_err_pct"].max(),
-               "speedup_median": overall["speedup_median_abs_err_pp"], "speedup_worst": overall["speedup_worst_abs_err_pp"],
-               "extra_decode_median": pairs["extra_decode_median_abs_err_pct"]}
-    for key, value in figures.items():
-        print(f"  {key}: {value:.2f} (bar {ISSUE29_BARS[key]:g}) {'PASS' if value <= ISSUE29_BARS[key] else 'MISS'}")
-    print(f"  ({pairs['scored_pairs']} of {pairs['pairs']} on/off pairs scored; extra decode worst "
-          f"{pairs['extra_decode_worst_abs_err_pct']:.1f}%)")
-    return figures
-
-
-ISSUE37_PAIRED = ("validation/ladder_70b_tp_sweep.csv", "validation/ladder_flash_p2p_sweep.csv",
-                  "validation/ladder_graph_p2p_sweep.csv")
-ISSUE37_BARS = {"tokens_per_s_median": 5.0, "group_median": 8.0, "speedup_median": 2.0, "speedup_worst": 8.0,
-                "extra_decode_median": 15.0}
-ISSUE37_405B = "validation/ladder_405b_2node.csv"
-ISSUE37_405B_BARS = {"tokens_per_s_median": 5.0, "speedup_median": 2.0, "speedup_worst": 5.0, "prefill_median": 10.0}
-ISSUE37_COMPILED_BARS = {"tokens_per_s_median": 2.3, "speedup_median": 1.3}  # "no worse than today"
-
-
-def _bars(figures: dict[str, float], bars: dict[str, float]) -> None:
+def print_bars(figures: dict[str, float], bars: dict[str, float]) -> None:
     for key, value in figures.items():
         print(f"  {key}: {value:.2f} (bar {bars[key]:g}) {'PASS' if value <= bars[key] else 'MISS'}")
 
 
-def _read(shared: Path, name: str, rename: dict[str, str]) -> pd.DataFrame:
-    path = shared / name
-    raw = pd.read_csv(path)
-    if not rename or "framework" not in raw.columns or not raw["framework"].isin(list(rename)).any():
-        return read_measured(path)
-    raw["framework"] = raw["framework"].replace(rename)
-    with tempfile.TemporaryDirectory() as folder:
-        renamed = Path(folder) / path.name
-        raw.to_csv(renamed, index=False)
-        return read_measured(renamed, models_dir=path.parent / "models")
+def paired_figures(tables: list[pd.DataFrame]) -> tuple[dict[str, float], dict]:
+    """Tokens/s, group and speedup figures of validated tables together, and their P2P-off pairs
+    (each table's own pairs); prints the groups."""
+    frame = pd.concat(tables, ignore_index=True)
+    overall = error_summary(frame).iloc[0]
+    groups = error_summary(with_model_p2p(frame), MODEL_P2P)
+    print(groups.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    pairs = pair_summary(pd.concat([p2p_off_pairs(table) for table in tables], ignore_index=True))
+    figures = {"tokens_per_s_median": overall["tokens_per_s_median_abs_err_pct"],
+               "group_median": groups["tokens_per_s_median_abs_err_pct"].max(),
+               "speedup_median": overall["speedup_median_abs_err_pp"], "speedup_worst": overall["speedup_worst_abs_err_pp"],
+               "extra_decode_median": pairs["extra_decode_median_abs_err_pct"]}
+    return figures, pairs
+
+
+def print_pairs(pairs: dict) -> None:
+    print(f"  ({pairs['scored_pairs']} of {pairs['pairs']} on/off pairs scored; extra decode worst "
+          f"{pairs['extra_decode_worst_abs_err_pct']:.1f}%)")
+
+
+def paired() -> dict[str, float]:
+    """The 70B figure with the paired P2P on/off table, shipped profiles."""
+    figures, pairs = paired_figures([pd.concat([validate(read_measured(table_path(name))) for name in PAIRED_TABLES],
+                                               ignore_index=True)])
+    print_bars(figures, PAIRED_BARS)
+    print_pairs(pairs)
+    return figures
 
 
 def phase_errors(frame: pd.DataFrame) -> pd.DataFrame:
@@ -130,24 +147,17 @@ def phase_errors(frame: pd.DataFrame) -> pd.DataFrame:
                          "prefill_median_err_pct_standard": plain.groupby(MODEL_P2P)["prefill_err"].median()})
 
 
-def issue37(shared: Path, rename: dict[str, str]) -> dict[str, float]:
-    """Issue 37's acceptance figures, shipped profiles, no fit."""
-    tables = [validate(_read(shared, name, rename)) for name in ISSUE37_PAIRED]
-    frame = pd.concat(tables, ignore_index=True)
-    overall = error_summary(frame).iloc[0]
-    groups = error_summary(with_model_p2p(frame), MODEL_P2P)
+def graphs(rename: dict[str, str]) -> dict[str, float]:
+    """The CUDA-graph tables with the 70B figure, the 405B two-node table and the compiled tables,
+    shipped profiles, no fit."""
+    tables = [validate(read_renamed(name, rename)) for name in GRAPH_TABLES]
     print("70B figure + flash + graph tables:")
-    print(groups.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
-    print(phase_errors(with_model_p2p(frame)).to_string(float_format=lambda v: f"{v:+.2f}"))
-    pairs = pair_summary(pd.concat([p2p_off_pairs(table) for table in tables], ignore_index=True))  # each table's own
-    figures = {"tokens_per_s_median": overall["tokens_per_s_median_abs_err_pct"],
-               "group_median": groups["tokens_per_s_median_abs_err_pct"].max(),
-               "speedup_median": overall["speedup_median_abs_err_pp"], "speedup_worst": overall["speedup_worst_abs_err_pp"],
-               "extra_decode_median": pairs["extra_decode_median_abs_err_pct"]}
-    _bars(figures, ISSUE37_BARS)
-    print(f"  ({pairs['scored_pairs']} of {pairs['pairs']} on/off pairs scored; extra decode worst "
-          f"{pairs['extra_decode_worst_abs_err_pct']:.1f}%)")
-    big = validate(_read(shared, ISSUE37_405B, rename))
+    figures, pairs = paired_figures(tables)
+    frame = with_model_p2p(pd.concat(tables, ignore_index=True))
+    print(phase_errors(frame).to_string(float_format=lambda v: f"{v:+.2f}"))
+    print_bars(figures, GRAPH_BARS)
+    print_pairs(pairs)
+    big = validate(read_renamed(MULTINODE_TABLE, rename))
     summary = error_summary(big).iloc[0]
     prefill = (big["predicted_prefill_s"] / big["prefill_s"] - 1).abs() * 100
     print("405B TP 16 over 2 nodes:")
@@ -157,57 +167,17 @@ def issue37(shared: Path, rename: dict[str, str]) -> dict[str, float]:
     big_figures = {"tokens_per_s_median": summary["tokens_per_s_median_abs_err_pct"],
                    "speedup_median": summary["speedup_median_abs_err_pp"],
                    "speedup_worst": summary["speedup_worst_abs_err_pp"], "prefill_median": float(prefill.median())}
-    _bars(big_figures, ISSUE37_405B_BARS)
-    compiled = dev_tables(shared, ValidationSetup())
-    both = error_summary(compiled).iloc[0]
+    print_bars(big_figures, MULTINODE_BARS)
+    both = error_summary(compiled_tables(ValidationSetup())).iloc[0]
     print("8B compiled table + 70B figure:")
-    _bars({"tokens_per_s_median": both["tokens_per_s_median_abs_err_pct"],
-           "speedup_median": both["speedup_median_abs_err_pp"]}, ISSUE37_COMPILED_BARS)
+    print_bars({"tokens_per_s_median": both["tokens_per_s_median_abs_err_pct"],
+                "speedup_median": both["speedup_median_abs_err_pp"]}, COMPILED_BARS)
     return {**figures, **{f"405b_{k}": v for k, v in big_figures.items()}}
 
 
-# Every measured table the simulator is developed against (ladder_pp_sweep.csv is left out: pipeline
-# parallelism is not modelled).
-DEVELOPMENT_TABLES = ("validation/ladder_70b_tp_sweep.csv", "validation/ladder_8b_tp_sweep.csv",
-                      "validation/ladder_flash_p2p_sweep.csv", "validation/ladder_graph_p2p_sweep.csv",
-                      "validation/ladder_405b_2node.csv", "validation/ladder_pp_sweep.csv")
-README = Path(__file__).resolve().parents[2] / "README.md"
-
-
-def development_groups(shared: Path, rename: dict[str, str]) -> pd.DataFrame:
-    """Every development table validated (shipped profiles, no fit), one row per table x model x
-    P2P x framework group; a framework validated as another (``--as``) is named ``OLD as NEW``."""
-    setup = ValidationSetup()
-    frames = []
-    for name in DEVELOPMENT_TABLES:
-        raw = pd.read_csv(shared / name)
-        groups = group_errors(validate(_read(shared, name, rename), setup), Path(name).name, setup.framework)
-        named = set(raw["framework"]) if "framework" in raw.columns else set()
-        for old, new in rename.items():
-            if old in named and new not in named:
-                groups["framework"] = groups["framework"].replace(new, f"{old} as {new}")
-        frames.append(groups)
-    return pd.concat(frames, ignore_index=True)
-
-
-def write_groups(shared: Path, rename: dict[str, str]) -> None:
-    groups = development_groups(shared, rename)
-    command = "PYTHONPATH=$PWD python tools/dev/fidelity_figures.py --groups" + "".join(
-        f" --as {shlex.quote(f'{old}={new}')}" for old, new in rename.items())
-    GROUPS_FILE.write_text(groups_csv(groups, command, [Path(n).name for n in DEVELOPMENT_TABLES]))
-    README.write_text(with_readme_table(README.read_text(), read_groups()[0]))  # as the report reads it
-    print(groups.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
-    print(f"wrote {GROUPS_FILE} and the table of {README}")
-
-
-ISSUE39_TABLE = "validation/ladder_pp_sweep.csv"
-ISSUE39_BARS = {"tokens_per_s_median": 5.0, "group_median": 8.0, "speedup_median": 2.0, "speedup_worst": 8.0,
-                "prefill_median": 10.0}
-
-
-def issue39(shared: Path) -> dict[str, float]:
-    """Issue 39's acceptance figures on the pipeline table, shipped profiles, no fit."""
-    frame = validate(read_measured(shared / ISSUE39_TABLE))
+def pipeline() -> dict[str, float]:
+    """The pipeline table's figures, shipped profiles, no fit."""
+    frame = validate(read_measured(table_path(PIPELINE_TABLE)))
     overall = error_summary(frame).iloc[0]
     groups = error_summary(with_model_p2p(frame), MODEL_P2P)
     print(groups.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
@@ -217,14 +187,41 @@ def issue39(shared: Path) -> dict[str, float]:
                "group_median": groups["tokens_per_s_median_abs_err_pct"].max(),
                "speedup_median": overall["speedup_median_abs_err_pp"], "speedup_worst": overall["speedup_worst_abs_err_pp"],
                "prefill_median": float(prefill.median())}
-    _bars(figures, ISSUE39_BARS)
+    print_bars(figures, PIPELINE_BARS)
     return figures
 
 
-def tokenweave(shared: Path, hardware: str, framework: str | None) -> pd.DataFrame:
+def groups_of_every_table(rename: dict[str, str]) -> pd.DataFrame:
+    """Every development table validated together (shipped profiles, no fit), one row per table x
+    model x P2P x framework group; a framework validated as another (``--as``) is named ``OLD as NEW``
+    in the tables that name OLD and not NEW."""
+    setup = ValidationSetup()
+    frame, tables = read_development_tables()
+    named = {name: set(frame.loc[[t == name for t in tables], "framework"].dropna()) if "framework" in frame else set()
+             for name in DEVELOPMENT_TABLES}
+    if rename and "framework" in frame.columns:
+        frame["framework"] = frame["framework"].replace(rename)
+    groups = development_groups(validate(frame, setup), tables, setup.framework)
+    for old, new in rename.items():
+        renamed = groups["table"].map(lambda t: old in named[t] and new not in named[t]) & (groups["framework"] == new)
+        groups.loc[renamed, "framework"] = f"{old} as {new}"
+    return groups
+
+
+def write_groups(rename: dict[str, str]) -> None:
+    groups = groups_of_every_table(rename)
+    command = "PYTHONPATH=$PWD python tools/dev/fidelity_figures.py --groups" + "".join(
+        f" --as {shlex.quote(f'{old}={new}')}" for old, new in rename.items())
+    GROUPS_FILE.write_text(groups_csv(groups, command, list(DEVELOPMENT_TABLES)))
+    README.write_text(with_readme_table(README.read_text(), read_groups()[0]))  # as the report reads it
+    print(groups.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print(f"wrote {GROUPS_FILE} and the table of {README}")
+
+
+def tokenweave(reference_data: Path, hardware: str, framework: str | None) -> pd.DataFrame:
     rows = []
     for tp, name in TOKENWEAVE_FILES.items():
-        table = pd.read_csv(shared / name)
+        table = pd.read_csv(reference_data / name)
         table = table[table["model"].isin(TOKENWEAVE_MODELS) & (table["prompt_len"] <= TOKENWEAVE_MAX_PROMPT)]
         for row in table.itertuples(index=False):
             times = {}
@@ -257,35 +254,38 @@ def print_tokenweave(out: pd.DataFrame) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shared", default="../shared")
     parser.add_argument("--framework", default=None, help="framework for the TokenWeave rows (default: none given)")
-    parser.add_argument("--rows", action="store_true", help="print every development row")
-    parser.add_argument("--issue29", action="store_true", help="only issue 29's figures (70B + paired P2P table)")
-    parser.add_argument("--issue37", action="store_true", help="only issue 37's figures (CUDA-graph tables, 405B)")
+    parser.add_argument("--rows", action="store_true", help="print every row of the compiled tables")
+    parser.add_argument("--paired", action="store_true", help="only the 70B figure with the paired P2P table")
+    # --issue37: the name h100-sxm-p2p-off.yaml's sources run this with (a profile's text is hashed
+    # into every report that used it, so it stays as written).
+    parser.add_argument("--graphs", "--issue37", dest="graphs", action="store_true",
+                        help="only the CUDA-graph tables and the 405B table")
     parser.add_argument("--groups", action="store_true",
                         help="write every development group's errors (laddersim/data/validation/development_groups.csv, README)")
-    parser.add_argument("--issue39", action="store_true", help="only issue 39's figures (the pipeline table)")
+    parser.add_argument("--pipeline", action="store_true", help="only the pipeline table")
     parser.add_argument("--as", dest="rename", action="append", default=[], metavar="OLD=NEW",
-                        help="validate rows naming framework OLD as framework NEW (--issue37, --groups)")
+                        help="validate rows naming framework OLD as framework NEW (--graphs, --groups)")
     args = parser.parse_args()
-    shared = Path(args.shared)
-    if not (shared / DEV_TABLES[0]).exists():
-        print(f"no {shared / DEV_TABLES[0]}: pass --shared", file=sys.stderr)
-        return 2
     rename = dict(item.split("=", 1) for item in args.rename)
-    only = {"issue29": lambda: issue29(shared), "issue37": lambda: issue37(shared, rename),
-            "issue39": lambda: issue39(shared), "groups": lambda: write_groups(shared, rename)}
+    only = {"paired": paired, "graphs": lambda: graphs(rename), "pipeline": pipeline,
+            "groups": lambda: write_groups(rename)}
     for flag, run in only.items():
         if getattr(args, flag):
             run()
             return 0
-    frame = dev_tables(shared, ValidationSetup())
-    print_dev(frame)
+    frame = compiled_tables(ValidationSetup())
+    print_compiled(frame)
     if args.rows:
         cols = ["model", "p2p", "tp", "batch", "schedule", "tokens_per_s", "predicted_tokens_per_s", "rel_error",
                 "speedup_error_pp"]
         print(frame[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    print_tokenweave(tokenweave(shared, "h100-sxm-nvswitch", args.framework))
+    reference_data = reference_data_root()
+    if reference_data is None:
+        print("TokenWeave: skipped (its original files are not named: set LADDERSIM_SHARED to the folder "
+              "holding reference_data/)", file=sys.stderr)
+        return 0
+    print_tokenweave(tokenweave(reference_data, "h100-sxm-nvswitch", args.framework))
     return 0
 
 

@@ -1,7 +1,8 @@
 """The fuzzer's cases of the serving and planning inputs (tools/dev/fuzz_inputs.py): ``serving`` flags
 (rates, length specs, SLOs, seeds, arrival shapes, ``--capacity``/``--target-rate`` with a mutated
-price file), an arrival trace, a sweep grid's ``serving:`` section and ``plan --rate``; the cases
-of issue #31 and their neighbours among the values tried."""
+price file), an arrival trace, a sweep grid's ``serving:`` section and ``plan --rate``; values that
+once broke a command (absurd rates and lengths, non-finite numbers) and their neighbours among the
+values tried."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from fuzz_mutators import BAD_TEXT, dump_yaml, mutate_bytes, mutate_csv, mutate_
 SERVING_BASE = ["serving", "--model", "tiny.json", "--hardware", "h100-sxm-nvswitch", "--tp", "2", "--requests", "40",
                 "--prompt-len", "32", "--gen-len", "uniform:1:16", "--rate", "50", "--ttft-slo-s", "0.002",
                 "--no-progress", "--json"]
-# Flag -> values worth trying beside BAD_TEXT: the cases of issue #31 and their neighbours.
+# Flag -> values worth trying beside BAD_TEXT: extreme, non-finite and malformed values and their neighbours.
 SERVING_FLAGS = {
     "--rate": ["4", "1e9", "1e-6", "1e-300", "1e300", "1e15", "2e9"],
     "--requests": ["1", "2", "2147483647", "1000001", "-3", "1e3"],

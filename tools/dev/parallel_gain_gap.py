@@ -1,5 +1,5 @@
 """What the parallel schedule gains per layer over desync_half and standard, measured and predicted
-(issue 30's last 8B bar, parallel at TP 2 batch 4). Diagnostic: prices nothing, writes nothing.
+(the 8B table's parallel rows at TP 2 batch 4 are its worst). Diagnostic: prices nothing, writes nothing.
 
 desync_half and parallel both run one AllReduce a layer, so their decode-time difference is what
 the parallel block's own structure gains (one norm, QKV and gate/up stacked into one GEMM: one
@@ -8,9 +8,9 @@ AllReduce. Per (model, P2P, TP, batch), in us per layer and decode step, from ``
 table has it, else from the whole run (batch x gen_len / tokens/s, prefill included). The last
 column is the stacked GEMM's per-rank weight bytes (QKV + gate/up), against which the gap grows.
 
-    PYTHONPATH=$PWD python tools/dev/parallel_gain_gap.py [--shared ../shared] [--framework gpt-fast]
+    PYTHONPATH=$PWD python tools/dev/parallel_gain_gap.py [TABLE.csv ...] [--framework gpt-fast]
 
-Needs ../shared (the measured tables are not shipped).
+Default tables: the shipped 8B TP sweep and 70B figure (laddersim/data/validation).
 """
 
 from __future__ import annotations
@@ -23,9 +23,11 @@ import pandas as pd
 
 from laddersim.costs.pass_shapes import Phase, linear_shapes
 from laddersim.model.shape import ModelShape, load_model_shape
+from laddersim.errors import UserInputError
+from laddersim.support.resources import data_path
 from laddersim.validation.core import ValidationSetup, read_measured, validate
 
-TABLES = ("validation/ladder_8b_tp_sweep.csv", "validation/ladder_70b_tp_sweep.csv")
+TABLES = (data_path("validation", "ladder_8b_tp_sweep.csv"), data_path("validation", "ladder_70b_tp_sweep.csv"))
 PAIRS = (("desync_half", "parallel"), ("standard", "desync_half"), ("standard", "parallel"))
 
 
@@ -73,16 +75,19 @@ def layer_gains(frame: pd.DataFrame, model: ModelShape) -> pd.DataFrame:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shared", default="../shared")
+    parser.add_argument("tables", nargs="*", default=[str(t) for t in TABLES],
+                        help="measured tables (default: the shipped 8B TP sweep and 70B figure)")
     parser.add_argument("--framework", default="gpt-fast")
     args = parser.parse_args(argv)
-    shared = Path(args.shared)
-    if not (shared / TABLES[0]).exists():
-        print(f"no {shared / TABLES[0]}: pass --shared", file=sys.stderr)
-        return 2
     setup = ValidationSetup(framework=args.framework)
-    for name in TABLES:
-        frame = validate(read_measured(shared / name), setup)
+    for table in args.tables:
+        try:
+            measured = read_measured(table)
+        except UserInputError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        name = Path(table).name
+        frame = validate(measured, setup)
         model = load_model_shape(str(frame["model"].iloc[0]))
         source = "decode_s" if has_decode(frame) else "whole run (tokens/s)"
         print(f"{name}: us per layer and step, from {source}")

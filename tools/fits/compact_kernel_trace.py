@@ -6,7 +6,8 @@ kept apart: they are their own floors), so the shipped file is a few lines and `
 gives the same framework file from it as from the whole trace.
 
 Usage: ``python tools/fits/compact_kernel_trace.py [TRACE_DIR] [OUT_DIR]`` (defaults: the public H100
-trace in ../shared/reference_data/kernel_trace_h100/llama-3.1-8b_tp1, and the shipped example).
+trace, ``reference_data/kernel_trace_h100/llama-3.1-8b_tp1`` in the folder the environment variable
+LADDERSIM_SHARED names, and the shipped example).
 Output is deterministic.
 """
 
@@ -18,9 +19,10 @@ from pathlib import Path
 import pandas as pd
 
 from laddersim.fitting.kernel_trace import LAYER_FILE, kernel_class
+from laddersim.profiles_check.sources import reference_data_root
 
 REPO = Path(__file__).resolve().parents[2]
-SOURCE = REPO.parent / "shared" / "reference_data" / "kernel_trace_h100" / "llama-3.1-8b_tp1"
+TRACE = ("kernel_trace_h100", "llama-3.1-8b_tp1")  # under reference_data/
 OUT = REPO / "examples" / "kernel_trace_h100_8b_tp1"
 KEYS = ["device", "mode", "sdpa", "tp", "schedule", "batch", "kernel_class"]
 
@@ -50,7 +52,11 @@ def compact(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def main(argv: list[str]) -> int:
-    source = Path(argv[0]) if argv else SOURCE
+    root = reference_data_root()
+    if not argv and root is None:
+        print("error: give TRACE_DIR, or set LADDERSIM_SHARED to the folder holding reference_data/", file=sys.stderr)
+        return 2
+    source = Path(argv[0]) if argv else root.joinpath(*TRACE)
     out = Path(argv[1]) if len(argv) > 1 else OUT
     if not (source / LAYER_FILE).is_file():
         print(f"error: {source / LAYER_FILE} not found (the original trace folder)", file=sys.stderr)

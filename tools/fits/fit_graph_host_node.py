@@ -1,105 +1,35 @@
-"""Fit ``framework.graph_host_node_us`` of h100-sxm-nvswitch: what each network collective of a
-CUDA-graph-captured pass waits on the compute stream for NCCL's host node (laddersim.costs.graph_proxy),
-to the one table of graph-captured network collectives, the Ladder Residual authors' 405B figure
-(``ladder_405b_2node.csv``: Llama-3.1-405B, TP 16 over 2 nodes x 8 H100 on InfiniBand, gpt-fast's
-compiled decode).
+"""Fit ``framework.graph_host_node_us`` of h100-sxm-nvswitch to the authors' 405B two-node rows
+(laddersim.fitting.graph_host_node says how): prints what each batch and schedule asks for, the fit,
+and the rows' errors at 0 and at the fitted value; writes nothing.
 
-The fit's rows are the ladder and upper_bound rows: ladder overlaps each AllReduce with the next
-module, so (ladder - upper_bound) decode is the collective time no overlap hides, and measured
-minus predicted (with the field at 0) over the seconds one microsecond of the field adds (every
-collective of every decode step, counted by laddersim itself) is the field, per batch; the fit is
-their median. Held out: standard - upper_bound the same way (that also holds the collective's own
-time, which ladder hides: a difference between the two batches is the collective's, not the host
-node's), and the issue's bars with the fitted value.
-
-    PYTHONPATH=$PWD python tools/fits/fit_graph_host_node.py [--shared ../shared] [--table T] [--profile P]
-
-Needs ../shared (the measured table is not shipped); prints, writes nothing.
+    PYTHONPATH=$PWD python tools/fits/fit_graph_host_node.py [--table T] [--profile P]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
-from laddersim.hardware.profile import load_profile
-from laddersim.hardware.sourced import Sourced
-from laddersim.validation.core import ValidationSetup, error_summary, read_measured, validate
-
-TABLE = "validation/ladder_405b_2node.csv"
-PROFILE = "h100-sxm-nvswitch"
-
-
-def with_host_node(host_node_us: float, name: str = PROFILE):
-    profile = load_profile(name)
-    framework = profile.framework.model_copy(
-        update={"graph_host_node_us": Sourced(value=host_node_us, source="fit_graph_host_node grid")})
-    return profile.model_copy(update={"framework": framework})
-
-
-def decode_s(rows: pd.DataFrame, host_node_us: float, name: str = PROFILE) -> pd.DataFrame:
-    """Measured and predicted decode seconds per (batch, schedule) at ``host_node_us``."""
-    profile = with_host_node(host_node_us, name)
-    out = validate(rows, ValidationSetup(profile, profile))
-    return out.set_index(["batch", "schedule"])[["decode_s", "predicted_decode_s"]]
-
-
-def per_collective_us(at_zero: pd.DataFrame, at_one: pd.DataFrame, schedule: str) -> pd.Series:
-    """Per batch: (schedule - upper_bound) decode, measured minus predicted at 0, over the seconds
-    one microsecond of the field adds to that difference: the field's value these rows ask for."""
-    out = {}
-    for batch in sorted({b for b, _ in at_zero.index}):
-        measured = at_zero.loc[(batch, schedule), "decode_s"] - at_zero.loc[(batch, "upper_bound"), "decode_s"]
-        predicted = (at_zero.loc[(batch, schedule), "predicted_decode_s"]
-                     - at_zero.loc[(batch, "upper_bound"), "predicted_decode_s"])
-        per_us = ((at_one.loc[(batch, schedule), "predicted_decode_s"] - at_one.loc[(batch, "upper_bound"), "predicted_decode_s"])
-                  - predicted)
-        out[batch] = (measured - predicted) / per_us
-    return pd.Series(out, name=schedule)
-
-
-def asked_us(rows: pd.DataFrame, name: str = PROFILE) -> pd.DataFrame:
-    """Per batch (index) and schedule (columns: ladder, standard, parallel), the field's value the
-    rows ask of profile ``name`` (``per_collective_us``)."""
-    at_zero, at_one = decode_s(rows, 0.0, name), decode_s(rows, 1.0, name)
-    return pd.DataFrame({schedule: per_collective_us(at_zero, at_one, schedule)
-                         for schedule in ("ladder", "standard", "parallel")})
-
-
-def fitted_us(asked: pd.DataFrame) -> float:
-    """The fit: the median over the batches of what the ladder rows ask for."""
-    return float(np.median(asked["ladder"].to_numpy()))
+from laddersim.fitting.graph_host_node import PROFILE, TABLE, asked_us, errors_at, fitted_us
+from laddersim.validation.core import read_measured
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shared", default="../shared", help="the reference data folder")
-    parser.add_argument("--table", default=TABLE, help=f"rows of graph-captured network collectives with "
-                        f"ladder, standard and upper_bound at each setting, under --shared (default {TABLE})")
+    parser.add_argument("--table", default=str(TABLE), help="rows of graph-captured network collectives with "
+                        "ladder, standard and upper_bound at each setting (default: the shipped 405B table)")
     parser.add_argument("--profile", default=PROFILE, help=f"the profile whose field is fitted (default {PROFILE})")
     args = parser.parse_args(argv)
-    table = Path(args.shared) / args.table
-    if not table.exists():
-        print(f"no {table}: pass --shared or --table", file=sys.stderr)
-        return 2
-    rows = read_measured(table)
+    rows = read_measured(args.table)
     asked = asked_us(rows, args.profile)
     fitted = fitted_us(asked)
     print("per collective, measured minus predicted at 0 (us; ladder: the fit, standard and parallel: held out):")
     print(asked.round(2).to_string())
     print(f"fit: median of the ladder column = {fitted:.2f} us")
     for value in (0.0, round(fitted, 2)):
-        profile = with_host_node(value, args.profile)
-        frame = validate(rows, ValidationSetup(profile, profile))
-        summary = error_summary(frame).iloc[0]
-        prefill = ((frame["predicted_prefill_s"] / frame["prefill_s"] - 1).abs() * 100).median()
-        print(f"at {value:.2f} us: tokens/s median {summary['tokens_per_s_median_abs_err_pct']:.2f}%, speedup median "
-              f"{summary['speedup_median_abs_err_pp']:.2f} pp, worst {summary['speedup_worst_abs_err_pp']:.2f} pp, "
-              f"prefill median {prefill:.2f}%")
+        e = errors_at(rows, value, args.profile)
+        print(f"at {value:.2f} us: tokens/s median {e['tokens_per_s_median_abs_err_pct']:.2f}%, speedup median "
+              f"{e['speedup_median_abs_err_pp']:.2f} pp, worst {e['speedup_worst_abs_err_pp']:.2f} pp, "
+              f"prefill median {e['prefill_median_abs_err_pct']:.2f}%")
     return 0
 
 

@@ -1,6 +1,7 @@
 """Rebuild the compact measured tables under ``hardware_profiles/tables/`` from the original
-public tables in ``../shared/reference_data``: the only script that cannot run without
-../shared (``laddersim profiles report`` uses the original rows there when present).
+public tables, in the ``reference_data/`` folder that the environment variable ``LADDERSIM_SHARED``
+names (``laddersim.profiles_check.sources``: each source's file); ``laddersim profiles report`` uses
+the same original rows where LADDERSIM_SHARED is set.
 
 AllReduce and point-to-point send/recv: for every registered source (laddersim.profiles_check.sources) and group shape, one row
 per power-of-two size from 512 B to 1 GiB: the median of the original rows whose size is within
@@ -29,7 +30,8 @@ import pandas as pd
 
 from laddersim.profiles_check.origins import public_origin
 from laddersim.profiles_check.sources import (
-    ALLREDUCE_SOURCES, GEMM_SOURCES, SENDRECV_SOURCES, read_allreduce_source, read_gemm_source, shared_root,
+    ALLREDUCE_SOURCES, GEMM_SOURCES, SENDRECV_SOURCES, read_allreduce_source, read_gemm_source,
+    reference_data_root,
 )
 
 OUT = Path(__file__).resolve().parents[2] / "hardware_profiles" / "tables"
@@ -69,9 +71,10 @@ def _write(path: Path, header: list[str], frame: pd.DataFrame) -> None:
 
 
 def main() -> int:
-    root = shared_root()
+    root = reference_data_root()
     if root is None:
-        print("error: ../shared/reference_data not found (set LADDERSIM_SHARED)", file=sys.stderr)
+        print("error: no original measurement files: set LADDERSIM_SHARED to the folder holding reference_data/",
+              file=sys.stderr)
         return 2
     OUT.mkdir(parents=True, exist_ok=True)
     for key, src in {**ALLREDUCE_SOURCES, **SENDRECV_SOURCES}.items():

@@ -1,9 +1,7 @@
-"""Where gpt-fast-flash's decode step time goes, measured against laddersim, model by model (issue 29,
-the paper 1B/3B gap): a diagnostic, it changes nothing. (Issue 37 found the gap: the paper 1B/3B rows
-were never FlashAttention runs but the September graphs' eager SDPA, now --framework gpt-fast-graph and
-their own table; the flash table holds the November Llama-3.1-8B pairs only.)
+"""Where gpt-fast-flash's decode step time goes, measured against laddersim, model by model: a
+diagnostic, it fits and changes nothing.
 
-For each model of the authors' flash table (../shared/validation/ladder_flash_p2p_sweep.csv) at one
+For each model of the authors' flash table (laddersim/data/validation/ladder_flash_p2p_sweep.csv) at one
 TP, P2P on, standard schedule (no collective hides anything), the decode step time is fitted as
 
     step_s = fixed_s + kv_bytes_per_step / kv_read_bytes_per_s
@@ -21,7 +19,7 @@ for <= 128; num_splits by FA2's num_splits_heuristic over 2 blocks per SM. These
 FlashAttention-2's flash_api.cpp / flash_fwd_launch_template.h (Dao-AILab/flash-attention v2.5-2.6,
 not fetchable here): reasoned from memory, not read from the source.
 
-    PYTHONPATH=$PWD python tools/fits/fit_flash_decode_gap.py [--shared ../shared] [--tp 1]
+    PYTHONPATH=$PWD python tools/dev/flash_decode_gap.py [--table T] [--tp 1]
 """
 
 from __future__ import annotations
@@ -34,8 +32,10 @@ import numpy as np
 import pandas as pd
 
 from laddersim.model.shape import load_model_shape
+from laddersim.support.resources import data_path
 from laddersim.validation.core import ValidationSetup, read_measured, validate
 
+TABLE = data_path("validation", "ladder_flash_p2p_sweep.csv")
 H100_SMS = 132  # H100 SXM5 streaming multiprocessors (datasheet)
 BLOCK_M = 64  # FA2 run_mha_fwd_splitkv_dispatch: kBlockM = 64 for every head_dim
 
@@ -81,11 +81,11 @@ def decomposition(frame: pd.DataFrame, column: str) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shared", default="../shared")
+    parser.add_argument("--table", default=str(TABLE), help="the flash runs (default: the shipped "
+                        "ladder_flash_p2p_sweep.csv)")
     parser.add_argument("--tp", type=int, default=1)
     args = parser.parse_args(argv)
-    table = Path(args.shared) / "validation" / "ladder_flash_p2p_sweep.csv"
-    frame = read_measured(table).query("p2p == 'on' and schedule == 'standard' and tp == @args.tp")
+    frame = read_measured(args.table).query("p2p == 'on' and schedule == 'standard' and tp == @args.tp")
     result = validate(frame, ValidationSetup(framework="gpt-fast-flash"))
     lines = []
     for model_name, part in result.groupby("model", sort=True):
