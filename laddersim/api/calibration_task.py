@@ -67,11 +67,15 @@ def calibrate_fit(run_dir: str | Path, name: str, base: str = DEFAULT_BASE) -> H
     ``run_dir/profile.yaml`` and returned; named ``name``; the parameters the run did not measure
     come from the profile ``base`` (default h100-sxm-nvswitch). Warnings (a measured table whose
     times fall with size, a fit at its bound, a roofline the measurements exceed) go to stderr."""
-    from laddersim.fitting.profile_from_run import fit_run, roofline_warnings
+    from laddersim.errors import UserInputError
+    from laddersim.fitting.profile_from_run import KEPT_ON_FAILURE, fit_run, roofline_warnings
     from laddersim.support.io_write import check_output
 
     check_output(Path(run_dir) / "profile.yaml", "run_dir", "file")
-    profile = fit_run(str(run_dir), name, base)
+    try:
+        profile = fit_run(str(run_dir), name, base)
+    except OSError as exc:  # a table the disk refused (laddersim.measure.atomic)
+        raise UserInputError(f"run: cannot write {exc.filename}: {exc.strerror}; {KEPT_ON_FAILURE}") from None
     _warn_noisy(str(run_dir))
     for warning in roofline_warnings(profile):
         print(warning, file=sys.stderr)
