@@ -26,7 +26,7 @@ MANIFEST = "run.json"
 RESUME_FIELDS = ("backend", "device", "device_name", "world_size", "ranks_per_node", "nodes")
 TEXT_FIELDS = ("backend", "device", "device_name", "cpu_model", "host", "torch", "cuda", "nccl", "driver",
                "date_utc", "command_line", "source")
-TEXT_LIST_FIELDS = ("hosts", "modes", "logs")
+TEXT_LIST_FIELDS = ("hosts", "modes", "logs", "load_warnings")
 
 
 def command_line() -> str:
