@@ -223,12 +223,14 @@ def _launch(opts: RunOptions, command: str) -> int:
         grid = runner.prepare_run_dir(opts, world, backend, command)
         before = _keys(runner.stored_rows(opts.out, grid))
         watch = LoadWatch(opts.world_size)
-        code = _measure(opts, world, backend, grid)
+        code, last_line = _measure(opts, world, backend, grid)
         new = [row for name, rows in runner.stored_rows(opts.out, grid).items() for row in rows
                if (name, tuple(sorted(row.items()))) not in before]  # the points this invocation measured
-        line = runner.record_load(opts.out, watch.finish(new))
-        if line:
-            _say(line)
+        load_line = runner.record_load(opts.out, watch.finish(new))
+        if load_line:
+            _say(load_line)
+    if last_line:  # how the run ended, last
+        _say(last_line)
     if code == 0:
         _say(f"[calibrate] done: {opts.out}; next: laddersim calibrate fit {opts.out} --name NAME")
     return code
@@ -238,8 +240,9 @@ def _keys(rows: dict[str, list[dict]]) -> set:
     return {(name, tuple(sorted(row.items()))) for name, points in rows.items() for row in points}
 
 
-def _measure(opts: RunOptions, world: World, backend: str, grid: dict) -> int:
-    """Launch the ranks until every point is stored, or a fault ends the run (its one line)."""
+def _measure(opts: RunOptions, world: World, backend: str, grid: dict) -> tuple[int, str | None]:
+    """Launch the ranks until every point is stored, or a fault ends the run: the exit code and
+    the line that says how the run ended, if not plainly."""
     for attempt in range(1, LAUNCH_ATTEMPTS + 1):
         init = local_rendezvous(opts.out)
         try:  # each launch measures only the points not yet stored
@@ -248,15 +251,15 @@ def _measure(opts: RunOptions, world: World, backend: str, grid: dict) -> int:
             else:
                 spawn_ranks(_spawned, opts.world_size, (world, backend, opts, grid, init),
                             no_progress_s=opts.rank_timeout_s)
-            return 0
+            return 0, None
         except mp.ProcessExitedException as exc:
             failure = exc
         finally:
             remove_rendezvous(init)
-        code = _after_failure(failure, opts, grid, last=attempt == LAUNCH_ATTEMPTS)
-        if code is not None:
-            return code
-    return 1  # not reached: the last attempt always decides
+        ended = _after_failure(failure, opts, grid, last=attempt == LAUNCH_ATTEMPTS)
+        if ended is not None:
+            return ended
+    return 1, None  # not reached: the last attempt always decides
 
 
 def _in_process(world: World, backend: str, opts: RunOptions, grid: dict, init: str) -> None:
@@ -267,10 +270,11 @@ def _in_process(world: World, backend: str, opts: RunOptions, grid: dict, init: 
         raise RanksFailed([RankEnd(0, 1, account_of(exc))]) from exc
 
 
-def _after_failure(exc: mp.ProcessExitedException, opts: RunOptions, grid: dict, last: bool) -> int | None:
-    """The exit code after ranks that ended short (its line said), or None to launch them again
-    (a rank killed by a signal, once: the CPU profiler of the ops benchmark has segfaulted about
-    once in 25 two-rank runs here, torch 2.13 with_stack=True)."""
+def _after_failure(exc: mp.ProcessExitedException, opts: RunOptions, grid: dict,
+                   last: bool) -> tuple[int, str] | None:
+    """The exit code and its line after ranks that ended short, or None to launch them again (a
+    rank killed by a signal, once: the CPU profiler of the ops benchmark has segfaulted about once
+    in 25 two-rank runs here, torch 2.13 with_stack=True)."""
     cause = exc.cause if isinstance(exc, RanksFailed) else RankEnd(exc.error_index, exc.exit_code)
     hang = exc.hang if isinstance(exc, RanksFailed) else None
     kind = cause.account.kind if cause.account is not None else ("signal" if cause.signal_name else "error")
@@ -278,22 +282,20 @@ def _after_failure(exc: mp.ProcessExitedException, opts: RunOptions, grid: dict,
             else cause.describe())
     stored = runner.stored_rows(opts.out, grid)
     if all(len(stored[name]) == len(points) for name, points in grid.items()):
-        _say(f"[calibrate] {what}, after every point was stored: the run is complete")
-        return 0
+        return 0, f"[calibrate] {what}, after every point was stored: the run is complete"
     kept = runner.kept_note(opts.out, grid)
     if kind == "signal" and not hang:
         if not last:
             _say(f"[calibrate] {what}; launching the ranks again for the points not yet measured")
             return None
-        _say(f"error: calibrate run: {what} again, {LAUNCH_ATTEMPTS} launches in a row; the finished points are "
-             f"kept in {opts.out} ({kept}); re-run the same command to resume")
-        return 1
-    todo = "free some space and " if kind == "disk" else ""
+        return 1, (f"error: calibrate run: {what} again, {LAUNCH_ATTEMPTS} launches in a row; the finished points "
+                   f"are kept in {opts.out} ({kept}); re-run the same command to resume")
     if cause.account is not None and cause.account.detail:
         print(cause.account.detail, file=sys.stderr, end="", flush=True)  # a bug: its traceback
-    _say(f"error: calibrate run: {what}; the run was stopped and {kept} are kept in {opts.out}; {todo}re-run "
-         "the same command to resume")
-    return 2 if hang or kind in ("disk", "timeout") else 1
+    todo = "free some space and " if kind == "disk" else ""
+    return (2 if hang or kind in ("disk", "timeout") else 1,
+            f"error: calibrate run: {what}; the run was stopped and {kept} are kept in {opts.out}; {todo}re-run the "
+            "same command to resume")
 
 
 # A rank killed by a signal is launched again once, resuming where the store ends (``_after_failure``).
