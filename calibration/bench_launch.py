@@ -177,7 +177,14 @@ def _torchrun_worker(opts: RunOptions, command: str, backend: str, device_kind: 
             if rank == 0:
                 raise UserInputError(error)
             return 2
-        run_rank(rank, world, backend, device, opts, grid)
+        try:
+            run_rank(rank, world, backend, device, opts, grid)
+        except OSError as exc:  # rank 0's writes refused: one line; the other ranks lose their peer
+            if rank != 0 or account_of(exc).kind != "disk":
+                raise
+            _say(f"error: calibrate run: rank 0: {account_of(exc).line}; {runner.kept_note(opts.out, grid)} are kept "
+                 f"in {opts.out}; free some space and re-run the same command to resume")
+            return 2
     finally:
         dist.destroy_process_group()
     return 0
