@@ -121,7 +121,8 @@ def spawn_ranks(target, nprocs: int, args: tuple, no_progress_s: float | None = 
     """
     spawning = multiprocessing.get_context("spawn")
     reports = spawning.SimpleQueue()  # (rank, Account) of each rank that failed
-    beats = spawning.Array("d", [time.monotonic()] * nprocs, lock=False)  # each rank's last progress
+    spawned_at = time.monotonic()
+    beats = spawning.Array("d", [spawned_at] * nprocs, lock=False)  # each rank's last progress
     held = {signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
@@ -132,7 +133,7 @@ def spawn_ranks(target, nprocs: int, args: tuple, no_progress_s: float | None = 
         raise
     try:  # entered before SIGINT is let through: an interrupt from here on stops the ranks
         signal.pthread_sigmask(signal.SIG_UNBLOCK, held)  # a held Ctrl-C raises here
-        _watch(context.processes, reports, beats, no_progress_s)
+        _watch(context.processes, reports, beats, spawned_at, no_progress_s)
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         _stop(context.processes)
@@ -157,8 +158,9 @@ def _rank_main(rank: int, target, owner_pid: int, reports, beats, args: tuple) -
         sys.exit(1)
 
 
-def _watch(processes: list, reports, beats, no_progress_s: float | None) -> None:
-    """Wait for ``processes``; return when all exited 0, else stop the others and raise RanksFailed."""
+def _watch(processes: list, reports, beats, spawned_at: float, no_progress_s: float | None) -> None:
+    """Wait for ``processes``; return when all exited 0, else stop the others and raise RanksFailed.
+    ``beats``: each rank's last progress (``spawned_at`` until it starts, ``_rank_main``)."""
     pending = {proc.sentinel: rank for rank, proc in enumerate(processes)}
     order: list[int] = []  # ranks in the order they ended
     accounts: dict[int, object] = {}
@@ -176,7 +178,8 @@ def _watch(processes: list, reports, beats, no_progress_s: float | None) -> None
     while pending and all(processes[rank].exitcode == 0 for rank in order):
         reap(POLL_S)
         if pending and no_progress_s is not None and time.monotonic() - max(beats) > no_progress_s:
-            hang = _hang([(rank, processes[rank].pid) for rank in sorted(pending.values())])
+            hang = _hang([(rank, processes[rank].pid, beats[rank] == spawned_at)
+                          for rank in sorted(pending.values())])
             break
     if not pending and all(processes[rank].exitcode == 0 for rank in order):
         return
@@ -200,12 +203,17 @@ def process_state(pid: int) -> str:
         return ""
 
 
-def _hang(ranks: list[tuple[int, int]]) -> str:
-    """What hung ranks (rank, pid) are doing, in words, looked at before they are stopped."""
-    states = {rank: process_state(pid) for rank, pid in ranks}
-    stopped = [f"rank {rank} is stopped ({'SIGSTOP' if state == 'T' else 'a debugger'})"
-               for rank, state in states.items() if state in ("T", "t")]
-    return ", ".join(stopped) if stopped else "every rank is alive and none is stopped: they wait on one another"
+def _hang(ranks: list[tuple[int, int, bool]]) -> str:
+    """What hung ranks (rank, pid, whether it never started) are doing, in words, looked at before
+    they are stopped."""
+    said = []
+    for rank, pid, unstarted in ranks:
+        state = process_state(pid)
+        if state in ("T", "t"):
+            said.append(f"rank {rank} is stopped ({'SIGSTOP' if state == 'T' else 'a debugger'})")
+        elif unstarted:
+            said.append(f"rank {rank} never started (it did not get past its imports)")
+    return ", ".join(said) if said else "every rank is alive and none is stopped: they wait on one another"
 
 
 def _stop(processes: list) -> None:
