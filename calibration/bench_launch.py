@@ -192,8 +192,8 @@ def _torchrun_worker(opts: RunOptions, command: str, backend: str, device_kind: 
 
 def launch(opts: RunOptions, command: str) -> int:
     """Entry point of ``laddersim calibrate run`` and ``calibration/*.py``; the exit code: 0 every
-    point measured, 1 a rank crashed (twice in a row, or an unexpected error), 2 the machine
-    refused (a full disk, hung ranks), 130 interrupted. Each fault is one line saying what
+    point measured, 1 a rank crashed (twice in a row, or an unexpected error), 2 bad input or the
+    machine refused (a full disk, hung ranks), 130 interrupted. Each fault is one line saying what
     happened and what is kept; the measured points are kept in every case.
 
     Writes to a closed stderr are dropped (``laddersim.measure.closed_stderr``): a run whose log
@@ -209,8 +209,8 @@ def launch(opts: RunOptions, command: str) -> int:
             raise
         except OSError as exc:  # the launcher's own writes (lock, run.json) refused
             where = f" writing {exc.filename}" if exc.filename else ""
-            _say(f"error: calibrate run: {(exc.strerror or str(exc)).lower()}{where}; nothing was measured in "
-                 f"this launch and what {opts.out} held is kept as it was")
+            _say(f"error: calibrate run: {(exc.strerror or str(exc)).lower()}{where}; the points already in "
+                 f"{opts.out} are kept as they were")
             return 2
 
 
@@ -228,12 +228,11 @@ def _launch(opts: RunOptions, command: str) -> int:
     with run_dir_lock(opts.out):  # a second writer on this directory is one error line
         remove_stale_rendezvous(opts.out)  # left by a launcher killed outright; none is in use now
         grid = runner.prepare_run_dir(opts, world, backend, command)
-        before = _keys(runner.stored_rows(opts.out, grid))
+        before = _rows(runner.stored_rows(opts.out, grid))
         watch = LoadWatch(opts.world_size)
         code, last_line = _measure(opts, world, backend, grid)
-        new = [row for name, rows in runner.stored_rows(opts.out, grid).items() for row in rows
-               if (name, tuple(sorted(row.items()))) not in before]  # the points this invocation measured
-        load_line = runner.record_load(opts.out, watch.finish(new))
+        new = [row for key, row in _rows(runner.stored_rows(opts.out, grid)).items() if key not in before]
+        load_line = runner.record_load(opts.out, watch.finish(new))  # the points this invocation measured
         if load_line:
             _say(load_line)
     if last_line:  # how the run ended, last
@@ -243,8 +242,9 @@ def _launch(opts: RunOptions, command: str) -> int:
     return code
 
 
-def _keys(rows: dict[str, list[dict]]) -> set:
-    return {(name, tuple(sorted(row.items()))) for name, points in rows.items() for row in points}
+def _rows(rows: dict[str, list[dict]]) -> dict[tuple, dict]:
+    """Stored rows by (benchmark, point key)."""
+    return {(name, point_key(SCHEMAS[name], row)): row for name, points in rows.items() for row in points}
 
 
 def _measure(opts: RunOptions, world: World, backend: str, grid: dict) -> tuple[int, str | None]:
@@ -300,7 +300,7 @@ def _after_failure(exc: mp.ProcessExitedException, opts: RunOptions, grid: dict,
     if cause.account is not None and cause.account.detail:
         print(cause.account.detail, file=sys.stderr, end="", flush=True)  # a bug: its traceback
     todo = "free some space and " if kind == "disk" else ""
-    return (2 if hang or kind in ("disk", "timeout") else 1,
+    return (2 if hang or kind in ("disk", "timeout", "input") else 1,
             f"error: calibrate run: {what}; the run was stopped and {kept} are kept in {opts.out}; {todo}re-run the "
             "same command to resume")
 

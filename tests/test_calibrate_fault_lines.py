@@ -43,6 +43,13 @@ def test_a_lost_peer_and_a_collective_timeout_are_named_as_such():
     assert account_of(raised(timeout)).kind == "timeout"
 
 
+def test_input_a_rank_cannot_measure_is_its_one_line():
+    from laddersim.errors import UserInputError
+
+    assert account_of(raised(UserInputError("models: 'x' is not a preset"))) == Account(
+        "input", "models: 'x' is not a preset")
+
+
 def test_anything_else_is_an_error_with_its_traceback():
     account = account_of(raised(ValueError("a bug\nsecond line")))
     assert account.kind == "error" and account.line == "ValueError: a bug"

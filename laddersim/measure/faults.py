@@ -2,7 +2,8 @@
 
 A rank that fails says why in one line (``account_of`` its exception): the disk refused a write
 (``disk``), its peers went away (``peer``: a consequence, another rank ended first), a collective
-timed out (``timeout``), or anything else (``error``, with its traceback: a bug to report). The
+timed out (``timeout``), what the user gave cannot be measured (``input``, a ``UserInputError``),
+or anything else (``error``, with its traceback: a bug to report). The
 launcher gathers every rank's end (``RankEnd``) and names one cause (``cause_of``): a rank's own
 failure before the ``peer`` losses it caused, and nothing the launcher itself stopped.
 No torch here: the exceptions are told apart by their errno, class name and message.
@@ -14,6 +15,8 @@ import errno
 import signal
 import traceback
 from dataclasses import dataclass
+
+from laddersim.errors import UserInputError
 
 # A write the machine refused: the run's disk, not its measurements, is at fault.
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG})
@@ -29,7 +32,7 @@ DETAIL_MAX_CHARS = 8000  # a traceback kept for an ``error``: its end, where the
 
 @dataclass(frozen=True)
 class Account:
-    """A failing rank's own word: ``kind`` (disk, peer, timeout, error), one ``line``, and for an
+    """A failing rank's own word: ``kind`` (disk, peer, timeout, input, error), one ``line``, and for an
     ``error`` its traceback (``detail``)."""
 
     kind: str
@@ -45,6 +48,8 @@ def account_of(exc: BaseException) -> Account:
     """What ``exc``, raised in a rank, means for the run."""
     message = _first_line(str(exc))
     names = {cls.__name__ for cls in type(exc).__mro__}
+    if isinstance(exc, UserInputError):
+        return Account("input", message)
     if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
         where = f" writing {exc.filename}" if exc.filename else ""
         return Account("disk", f"{(exc.strerror or message).lower()}{where}")
