@@ -165,6 +165,20 @@ def _watch(processes: list, reports, beats, spawned_at: float, no_progress_s: fl
     order: list[int] = []  # ranks in the order they ended
     accounts: dict[int, object] = {}
     hang = None
+    # A rank that has not started yet (it imports torch: seconds, more on a loaded machine) makes
+    # progress while it uses CPU time; once started, only its ``progress`` calls count (a rank
+    # waiting on a stopped peer can spin: NCCL's host threads do).
+    starting_cpu: dict[int, int | None] = {}
+    started_last = spawned_at
+
+    def last_progress() -> float:
+        nonlocal started_last
+        for rank in pending.values():
+            if beats[rank] == spawned_at:
+                ticks = process_cpu_ticks(processes[rank].pid)
+                if ticks != starting_cpu.get(rank, -1):
+                    starting_cpu[rank], started_last = ticks, time.monotonic()
+        return max(max(beats), started_last)
 
     def reap(timeout: float) -> None:
         for sentinel in multiprocessing.connection.wait(list(pending), timeout=timeout):
@@ -177,7 +191,7 @@ def _watch(processes: list, reports, beats, spawned_at: float, no_progress_s: fl
 
     while pending and all(processes[rank].exitcode == 0 for rank in order):
         reap(POLL_S)
-        if pending and no_progress_s is not None and time.monotonic() - max(beats) > no_progress_s:
+        if pending and no_progress_s is not None and time.monotonic() - last_progress() > no_progress_s:
             hang = _hang([(rank, processes[rank].pid, beats[rank] == spawned_at)
                           for rank in sorted(pending.values())])
             break
@@ -203,6 +217,16 @@ def process_state(pid: int) -> str:
         return ""
 
 
+def process_cpu_ticks(pid: int) -> int | None:
+    """User plus system CPU time of ``pid`` in clock ticks (/proc), None if unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[-1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _hang(ranks: list[tuple[int, int, bool]]) -> str:
     """What hung ranks (rank, pid, whether it never started) are doing, in words, looked at before
     they are stopped."""
@@ -212,7 +236,7 @@ def _hang(ranks: list[tuple[int, int, bool]]) -> str:
         if state in ("T", "t"):
             said.append(f"rank {rank} is stopped ({'SIGSTOP' if state == 'T' else 'a debugger'})")
         elif unstarted:
-            said.append(f"rank {rank} never started (it did not get past its imports)")
+            said.append(f"rank {rank} never started (stalled in its imports, using no CPU)")
     return ", ".join(said) if said else "every rank is alive and none is stopped: they wait on one another"
 
 

@@ -49,10 +49,11 @@ def test_a_run_beside_busy_processes_is_marked_and_fit_says_so(tmp_path):
     pytest.importorskip("torch")
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     out = tmp_path / "run"
-    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    # A busy process per two CPUs: beside the two ranks they take a third of the CPUs or more.
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range((os.cpu_count() or 2) // 2 or 1)]
     try:
         run = subprocess.run([sys.executable, "-m", "laddersim", "calibrate", "run", "--backend", "gloo",
-                              "--world-size", "2", "--benchmarks", "allreduce", "--sizes", "1KiB,4KiB,16KiB",
+                              "--world-size", "2", "--benchmarks", "allreduce", "--sizes", "1KiB,4KiB",
                               "--dtypes", "float32", "--repeats", "3", "--warmup", "1", "--out", str(out)],
                              env=env, capture_output=True, text=True, timeout=300)
     finally:
@@ -62,11 +63,11 @@ def test_a_run_beside_busy_processes_is_marked_and_fit_says_so(tmp_path):
     assert run.returncode == 0, run.stderr
     (line,) = [line for line in run.stderr.splitlines() if line.startswith("warning:")]
     assert line.startswith("warning: calibrate run: measured under load (other processes used ")
-    assert line.endswith(": 3 points are kept and marked in run.json (calibrate fit repeats this); for a profile "
+    assert line.endswith(": 2 points are kept and marked in run.json (calibrate fit repeats this); for a profile "
                          "to trust, re-measure on an idle machine into a new --out")
     manifest = json.loads((out / "run.json").read_text())
     load = manifest["invocations"][-1]["load"]
-    assert load["others_cpu_share"] > 0.25 and load["points"] == 3 and load["cpus"] == os.cpu_count()
+    assert load["others_cpu_share"] > 0.25 and load["points"] == 2 and load["cpus"] == os.cpu_count()
     (marked,) = manifest["load_warnings"]
     assert "measured under load (other processes used" in marked
     fit = subprocess.run([sys.executable, "-m", "laddersim", "calibrate", "fit", str(out), "--name", "loaded"],

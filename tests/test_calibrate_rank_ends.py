@@ -5,7 +5,8 @@ and the same command resumes to the full point set.
 * a rank killed mid-run (SIGKILL) is launched again and the run completes;
 * a rank stopped (SIGSTOP) is a hung run, ended after ``--rank-timeout-s`` with one line, exit 2;
 * a rank 0 that aborts after every point was stored leaves a complete run, exit 0;
-* a closed stderr (``2>&1 | head -2``) drops the log, never the run.
+* a closed stderr (``2>&1 | head -2``) drops the log, never the run;
+* ranks that wait on one another without progress are stopped as hung.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ from laddersim.cli import main  # noqa: E402
 from laddersim.measure.runner import calibration_module  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-SIZES = "1KiB,4KiB,16KiB,64KiB,256KiB,1MiB,4MiB,16MiB"
-EXPECTED_SIZES = [1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216]
+# The large sizes keep the run going for a while after its first points: a fault injected then
+# lands mid-run.
+SIZES = "1KiB,4KiB,16KiB,64KiB,256KiB,1MiB,4MiB,16MiB,64MiB"
+EXPECTED_SIZES = [1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864]
 
 
 def run_args(out: Path, *extra: str) -> list[str]:
@@ -60,7 +63,9 @@ def wait_for_points(proc: subprocess.Popen, out: Path, points: int, timeout_s: f
     deadline = time.monotonic() + timeout_s
     while len(data_lines(out)) < points and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert proc.poll() is None and len(data_lines(out)) >= points, "the run must be caught mid-way"
+    if proc.poll() is not None or len(data_lines(out)) < points:
+        proc.kill()
+        raise AssertionError(f"the run must be caught mid-way: {proc.communicate()[1] if proc.stderr else ''}")
 
 
 def ranks_of(pid: int) -> list[int]:
@@ -103,11 +108,13 @@ def test_a_rank_killed_mid_run_is_launched_again_and_the_run_completes(tmp_path)
     wait_for_points(proc, out, 2)
     ranks = ranks_of(proc.pid)
     assert len(ranks) == 2
+    before = data_lines(out)
     os.kill(ranks[1], signal.SIGKILL)
     _, err = proc.communicate(timeout=240)
     assert proc.returncode == 0, err
     assert "[calibrate] rank 1 died of SIGKILL; launching the ranks again for the points not yet measured" in err
     assert sorted(sizes_stored(out)) == EXPECTED_SIZES
+    assert data_lines(out)[: len(before)] == before  # the points stored before the kill, as they were
     assert not [line for line in err.splitlines() if line.startswith("error:")], err
     assert_clean(out, err)
 
@@ -133,16 +140,16 @@ def test_a_stopped_rank_ends_the_run_after_the_rank_timeout_with_one_line(tmp_pa
     kept = data_lines(out)
     assert errors[0].startswith("error: calibrate run: no rank made progress for 15 s (--rank-timeout-s): "
                                 "rank 1 is stopped (SIGSTOP); the run was stopped and "
-                                f"{len(kept)} of 8 points are kept in {out}; re-run the same command to resume")
+                                f"{len(kept)} of 9 points are kept in {out}; re-run the same command to resume")
     assert not any(Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
                    for pid in ranks)
     assert_clean(out, err)
     resume_and_check(out, kept)
 
 
-def abort_after_the_last_point(rank: int, *args) -> None:
-    """``bench_launch._spawned``, then rank 0 aborts (SIGABRT) as a crash in torch's teardown would."""
-    calibration_module("bench_launch")._spawned(rank, *args)
+def abort_after_the_last_point(rank: int, target, *args) -> None:
+    """The rank's ``target``, then rank 0 aborts (SIGABRT) as a crash in torch's teardown would."""
+    target(rank, *args)
     if rank == 0:
         os.abort()
 
@@ -153,7 +160,7 @@ def test_a_rank_that_aborts_after_the_last_point_leaves_a_complete_run(tmp_path,
 
     def spawn(target, nprocs, args, **options):
         calls.append(nprocs)
-        return real(abort_after_the_last_point, nprocs, args, **options)
+        return real(abort_after_the_last_point, nprocs, (target, *args), **options)
 
     monkeypatch.setattr(launch, "spawn_ranks", spawn)
     out = tmp_path / "aborted"
@@ -177,3 +184,17 @@ def test_a_closed_stderr_drops_the_log_and_the_run_completes(tmp_path):
     assert proc.wait(timeout=240) == 0, head
     assert sizes_stored(out) == EXPECTED_SIZES
     assert_clean(out, "")
+
+
+def wait_without_progress(rank: int, seconds: float) -> None:
+    """A rank that waits and measures nothing, as ranks in a deadlock do."""
+    time.sleep(seconds)
+
+
+def test_ranks_that_wait_on_one_another_are_stopped_as_hung():
+    spawn = calibration_module("spawn")
+    with pytest.raises(spawn.RanksFailed) as failed:  # left alone, they would end well after 120 s
+        spawn.spawn_ranks(wait_without_progress, 2, (120.0,), no_progress_s=3.0)
+    assert failed.value.hang == "every rank is alive and none is stopped: they wait on one another"
+    assert [(end.rank, end.stopped) for end in sorted(failed.value.ends, key=lambda e: e.rank)] == [
+        (0, True), (1, True)]
