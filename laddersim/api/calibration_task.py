@@ -82,7 +82,8 @@ def calibrate_fit(run_dir: str | Path, name: str, base: str = DEFAULT_BASE) -> H
     try:
         profile = fit_run(str(run_dir), name, base)
     except OSError as exc:  # a table the disk refused (laddersim.measure.atomic)
-        raise UserInputError(f"run: cannot write {exc.filename}: {exc.strerror}; {KEPT_ON_FAILURE}") from None
+        raise UserInputError(f"run: cannot write {exc.filename or run_dir}: {exc.strerror or exc}; "
+                             f"{KEPT_ON_FAILURE}") from None
     _warn_noisy(str(run_dir))
     for warning in roofline_warnings(profile):
         print(warning, file=sys.stderr)
