@@ -16,6 +16,8 @@ from typing import Callable
 import numpy as np
 import torch
 
+from calibration.spawn import progress
+
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 GRAPH_INNER = 10  # calls captured per CUDA graph; a replay's time / GRAPH_INNER is one call
 
@@ -23,7 +25,9 @@ GRAPH_INNER = 10  # calls captured per CUDA graph; a replay's time / GRAPH_INNER
 def time_host_s(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     fn()
-    return time.perf_counter() - start
+    elapsed = time.perf_counter() - start
+    progress()  # a timed step done: the launcher's hang watch (calibration.spawn)
+    return elapsed
 
 
 def time_cuda_s(fn: Callable[[], object]) -> float:
@@ -32,6 +36,7 @@ def time_cuda_s(fn: Callable[[], object]) -> float:
     fn()
     end.record()
     end.synchronize()
+    progress()
     return start.elapsed_time(end) * 1e-3  # elapsed_time is in milliseconds
 
 

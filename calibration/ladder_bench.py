@@ -45,7 +45,7 @@ from calibration.ladder_forward import (  # noqa: E402,F401  (SCHEDULES, rank_lo
 )
 from calibration.ladder_model import PAPER, Transformer, Variant, build_model  # noqa: E402
 from calibration.paired_rounds import generations_per_measurement, paired_speedup, round_order  # noqa: E402
-from calibration.spawn import local_rendezvous, loopback_only, spawn_ranks  # noqa: E402
+from calibration.spawn import RanksFailed, local_rendezvous, loopback_only, spawn_ranks  # noqa: E402
 from laddersim.measure.cores import pin_cpu_rank  # noqa: E402
 from laddersim.errors import UserInputError  # noqa: E402
 from laddersim.support.io_write import lock_run_dir, unlock_run_dir  # noqa: E402
@@ -310,16 +310,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                     with tempfile.TemporaryDirectory(prefix="ladder-bench-") as store:
                         spawn_ranks(_spawned_bench, world_size, (world_size, cfg, local_rendezvous(store)))
                 except KeyboardInterrupt:
-                    written = len(read_rows(cfg.out)[1]) - rows_before if cfg.out else 0
-                    kept = (f"{written} row(s) written to {cfg.out} are kept; re-run the same command to measure "
-                            "the rest" if written else "no row written by this run")
-                    print(f"interrupted: {kept}", file=sys.stderr)
+                    print(f"interrupted: {_kept(cfg, rows_before)}", file=sys.stderr)
                     return 130
+                except RanksFailed as exc:  # one line: which rank ended how (its traceback if a bug)
+                    account = exc.cause.account
+                    if account is not None and account.detail:
+                        print(account.detail, file=sys.stderr, end="")
+                    print(f"error: {exc}; {_kept(cfg, rows_before)}", file=sys.stderr)
+                    return 2 if account is not None and account.kind == "disk" else 1
         finally:  # done, refused or interrupted: no lock file left beside --out
             _unlock_out(cfg.out)
     if not cfg.schedules and rank == 0:
         log(f"nothing to measure: every requested schedule is already in {cfg.out}")
     return 0
+
+
+def _kept(cfg, rows_before: int) -> str:
+    written = len(read_rows(cfg.out)[1]) - rows_before if cfg.out else 0
+    return (f"{written} row(s) written to {cfg.out} are kept; re-run the same command to measure the rest"
+            if written else "no row written by this run")
 
 
 if __name__ == "__main__":

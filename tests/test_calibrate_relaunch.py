@@ -22,12 +22,12 @@ def crashing_first(monkeypatch, crashes: int) -> list[int]:
     launch = calibration_module("bench_launch")
     real, calls = launch.spawn_ranks, []
 
-    def spawn(target, nprocs, args):
+    def spawn(target, nprocs, args, **options):
         calls.append(nprocs)
         if len(calls) <= crashes:
             raise mp.ProcessExitedException("process 0 terminated with signal SIGSEGV", error_index=0,
                                             error_pid=1, exit_code=-11, signal_name="SIGSEGV")
-        return real(target, nprocs, args)
+        return real(target, nprocs, args, **options)
 
     monkeypatch.setattr(launch, "spawn_ranks", spawn)
     return calls

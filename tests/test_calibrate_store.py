@@ -88,3 +88,53 @@ def test_duplicate_point_and_foreign_header_are_errors(tmp_path):
     store.path.write_text("a,b,c\n1,2,3\n")
     with pytest.raises(UserInputError, match=r":1: header is 'a,b,c'"):
         store.load()
+
+
+# ---- a disk that refuses a write ----------------------------------------------------------------
+
+def _refusing_writes(monkeypatch, after_bytes: int):
+    """``os.write`` as a disk with ``after_bytes`` bytes left: a short write up to them, then ENOSPC."""
+    import errno
+    import os
+
+    real, left = os.write, [after_bytes]
+
+    def write(fd, data):
+        if left[0] <= 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written = real(fd, bytes(data)[: left[0]])
+        left[0] -= written
+        return written
+
+    monkeypatch.setattr(os, "write", write)
+
+
+@pytest.mark.parametrize("room", [0, 5, 30])
+def test_an_append_the_disk_refuses_leaves_whole_lines_and_names_the_file(tmp_path, monkeypatch, room):
+    store = _store(tmp_path)
+    store.append(_row(1024))
+    before = store.path.read_bytes()
+    _refusing_writes(monkeypatch, room)  # 5 or 30 B: part of the line is written, then the disk is full
+    with pytest.raises(OSError, match="No space left on device") as raised:
+        store.append(_row(2048))
+    assert raised.value.filename == str(store.path)
+    assert store.path.read_bytes() == before
+
+
+@pytest.mark.parametrize("room", [0, 5, 120])
+def test_a_refused_first_append_leaves_no_file_without_its_header(tmp_path, monkeypatch, room):
+    store = _store(tmp_path)
+    _refusing_writes(monkeypatch, room)  # 120 B: the header fits, not the line after it
+    with pytest.raises(OSError, match="No space left on device"):
+        store.append(_row(1024))
+    assert not store.path.exists()
+
+
+@pytest.mark.parametrize("content", [b"", b"world_size,group_s"])
+def test_repair_removes_a_file_without_a_whole_header(tmp_path, content):
+    store = _store(tmp_path)
+    store.path.write_bytes(content)
+    assert store.load() == [] and store.path.exists()
+    assert store.load(repair=True) == [] and not store.path.exists()
+    store.append(_row(1024))
+    assert store.path.read_text().startswith(",".join(SCHEMA.columns) + "\n")

@@ -37,7 +37,8 @@ def calibrate_run(out: str | Path, *, backend: str = RUN["backend"].default,
                   benchmarks: Sequence[str] = RUN["benchmarks"].default, sizes_bytes: Sequence[int] = (),
                   dtypes: Sequence[str] = (), models: Sequence[str] = (), tp: Sequence[int] = (),
                   batch: Sequence[int] = (), prompt_len: Sequence[int] = (), warmup: int = 0, repeats: int = 0,
-                  graph: bool = RUN["graph"].default, command: str | None = None) -> int:
+                  graph: bool = RUN["graph"].default, rank_timeout_s: float = RUN["rank_timeout_s"].default,
+                  command: str | None = None) -> int:
     """``laddersim calibrate run``: the microbenchmarks into the run directory ``out`` (created;
     resumable: every point is appended as soon as it is measured), spawning ``world_size`` local
     ranks, or as one worker under torchrun. Needs torch. Returns the exit code of the ranks (0: all
@@ -49,12 +50,16 @@ def calibrate_run(out: str | Path, *, backend: str = RUN["backend"].default,
     x2); ``dtypes``: AllReduce dtypes (float16, bfloat16, float32; default all three); ``models``:
     models whose GEMM shapes to time, at ``tp``, ``batch`` and (prefill GEMMs) ``prompt_len``;
     ``warmup``, ``repeats``: iterations per point (0: 5 and 25, or 2 and 5 with ``quick``);
-    ``graph``: on CUDA, also time CUDA-graph captured collectives and GEMMs. ``command``: what the
-    run records as the command that made it (default: this process's command line)."""
+    ``graph``: on CUDA, also time CUDA-graph captured collectives and GEMMs; ``rank_timeout_s``:
+    locally spawned ranks none of which finishes a timed step for this long are stopped as hung
+    (default 600). ``command``: what the run records as the command that made it (default: this
+    process's command line). Exit codes: 0 every point measured, 1 a rank crashed (twice in a row,
+    or an unexpected error), 2 bad input or the machine refused (full disk, hung ranks), 130
+    interrupted; the measured points are kept in every case."""
     import importlib.util
 
     from laddersim.measure.environment import command_line
-    from laddersim.measure.options import check_unused_options
+    from laddersim.measure.options import check_rank_timeout, check_unused_options
     from laddersim.measure.runner import launch
     from laddersim.errors import UserInputError
 
@@ -64,9 +69,11 @@ def calibrate_run(out: str | Path, *, backend: str = RUN["backend"].default,
         raise UserInputError(f"world-size: must be a positive integer, got {world_size}")
     if warmup < 0 or repeats < 0:
         raise UserInputError("warmup/repeats: must be >= 0 (0 = default)")
+    check_rank_timeout(rank_timeout_s)
     opts = RunOptions(backend=backend, world_size=world_size, out=str(out), quick=quick, benchmarks=tuple(benchmarks),
                       sizes_bytes=tuple(sizes_bytes), dtypes=tuple(dtypes), models=tuple(models), tp=tuple(tp),
-                      batch=tuple(batch), prompt_len=tuple(prompt_len), warmup=warmup, repeats=repeats, graph=graph)
+                      batch=tuple(batch), prompt_len=tuple(prompt_len), warmup=warmup, repeats=repeats, graph=graph,
+                      rank_timeout_s=rank_timeout_s)
     check_unused_options(opts)
     return launch(opts, command or command_line())
 
@@ -77,11 +84,16 @@ def calibrate_fit(run_dir: str | Path, name: str, base: str = DEFAULT_BASE) -> H
     ``run_dir/profile.yaml`` and returned; named ``name``; the parameters the run did not measure
     come from the profile ``base`` (default h100-sxm-nvswitch). Warnings (a measured table whose
     times fall with size, a fit at its bound, a roofline the measurements exceed) go to stderr."""
-    from laddersim.fitting.profile_from_run import fit_run, roofline_warnings
+    from laddersim.errors import UserInputError
+    from laddersim.fitting.profile_from_run import KEPT_ON_FAILURE, fit_run, roofline_warnings
     from laddersim.support.io_write import check_output
 
     check_output(Path(run_dir) / "profile.yaml", "run_dir", "file")
-    profile = fit_run(str(run_dir), name, base)
+    try:
+        profile = fit_run(str(run_dir), name, base)
+    except OSError as exc:  # a table the disk refused (laddersim.measure.atomic)
+        raise UserInputError(f"run: cannot write {exc.filename or run_dir}: {exc.strerror or exc}; "
+                             f"{KEPT_ON_FAILURE}") from None
     _warn_noisy(str(run_dir))
     for warning in roofline_warnings(profile):
         print(warning, file=sys.stderr)
@@ -171,9 +183,12 @@ def calibrate_kernels(trace_dir: str | Path, hardware: str | Path | HardwareProf
 
 
 def _warn_noisy(run_dir: str) -> None:
-    """On stderr, one line per measured table whose times fall with size (noise, kept as is)."""
+    """On stderr, one line per measured table whose times fall with size (noise, kept as is), and
+    one per invocation of the run that measured under load (``laddersim.measure.load``)."""
     from laddersim.fitting.host import fit_warnings
     from laddersim.fitting.noisy_tables import noisy_table_warnings
+    from laddersim.measure.environment import read_manifest
+    from laddersim.measure.load import load_warnings
 
-    for warning in noisy_table_warnings(run_dir) + fit_warnings(run_dir):
+    for warning in noisy_table_warnings(run_dir) + fit_warnings(run_dir) + load_warnings(read_manifest(run_dir)):
         print(warning, file=sys.stderr)

@@ -313,6 +313,10 @@ def profile_yaml(profile: HardwareProfile, run_dir: str) -> str:
     return header + yaml.safe_dump(data, sort_keys=False, width=120, allow_unicode=True)
 
 
+# What a fit that cannot write its outputs leaves (each is replaced whole, profile.yaml last).
+KEPT_ON_FAILURE = "no file is left half-written and an earlier profile.yaml is kept as it was"
+
+
 def fit_run(run_dir: str, name: str, base: str) -> HardwareProfile:
     """Fit, write RUN_DIR/profile.yaml (+ tables/), and return the profile as loaded back."""
     if not name or any(c in name for c in "/\\ "):
@@ -330,7 +334,7 @@ def fit_run(run_dir: str, name: str, base: str) -> HardwareProfile:
     try:
         atomic_write(Path(run_dir) / "profile.yaml", text)
     except OSError as exc:
-        raise UserInputError(f"run: cannot write {run_dir}/profile.yaml: {exc.strerror}") from None
+        raise UserInputError(f"run: cannot write {run_dir}/profile.yaml: {exc.strerror}; {KEPT_ON_FAILURE}") from None
     if not all(math.isfinite(v) for v in (loaded.gpu.gemm_compute_efficiency.value,
                                           loaded.collectives.intra_node.bus_bandwidth_gbps.value)):
         raise UserInputError(f"fit: {run_dir} gives non-finite parameters; too few or degenerate points")

@@ -3,11 +3,11 @@ checked), the base profile, and how a fitted or copied value cites them."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
 
+from laddersim.measure.atomic import replace_file
 from laddersim.measure.environment import library_name, read_manifest
 from laddersim.measure.schema import SCHEMAS
 from laddersim.measure.plausibility import check_allreduce_bandwidth, check_points
@@ -99,7 +99,5 @@ def compute_dtype(fit: FitContext) -> str | None:
 
 
 def atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    """``text`` as ``path``, whole or not at all (no ``.tmp`` left, also on a full disk)."""
+    replace_file(path, text)

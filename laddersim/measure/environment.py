@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from laddersim.errors import UserInputError
+from laddersim.measure.atomic import replace_file
 from laddersim.support.config_files import check_numbers
 from laddersim.support.io_read import check_tree, read_json
 from laddersim.support.limits import MAX_BATCH, MAX_TP
@@ -25,7 +26,7 @@ MANIFEST = "run.json"
 RESUME_FIELDS = ("backend", "device", "device_name", "world_size", "ranks_per_node", "nodes")
 TEXT_FIELDS = ("backend", "device", "device_name", "cpu_model", "host", "torch", "cuda", "nccl", "driver",
                "date_utc", "command_line", "source")
-TEXT_LIST_FIELDS = ("hosts", "modes", "logs")
+TEXT_LIST_FIELDS = ("hosts", "modes", "logs", "load_warnings")
 
 
 def command_line() -> str:
@@ -134,11 +135,9 @@ def read_manifest(run_dir: str | Path) -> dict:
 
 
 def write_manifest(run_dir: str | Path, manifest: dict) -> None:
-    """Atomic replace, so a crash never leaves half a manifest."""
-    path = Path(run_dir) / MANIFEST
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    """Atomic replace (``laddersim.measure.atomic``): a crash or a full disk never leaves half a
+    manifest, nor a temporary file."""
+    replace_file(Path(run_dir) / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
 
 def merge_manifest(run_dir: str | Path, fresh: dict, invocation: dict) -> dict:

@@ -38,6 +38,11 @@ class RunOptions(BaseModel):
     warmup: int = Field(default=0, ge=0)  # 0 = default (5, or 2 with --quick)
     repeats: int = Field(default=0, ge=0)  # 0 = default (25, or 5 with --quick)
     graph: bool = True  # on CUDA, also time CUDA-graph captured collectives and GEMMs
+    # Locally spawned ranks: a run in which no rank finishes a timed step for this long is hung
+    # (a rank stopped, a deadlock, a stalled device) and is stopped with one line. A timed step
+    # is one call (or graph replay) of a point; 10 minutes is far above any step of the default
+    # grids on a slow machine, while torch's own collective timeout (30 minutes) says nothing.
+    rank_timeout_s: float = Field(default=600.0, gt=0)
 
     @property
     def warmup_count(self) -> int:
@@ -104,6 +109,9 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeats", type=int, default=0, help="timed repetitions per point")
     p.add_argument("--no-graph", dest="graph", action="store_false",
                    help="on CUDA, skip the CUDA-graph captured timings")
+    p.add_argument("--rank-timeout-s", type=float, default=RunOptions.model_fields["rank_timeout_s"].default,
+                   metavar="S", help="stop a run in which no rank finishes a timed step for S seconds, as hung "
+                                     "(locally spawned ranks; default %(default)g)")
 
 
 def options_from_args(args: argparse.Namespace) -> RunOptions:
@@ -111,6 +119,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         raise UserInputError(f"world-size: must be a positive integer, got {args.world_size}")
     if args.warmup < 0 or args.repeats < 0:
         raise UserInputError("warmup/repeats: must be >= 0 (0 = default)")
+    check_rank_timeout(args.rank_timeout_s)
     sizes = tuple(parse_size_bytes(s) for text in args.sizes or [] for s in _csv_list(text))
     opts = RunOptions(
         backend=args.backend, world_size=args.world_size, out=args.out, quick=args.quick,
@@ -120,10 +129,15 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         models=tuple(m for text in args.models or [] for m in _csv_list(text)),
         tp=_ints("tp", args.tp), batch=_ints("batch", args.batch),
         prompt_len=_ints("prompt-len", args.prompt_len),
-        warmup=args.warmup, repeats=args.repeats, graph=args.graph,
+        warmup=args.warmup, repeats=args.repeats, graph=args.graph, rank_timeout_s=args.rank_timeout_s,
     )
     check_unused_options(opts)
     return opts
+
+
+def check_rank_timeout(seconds: float) -> None:
+    if not seconds > 0 or seconds == float("inf"):
+        raise UserInputError(f"rank-timeout-s: must be a positive number of seconds, got {seconds:g}")
 
 
 # Options that only refine another one: (fields, what they need). The flag of a field is its

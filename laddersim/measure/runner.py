@@ -15,10 +15,11 @@ import time
 from pathlib import Path
 
 from laddersim.measure.cores import rank_cores
-from laddersim.measure.environment import describe_host, merge_manifest, now_utc, write_manifest
+from laddersim.measure.environment import describe_host, merge_manifest, now_utc, read_manifest, write_manifest
 from laddersim.measure.grid import World, build_grid, rounded_sizes_note
+from laddersim.measure.load import LoadRecord, load_line, run_warning
 from laddersim.measure.options import RunOptions
-from laddersim.measure.schema import SCHEMAS
+from laddersim.measure.schema import SCHEMAS, point_key
 from laddersim.measure.store import PointStore, measurement_path
 from laddersim.errors import UserInputError
 from laddersim.support.provenance import laddersim_version
@@ -110,6 +111,41 @@ def threads_per_rank(world: World) -> int:
         return 0  # not applicable
     cores = rank_cores(0, world.ranks_per_node)
     return 1 if cores is None else len(cores)
+
+
+def stored_rows(out: str | Path, grid: dict) -> dict[str, list[dict]]:
+    """The points of ``grid`` already in ``out``'s measurement files, per benchmark (whole lines
+    only; read as they are, nothing cut or reported)."""
+    rows = {}
+    for name, points in grid.items():
+        schema = SCHEMAS[name]
+        wanted = {point_key(schema, p) for p in points}
+        stored = PointStore(measurement_path(out, name), schema, warn=lambda message: None).load()
+        rows[name] = [row for row in stored if point_key(schema, row) in wanted]
+    return rows
+
+
+def kept_note(out: str | Path, grid: dict) -> str:
+    """``N of M points`` (the points of ``grid`` already stored in ``out``)."""
+    stored = sum(len(rows) for rows in stored_rows(out, grid).values())
+    return f"{stored} of {sum(len(points) for points in grid.values())} points"
+
+
+def record_load(out: str | Path, record: LoadRecord) -> str | None:
+    """Add what the load watch saw to ``run.json`` (the last invocation's ``load``; a run measured
+    under load also gets its ``load_line``, dated, in ``load_warnings``); returns the run's warning
+    line, or None. A manifest the disk refuses to update leaves it unrecorded, said in the line."""
+    line = load_line(record)
+    try:
+        manifest = read_manifest(out)
+        if manifest.get("invocations"):
+            manifest["invocations"][-1]["load"] = record.as_dict()
+        if line:
+            manifest["load_warnings"] = list(manifest.get("load_warnings", [])) + [f"{now_utc()}: {line}"]
+        write_manifest(out, manifest)
+    except OSError as exc:
+        return run_warning(line) + f" (not recorded in run.json: {exc.strerror})" if line else None
+    return run_warning(line) if line else None
 
 
 class Progress:

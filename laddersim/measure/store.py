@@ -8,6 +8,11 @@ point in flight. On restart the file is read back and every line validated:
 * a last line without its trailing newline is what a crash in the middle of a write leaves; it is
   reported on stderr and dropped (``repair=True`` also cuts it from the file), and its point is
   measured again. A complete last line that is malformed is still an error.
+
+An append the disk refuses (full, quota, I/O error) is undone before the error is raised: the file
+is cut back to its whole lines, and a file the append created is removed, so a measurement file
+always starts with its header and never ends in part of a line. A file a crash left without a
+whole header (empty, or a header cut short) holds nothing: ``repair=True`` removes it.
 """
 
 from __future__ import annotations
@@ -47,12 +52,16 @@ class PointStore:
         except OSError as exc:
             raise UserInputError(f"out: cannot read {self.path}: {exc.strerror}") from None
         if not data:
+            if repair:
+                self._remove_empty()
             return []
         text = data.decode("utf-8", errors="replace")
         lines = text.split("\n")
         complete, tail = lines[:-1], lines[-1]  # tail is "" when the file ends with a newline
         if not complete:  # only a partial header: nothing was measured yet
             self._drop_tail(tail, 1, 0, repair)
+            if repair:
+                self._remove_empty()
             return []
         if complete[0] != self._header():
             raise UserInputError(
@@ -81,6 +90,14 @@ class PointStore:
                 fh.flush()
                 os.fsync(fh.fileno())
 
+    def _remove_empty(self) -> None:
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise UserInputError(f"out: cannot remove the empty {self.path}: {exc.strerror}") from None
+
     def _parse_line(self, line: str, lineno: int) -> dict:
         cells = next(csv.reader([line]), [])
         columns = self.schema.columns
@@ -102,20 +119,45 @@ class PointStore:
         return {point_key(self.schema, row) for row in self.load(repair=repair)}
 
     def append(self, row: dict) -> None:
-        """Write one point as one line, durably (flush + fsync) before returning."""
+        """Write one point as one line, durably (fsync) before returning; an append the disk
+        refuses is undone (``_undo_append``) and raised as an ``OSError`` naming the file."""
         missing = [c for c in self.schema.columns if c not in row]
         if missing:
             raise ValueError(f"{self.schema.benchmark} point lacks {missing}")
         buffer = io.StringIO()
         csv.writer(buffer, lineterminator="\n").writerow(
             [format_cell(row[c]) for c in self.schema.columns])
-        new = not self.path.exists() or self.path.stat().st_size == 0
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write((self._header() + "\n" if new else "") + buffer.getvalue())
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            size = 0
+        text = (buffer.getvalue() if size else self._header() + "\n" + buffer.getvalue()).encode("utf-8")
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from None
+        try:
+            while text:
+                text = text[os.write(fd, text):]
+            os.fsync(fd)
+        except OSError as exc:
+            self._undo_append(fd, size)
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from None
+        finally:
+            os.close(fd)
 
+    def _undo_append(self, fd: int, size: int) -> None:
+        """Cut the file back to the ``size`` bytes of whole lines it had before a failed append
+        (a file the append created, ``size`` 0, is removed: never a file without its header)."""
+        try:
+            if size:
+                os.ftruncate(fd, size)
+                os.fsync(fd)
+            else:
+                self.path.unlink()
+        except OSError:
+            pass  # the next run cuts a last line without its newline (see ``load``)
 
 def measurement_path(run_dir: str | Path, benchmark: str) -> Path:
     return Path(run_dir) / "measurements" / f"{benchmark}.csv"
