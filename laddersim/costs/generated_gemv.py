@@ -26,7 +26,7 @@ M (``single_token_linear: library``: the eager gpt-fast-flash and gpt-fast-graph
 
 Checked on the compiled development tables (tests/test_generated_gemv.py): their 41 batch-1 rows
 were predicted 7.0% slow (median) with cuBLAS's M = 1 rows, 3.3% with this. The H100 kernel trace
-(../shared/reference_data/kernel_trace_h100, torch 2.11, triton 3.6) shows the decomposition at
+(reports/kernel_trace, measured with calibration/kernel_trace.py, torch 2.11, triton 3.6) shows the decomposition at
 batch 1 (every linear a ``triton_red_fused_..._mm_...`` kernel, no cuBLAS) but slower than cuBLAS
 there (~1.75 TB/s of Llama-3.1-8B weights a layer against ~2.7 TB/s at batch 4); its PROVENANCE
 notes that the development tables' runs (torch of late 2024) imply ~180 us a layer at batch 1

@@ -18,7 +18,7 @@ host function per network collective, and the collective's kernel depends on it.
 
 Where the time lands: by the captured dependencies alone a host node follows only NCCL's previous
 host-stream node, so it could run ahead of the GPU; the one measurement of graph-captured network
-collectives (../shared/validation/ladder_405b_2node.csv: 405B, TP 16 over 2 nodes, gpt-fast's
+collectives (laddersim/data/validation/ladder_405b_2node.csv: 405B, TP 16 over 2 nodes, gpt-fast's
 compiled decode) says it does not: priced on the collective's stream, ladder hides it whole at
 batch 1 (its compute beside each collective is longer), yet the measured ladder decode exposes
 ~5 us more per AllReduce than predicted without it, at batch 1 and 8 alike, which no overlap

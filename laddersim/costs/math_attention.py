@@ -1,8 +1,8 @@
 """Prefill attention on torch's math SDPA path, kernel by kernel (``prefill_attention: math`` or
 ``math_fp32`` in a framework file).
 
-The Ladder Residual benchmark forces ``sdp_kernel(enable_math=True)`` only (../shared/docs/
-ladder-residual.md, "The benchmark, read from its code and logs"): K and V are read from the
+The Ladder Residual benchmark forces ``sdp_kernel(enable_math=True)`` only (the Ladder Residual
+repository's benchmark code and logs; docs/architecture.md): K and V are read from the
 static cache of ``max_seq_len`` positions, expanded with ``repeat_interleave`` to every query
 head, and ``scaled_dot_product_attention`` gets a boolean mask row over the whole cache. torch's
 ``_scaled_dot_product_attention_math`` (aten/src/ATen/native/transformers/attention.cpp) then runs

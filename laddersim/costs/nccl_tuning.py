@@ -1,7 +1,7 @@
 """NCCL's own latency and bandwidth constants for AllReduce (NVIDIA/nccl ``src/graph/tuning.cc``).
 
-Read from NVIDIA/nccl @ 5067397c (2.30.7; digest in ``../shared/docs/nccl-cost-model.md``, tables
-A-C). Per (algorithm, protocol): a base latency, a per-hop latency on each hardware tier, and
+Read from NVIDIA/nccl @ 5067397c (2.30.7; ``src/graph/tuning.cc``, the
+base-latency, hardware-latency and llMaxBws tables). Per (algorithm, protocol): a base latency, a per-hop latency on each hardware tier, and
 the share of a link's bandwidth the protocol carries as data. Indexed by ``PROTOCOLS``.
 """
 
@@ -34,14 +34,14 @@ LL_MAX_BUSBW_GBPS = {2: 39.0, 3: 20.4}  # key: nodes (3 = more than two)
 # A tree's algorithm bandwidth per unit of its bus bandwidth: NCCL caps every protocol's bus
 # bandwidth (llMaxBw, the per-channel LL128 caps) and then converts it, ``ratio *= .5`` for a tree
 # where a ring takes nRanks / nsteps (tuning.cc, ncclTopoTuneModel, "Convert bus BW to algorithm
-# BW"; ../shared/reference_data/p2p_off_pcie/raw/nccl_tuning_cc_HEAD.cc lines 376-381), so a cap
+# BW" at NVIDIA/nccl HEAD, src/graph/tuning.cc lines 376-381), so a cap
 # bounds a tree's algorithm bandwidth at half its value.
 TREE_ALGBW_PER_BUSBW = 0.5
 # treeCorrectionFactor[proto][log2(nBytes / 64)]: NCCL's own correction of the tree AllReduce's
 # bandwidth for medium messages, powers of two from 64 B to 256 MiB, 1.0 outside (NCCL's comment:
 # "Trees are not perfectly sticking to the model for medium sizes"; tuning.cc, ncclTopoGetAlgoTime,
 # applied to NCCL_ALGO_TREE AllReduce for log2 < 23). As in NVIDIA/nccl src/graph/tuning.cc at
-# HEAD, ../shared/reference_data/p2p_off_pcie/raw/nccl_tuning_cc_HEAD.cc lines 623-627 (its rows
+# HEAD, src/graph/tuning.cc lines 623-627 (its rows
 # have a 24th entry, used by NVLS-tree on Blackwell x86 hosts only); the LL128 row was recalled
 # wrongly here before (1.0 to 2^12 x 64 B, then 0.8-0.6). Checked against the public 2-node x 8 H100
 # sweeps (tests/test_nccl_algorithms.py): their rise from 4 KiB to 512 KiB is 45-47 us over two fabrics.

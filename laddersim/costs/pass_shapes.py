@@ -44,7 +44,7 @@ def splits_k(gpu, m: int, n: int) -> bool:
     loading weights; when its output tiles (``gemm_tile_m`` x ``gemm_tile_n``) fill the SMs only a
     few waves deep, cuBLAS's heuristics split the reduction dimension over more CTAs and add a
     kernel that sums the fp32 partials. A compute-bound GEMM (prefill's M of hundreds of tokens
-    and up) is not split: the H100 kernel traces (../shared/reference_data/kernel_trace_h100, and
+    and up) is not split: the H100 kernel traces (measured with calibration/kernel_trace.py, and
     reports/kernel_trace/h200_paper_config: every ``splitKreduce_kernel`` is at decode M <= 64)
     show the splits thinning as M grows (Llama-3.1-8B TP 1: 2 of the layer's GEMMs split at M = 4
     and 16, 1 at M = 64), and cuBLAS's own kernels for the large, compute-bound M it picks tiles

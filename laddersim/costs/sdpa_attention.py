@@ -3,15 +3,15 @@
 the K/V ``repeat_interleave`` copies, the boolean mask made an additive bias, and PyTorch's
 memory-efficient attention kernel over the whole static cache.
 
-The gpt-fast model code outside ``torch.compile`` (../shared/docs/ladder-residual.md, "The
-benchmark, read from its code and logs": the September 2024 CUDA graphs), per layer and pass:
+The gpt-fast model code outside ``torch.compile`` (the Ladder Residual
+repository's benchmark code and logs: the September 2024 CUDA graphs), per layer and pass:
 
 * ``k_cache[:, :, input_pos] = k`` and the same for V: two ``index_put_`` kernels, each reading
   the pass's new K (or V) and writing it into the ``(batch, KV heads, max length, head dim)`` cache;
 * ``k.repeat_interleave(n_head // n_kv_head, dim=1)`` and the same for V: ATen's scalar
   ``repeat_interleave`` is ``unsqueeze``, ``expand`` and ``clone`` (an H100 trace of the same code
-  under Inductor names the kernel ``..._clone_expand_...``: ../shared/reference_data/
-  kernel_trace_h100/llama-3.1-8b_tp1/layer_kernels.csv), so each is one copy writing the whole
+  under Inductor names the kernel ``..._clone_expand_...``: the Llama-3.1-8B TP 1 trace
+  measured with calibration/kernel_trace.py), so each is one copy writing the whole
   static cache once per query head, also at ratio 1 (an MHA model). Each output element loads its
   source element (a repeat of the group's rows from L2, the first from HBM) and stores itself;
 * ``F.scaled_dot_product_attention(q, k, v, attn_mask=mask)`` with a boolean mask: the flash

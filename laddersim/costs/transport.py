@@ -37,7 +37,7 @@ from laddersim.hardware.profile import HardwareProfile
 from laddersim.hardware.transport_spec import TransportSpec
 
 TRANSPORTS = ("p2p_nvlink", "p2p_pcie", "shm", "net")
-# llMaxBws single node, Hopper (tuning.cc; ../shared/docs/nccl-cost-model.md table C): LL's cap, GB/s.
+# llMaxBws single node, Hopper (NVIDIA/nccl src/graph/tuning.cc llMaxBws): LL's cap, GB/s.
 LL_MAX_SINGLE_NODE_GBPS = 141.0
 
 
