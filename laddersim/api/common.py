@@ -1,5 +1,6 @@
-"""What the API's tasks share: a profile from a name or an object, the note on a profile with no
-measurement behind it, and sequence arguments given as one value."""
+"""What the API's tasks share: a profile from a name or an object, the notes on a profile with no
+measurement behind it or used beyond (or under the load of) its calibration, and sequence
+arguments given as one value."""
 
 from __future__ import annotations
 
@@ -33,6 +34,16 @@ def note_unmeasured(profile: HardwareProfile) -> None:
     """Print ``unmeasured_note`` on stderr, if any (where a task prints predictions of the profile)."""
     if (note := unmeasured_note(profile)) is not None:
         print(note, file=sys.stderr)
+
+
+def note_calibration(profile: HardwareProfile, gpus: int, nodes: int) -> None:
+    """Print on stderr, one line each, where a scenario of ``gpus`` GPUs on ``nodes`` nodes leaves
+    what ``profile``'s calibration measured, and that it was calibrated under load (if so)."""
+    from laddersim.measure.extent import extent_note, load_note
+
+    for note in (extent_note(profile, gpus, nodes), load_note(profile)):
+        if note is not None:
+            print(note, file=sys.stderr)
 
 
 def listed(values):

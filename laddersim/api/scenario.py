@@ -13,7 +13,7 @@ import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
-from laddersim.api.common import note_unmeasured, profile_of, with_choices
+from laddersim.api.common import note_calibration, note_unmeasured, profile_of, with_choices
 from laddersim.api.params import RUN, SCENARIO, RunOptions, ScenarioParams
 from laddersim.support.choices import DEFAULT_SCHEDULES
 
@@ -76,7 +76,7 @@ def simulate_schedules(scenario: ScenarioParams, schedules: Iterable[str], optio
     one line on stderr."""
     from laddersim.support.io_write import check_output, out_format
     from laddersim.support.progress import ProgressBar
-    from laddersim.simulation.simulate import simulate as run
+    from laddersim.simulation.simulate import scenario_nodes, simulate as run
 
     if out is not None:
         out_format(out)
@@ -85,6 +85,7 @@ def simulate_schedules(scenario: ScenarioParams, schedules: Iterable[str], optio
         check_output(trace, "trace")
     scenarios = scenarios_of(scenario, schedules)
     note_unmeasured(scenarios[0].hardware)
+    note_calibration(scenarios[0].hardware, scenario.tp * scenario.pp, scenario_nodes(scenarios[0]))
     sim_options = options.sim_options()
     results = []
     for each in scenarios:

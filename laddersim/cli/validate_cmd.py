@@ -18,7 +18,9 @@ def register(sub) -> None:
     p.add_argument("measured", nargs="*", help="CSVs with model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,"
                    "tokens_per_s, optionally pp (pipeline stages; several tables are validated together); "
                    "none: the development tables shipped in laddersim/data/validation, errors per group")
-    p.add_argument("--hardware", default=default_of(validate, "hardware"), help="profile for rows with p2p=on")
+    p.add_argument("--hardware", default=default_of(validate, "hardware"),
+                   help="profile for rows with p2p=on (default: each row's hardware column, else h100-sxm-nvswitch; "
+                        "given, it overrides the column)")
     p.add_argument("--models", default=None, metavar="DIR",
                    help="folder of <name>.json model configs the tables' model column names "
                         "(default: models/ beside each table)")
