@@ -122,3 +122,28 @@ def test_a_profile_fitted_before_provenance_kept_the_load_reads_its_run_json(loa
                                                       if k != "load_warnings"}})
     assert load_note(older) == load_note(profile)  # base_dir is the run directory, run.json beside
     assert load_note(older.model_copy(update={"base_dir": str(tmp_path)})) is None
+
+
+def _with_impossible_allreduce(tmp: Path, name: str, load_warnings: list[str] | None) -> Path:
+    run = tmp / name
+    shutil.copytree(RUN, run)
+    # A step's AllReduce on CPU ranks is a difference of two timings: under load it can reach the
+    # 1 us floor, a bus bandwidth no link has.
+    (run / "measurements" / "allreduce.csv").write_text(
+        "world_size,group_size,nodes,dtype,mode,size_bytes,reps,stat,time_us,p10_us,p90_us,min_us,max_us\n"
+        "2,2,1,float32,eager,1048576,30,mean,1,1,1,1,1\n")
+    if load_warnings is not None:
+        manifest = json.loads((run / "run.json").read_text())
+        manifest["load_warnings"] = load_warnings
+        (run / "run.json").write_text(json.dumps(manifest))
+    return run
+
+
+@pytest.mark.parametrize("loaded", [False, True])
+def test_an_impossible_point_of_a_run_measured_under_load_says_so_in_its_one_line(tmp_path, loaded):
+    run = _with_impossible_allreduce(tmp_path, "run", [LOAD_LINE] if loaded else None)
+    proc = laddersim("calibrate", "fit", str(run), "--name", "x")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: measurement:") and "exceeds 1.5x the fastest link" in lines[0]
+    assert ("this run was measured under load (other processes used 48% of the 2 CPUs): 14 points" in lines[0]) == loaded
