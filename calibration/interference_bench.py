@@ -136,7 +136,7 @@ def _measure_async_cpu(ctx, point: dict, group) -> dict | None:
 
     ladder_chain_s(ctx, modules, bufs, group)  # warm-up
     n, rows = len(modules), []
-    for _ in range(ctx.opts.repeat_count):
+    for _ in range(ctx.opts.chain_repeat_count):
         issue_s = collective_issue_s(ctx, group)
         dist.barrier(group=group)
         alone_s = ctx.max_over(time_host_s(alone), group)
