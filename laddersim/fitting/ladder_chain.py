@@ -15,9 +15,10 @@ waking its caller (and, on a virtual machine, the idle core) when the peer's dat
 an AllReduce beside compute does not; and gloo runs the two AllReduces a ladder keeps in flight on
 its worker threads at once (torch ``ProcessGroupGloo::Options::threads``, default 2), where the
 engine's comm stream runs them in turn. On this project's 2-core VM the README's calibration timed
-a chain adding 574 us per module beside AllReduces of 1787 us alone (0.3x); the closed loops of
-``calibration/closed_loop.py`` 0.25-0.35x at batch 1-16, which the engine, holding the comm rate
-at 0, ran up to 1.3x longer than measured. Held at ``MIN_COMM_SLOWDOWN``: an AllReduce beside
+a chain adding 574 us per module beside AllReduces of 1787 us alone (0.3x); a closed loop of
+``calibration/closed_loop.py`` (100 repetitions, load average 5-9) 0.25 / 0.28 / 0.38x at batch 1
+/ 4 / 16, whose batch-1 chain the engine, holding the comm rate at 0, ran 1.5x longer than
+measured (18.7 ms against 12.5 ms). Held at ``MIN_COMM_SLOWDOWN``: an AllReduce beside
 compute at most 10x faster than waited on.
 """
 
