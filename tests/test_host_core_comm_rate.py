@@ -92,7 +92,7 @@ def test_fit_warns_about_a_negative_comm_rate_only_where_it_is_not_a_ladder_chai
 def test_a_profile_with_a_comm_rate_below_zero_predicts_a_faster_ladder_only():
     # The same profile with the AllReduce beside compute faster: ladder (which overlaps) speeds
     # up, standard (which never overlaps a collective with compute) is unchanged.
-    from laddersim.simulation.simulate import make_scenario, simulate
+    from laddersim.simulation.simulate import SimOptions, make_scenario, simulate
 
     base = load_profile("h100-sxm-nvswitch")
 
@@ -106,3 +106,8 @@ def test_a_profile_with_a_comm_rate_below_zero_predicts_a_faster_ladder_only():
     assert tokens(with_comm(-0.5), "standard") == pytest.approx(tokens(with_comm(0.0), "standard"), rel=1e-12)
     assert tokens(with_comm(-0.5), "ladder") > tokens(with_comm(0.0), "ladder")
     assert np.isfinite(tokens(with_comm(-0.9), "ladder"))
+    # The fast paths give what the SimPy engine gives at a rate below 0 too.
+    for schedule in ("ladder", "parallel", "desync_half"):
+        scenario = make_scenario("llama-3.1-8b", with_comm(-0.6), 8, 4, 64, 8, schedule)
+        fast, reference = simulate(scenario).summary(), simulate(scenario, SimOptions(reference=True)).summary()
+        assert fast["tokens_per_s"] == pytest.approx(reference["tokens_per_s"], rel=1e-9), schedule
