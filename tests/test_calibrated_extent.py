@@ -116,7 +116,7 @@ def test_a_calibration_under_load_is_said_once_by_simulate_and_validate(loaded_r
     assert _warnings(val.stderr) == [note]
 
 
-def test_a_profile_fitted_before_provenance_kept_the_load_reads_its_run_json(loaded_run, tmp_path):
+def test_a_profile_whose_provenance_holds_no_load_lines_reads_its_run_json(loaded_run, tmp_path):
     profile = load_profile(str(loaded_run))
     older = profile.model_copy(update={"provenance": {k: v for k, v in profile.provenance.items()
                                                       if k != "load_warnings"}})

@@ -8,7 +8,7 @@ import pytest
 
 from laddersim.api.profiles_task import INHERITED, show_profile
 from laddersim.cli import main
-try:  # where the AllReduce time lives (costs.allreduce once the costs spine lands, costs.collectives before)
+try:  # the AllReduce time: laddersim.costs.allreduce where that module exists, else costs.collectives
     from laddersim.costs.allreduce import allreduce_time_s
 except ImportError:
     from laddersim.costs.collectives import allreduce_time_s

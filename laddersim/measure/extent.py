@@ -66,7 +66,7 @@ def extent_note(profile: HardwareProfile, gpus: int, nodes: int) -> str | None:
 
 def load_lines(profile: HardwareProfile) -> list[str]:
     """The dated ``measured under load`` lines of the run behind ``profile``: its provenance's, or,
-    for a profile fitted before the provenance carried them, its run directory's ``run.json``."""
+    for a profile whose provenance holds none, its run directory's ``run.json``."""
     provenance = profile.provenance or {}
     if provenance.get("kind") != CALIBRATION_KIND:
         return []
