@@ -182,7 +182,7 @@ def interference_spec(fit: FitContext) -> InterferenceSpec:
     points = ", ".join(f"{r.size_bytes} B with m={r.m} n={r.n} k={r.k}" for r in rows.itertuples())
     # Ladder chains (CPU ranks) may end sooner than their AllReduces waited on: their comm rate
     # below 0 is kept (laddersim.fitting.ladder_chain); anywhere else below 0 is a measurement problem.
-    chains = not ladder_chain_rows(rows, collectives_on_host_cores(fit.manifest)).empty
+    chains = not ladder_chain_rows(rows, not fit.is_cuda).empty  # collectives on the compute cores
     comm_floor = MIN_COMM_SLOWDOWN if chains else 0.0
     what = (f"median over {len(rows)} points ({points}), a median below 0 held at 0 (calibrate fit warns: "
             "a measurement problem)" + ("; the AllReduce's below 0 kept (down to "
