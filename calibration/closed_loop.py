@@ -265,5 +265,20 @@ def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], com
     return noise, line
 
 
+def run_main() -> int:
+    """``main``, a step that fails (its own error line printed above) ending the loop in one line
+    with the step's exit code: what is stored so far stays in the run directory, and the same
+    command resumes (a calibration measured under load is refused by ``calibrate fit`` this way)."""
+    try:
+        return main()
+    except subprocess.CalledProcessError as exc:
+        words = [Path(c).name if str(c).endswith(".py") else str(c) for c in exc.cmd[1:] if c != "-m"]
+        step = " ".join(shlex.quote(w) for w in words[:3])
+        print(f"error: closed loop: step `{step} ...` ended with exit code {exc.returncode} (its error above); "
+              "the measurements so far are kept: fix its cause and re-run the same command to resume",
+              file=sys.stderr)
+        return exc.returncode if exc.returncode in (1, 2) else 1
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main())
