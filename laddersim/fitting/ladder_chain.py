@@ -18,7 +18,9 @@ engine's comm stream runs them in turn. On this project's 2-core VM the README's
 a chain adding 574 us per module beside AllReduces of 1787 us alone (0.3x); a closed loop of
 ``calibration/closed_loop.py`` (100 repetitions, load average 5-9) 0.25 / 0.28 / 0.38x at batch 1
 / 4 / 16, whose batch-1 chain the engine, holding the comm rate at 0, ran 1.5x longer than
-measured (18.7 ms against 12.5 ms). Held at ``MIN_COMM_SLOWDOWN``: an AllReduce beside
+measured (18.7 ms against 12.5 ms). Fitting the same measurements both ways (README's calibrate
+then ladder_bench example, 30-repetition chains, load average 7 on the 2 CPUs), the ladder's
+speedup missed by -18.2 and -19.3 points held at 0, by +1.3 and -7.1 points with the rate below 0. Held at ``MIN_COMM_SLOWDOWN``: an AllReduce beside
 compute at most 10x faster than waited on.
 """
 
