@@ -194,9 +194,9 @@ def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], com
     for calib, load_1min in calibs.items():
         profile = load_profile(calib)
         host, inter = profile.host_overhead, profile.interference
-        curve = ", ".join(f"{p.size_bytes} B: +{p.compute_slowdown:.2f}, +{p.comm_slowdown:.2f}" for p in inter.by_size)
+        curve = ", ".join(f"{p.size_bytes} B: {p.compute_slowdown:+.2f}, {p.comm_slowdown:+.2f}" for p in inter.by_size)
         mechanisms.append(f"- `{calib}` (load average {load_1min:.2f}): interference (compute, comm slowdown): "
-                          f"{curve or f'+{inter.compute_slowdown.value:.2f}, +{inter.comm_slowdown.value:.2f}'}")
+                          f"{curve or f'{inter.compute_slowdown.value:+.2f}, {inter.comm_slowdown.value:+.2f}'}")
         if host is not None:
             sampling = f"{host.sampling_us.value:.0f} us" if host.sampling_us is not None else "not measured"
             mechanisms[-1] += (f"; host overhead ({host.mode}, {host.timing}) {host.compute_op_us.value:.2f} us per "
