@@ -1,40 +1,21 @@
 """Fluid work of the running activities: remaining work, rates, the next completion. No clock.
 
-An activity has a standalone amount of work (seconds) and progresses at a rate set by what else
-runs (see ``laddersim.engine.simulator``): a compute op at 1/(1 + s) while collectives of its
-rank run (s: the most disturbing one's ``compute_slowdown``, 0 if none disturbs), a collective at
-1/(1 + its ``comm_slowdown``) while any of its ranks computes, divided by the largest number of
-running collectives on any of its links.
-
-Rates are kept up to date incrementally: a start or a completion recomputes only the rates it
-can change (the compute ops of a collective's ranks, the collectives of a compute op's rank or of
-a collective's links), so an event costs the same at TP 2 and TP 64. Remaining work and rates
-live in numpy arrays, one slot per running activity, so advancing the clock and finding the next
-completion are a few array operations. Every number is computed with the same floating-point
-operations in the same order as a full recomputation, so results do not depend on the bookkeeping.
+Rates follow ``laddersim.engine.rates`` (the engine's rate law). They are kept up to date
+incrementally: a start or a completion recomputes only the rates it can change (the compute ops
+of a collective's ranks, the collectives of a compute op's rank or of a collective's links), so an
+event costs the same at TP 2 and TP 64. Remaining work and rates live in numpy arrays, one slot per
+running activity, so advancing the clock and finding the next completion are a few array
+operations. Every number is computed with the same floating-point operations in the same order as
+a full recomputation (``rates.running_rates``), so results do not depend on the bookkeeping.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
-EPS_S = 1e-13  # work left below this (seconds) counts as done: float round-off only
-
-
-def done_tolerance_s(now_s: float) -> float:
-    """Work left that counts as done at time ``now_s``: round-off, and below the clock's own
-    resolution there (far along a long run a tiny remainder would otherwise schedule a timeout
-    that cannot advance time)."""
-    return EPS_S + 8.0 * math.ulp(now_s)  # numpy's spacing, for the clock's non-negative readings
-
-
-def done_tolerances_s(now_s: np.ndarray) -> np.ndarray:
-    """``done_tolerance_s`` of each of many clock readings (non-negative: there ``np.spacing`` is
-    ``math.ulp``)."""
-    return EPS_S + 8.0 * np.spacing(now_s)
+from laddersim.engine.rates import comm_rate, compute_rate
 
 
 @dataclass(eq=False)
@@ -49,19 +30,6 @@ class Activity:
     op: int = -1  # index in the program
     serial: int = -1  # start order: completions at one instant are reported in this order
     slot: int = -1
-
-
-def comm_rate(comm_slowdown: float, any_rank_computes: bool, link_loads: list[int]) -> float:
-    """``link_loads``: running collectives on each of its links (empty: it uses none)."""
-    rate = 1.0 / (1.0 + comm_slowdown) if any_rank_computes else 1.0
-    if link_loads:
-        rate /= max(link_loads)
-    return rate
-
-
-def compute_rate(slowdowns: list[float]) -> float:
-    """``slowdowns``: the compute slowdowns of the collectives running on the op's rank."""
-    return 1.0 / (1.0 + max(0.0, *slowdowns)) if slowdowns else 1.0
 
 
 class RunningSets:

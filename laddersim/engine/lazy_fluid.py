@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import heapq
 
-from laddersim.engine.fluid import RunningSets, comm_rate, compute_rate, done_tolerance_s
+from laddersim.engine.fluid import RunningSets
+from laddersim.engine.rates import comm_rate, compute_rate, done_tolerance_s
 
 RELATIVE_MARGIN = 1e-7  # of the reading: completions this close to the earliest are read exactly
 ABSOLUTE_MARGIN_S = 1e-12

@@ -28,7 +28,8 @@ from typing import Sequence
 import numpy as np
 import simpy
 
-from laddersim.engine.fluid import Activity, Fluid, done_tolerance_s
+from laddersim.engine.fluid import Activity, Fluid
+from laddersim.engine.rates import done_tolerance_s
 from laddersim.engine.tape import Tape
 from laddersim.engine.work import EngineResult, RankWork  # noqa: F401  (re-exported: the engine's API)
 
