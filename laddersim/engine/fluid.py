@@ -1,5 +1,10 @@
 """Fluid work of the running activities: remaining work, rates, the next completion. No clock.
 
+An activity (the engine's: ``laddersim.engine.simulator``) has its standalone work ``work_s``,
+its ``ranks`` (a compute op: its one rank), ``is_comm``, its ``links``, its ``compute_slowdown``
+and ``comm_slowdown`` (collectives), its index in the program ``op``, and the ``serial`` (start
+order: completions at one instant are reported in it) and ``slot`` the fluid gives it.
+
 Rates follow ``laddersim.engine.rates`` (the engine's rate law). They are kept up to date
 incrementally: a start or a completion recomputes only the rates it can change (the compute ops
 of a collective's ranks, the collectives of a compute op's rank or of a collective's links), so an
@@ -11,25 +16,9 @@ a full recomputation (``rates.running_rates``), so results do not depend on the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from laddersim.engine.rates import comm_rate, compute_rate
-
-
-@dataclass(eq=False)
-class Activity:
-    work_s: float
-    ranks: tuple[int, ...]  # compute: its one rank; collective: the group's ranks
-    is_comm: bool
-    links: tuple[str, ...] = ()
-    compute_slowdown: float = 0.0  # collectives: what this one does to its ranks' compute
-    comm_slowdown: float = 0.0  # collectives: how much compute slows this one
-    done: object = None  # what the owner fires on completion (a SimPy event)
-    op: int = -1  # index in the program
-    serial: int = -1  # start order: completions at one instant are reported in this order
-    slot: int = -1
 
 
 class RunningSets:
@@ -38,9 +27,9 @@ class RunningSets:
     ``laddersim.engine.lazy_fluid.LazyFluid``."""
 
     def __init__(self):
-        self.computing: dict[int, Activity] = {}  # rank -> its running compute op
-        self.comm_on_rank: dict[int, list[Activity]] = {}
-        self.comm_on_link: dict[str, list[Activity]] = {}
+        self.computing: dict[int, object] = {}  # rank -> its running compute op
+        self.comm_on_rank: dict[int, list] = {}
+        self.comm_on_link: dict[str, list] = {}
 
     def _enter(self, act) -> None:
         """A collective starts on its ranks and links."""
@@ -74,22 +63,22 @@ class Fluid(RunningSets):
         self.remaining_s = np.full(capacity, np.inf)  # free slots: never due, never next
         self.rate = np.ones(capacity)
         self._scratch = np.empty(capacity)
-        self.acts: list[Activity | None] = [None] * capacity
+        self.acts: list[object] = [None] * capacity
         self.free = list(range(capacity - 1, -1, -1))
         self.count = 0
         self.serial = 0
         self.computing_ranks: dict[int, int] = {}  # id(collective) -> its ranks now computing
 
     # -- rates -------------------------------------------------------------------------------
-    def _set_compute_rate(self, act: Activity) -> None:
+    def _set_compute_rate(self, act) -> None:
         self.rate[act.slot] = compute_rate([c.compute_slowdown for c in self.comm_on_rank.get(act.ranks[0], ())])
 
-    def _set_comm_rate(self, act: Activity) -> None:
+    def _set_comm_rate(self, act) -> None:
         loads = [len(self.comm_on_link[link]) for link in act.links]
         self.rate[act.slot] = comm_rate(act.comm_slowdown, self.computing_ranks[id(act)] > 0, loads)
 
     # -- membership --------------------------------------------------------------------------
-    def _take_slot(self, act: Activity) -> None:
+    def _take_slot(self, act) -> None:
         if not self.free:
             n = len(self.acts)
             self.remaining_s = np.concatenate([self.remaining_s, np.full(n, np.inf)])
@@ -104,7 +93,7 @@ class Fluid(RunningSets):
         self.remaining_s[act.slot] = act.work_s
         self.count += 1
 
-    def start(self, act: Activity) -> None:
+    def start(self, act) -> None:
         if len(act.ranks) != 1 and not act.is_comm:
             raise ValueError("a compute activity runs on one rank")
         self._take_slot(act)
@@ -121,7 +110,7 @@ class Fluid(RunningSets):
                 self.computing_ranks[id(coll)] += 1
                 self._set_comm_rate(coll)
 
-    def finish(self, act: Activity) -> None:
+    def finish(self, act) -> None:
         self.acts[act.slot] = None
         self.remaining_s[act.slot] = np.inf
         self.rate[act.slot] = 1.0
@@ -138,7 +127,7 @@ class Fluid(RunningSets):
                 self.computing_ranks[id(coll)] -= 1
                 self._set_comm_rate(coll)
 
-    def _comm_changed(self, act: Activity) -> None:
+    def _comm_changed(self, act) -> None:
         """A collective started or finished: its ranks' compute and its links' collectives."""
         for rank in act.ranks:
             op = self.computing.get(rank)
@@ -158,7 +147,7 @@ class Fluid(RunningSets):
         np.divide(ratio, self.rate, out=ratio)
         return float(ratio.min())
 
-    def due(self, tolerance_s: float) -> list[Activity]:
+    def due(self, tolerance_s: float) -> list:
         """Activities with no more than ``tolerance_s`` of standalone work left, in start order."""
         slots = (self.remaining_s <= tolerance_s * self.rate).nonzero()[0].tolist()
         if len(slots) == 1:

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from laddersim.engine.fluid import Activity
 
 
 @dataclass(frozen=True)
@@ -24,14 +23,12 @@ class Tape:
 
     @classmethod
     def of(cls, log: list, moments: np.ndarray, signature: tuple, events: int) -> "Tape":
-        """From the engine's log (activities started, or their (op, ranks, links, is_comm) entries,
+        """From the engine's log (the (op, ranks, links, is_comm) entry of each activity started,
         and (serials completed, clock reading) pairs, in order)."""
         entries = []
         previous_s = 0.0  # the clock reading of the previous completion (the start: 0)
         for item in log:
-            if isinstance(item, Activity):
-                entries.append((item.op, item.ranks, item.links, item.is_comm))
-            elif len(item) == 4:
+            if len(item) == 4:
                 entries.append(item)
             else:
                 serials, now_s = item
