@@ -1,7 +1,7 @@
-"""Issue 40's fast paths, each against what it replaces, bit for bit.
+"""The engine's fast paths, each against the SimPy engine or what it replaces, bit for bit.
 
-* ``run_direct`` (the engine's run on a minimal event loop, without SimPy) against the SimPy engine
-  and the reference engine of tests/reference_engine.py, on random programs with ties and zeros;
+* ``run_direct`` (the engine's run on a minimal event loop, without SimPy) against the SimPy engine,
+  the reference, on random programs with ties and zeros;
 * ``replay_many`` (many runs along an event-order tree at once) against one replay per run, and
   ``replay_kinds`` / ``run_cached_kinds`` (the same runs given by op kind) against it and the engine;
 * ``step_metrics_many`` against ``step_metrics``;
@@ -17,7 +17,6 @@ from __future__ import annotations
 import traceback
 
 import numpy as np
-import reference_engine
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_engine_paths import assert_same, programs
@@ -56,8 +55,7 @@ MODELS = (
 @given(programs())
 def test_direct_engine_is_the_simpy_engine_bit_for_bit(case):
     works, cs, ms, links = case
-    expected = reference_engine.run_engine(works, cs, ms, links)
-    simpy_run = run_engine(works, cs, ms, links, record_tape=True)
+    expected = simpy_run = run_engine(works, cs, ms, links, record_tape=True)
     got = run_direct(works, cs, ms, links, record_tape=True)
     assert_same(got, expected)
     assert got.events == simpy_run.events  # the same timeouts scheduled
@@ -102,7 +100,7 @@ def test_replay_many_is_one_replay_per_run(case, scales, kept, per_run_slowdowns
         assert (result is None) == (one is None)
         if result is not None:
             assert_same(result, one)
-            assert_same(result, reference_engine.run_engine([RankWork(work.streams, work.deps, durations[i])],
+            assert_same(result, run_engine([RankWork(work.streams, work.deps, durations[i])],
                                                             compute[i], comm[i], links))
     assert len(replayed) >= min(kept, len(scales))  # every inserted order replays
 
@@ -146,7 +144,7 @@ def test_runs_given_by_op_kind_are_the_runs_of_their_ops(case, kept):
     forget()
     for i, result in enumerate(run_cached_kinds(work.streams, work.deps, links, "decode", kind_of_op, durations,
                                                 compute, comm)):
-        assert_same(result, reference_engine.run_engine([RankWork(work.streams, work.deps, per_op[0][i])],
+        assert_same(result, run_engine([RankWork(work.streams, work.deps, per_op[0][i])],
                                                         per_op[1][i], per_op[2][i], links))
     forget()
 
