@@ -36,8 +36,7 @@ import numpy as np
 from laddersim.costs.memory_fit import MemoryUse
 from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_s
 from laddersim.costs.rank_skew import skew_wait_per_compute
-from laddersim.engine.cached import run_cached
-from laddersim.engine.direct import run_direct
+from laddersim.engine import entry as engine
 from laddersim.engine.work import EngineResult, EngineRun
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.model.shape import ModelShape
@@ -201,16 +200,8 @@ def drive(steps: Generator[RunBatch, list, SimResult]) -> SimResult:
 
 
 def answer(run: EngineRun, masks: StreamMasks, batch: RunBatch) -> tuple[EngineResult, np.ndarray]:
-    """One run of a batch by the engine (replayed where it can be, if cached), and its metrics."""
-    if batch.cached:
-        result = run_cached(run.ranks, run.compute_slowdown, run.comm_slowdown, group_links=run.group_links,
-                            family=run.family)
-    else:  # jittered, every rank or the reference
-        engine = run_direct
-        if batch.reference:  # (SimPy loads only for the reference)
-            from laddersim.engine.simulator import run_engine as engine
-        result = engine(run.ranks, run.compute_slowdown, run.comm_slowdown, group_links=run.group_links,
-                        record_signature=batch.orders)
+    """One run of a batch by the engine's entry, and its metrics."""
+    result = engine.run(run, replay=batch.cached, reference=batch.reference, orders=batch.orders)
     return result, step_metrics(result, masks)
 
 

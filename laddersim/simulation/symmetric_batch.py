@@ -9,7 +9,7 @@ bisects). ``simulate_symmetric`` does the same for many scenarios together:
   collectives are one shared table per machine, model, workload and TP, whatever the interconnect
   what-ifs, so whether a scenario's steps lie on a line is decided once per table (the collectives
   are the same at every step: on any line);
-* every run of every scenario in one call (``laddersim.engine.cached.run_cached_many``: the runs
+* every run of every scenario in one call (``laddersim.engine.entry.run_by_kind``: the runs
   of one program in one walk of its event-order tree), the metrics of the runs of one leaf read
   together (``laddersim.simulation.results.step_metrics_many``);
 * the interpolated steps of all scenarios of one generation length as one array operation.
@@ -28,7 +28,7 @@ import numpy as np
 from laddersim.costs.memory_fit import check_fits
 from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_parts_s
 from laddersim.costs.rank_skew import skew_wait_per_compute
-from laddersim.engine.cached import run_cached_kinds
+from laddersim.engine.entry import run_by_kind
 from laddersim.model.framework import load_framework
 from laddersim.support.memo import IdentityMemo
 from laddersim.simulation.results import METRICS, step_metrics_many
@@ -185,7 +185,7 @@ def _passes(costs: "_Costs", kinds: tuple[str, ...], n_steps: int) -> list:
 
 def _run_all(points: list[_Point]) -> None:
     """Every pass of every point simulated: the passes of one program and family as rows of one
-    replay (``run_cached_kinds``), by op kind: their op durations and slowdowns as ``simulation`` makes them
+    replay (``run_by_kind``), by op kind: their op durations and slowdowns as ``simulation`` makes them
     (``op_durations`` and ``interference``, row by row at once). Passes with the same seconds and
     slowdowns per kind are the same run (a static KV cache's first and last decode steps): run once."""
     asked: dict[tuple, dict[tuple, list[tuple[_Point, int]]]] = {}
@@ -201,7 +201,7 @@ def _run_all(points: list[_Point]) -> None:
         passes = [same[0][0].passes[same[0][1]] for same in alike.values()]
         slowed = [costs.prefill_slowdowns if family == "prefill" else costs.decode_slowdowns for _, _, costs in passes]
         pairs = np.array([slowdown_pairs(by_kind, first.kinds) for by_kind in slowed], dtype=float).reshape(len(alike), -1, 2)
-        results = run_cached_kinds(first.streams, first.deps, first.links, family, kind_of_op, durations,
+        results = run_by_kind(first.streams, first.deps, first.links, family, kind_of_op, durations,
                                    pairs[:, :, 0], pairs[:, :, 1])
         for same, result in zip(alike.values(), results):
             for p, j in same:

@@ -55,7 +55,7 @@ from laddersim.costs.collectives import collective_choice
 from laddersim.costs.op_costs import Phase, collective_message_bytes, logits_rows, op_times_s
 from laddersim.costs.pass_shapes import linear_shapes, splitk_reduce
 from laddersim.costs.rank_skew import skew_wait_per_compute
-from laddersim.engine.cached import run_cached
+from laddersim.engine.entry import run as run_engine
 from laddersim.model.framework import load_framework
 from laddersim.traffic.attention_cost import AttentionCost
 from laddersim.traffic.attention_intervals import Intervals, interpolate
@@ -254,7 +254,7 @@ class IterationTimer:
             per_kind[self._attention_kind] = a_s
         # (each collective waits for the slowest rank: laddersim.costs.rank_skew)
         run = engine_run(compiled, op_seconds(compiled, per_kind, self._skew), (compute, comm), self._links)
-        result = run_cached(run.ranks, run.compute_slowdown, run.comm_slowdown, group_links=run.group_links)
+        result = run_engine(run)
         self.engine_runs += 1
         return float(result.end_s.max()), self._signatures.setdefault(result.signature, len(self._signatures))
 
