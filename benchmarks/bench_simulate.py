@@ -83,8 +83,8 @@ def main() -> None:
     print(f"reference process (405B TP 16 symmetric, plain engine): {ref:.3f} s CPU; ratios below are to it")
     print("llama-3.1-405b tp=16 (2 nodes) batch=16 prompt=1024 gen=512 kv_cache=dynamic on h100-sxm-nvswitch")
     for schedule in args.schedules:
-        scenario = make_scenario("llama-3.1-405b", "h100-sxm-nvswitch", 16, 16, 1024, 512, schedule,
-                                 kv_cache="dynamic")
+        scenario = make_scenario(model="llama-3.1-405b", hardware="h100-sxm-nvswitch", tp=16, batch=16, prompt_len=1024,
+                                 gen_len=512, schedule=schedule, kv_cache="dynamic")
         floor_s, bound = cpu(lambda: closed_form_floor_s(scenario))
         sym_s, sym = cpu(lambda: simulate(scenario))
         summary = sym.summary()

@@ -117,7 +117,8 @@ def test_replay_of_decode_steps_of_a_real_program_is_taken_and_exact():
     from laddersim.schedules.program import build_program
     from laddersim.simulation.simulate import make_scenario
 
-    scenario = make_scenario("llama-3.1-8b", "h100-sxm-nvswitch", 4, 4, 512, 16, "ladder")
+    scenario = make_scenario(model="llama-3.1-8b", hardware="h100-sxm-nvswitch", tp=4, batch=4, prompt_len=512,
+                             gen_len=16, schedule="ladder")
     program = build_program("ladder", scenario.model.n_layers, 4)
     costs = op_times_s(scenario.model, scenario.hardware, scenario.workload, 4, Phase("decode", 4, 1),
                        np.array([600.0, 700.0]))

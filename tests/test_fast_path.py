@@ -200,9 +200,9 @@ def points(draw):
 
 def _scenario_or_error(point: dict):
     try:
-        return make_scenario(point["model"], point["hardware"], point["tp"], point["batch"], point["prompt_len"],
-                             point["gen_len"], point["schedule"], kv_cache=point["kv_cache"],
-                             framework=point["framework"])
+        return make_scenario(model=point["model"], hardware=point["hardware"], tp=point["tp"], batch=point["batch"],
+                             prompt_len=point["prompt_len"], gen_len=point["gen_len"], schedule=point["schedule"],
+                             kv_cache=point["kv_cache"], framework=point["framework"])
     except Exception as exc:  # noqa: BLE001 - compared as such
         return exc
 
@@ -232,7 +232,8 @@ def test_simulate_many_is_simulate_on_the_simpy_engine(drawn):
 def test_scenarios_sharing_their_checks_fail_each_as_simulate_does():
     """A scenario's checks are made once for all its schedules: each one still fails with the
     error simulate gives it (a TP the model cannot take, a batch that does not fit), raised anew."""
-    scenarios = [make_scenario(MODELS[2], "a100-sxm-nvswitch", tp, batch, 512, 8, schedule)
+    scenarios = [make_scenario(model=MODELS[2], hardware="a100-sxm-nvswitch", tp=tp, batch=batch, prompt_len=512,
+                               gen_len=8, schedule=schedule)
                  for tp, batch in ((3, 1), (1, 4096), (2, 1)) for schedule in ("standard", "ladder", "standard")]
     for got, scenario in zip(simulate_many(scenarios), scenarios):
         try:
@@ -246,7 +247,8 @@ def test_scenarios_sharing_their_checks_fail_each_as_simulate_does():
 
 
 def test_simulate_many_with_other_options_runs_them_as_simulate_does():
-    scenario = make_scenario(MODELS[0], "h100-sxm-nvswitch", 4, 2, 64, 12, "ladder")
+    scenario = make_scenario(model=MODELS[0], hardware="h100-sxm-nvswitch", tp=4, batch=2, prompt_len=64, gen_len=12,
+                             schedule="ladder")
     options = SimOptions(jitter=0.1, seed=5, sample_steps=3)
     got, = simulate_many([scenario], options)
     assert got.summary() == simulate(scenario, options).summary()
@@ -286,7 +288,8 @@ def test_pipelines_leave_the_fast_path_and_give_what_simulate_gives():
     simulate, whose every stage's runs here are the SimPy engine's."""
     from laddersim.simulation.symmetric_batch import simulate_symmetric
 
-    scenarios = [make_scenario(MODELS[0], "h100-sxm-nvswitch", 2, 4, 64, 6, schedule, pp=pp, microbatches=m)
+    scenarios = [make_scenario(model=MODELS[0], hardware="h100-sxm-nvswitch", tp=2, batch=4, prompt_len=64, gen_len=6,
+                               schedule=schedule, pp=pp, microbatches=m)
                  for schedule in ("standard", "ladder") for pp, m in ((2, 1), (3, 2))]
     assert simulate_symmetric(scenarios) == [None] * len(scenarios)
     for got, scenario in zip(simulate_many(scenarios), scenarios):

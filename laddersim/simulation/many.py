@@ -15,7 +15,9 @@ from collections.abc import Sequence
 
 from laddersim.engine.entry import run_many
 from laddersim.simulation.results import step_metrics_many
-from laddersim.simulation.passes import RunBatch, Scenario, SimOptions, SimResult, answer
+from laddersim.simulation.passes import RunBatch, answer
+from laddersim.simulation.results import SimResult
+from laddersim.simulation.scenario import Scenario, SimOptions
 from laddersim.simulation.simulate import simulate, simulation
 from laddersim.simulation.symmetric_batch import _summary, simulate_symmetric
 

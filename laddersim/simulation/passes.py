@@ -28,8 +28,7 @@ the batches of many scenarios at once. Both give the same result, bit for bit.
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -38,109 +37,12 @@ from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_s
 from laddersim.costs.rank_skew import skew_wait_per_compute
 from laddersim.engine import entry as engine
 from laddersim.engine.work import EngineResult, EngineRun
-from laddersim.hardware.profile import HardwareProfile
-from laddersim.model.shape import ModelShape
-from laddersim.simulation.results import METRICS, StreamMasks, step_metrics, summarize, timeline_frame
-from laddersim.schedules.program import Program
+from laddersim.schedules.stages import Stage
 from laddersim.simulation.compiled_program import CompiledProgram, compile_program
 from laddersim.simulation.engine_inputs import engine_run, group_links, kind_slowdowns, op_seconds
-from laddersim.schedules.stages import Stage
+from laddersim.simulation.results import METRICS, SimResult, StreamMasks, step_metrics
+from laddersim.simulation.scenario import Scenario, SimOptions
 from laddersim.simulation.step_sampling import choose_steps, estimate, sample_size
-from laddersim.model.workload import Workload
-
-if TYPE_CHECKING:
-    import pandas as pd
-
-
-@dataclass(frozen=True)
-class Scenario:
-    model: ModelShape
-    hardware: HardwareProfile
-    workload: Workload
-    tp: int
-    schedule: str
-    pp: int = 1  # pipeline stages, each a TP group of ``tp`` GPUs (laddersim.pipeline)
-    microbatches: int = 1  # batches in flight through the pipeline, ``workload.batch`` split evenly
-
-
-@dataclass(frozen=True)
-class SimOptions:
-    jitter: float = 0.0  # sigma of a per-rank, per-op lognormal duration multiplier
-    seed: int = 0
-    all_ranks: bool = False  # simulate every rank even when they are symmetric
-    exact_steps: bool = False  # simulate every decode step (no interpolation; with jitter: no sample)
-    sample_steps: int | None = None  # with jitter: decode steps to simulate (None: step_sampling's rule)
-    replay: bool = True  # replay a recorded event order where it holds (bit for bit the engine's)
-    # Every run on the SimPy engine itself (no replay, no direct event loop): the reference the
-    # fast paths are checked against (laddersim.engine.direct, laddersim.engine.tree_batch).
-    reference: bool = False
-
-
-@dataclass
-class SimResult:
-    scenario: Scenario
-    nodes: int
-    program: Program
-    memory: MemoryUse
-    sim_ranks: int  # ranks simulated (1 under symmetry)
-    prefill: EngineResult
-    prefill_metrics: np.ndarray  # METRICS of the prefill
-    decode_metrics: np.ndarray  # (steps, METRICS)
-    # Per decode step: anchor steps (simulated) and the interpolation weight between them.
-    step_lo: np.ndarray
-    step_hi: np.ndarray
-    step_frac: np.ndarray
-    anchors: dict[int, EngineResult] = field(default_factory=dict)
-    prefill_program: Program | None = None  # where the prefill runs other ops than a decode step (a pipeline stage)
-    # With jitter and a sample of decode steps (laddersim.simulation.step_sampling): 95% half-width of each
-    # METRICS' decode total; None where every step was simulated.
-    decode_half_width_s: np.ndarray | None = None
-
-    @property
-    def simulated_steps(self) -> int:
-        return len(self.anchors) + 1
-
-    @property
-    def engine_events(self) -> int:
-        """Starts and ends of ops the engine ordered: two per op and rank of each simulated pass
-        (a jittered run records no order of its own: nothing reads it)."""
-        return 2 * self.sim_ranks * (len(self.prefill_program or self.program) + len(self.program) * len(self.anchors))
-
-    def decode_spans(self, step: int) -> tuple[np.ndarray, np.ndarray]:
-        lo, hi, frac = int(self.step_lo[step]), int(self.step_hi[step]), float(self.step_frac[step])
-        a, b = self.anchors[lo], self.anchors[hi]
-        if lo == hi or frac == 0.0:
-            return a.start_s, a.end_s
-        return a.start_s + (b.start_s - a.start_s) * frac, a.end_s + (b.end_s - a.end_s) * frac
-
-    def summary(self) -> dict:
-        return summarize(self)
-
-    def pass_frame(self, step: int, ranks: list[int], offset_s: float, rank_base: int = 0) -> "pd.DataFrame":
-        """The spans of the prefill (``step`` -1) or decode step ``step`` on ``ranks`` (of this TP
-        group; labelled ``rank_base + rank``), shifted by ``offset_s``. Under rank symmetry every
-        rank gets the simulated rank's spans."""
-        if step < 0:
-            start, end, program, phase = self.prefill.start_s, self.prefill.end_s, self.prefill_program or self.program, "prefill"
-        else:
-            (start, end), program, phase = self.decode_spans(step), self.program, "decode"
-        rows = [r if self.sim_ranks > 1 else 0 for r in ranks]
-        return timeline_frame(program, start[rows], end[rows], [rank_base + r for r in ranks], step, phase, offset_s)
-
-    def timeline(self, steps: str | list[int] = "all", ranks: list[int] | None = None) -> "pd.DataFrame":
-        """Spans as rows: phase, step, rank, stream, layer, op, kind, start_s, end_s (absolute).
-
-        ``steps``: "all", "prefill" (prefill only), or a list of decode step indices. Under rank
-        symmetry every requested rank gets the simulated rank's spans.
-        """
-        ranks = list(range(self.scenario.tp)) if ranks is None else ranks
-        frames = [self.pass_frame(-1, ranks, 0.0)] if steps in ("all", "prefill") else []
-        wanted = range(len(self.decode_metrics)) if steps == "all" else ([] if steps == "prefill" else steps)
-        offsets = float(self.prefill_metrics[0]) + np.concatenate([[0.0], np.cumsum(self.decode_metrics[:, 0])])
-        frames += [self.pass_frame(step, ranks, float(offsets[step])) for step in wanted]
-        import pandas as pd
-
-        return pd.concat(frames, ignore_index=True)
 
 
 def _affine_between(durations: np.ndarray, lo: int, hi: int) -> bool:

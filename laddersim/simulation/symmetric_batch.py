@@ -35,7 +35,8 @@ from laddersim.simulation.results import METRICS, step_metrics_many
 from laddersim.schedules.plan import parse_schedule
 from laddersim.simulation.compiled_program import compile_program
 from laddersim.simulation.engine_inputs import collective_slowdowns, group_links, slowdown_pairs
-from laddersim.simulation.passes import Scenario, SimResult
+from laddersim.simulation.results import SimResult
+from laddersim.simulation.scenario import Scenario
 
 # Per shared decode table and program kinds: (largest distance of a step from the line joining
 # the first and the last, largest magnitude), as simulate's _affine_between computes them.
