@@ -44,6 +44,19 @@ class RunningSets:
         for link in act.links:
             self.comm_on_link[link].remove(act)
 
+    def _stop(self, act) -> None:
+        """``act`` stops running: a collective leaves its ranks and links (their rates change); a
+        compute op leaves its rank, one rank fewer computing for each collective there
+        (``_one_less_computing``)."""
+        if act.is_comm:
+            self._leave(act)
+            self._comm_changed(act)
+        else:
+            rank = act.ranks[0]
+            del self.computing[rank]
+            for coll in self.comm_on_rank.get(rank, ()):
+                self._one_less_computing(coll)
+
     def _link_peers(self, act):
         """The other collectives on ``act``'s links, each once, in the order of its links."""
         seen = set()
@@ -118,14 +131,11 @@ class Fluid(RunningSets):
         self.count -= 1
         if act.is_comm:
             del self.computing_ranks[id(act)]
-            self._leave(act)
-            self._comm_changed(act)
-        else:
-            rank = act.ranks[0]
-            del self.computing[rank]
-            for coll in self.comm_on_rank.get(rank, ()):
-                self.computing_ranks[id(coll)] -= 1
-                self._set_comm_rate(coll)
+        self._stop(act)
+
+    def _one_less_computing(self, coll) -> None:
+        self.computing_ranks[id(coll)] -= 1
+        self._set_comm_rate(coll)
 
     def _comm_changed(self, act) -> None:
         """A collective started or finished: its ranks' compute and its links' collectives."""

@@ -54,9 +54,9 @@ class OrderTree:
         self.nodes = 1
         self.running_sets: list[tuple] = []  # each: the running activities' start entries, in start order
         self._running_ids: dict[tuple, int] = {}
-        self._rate_classes: dict[bytes, tuple[dict, list, list]] = {}  # see _rate_class_of
+        self._rate_classes: dict[bytes, tuple[dict, list, list]] = {}  # see rate_class_of
 
-    def _rate_class_of(self, compute_by_op: np.ndarray, comm_by_op: np.ndarray) -> tuple[list, list]:
+    def rate_class_of(self, compute_by_op: np.ndarray, comm_by_op: np.ndarray) -> tuple[list, list]:
         """For these slowdowns: each running set's rate class (sets with equal rates share one),
         and a running set of each class."""
         # (compute, comm) as one complex number: equal pairs, equal numbers (a sort of pairs is slower)
@@ -157,7 +157,7 @@ class OrderTree:
         running set, computed once per rate class."""
         compute_by_op = np.broadcast_to(np.asarray(compute_slowdown, dtype=float), (self.n_ops,))
         comm_by_op = np.broadcast_to(np.asarray(comm_slowdown, dtype=float), (self.n_ops,))
-        class_of_set, representative = self._rate_class_of(compute_by_op, comm_by_op)
+        class_of_set, representative = self.rate_class_of(compute_by_op, comm_by_op)
         compute_by_op, comm_by_op = compute_by_op.tolist(), comm_by_op.tolist()
         rates_by_class: list = [None] * len(representative)
 

@@ -125,7 +125,7 @@ def replay_kinds(tree: OrderTree, kind_of_op, durations_s: np.ndarray, compute: 
 
 
 def _rate_classes(tree: OrderTree, kind_of: list, compute: np.ndarray, comm: np.ndarray) -> tuple | None:
-    """The tree's rate classes of the running sets (``OrderTree._rate_class_of``) where every run
+    """The tree's rate classes of the running sets (``OrderTree.rate_class_of``) where every run
     partitions the ops alike (ops with equal slowdowns in the first run have equal slowdowns in
     every run: a sweep's runs, whose slowdowns are per op kind); else None. The ops of a kind have
     their kind's slowdowns in every run, so kinds stand for the ops."""
@@ -133,7 +133,7 @@ def _rate_classes(tree: OrderTree, kind_of: list, compute: np.ndarray, comm: np.
     same = first[inverse]  # each kind's first kind of equal slowdowns
     if not (np.array_equal(compute, compute[same]) and np.array_equal(comm, comm[same])):
         return None
-    return tree._rate_class_of(compute[kind_of, 0], comm[kind_of, 0])
+    return tree.rate_class_of(compute[kind_of, 0], comm[kind_of, 0])
 
 
 def _follow_each(tree: OrderTree, runs: _Runs, kind_of: list, results: list) -> None:

@@ -32,7 +32,6 @@ from laddersim.support.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
 from laddersim.schedules.program import build_program
 from laddersim.simulation.simulate import make_scenario
 
-COMPUTE_CLASSES = ("library_gemm", "splitk_reduce", "generated", "attention", "copy", "other")
 COLUMNS = ["kernel", "class", "count", "us"]
 
 

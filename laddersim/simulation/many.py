@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from laddersim.engine.entry import run_many
 from laddersim.simulation.results import step_metrics_many
 from laddersim.simulation.passes import RunBatch, answer
-from laddersim.simulation.results import SimResult
+from laddersim.simulation.results import SimResult, summary_or_error
 from laddersim.simulation.scenario import Scenario, SimOptions
 from laddersim.simulation.simulate import simulate, simulation
-from laddersim.simulation.symmetric_batch import _summary, simulate_symmetric
+from laddersim.simulation.symmetric_batch import simulate_symmetric
 
 
 def simulate_many(scenarios: Sequence[Scenario], options: SimOptions | None = None) -> list[SimResult | Exception]:
@@ -42,7 +42,7 @@ def summaries_many(scenarios: Sequence[Scenario]) -> list[dict | Exception]:
     out = simulate_symmetric(scenarios, summaries=True)
     rest = [i for i, result in enumerate(out) if result is None]
     for i, result in zip(rest, _simulate_together([scenarios[i] for i in rest], SimOptions())):
-        out[i] = result if isinstance(result, Exception) else _summary(result)
+        out[i] = result if isinstance(result, Exception) else summary_or_error(result)
     return out
 
 

@@ -278,3 +278,12 @@ class SimResult:
         import pandas as pd
 
         return pd.concat(frames, ignore_index=True)
+
+
+def summary_or_error(result: SimResult) -> dict | Exception:
+    """``result.summary()``, or the exception that stopped it (the caller decides what a failed
+    scenario is: a sweep's row says so)."""
+    try:
+        return result.summary()
+    except Exception as exc:  # noqa: BLE001 - the caller decides what a failed scenario is
+        return exc

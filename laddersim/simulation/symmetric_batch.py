@@ -31,7 +31,7 @@ from laddersim.costs.rank_skew import skew_wait_per_compute
 from laddersim.engine.entry import run_by_kind
 from laddersim.model.framework import load_framework
 from laddersim.support.memo import IdentityMemo
-from laddersim.simulation.results import METRICS, step_metrics_many
+from laddersim.simulation.results import METRICS, step_metrics_many, summary_or_error
 from laddersim.schedules.plan import parse_schedule
 from laddersim.simulation.compiled_program import compile_program
 from laddersim.simulation.engine_inputs import collective_slowdowns, group_links, slowdown_pairs
@@ -290,12 +290,5 @@ def _finish(group: list[_Point], n_steps: int, summaries: bool) -> list:
             anchors = {0: p.results[1], n_steps - 1: p.results[-1]} if n_steps else {}
             result = SimResult(p.scenario, p.nodes, p.program, p.memory, 1, p.results[0], p.metrics[0], metrics[j],
                                step_lo, step_hi, step_frac, anchors, None, None)
-            out.append(_summary(result) if summaries else result)
+            out.append(summary_or_error(result) if summaries else result)
     return out
-
-
-def _summary(result: SimResult) -> dict | Exception:
-    try:
-        return result.summary()
-    except Exception as exc:  # noqa: BLE001 - the caller decides what a failed scenario is
-        return exc
