@@ -59,7 +59,8 @@ TOKENS_CODE = """
 import resource, sys, time
 from laddersim.simulation.simulate import make_scenario, simulate
 gen = int(sys.argv[1])
-scenario = make_scenario("llama-3.1-405b", "h100-sxm-nvswitch", 16, 1, 1024, gen, "ladder", kv_cache="dynamic")
+scenario = make_scenario(model="llama-3.1-405b", hardware="h100-sxm-nvswitch", tp=16, batch=1, prompt_len=1024,
+                         gen_len=gen, schedule="ladder", kv_cache="dynamic")
 t0 = time.process_time()
 result = simulate(scenario)
 print(time.process_time() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, result.simulated_steps)
