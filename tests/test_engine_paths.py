@@ -12,10 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_properties import programs as plain_programs
 
+from laddersim.engine import entry
 from laddersim.engine.cached import forget, run_cached
 from laddersim.engine.order_tree import OrderTree
 from laddersim.engine.rates import comm_rate, compute_rate, one_rank_rates, running_rates
 from laddersim.engine.simulator import RankWork, run_engine
+from laddersim.engine.work import EngineRun
 
 SETTINGS = settings(max_examples=60, deadline=None)
 
@@ -128,3 +130,21 @@ def test_replay_of_decode_steps_of_a_real_program_is_taken_and_exact():
     got = replay(first.tape, rows[1][None, :], 0.1, 0.3)
     assert got is not None  # one KV step later the event order holds
     assert_same(got, run_engine([RankWork(streams, deps, rows[1])], 0.1, 0.3, {0: ("node0",)}))
+
+
+@SETTINGS
+@given(programs(), st.booleans())
+def test_every_strategy_of_the_engine_entry_is_the_simpy_engine(case, repeat):
+    """The entry's strategies (replay along kept orders or the direct loop, the batch over runs,
+    the direct loop alone) each give the SimPy engine's spans; a run asked for again too."""
+    works, cs, ms, links = case
+    forget()
+    expected = run_engine(works, cs, ms, links)
+    asked = EngineRun(works, cs, ms, links, "decode")
+    for _ in range(2 if repeat else 1):
+        assert_same(entry.run(asked), expected)
+        assert_same(entry.run(asked, replay=False), expected)
+        assert_same(entry.run(asked, reference=True), expected)
+        for got in entry.run_many([asked, asked]):
+            assert_same(got, expected)
+    forget()
