@@ -154,7 +154,7 @@ def test_fitted_profile_loads_with_sources_and_reproduces_the_measured_table(cal
     assert "fitted to the model's 4 GEMMs" in profile.gpu.gemm_memory_efficiency.source
     assert {e.kind for e in host.ops} >= {"attn_norm", "rope", "attention", "residual_add", "collective_launch"}
     assert profile.framework.step_overhead_us.value == 0 and "host_overhead" in profile.framework.step_overhead_us.source
-    assert "only one node measured" in profile.network.allreduce.bus_bandwidth_gbps.source
+    assert "only one node measured" in profile.network.allreduce.bus_bandwidth_gb_per_s.source
     assert profile.provenance["backend"] == "gloo" and "calibrate run" in profile.provenance["command_line"]
 
 
@@ -394,7 +394,7 @@ def test_summary_of_a_partial_run_marks_values_copied_from_the_base(calibrated, 
     # The copied fractions are the base's full-size ones: its channel rule comes with them.
     assert profile.interference.collective_channels.value == 32
     assert profile.interference.collective_channels.source.startswith("copied from base profile h100-sxm-nvswitch")
-    assert str(run) in profile.collectives.intra_node.bus_bandwidth_gbps.source
+    assert str(run) in profile.collectives.intra_node.bus_bandwidth_gb_per_s.source
 
 
 def test_summary_marks_an_unmeasured_allreduce_and_not_measured_values(calibrated, tmp_path, capsys):

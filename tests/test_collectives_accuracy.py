@@ -68,8 +68,8 @@ def test_expected_misses_stay_explained():
 
 def test_fit_time_is_min_of_protocol_lines():
     fit = TierFit(gpus=4, source="golden", terms=[
-        ProtocolTerm(protocol="ll", latency_us=10, bus_bandwidth_gbps=10),
-        ProtocolTerm(protocol="simple", latency_us=50, bus_bandwidth_gbps=300)])
+        ProtocolTerm(protocol="ll", latency_us=10, bus_bandwidth_gb_per_s=10),
+        ProtocolTerm(protocol="simple", latency_us=50, bus_bandwidth_gb_per_s=300)])
     size = np.array([1e3, 1e8])
     moved = 1.5 * size
     expected = np.minimum(10e-6 + moved / 10e9, 50e-6 + moved / 300e9)

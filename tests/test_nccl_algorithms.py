@@ -147,7 +147,7 @@ def test_nvls_tree_reduces_in_the_switch_under_p2p_disable():
     off = load_profile("h100-sxm-p2p-off")
     size = 32.0 * 2**20
     assert collective_choice(off, 16, size) == ("nvls_tree", "simple")
-    nvls_gbps = max(t.bus_bandwidth_gbps for t in off.collectives.transport.nvls if t.gpus == 8)
+    nvls_gbps = max(t.bus_bandwidth_gb_per_s for t in off.collectives.transport.nvls if t.gpus == 8)
     expected_s = (25.0 + 2 * (20.9 + 2 * 2.24)) * 1e-6 + max(size / (8 * 46e9), 1.75 * size / (nvls_gbps * 1e9))
     assert float(nccl_algorithms.model_s(off, 8, 2, [size])[0]) == pytest.approx(expected_s, rel=1e-9)
     node_s = float(allreduce_time_s(off, 8, np.array([size]))[0]) + nccl_algorithms.network_floor_s(off, 2)

@@ -70,10 +70,10 @@ def test_malformed_copy_is_rejected_with_one_line(name, tmp_path):
 
 
 @pytest.mark.parametrize("where,value,message", [
-    (("collectives", "intra_node", "bus_bandwidth_gbps"), 0, "must be > 0, got 0"),  # divided by: hung simulate
-    (("collectives", "intra_node", "bus_bandwidth_gbps"), -370, "must be > 0, got -370"),  # made transfers faster
+    (("collectives", "intra_node", "bus_bandwidth_gb_per_s"), 0, "must be > 0, got 0"),  # divided by: hung simulate
+    (("collectives", "intra_node", "bus_bandwidth_gb_per_s"), -370, "must be > 0, got -370"),  # made transfers faster
     (("gpu", "peak_tflops"), 0, "must be > 0"),
-    (("gpu", "memory_bandwidth_gbps"), -1, "must be > 0"),
+    (("gpu", "memory_bandwidth_gb_per_s"), -1, "must be > 0"),
     (("network", "nics_per_node"), 0, "must be >= 1, got 0"),
     (("interference", "compute_slowdown"), -0.5, "must be >= 0, got -0.5"),
     (("framework", "step_overhead_us"), -3, "must be >= 0"),

@@ -46,7 +46,7 @@ def nominal_value(profile: HardwareProfile, set_key: str, tp: int) -> float:
         else:
             tier, bw_scale, lat_scale = profile.network.allreduce, w.inter_bandwidth_scale, w.inter_latency_scale
         if set_key.endswith("_gbps"):
-            return tier.bus_bandwidth_gbps.value * bw_scale
+            return tier.bus_bandwidth_gb_per_s.value * bw_scale
         return tier.base_latency_us.value * lat_scale
 
 
