@@ -18,7 +18,8 @@ from laddersim.measure.schema import SCHEMAS
 from laddersim.measure.store import PointStore, measurement_path
 from laddersim.profiles_check.sources import reference_data_root
 from laddersim.cli import main
-from laddersim.costs.collectives import allreduce_time_s, alpha_beta_time_s, multi_node_model_s
+from laddersim.costs.allreduce import allreduce_time_s
+from laddersim.costs.collectives import alpha_beta_time_s
 from laddersim.hardware import load_profile
 from laddersim.profiles_check.compare import check_allreduce
 
@@ -284,7 +285,7 @@ def test_a_two_node_log_alone_fits_a_network_tier_of_the_right_size(tmp_path):
     profile = load_profile(tmp_path / "efa")
     assert 5.0 <= profile.network.allreduce.bus_bandwidth_gb_per_s.value <= 50.0
     assert "fit: calibration run" in profile.network.allreduce.step_latency_us.source
-    small_us = float(multi_node_model_s(profile, 16, 2, np.array([16384.0]))[0]) * 1e6
+    small_us = float(allreduce_time_s(profile, 16, np.array([16384.0]), nodes=2, measured=False)[0]) * 1e6
     assert 60.0 < small_us < 120.0
     (check,) = check_allreduce(profile)
     assert check.model_median < 0.15

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from laddersim.costs import transport
-from laddersim.costs.collectives import allreduce_time_s, bandwidth_share, collective_choice, slowdowns
+from laddersim.costs.allreduce import allreduce_time_s
+from laddersim.costs.collectives import bandwidth_share, collective_choice, slowdowns
 from laddersim.costs.nccl_tuning import BASE_LATENCY_US
 from laddersim.fitting import p2p_off_transport as fit_p2p
 from laddersim.hardware.profile import load_profile

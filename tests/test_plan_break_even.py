@@ -125,7 +125,7 @@ def test_nominal_is_what_the_model_uses_for_the_group(tmp_path):
     """Not the profile's fallback alpha-beta numbers (collectives.intra_node: 370 GB/s, 8 us base)
     but the 8-GPU AllReduce as modelled: the fit's best term and smallest latency, or the
     measured table's large-message bus bandwidth and latency floor."""
-    from laddersim.costs.nominal import group_nominal
+    from laddersim.costs.scaling.nominal import group_nominal
 
     fit_profile = load_profile(_fit_only_h100(tmp_path))
     fit = fit_profile.intra_node_fit(8)
@@ -158,7 +158,7 @@ def test_the_nominal_is_labelled_by_the_path_the_model_uses():
     """Issue 38: under NCCL_P2P_DISABLE=1 (h100-sxm-p2p-off) the 8-GPU AllReduce's large messages
     run on the switch's NVLS line (452 GB/s), its small ones on an SHM ring: the label names those
     profile fields, not collectives.intra_node (109.9 GB/s, which no 8-GPU message uses)."""
-    from laddersim.costs.nominal import group_nominal
+    from laddersim.costs.scaling.nominal import group_nominal
     from laddersim.costs.transport import nvls_bus_bandwidth_gb_per_s
 
     profile = load_profile("h100-sxm-p2p-off")

@@ -217,7 +217,8 @@ def test_a_copy_with_other_tables_does_not_keep_the_loaded_ones():
     """A what-if copy (model_copy, as sweeps and fits make) loads its own tables: the original's,
     once loaded, are not carried over (it made a test order-dependent: a copy without tables still
     priced from them)."""
-    from laddersim.costs.collectives import allreduce_time_s, fit_time_s
+    from laddersim.costs.allreduce import allreduce_time_s
+    from laddersim.costs.collectives import fit_time_s
     from laddersim.hardware import load_profile
 
     l40s = load_profile("l40s-pcie")

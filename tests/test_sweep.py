@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from laddersim.costs.nominal import group_nominal
+from laddersim.costs.scaling.nominal import group_nominal
 import yaml
 
 from laddersim.cli import main

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from laddersim.costs import transport
-from laddersim.costs.collectives import allreduce_time_s, bandwidth_share, collective_choice
+from laddersim.costs.allreduce import allreduce_time_s
+from laddersim.costs.collectives import bandwidth_share, collective_choice
 from laddersim.hardware.profile import load_profile, profiles_dir
 from laddersim.hardware.sourced import Sourced
 from laddersim.hardware.transport_spec import NodeTopology

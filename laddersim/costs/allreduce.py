@@ -36,7 +36,7 @@ from typing import Callable
 
 from laddersim.costs.collectives import mode_correction_s, nccl_allreduce_s, scaled_table_s
 from laddersim.costs.gemm_tables import SILICON, SOL
-from laddersim.costs.scaling import links
+from laddersim.costs.scaling.view import links
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.support.memo import IdentityMemo
 

@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from laddersim.costs import nccl_algorithms, transport
-from laddersim.costs.scaling import UNSCALED, LinkScale, is_scaled, links, unscaled
+from laddersim.costs.scaling.view import UNSCALED, LinkScale, is_scaled, links, unscaled
 from laddersim.hardware.comm_specs import AlphaBeta, TierFit
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.hardware.sourced import MeasuredTable

@@ -48,7 +48,7 @@ from laddersim.costs.nccl_tuning import (
     BASE_LATENCY_US, INTRA_HOP_US, LL_MAX_BUSBW_GB_PER_S, NET_HOP_US, NET_OVERHEAD_US, NVLS_INTRA_US, PROTOCOLS,
     RING_EFFICIENCY, TREE_ALGBW_PER_BUSBW, TREE_CORRECTION, TREE_EFFICIENCY,
 )
-from laddersim.costs.scaling import links
+from laddersim.costs.scaling.view import links
 from laddersim.costs.transport import nvls_bus_bandwidth_gb_per_s, prices, ring_transport, shm_simple_bus_bandwidth_gb_per_s
 from laddersim.costs.transport import protocols as transport_protocols
 from laddersim.hardware.profile import HardwareProfile

@@ -33,7 +33,7 @@ from laddersim.costs.collectives import interpolate_table_s, mode_correction_s, 
 from laddersim.costs.gemm_tables import SILICON, SOL
 from laddersim.costs.nccl_algorithms import net_hop_us
 from laddersim.costs.nccl_tuning import BASE_LATENCY_US, RING_EFFICIENCY
-from laddersim.costs.scaling import links
+from laddersim.costs.scaling.view import links
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.hardware.placement import Hop
 

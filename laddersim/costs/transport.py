@@ -33,7 +33,7 @@ import math
 import numpy as np
 
 from laddersim.costs.nccl_tuning import BASE_LATENCY_US, INTRA_HOP_US, NVLS_INTRA_US
-from laddersim.costs.scaling import links
+from laddersim.costs.scaling.view import links
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.hardware.transport_spec import TransportSpec
 

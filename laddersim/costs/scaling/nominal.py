@@ -15,7 +15,7 @@ import numpy as np
 
 from laddersim.costs import transport
 from laddersim.costs.collectives import alpha_beta_time_s, nccl_allreduce_s, transport_choice
-from laddersim.costs.scaling import links
+from laddersim.costs.scaling.view import links
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import HardwareProfile
 
