@@ -8,8 +8,6 @@ whole generation is costed in one call.
 
 from __future__ import annotations
 
-import collections
-
 import numpy as np
 
 from laddersim.costs.attention_kernels import attention_kernels, writes_cache
@@ -23,12 +21,12 @@ from laddersim.costs.l2_reuse import group_reads_s
 from laddersim.costs.pass_shapes import (  # noqa: F401  (re-exported: the pass's shapes and kernel paths)
     SPLIT_K_WAVES, Phase, linear_shapes, logits_rows, single_token_path, splitk_reduce, splits_k)
 from laddersim.model.framework import load_framework
+from laddersim.model.layer_ops import standard_layer_op_counts
 from laddersim.costs.host_overhead import COLLECTIVE_KINDS, with_host_overhead
 from laddersim.costs.kernel_counts import op_kernels
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.support.memo import IdentityMemo
 from laddersim.model.shape import ModelShape
-from laddersim.schedules.program import build_program
 from laddersim.model.workload import Workload
 
 
@@ -101,7 +99,7 @@ def _collectives_with_host(model, hw, fw, work, tp, phase) -> dict[str, float]:
 def _op_times_s(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int, phase: Phase,
                 kv_lens: np.ndarray) -> dict[str, np.ndarray]:
     """``op_times_s`` computed."""
-    times, _ = _fixed_op_times(model, hw, work, tp, phase)
+    times, _ = fixed_op_times(model, hw, work, tp, phase)
     fw = load_framework(work.framework)
     if fw.kernel_calibration is not None and phase.name == "decode":  # a traced stack (calibrate kernels)
         out = _calibrated_decode_times(model, hw, work, tp, phase, times, kv_lens, fw)
@@ -113,21 +111,19 @@ def _op_times_s(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
 
 def _calibrated_decode_times(model, hw, work, tp, phase, times, kv_lens, fw) -> dict[str, np.ndarray]:
     """Decode op times from the framework's kernel calibration (laddersim.costs.calibrated_kernels)."""
-    program = build_program("standard", model.n_layers, tp, "decode")
-    counts = collections.Counter(op.kind for op in program.ops if op.layer == model.n_layers // 2)
     return calibrated_decode(fw.kernel_calibration, model, hw, work, tp, phase, times,
                              op_kernels(model, hw, work, tp, phase), linear_shapes(model, tp, phase),
-                             dict(counts), kv_lens)
+                             standard_layer_op_counts(tp), kv_lens)
 
 
 def op_time_sources(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
                     phase: Phase) -> dict[str, str]:
     """Where each op kind's time came from: ``SILICON`` (a measured table), ``HYBRID`` (a measured
     table extrapolated by the roofline), ``SOL`` (the roofline / bandwidth model)."""
-    return _fixed_op_times(model, hw, work, tp, phase)[1] | {"attention": SOL}
+    return fixed_op_times(model, hw, work, tp, phase)[1] | {"attention": SOL}
 
 
-def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
+def fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
                     phase: Phase) -> tuple[dict[str, float], dict[str, str]]:
     """Seconds of every op kind but attention, and each one's source label."""
     gpu = hw.gpu
