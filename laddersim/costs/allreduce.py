@@ -2,17 +2,19 @@
 AllGather (``allgather_time_s``), priced by the implementation the framework runs for the
 message. Every caller outside ``laddersim.costs`` asks here.
 
-An implementation is a record (``AllReduceImplementation``: its name, where it runs, the measured
-table that prices it, its size limit) and ``implementation_for`` is the one rule that picks among
-a framework's candidates, the first that applies and whose table covers the message:
+An implementation is a record (``AllReduceImplementation``: its name, where it runs, the group
+sizes it accepts, the measured table that prices it, its size limit) and ``implementation_for`` is
+the one rule that picks among a framework's candidates (``candidates``), the first that applies
+and whose table covers the message:
 
 * ``multimem``: a multimem (NVLS, symmetric-memory) AllReduce kernel, where the framework's
   ``allreduce_library`` is ``multimem`` (laddersim/data/frameworks/vllm.yaml): from the profile's
   table whose ``library`` starts with ``multimem``, from its smallest size up (above its largest,
   time grows with size at the last point's bandwidth);
 * ``custom``: the framework's own one-/two-shot kernel for small messages (``small_allreduce:
-  custom``, vLLM's CustomAllreduce), up to ``small_allreduce_max_bytes``, within the sizes of the
-  profile's table whose library names a "custom all-reduce";
+  custom``, vLLM's CustomAllreduce), on 2, 4, 6 or 8 GPUs of one node, up to
+  ``small_allreduce_max_bytes``, within the sizes of the profile's table whose library names a
+  "custom all-reduce";
 * ``nccl``: NCCL's algorithms and protocols, its measured tables and fits
   (``laddersim.costs.collectives``): every size and group shape, the fallback of every framework.
 
@@ -30,8 +32,8 @@ torch.distributed, not its custom kernel).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Callable
 
 
 from laddersim.costs.collectives import mode_correction_s, nccl_allreduce_s, scaled_table_s
@@ -44,24 +46,27 @@ from laddersim.support.memo import IdentityMemo
 @dataclass(frozen=True, slots=True)
 class AllReduceImplementation:
     """One way to run an AllReduce: ``name``; ``runs_on`` (``one_node``: a kernel reading its
-    peers' memory, every rank on one node; ``any``: any group shape); ``table_library``: which of
-    the profile's AllReduce tables price it (None: NCCL's own model and tables);
+    peers' memory, every rank on one node; ``any``: any group shape); ``world_sizes``: the group
+    sizes it accepts (None: any); ``library_pattern``: a regular expression that the ``library`` of
+    the profile's AllReduce tables pricing it matches (None: NCCL's own model and tables);
     ``from_smallest_up``: the table prices every size from its smallest up (else only within its
     sizes); ``max_bytes_field``: the framework field that bounds the message size (None: none)."""
 
     name: str
     runs_on: str
-    table_library: Callable[[str], bool] | None = None
+    world_sizes: tuple[int, ...] | None = None
+    library_pattern: str | None = None
     from_smallest_up: bool = False
     max_bytes_field: str | None = None
 
 
 NCCL = AllReduceImplementation("nccl", runs_on="any")
-MULTIMEM = AllReduceImplementation("multimem", runs_on="one_node",
-                                   table_library=lambda library: library.startswith("multimem"),
+MULTIMEM = AllReduceImplementation("multimem", runs_on="one_node", library_pattern=r"^multimem",
                                    from_smallest_up=True)
-CUSTOM = AllReduceImplementation("custom", runs_on="one_node",
-                                 table_library=lambda library: "custom all-reduce" in library.lower(),
+# World sizes: vLLM's CustomAllreduce._SUPPORTED_WORLD_SIZES (vllm-project/vllm
+# vllm/distributed/device_communicators/custom_all_reduce.py @ 0ad80649d366); other sizes run NCCL.
+CUSTOM = AllReduceImplementation("custom", runs_on="one_node", world_sizes=(2, 4, 6, 8),
+                                 library_pattern=r"(?i)custom all-reduce",
                                  max_bytes_field="small_allreduce_max_bytes")
 IMPLEMENTATIONS = {impl.name: impl for impl in (NCCL, MULTIMEM, CUSTOM)}
 
@@ -85,9 +90,9 @@ def implementation_for(hw: HardwareProfile, framework, tp: int, size_bytes: floa
     its table's seconds (None for NCCL, priced by ``nccl_allreduce_s``)."""
     one_node = tp > 1 and hw.nodes_for(tp) == 1
     for impl in candidates(framework, custom):
-        if impl.table_library is None:
+        if impl.library_pattern is None:
             return impl, None
-        if impl.runs_on == "one_node" and not one_node:
+        if (impl.runs_on == "one_node" and not one_node) or (impl.world_sizes and tp not in impl.world_sizes):
             continue
         limit = getattr(framework, impl.max_bytes_field) if impl.max_bytes_field else None
         if limit is not None and size_bytes > limit.value:
@@ -148,7 +153,7 @@ def _one_node_table_s(hw: HardwareProfile, tp: int, size_bytes: float, impl: All
     that covers ``size_bytes`` (from its smallest size; up to its largest unless
     ``impl.from_smallest_up``), host launch corrected; None where none does."""
     for table, cols in hw.allreduce_arrays:  # numpy columns: the simulate path loads no pandas
-        if not impl.table_library(table.library):
+        if not re.search(impl.library_pattern, table.library):
             continue
         rows = (cols["gpus"] == tp) & (cols["nodes"] == 1)
         sizes = cols["size_bytes"][rows]
