@@ -1,5 +1,5 @@
 """The simulation spine: a scenario (model, hardware, workload, TP, schedule) becomes per-rank
-engine runs of its compiled program, and their spans become metrics (docs/architecture-engine.md).
+engine runs of its compiled program, and their spans become metrics (docs/architecture.md).
 
 * ``scenario``: what is simulated (``Scenario``, ``make_scenario``) and how (``SimOptions``);
 * ``compiled_program``: a schedule's program compiled once for the engine (``CompiledProgram``);
