@@ -16,7 +16,9 @@ class ServingOptions(BaseModel):
     ``chunked_prefill`` a prompt is prefilled whole, in an iteration of prefills only (vLLM V0),
     so every request's prompt plus output must fit in it (vLLM's rule for the model length); with
     it, an iteration takes the running sequences' decode tokens first and fills the rest of the
-    budget with prompt chunks (vLLM V1, Sarathi-Serve). ``block_size``: tokens per KV-cache block.
+    budget with prompt chunks (vLLM V1, Sarathi-Serve); ``split_prompts`` off admits each prompt
+    whole beside the decodes, never split across iterations (TensorRT-LLM's inflight batching
+    without chunked context). ``block_size``: tokens per KV-cache block.
     A request meets its SLOs when its time to first token is at most ``ttft_slo_s`` and its mean
     time per output token at most ``tpot_slo_s`` (an unset SLO always holds); a rate is
     sustained when at least ``slo_attainment`` of the requests meet them.
@@ -27,6 +29,7 @@ class ServingOptions(BaseModel):
     max_running: int = Field(default=64, gt=0, le=MAX_BATCH)
     max_batched_tokens: int = Field(default=8192, gt=0, le=MAX_TOKENS)
     chunked_prefill: bool = False
+    split_prompts: bool = True
     block_size: int = Field(default=16, gt=0, le=MAX_BLOCK_SIZE)
     ttft_slo_s: float | None = Field(default=None, gt=0, le=MAX_SLO_S, allow_inf_nan=False)
     tpot_slo_s: float | None = Field(default=None, gt=0, le=MAX_SLO_S, allow_inf_nan=False)

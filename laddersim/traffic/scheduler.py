@@ -11,6 +11,8 @@ batch, ``complete()`` applies its outcome. Sequences are request indices.
 * **With chunked prefill** (vLLM V1, Sarathi-Serve) the running sequences come first (one token
   each for decoding ones, a chunk for one still prefilling), then prompt chunks of newly
   admitted sequences fill the rest of the budget.
+  With ``split_prompts`` off the prompts admitted beside the decodes are whole (TensorRT-LLM's
+  inflight batching without chunked context).
 * **Preemption by recompute**: when a running sequence needs a block and none is free, the most
   recently admitted running sequence gives all its blocks back and returns to the head of the
   queue; readmitted, it prefills its prompt and the tokens it had generated, then goes on.
@@ -151,18 +153,20 @@ class ContinuousBatcher:
         """Would ``_admit`` take the queue's head (the queue not empty, the batch not full)?"""
         seq = self.waiting.head()
         target = int(self.prompt_len[seq]) + int(self.generated_by_request[seq])
-        chunk = target if whole else min(target, budget)
+        chunk = target if whole and target <= self.options.max_batched_tokens else min(target, budget)
         return chunk <= budget and self._blocks_for(chunk) <= free_blocks
 
     def _admit(self, it: Iteration, budget: int, whole: bool) -> int:
         """Admit waiting sequences (FCFS) into ``it``; returns the budget left. A waiting sequence
-        holds no blocks and no cached positions (a preempted one gave them back)."""
+        holds no blocks and no cached positions (a preempted one gave them back). ``whole``: each
+        prompt in one piece, except one longer than the whole token budget (a preempted sequence
+        readmitted with the tokens it had generated), which could never be: it is chunked."""
         max_running = self.options.max_running
         while self.waiting and budget > 0 and len(self.seq) < max_running:
             seq = self.waiting.head()
             generated = int(self.generated_by_request[seq])
             target = int(self.prompt_len[seq]) + generated
-            chunk = target if whole else min(target, budget)
+            chunk = target if whole and target <= self.options.max_batched_tokens else min(target, budget)
             need = self._blocks_for(chunk)
             if chunk > budget or need > self.free_blocks:
                 break
@@ -235,7 +239,7 @@ class ContinuousBatcher:
     def _plan_chunked(self) -> Iteration:
         it = Iteration()
         budget = self._decode_running(it, self.options.max_batched_tokens, chunk_prefills=True)
-        self._admit(it, budget, whole=False)
+        self._admit(it, budget, whole=not self.options.split_prompts)
         self._count_samples(it)
         return it
 
@@ -285,7 +289,7 @@ class ContinuousBatcher:
         run.blocked = full
         if self.waiting and not full:  # with chunked prefill the queue's head comes after the decodes
             free = self.free_blocks - int(run.cum_needs[0]) if chunked else self.free_blocks
-            if self.head_admits(budget, free, whole=not chunked):
+            if self.head_admits(budget, free, whole=not chunked or not opts.split_prompts):
                 return None
             run.blocked = True  # the head does not fit, and the free blocks only shrink while the run lasts
         return run
