@@ -23,7 +23,7 @@ from laddersim.api.params import (
     number,
     one_of,
 )
-from laddersim.api.serving_params import Rate, Slo
+from laddersim.api.serving_params import ENGINE, Rate, Slo
 from laddersim.planning.break_even import VARY
 from laddersim.planning.planner import RANK_KEYS
 from laddersim.planning.prices import MAX_USD_PER_GPU_HOUR
@@ -63,6 +63,7 @@ class PlanParams(Params):
     rate: Rate = None
     ttft_slo_s: Slo = None
     tpot_slo_s: Slo = None
+    slo_attainment: Annotated[float, number(0.0, 1.0, above=True)] = ENGINE.slo_attainment  # as serving's
     requests: Annotated[int, count(1, MAX_REQUESTS)] = PLAN_REQUESTS
     max_batched_tokens: Annotated[int | None, count(1, MAX_TOKENS, optional=True)] = None
     chunked_prefill: Switch = False

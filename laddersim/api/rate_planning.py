@@ -46,7 +46,7 @@ def serving_plan(params: PlanParams, *, progress: bool = False) -> RatePlanAnswe
     # The engine and SLOs each candidate is simulated with (serving's defaults where not given).
     budget = {} if p.max_batched_tokens is None else {"max_batched_tokens": p.max_batched_tokens}
     options = serving_options(ttft_slo_s=p.ttft_slo_s, tpot_slo_s=p.tpot_slo_s, chunked_prefill=p.chunked_prefill,
-                              **budget)
+                              slo_attainment=p.slo_attainment, **budget)
     found = priced_candidates(p.profiles, p.prices, p.price_per_gpu_hour)
     candidates = serving_candidates(shape, found.profiles, p.schedules, p.tps, p.max_nodes, p.pps)
     if not candidates:
