@@ -216,3 +216,25 @@ def test_validate_scores_closed_loop_rows_and_lists_what_it_cannot_price(capsys,
     summary = score.summary.iloc[0]
     assert (summary["engine"], summary["dtype"], summary["rows"]) == ("trtllm", "bfloat16", 1)
     assert isinstance(score.summary, pd.DataFrame)
+
+
+def test_plan_for_a_concurrency_meets_the_slos_in_its_own_closed_loop(capsys):
+    from laddersim.hardware.profile import load_profile
+    from laddersim.planning.concurrency_plan import ConcurrencyLoad, closed_loop_metrics, plan_for_concurrency
+
+    shape, profile = load_model_shape(MODEL), load_profile(HARDWARE)
+    options = engine_options("vllm", serving_options(ttft_slo_s=0.2, tpot_slo_s=0.012, slo_attainment=0.95))
+    load = ConcurrencyLoad(1024, 64, 40)
+    plan = plan_for_concurrency(shape, [(HARDWARE, profile, 2, "ladder", 1), (HARDWARE, profile, 4, "ladder", 1)],
+                                {HARDWARE: 1.0}, 300, options, load)
+    assert len(plan.options) == 2
+    for option in plan.options:
+        assert option.replicas * option.capacity_concurrency >= 300 and option.replicas > 1
+        share = -(-300 // option.replicas)
+        scenario = serving_scenario(shape, profile, option.tp, option.schedule)
+        assert closed_loop_metrics(scenario, options, load, share)["slo_attainment"] >= 0.95
+        beyond = closed_loop_metrics(scenario, options, load, option.capacity_concurrency + 1)
+        assert beyond["slo_attainment"] < 0.95  # the capacity is the most in flight within the SLOs
+    code, out, err = run_cli(["plan", "--model", MODEL, "--profiles", HARDWARE, "--tp", "2", "--concurrency", "64",
+                              "--rate", "3", "--ttft-slo-s", "0.5", "--no-progress"], capsys)
+    assert code == 2 and "concurrency:" in err and len(err.strip().splitlines()) == 1

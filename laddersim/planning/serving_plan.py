@@ -52,6 +52,7 @@ class ServingPlanOption:
     slo_attainment: float  # share of requests within the SLOs for a rate to count as sustained
     requests: int  # requests simulated per rate tried
     pp: int = 1  # pipeline stages of the replica (laddersim.traffic.pipelined)
+    capacity_concurrency: int | None = None  # a concurrency plan: requests in flight one replica keeps in SLO
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def check_serving_workload(model_shape: ModelShape, options: ServingOptions, loa
     return prompt_len + gen_len
 
 
-def _unservable(scenario, options: ServingOptions, longest: int) -> str | None:
+def unservable(scenario, options: ServingOptions, longest: int) -> str | None:
     """Why this candidate cannot hold the longest request in its KV cache, or None."""
     blocks = kv_blocks_for(scenario, options)  # DoesNotFitError: no KV cache at all
     need = -(-longest // options.block_size)
@@ -153,7 +154,7 @@ def _evaluate(split: _Split) -> list[tuple]:
         with own_timers():
             try:
                 scenario = serving_scenario(split.model_shape, profile, tp, schedule, split.dtype, pp=pp)
-                reason = _unservable(scenario, split.options, split.longest)
+                reason = unservable(scenario, split.options, split.longest)
                 if reason is None:
                     cap = max_sustainable_rate(scenario, split.options, split.load, start_rate=split.target_rate)
                     reason = None if cap.rate is not None else cap.describe()

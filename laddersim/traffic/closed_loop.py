@@ -11,7 +11,8 @@ Warm-up: the benchmarks send ``--warmup-request-count`` requests before the meas
 leave them out of every figure (aiperf ``docs/cli_options.md``; genai-perf's option of the same
 name). Here the first ``warmup`` requests of the loop (default C, one per slot: the requests that
 start together at time 0) are simulated and excluded, so the measured ones find the slots
-staggered as in a running benchmark.
+staggered as in a running benchmark; after the measured ones, C more requests keep the loop full
+until the last measured one finishes (a long benchmark's middle, not its drain), and are left out.
 """
 
 from __future__ import annotations
@@ -48,30 +49,36 @@ def simulate_closed_replica(timer: IterationTimer, requests: Requests, options: 
                             concurrency: int, warmup: int, progress: bool = False,
                             label: str = "serving") -> tuple[ServingRun, ServingRun]:
     """Serve ``requests`` (their lengths; their arrival times are ignored: each lands when a slot
-    frees) ``concurrency`` at a time on one replica. Returns (the whole run, the run of the
-    measured requests: all but the first ``warmup``), the per-request arrays in issue order."""
+    frees) ``concurrency`` at a time on one replica, followed by a tail of ``concurrency`` more
+    (the first ones' lengths again, not measured) so that the last measured requests too run
+    beside C in flight, as the middle of a long benchmark does. Returns (the whole run, tail
+    included; the run of the measured requests: all of ``requests`` but the first ``warmup``),
+    the per-request arrays in issue order."""
     from laddersim.traffic.replica_loop import ReplicaLoop
 
-    check_requests_fit(requests, options, kv_blocks)
     n = len(requests)
     if warmup >= n:
         raise UserInputError(f"warmup: {warmup} of {n} requests leaves none to measure; allowed: fewer than "
                              "--requests + the warm-up")
-    bar = progress_bar(n, progress, label)
-    loop = ReplicaLoop(timer, requests, options, kv_blocks, bar, concurrency=min(concurrency, n))
+    tail = np.arange(concurrency) % n
+    requests = Requests(np.zeros(n + concurrency), np.concatenate((requests.prompt_len, requests.prompt_len[tail])),
+                        np.concatenate((requests.output_len, requests.output_len[tail])))
+    check_requests_fit(requests, options, kv_blocks)
+    bar = progress_bar(len(requests), progress, label)
+    loop = ReplicaLoop(timer, requests, options, kv_blocks, bar, concurrency=concurrency)
     bound, runs = run_timed([timer], loop.run, bar)
     b = loop.batcher
     issued = Requests(loop.lands_s.copy(), requests.prompt_len, requests.output_len)
     last_s = float(np.nanmax(b.finish_s)) if loop.done else 0.0
     whole = served(issued, loop.done, loop.iterations, kv_blocks, loop.in_system_area, last_s, runs, bound,
                    b.first_token_s, b.finish_s, b.preemptions)
-    return whole, measured(whole, warmup)
+    return whole, measured(whole, warmup, n)
 
 
-def measured(run: ServingRun, warmup: int) -> ServingRun:
-    """``run`` without its first ``warmup`` requests (the replica's own figures, iterations and
+def measured(run: ServingRun, warmup: int, stop: int) -> ServingRun:
+    """``run``'s requests ``warmup`` to ``stop`` - 1 (the replica's own figures, iterations and
     KV blocks, unchanged)."""
-    keep = slice(warmup, None)
+    keep = slice(warmup, stop)
     req = run.requests
     return replace(run, requests=Requests(req.arrival_s[keep], req.prompt_len[keep], req.output_len[keep]),
                    first_token_s=run.first_token_s[keep], finish_s=run.finish_s[keep],
