@@ -85,6 +85,28 @@ def test_whole_prompts_are_not_split_under_trtllm():
 
     assert first_iteration("trtllm") == [(0, 0, 60)]
     assert first_iteration("vllm") == [(0, 0, 60), (1, 0, 40)]
+    assert first_iteration("sglang") == [(0, 0, 60), (1, 0, 40)]
+
+
+def test_sglang_runs_prompt_chunks_apart_from_the_decodes():
+    """SGLang (no mixed chunks): with one sequence decoding and a 150-token prompt waiting, under a
+    100-token budget the next two iterations are the prompt's chunks alone (100, then 50), the
+    decoding sequence waiting; vLLM's first iteration carries its decode token and a 99-token chunk."""
+    def iterations(name, count):
+        options = engine_options(name, ServingOptions(), max_batched_tokens=100)
+        batcher = ContinuousBatcher(np.array([10, 150]), np.array([50, 4]), 1000, options)
+        batcher.waiting.extend_range(0, 1)
+        batcher.complete(batcher.plan(), 1.0)  # request 0 prefilled: it decodes from here
+        batcher.waiting.extend_range(1, 2)
+        out = []
+        for _ in range(count):
+            it = batcher.plan()
+            out.append((list(it.decode), [(slot, cached, tokens) for slot, cached, tokens in it.chunks]))
+            batcher.complete(it, 2.0)
+        return out
+
+    assert iterations("sglang", 3) == [([], [(1, 0, 100)]), ([], [(1, 100, 50)]), ([0, 1], [])]
+    assert iterations("vllm", 2) == [([0], [(1, 0, 99)]), ([0], [(1, 99, 51)])]
     assert ENGINES["sglang"].token_budget == 8192 and ENGINES["trtllm"].split_prompts is False
 
 

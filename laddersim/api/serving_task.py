@@ -16,7 +16,7 @@ from laddersim.support.choices import DEFAULT_SCHEDULES
 # the SLO rule in words.
 from laddersim.planning.prices import DEFAULT_PRICES  # noqa: F401
 from laddersim.traffic.arrivals import LENGTH_FORMS  # noqa: F401
-from laddersim.traffic.options import slo_rule  # noqa: F401
+from laddersim.traffic.options import prefill_policy, slo_rule  # noqa: F401
 from laddersim.traffic.engines import ENGINES  # noqa: F401
 from laddersim.traffic.metrics import overload_line  # noqa: F401
 

@@ -11,7 +11,7 @@ from dataclasses import asdict
 
 from laddersim.api.plan_params import RANK_KEYS, VARY, PlanParams
 from laddersim.api.planning import DEFAULT_PRICES, break_even, plan, plan_run, slo_rule
-from laddersim.api.serving_task import ENGINES
+from laddersim.api.serving_task import ENGINES, prefill_policy
 from laddersim.api.rate_planning import RatePlanAnswer
 from laddersim.cli.args import add_parallel_args, call_api, choices_metavar, default_of, integer, real
 from laddersim.errors import UserInputError
@@ -192,8 +192,8 @@ def _print_rate_plan(answer: RatePlanAnswer, args: argparse.Namespace) -> int:
         json.dump([asdict(o) for o in ranked[:args.top]], sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0 if ranked else 1
-    engine = f"{options.max_batched_tokens} tokens per iteration" + (", chunked prefill" if options.chunked_prefill
-                                                                      else "")
+    engine = f"{options.max_batched_tokens} tokens per iteration" + (f", {prefill_policy(options)}"
+                                                                      if prefill_policy(options) else "")
     if args.concurrency:
         engine = f"{args.scheduler or 'vllm'} scheduler, {engine}"
         target = f"{args.concurrency} requests in flight"

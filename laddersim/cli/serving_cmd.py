@@ -12,7 +12,7 @@ import sys
 from laddersim.api.serving_params import ServingParams
 from laddersim.api.serving_task import DEFAULT_PRICES, LENGTH_FORMS, serving, serving_run, slo_rule
 from laddersim.cli.args import add_model_args, add_parallel_args, choices_metavar, default_of, integer, real
-from laddersim.api.serving_task import ENGINES, overload_line
+from laddersim.api.serving_task import ENGINES, overload_line, prefill_policy
 from laddersim.support.choices import DTYPES, FRAMEWORKS, KV_READS
 from laddersim.support.limits import MAX_SEED
 from laddersim.support.text_tables import format_table
@@ -111,8 +111,7 @@ def run(args: argparse.Namespace) -> int:
     lengths = "" if args.trace else f" (prompt-len {args.prompt_len}, gen-len {args.gen_len} tokens)"
     split = f"TP {args.tp}" + (f" x PP {args.pp}" if args.pp > 1 else "")
     scheduler = f"{rows[0]['scheduler']} scheduler, " if rows[0]["scheduler"] else ""
-    prefill = (", chunked prefill" if options.split_prompts else ", whole prompts beside the decodes") \
-        if options.chunked_prefill else ""
+    prefill = f", {prefill_policy(options)}" if prefill_policy(options) else ""
     print(f"{answer.model} on {answer.hardware}, {split}, {args.framework} kernels on a paged KV cache: "
           f"{answer.request_count} requests at "
           f"{offered}{lengths}; {scheduler}max {options.max_running} running, {options.max_batched_tokens} tokens "
