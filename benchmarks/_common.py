@@ -2,7 +2,7 @@
 
 * **Reference process**: the symmetric simulation of llama-3.1-405b at TP 16 (2 nodes), batch 16,
   1024 + 512 tokens, one schedule, on the plain engine (no replay): ~0.12 s of CPU on an idle
-  machine (issue 18). Each benchmark times it in the same run as its own figures and prints
+  machine. Each benchmark times it in the same run as its own figures and prints
   ratios, because the machine it runs on may be shared: the ratios hold where seconds do not.
 * **Closed-form floor**: the same schedule evaluated in numpy without the engine: op costs for
   every step (``op_times_s``) and, per forward pass, the larger of the two streams' summed

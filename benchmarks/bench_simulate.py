@@ -1,4 +1,4 @@
-"""CPU time of simulations beside the reference process and the closed-form floor (issue 18).
+"""CPU time of simulations beside the reference process and the closed-form floor.
 
 Scenario: llama-3.1-405b, TP 16 over 2 nodes, batch 16, prompt 1024, 512 tokens, dynamic KV cache,
 on h100-sxm-nvswitch. Prints, per schedule:

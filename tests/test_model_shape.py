@@ -139,10 +139,45 @@ def test_an_unknown_architecture_is_refused_naming_the_supported_ones(tmp_path, 
         load_model_shape(path)
     message = str(info.value)
     assert named in message and "\n" not in message
-    assert message.endswith("allowed: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM") or \
-        "allowed: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (model_type llama, mistral, qwen2)" in message
+    allowed = "allowed: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM"
+    assert "its layer's ops are not priced" in message or "is not a list of names" in message
+    assert message.endswith(allowed) or f"{allowed} (model_type llama, mistral, qwen2, qwen3)" in message
 
 
-@pytest.mark.parametrize("architecture", ["LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"])
+@pytest.mark.parametrize("architecture", ["LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
+                                          "Qwen3ForCausalLM"])
 def test_the_supported_architectures_load(tmp_path, architecture):
     assert load_model_shape(_config(tmp_path, "ok", architectures=[architecture])).n_layers == 4
+
+
+@pytest.mark.parametrize("architecture, bias, extra_qkv_bias, qk_norm", [
+    ("LlamaForCausalLM", None, False, False),
+    ("LlamaForCausalLM", True, True, False),
+    ("Qwen2ForCausalLM", None, True, False),  # Qwen2's q/k/v projections always carry biases
+    ("Qwen3ForCausalLM", False, False, True),
+    ("Qwen3ForCausalLM", True, True, True),
+])
+def test_each_family_adds_its_ops_to_the_layer(tmp_path, architecture, bias, extra_qkv_bias, qk_norm):
+    changes = {"architectures": [architecture]} | ({} if bias is None else {"attention_bias": bias})
+    shape = load_model_shape(_config(tmp_path, "fam", **changes))
+    assert (shape.qkv_bias, shape.qk_norm) == (extra_qkv_bias, qk_norm)
+    plain = shape.model_copy(update={"qkv_bias": False, "qk_norm": False})
+    hd, tp = shape.head_dim, 2
+    qkv_width = (shape.heads_per_rank(tp) + 2 * shape.kv_heads_per_rank(tp)) * hd
+    # by hand: one bias per QKV output column, one norm weight per head dimension for q and for k
+    added = (qkv_width if extra_qkv_bias else 0) + (2 * hd if qk_norm else 0)
+    assert shape.layer_params_per_rank(tp) - plain.layer_params_per_rank(tp) == added
+
+
+def test_qwen3_32b_has_its_published_parameter_count(tmp_path):
+    # Qwen/Qwen3-32B's config.json (64 layers, hidden 5120, 64 q / 8 kv heads of 128, MLP 25600,
+    # vocab 151936, untied); its model card: 32.8B parameters.
+    path = _config(tmp_path, "qwen3", architectures=["Qwen3ForCausalLM"], num_hidden_layers=64, hidden_size=5120,
+                   num_attention_heads=64, num_key_value_heads=8, head_dim=128, intermediate_size=25600,
+                   vocab_size=151936, tie_word_embeddings=False)
+    assert load_model_shape(path).total_params() / 1e9 == pytest.approx(32.8, rel=2e-3)
+
+
+def test_attention_bias_must_be_a_boolean(tmp_path):
+    with pytest.raises(UserInputError, match="attention_bias: 'yes' is not a boolean"):
+        load_model_shape(_config(tmp_path, "b", attention_bias="yes"))

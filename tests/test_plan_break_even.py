@@ -13,12 +13,12 @@ import yaml
 from laddersim.cli import main
 from laddersim.errors import UserInputError
 from laddersim.hardware import load_profile
-from laddersim.planning import Scenario, Side, break_even, parse_side
+from laddersim.planning import SharedRun, Side, break_even, parse_side
 from laddersim.sweeps import run_sweep
 from laddersim.sweeps.grid import parse_grid
 
 H100 = "h100-sxm-nvswitch"
-SCENARIO = Scenario("llama-3.1-8b", tp=8, batch=4, prompt_len=128, gen_len=16)
+SCENARIO = SharedRun("llama-3.1-8b", tp=8, batch=4, prompt_len=128, gen_len=16)
 LADDER, STANDARD = Side("ladder", H100), Side("standard", H100)
 
 
@@ -82,7 +82,7 @@ def test_break_even_input_errors(capsys):
     with pytest.raises(UserInputError, match="vary: unknown 'bandwidth'; allowed: intra_bandwidth"):
         break_even(SCENARIO, LADDER, STANDARD, "bandwidth")
     with pytest.raises(UserInputError, match=r"^standard@h100-sxm-nvswitch: tp: 3"):
-        break_even(Scenario("llama-3.1-8b", tp=3, batch=1), LADDER, STANDARD, "intra_bandwidth")
+        break_even(SharedRun("llama-3.1-8b", tp=3, batch=1), LADDER, STANDARD, "intra_bandwidth")
     assert main(["plan", "break-even", "--model", "llama-3.1-8b", "--tp", "8", "--a", "ladder@nope",
                  "--b", f"standard@{H100}"]) == 2
     assert capsys.readouterr().err.startswith("error: hardware: unknown profile 'nope'")
@@ -105,7 +105,7 @@ def test_an_inter_node_scale_on_one_node_is_refused(vary, capsys):
 
 def test_tp_1_has_nothing_to_vary():
     with pytest.raises(UserInputError, match="^vary: intra_bandwidth has no effect: TP 1 runs no AllReduce"):
-        break_even(Scenario("llama-3.1-8b", tp=1, batch=1, prompt_len=128, gen_len=16), LADDER, STANDARD,
+        break_even(SharedRun("llama-3.1-8b", tp=1, batch=1, prompt_len=128, gen_len=16), LADDER, STANDARD,
                    "intra_bandwidth")
 
 

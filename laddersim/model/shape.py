@@ -1,4 +1,5 @@
-"""Model shapes: Llama-style decoders (RMSNorm, RoPE, GQA attention, SwiGLU MLP, untied LM head).
+"""Model shapes: Llama-style decoders (RMSNorm, RoPE, GQA attention, SwiGLU MLP, untied LM head),
+and the families that add an op to that layer: Qwen2's QKV biases, Qwen3's per-head q/k RMSNorm.
 
 One small frozen config plus a dict of named presets, as in gpt-fast's ``ModelArgs``; any other
 shape arrives as a Hugging Face ``config.json``. Names follow the paper: ``dim``, ``n_heads``.
@@ -35,6 +36,14 @@ class ModelShape(BaseModel):
     # ones. laddersim prices full attention, which is the same while a sequence fits the window;
     # a longer one is refused (``check_window``). 0: full attention.
     sliding_window: int = Field(default=0, ge=0, le=1 << 30, description="0 = full attention")
+    # Biases on the Q, K and V projections (Qwen2 always; Llama and Qwen3 where ``attention_bias``
+    # is true): huggingface/transformers @ 63bb7237 src/transformers/models/qwen2/modeling_qwen2.py
+    # (Qwen2Attention: q/k/v ``bias=True``, o_proj ``bias=False``).
+    qkv_bias: bool = False
+    # An RMSNorm over each head's ``head_dim`` on the queries and on the keys, before RoPE (Qwen3):
+    # huggingface/transformers @ 9ee3f431 src/transformers/models/qwen3/modeling_qwen3.py
+    # (Qwen3Attention.q_norm, k_norm: ``Qwen3RMSNorm(self.head_dim)``).
+    qk_norm: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> "ModelShape":
@@ -89,12 +98,14 @@ class ModelShape(BaseModel):
 
     # ---- sizes -----------------------------------------------------------------------------
     def layer_params_per_rank(self, tp: int) -> int:
-        """Parameters of one decoder layer held by one rank (QKV, O, gate/up, down, two norms)."""
+        """Parameters of one decoder layer held by one rank (QKV with its biases, O, gate/up, down,
+        two norms, the q/k norms' weights)."""
         hd = self.head_dim
-        qkv = self.dim * (self.heads_per_rank(tp) + 2 * self.kv_heads_per_rank(tp)) * hd
+        qkv_width = (self.heads_per_rank(tp) + 2 * self.kv_heads_per_rank(tp)) * hd
+        qkv = self.dim * qkv_width + (qkv_width if self.qkv_bias else 0)
         o = self.heads_per_rank(tp) * hd * self.dim
         mlp = 3 * self.dim * self.intermediate_per_rank(tp)
-        return qkv + o + mlp + 2 * self.dim
+        return qkv + o + mlp + 2 * self.dim + (2 * hd if self.qk_norm else 0)
 
     def gathered_logits_bytes(self, batch: int, tp: int, dtype_bytes: int) -> int:
         """The vocab-parallel logits of ``batch`` sequences gathered over ``tp`` ranks: every rank's
@@ -175,11 +186,17 @@ _HF_FIELDS = {
 }
 
 # Hugging Face architectures whose decoder is the shape priced here (RMSNorm, RoPE, GQA attention,
-# SwiGLU MLP): Llama; Mistral (the same, with a sliding window in v0.1); Qwen2 (the same, plus QKV
-# biases, one fused add each, not priced). Their ``model_type`` values, for configs without
-# ``architectures``.
-SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")
-_SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2")
+# SwiGLU MLP): Llama; Mistral (the same, with a sliding window in v0.1); Qwen2 (plus QKV biases);
+# Qwen3 (plus q/k RMSNorm, biases where ``attention_bias``). Their ``model_type`` values, for
+# configs without ``architectures``, and what each family adds to the Llama layer.
+FAMILIES = {
+    "LlamaForCausalLM": ("llama", {}),
+    "MistralForCausalLM": ("mistral", {}),
+    "Qwen2ForCausalLM": ("qwen2", {"qkv_bias": True}),
+    "Qwen3ForCausalLM": ("qwen3", {"qk_norm": True}),
+}
+SUPPORTED_ARCHITECTURES = tuple(FAMILIES)
+_SUPPORTED_MODEL_TYPES = tuple(model_type for model_type, _ in FAMILIES.values())
 
 # Keys with which Hugging Face configs of mixture-of-experts models give their expert count
 # (Mixtral, Qwen-MoE / OLMoE, DeepSeek).
@@ -202,13 +219,31 @@ def _check_architecture(raw: dict, path: Path) -> None:
             raise UserInputError(f"model: {path}: architectures: {names!r} is not a list of names; {allowed}")
         other = [n for n in names if n not in SUPPORTED_ARCHITECTURES]
         if other:
-            raise UserInputError(f"model: {path}: architectures: {', '.join(other)} is not a Llama-like decoder "
-                                 f"laddersim prices; {allowed}")
+            raise UserInputError(f"model: {path}: architectures: {', '.join(other)}: its layer's ops are not priced "
+                                 f"(laddersim prices Llama-style decoders and the families named); {allowed}")
         return
     kind = raw.get("model_type")
     if kind is not None and kind not in _SUPPORTED_MODEL_TYPES:
-        raise UserInputError(f"model: {path}: model_type: {kind!r} is not a Llama-like decoder laddersim prices; "
-                             f"{allowed} (model_type {', '.join(_SUPPORTED_MODEL_TYPES)})")
+        raise UserInputError(f"model: {path}: model_type: {kind!r}: its layer's ops are not priced (laddersim "
+                             f"prices Llama-style decoders and the families named); {allowed} "
+                             f"(model_type {', '.join(_SUPPORTED_MODEL_TYPES)})")
+
+
+def _family_fields(raw: dict, path: Path) -> dict:
+    """What the config's family adds to the Llama layer: QKV biases (Qwen2 always; elsewhere
+    ``attention_bias``, also on the output projection, whose bias an add in the same GEMM carries),
+    Qwen3's q/k norms."""
+    names = raw.get("architectures") or []
+    kind = raw.get("model_type")
+    family = next((FAMILIES[n] for n in names if n in FAMILIES),
+                  next((f for f in FAMILIES.values() if f[0] == kind), ("llama", {})))
+    fields = dict(family[1])
+    bias = raw.get("attention_bias", False)
+    if not isinstance(bias, bool):
+        raise UserInputError(f"model: {path}: attention_bias: {bias!r} is not a boolean; allowed: true, false")
+    if bias:
+        fields["qkv_bias"] = True
+    return fields
 
 
 def _sliding_window(raw: dict, path: Path) -> int:
@@ -256,8 +291,9 @@ def from_hf_config(path: str | Path) -> ModelShape:
     if not isinstance(tie, bool):
         raise UserInputError(f"model: {path}: tie_word_embeddings: {tie!r} is not a boolean; allowed: true, false")
     fields["tie_embeddings"] = tie
+    fields.update(_family_fields(raw, path))
     for key, value in fields.items():  # real integers: 1.5 layers, "32" or true are refused
-        if key not in ("name", "tie_embeddings") and (isinstance(value, bool) or not isinstance(value, int)):
+        if key not in ("name", "tie_embeddings", "qkv_bias", "qk_norm") and (isinstance(value, bool) or not isinstance(value, int)):
             hf_key = {v: k for k, v in _HF_FIELDS.items()}.get(key, {"n_kv_heads": "num_key_value_heads"}.get(key, key))
             raise UserInputError(f"model: {path}: {hf_key}: {value!r} is not an integer; allowed: a positive integer")
     try:

@@ -53,7 +53,7 @@ def parse_side(text: str, flag: str) -> Side:
 
 
 @dataclass(frozen=True)
-class Scenario:
+class SharedRun:
     """What both sides run: model, TP, workload."""
 
     model: str
@@ -95,7 +95,7 @@ class BreakEven:
         return None if self.scale is None else self.nominal * self.scale
 
 
-def break_even(scenario: Scenario, a: Side, b: Side, vary: str, lo: float = 0.01, hi: float = 100.0,
+def break_even(scenario: SharedRun, a: Side, b: Side, vary: str, lo: float = 0.01, hi: float = 100.0,
                rel_tol: float = 1e-4) -> BreakEven:
     """Bisect the scale of side A's ``vary`` until tokens/s of A equals that of B (to ``rel_tol``
     in the scale)."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import list_profiles
-from laddersim.support.provenance import provenance_line
+from laddersim.hardware.provenance_line import provenance_line
 from laddersim.reporting.bandwidth_section import bandwidth_section
 from laddersim.reporting.markdown import Section
 from laddersim.reporting.multinode_section import multinode_section

@@ -50,18 +50,3 @@ def provenance(profiles) -> dict:
     """``{"laddersim_version": ..., "profiles": {name: sha256}}`` for the profiles used."""
     return {"laddersim_version": laddersim_version(),
             "profiles": {p.name: profile_sha256(p) for p in profiles}}
-
-
-def provenance_line(profile_names) -> str:
-    """One Markdown line for a report: the laddersim version and the SHA-256 (first 16 hex digits)
-    of each profile used, by name or path; a name that no longer loads is listed as such."""
-    from laddersim.hardware.profile import load_profile
-
-    parts = []
-    for name in sorted(dict.fromkeys(str(n) for n in profile_names)):
-        try:
-            parts.append(f"`{name}` {profile_sha256(load_profile(name))[:16]}")
-        except UserInputError:
-            parts.append(f"`{name}` (not loadable here)")
-    return (f"Made by laddersim {laddersim_version()}; profiles used (SHA-256 of values and tables, first 16 "
-            f"digits): {', '.join(parts)}.")

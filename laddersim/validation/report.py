@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from laddersim.support.provenance import provenance_line
+from laddersim.hardware.provenance_line import provenance_line
 from laddersim.validation.core import error_summary
 from laddersim.validation.figure import paper_figure
 from laddersim.validation.labels import MODEL_P2P, model_label, setting_columns, setting_label, with_model_p2p
