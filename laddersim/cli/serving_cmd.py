@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
           f"per iteration{prefill}; {rows[0]['kv_blocks']} KV blocks")
     print(format_table(rows, TABLE))
     print(f"in SLO: the share of requests within the SLOs at attainment {options.slo_attainment:g}; a rate is "
-          f"sustained when {slo_rule(options)}; goodput: requests within the SLOs per second of the run")
+          f"sustained when {slo_rule(options)}; goodput: the rate of requests served within the SLOs")
     for row in rows:
         line = overload_line(row)
         if line:

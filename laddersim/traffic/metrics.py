@@ -4,9 +4,9 @@
 * TPOT (time per output token) = (finish - first token) / (output_len - 1), undefined (NaN) for a
   one-token output; a request's TPOT is the mean over its decode tokens;
 * throughput = output tokens / (last finish - first arrival);
-* SLO attainment = the share of requests meeting both SLOs; goodput = the requests served within
-  the SLOs per second of the run (attainment x the request throughput, from the first arrival to
-  the last finish), so never above the throughput, whatever the offered rate;
+* SLO attainment = the share of requests meeting both SLOs; goodput = the rate of requests served
+  within the SLOs: attainment x the lower of the request throughput (from the first arrival to the
+  last finish) and the offered rate, so never above either, however overloaded the run;
 * keeps up: whether the replica served the offered rate. It did not when, by the last arrival, it
   had completed less than KEEP_UP_SHARE of the offered rate and more than BACKLOG_SHARE of the
   requests were still waiting for their first token: the queue grew with the run, so its TTFT
@@ -78,13 +78,14 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def summary(run: ServingRun, options: ServingOptions) -> dict:
-    """Latency percentiles, throughput and goodput of a run (keys in a fixed order)."""
+def summary(run: ServingRun, options: ServingOptions, open_loop: bool = True) -> dict:
+    """Latency percentiles, throughput and goodput of a run (keys in a fixed order); a closed
+    loop (``open_loop`` False) has no offered rate: its arrivals follow its completions."""
     req, late = run.requests, latencies(run, options)
     span_s = float(np.nanmax(run.finish_s) - np.nanmin(req.arrival_s))
     n = len(req)
     good = int(np.count_nonzero(late["meets_slo"]))
-    offered = req.offered_rate  # None for one request or all arriving at one instant
+    offered = req.offered_rate if open_loop else None  # None for one request or all arriving at one instant
     out: dict = {}
     for name in ("ttft", "tpot", "e2e"):
         out.update(_percentiles(late[f"{name}_s"], name))
@@ -92,7 +93,7 @@ def summary(run: ServingRun, options: ServingOptions) -> dict:
         "offered_rate": offered,
         "throughput_tokens_per_s": _finite(float(req.output_len.sum()) / span_s) if span_s > 0 else None,
         "throughput_req_per_s": _finite(n / span_s) if span_s > 0 else None,
-        "goodput_req_per_s": _finite(good / span_s) if span_s > 0 else None,
+        "goodput_req_per_s": _finite(good / n * min(n / span_s, offered or math.inf)) if span_s > 0 else None,
         "slo_attainment": good / n,
         **keeping_up(run, offered),
         "ttft_slo_s": options.ttft_slo_s,

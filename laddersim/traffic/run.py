@@ -138,9 +138,8 @@ def serve_closed_loop(scenario: Scenario, requests: Requests, options: ServingOp
     _, run = simulate_closed_replica(timer_for(scenario, options), requests, options,
                                      kv_blocks_for(scenario, options), concurrency, warm, progress,
                                      label=f"serving {scenario.schedule}")
-    metrics = summary(run, options)
-    metrics.update(offered_rate=None, keeps_up=None, completed_by_last_arrival_req_per_s=None,
-                   backlog_at_last_arrival=None, concurrency=concurrency, warmup_requests=warm)  # no rate offered
+    metrics = summary(run, options, open_loop=False)
+    metrics.update(concurrency=concurrency, warmup_requests=warm)
     return ServingResult(scenario, options, run, metrics)
 
 
