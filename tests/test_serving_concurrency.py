@@ -236,7 +236,7 @@ def test_validate_scores_closed_loop_rows_and_lists_what_it_cannot_price(capsys,
     assert row["predicted_ttft_ms"] == pytest.approx(by_hand["ttft_mean_s"] * 1e3)
     code, out, err = run_cli(["validate", str(table)], capsys)
     assert code == 0, err
-    assert "1 rows scored, 3 skipped" in out and "engine trtllm -> vllm kernels" in out
+    assert "1 rows scored, 3 skipped" in out and "engine trtllm -> " in out and "trtllm scheduler" in out
     assert "H100-SXM5-80GB -> h100-sxm-nvswitch" in out
     summary = score.summary.iloc[0]
     assert (summary["engine"], summary["dtype"], summary["rows"]) == ("trtllm", "bfloat16", 1)

@@ -26,14 +26,18 @@ import numpy as np
 import pandas as pd
 
 from laddersim.errors import UserInputError
+from laddersim.support.choices import FRAMEWORKS
 from laddersim.support.io_read import read_text
 
 CLOSED_LOOP_COLUMNS = ("model", "tp", "hardware", "engine", "engine_version", "dtype", "prompt_len", "gen_len",
                        "concurrency", "ttft_ms", "tpot_ms")
-# Kernels: the framework laddersim prices closest to each engine's (printed with every score).
-# SGLang's and TensorRT-LLM's serving kernels are FlashAttention/FlashInfer-class paged attention
-# over each prompt's own tokens, last-position logits and a custom AllReduce, as vLLM's.
-ENGINE_FRAMEWORKS = {"vllm": "vllm", "sglang": "vllm", "trtllm": "vllm"}
+# Kernels: the engine's own framework where laddersim has one (support.choices.FRAMEWORKS), else
+# the closest it prices (printed with every score): SGLang's and TensorRT-LLM's serving kernels are
+# FlashAttention/FlashInfer-class paged attention over each prompt's own tokens, last-position
+# logits and a custom AllReduce, as vLLM's.
+CLOSEST_FRAMEWORK = "vllm"
+ENGINE_FRAMEWORKS = {engine: engine if engine in FRAMEWORKS else CLOSEST_FRAMEWORK
+                     for engine in ("vllm", "sglang", "trtllm")}
 # GPU names as the tables write them -> the shipped profile of that GPU in its 8-GPU NVSwitch node.
 HARDWARE_PROFILES = {"H100-SXM5-80GB": "h100-sxm-nvswitch", "H200-SXM-141GB": "h200-sxm-nvswitch",
                      "A100-SXM4-80GB": "a100-sxm-nvswitch", "B200": "b200-sxm-nvswitch", "L40S": "l40s-pcie"}
@@ -151,8 +155,8 @@ def score_closed_loop(path: str | Path, models_dir: str | Path | None = None,
                        "ttft_error": predicted[0] / row.ttft_ms - 1, "tpot_error": predicted[1] / row.tpot_ms - 1,
                        "framework": ENGINE_FRAMEWORKS[engine], "profile": HARDWARE_PROFILES[row.hardware]})
     rows = pd.DataFrame(scored)
-    mappings = [f"engine {e} -> {f} kernels and the {e} scheduler; hardware {h} -> {p}"
-                for e, f, h, p in sorted(used)]
+    mappings = [f"engine {e} -> {f} kernels{'' if f == e else ' (the closest priced)'} and the {e} scheduler; "
+                f"hardware {h} -> {p}" for e, f, h, p in sorted(used)]
     return ClosedLoopScore(rows, pd.DataFrame(skipped), error_summary(rows), mappings)
 
 
