@@ -263,3 +263,12 @@ def test_plan_for_a_concurrency_meets_the_slos_in_its_own_closed_loop(capsys):
     code, out, err = run_cli(["plan", "--model", MODEL, "--profiles", HARDWARE, "--tp", "2", "--concurrency", "64",
                               "--rate", "3", "--ttft-slo-s", "0.5", "--no-progress"], capsys)
     assert code == 2 and "concurrency:" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_scheduler_default_gives_way_to_a_limit_given():
+    rows = serving(MODEL, HARDWARE, TP, concurrency=4, requests=8, prompt_len=256, gen_len=8, schedules=["ladder"],
+                   scheduler="sglang", max_batched_tokens=2048)
+    assert rows["max_batched_tokens"].tolist() == [2048] and rows["max_running"].tolist() == [1024]
+    assert rows["scheduler"].tolist() == ["sglang"]
+    open_loop = serving(MODEL, HARDWARE, TP, rate=2.0, requests=8, prompt_len=256, gen_len=8, schedules=["ladder"])
+    assert open_loop["scheduler"].tolist() == [None] and open_loop["max_running"].tolist() == [64]  # as before
