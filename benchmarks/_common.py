@@ -22,12 +22,13 @@ from laddersim.costs.op_costs import Phase, op_times_s
 from laddersim.schedules.program import build_program
 from laddersim.simulation.simulate import Scenario, SimOptions, make_scenario, simulate
 
-REFERENCE = ("llama-3.1-405b", "h100-sxm-nvswitch", 16, 16, 1024, 512, "standard")
+REFERENCE = {"model": "llama-3.1-405b", "hardware": "h100-sxm-nvswitch", "tp": 16, "batch": 16, "prompt_len": 1024,
+             "gen_len": 512, "schedule": "standard"}
 
 
 def reference_s(repeats: int = 3) -> float:
     """Best CPU seconds of the reference process (see the module docstring)."""
-    scenario = make_scenario(*REFERENCE, kv_cache="dynamic")
+    scenario = make_scenario(**REFERENCE, kv_cache="dynamic")
     best = float("inf")
     for _ in range(repeats):
         t0 = time.process_time()

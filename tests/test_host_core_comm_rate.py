@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import reference_engine
 from hypothesis import given, settings
 from test_engine_paths import assert_same, programs
 
-from laddersim.engine.direct import run_direct
+from laddersim.engine import entry
+from laddersim.engine.cached import forget
 from laddersim.engine.simulator import run_engine
-from laddersim.errors import UserInputError
+from laddersim.engine.work import EngineRun
 from laddersim.fitting.host import negative_interference_warnings
 from laddersim.fitting.ladder_chain import MIN_COMM_SLOWDOWN, chain_run, chain_work, ladder_rates
 from laddersim.hardware import load_profile
@@ -28,11 +28,16 @@ import pandas as pd
 @settings(max_examples=60, deadline=None)
 @given(programs())
 def test_every_engine_path_runs_a_comm_rate_below_zero_alike(case):
-    works, cs, ms, _links = case
+    works, cs, ms, links = case
     faster = -0.9 * ms  # in (-0.9, 0]: collectives beside compute up to 10x faster
-    expected = reference_engine.run_engine(works, cs, faster, {})
-    assert_same(run_engine(works, cs, faster, {}), expected)
-    assert_same(run_direct(works, cs, faster, {}), expected)
+    forget()
+    expected = run_engine(works, cs, faster, links)
+    asked = EngineRun(works, cs, faster, links, "decode")
+    assert_same(entry.run(asked), expected)
+    assert_same(entry.run(asked, replay=False), expected)
+    for got in entry.run_many([asked, asked]):
+        assert_same(got, expected)
+    forget()
 
 
 def test_a_collective_beside_compute_ends_sooner_at_a_rate_below_zero():
@@ -101,13 +106,15 @@ def test_a_profile_with_a_comm_rate_below_zero_predicts_a_faster_ladder_only():
         return base.model_copy(update={"interference": itf})
 
     def tokens(profile, schedule):
-        return simulate(make_scenario("llama-3.1-8b", profile, 8, 1, 64, 8, schedule)).summary()["tokens_per_s"]
+        return simulate(make_scenario(model="llama-3.1-8b", hardware=profile, tp=8, batch=1, prompt_len=64, gen_len=8,
+                                         schedule=schedule)).summary()["tokens_per_s"]
 
     assert tokens(with_comm(-0.5), "standard") == pytest.approx(tokens(with_comm(0.0), "standard"), rel=1e-12)
     assert tokens(with_comm(-0.5), "ladder") > tokens(with_comm(0.0), "ladder")
     assert np.isfinite(tokens(with_comm(-0.9), "ladder"))
     # The fast paths give what the SimPy engine gives at a rate below 0 too.
     for schedule in ("ladder", "parallel", "desync_half"):
-        scenario = make_scenario("llama-3.1-8b", with_comm(-0.6), 8, 4, 64, 8, schedule)
+        scenario = make_scenario(model="llama-3.1-8b", hardware=with_comm(-0.6), tp=8, batch=4, prompt_len=64,
+                                 gen_len=8, schedule=schedule)
         fast, reference = simulate(scenario).summary(), simulate(scenario, SimOptions(reference=True)).summary()
         assert fast["tokens_per_s"] == pytest.approx(reference["tokens_per_s"], rel=1e-9), schedule

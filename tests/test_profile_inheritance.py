@@ -8,10 +8,7 @@ import pytest
 
 from laddersim.api.profiles_task import INHERITED, show_profile
 from laddersim.cli import main
-try:  # the AllReduce time: laddersim.costs.allreduce where that module exists, else costs.collectives
-    from laddersim.costs.allreduce import allreduce_time_s
-except ImportError:
-    from laddersim.costs.collectives import allreduce_time_s
+from laddersim.costs.allreduce import allreduce_time_s
 from laddersim.hardware import load_profile
 from laddersim.hardware.profile import list_profiles, profile_lineage
 from laddersim.profiles_check.inheritance import inherited_from, stated_paths
@@ -60,7 +57,7 @@ def test_profiles_show_marks_inherited_values_on_stdout_and_counts_them_on_stder
     captured = capsys.readouterr()
     rows = {line.split()[0]: line for line in captured.out.splitlines()}
     assert f"[{INHERITED} a100-pcie-nvlink-pairs; datasheet" in rows["gpu.peak_tflops"]
-    assert INHERITED not in rows["node.fabric"] and INHERITED not in rows["collectives.intra_node.bus_bandwidth_gbps"]
+    assert INHERITED not in rows["node.fabric"] and INHERITED not in rows["collectives.intra_node.bus_bandwidth_gb_per_s"]
     assert "values inherited from a100-pcie-nvlink-pairs" in captured.err
     assert main(["profiles", "show", "h100-sxm-nvswitch"]) == 0  # extends nothing: nothing marked
     plain = capsys.readouterr()

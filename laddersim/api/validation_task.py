@@ -149,8 +149,9 @@ def tp1_check(table: pd.DataFrame, setup: ValidationSetup) -> pd.DataFrame | Non
 
     def row(model, batch, prompt, gen, like):
         work = like.workload
-        out = {s: simulate(make_scenario(model, like.hardware, 1, int(batch), int(prompt), int(gen), s,
-                                         work.dtype, setup.kv_cache, setup.kv_reads, work.framework)
+        out = {s: simulate(make_scenario(model=model, hardware=like.hardware, tp=1, batch=int(batch),
+                                         prompt_len=int(prompt), gen_len=int(gen), schedule=s, dtype=work.dtype,
+                                         kv_cache=setup.kv_cache, kv_reads=setup.kv_reads, framework=work.framework)
                                ).summary()["tokens_per_s"]
                for s in ("standard", "ladder")}
         return {"model": str(model), "batch": batch, "standard_tokens_per_s": out["standard"],

@@ -9,7 +9,7 @@ for side A's group (``group_nominal``): for intra-node scales, the large-message
 (GB/s) or the small-message latency (us) of the ``tp / nodes``-GPU AllReduce as modelled (measured
 table, per-GPU-count fit, the transport mechanism's path NCCL picks at that size, e.g. NVLS under
 NCCL_P2P_DISABLE, or the alpha-beta fallback, whichever laddersim.costs.collectives uses), labelled
-with the profile field it is (laddersim.costs.nominal);
+with the profile field it is (laddersim.costs.scaling.nominal);
 for inter-node scales, the profile's network tier (``network.allreduce``). A scale that cannot
 change side A's tokens/s (an inter-node scale on one node, an intra-node one with one GPU per
 node) is refused: bisecting it would report a meaningless "no crossing".
@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from laddersim.costs.nominal import group_nominal
+from laddersim.costs.scaling.nominal import group_nominal
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import load_profile
 from laddersim.sweeps.evaluate import simulate_point
