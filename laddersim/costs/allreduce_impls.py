@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -264,7 +265,11 @@ def algorithm_time_s(hw: HardwareProfile, impl: AllReduceImpl, kernel: str, tp: 
     return phases * impl.floor_us * 1e-6 * w.intra_latency_scale + moved / busbw + copy_s
 
 
-_said: set = set()
+@lru_cache(maxsize=None)
+def _say_algorithm_priced(profile_name: str, impl_name: str) -> None:
+    """Once per profile and implementation: no measured table prices it."""
+    print(f"note: {profile_name} has no measured {impl_name} table for this group; its one-/two-shot kernels are "
+          "priced from their algorithm over the profile's NVLink", file=sys.stderr)
 
 
 def custom_time_s(hw: HardwareProfile, chosen: Pick, tp: int, size_bytes: float) -> float | None:
@@ -276,11 +281,7 @@ def custom_time_s(hw: HardwareProfile, chosen: Pick, tp: int, size_bytes: float)
     seconds = table_time_s(hw, chosen.impl, tp, size_bytes)
     if seconds is not None or chosen.kernel == MULTIMEM:
         return seconds
-    key = (hw.name, chosen.impl.name)
-    if key not in _said:
-        _said.add(key)
-        print(f"note: {hw.name} has no measured {chosen.impl.name} table for this group; its one-/two-shot "
-              "kernels are priced from their algorithm over the profile's NVLink", file=sys.stderr)
+    _say_algorithm_priced(hw.name, chosen.impl.name)
     return algorithm_time_s(hw, chosen.impl, chosen.kernel, tp, size_bytes)
 
 
