@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_engine_paths import assert_same, programs
 
-from laddersim.costs.framework_collectives import _kept_measured
+from laddersim.costs.allreduce import _kept_measured
 from laddersim.costs.op_costs import Phase, _kept_gathers, _op_times_s, op_times_s
 from laddersim.engine.direct import run_direct
 from laddersim.engine.order_tree import OrderTree

@@ -167,13 +167,13 @@ def test_vllm_multimem_allreduce_grows_with_its_size(h100):
     """The multimem table times the kernel alone (timing kernel): no size is priced below a smaller
     one's (a 16 us eager launch taken off its 16.5 us at 1 MiB once left 0.5 us, faster than the
     custom all-reduce's 256 KiB)."""
-    from laddersim.costs.framework_collectives import framework_allreduce_time_s
+    from laddersim.costs.allreduce import allreduce_time_s
 
     fw = load_framework("vllm")
     sizes = [2.0 ** k for k in range(16, 29)]  # from 64 KiB (below it, the measured table's own ~0.4 us noise)
-    times = [framework_allreduce_time_s(h100, fw, 8, size)[0] for size in sizes]
+    times = [allreduce_time_s(h100, 8, size, fw) for size in sizes]
     assert all(b >= a for a, b in zip(times, times[1:]))
-    assert framework_allreduce_time_s(h100, fw, 8, 1 << 20)[0] == pytest.approx(16.512e-6)
+    assert allreduce_time_s(h100, 8, 1 << 20, fw) == pytest.approx(16.512e-6)
 
 
 def test_vllm_reduces_prefill_with_the_profiles_multimem_kernel(h100):

@@ -202,15 +202,15 @@ def test_send_priced_from_the_profiles_link_tables(h100):
     shm = off.collectives.transport.shm
     small, large = P2P_LL_THRESHOLD_BYTES, 4 * 2**20
     assert send_time_s(off, hop, small)[:2] == (pytest.approx(
-        (BASE_LATENCY_US["ring"][0] + shm.ll_hop_latency_us.value) * 1e-6 + small / (shm.ll_bus_bandwidth_gbps.value * 1e9)),
+        (BASE_LATENCY_US["ring"][0] + shm.ll_hop_latency_us.value) * 1e-6 + small / (shm.ll_bus_bandwidth_gb_per_s.value * 1e9)),
         "shm")
     assert send_time_s(off, hop, large)[0] == pytest.approx(
         (BASE_LATENCY_US["ring"][2] + shm.simple_hop_latency_us.value) * 1e-6
-        + large / (shm.simple_bus_bandwidth_gbps.value * 1e9))
+        + large / (shm.simple_bus_bandwidth_gb_per_s.value * 1e9))
     net = place(h100, 8, 2).hop(0, 1)
     seconds, transport, label = send_time_s(h100, net, 2**26)
     assert transport == "net" and label == "SOL"
-    assert 2**26 / seconds == pytest.approx(h100.network.ring_nic_bus_bandwidth_gbps.value * 1e9, rel=0.02)
+    assert 2**26 / seconds == pytest.approx(h100.network.ring_nic_bus_bandwidth_gb_per_s.value * 1e9, rel=0.02)
 
 
 def test_timeline_shows_every_stages_ranks_in_turn(h100):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from laddersim.costs.nominal import group_nominal
+from laddersim.costs.scaling.nominal import group_nominal
 import yaml
 
 from laddersim.cli import main
@@ -217,7 +217,7 @@ def test_grid_file_with_relative_profile_path(tmp_path, h100):
     # H100 with half the HBM bandwidth (its measured tables shared through a symlink).
     raw = yaml.safe_load(Path(h100.base_dir, "h100-sxm-nvswitch.yaml").read_text())
     raw["name"] = "slow-h100"
-    raw["gpu"]["memory_bandwidth_gbps"]["value"] /= 2
+    raw["gpu"]["memory_bandwidth_gb_per_s"]["value"] /= 2
     (tmp_path / "profiles").mkdir()
     (tmp_path / "profiles" / "slow.yaml").write_text(yaml.safe_dump(raw))
     (tmp_path / "profiles" / "tables").symlink_to(Path(h100.base_dir, "tables"))
