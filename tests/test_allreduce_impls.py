@@ -156,3 +156,38 @@ def test_cli_refuses_in_one_line():
     assert run.returncode == 2
     assert run.stderr.strip().splitlines() == ["error: allreduce: pytorch-intra-node reduces bfloat16/float32 only, "
                                                "not float16"]
+
+
+def test_a_custom_kernel_holds_its_sms_beside_compute():
+    # vLLM's grid (csrc/custom_all_reduce.cuh): min(36, bytes / 16 / 512) CTAs of 512 threads, each on an SM
+    # for the kernel's whole time; H100's 132 SMs: a 16 KiB message holds 2 (compute 2/130 slower), 1 MiB 36
+    from laddersim.costs.allreduce_impls import custom_slowdowns, kernel_ctas
+
+    assert (kernel_ctas(16 * KIB), kernel_ctas(1 * MIB), kernel_ctas(64 * MIB)) == (2, 36, 36)
+    small = custom_slowdowns(H100, pick(H100, ("vllm-custom",), 8, 16 * KIB, "bfloat16"), 8, 16 * KIB)
+    large = custom_slowdowns(H100, pick(H100, ("vllm-custom",), 8, 1 * MIB, "bfloat16"), 8, 1 * MIB)
+    assert small[0] == pytest.approx(2 / 130) and large[0] == pytest.approx(36 / 96)
+    assert small[1] <= large[1]  # the kernel's own stretch grows with its bandwidth-bound share
+    assert custom_slowdowns(H100, pick(H100, ("nccl",), 8, 16 * KIB, "bfloat16"), 8, 16 * KIB) is None
+
+
+def test_ladder_pays_for_the_sms_a_custom_kernel_holds():
+    """Under ladder the AllReduce overlaps the next block's compute: with vLLM's custom kernel the
+    overlapped compute loses the SMs the kernel holds (priced, not free). Without an SM count the
+    profile falls back to NCCL's interference, which barely slows compute beside a 512 KiB message."""
+    from laddersim.costs.allreduce import op_slowdowns
+    from laddersim.simulation.simulate import make_scenario, simulate
+
+    no_sm_count = H100.model_copy(update={"gpu": H100.gpu.model_copy(update={"sm_count": None})})
+
+    def run(profile, schedule):
+        scenario = make_scenario("llama-3.1-70b", profile, 8, 32, 256, 8, schedule, framework="vllm")
+        return scenario, simulate(scenario).summary()["tpot_s"]
+
+    scenario, priced = run(H100, "ladder")
+    held = op_slowdowns(H100, scenario.workload, 8, "allreduce", 32 * 8192 * 2.0)  # two-shot, 36 CTAs
+    assert held[0] == pytest.approx(36 / 96)
+    _, unpriced = run(no_sm_count, "ladder")
+    assert priced > unpriced * 1.01
+    # standard overlaps nothing: the same step either way
+    assert run(H100, "standard")[1] == pytest.approx(run(no_sm_count, "standard")[1], rel=1e-9)

@@ -26,7 +26,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from laddersim.costs.collectives import interpolate_table_s, mode_correction_s
+from laddersim.costs.collectives import mode_correction_s, scaled_table_s
+from laddersim.costs.scaling.view import links
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import HardwareProfile
 
@@ -244,11 +245,8 @@ def table_time_s(hw: HardwareProfile, impl: AllReduceImpl, tp: int, size_bytes: 
         rows = (cols["gpus"] == tp) & (cols["nodes"] == 1)
         sizes, times = cols["size_bytes"][rows], cols["time_s"][rows]
         if len(sizes) >= 2 and sizes[0] <= size_bytes and (impl.needs_multicast or size_bytes <= sizes[-1]):
-            t = float(interpolate_table_s(sizes, times, size_bytes))
-            w = hw.what_if
-            floor = float(times.min())
-            t = floor * w.intra_latency_scale + max(t - floor, 0.0) / w.intra_bandwidth_scale
-            return max(t + mode_correction_s(hw, table), 0.0)
+            seconds = float(scaled_table_s(sizes, times, size_bytes, links(hw).intra))
+            return max(seconds + mode_correction_s(hw, table), 0.0)
     return None
 
 
@@ -257,12 +255,12 @@ def algorithm_time_s(hw: HardwareProfile, impl: AllReduceImpl, kernel: str, tp: 
     phase reading ``(n - 1) S`` from the peers; two-shot, a reduce-scatter and an all-gather
     phase moving ``2 (n - 1) / n S``; each phase ``impl.floor_us``; plus the copies into (and out
     of) the implementation's buffer at the GPU's memory bandwidth (a read and a write each)."""
-    w = hw.what_if
-    busbw = hw.collectives.intra_node.bus_bandwidth_gbps.value * 1e9 * w.intra_bandwidth_scale
-    phases, moved = (1, (tp - 1) * size_bytes) if kernel == ONE_SHOT else (2, 2.0 * (tp - 1) / tp * size_bytes)
+    intra = links(hw).intra
+    busbw = intra.bytes_per_s(hw.collectives.intra_node.bus_bandwidth_gb_per_s.value)
+    phases = 1 if kernel == ONE_SHOT else 2
     copies = (impl.input_copies or {}).get(kernel, 0)
-    copy_s = copies * 2.0 * size_bytes / (hw.gpu.memory_bandwidth_gbps.value * 1e9)
-    return phases * impl.floor_us * 1e-6 * w.intra_latency_scale + moved / busbw + copy_s
+    copy_s = copies * 2.0 * size_bytes / hw.gpu.memory_bandwidth_bytes_per_s
+    return phases * intra.latency_s(impl.floor_us) + kernel_moved_bytes(kernel, tp, size_bytes) / busbw + copy_s
 
 
 @lru_cache(maxsize=None)
@@ -285,6 +283,39 @@ def custom_time_s(hw: HardwareProfile, chosen: Pick, tp: int, size_bytes: float)
     return algorithm_time_s(hw, chosen.impl, chosen.kernel, tp, size_bytes)
 
 
+# vllm-project/vllm @ 036bb685581dbedcd6cf7fc845fe87268c7d1191 : csrc/custom_all_reduce.cuh (allreduce(...,
+# int threads = 512, int block_limit = defaultBlockLimit), defaultBlockLimit 36; blocks = min(block_limit,
+# (size + threads - 1) / threads) over 16-byte packed elements). SGLang's kernel is vLLM's; TRT-LLM's and
+# PyTorch's are taken with the same grid (no other grid rule is priced).
+CTA_THREADS = 512
+CTA_LIMIT = 36
+PACKED_BYTES = 16
+
+
+def kernel_ctas(size_bytes: float) -> int:
+    """CTAs of a one-/two-shot kernel for a message of ``size_bytes`` (each holds an SM)."""
+    return int(min(CTA_LIMIT, max(1, np.ceil(size_bytes / PACKED_BYTES / CTA_THREADS))))
+
+
+def custom_slowdowns(hw: HardwareProfile, chosen: Pick, tp: int, size_bytes: float) -> tuple[float, float] | None:
+    """(compute_slowdown, comm_slowdown) while a custom one-/two-shot kernel overlaps compute (a
+    schedule that overlaps its AllReduce, ladder): the kernel's CTAs hold their SMs for its whole
+    time, spinning on its peers' flags before and between its phases, so the compute beside it
+    runs on the other ``sm_count - ctas`` SMs: ``sm / (sm - ctas) - 1`` longer. The kernel waits for
+    SMs the GEMMs hold as NCCL's does: the profile's ``interference.comm_slowdown`` on its time
+    above its floor. None where the profile states no SM count (NCCL's interference then)."""
+    if hw.gpu.sm_count is None or chosen.kernel not in (ONE_SHOT, TWO_SHOT):
+        return None
+    sms = hw.gpu.sm_count.value
+    ctas = min(kernel_ctas(size_bytes), sms - 1)
+    total_s = custom_time_s(hw, chosen, tp, size_bytes) or 0.0
+    phases = 1 if chosen.kernel == ONE_SHOT else 2
+    floor_s = phases * links(hw).intra.latency_s(chosen.impl.floor_us)
+    share = max(0.0, 1.0 - floor_s / total_s) if total_s > 0 else 0.0
+    _, comm = hw.interference.at(size_bytes, share, tp)
+    return ctas / (sms - ctas), comm
+
+
 def kernel_moved_bytes(kernel: str, tp: int, size_bytes: float) -> float:
     """Bytes one rank's custom kernel reads from its peers (what its SMs spend their time on)."""
     if kernel == ONE_SHOT:
@@ -293,5 +324,5 @@ def kernel_moved_bytes(kernel: str, tp: int, size_bytes: float) -> float:
 
 
 __all__ = ["ALLREDUCE_NAMES", "AllReduceImpl", "Cutoff", "IMPLEMENTATIONS", "MULTIMEM", "NCCL", "NCCL_KERNEL",
-           "NCCL_PICK", "ONE_SHOT", "Pick", "TWO_SHOT", "algorithm_time_s", "custom_time_s", "implementation",
+           "NCCL_PICK", "ONE_SHOT", "Pick", "TWO_SHOT", "algorithm_time_s", "custom_slowdowns", "custom_time_s", "kernel_ctas", "implementation",
            "kernel_for", "kernel_moved_bytes", "pick", "reduced_dtype", "require_runs", "table_time_s", "why_not"]

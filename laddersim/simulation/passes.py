@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from laddersim.costs.collectives import slowdowns
+from laddersim.costs.allreduce import op_slowdowns
 from laddersim.costs.memory_fit import MemoryUse
 from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_s
 from laddersim.costs.rank_skew import compute_before_collectives, skew_wait_per_compute
@@ -273,7 +273,8 @@ def pass_simulation(scenario: Scenario, setup: PassSetup, memory: MemoryUse, opt
         """Per-op (compute, comm) slowdowns; only the collectives' entries are read (the
         point-to-point ops of a stage boundary overlap nothing: none)."""
         kinds, kind_of = bundle[4], bundle[5]
-        by_kind = {kind: _kept_slowdowns.get((hw,), (tp, size), lambda: slowdowns(hw, tp, size))
+        by_kind = {kind: _kept_slowdowns.get((hw,), (tp, size, kind, work.framework, work.allreduce, work.dtype),
+                                             lambda: op_slowdowns(hw, work, tp, kind, size))
                    for kind, size in collective_message_bytes(model, work, tp, phase).items()}
         pairs = np.array([by_kind.get(kind, (0.0, 0.0)) for kind in kinds], dtype=float).reshape(-1, 2)
         return pairs[kind_of, 0], pairs[kind_of, 1]

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from laddersim.costs.collectives import slowdowns
+from laddersim.costs.allreduce import op_slowdowns
 from laddersim.costs.memory_fit import check_fits
 from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_parts_s
 from laddersim.costs.rank_skew import skew_wait_per_compute
@@ -87,7 +87,8 @@ def _costs(model, hw, work, tp: int, n_steps: int) -> _Costs:
     c.passes = {}  # by program kinds: the passes (_passes)
 
     def interference(phase: Phase) -> dict[str, tuple[float, float]]:
-        return {kind: _kept_slowdowns.get((hw,), (tp, size), lambda: slowdowns(hw, tp, size))
+        return {kind: _kept_slowdowns.get((hw,), (tp, size, kind, work.framework, work.allreduce, work.dtype),
+                                          lambda: op_slowdowns(hw, work, tp, kind, size))
                 for kind, size in collective_message_bytes(model, work, tp, phase).items()}
 
     prefill_phase = Phase("prefill", work.batch, work.prompt_len)

@@ -51,7 +51,8 @@ from typing import Callable
 
 import numpy as np
 
-from laddersim.costs.collectives import collective_choice, slowdowns
+from laddersim.costs.allreduce import op_slowdowns
+from laddersim.costs.collectives import collective_choice
 from laddersim.costs.op_costs import Phase, collective_message_bytes, logits_rows, op_times_s
 from laddersim.costs.pass_shapes import linear_shapes, splitk_reduce
 from laddersim.costs.rank_skew import compute_before_collectives, skew_wait_per_compute
@@ -249,7 +250,7 @@ class IterationTimer:
             s = self.scenario
             phase = MixedPhase("decode", tokens, 1, tokens)
             seconds = self._kind_seconds(tokens, tokens)
-            by_kind = {kind: slowdowns(s.hardware, s.tp, size)
+            by_kind = {kind: op_slowdowns(s.hardware, s.workload, s.tp, kind, size)
                        for kind, size in collective_message_bytes(s.model, s.workload, s.tp, phase).items()}
             slow = np.array([by_kind.get(k, (0.0, 0.0)) for k in self._kind_names], dtype=float).reshape(-1, 2)
             tail_s = float((seconds * self._kind_counts)[self._tail_kinds].sum())
