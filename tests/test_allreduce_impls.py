@@ -156,3 +156,10 @@ def test_cli_refuses_in_one_line():
     assert run.returncode == 2
     assert run.stderr.strip().splitlines() == ["error: allreduce: pytorch-intra-node reduces bfloat16/float32 only, "
                                                "not float16"]
+
+
+def test_the_shipped_floors_are_the_fit():
+    from laddersim.fitting.custom_allreduce import fit_floor_us
+
+    assert [fit_floor_us(f) for f in ("vllm", "trtllm", "sglang")] == \
+        [IMPLEMENTATIONS[f"{f}-custom"].floor_us for f in ("vllm", "trtllm", "sglang")]
