@@ -191,3 +191,10 @@ def test_ladder_pays_for_the_sms_a_custom_kernel_holds():
     assert priced > unpriced * 1.01
     # standard overlaps nothing: the same step either way
     assert run(H100, "standard")[1] == pytest.approx(run(no_sm_count, "standard")[1], rel=1e-9)
+
+
+def test_the_shipped_floors_are_the_fit():
+    from laddersim.fitting.custom_allreduce import fit_floor_us
+
+    assert [fit_floor_us(f) for f in ("vllm", "trtllm", "sglang")] == \
+        [IMPLEMENTATIONS[f"{f}-custom"].floor_us for f in ("vllm", "trtllm", "sglang")]

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 # The flags of the options a measured table is simulated with, as a Reproduce line states them.
 SETUP_FLAGS = {"hardware": "--hardware", "hardware_p2p_off": "--hardware-p2p-off", "dtype": "--dtype",
-               "framework": "--framework", "kv_cache": "--kv-cache", "kv_reads": "--kv-reads"}
+               "framework": "--framework", "kv_cache": "--kv-cache", "kv_reads": "--kv-reads",
+               "allreduce": "--allreduce"}
 
 
 @with_choices
@@ -30,7 +31,7 @@ def validate(measured: str | Path | Sequence[str | Path] | pd.DataFrame | None =
              hardware: str | Path | HardwareProfile = "h100-sxm-nvswitch",
              hardware_p2p_off: str | Path | HardwareProfile = "h100-sxm-p2p-off", dtype: str = "float16",
              kv_cache: str | None = None, kv_reads: str | None = None, framework: str = "gpt-fast",
-             models: str | Path | None = None, *, report: str | Path | None = None,
+             models: str | Path | None = None, *, allreduce: str | None = None, report: str | Path | None = None,
              progress: bool = False) -> pd.DataFrame:
     """``laddersim validate``: every measured row (default: every development table shipped in
     ``laddersim/data/validation``, the README's accuracy table) with ``hardware``,
@@ -43,7 +44,9 @@ def validate(measured: str | Path | Sequence[str | Path] | pd.DataFrame | None =
     names (default: models/ beside each table). ``hardware``: the profile of rows with p2p=on
     (default h100-sxm-nvswitch); ``hardware_p2p_off``: of rows with p2p=off (default
     h100-sxm-p2p-off); ``dtype``: {DTYPES} (default float16: the paper's); ``framework``:
-    {FRAMEWORKS} (default gpt-fast) or a framework .yaml, for rows that name none; ``kv_cache``, ``kv_reads``: override the framework's. ``report``: also write the
+    {FRAMEWORKS} (default gpt-fast) or a framework .yaml, for rows that name none; ``kv_cache``, ``kv_reads``: override the framework's; ``allreduce``
+    ({ALLREDUCES}): the AllReduce implementation forced over each framework's rule (a table's
+    ``allreduce`` column wins per row). ``report``: also write the
     report there (a directory: index.md, the figure, validation.csv, and measured.csv with the
     rows as read, which its Reproduce line names); ``progress``: one line on stderr when the
     simulations start (on a terminal also a bar over the rows and a line when the report starts).
@@ -64,7 +67,7 @@ def validate(measured: str | Path | Sequence[str | Path] | pd.DataFrame | None =
     from laddersim.validation.p2p_pairs import p2p_off_pairs, pair_summary
     from laddersim.validation.report import write_measured, write_report
 
-    setup = ValidationSetup(hardware, hardware_p2p_off, dtype, kv_cache, kv_reads, framework)
+    setup = ValidationSetup(hardware, hardware_p2p_off, dtype, kv_cache, kv_reads, framework, allreduce)
     paths = None if isinstance(measured, pd.DataFrame) else listed(measured) or []
     if paths and any(not str(m).strip() for m in paths):
         raise UserInputError("measured: '' is not a path; allowed: CSV files, or nothing for the built-in table")

@@ -8,7 +8,9 @@ An optional ``framework`` column names each row's framework (``laddersim/data/fr
 the setup's). A model that is neither a preset nor a path is looked up as ``<name>.json`` in the
 models folder (``--models DIR``; default: ``models/`` beside the table), and optional
 ``prefill_s`` / ``decode_s`` columns are compared with the predicted phase times. An optional
-``pp`` column (default 1) gives each row's pipeline stages, each a TP group of ``tp`` GPUs.
+``pp`` column (default 1) gives each row's pipeline stages, each a TP group of ``tp`` GPUs; an
+optional ``allreduce`` column the AllReduce implementation forced over the row's framework rule
+(``laddersim.costs.allreduce_impls``; blank: the framework's).
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ INTEGER_COLUMNS = ("tp", "nodes", "batch", "prompt_len", "gen_len")
 OPTIONAL_INTEGER_COLUMNS = ("pp",)  # a pipeline's stages; a table without the column: 1
 # A measured setting; ``hardware`` and ``dtype`` count where the table has them (ladder_bench
 # writes dtype: a float32 and a bfloat16 run of one setting are two settings).
-SETTING = ["model", "hardware", "framework", "tp", "pp", "nodes", "batch", "prompt_len", "gen_len", "dtype"]
+SETTING = ["model", "hardware", "framework", "allreduce", "tp", "pp", "nodes", "batch", "prompt_len", "gen_len",
+           "dtype"]
 MODELS_FOLDER = "models"  # beside a measured table: config.json files its model column names
 
 
@@ -50,6 +53,7 @@ class ValidationSetup:
     kv_cache: str | None = None  # None: the framework's (gpt-fast: preallocated static cache)
     kv_reads: str | None = None  # None: the framework's (gpt-fast: K/V repeated per query head)
     framework: str = "gpt-fast"  # the paper's benchmark
+    allreduce: str | None = None  # None: each framework's AllReduce rule (a row's allreduce column wins)
 
 
 def read_measured(path: str | Path | None = None, models_dir: str | Path | None = None) -> pd.DataFrame:
@@ -83,7 +87,7 @@ def read_measured(path: str | Path | None = None, models_dir: str | Path | None 
     tokens = pd.to_numeric(frame["tokens_per_s"], errors="coerce")
     if tokens.isna().any() or (tokens <= 0).any() or not np.isfinite(tokens).all():
         raise UserInputError(f"measured: {path}: tokens_per_s must be positive numbers (finite, > 0)")
-    for column in ("model", "schedule", "hardware", "framework"):  # text, even where a cell looks like a number
+    for column in ("model", "schedule", "hardware", "framework", "allreduce"):  # text, even where a cell looks like a number
         if column in frame.columns:
             frame[column] = [value if isinstance(value, str) or pd.isna(value) else str(value)
                              for value in frame[column]]
@@ -212,9 +216,12 @@ def check_rows(frame: pd.DataFrame, setup: ValidationSetup) -> list:
         dtype = getattr(row, "dtype", None)  # a table's own dtype column (ladder_bench writes one) wins
         dtype = dtype if isinstance(dtype, str) and dtype else setup.dtype
         framework = row_framework(row, setup)
+        allreduce = getattr(row, "allreduce", None)  # a row's forced AllReduce implementation, blank: the setup's
+        allreduce = allreduce if isinstance(allreduce, str) and allreduce else setup.allreduce
         scenario = make_scenario(row.model, profile, int(row.tp), int(row.batch), int(row.prompt_len),
                                  int(row.gen_len), row.schedule, dtype, setup.kv_cache, setup.kv_reads,
-                                 framework, pp=int(getattr(row, "pp", 1)))
+                                 framework, pp=int(getattr(row, "pp", 1)),
+                                 allreduce=allreduce)
         scenario.model.check_tp(scenario.tp)
         check_memory(scenario)
         if scenario_nodes(scenario) != int(row.nodes):

@@ -105,8 +105,9 @@ def score_static(path: str | Path, models_dir: str | Path | None = None,
                                  framework=framework, allreduce=allreduce)
         try:
             check_memory(scenario)
-        except DoesNotFitError as exc:
-            skipped.append({**row._asdict(), "reason": f"does not fit as one static batch: {exc}"})
+        except DoesNotFitError:
+            skipped.append({**row._asdict(), "reason": "its KV cache does not fit the GPU as one static batch "
+                                                        "(the engine made part of the batch wait)"})
             continue
         used[(row.engine, row.hardware)] = (framework, profile)
         summary = simulate(scenario).summary()

@@ -1,67 +1,22 @@
-"""Fit the per-phase floor of each framework's custom all-reduce kernels (the ``floor_us`` of the
-records in ``laddersim.costs.allreduce_impls``) to the H100 table of that framework, and report the
-algorithm-only price against the tables of the other GPUs (held out).
-
-For every size of 16 KiB-4 MiB (powers of four) and TP 2/4/8 where the framework's rule runs a
-one-shot or two-shot kernel (``kernel_for``), the floor is ``(t - moved / busbw) / phases``, with
-``moved`` the bytes one rank reads from its peers and ``busbw`` the profile's NVLink bus bandwidth
-(``collectives.intra_node.bus_bandwidth_gbps``); the fitted floor is their median. Deterministic.
-Usage: ``PYTHONPATH=$PWD python tools/fits/fit_custom_allreduce.py``.
-"""
+"""Print the fitted per-phase floor of each framework's custom all-reduce kernels and the
+algorithm-only price's errors on every system's table (laddersim.fitting.custom_allreduce; the
+H100 table fits, the others are held out). Usage: ``PYTHONPATH=$PWD python tools/fits/fit_custom_allreduce.py``."""
 
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
-from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
-from laddersim.costs.allreduce_impls import (
-    IMPLEMENTATIONS, ONE_SHOT, TWO_SHOT, algorithm_time_s, kernel_for, kernel_moved_bytes,
-)
-from laddersim.hardware.profile import load_profile
-
-TABLES = Path(__file__).resolve().parents[2] / "hardware_profiles" / "tables"
-SIZES = [16 * 1024 * 4**i for i in range(5)]  # 16 KiB .. 4 MiB
-FIT_ON = "h100"
-SYSTEMS = {"h100": ("h100_sxm", "h100-sxm-nvswitch", {"vllm": "0.24.0", "trtllm": "1.3.0rc20", "sglang": "0.5.14"}),
-           "h200": ("h200_sxm", "h200-sxm-nvswitch", {"vllm": "0.24.0", "trtllm": "1.3.0rc20", "sglang": "0.5.14"}),
-           "b200": ("b200_sxm", "b200-sxm-nvswitch", {"vllm": "0.24.0", "trtllm": "1.3.0rc20", "sglang": "0.5.14"}),
-           "a100": ("a100_sxm", "a100-sxm-nvswitch", {"vllm": "0.14.0", "trtllm": "1.0.0", "sglang": "0.5.10"})}
-
-
-def points(system: str, framework: str):
-    """(tp, size, kernel, measured seconds) where the framework's rule runs a custom kernel."""
-    key, _, versions = SYSTEMS[system]
-    table = pd.read_csv(TABLES / f"aic_{key}_{framework}_{versions[framework]}_graph.csv", comment="#")
-    impl = IMPLEMENTATIONS[f"{framework}-custom"]
-    for tp in (2, 4, 8):
-        for size in SIZES:
-            kernel = kernel_for(impl, tp, size)
-            if kernel in (ONE_SHOT, TWO_SHOT):
-                row = table[(table.gpus == tp) & (table.size_bytes == size)]
-                yield tp, size, kernel, float(row.time_us.iloc[0]) * 1e-6
+from laddersim.fitting.custom_allreduce import FIT_ON, errors_by_system, fit_floor_us
 
 
 def main() -> int:
     for framework in ("vllm", "trtllm", "sglang"):
-        impl = IMPLEMENTATIONS[f"{framework}-custom"]
-        hw = load_profile(SYSTEMS[FIT_ON][1])
-        busbw = hw.collectives.intra_node.bus_bandwidth_gbps.value * 1e9
-        floors = [(t - kernel_moved_bytes(k, tp, s) / busbw) / (1 if k == ONE_SHOT else 2)
-                  for tp, s, k, t in points(FIT_ON, framework)]
-        floor_us = round(float(np.median(floors)) * 1e6, 2)
-        fitted = replace(impl, floor_us=floor_us)
-        line = [f"{impl.name}: floor_us {floor_us} (fit to {FIT_ON})"]
-        for system in SYSTEMS:
-            hw = load_profile(SYSTEMS[system][1])
-            errors = [algorithm_time_s(hw, fitted, k, tp, s) / t - 1 for tp, s, k, t in points(system, framework)]
+        floor_us = fit_floor_us(framework)
+        parts = [f"{framework}-custom: floor_us {floor_us} (fit to {FIT_ON})"]
+        for system, (median, worst) in errors_by_system(framework, floor_us).items():
             tag = "fit" if system == FIT_ON else "held out"
-            line.append(f"{system} ({tag}) median |error| {np.median(np.abs(errors)):.1%}, "
-                        f"worst {np.max(np.abs(errors)):.1%}")
-        print("; ".join(line))
+            parts.append(f"{system} ({tag}) median |error| {median:.1%}, worst {worst:.1%}")
+        print("; ".join(parts))
     return 0
 
 
