@@ -107,12 +107,6 @@ class Framework(BaseModel):
     # first that runs on the group, machine and dtype and takes the message size prices it
     # (laddersim.costs.allreduce_impls.pick). None: ``allreduce_library`` and ``small_allreduce``.
     allreduce: Choice[list[AllReduceName]] | None = None
-    # Batch sizes (tokens of a decode step) its CUDA graphs are captured for: a larger decode
-    # batch runs eagerly. None: every decode batch replays a graph.
-    cuda_graph_max_batch: Choice[int] | None = None
-    # Host time per decode step beyond the GPU's kernels (scheduler, sampling, detokenizing
-    # hand-off) replacing the profile's framework.step_overhead_us. None: the profile's.
-    step_overhead_us: NonNegative | None = None
     # Per collective, beyond the NCCL kernel: the hand-off between the compute stream and the
     # collective's own stream (an eager ``dist.all_reduce`` captured in a CUDA graph records an
     # event on one stream and waits on it from the other, both ways): half delays the collective
