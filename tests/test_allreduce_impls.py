@@ -198,3 +198,14 @@ def test_the_shipped_floors_are_the_fit():
 
     assert [fit_floor_us(f) for f in ("vllm", "trtllm", "sglang")] == \
         [IMPLEMENTATIONS[f"{f}-custom"].floor_us for f in ("vllm", "trtllm", "sglang")]
+
+
+def test_simulate_says_which_allreduce_ran():
+    from laddersim.api import allreduce_used
+    from laddersim.simulation.simulate import make_scenario, simulate
+
+    trtllm = simulate(make_scenario("llama-3.1-70b", H100, 8, 16, 512, 4, "standard", framework="trtllm"))
+    assert allreduce_used(trtllm) == {"prefill": "nccl", "decode": "trtllm-custom one-shot"}  # 8 MiB prefill: NCCL
+    forced = simulate(make_scenario("llama-3.1-70b", H100, 8, 1, 64, 4, "standard", framework="gpt-fast",
+                                    allreduce="pytorch-intra-node"))
+    assert allreduce_used(forced) == {"prefill": "pytorch-intra-node two-shot", "decode": "pytorch-intra-node one-shot"}
