@@ -181,7 +181,8 @@ def test_ladder_pays_for_the_sms_a_custom_kernel_holds():
     no_sm_count = H100.model_copy(update={"gpu": H100.gpu.model_copy(update={"sm_count": None})})
 
     def run(profile, schedule):
-        scenario = make_scenario("llama-3.1-70b", profile, 8, 32, 256, 8, schedule, framework="vllm")
+        scenario = make_scenario(model="llama-3.1-70b", hardware=profile, tp=8, batch=32, prompt_len=256, gen_len=8,
+                                 schedule=schedule, framework="vllm")
         return scenario, simulate(scenario).summary()["tpot_s"]
 
     scenario, priced = run(H100, "ladder")
@@ -204,8 +205,9 @@ def test_simulate_says_which_allreduce_ran():
     from laddersim.api import allreduce_used
     from laddersim.simulation.simulate import make_scenario, simulate
 
-    trtllm = simulate(make_scenario("llama-3.1-70b", H100, 8, 16, 512, 4, "standard", framework="trtllm"))
+    trtllm = simulate(make_scenario(model="llama-3.1-70b", hardware=H100, tp=8, batch=16, prompt_len=512, gen_len=4,
+                                    schedule="standard", framework="trtllm"))
     assert allreduce_used(trtllm) == {"prefill": "nccl", "decode": "trtllm-custom one-shot"}  # 8 MiB prefill: NCCL
-    forced = simulate(make_scenario("llama-3.1-70b", H100, 8, 1, 64, 4, "standard", framework="gpt-fast",
-                                    allreduce="pytorch-intra-node"))
+    forced = simulate(make_scenario(model="llama-3.1-70b", hardware=H100, tp=8, batch=1, prompt_len=64, gen_len=4,
+                                    schedule="standard", framework="gpt-fast", allreduce="pytorch-intra-node"))
     assert allreduce_used(forced) == {"prefill": "pytorch-intra-node two-shot", "decode": "pytorch-intra-node one-shot"}

@@ -30,8 +30,8 @@ def test_rows_scored_as_their_engine_and_gpu_run(table):
     score = score_static(table)
     assert is_static_table(table)
     assert list(score.rows["framework"]) == ["trtllm", "trtllm"] and set(score.rows["profile"]) == {"a100-sxm-nvswitch"}
-    expected = simulate(make_scenario("llama-3.1-8b", "a100-sxm-nvswitch", 1, 1, 128, 64, "standard", "float16",
-                                      framework="trtllm")).summary()
+    expected = simulate(make_scenario(model="llama-3.1-8b", hardware="a100-sxm-nvswitch", tp=1, batch=1, prompt_len=128,
+                                      gen_len=64, schedule="standard", dtype="float16", framework="trtllm")).summary()
     first = score.rows.iloc[0]
     assert first["predicted_tpot_s"] == pytest.approx(expected["tpot_s"])
     assert first["tpot_s_error"] == pytest.approx(expected["tpot_s"] / 0.01 - 1)

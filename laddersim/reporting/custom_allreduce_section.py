@@ -30,8 +30,8 @@ def _speedup(model: str, hardware: str, tp: int, batch: int, framework: str, for
     tokens = {}
     try:
         for schedule in ("standard", "ladder"):
-            scenario = make_scenario(model, hardware, tp, batch, PROMPT_LEN, GEN_LEN, schedule, framework=framework,
-                                     allreduce=forced)
+            scenario = make_scenario(model=model, hardware=hardware, tp=tp, batch=batch, prompt_len=PROMPT_LEN,
+                                     gen_len=GEN_LEN, schedule=schedule, framework=framework, allreduce=forced)
             check_memory(scenario)
             tokens[schedule] = simulate(scenario).summary()["tokens_per_s"]
     except UserInputError:

@@ -100,9 +100,10 @@ def score_static(path: str | Path, models_dir: str | Path | None = None,
             raise UserInputError(f"measured: hardware {row.hardware!r} has no shipped profile here; allowed: "
                                  f"{', '.join(HARDWARE_PROFILES)}")
         framework, profile = ENGINE_FRAMEWORKS[engine], HARDWARE_PROFILES[row.hardware]
-        scenario = make_scenario(_model_source(str(row.model), folder), profile, int(row.tp), int(row.batch),
-                                 int(row.prompt_len), int(row.gen_len), str(row.schedule), PRICED_DTYPES[dtype],
-                                 framework=framework, allreduce=allreduce)
+        scenario = make_scenario(model=_model_source(str(row.model), folder), hardware=profile, tp=int(row.tp),
+                                 batch=int(row.batch), prompt_len=int(row.prompt_len), gen_len=int(row.gen_len),
+                                 schedule=str(row.schedule), dtype=PRICED_DTYPES[dtype], framework=framework,
+                                 allreduce=allreduce)
         try:
             check_memory(scenario)
         except DoesNotFitError:
