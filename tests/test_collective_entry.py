@@ -109,3 +109,18 @@ def test_a_scaled_bandwidth_never_slows_an_allreduce_and_identity_changes_nothin
     fast = with_overrides(hw, intra_bandwidth_scale=2.0, inter_bandwidth_scale=2.0)
     assert np.all(allreduce_time_s(fast, tp, sizes) <= allreduce_time_s(hw, tp, sizes) * (1 + 1e-12))
     assert allreduce_time_s(fast, tp, sizes)[-1] < 0.75 * allreduce_time_s(hw, tp, sizes)[-1]
+
+
+def test_the_custom_kernel_runs_on_the_world_sizes_vllm_accepts(tmp_path):
+    """vLLM's CustomAllreduce takes 2, 4, 6 or 8 GPUs; a table row for 3 GPUs is not used."""
+    from laddersim.hardware.sourced import MeasuredTable
+
+    hw, vllm = load_profile("h100-sxm-nvswitch"), load_framework("vllm")
+    path = tmp_path / "custom.csv"
+    path.write_text("gpus,nodes,size_bytes,time_us\n3,1,1024,4.0\n3,1,65536,6.0\n")
+    table = MeasuredTable(file=str(path), source="test", library="vLLM custom all-reduce", mode="graph")
+    three = hw.model_copy(update={"collectives": hw.collectives.model_copy(update={"tables": [table]})})
+    assert three.allreduce_arrays[0][1]["gpus"].tolist() == [3, 3]
+    chosen, seconds = implementation_for(three, vllm, 3, 4096.0)
+    assert (chosen.label, seconds) == ("nccl", None)
+    assert implementation_for(hw, vllm, 4, 4096.0)[0].label == "vllm-custom one-shot"

@@ -114,7 +114,8 @@ def _brute_force(profiles: dict[str, Path], prices: dict[str, float], min_user: 
                 for batch in BATCHES:
                     try:
                         model.check_tp(tp)
-                        result = simulate(make_scenario(model, str(path), tp, batch, 128, 16, schedule))
+                        result = simulate(make_scenario(model=model, hardware=str(path), tp=tp, batch=batch,
+                                                        prompt_len=128, gen_len=16, schedule=schedule))
                     except (DoesNotFitError, UserInputError):
                         continue
                     s = result.summary()

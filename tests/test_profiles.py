@@ -178,7 +178,8 @@ def test_simulate_runs_every_profile(name):
     for model, tp in cases:
         out = {}
         for schedule in ("standard", "ladder"):
-            res = simulate(make_scenario(model, name, tp, 1, 128, 16, schedule), SimOptions())
+            res = simulate(make_scenario(model=model, hardware=name, tp=tp, batch=1, prompt_len=128, gen_len=16,
+                                         schedule=schedule), SimOptions())
             out[schedule] = res.summary()
         assert out["standard"]["tokens_per_s"] > 0
         # Ladder hides communication: never slower than standard on the same machine.

@@ -38,7 +38,8 @@ def small_grid(**changes):
 def test_small_sweep_has_full_cross_product_and_columns(tmp_path):
     report = run_sweep(small_grid(), tmp_path, workers=1, progress=False)
     frame = pd.read_parquet(tmp_path / "results.parquet")
-    summary = simulate(make_scenario("llama-3.1-8b", H100, 2, 1, 128, 16, "ladder")).summary()
+    summary = simulate(make_scenario(model="llama-3.1-8b", hardware=H100, tp=2, batch=1, prompt_len=128, gen_len=16,
+                                     schedule="ladder")).summary()
     # Summary keys beyond the known metrics (added by later versions) follow them, sorted.
     extra = sorted(set(summary) - set(INPUT_COLUMNS) - set(METRIC_COLUMNS))
     assert list(frame.columns) == (list(INPUT_COLUMNS) + ["status", "error"] + list(METRIC_COLUMNS)
@@ -59,7 +60,8 @@ def test_small_sweep_has_full_cross_product_and_columns(tmp_path):
 def test_each_row_is_the_direct_simulation(tmp_path):
     frame = run_sweep(small_grid(tp=[2], batch=[4]), tmp_path, progress=False).frame
     profile = with_overrides(load_profile(H100), intra_bandwidth_scale=0.5)
-    direct = simulate(make_scenario("llama-3.1-8b", profile, 2, 4, 128, 16, "ladder")).summary()
+    direct = simulate(make_scenario(model="llama-3.1-8b", hardware=profile, tp=2, batch=4, prompt_len=128, gen_len=16,
+                                    schedule="ladder")).summary()
     row = frame[(frame.schedule == "ladder") & (frame.intra_bandwidth_scale == 0.5)].iloc[0]
     for metric in METRIC_COLUMNS:
         assert row[metric] == direct[metric], metric

@@ -194,8 +194,8 @@ def test_ladder_hides_the_collective_half_of_the_handoff_not_the_compute_half(tm
     step = {}
     for fw in ("gpt-fast-flash", str(bare)):
         for schedule in ("standard", "ladder"):
-            scenario = make_scenario("llama-3.1-8b", "h100-sxm-nvswitch", 8, 1, 64, 2, schedule, "float16",
-                                     framework=fw)
+            scenario = make_scenario(model="llama-3.1-8b", hardware="h100-sxm-nvswitch", tp=8, batch=1, prompt_len=64,
+                                     gen_len=2, schedule=schedule, dtype="float16", framework=fw)
             step[fw, schedule] = simulate(scenario).summary()["decode_step_s"]
     h, layers = 7.35e-6, 32
     grown = {s: step["gpt-fast-flash", s] - step[str(bare), s] for s in ("standard", "ladder")}

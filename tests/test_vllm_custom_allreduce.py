@@ -43,7 +43,8 @@ def test_ladder_speedup_under_vllm_follows_from_it():
     """A cheaper small AllReduce leaves less for ladder to hide: at TP 8 batch 1 ladder still
     gains, by no more per layer than the custom kernel's two AllReduces cost."""
     def step_s(framework: str, schedule: str) -> float:
-        scenario = make_scenario("llama-3.1-8b", HW, 8, 1, 1024, 64, schedule, "bfloat16", framework=framework)
+        scenario = make_scenario(model="llama-3.1-8b", hardware=HW, tp=8, batch=1, prompt_len=1024, gen_len=64,
+                                 schedule=schedule, dtype="bfloat16", framework=framework)
         return simulate(scenario).summary()["decode_step_s"]
 
     hw = load_profile(HW)

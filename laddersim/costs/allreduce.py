@@ -14,7 +14,7 @@ A framework file without ``allreduce`` runs ``nvls`` where its ``allreduce_libra
 
 A table implementation takes the profile's intra-node what-if factors as the NCCL tables do
 (``laddersim.costs.scaling``) and has the table's host launch removed or added as for NCCL's.
-While a custom kernel overlaps compute its CTAs hold their SMs (``collective_slowdowns``).
+While a custom kernel overlaps compute its CTAs hold their SMs (``allreduce_slowdowns``).
 
 The logits AllGather: from the profile's measured AllGather tables (``collectives.
 allgather_tables``, sized by the gathered bytes; ``calibration/allgather_bench.py``) where one
@@ -85,7 +85,7 @@ def allreduce_time_s(hw: HardwareProfile, tp: int, size_bytes, framework=None, *
     return float(nccl_allreduce_s(hw, tp, size_bytes)) + handoff
 
 
-def collective_slowdowns(hw: HardwareProfile, tp: int, size_bytes: float, framework=None, *, custom: bool = True,
+def allreduce_slowdowns(hw: HardwareProfile, tp: int, size_bytes: float, framework=None, *, custom: bool = True,
                          dtype: str = "bfloat16", forced: str | None = None) -> tuple[float, float]:
     """(compute_slowdown, comm_slowdown) while this collective overlaps compute: a custom kernel's
     SMs (``allreduce_impls.custom_slowdowns``), else NCCL's (``collectives.slowdowns``)."""
@@ -98,12 +98,12 @@ def collective_slowdowns(hw: HardwareProfile, tp: int, size_bytes: float, framew
 
 
 def op_slowdowns(hw: HardwareProfile, work, tp: int, kind: str, size_bytes: float) -> tuple[float, float]:
-    """``collective_slowdowns`` of one collective op of ``work`` (a Workload) by its kind: the
+    """``allreduce_slowdowns`` of one collective op of ``work`` (a Workload) by its kind: the
     AllReduce by the implementation its framework's rule (or its forced one) picks, the others
     (the logits AllGather) NCCL's."""
     if kind != "allreduce":
         return slowdowns(hw, tp, size_bytes)
-    return collective_slowdowns(hw, tp, size_bytes, load_framework(work.framework), dtype=work.dtype,
+    return allreduce_slowdowns(hw, tp, size_bytes, load_framework(work.framework), dtype=work.dtype,
                                 forced=work.allreduce)
 
 
@@ -181,4 +181,4 @@ def _allgather_table_s(hw: HardwareProfile, tp: int, gathered_bytes: float) -> f
 
 
 __all__ = ["allgather_source", "allgather_time_s", "allreduce_label", "allreduce_source", "allreduce_time_s",
-           "candidates", "collective_slowdowns", "implementation_for", "op_slowdowns"]
+           "candidates", "allreduce_slowdowns", "implementation_for", "op_slowdowns"]

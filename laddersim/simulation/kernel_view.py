@@ -32,7 +32,6 @@ from laddersim.support.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
 from laddersim.schedules.program import build_program
 from laddersim.simulation.simulate import make_scenario
 
-COMPUTE_CLASSES = ("library_gemm", "splitk_reduce", "generated", "attention", "copy", "other")
 COLUMNS = ["kernel", "class", "count", "us"]
 
 
@@ -50,8 +49,8 @@ def kernel_table(model, hardware, tp: int, batch: int, schedule: str = "standard
     a shipped framework or a framework .yaml (default gpt-fast); ``phase``: ``decode`` (the first
     decode step after a ``prompt_len`` prompt: a static cache attends all ``prompt_len + gen_len``
     positions) or ``prefill`` (the prompt of ``batch`` sequences)."""
-    scenario = make_scenario(model, hardware, tp, batch, prompt_len, gen_len, schedule, dtype,
-                             framework=framework or "gpt-fast")
+    scenario = make_scenario(model=model, hardware=hardware, tp=tp, batch=batch, prompt_len=prompt_len, gen_len=gen_len,
+                             schedule=schedule, dtype=dtype, framework=framework or "gpt-fast")
     scenario.model.check_tp(tp)
     fw = load_framework(scenario.workload.framework)
     if phase not in ("decode", "prefill"):
