@@ -19,7 +19,8 @@ HEADER = ("model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,engine,engine_ve
 def table(tmp_path):
     path = tmp_path / "static.csv"
     path.write_text(HEADER
-                    + "llama-3.1-8b,1,1,1,128,64,on,standard,lmdeploy-turbomind,0.1,A100-SXM4-80GB,float16,100,0.02,0.01,x\n"
+                    + "llama-3.1-8b,1,1,1,128,64,on,standard,lmdeploy-turbomind,0.1,A100-SXM4-80GB,float16,100,"
+                      "0.02,0.01,x\n"
                     + "llama-3.1-8b,1,1,1,128,1,on,standard,trtllm,0.6,A100-SXM4-80GB,float16,,0.02,,x\n"
                     + "llama-3.1-8b,1,1,1,128,64,on,standard,trtllm,0.6,H100-SXM5-80GB,fp8,300,,,x\n"
                     + "llama-3.1-8b,1,1,512,4096,4096,on,standard,trtllm,0.6,A100-SXM4-80GB,float16,900,,,x\n")
@@ -39,8 +40,9 @@ def test_rows_scored_as_their_engine_and_gpu_run(table):
     second = score.rows.iloc[1]  # TTFT only: the other metrics are not scored
     assert second["ttft_s_error"] == pytest.approx(second["predicted_ttft_s"] / 0.02 - 1)
     assert second["tokens_per_s_error"] != second["tokens_per_s_error"]  # NaN
-    assert score.mappings == ["engine lmdeploy-turbomind -> trtllm kernels; hardware A100-SXM4-80GB -> a100-sxm-nvswitch",
-                              "engine trtllm -> trtllm kernels; hardware A100-SXM4-80GB -> a100-sxm-nvswitch"]
+    assert score.mappings == [
+        "engine lmdeploy-turbomind -> trtllm kernels; hardware A100-SXM4-80GB -> a100-sxm-nvswitch",
+        "engine trtllm -> trtllm kernels; hardware A100-SXM4-80GB -> a100-sxm-nvswitch"]
     reasons = skipped_reasons(score.skipped)
     assert len(reasons) == 2 and any("FP8" in r for r in reasons) and any("static batch" in r for r in reasons)
     summary = score.summary.set_index("engine")

@@ -89,7 +89,8 @@ NVLS = AllReduceImpl(
     source="NVLink SHARP multicast all-reduce (NCCL NVLS, torch symmetric memory multimem_all_reduce_, "
            "pytorch/pytorch PR 133424): the switch reduces, so it needs NVSwitch multicast and more than 2 GPUs "
            "(NCCL src/transport/nvls.cc); priced from the profile's multimem table (TokenWeave's NVLS kernel), "
-           "else by the profile's NCCL model of the group (its measured table or fitted lines, which NCCL's tuner runs on NVLS where it is fastest)")
+           "else by the profile's NCCL model of the group (its measured table or fitted lines, which NCCL's "
+           "tuner runs on NVLS where it is fastest)")
 PYTORCH_INTRA_NODE = AllReduceImpl(
     "pytorch-intra-node", None, world_sizes=(2, 3, 4, 5, 6, 7, 8), needs_p2p=True, nvlink_all_pairs_above=1,
     dtypes=("bfloat16", "float32"), cutoffs=(Cutoff(8, 256 * KIB, 10 * MIB, inclusive=True),),
@@ -214,7 +215,8 @@ def pick(hw: HardwareProfile, names: tuple[str, ...], tp: int, size_bytes: float
          by_name: bool = False) -> Pick:
     """The first of ``names`` that runs this group and takes this size, else NCCL. ``nvls`` in a
     framework's list is taken only where the profile's multimem table covers the size;
-    ``by_name`` (``--allreduce nvls``): at every size, priced by the profile's NCCL model where no multimem table covers it."""
+    ``by_name`` (``--allreduce nvls``): at every size, priced by the profile's NCCL model where no
+    multimem table covers it."""
     if tp <= 1:
         return NCCL_PICK
     for name in names:
@@ -324,5 +326,6 @@ def kernel_moved_bytes(kernel: str, tp: int, size_bytes: float) -> float:
 
 
 __all__ = ["ALLREDUCE_NAMES", "AllReduceImpl", "Cutoff", "IMPLEMENTATIONS", "MULTIMEM", "NCCL", "NCCL_KERNEL",
-           "NCCL_PICK", "ONE_SHOT", "Pick", "TWO_SHOT", "algorithm_time_s", "custom_slowdowns", "custom_time_s", "kernel_ctas", "implementation",
-           "kernel_for", "kernel_moved_bytes", "pick", "reduced_dtype", "require_runs", "table_time_s", "why_not"]
+           "NCCL_PICK", "ONE_SHOT", "Pick", "TWO_SHOT", "algorithm_time_s", "custom_slowdowns", "custom_time_s",
+           "implementation", "kernel_ctas", "kernel_for", "kernel_moved_bytes", "pick", "reduced_dtype",
+           "require_runs", "table_time_s", "why_not"]
