@@ -45,13 +45,17 @@ def listed(values):
 
 def with_choices(function):
     """``function`` with its docstring's ``{FRAMEWORKS}``, ``{DTYPES}``, ``{KV_CACHES}``,
-    ``{KV_READS}`` and ``{ALLREDUCES}`` replaced by the allowed values of ``laddersim.support.choices`` (one list,
-    never restated in a docstring)."""
+    ``{KV_READS}`` and ``{ALLREDUCES}`` replaced by the allowed values of ``laddersim.support.choices``
+    (and ``{SCHEDULERS}`` by ``laddersim.traffic.engines``'; one list, never restated in a docstring)."""
     from laddersim.support.choices import ALLREDUCES, DTYPES, FRAMEWORKS, KV_CACHES, KV_READS
 
     lists = {"{FRAMEWORKS}": FRAMEWORKS, "{DTYPES}": DTYPES, "{KV_CACHES}": KV_CACHES, "{KV_READS}": KV_READS,
              "{ALLREDUCES}": ALLREDUCES}
     doc = function.__doc__ or ""
+    if "{SCHEDULERS}" in doc:  # only the functions that name them load laddersim.traffic
+        from laddersim.traffic.engines import ENGINES
+
+        lists["{SCHEDULERS}"] = tuple(ENGINES)
     for token, names in lists.items():
         doc = doc.replace(token, ", ".join(names))
     function.__doc__ = doc

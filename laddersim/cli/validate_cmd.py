@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from laddersim.api.static_validation import is_static_table, skipped_reasons, validate_static
+from laddersim.api.closed_loop_validation import is_closed_loop_table, skipped_reasons, validate_closed_loop
+from laddersim.api.static_validation import is_static_table, static_skipped_reasons, validate_static
 from laddersim.api.validation_task import SCORED_EXTRA_SHARE, groups_markdown, model_label, setting_columns, validate
 from laddersim.cli.args import add_measured_workload_args, call_api, default_of
 from laddersim.support.choices import VALIDATION_REPORT_DIR
@@ -31,6 +32,8 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.measured and all(is_closed_loop_table(path) for path in args.measured):
+        return run_closed_loop(args)
     if args.measured and all(is_static_table(path) for path in args.measured):
         return run_static(args)
     frame = call_api(validate, args, progress=True)
@@ -55,6 +58,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_closed_loop(args: argparse.Namespace) -> int:
+    """Tables measured at a fixed concurrency: TTFT and TPOT errors per engine x dtype group."""
+    for path, score in zip(args.measured, validate_closed_loop(args.measured, args.models, progress=True)):
+        print(f"{path}: {len(score.rows)} rows scored, {len(score.skipped)} skipped (closed loop at the row's "
+              "concurrency, its engine's scheduler; mean TTFT and TPOT)")
+        for line in score.mappings:
+            print(f"  {line}")
+        for line in skipped_reasons(score.skipped):
+            print(f"  skipped: {line}")
+        if not score.summary.empty:
+            print(score.summary.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+    return 0
+
+
 def run_static(args: argparse.Namespace) -> int:
     """Static-batch tables of other engines and GPUs: tokens/s, TTFT and TPOT errors per GPU x engine."""
     for path, score in zip(args.measured, validate_static(args.measured, args.models, args.allreduce, progress=True)):
@@ -62,7 +79,7 @@ def run_static(args: argparse.Namespace) -> int:
               "standard schedule; TTFT = the batch's prefill, TPOT = a decode step)")
         for line in score.mappings:
             print(f"  {line}")
-        for line in skipped_reasons(score.skipped):
+        for line in static_skipped_reasons(score.skipped):
             print(f"  skipped: {line}")
         if not score.summary.empty:
             print(score.summary.to_string(index=False, float_format=lambda v: f"{v:.1f}"))

@@ -7,7 +7,8 @@ Each row becomes a scenario of its model, TP, batch, lengths and dtype, on:
 * the kernels of the framework laddersim has for its engine (``ENGINE_FRAMEWORKS``): LMDeploy's
   TurboMind is priced as TensorRT-LLM (it comes from FasterTransformer, TensorRT-LLM's predecessor:
   paged KV cache, fused attention, a custom all-reduce);
-* the shipped profile of its GPU (``HARDWARE_PROFILES``: the 8-GPU node of that GPU).
+* the shipped profile of its GPU (``laddersim.validation.closed_loop.HARDWARE_PROFILES``, the
+  mapping the closed-loop tables use: the 8-GPU node of that GPU).
 
 The mapping used is returned with the scores. Rows laddersim does not price as they ran are
 skipped, each with its reason: a dtype other than 16-bit (``UNPRICED_DTYPES``), a batch whose KV
@@ -27,15 +28,13 @@ import pandas as pd
 
 from laddersim.errors import DoesNotFitError, UserInputError
 from laddersim.support.io_read import read_text
+from laddersim.validation.closed_loop import HARDWARE_PROFILES  # GPU names -> shipped profiles, one mapping
 
 STATIC_COLUMNS = ("model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "engine",
                   "engine_version", "hardware", "dtype", "tokens_per_s", "ttft_s", "tpot_s")
 # The framework laddersim prices closest to each engine's kernels.
 ENGINE_FRAMEWORKS = {"trtllm": "trtllm", "tensorrt-llm": "trtllm", "lmdeploy-turbomind": "trtllm",
                      "vllm": "vllm", "sglang": "sglang", "gpt-fast": "gpt-fast"}
-# GPU names as the tables write them -> the shipped profile of that GPU's 8-GPU node.
-HARDWARE_PROFILES = {"H100-SXM5-80GB": "h100-sxm-nvswitch", "H200-SXM-141GB": "h200-sxm-nvswitch",
-                     "A100-SXM4-80GB": "a100-sxm-nvswitch", "B200": "b200-sxm-nvswitch", "L40S": "l40s-pcie"}
 PRICED_DTYPES = {"float16": "float16", "fp16": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16"}
 UNPRICED_DTYPES = {"fp8": "FP8 weights and KV cache (FP8 GEMMs, quantize and scale kernels) are not priced here"}
 MODELS_FOLDER = "models"
