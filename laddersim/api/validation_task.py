@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 # The flags of the options a measured table is simulated with, as a Reproduce line states them.
 SETUP_FLAGS = {"hardware": "--hardware", "hardware_p2p_off": "--hardware-p2p-off", "dtype": "--dtype",
-               "framework": "--framework", "kv_cache": "--kv-cache", "kv_reads": "--kv-reads"}
+               "framework": "--framework", "kv_cache": "--kv-cache", "kv_reads": "--kv-reads",
+               "allreduce": "--allreduce"}
 
 
 @with_choices
@@ -30,7 +31,7 @@ def validate(measured: str | Path | Sequence[str | Path] | pd.DataFrame | None =
              hardware: str | Path | HardwareProfile | None = None,
              hardware_p2p_off: str | Path | HardwareProfile | None = None, dtype: str | None = None,
              kv_cache: str | None = None, kv_reads: str | None = None, framework: str | None = None,
-             models: str | Path | None = None, *, report: str | Path | None = None,
+             models: str | Path | None = None, *, allreduce: str | None = None, report: str | Path | None = None,
              progress: bool = False) -> pd.DataFrame:
     """``laddersim validate``: every measured row (default: every development table shipped in
     ``laddersim/data/validation``, the README's accuracy table) with ``hardware``,
@@ -39,14 +40,16 @@ def validate(measured: str | Path | Sequence[str | Path] | pd.DataFrame | None =
 
     ``measured``: a CSV path, several (validated together) or a DataFrame, with columns model,
     tp, nodes, batch, prompt_len, gen_len, p2p, schedule, tokens_per_s (optionally hardware,
-    framework, dtype, pp: pipeline stages of tp GPUs each, default 1, prefill_s, decode_s); ``models``: a folder of <name>.json configs its model column
+    framework, dtype, pp: pipeline stages of tp GPUs each, default 1, prefill_s, decode_s, allreduce); ``models``: a folder of <name>.json configs its model column
     names (default: models/ beside each table). A setting the table carries (hardware, dtype,
-    framework) is read from each row; the argument, where given, overrides it in every row.
+    framework, allreduce) is read from each row; the argument, where given, overrides it in every row.
     ``hardware``: the profile of rows with p2p=on (default: the row's hardware column, else
     h100-sxm-nvswitch); ``hardware_p2p_off``: of rows with p2p=off (default: the row's, else
     h100-sxm-p2p-off); ``dtype``: {DTYPES} (default: the row's dtype column, else float16, the
     paper's); ``framework``: {FRAMEWORKS} or a framework .yaml (default: the row's, else gpt-fast);
-    ``kv_cache``, ``kv_reads``: override the framework's. ``report``: also write the
+    ``kv_cache``, ``kv_reads``: override the framework's; ``allreduce`` ({ALLREDUCES}): the AllReduce
+    implementation forced over each framework's rule (default: the row's column, else the rule).
+    ``report``: also write the
     report there (a directory: index.md, the figure, validation.csv, and measured.csv with the
     rows as read, which its Reproduce line names); ``progress``: one line on stderr when the
     simulations start (on a terminal also a bar over the rows and a line when the report starts).
@@ -67,7 +70,7 @@ def validate(measured: str | Path | Sequence[str | Path] | pd.DataFrame | None =
     from laddersim.validation.p2p_pairs import p2p_off_pairs, pair_summary
     from laddersim.validation.report import write_measured, write_report
 
-    setup = ValidationSetup(hardware, hardware_p2p_off, dtype, kv_cache, kv_reads, framework)
+    setup = ValidationSetup(hardware, hardware_p2p_off, dtype, kv_cache, kv_reads, framework, allreduce)
     paths = None if isinstance(measured, pd.DataFrame) else listed(measured) or []
     if paths and any(not str(m).strip() for m in paths):
         raise UserInputError("measured: '' is not a path; allowed: CSV files, or nothing for the built-in table")

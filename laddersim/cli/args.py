@@ -11,7 +11,7 @@ import argparse
 import inspect
 
 from laddersim.api.params import RunOptions, ScenarioParams
-from laddersim.support.choices import DTYPES, FRAMEWORKS, KV_CACHES, KV_READS
+from laddersim.support.choices import ALLREDUCES, DTYPES, FRAMEWORKS, KV_CACHES, KV_READS
 from laddersim.support.limits import MAX_JITTER, OVERRIDE_COLUMNS
 
 def integer(text: str):
@@ -119,6 +119,9 @@ def add_framework_args(parser: argparse.ArgumentParser, default: str) -> None:
                         help="override the framework's: static = preallocated cache read in full each step; dynamic = grows")
     parser.add_argument("--kv-reads", metavar=choices_metavar(KV_READS), default=None,
                         help="override the framework's: repeat_interleave = K/V copied to every query head; per_kv_head = GQA-aware kernel")
+    parser.add_argument("--allreduce", metavar=choices_metavar(ALLREDUCES), default=None,
+                        help="override the framework's AllReduce rule with one implementation (NCCL above its size "
+                             "cut-offs); refused where the machine, group or dtype cannot run it")
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:

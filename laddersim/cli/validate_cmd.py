@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from laddersim.api.closed_loop_validation import is_closed_loop_table, skipped_reasons, validate_closed_loop
+from laddersim.api.static_validation import is_static_table, static_skipped_reasons, validate_static
 from laddersim.api.validation_task import SCORED_EXTRA_SHARE, groups_markdown, model_label, setting_columns, validate
 from laddersim.cli.args import add_measured_workload_args, call_api, default_of
 from laddersim.support.choices import VALIDATION_REPORT_DIR
@@ -35,6 +36,8 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.measured and all(is_closed_loop_table(path) for path in args.measured):
         return run_closed_loop(args)
+    if args.measured and all(is_static_table(path) for path in args.measured):
+        return run_static(args)
     frame = call_api(validate, args, progress=True)
     if (groups := frame.attrs["development_groups"]) is not None:  # no table given: the README's table
         print(groups_markdown(groups))
@@ -65,6 +68,20 @@ def run_closed_loop(args: argparse.Namespace) -> int:
         for line in score.mappings:
             print(f"  {line}")
         for line in skipped_reasons(score.skipped):
+            print(f"  skipped: {line}")
+        if not score.summary.empty:
+            print(score.summary.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+    return 0
+
+
+def run_static(args: argparse.Namespace) -> int:
+    """Static-batch tables of other engines and GPUs: tokens/s, TTFT and TPOT errors per GPU x engine."""
+    for path, score in zip(args.measured, validate_static(args.measured, args.models, args.allreduce, progress=True)):
+        print(f"{path}: {len(score.rows)} rows scored, {len(score.skipped)} skipped (one static batch per row, "
+              "standard schedule; TTFT = the batch's prefill, TPOT = a decode step)")
+        for line in score.mappings:
+            print(f"  {line}")
+        for line in static_skipped_reasons(score.skipped):
             print(f"  skipped: {line}")
         if not score.summary.empty:
             print(score.summary.to_string(index=False, float_format=lambda v: f"{v:.1f}"))

@@ -8,11 +8,13 @@ An optional ``framework`` column names each row's framework (``laddersim/data/fr
 the setup's). A model that is neither a preset nor a path is looked up as ``<name>.json`` in the
 models folder (``--models DIR``; default: ``models/`` beside the table), and optional
 ``prefill_s`` / ``decode_s`` columns are compared with the predicted phase times. An optional
-``pp`` column (default 1) gives each row's pipeline stages, each a TP group of ``tp`` GPUs.
+``pp`` column (default 1) gives each row's pipeline stages, each a TP group of ``tp`` GPUs; an
+optional ``allreduce`` column the AllReduce implementation forced over the row's framework rule
+(``laddersim.costs.allreduce_impls``; blank: the framework's).
 
-Every setting a row carries (``hardware``, ``dtype``, ``framework``) is read from the row; a
-setting given to the setup (a command-line flag) overrides the column in every row, and a
-setting neither gives is the paper's benchmark's (``DEFAULTS``).
+Every setting a row carries (``hardware``, ``dtype``, ``framework``, ``allreduce``) is read from the
+row; a setting given to the setup (a command-line flag) overrides the column in every row, and a
+setting neither gives is the paper's benchmark's (``DEFAULTS``; no ``allreduce``: the framework's rule).
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ INTEGER_COLUMNS = ("tp", "nodes", "batch", "prompt_len", "gen_len")
 OPTIONAL_INTEGER_COLUMNS = ("pp",)  # a pipeline's stages; a table without the column: 1
 # A measured setting; ``hardware`` and ``dtype`` count where the table has them (ladder_bench
 # writes dtype: a float32 and a bfloat16 run of one setting are two settings).
-SETTING = ["model", "hardware", "framework", "tp", "pp", "nodes", "batch", "prompt_len", "gen_len", "dtype"]
+SETTING = ["model", "hardware", "framework", "allreduce", "tp", "pp", "nodes", "batch", "prompt_len", "gen_len",
+           "dtype"]
 MODELS_FOLDER = "models"  # beside a measured table: config.json files its model column names
 
 
@@ -62,6 +65,7 @@ class ValidationSetup:
     kv_cache: str | None = None  # None: the framework's (gpt-fast: preallocated static cache)
     kv_reads: str | None = None  # None: the framework's (gpt-fast: K/V repeated per query head)
     framework: str | None = None
+    allreduce: str | None = None  # None: the row's allreduce column, else each framework's rule
 
     def default(self, name: str):
         """The setup's ``name`` where given, else the benchmark's default (``DEFAULTS``)."""
@@ -112,7 +116,7 @@ def read_measured(path: str | Path | None = None, models_dir: str | Path | None 
     tokens = pd.to_numeric(frame["tokens_per_s"], errors="coerce")
     if tokens.isna().any() or (tokens <= 0).any() or not np.isfinite(tokens).all():
         raise UserInputError(f"measured: {path}: tokens_per_s must be positive numbers (finite, > 0)")
-    for column in ("model", "schedule", "hardware", "framework"):  # text, even where a cell looks like a number
+    for column in ("model", "schedule", "hardware", "framework", "allreduce"):  # text, even where a cell looks like a number
         if column in frame.columns:
             frame[column] = [value if isinstance(value, str) or pd.isna(value) else str(value)
                              for value in frame[column]]
@@ -237,10 +241,13 @@ def check_rows(frame: pd.DataFrame, setup: ValidationSetup) -> list:
         profile = _profile_for(row, setup, cache)
         dtype = row_setting(row, "dtype", setup)  # ladder_bench writes the dtype it ran
         framework = row_framework(row, setup)
+        allreduce = setup.allreduce  # given: it overrides the row's allreduce column
+        if allreduce is None and isinstance(getattr(row, "allreduce", None), str) and row.allreduce:
+            allreduce = row.allreduce  # blank or absent: the framework's rule
         scenario = make_scenario(model=row.model, hardware=profile, tp=int(row.tp), batch=int(row.batch),
                                  prompt_len=int(row.prompt_len), gen_len=int(row.gen_len), schedule=row.schedule,
                                  dtype=dtype, kv_cache=setup.kv_cache, kv_reads=setup.kv_reads, framework=framework,
-                                 pp=int(getattr(row, "pp", 1)))
+                                 pp=int(getattr(row, "pp", 1)), allreduce=allreduce)
         scenario.model.check_tp(scenario.tp)
         check_memory(scenario)
         if scenario_nodes(scenario) != int(row.nodes):
