@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from laddersim.hardware import load_profile
 from laddersim.hardware.overrides import with_overrides
 from laddersim.model.shape import ModelShape
+
+# A pytest-xdist worker starts with SIGINT ignored, and a child inherits an ignored signal, so the
+# Ctrl-C tests' commands would never see theirs: the tests' processes take SIGINT as a terminal does.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
