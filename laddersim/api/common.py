@@ -44,12 +44,13 @@ def listed(values):
 
 
 def with_choices(function):
-    """``function`` with its docstring's ``{FRAMEWORKS}``, ``{DTYPES}``, ``{KV_CACHES}`` and
-    ``{KV_READS}`` replaced by the allowed values of ``laddersim.support.choices`` (one list,
+    """``function`` with its docstring's ``{FRAMEWORKS}``, ``{DTYPES}``, ``{KV_CACHES}``,
+    ``{KV_READS}``, ``{QUANTS}`` and ``{KV_CACHE_DTYPES}`` replaced by the allowed values of ``laddersim.support.choices`` (one list,
     never restated in a docstring)."""
-    from laddersim.support.choices import DTYPES, FRAMEWORKS, KV_CACHES, KV_READS
+    from laddersim.support.choices import DTYPES, FRAMEWORKS, KV_CACHE_DTYPES, KV_CACHES, KV_READS, QUANTS
 
-    lists = {"{FRAMEWORKS}": FRAMEWORKS, "{DTYPES}": DTYPES, "{KV_CACHES}": KV_CACHES, "{KV_READS}": KV_READS}
+    lists = {"{FRAMEWORKS}": FRAMEWORKS, "{DTYPES}": DTYPES, "{KV_CACHES}": KV_CACHES, "{KV_READS}": KV_READS,
+             "{QUANTS}": QUANTS, "{KV_CACHE_DTYPES}": KV_CACHE_DTYPES}
     doc = function.__doc__ or ""
     for token, names in lists.items():
         doc = doc.replace(token, ", ".join(names))
