@@ -178,7 +178,7 @@ def add_measured_workload_args(parser: argparse.ArgumentParser, function) -> Non
     dtype and attention; defaults are ``function``'s (the paper's gpt-fast benchmark)."""
     parser.add_argument("--hardware-p2p-off", default=default_of(function, "hardware_p2p_off"),
                         help="profile for rows with p2p=off")
-    parser.add_argument("--dtype", default=default_of(function, "dtype"), choices=DTYPES)
+    parser.add_argument("--dtype", default=default_of(function, "dtype"), metavar=choices_metavar(DTYPES))
     add_framework_args(parser, default_of(function, "framework"))
 
 

@@ -9,6 +9,10 @@ the setup's). A model that is neither a preset nor a path is looked up as ``<nam
 models folder (``--models DIR``; default: ``models/`` beside the table), and optional
 ``prefill_s`` / ``decode_s`` columns are compared with the predicted phase times. An optional
 ``pp`` column (default 1) gives each row's pipeline stages, each a TP group of ``tp`` GPUs.
+Optional ``quant`` and ``kv_cache_dtype`` columns give each row's quantization of the linears and
+KV cache element type (laddersim.model.quantization; blank: none and auto). A ``dtype`` of ``fp8``
+(published tables label FP8 serving so, e.g. TensorRT-LLM's performance tables: FP8 weights and an
+FP8 KV cache) is read as ``quant`` fp8 and ``kv_cache_dtype`` fp8 over float16 activations.
 """
 
 from __future__ import annotations
@@ -36,7 +40,10 @@ INTEGER_COLUMNS = ("tp", "nodes", "batch", "prompt_len", "gen_len")
 OPTIONAL_INTEGER_COLUMNS = ("pp",)  # a pipeline's stages; a table without the column: 1
 # A measured setting; ``hardware`` and ``dtype`` count where the table has them (ladder_bench
 # writes dtype: a float32 and a bfloat16 run of one setting are two settings).
-SETTING = ["model", "hardware", "framework", "tp", "pp", "nodes", "batch", "prompt_len", "gen_len", "dtype"]
+SETTING = ["model", "hardware", "framework", "tp", "pp", "nodes", "batch", "prompt_len", "gen_len", "dtype",
+           "quant", "kv_cache_dtype"]
+# A table's dtype label for FP8 serving: its quantization, KV cache and activations' dtype.
+FP8_LABEL = {"quant": "fp8", "kv_cache_dtype": "fp8", "dtype": "float16"}
 MODELS_FOLDER = "models"  # beside a measured table: config.json files its model column names
 
 
@@ -94,6 +101,7 @@ def read_measured(path: str | Path | None = None, models_dir: str | Path | None 
     frame["tokens_per_s"] = tokens.astype(float)
     if "dtype" in frame.columns:
         _check_dtypes(frame, path)
+    _check_quantization(frame, path)
     if "mode" in frame.columns and frame["mode"].nunique(dropna=False) > 1:
         modes = ", ".join(sorted(frame["mode"].astype(str).unique()))
         raise UserInputError(f"measured: {path} mixes mode values ({modes}); validate one mode at a time "
@@ -158,14 +166,40 @@ def _check_dtypes(frame: pd.DataFrame, path: Path) -> None:
     """A ``dtype`` column names one of the simulator's dtypes in every row: a blank one (a row cut
     short mid-write, or a mix of tables) would be keyed apart from the setting it really is."""
     text = frame["dtype"].astype("string").str.strip()
-    bad = text.isna() | ~text.isin(list(DTYPE_BYTES))
+    bad = text.isna() | ~text.isin([*DTYPE_BYTES, "fp8"])
     if bad.any():
         row = int(bad.to_numpy().nonzero()[0][0])
         value = "blank" if pd.isna(text.iloc[row]) or not text.iloc[row] else repr(str(text.iloc[row]))
         raise UserInputError(f"measured: dtype in row {row + 1} of {path} is {value}; allowed: "
-                             f"{', '.join(DTYPE_BYTES)} in every row (a row cut short mid-write lacks it: "
+                             f"{', '.join(DTYPE_BYTES)}, fp8 in every row (a row cut short mid-write lacks it: "
                              "delete that row), or no dtype column")
     frame["dtype"] = text.astype(str)
+
+
+def _check_quantization(frame: pd.DataFrame, path: Path) -> None:
+    """Optional ``quant`` and ``kv_cache_dtype`` columns name allowed values (blank: none, auto)."""
+    from laddersim.support.choices import KV_CACHE_DTYPES, QUANTS
+
+    for column, allowed in (("quant", QUANTS), ("kv_cache_dtype", KV_CACHE_DTYPES)):
+        if column not in frame.columns:
+            continue
+        text = frame[column].astype("string").str.strip().fillna("")
+        bad = (text != "") & ~text.isin(allowed)
+        if bad.any():
+            row = int(bad.to_numpy().nonzero()[0][0])
+            raise UserInputError(f"measured: {column} in row {row + 1} of {path} is {str(text.iloc[row])!r}; "
+                                 f"allowed: {', '.join(allowed)}, or blank")
+        frame[column] = text.astype(str)
+
+
+def row_quantization(row, dtype: str) -> tuple[str, str, str]:
+    """(dtype, quant, kv_cache_dtype) of a measured row: its columns where set, a ``dtype`` of fp8
+    read as ``FP8_LABEL``."""
+    quant = getattr(row, "quant", "") or ""
+    kv = getattr(row, "kv_cache_dtype", "") or ""
+    if dtype == "fp8":
+        return FP8_LABEL["dtype"], quant or FP8_LABEL["quant"], kv or FP8_LABEL["kv_cache_dtype"]
+    return dtype, quant or "none", kv or "auto"
 
 
 def _resolve_model(model: str, table: Path, models_dir: Path) -> str:
@@ -212,9 +246,10 @@ def check_rows(frame: pd.DataFrame, setup: ValidationSetup) -> list:
         dtype = getattr(row, "dtype", None)  # a table's own dtype column (ladder_bench writes one) wins
         dtype = dtype if isinstance(dtype, str) and dtype else setup.dtype
         framework = row_framework(row, setup)
+        dtype, quant, kv_cache_dtype = row_quantization(row, dtype)
         scenario = make_scenario(row.model, profile, int(row.tp), int(row.batch), int(row.prompt_len),
                                  int(row.gen_len), row.schedule, dtype, setup.kv_cache, setup.kv_reads,
-                                 framework, pp=int(getattr(row, "pp", 1)))
+                                 framework, pp=int(getattr(row, "pp", 1)), quant=quant, kv_cache_dtype=kv_cache_dtype)
         scenario.model.check_tp(scenario.tp)
         check_memory(scenario)
         if scenario_nodes(scenario) != int(row.nodes):
