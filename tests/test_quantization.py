@@ -202,3 +202,28 @@ def test_quantization_names_agree():
 
     assert tuple(QUANTIZATIONS) == QUANTS == tuple(Workload.model_fields["quant"].annotation.__args__)
     assert isinstance(LLAMA_8B, ModelShape)
+
+
+def test_block_fp8_reads_its_table_where_it_is_reliable_else_the_per_tensor_one():
+    peak = H100.gpu.peak_flops_per_s
+    # AIConfigurator h100_sxm vllm 0.24.0, gemm_dtype fp8_block, m = n = k = 8192: 911.3 us
+    block, _ = quantized_linear_time_s(H100, work(quant="fp8-block"), 8192, 8192, 8192, peak)
+    assert block * 1e6 == pytest.approx(911.3, rel=1e-3)
+    # a decode GEMM: the block table's rows there are host launch time (no CUDA graph); the
+    # per-tensor table's time stands in for it
+    small_block, source = quantized_linear_time_s(H100, work(quant="fp8-block"), 1, 8192, 8192, peak)
+    small_tensor, _ = quantized_linear_time_s(H100, work(quant="fp8"), 1, 8192, 8192, peak)
+    assert small_block == small_tensor and source == "SILICON"
+
+
+def test_serving_takes_the_quantization(capsys):
+    base = ["serving", "--model", "llama-3.1-8b", "--hardware", "h100-sxm-nvswitch", "--tp", "1", "--framework",
+            "vllm", "--rate", "2", "--requests", "40", "--prompt-len", "256", "--gen-len", "32", "--schedule",
+            "standard", "--no-progress", "--json"]
+    assert main(base) == 0
+    plain = json.loads(capsys.readouterr().out)[0]
+    assert main(base + ["--quant", "fp8", "--kv-cache-dtype", "fp8"]) == 0
+    fp8 = json.loads(capsys.readouterr().out)[0]
+    assert fp8["tpot_p50_s"] < plain["tpot_p50_s"]
+    assert main(base + ["--quant", "fp8", "--hardware", "a100-sxm-nvswitch"]) == 2
+    assert "no FP8 tensor cores" in capsys.readouterr().err

@@ -9,6 +9,13 @@ kernels that quantize its input.
   GEMM efficiencies at its FP8 peak, one byte per operand element) plus the quantize kernels, each
   a memory-bound kernel reading the 16-bit input (the max reduction) or reading it and writing
   its FP8 copy (the conversion).
+* Block-scaled FP8 (``fp8-block``) from its own table (its rows from m = 1024, beyond them the
+  roofline anchored to the nearest) where its time is at least ``BLOCK_TABLE_MIN_S``: the rows were
+  timed without a CUDA graph, so a shorter GEMM's time is the host's launch cost (60-100 us at every
+  shape below m = 1024, and at small n, k above it). Elsewhere it is priced as the
+  per-tensor FP8 GEMM: both stream the same one-byte weights, and where the block table is
+  reliable the two are close (AIConfigurator vLLM 0.24.0, rows of at least 0.3 ms: median block /
+  per-tensor time 0.905 on H100 (3640 rows), 0.992 on H200 (3543), 1.027 on B200 (2306)).
 * Weight-only (``int8-weight``, ``int4-weight``): the 16-bit GEMM's time (its table or roofline)
   with the part above the kernel floor scaled by the bytes moved at the quantized weights' size
   over the bytes at 16 bit, never below the 16-bit compute roofline: the dequantization runs inside
@@ -27,6 +34,8 @@ from laddersim.hardware.profile import HardwareProfile
 from laddersim.model.workload import Workload
 
 FP8_BYTES = 1
+BLOCK_TABLE_MIN_S = 300e-6  # see the module docstring
+BLOCK_TABLE_MIN_M = 1024  # the block tables' least m (laddersim.profiles_check.sources: QuantizedGemmSource.min_m)
 
 
 def quantized_gemm_table(hw: HardwareProfile, gemm_dtype: str) -> QuantizedGemmTable | None:
@@ -52,12 +61,24 @@ def quantized_linear_time_s(hw: HardwareProfile, work: Workload, m: int, n: int,
     quant = work.quantization
     if quant.gemm == "weight_only":
         return _weight_only_time_s(hw, work, m, n, k, peak_16bit_flops_per_s)
-    peak = hw.gpu.peak_flops_per_s_for("fp8")
-    table = quantized_gemm_table(hw, quant.gemm)
-    if table is not None and hw.base_dir:
-        return table_time_s(hw.gpu, table_path(hw.base_dir, table.file), m, n, k, FP8_BYTES, peak)
-    seconds = float(gemm_time_s(hw.gpu, m, n, k, FP8_BYTES, None, peak))
+    if quant.gemm == "fp8_block":
+        block = _fp8_table_time_s(hw, "fp8_block", m, n, k)
+        if block is not None and m >= BLOCK_TABLE_MIN_M and block[0] >= BLOCK_TABLE_MIN_S:
+            return block
+    measured = _fp8_table_time_s(hw, "fp8", m, n, k)
+    if measured is not None:
+        return measured
+    seconds = float(gemm_time_s(hw.gpu, m, n, k, FP8_BYTES, None, hw.gpu.peak_flops_per_s_for("fp8")))
     return seconds + quantize_time_s(hw, work, m, k), SOL
+
+
+def _fp8_table_time_s(hw: HardwareProfile, gemm_dtype: str, m: int, n: int, k: int) -> tuple[float, str] | None:
+    """The GEMM's time and label from the profile's ``gemm_dtype`` table; None without one."""
+    table = quantized_gemm_table(hw, gemm_dtype)
+    if table is None or not hw.base_dir:
+        return None
+    peak = hw.gpu.peak_flops_per_s_for("fp8")
+    return table_time_s(hw.gpu, table_path(hw.base_dir, table.file), m, n, k, FP8_BYTES, peak)
 
 
 def _weight_only_time_s(hw: HardwareProfile, work: Workload, m: int, n: int, k: int,

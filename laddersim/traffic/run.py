@@ -103,7 +103,7 @@ def timer_for(scenario: Scenario, options: ServingOptions) -> IterationTimer | l
     keeps them alive)."""
     w = scenario.workload
     key = (id(scenario.model), id(scenario.hardware), scenario.tp, scenario.pp, scenario.schedule, w.dtype,
-           w.kv_cache, w.kv_reads, w.framework, options.points_per_octave)
+           w.kv_cache, w.kv_reads, w.framework, options.points_per_octave, w.quant, w.kv_cache_dtype)
     if key not in _TIMERS:
         if len(_TIMERS) >= 64:
             _TIMERS.pop(next(iter(_TIMERS)))
