@@ -227,3 +227,14 @@ def test_serving_takes_the_quantization(capsys):
     assert fp8["tpot_p50_s"] < plain["tpot_p50_s"]
     assert main(base + ["--quant", "fp8", "--hardware", "a100-sxm-nvswitch"]) == 2
     assert "no FP8 tensor cores" in capsys.readouterr().err
+
+
+def test_fp8_as_a_dtype_is_refused_by_validate_and_sweep(tmp_path, capsys):
+    assert main(["validate", "--dtype", "fp8"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: dtype: fp8") and "--quant fp8" in err
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("models: [llama-3.1-8b]\nhardware: [h100-sxm-nvswitch]\ntp: [1]\ndtype: [fp8]\n")
+    assert main(["sweep", str(grid), "--out", str(tmp_path / "out"), "--no-progress", "--workers", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "dtype: fp8 is not an element type" in err
