@@ -341,4 +341,6 @@ def prefill_attention_time_s(model: ModelShape, hw: HardwareProfile, work: Workl
         flops = 4.0 * phase.batch * s * s * h_r * hd / 2.0 + 4.0 * phase.batch * s * cached_positions * h_r * hd
         moved = (phase.tokens * (2 * h_r + 2 * heads_streamed) + phase.batch * cached_positions * 2 * heads_streamed) \
             * hd * b
+        if work.kv_cache_dtype != "auto":  # the cached K/V read in the cache's own bytes
+            moved -= phase.batch * cached_positions * 2 * heads_streamed * hd * (b - work.kv_bytes)
     return float(gpu.kernel_launch_s + max(flops / attn_peak, moved / stream_bw))

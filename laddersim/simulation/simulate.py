@@ -104,10 +104,12 @@ def check_quantization(work: Workload, profile: HardwareProfile, fw) -> None:
     if work.quantization.needs_fp8 and profile.gpu.peak_tflops_fp8 is None:
         raise UserInputError(f"quant: {profile.gpu.name} has no FP8 tensor cores (no peak_tflops_fp8 in {profile.name}); "
                              "allowed: none, int8-weight, int4-weight")
-    if work.kv_cache_dtype == "fp8" and fw.decode_attention_path != "fused":
-        raise UserInputError(f"kv-cache-dtype: fp8 is priced on a fused attention kernel only; framework "
-                             f"{work.framework} runs decode attention as {fw.decode_attention_path}; allowed: auto, "
-                             "or --framework vllm")
+    paths = {"prefill": fw.prefill_attention_path, "decode": fw.decode_attention_path}
+    other = {phase: path for phase, path in paths.items() if path != "fused"}
+    if work.kv_cache_dtype == "fp8" and other:
+        phase, path = next(iter(other.items()))
+        raise UserInputError(f"kv-cache-dtype: fp8 is priced on fused attention kernels only; framework "
+                             f"{work.framework} runs {phase} attention as {path}; allowed: auto, or --framework vllm")
 
 
 def check_pipeline(model: ModelShape, batch: int, pp: int, microbatches: int) -> None:
