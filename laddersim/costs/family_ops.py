@@ -2,10 +2,12 @@
 
 * Qwen3's q/k RMSNorm: an RMSNorm over each head's ``head_dim`` on the queries and on the keys,
   before RoPE (huggingface/transformers @ 9ee3f431 src/transformers/models/qwen3/modeling_qwen3.py,
-  ``Qwen3Attention.q_norm``, ``k_norm``); vLLM runs it as one more kernel on the compute stream,
-  the q and k heads of every token read and written once (vllm-project/vllm @ 364d01925de309b50c726941ad93a2c0a2487df8
-  vllm/model_executor/models/qwen3.py, ``Qwen3Attention.forward``: ``q_norm`` and ``k_norm`` on
-  the split q and k). Priced as one memory-bound kernel, counted in the ``rope`` op it precedes.
+  ``Qwen3Attention.q_norm``, ``k_norm``). vLLM applies both to the views of q and k split from the
+  QKV output, before RoPE, inside the compiled model (vllm-project/vllm @
+  002456df36fc7a63ca4463f335a49d05634ab2ab vllm/model_executor/models/qwen3.py,
+  ``Qwen3Attention.forward``; ``Qwen3Model`` is ``@support_torch_compile``, so Inductor generates
+  the norms' kernel): priced as one more memory-bound kernel on the compute stream, every q and k
+  head of every token read and written once, counted in the ``rope`` op it precedes.
 * Qwen2's QKV bias: added in the QKV GEMM's epilogue, no kernel of its own: a linear with a 1-D
   bias runs as ``addmm``, which PyTorch lowers to cuBLASLt with the bias epilogue
   (pytorch/pytorch @ 960a68465f6172d22bff1a58a61f942363ff0931 aten/src/ATen/native/cuda/Blas.cpp,
