@@ -9,10 +9,11 @@
   the norms' kernel): priced as one more memory-bound kernel on the compute stream, every q and k
   head of every token read and written once, counted in the ``rope`` op it precedes.
 * Qwen2's QKV bias: added in the QKV GEMM's epilogue, no kernel of its own: a linear with a 1-D
-  bias runs as ``addmm``, which PyTorch lowers to cuBLASLt with the bias epilogue
+  bias runs as ``addmm``, which PyTorch sends to cuBLASLt with the bias as the GEMM's epilogue
   (pytorch/pytorch @ 960a68465f6172d22bff1a58a61f942363ff0931 aten/src/ATen/native/cuda/Blas.cpp,
-  ``addmm_out_cuda_impl``: ``CUBLASLT_EPILOGUE_BIAS``); the GEMM reads the bias vector once, its
-  bytes at the GEMM's streaming rate.
+  ``addmm_out_cuda_impl``: ``useLtInterface`` for a 1-D bias on CUDA >= 12.1 whatever the row
+  count, then ``at::cuda::blas::gemm_and_bias``); the GEMM reads the bias vector once, its bytes at
+  the GEMM's streaming rate.
 """
 
 from __future__ import annotations
