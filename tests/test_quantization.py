@@ -119,12 +119,12 @@ def test_weight_only_streams_fewer_bytes_and_computes_at_16_bit():
 
 def test_a_gpu_without_fp8_refuses_fp8_in_one_line(capsys):
     with pytest.raises(UserInputError, match="^quant: NVIDIA A100-SXM4-80GB has no FP8 tensor cores"):
-        make_scenario("llama-3.1-8b", "a100-sxm-nvswitch", 1, 1, 16, 4, "standard", quant="fp8-block")
+        make_scenario(model="llama-3.1-8b", hardware="a100-sxm-nvswitch", tp=1, batch=1, prompt_len=16, gen_len=4, schedule="standard", quant="fp8-block")
     assert main(["simulate", "--model", "llama-3.1-8b", "--hardware", "a100-sxm-nvswitch", "--tp", "1",
                  "--quant", "fp8"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no FP8 tensor cores" in err
-    make_scenario("llama-3.1-8b", "a100-sxm-nvswitch", 1, 1, 16, 4, "standard", quant="int4-weight")  # 16-bit compute
+    make_scenario(model="llama-3.1-8b", hardware="a100-sxm-nvswitch", tp=1, batch=1, prompt_len=16, gen_len=4, schedule="standard", quant="int4-weight")  # 16-bit compute
 
 
 def test_dtype_fp8_is_refused_naming_quant(capsys):
@@ -137,7 +137,8 @@ def test_dtype_fp8_is_refused_naming_quant(capsys):
 def test_fp8_serving_is_faster_than_16_bit_but_far_from_twice():
     # FP8 halves the weights' bytes, not the whole step: attention, norms and the quantize kernels remain.
     def tokens_per_s(quant):
-        s = make_scenario("llama-3.1-70b", "h100-sxm-nvswitch", 4, 32, 1024, 128, "standard", framework="vllm",
+        s = make_scenario(model="llama-3.1-70b", hardware="h100-sxm-nvswitch", tp=4, batch=32, prompt_len=1024,
+                          gen_len=128, schedule="standard", framework="vllm",
                           quant=quant)
         from laddersim.simulation.simulate import simulate
 

@@ -42,9 +42,10 @@ def check(table: Path, models: Path) -> pd.DataFrame:
                "prompt_len": row.prompt_len, "gen_len": row.gen_len, "tokens_per_s": row.tokens_per_s,
                "ttft_s": row.ttft_s}
         try:
-            scenario = make_scenario(str(models / f"{row.model}.json"), PROFILES[row.hardware], int(row.tp),
-                                     int(row.batch), int(row.prompt_len), int(row.gen_len), "standard", "float16",
-                                     None, kv_reads, framework, quant="fp8", kv_cache_dtype="fp8")
+            scenario = make_scenario(model=str(models / f"{row.model}.json"), hardware=PROFILES[row.hardware],
+                                     tp=int(row.tp), batch=int(row.batch), prompt_len=int(row.prompt_len),
+                                     gen_len=int(row.gen_len), schedule="standard", dtype="float16",
+                                     kv_reads=kv_reads, framework=framework, quant="fp8", kv_cache_dtype="fp8")
             scenario.model.check_tp(int(row.tp))
             check_memory(scenario)
             summary = simulate(scenario).summary()
