@@ -14,18 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from laddersim.model.layer_ops import MODULE_OPS
 from laddersim.schedules.plan import Module, module_plan
 from laddersim.schedules.stages import Stage, crossing_modules, stage_modules, whole_model
 
 Stream = Literal["compute", "comm"]
 
-# The ops inside each kind of module, in launch order (cost kinds from laddersim.costs.op_costs).
-MODULE_OPS: dict[str, tuple[str, ...]] = {
-    "attn": ("attn_norm", "qkv", "rope", "attention", "o_proj"),
-    "mlp": ("mlp_norm", "gate_up", "act", "down"),
-    # GPT-J / PaLM: one norm, QKV and gate/up fused, both row-parallel outputs summed locally.
-    "parallel": ("norm", "qkv_gate_up", "rope", "attention", "act", "o_proj", "down", "partial_add"),
-}
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from laddersim.costs.attention_kernels import attention_kernels
 from laddersim.costs.calibrated_kernels import class_split_s, schedule_layer
 from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.kernel_counts import op_kernels
-from laddersim.costs.op_costs import Phase, _fixed_op_times, attention_time_s, linear_shapes, logits_rows
+from laddersim.costs.op_costs import Phase, fixed_op_times, attention_time_s, linear_shapes, logits_rows
 from laddersim.costs.pass_shapes import first_decode_positions
 from laddersim.costs.quantized_gemm import is_quantized_linear, quantized_class_split_s
 from laddersim.model.framework import load_framework
@@ -33,7 +33,6 @@ from laddersim.support.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
 from laddersim.schedules.program import build_program
 from laddersim.simulation.simulate import make_scenario
 
-COMPUTE_CLASSES = ("library_gemm", "splitk_reduce", "generated", "attention", "copy", "other")
 COLUMNS = ["kernel", "class", "count", "us"]
 
 
@@ -52,8 +51,9 @@ def kernel_table(model, hardware, tp: int, batch: int, schedule: str = "standard
     decode step after a ``prompt_len`` prompt: a static cache attends all ``prompt_len + gen_len``
     positions) or ``prefill`` (the prompt of ``batch`` sequences); ``quant``, ``kv_cache_dtype``: the
     linears' quantization and the KV cache's element type (laddersim.model.quantization)."""
-    scenario = make_scenario(model, hardware, tp, batch, prompt_len, gen_len, schedule, dtype,
-                             framework=framework or "gpt-fast", quant=quant, kv_cache_dtype=kv_cache_dtype)
+    scenario = make_scenario(model=model, hardware=hardware, tp=tp, batch=batch, prompt_len=prompt_len, gen_len=gen_len,
+                             schedule=schedule, dtype=dtype, framework=framework or "gpt-fast", quant=quant,
+                             kv_cache_dtype=kv_cache_dtype)
     scenario.model.check_tp(tp)
     fw = load_framework(scenario.workload.framework)
     if phase not in ("decode", "prefill"):
@@ -79,7 +79,7 @@ def _layer_kinds(scenario, phase_name: str) -> collections.Counter:
 def _priced_rows(scenario, fw, phase: Phase) -> list[tuple]:
     model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
     gpu = hw.gpu
-    times, _ = _fixed_op_times(model, hw, work, tp, phase)
+    times, _ = fixed_op_times(model, hw, work, tp, phase)
     kv_len = first_decode_positions(work) if phase.name == "decode" else work.prompt_len
     times["attention"] = float(attention_time_s(model, hw, work, tp, phase, np.array([kv_len]))[0])
     classes = op_kernels(model, hw, work, tp, phase)
@@ -112,7 +112,7 @@ def _calibrated_rows(scenario, calib, phase: Phase) -> list[tuple]:
     to the schedule's layer (laddersim.costs.calibrated_kernels.schedule_layer)."""
     model, work, tp = scenario.model, scenario.workload, scenario.tp
     regime = calib.regime_for(phase.batch)
-    times, _ = _fixed_op_times(model, scenario.hardware, work, tp, phase)
+    times, _ = fixed_op_times(model, scenario.hardware, work, tp, phase)
     kinds = _layer_kinds(scenario, phase.name)
     per_kind = op_kernels(model, scenario.hardware, work, tp, phase)
     layer = schedule_layer(calib, model, scenario.hardware, work, tp, phase, times, per_kind,
