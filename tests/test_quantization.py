@@ -239,3 +239,32 @@ def test_fp8_as_a_dtype_is_refused_by_validate_and_sweep(tmp_path, capsys):
     assert main(["sweep", str(grid), "--out", str(tmp_path / "out"), "--no-progress", "--workers", "1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "dtype: fp8 is not an element type" in err
+
+
+# Llama-2-7B and -70B (config.json of meta-llama/Llama-2-7b-hf and Llama-2-70b-hf on Hugging Face).
+LLAMA_2 = {
+    "7b": ModelShape(name="llama-2-7b", n_layers=32, dim=4096, n_heads=32, n_kv_heads=32, intermediate_size=11008,
+                     vocab_size=32000, max_position_embeddings=4096),
+    "70b": ModelShape(name="llama-2-70b", n_layers=80, dim=8192, n_heads=64, n_kv_heads=8, intermediate_size=28672,
+                      vocab_size=32000, max_position_embeddings=4096),
+}
+
+
+def test_trtllm_fp8_throughput_on_h100_within_ten_percent_median():
+    # NVIDIA/TensorRT-LLM docs/source/performance.md at release v0.6.1, "Peak Throughput", H100 SXM
+    # FP8 (FP8 weights and KV cache), output tokens/s per GPU x TP: (model, tp, batch, prompt, output, tokens/s).
+    rows = [("7b", 1, 768, 128, 128, 19694), ("7b", 1, 112, 128, 2048, 6818), ("7b", 1, 80, 2048, 128, 2244),
+            ("7b", 1, 48, 2048, 2048, 2740), ("70b", 2, 1024, 128, 128, 5314), ("70b", 4, 480, 128, 2048, 5944),
+            ("70b", 2, 96, 2048, 128, 612), ("70b", 2, 64, 2048, 2048, 1094)]
+    from laddersim.simulation.simulate import simulate
+
+    errors = []
+    for model, tp, batch, prompt, output, measured in rows:
+        # TensorRT-LLM before 0.10 reads K/V per query head in generation (its Hopper GQA XQA
+        # kernels came with 0.10, release notes v0.10.0); otherwise vLLM's kernels.
+        scenario = make_scenario(model=LLAMA_2[model], hardware="h100-sxm-nvswitch", tp=tp, batch=batch,
+                                 prompt_len=prompt, gen_len=output, schedule="standard", dtype="float16",
+                                 kv_reads="repeat_interleave", framework="vllm", quant="fp8", kv_cache_dtype="fp8")
+        errors.append(simulate(scenario).summary()["tokens_per_s"] / measured - 1)
+    assert float(np.median(np.abs(errors))) <= 0.10
+    assert max(map(abs, errors)) <= 0.15
