@@ -137,8 +137,9 @@ def test_a_burst_trace_has_defined_finite_figures(capsys, tmp_path):
                               "--ttft-slo-s", "0.5", "--json", "--no-progress"], capsys)
     assert code == 0, err
     for row in _strict_json(out):  # no Infinity, no NaN
-        assert row["offered_rate"] is None and row["goodput_req_per_s"] is None
+        assert row["offered_rate"] is None and row["keeps_up"] is None  # no rate offered, none kept up with
         assert row["throughput_req_per_s"] > 0 and row["slo_attainment"] == 1.0
+        assert row["goodput_req_per_s"] == pytest.approx(row["throughput_req_per_s"])  # every request in SLO
     code, out, err = run_cli(["serving", "--model", MODEL, "--hardware", HARDWARE, "--tp", "2", "--trace", str(trace),
                               "--ttft-slo-s", "1e-6", "--no-progress"], capsys)  # zero attainment: no NaN either
     assert code == 0 and "nan" not in out.lower() and "inf" not in out.lower()

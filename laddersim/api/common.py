@@ -45,13 +45,18 @@ def listed(values):
 
 def with_choices(function):
     """``function`` with its docstring's ``{FRAMEWORKS}``, ``{DTYPES}``, ``{KV_CACHES}``,
-    ``{KV_READS}``, ``{QUANTS}`` and ``{KV_CACHE_DTYPES}`` replaced by the allowed values of ``laddersim.support.choices`` (one list,
-    never restated in a docstring)."""
+    ``{KV_READS}``, ``{QUANTS}`` and ``{KV_CACHE_DTYPES}`` replaced by the allowed values of
+    ``laddersim.support.choices`` (and ``{SCHEDULERS}`` by ``laddersim.traffic.engines``'; one
+    list, never restated in a docstring)."""
     from laddersim.support.choices import DTYPES, FRAMEWORKS, KV_CACHE_DTYPES, KV_CACHES, KV_READS, QUANTS
 
     lists = {"{FRAMEWORKS}": FRAMEWORKS, "{DTYPES}": DTYPES, "{KV_CACHES}": KV_CACHES, "{KV_READS}": KV_READS,
              "{QUANTS}": QUANTS, "{KV_CACHE_DTYPES}": KV_CACHE_DTYPES}
     doc = function.__doc__ or ""
+    if "{SCHEDULERS}" in doc:  # only the functions that name them load laddersim.traffic
+        from laddersim.traffic.engines import ENGINES
+
+        lists["{SCHEDULERS}"] = tuple(ENGINES)
     for token, names in lists.items():
         doc = doc.replace(token, ", ".join(names))
     function.__doc__ = doc

@@ -23,7 +23,9 @@ from laddersim.api.params import (
     number,
     one_of,
 )
-from laddersim.api.serving_params import Rate, Slo
+from laddersim.api.serving_params import ENGINE, Rate, Slo
+from laddersim.traffic.closed_loop import MAX_CONCURRENCY
+from laddersim.traffic.engines import ENGINES
 from laddersim.planning.break_even import VARY
 from laddersim.planning.planner import RANK_KEYS
 from laddersim.planning.prices import MAX_USD_PER_GPU_HOUR
@@ -61,8 +63,11 @@ class PlanParams(Params):
     min_total_tokens_per_s: Target = None
     max_token_latency_ms: Target = None
     rate: Rate = None
+    concurrency: Annotated[int | None, count(1, MAX_CONCURRENCY, optional=True)] = None
+    scheduler: Annotated[str | None, one_of(tuple(ENGINES), optional=True)] = None
     ttft_slo_s: Slo = None
     tpot_slo_s: Slo = None
+    slo_attainment: Annotated[float, number(0.0, 1.0, above=True)] = ENGINE.slo_attainment  # as serving's
     requests: Annotated[int, count(1, MAX_REQUESTS)] = PLAN_REQUESTS
     max_batched_tokens: Annotated[int | None, count(1, MAX_TOKENS, optional=True)] = None
     chunked_prefill: Switch = False
@@ -72,8 +77,10 @@ class PlanParams(Params):
 
     @property
     def for_rate(self) -> bool:
-        """A plan for a request rate (``rate``, ``ttft_slo_s`` or ``tpot_slo_s`` given)."""
-        return self.rate is not None or self.ttft_slo_s is not None or self.tpot_slo_s is not None
+        """A plan for a request rate or a concurrency (``rate``, ``concurrency``, ``ttft_slo_s`` or
+        ``tpot_slo_s`` given)."""
+        return (self.rate is not None or self.concurrency is not None or self.ttft_slo_s is not None
+                or self.tpot_slo_s is not None)
 
 
 class BreakEvenParams(Params):

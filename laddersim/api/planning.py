@@ -99,8 +99,9 @@ def plan(model: str | Path, *, profiles: Sequence[str] | None = PLAN.profiles, p
          kv_cache: str = PLAN.kv_cache, min_user_tokens_per_s: float | None = PLAN.min_user_tokens_per_s,
          min_total_tokens_per_s: float | None = PLAN.min_total_tokens_per_s,
          max_token_latency_ms: float | None = PLAN.max_token_latency_ms, rate: float | None = PLAN.rate,
+         concurrency: int | None = PLAN.concurrency, scheduler: str | None = PLAN.scheduler,
          ttft_slo_s: float | None = PLAN.ttft_slo_s, tpot_slo_s: float | None = PLAN.tpot_slo_s,
-         requests: int = PLAN.requests, max_batched_tokens: int | None = PLAN.max_batched_tokens,
+         slo_attainment: float = PLAN.slo_attainment, requests: int = PLAN.requests, max_batched_tokens: int | None = PLAN.max_batched_tokens,
          chunked_prefill: bool = PLAN.chunked_prefill, rank_by: str | None = PLAN.rank_by, top: int = PLAN.top,
          workers: int | None = PLAN.workers, progress: bool = False, pps: Sequence[int] | None = PLAN.pps,
          ) -> pd.DataFrame:
@@ -115,7 +116,12 @@ def plan(model: str | Path, *, profiles: Sequence[str] | None = PLAN.profiles, p
     deployments are ranked by what serving that rate within the SLOs costs instead (a
     continuous-batching simulation of ``requests`` requests per rate tried, default 200: below
     serving's 1000 on purpose, as every candidate's capacity is searched; ``max_batched_tokens``
-    and ``chunked_prefill`` as ``serving``'s). ``profiles``: candidate profiles (default every
+    and ``chunked_prefill`` as ``serving``'s); ``slo_attainment``: the share of requests that must
+    meet both SLOs (default 0.9, as ``serving``'s), and each option's replicas are checked by a
+    serving run of their share of the rate at it (more replicas where that run falls short).
+    ``concurrency``: instead of ``rate``, ``concurrency`` requests in flight in all (a closed
+    loop per replica, as ``serving``'s, under ``scheduler``'s defaults, default vllm): each
+    candidate's capacity is the most it keeps in flight within the SLOs. ``profiles``: candidate profiles (default every
     shipped one with a price in ``prices``, a GPU-hour price file, default
     laddersim/data/prices.yaml); ``price_per_gpu_hour``: USD per GPU-hour of every candidate the
     price file does not price (default none: a named one is refused, a default one skipped);

@@ -38,6 +38,8 @@ from laddersim.support.limits import (
     MIN_GAMMA_SHAPE,
     MIN_RATE,
 )
+from laddersim.traffic.closed_loop import MAX_CONCURRENCY
+from laddersim.traffic.engines import ENGINES, engine_options
 from laddersim.traffic.options import ServingOptions
 
 ENGINE = ServingOptions()  # the engine's and the SLO rule's defaults, stated once in ServingOptions
@@ -77,6 +79,9 @@ class ServingParams(Params):
     kv_reads: Annotated[str, one_of(KV_READS)] = "per_kv_head"  # a GQA-aware paged-attention kernel
     framework: Framework = "gpt-fast"
     rate: Rate = None
+    concurrency: Annotated[int | None, count(1, MAX_CONCURRENCY, optional=True)] = None
+    warmup: Annotated[int | None, count(0, MAX_REQUESTS, optional=True)] = None
+    scheduler: Annotated[str | None, one_of(tuple(ENGINES), optional=True)] = None
     requests: Annotated[int, count(1, MAX_REQUESTS)] = 1000
     prompt_len: Annotated[Any, _length("prompt-len")] = DEFAULT_PROMPT_LEN
     gen_len: Annotated[Any, _length("gen-len")] = DEFAULT_GEN_LEN
@@ -97,6 +102,15 @@ class ServingParams(Params):
     @model_validator(mode="after")
     def _together(self) -> "ServingParams":
         """The options that need or exclude one another."""
+        if self.concurrency is not None:
+            given = [f for f, v in (("--rate", self.rate is not None), ("--trace", self.trace),
+                                    ("--capacity", self.capacity), ("--gamma-shape", self.gamma_shape != 1.0)) if v]
+            if given:
+                raise ValueError(f"concurrency: a closed loop of --concurrency requests in flight; give it or "
+                                 f"{', '.join(given)}, not both")
+            return self
+        if self.warmup is not None:
+            raise ValueError("warmup: the requests left out of a closed loop; needs --concurrency")
         if self.target_rate and not self.capacity:
             raise ValueError("target-rate: needs --capacity (the cost follows from the replica's capacity)")
         if self.capacity and self.trace:
@@ -108,15 +122,29 @@ class ServingParams(Params):
             if given:
                 raise ValueError(f"trace: give --trace or {', '.join(given)}, not both")
         elif self.rate is None:
-            raise ValueError("rate: give --rate REQ_PER_S or --trace FILE")
+            raise ValueError("rate: give --rate REQ_PER_S, --concurrency C or --trace FILE")
         return self
 
+    @property
+    def scheduler_name(self) -> str | None:
+        """The engine whose scheduler forms the iterations: ``scheduler``, or vLLM's for a closed
+        loop (the benchmarks' engine); None: the limits as given."""
+        return self.scheduler or ("vllm" if self.concurrency is not None else None)
+
     def engine(self) -> ServingOptions:
-        """The engine's limits and the SLOs, as the simulator takes them (by keyword)."""
-        return ServingOptions(max_running=self.max_running, max_batched_tokens=self.max_batched_tokens,
-                              chunked_prefill=self.chunked_prefill, block_size=self.block_size,
-                              ttft_slo_s=self.ttft_slo_s, tpot_slo_s=self.tpot_slo_s,
-                              slo_attainment=self.slo_attainment)
+        """The engine's limits and the SLOs, as the simulator takes them (by keyword). Under a
+        named scheduler (``laddersim.traffic.engines``) its token budget and running limit replace
+        the defaults; a ``max_running`` or ``max_batched_tokens`` other than the default overrides
+        them."""
+        options = ServingOptions(max_running=self.max_running, max_batched_tokens=self.max_batched_tokens,
+                                 chunked_prefill=self.chunked_prefill, block_size=self.block_size,
+                                 ttft_slo_s=self.ttft_slo_s, tpot_slo_s=self.tpot_slo_s,
+                                 slo_attainment=self.slo_attainment)
+        if self.scheduler_name is None:
+            return options
+        given = {name: getattr(self, name) for name in ("max_running", "max_batched_tokens")
+                 if getattr(self, name) != getattr(ENGINE, name)}
+        return engine_options(self.scheduler_name, options, **given)
 
 
 SERVING = ServingParams.defaults()

@@ -16,7 +16,9 @@ from laddersim.support.choices import DEFAULT_SCHEDULES
 # the SLO rule in words.
 from laddersim.planning.prices import DEFAULT_PRICES  # noqa: F401
 from laddersim.traffic.arrivals import LENGTH_FORMS  # noqa: F401
-from laddersim.traffic.options import slo_rule  # noqa: F401
+from laddersim.traffic.options import prefill_policy, slo_rule  # noqa: F401
+from laddersim.traffic.engines import ENGINES  # noqa: F401
+from laddersim.traffic.metrics import overload_line  # noqa: F401
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -59,7 +61,7 @@ def serving_run(params: ServingParams, schedules: Sequence[str] = DEFAULT_SCHEDU
     from laddersim.planning.planner import fewest_replicas
     from laddersim.planning.prices import load_prices
     from laddersim.traffic.capacity import OfferedLoad, max_sustainable_rate
-    from laddersim.traffic.run import serve, serving_scenario
+    from laddersim.traffic.run import serve, serve_closed_loop, serving_scenario
 
     p = params
     options = p.engine()
@@ -77,8 +79,12 @@ def serving_run(params: ServingParams, schedules: Sequence[str] = DEFAULT_SCHEDU
         {"prompt_len": "trace", "gen_len": "trace"}
     rows, results = [], []
     for scenario in scenarios:
-        result = serve(scenario, drawn, options, progress=progress)
-        row = {**result.summary(p.rate), **workload, "slo_attainment_required": options.slo_attainment}
+        if p.concurrency is not None:
+            result = serve_closed_loop(scenario, drawn, options, p.concurrency, p.warmup, progress=progress)
+        else:
+            result = serve(scenario, drawn, options, progress=progress)
+        row = {**result.summary(p.rate), **workload, "slo_attainment_required": options.slo_attainment,
+               "scheduler": p.scheduler_name}
         if p.capacity:
             load = OfferedLoad(p.requests, *lengths, p.seed, p.gamma_shape)
             cap = max_sustainable_rate(scenario, options, load, start_rate=p.rate)
@@ -95,11 +101,13 @@ def serving_run(params: ServingParams, schedules: Sequence[str] = DEFAULT_SCHEDU
     if out is not None:
         _write_requests(results, Path(out))
     s = scenarios[0]
-    return ServingAnswer(rows, results, s.model.name, s.hardware.name, len(drawn), options)
+    return ServingAnswer(rows, results, s.model.name, s.hardware.name, len(results[0].run.requests), options)
 
 
 @with_choices
 def serving(model: str | Path, hardware: str | Path | HardwareProfile, tp: int, *, rate: float | None = SERVING.rate,
+            concurrency: int | None = SERVING.concurrency, warmup: int | None = SERVING.warmup,
+            scheduler: str | None = SERVING.scheduler,
             schedules: Sequence[str] = DEFAULT_SCHEDULES, requests: int = SERVING.requests,
             prompt_len: int | str = SERVING.prompt_len, gen_len: int | str = SERVING.gen_len,
             gamma_shape: float = SERVING.gamma_shape, trace: str | Path | None = SERVING.trace,
@@ -118,6 +126,13 @@ def serving(model: str | Path, hardware: str | Path | HardwareProfile, tp: int, 
     (``serving --json``'s objects: TTFT/TPOT/E2E percentiles in seconds, throughput, the share of
     requests within the SLOs, goodput; with ``capacity``, the highest rate sustained within the
     SLOs, and with ``target_rate`` the replicas, GPUs and cost to serve it).
+
+    ``concurrency``: instead of a rate, a closed loop as serving benchmarks run one (aiperf,
+    genai-perf ``--concurrency``, vLLM's ``--max-concurrency``): C requests in flight, each finished
+    one replaced at once, ``requests`` measured after ``warmup`` left out (default C); TTFT is the
+    wait for a slot plus the chunked prefill. ``scheduler``: whose scheduler forms the iterations,
+    one of {SCHEDULERS} (laddersim.traffic.engines: its default token budget, running limit and
+    prompt chunking; default vllm for a closed loop, else the limits below as given).
 
     ``model``, ``hardware``, ``tp``: as ``simulate``'s; ``schedules``: default standard and ladder.
     ``requests``: how many to draw (default 1000); ``prompt_len``/``gen_len``: N tokens (default
@@ -150,6 +165,11 @@ def _requests(p: ServingParams):
     if p.trace:
         return read_trace(p.trace), None
     prompt, output = parse_length(str(p.prompt_len), "prompt-len"), parse_length(str(p.gen_len), "gen-len")
+    if p.concurrency is not None:  # a closed loop: the warm-up and measured requests' lengths (arrivals unused)
+        from laddersim.traffic.closed_loop import check_concurrency
+
+        total = p.requests + check_concurrency(p.concurrency, p.requests, p.warmup)
+        return draw_requests(total, 1.0, prompt, output, p.seed), (prompt, output)
     return draw_requests(p.requests, p.rate, prompt, output, p.seed, p.gamma_shape), (prompt, output)
 
 

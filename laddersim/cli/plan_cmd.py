@@ -11,6 +11,7 @@ from dataclasses import asdict
 
 from laddersim.api.plan_params import RANK_KEYS, VARY, PlanParams
 from laddersim.api.planning import DEFAULT_PRICES, break_even, plan, plan_run, slo_rule
+from laddersim.api.serving_task import ENGINES, prefill_policy
 from laddersim.api.rate_planning import RatePlanAnswer
 from laddersim.cli.args import add_parallel_args, call_api, choices_metavar, default_of, integer, real
 from laddersim.errors import UserInputError
@@ -24,7 +25,13 @@ DEFINITIONS = (
 )
 RATE_DEFINITIONS = ("Capacity: the highest request rate one replica serves within the SLOs (continuous batching, "
                     "laddersim serving; '>=' where every rate tried passed, up to the replica's saturation "
-                    "throughput); replicas = fewest reaching --rate; $/h = GPUs x price per GPU-hour.")
+                    "throughput); replicas = fewest reaching --rate whose share of it, served by one replica, meets the "
+                    "SLOs at the attainment; $/h = GPUs x price per GPU-hour.")
+
+CONCURRENCY_DEFINITIONS = ("Capacity: the most requests one replica keeps in flight within the SLOs (a closed loop, "
+                           "laddersim serving --concurrency; '>=' where that reaches --concurrency); replicas = fewest "
+                           "reaching --concurrency whose share of it, served by one replica, meets the SLOs at the "
+                           "attainment; $/h = GPUs x price per GPU-hour.")
 
 
 def _workload_args(p: argparse.ArgumentParser, function) -> None:
@@ -69,10 +76,19 @@ def register(sub) -> None:
     p.add_argument("--rate", type=real,
                    help="requests/s to serve: rank by the replicas a continuous-batching simulation says meet "
                         "--ttft-slo-s/--tpot-slo-s (laddersim serving --capacity)")
+    p.add_argument("--concurrency", type=integer, metavar="C",
+                   help="instead of --rate: C requests in flight in all (a closed loop per replica, as serving "
+                        "--concurrency): rank by the replicas keeping them within the SLOs")
+    p.add_argument("--scheduler", metavar=choices_metavar(tuple(ENGINES)),
+                   help="with --concurrency: whose scheduler forms the iterations (default vllm)")
     p.add_argument("--ttft-slo-s", type=real,
                    help="with --rate: time-to-first-token SLO")
     p.add_argument("--tpot-slo-s", type=real,
                    help="with --rate: time-per-output-token SLO")
+    attainment = default_of(plan, "slo_attainment")
+    p.add_argument("--slo-attainment", type=real, default=attainment,
+                   help=f"with --rate: share of requests that must meet both SLOs (default {attainment:g}, as "
+                        "serving's); the replicas of each option are checked by a serving run at it")
     requests = default_of(plan, "requests")
     p.add_argument("--requests", type=integer, default=requests,
                    help=f"with --rate: requests simulated per rate tried (default {requests}, below serving's "
@@ -176,11 +192,18 @@ def _print_rate_plan(answer: RatePlanAnswer, args: argparse.Namespace) -> int:
         json.dump([asdict(o) for o in ranked[:args.top]], sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0 if ranked else 1
-    engine = f"{options.max_batched_tokens} tokens per iteration" + (", chunked prefill" if options.chunked_prefill
-                                                                      else "")
-    print(f"{answer.model}: {answer.tried} configurations, {len(ranked)} sustain a rate within the SLOs, "
-          f"{len(found.skipped)} skipped; cheapest for {args.rate:g} requests/s of prompt-len {args.prompt_len}, "
-          f"gen-len {args.gen_len} tokens ({args.requests} requests per rate tried; {engine})")
+    engine = f"{options.max_batched_tokens} tokens per iteration" + (f", {prefill_policy(options)}"
+                                                                      if prefill_policy(options) else "")
+    if args.concurrency:
+        engine = f"{args.scheduler or 'vllm'} scheduler, {engine}"
+        target = f"{args.concurrency} requests in flight"
+    else:
+        target = f"{args.rate:g} requests/s"
+    print(f"{answer.model}: {answer.tried} configurations, {len(ranked)} sustain a "
+          f"{'concurrency' if args.concurrency else 'rate'} within the SLOs, "
+          f"{len(found.skipped)} skipped; cheapest for {target} of prompt-len {args.prompt_len}, "
+          f"gen-len {args.gen_len} tokens ({args.requests} requests per {'loop' if args.concurrency else 'rate'} "
+          f"tried; {engine})")
     if found.skipped:
         print("skipped (cannot serve this workload, or no rate within the SLOs):")
         for skipped in found.skipped:
@@ -189,17 +212,20 @@ def _print_rate_plan(answer: RatePlanAnswer, args: argparse.Namespace) -> int:
         print(_none_line(found, rule))
         return 1
     rows = [{"rank": i + 1, **asdict(o), "capacity": (">= " if o.capacity_at_least else "")
-             + f"{o.capacity_req_per_s:.2f}"} for i, o in enumerate(ranked[:args.top])]
+             + (f"{o.capacity_concurrency}" if args.concurrency else f"{o.capacity_req_per_s:.2f}")}
+            for i, o in enumerate(ranked[:args.top])]
     print(format_table(rows, [
         ("rank", "#", "{}"), ("hardware", "profile", "{}"), ("schedule", "schedule", "{}"), ("tp", "tp", "{}"),
         *([("pp", "pp", "{}")] if args.pps else []),
-        ("capacity", "req/s per replica", "{}"), ("replicas", "replicas", "{}"),
+        ("capacity", "in flight per replica" if args.concurrency else "req/s per replica", "{}"),
+        ("replicas", "replicas", "{}"),
         ("gpus", "GPUs", "{}"), ("ttft_p99_s", "TTFT p99 ms", "{:.0f}", 1e3),
         ("tpot_p99_s", "TPOT p99 ms", "{:.1f}", 1e3), ("usd_per_hour", "$/h", "{:.2f}"),
     ]))
-    print(f"p99s are at the capacity, where a rate counts as sustained when {rule}: "
-          "a p99 above an SLO is within that rule.")
-    print(RATE_DEFINITIONS)
+    print(f"SLO attainment {options.slo_attainment:g}: p99s are those of one replica serving its share of "
+          f"{target}, where a load counts as sustained when {rule}"
+          + (": a p99 above an SLO is within that rule." if options.slo_attainment < 0.99 else "."))
+    print(CONCURRENCY_DEFINITIONS if args.concurrency else RATE_DEFINITIONS)
     return 0
 
 

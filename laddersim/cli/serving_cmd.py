@@ -12,6 +12,7 @@ import sys
 from laddersim.api.serving_params import ServingParams
 from laddersim.api.serving_task import DEFAULT_PRICES, LENGTH_FORMS, serving, serving_run, slo_rule
 from laddersim.cli.args import add_model_args, add_parallel_args, add_quant_args, choices_metavar, default_of, integer, real
+from laddersim.api.serving_task import ENGINES, overload_line, prefill_policy
 from laddersim.support.choices import DTYPES, FRAMEWORKS, KV_READS
 from laddersim.support.limits import MAX_SEED
 from laddersim.support.text_tables import format_table
@@ -35,6 +36,15 @@ def register(sub) -> None:
     add_parallel_args(p, serving)
     p.add_argument("--schedule", action="append", help="repeatable (default: standard and ladder)")
     p.add_argument("--rate", type=real, help="mean request arrivals per second")
+    p.add_argument("--concurrency", type=integer, metavar="C",
+                   help="instead of --rate: a closed loop as serving benchmarks run (aiperf --concurrency, vLLM "
+                        "--max-concurrency): C requests in flight, a finished one replaced at once; TTFT includes "
+                        "the wait for a slot and the chunked prefill")
+    p.add_argument("--warmup", type=integer,
+                   help="with --concurrency: requests run first and left out of every figure (default: C)")
+    p.add_argument("--scheduler", metavar=choices_metavar(tuple(ENGINES)),
+                   help="whose scheduler forms the iterations, with its default token budget and running limit "
+                        "(default: vllm with --concurrency, else --max-running/--max-batched-tokens as given)")
     p.add_argument("--requests", type=integer, default=default_of(serving, "requests"),
                    help=f"requests to simulate (default {default_of(serving, 'requests')}; plan --rate defaults to 200 "
                         "per rate tried, as it searches every candidate's capacity)")
@@ -94,15 +104,26 @@ def run(args: argparse.Namespace) -> int:
         json.dump(rows, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    offered = f"{args.rate:g} req/s" if args.rate else f"trace {args.trace}"
+    if args.concurrency:
+        offered = (f"concurrency {args.concurrency} (closed loop, after {rows[0]['warmup_requests']} warm-up "
+                   "requests left out)")
+    else:
+        offered = f"{args.rate:g} req/s" if args.rate else f"trace {args.trace}"
     lengths = "" if args.trace else f" (prompt-len {args.prompt_len}, gen-len {args.gen_len} tokens)"
     split = f"TP {args.tp}" + (f" x PP {args.pp}" if args.pp > 1 else "")
+    scheduler = f"{rows[0]['scheduler']} scheduler, " if rows[0]["scheduler"] else ""
+    prefill = f", {prefill_policy(options)}" if prefill_policy(options) else ""
     print(f"{answer.model} on {answer.hardware}, {split}, {args.framework} kernels on a paged KV cache: "
           f"{answer.request_count} requests at "
-          f"{offered}{lengths}; max {options.max_running} running, {options.max_batched_tokens} tokens per "
-          f"iteration{', chunked prefill' if options.chunked_prefill else ''}; {rows[0]['kv_blocks']} KV blocks")
+          f"{offered}{lengths}; {scheduler}max {options.max_running} running, {options.max_batched_tokens} tokens "
+          f"per iteration{prefill}; {rows[0]['kv_blocks']} KV blocks")
     print(format_table(rows, TABLE))
-    print(f"in SLO: the share of requests within the SLOs; a rate is sustained when {slo_rule(options)}")
+    print(f"in SLO: the share of requests within the SLOs at attainment {options.slo_attainment:g}; a rate is "
+          f"sustained when {slo_rule(options)}; goodput: the rate of requests served within the SLOs")
+    for row in rows:
+        line = overload_line(row)
+        if line:
+            print(line)
     if args.capacity:
         for row in rows:
             line = f"{row['schedule']}: {row['capacity']}"

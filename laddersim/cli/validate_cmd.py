@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from laddersim.api.closed_loop_validation import is_closed_loop_table, skipped_reasons, validate_closed_loop
 from laddersim.api.validation_task import SCORED_EXTRA_SHARE, groups_markdown, model_label, setting_columns, validate
 from laddersim.cli.args import add_measured_workload_args, call_api, default_of
 from laddersim.support.choices import VALIDATION_REPORT_DIR
@@ -30,6 +31,8 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.measured and all(is_closed_loop_table(path) for path in args.measured):
+        return run_closed_loop(args)
     frame = call_api(validate, args, progress=True)
     if (groups := frame.attrs["development_groups"]) is not None:  # no table given: the README's table
         print(groups_markdown(groups))
@@ -49,4 +52,18 @@ def run(args: argparse.Namespace) -> int:
               f">= {SCORED_EXTRA_SHARE:.0%} of the P2P-on decode): median error {figures['extra_decode_median_abs_err_pct']:.1f}%, "
               f"worst {figures['extra_decode_worst_abs_err_pct']:.1f}%")
     print(f"\nreport: {frame.attrs['report']}", file=sys.stderr)
+    return 0
+
+
+def run_closed_loop(args: argparse.Namespace) -> int:
+    """Tables measured at a fixed concurrency: TTFT and TPOT errors per engine x dtype group."""
+    for path, score in zip(args.measured, validate_closed_loop(args.measured, args.models, progress=True)):
+        print(f"{path}: {len(score.rows)} rows scored, {len(score.skipped)} skipped (closed loop at the row's "
+              "concurrency, its engine's scheduler; mean TTFT and TPOT)")
+        for line in score.mappings:
+            print(f"  {line}")
+        for line in skipped_reasons(score.skipped):
+            print(f"  skipped: {line}")
+        if not score.summary.empty:
+            print(score.summary.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
     return 0

@@ -26,7 +26,7 @@ from laddersim.model.shape import ModelShape
 from laddersim.planning.planner import candidate_splits, fewest_replicas
 from laddersim.planning.task_pool import run_tasks
 from laddersim.traffic.arrivals import draw_requests
-from laddersim.traffic.capacity import Capacity, OfferedLoad, max_sustainable_rate
+from laddersim.traffic.capacity import Capacity, OfferedLoad, max_sustainable_rate, sustains
 from laddersim.traffic.options import ServingOptions
 from laddersim.traffic.replica import check_requests_fit
 from laddersim.traffic.run import kv_blocks_for, own_timers, serving_scenario
@@ -42,7 +42,7 @@ class ServingPlanOption:
     capacity_req_per_s: float
     replicas: int
     gpus: int
-    ttft_p99_s: float  # at the capacity
+    ttft_p99_s: float  # of one replica serving its share of the target rate
     tpot_p99_s: float | None
     usd_per_gpu_hour: float
     usd_per_hour: float
@@ -52,6 +52,7 @@ class ServingPlanOption:
     slo_attainment: float  # share of requests within the SLOs for a rate to count as sustained
     requests: int  # requests simulated per rate tried
     pp: int = 1  # pipeline stages of the replica (laddersim.traffic.pipelined)
+    capacity_concurrency: int | None = None  # a concurrency plan: requests in flight one replica keeps in SLO
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def check_serving_workload(model_shape: ModelShape, options: ServingOptions, loa
     return prompt_len + gen_len
 
 
-def _unservable(scenario, options: ServingOptions, longest: int) -> str | None:
+def unservable(scenario, options: ServingOptions, longest: int) -> str | None:
     """Why this candidate cannot hold the longest request in its KV cache, or None."""
     blocks = kv_blocks_for(scenario, options)  # DoesNotFitError: no KV cache at all
     need = -(-longest // options.block_size)
@@ -124,23 +125,48 @@ class _Split:
     dtype: str
 
 
-def _evaluate(split: _Split) -> list[tuple[Capacity | None, str | None, int | None]]:
-    """(capacity, why skipped, nodes) of each candidate of ``split``, each with iteration timers of
-    its own (its answer is the same in any process, after anything)."""
+MAX_EXTRA_REPLICAS = 8  # replicas added, one at a time, where a share of the rate misses the attainment
+
+
+def checked_replicas(scenario, options: ServingOptions, load: OfferedLoad, target_rate: float,
+                     capacity: float) -> tuple[int | None, dict]:
+    """The fewest replicas whose capacities reach ``target_rate``, each then simulated at its share
+    of it: where that run misses the SLO attainment (attainment is not monotone in the rate, so a
+    share below the capacity can), one more replica, up to MAX_EXTRA_REPLICAS more. (replicas, the
+    metrics of that share's run); replicas None where none of them met it."""
+    replicas = fewest_replicas(target_rate, capacity)
+    for _ in range(MAX_EXTRA_REPLICAS + 1):
+        ok, metrics = sustains(scenario, options, load, target_rate / replicas)
+        if ok:
+            return replicas, metrics
+        replicas += 1
+    return None, metrics
+
+
+def _evaluate(split: _Split) -> list[tuple]:
+    """(capacity, why skipped, nodes, replicas, the metrics of one replica's share) of each
+    candidate of ``split``, each with iteration timers of its own (its answer is the same in any
+    process, after anything)."""
     out = []
     for name, profile, tp, schedule, *stages in split.candidates:  # (..., PP); without it, no pipeline
         pp = stages[0] if stages else 1
-        cap, reason, nodes = None, None, None
+        cap, reason, nodes, replicas, share = None, None, None, None, None
         with own_timers():
             try:
                 scenario = serving_scenario(split.model_shape, profile, tp, schedule, split.dtype, pp=pp)
-                reason = _unservable(scenario, split.options, split.longest)
+                reason = unservable(scenario, split.options, split.longest)
                 if reason is None:
                     cap = max_sustainable_rate(scenario, split.options, split.load, start_rate=split.target_rate)
                     reason = None if cap.rate is not None else cap.describe()
+                if reason is None:
+                    replicas, share = checked_replicas(scenario, split.options, split.load, split.target_rate,
+                                                       cap.rate)
+                    if replicas is None:
+                        reason = (f"no rate found within the SLOs at a share of {split.target_rate:g} req/s "
+                                  f"(up to {MAX_EXTRA_REPLICAS} replicas beyond its capacity's count)")
             except UserInputError as exc:  # DoesNotFitError included: this candidate cannot run it
                 reason = str(exc)
-        out.append((cap, reason, scenario_nodes(scenario) if reason is None else None))
+        out.append((cap, reason, scenario_nodes(scenario) if reason is None else None, replicas, share))
     return out
 
 
@@ -173,17 +199,16 @@ def plan_for_rate(model_shape: ModelShape, candidates: list[tuple], usd_per_gpu_
 
     outcomes = [o for answer in run_tasks(_evaluate, tasks, workers, finished) for o in answer]
     out, skipped = [], []
-    for (name, profile, tp, schedule, *stages), (cap, reason, nodes) in zip(candidates, outcomes):
+    for (name, profile, tp, schedule, *stages), (cap, reason, nodes, replicas, share) in zip(candidates, outcomes):
         pp = stages[0] if stages else 1
         if reason is not None:
             skipped.append(SkippedCandidate(profile.name, schedule, tp, reason, pp))
             continue
-        replicas = fewest_replicas(target_rate, cap.rate)
         gpus = replicas * tp * pp
         out.append(ServingPlanOption(
             hardware=profile.name, schedule=schedule, tp=tp, nodes=nodes,
-            capacity_req_per_s=cap.rate, replicas=replicas, gpus=gpus, ttft_p99_s=cap.summary["ttft_p99_s"],
-            tpot_p99_s=cap.summary["tpot_p99_s"], usd_per_gpu_hour=usd_per_gpu_hour[name],
+            capacity_req_per_s=cap.rate, replicas=replicas, gpus=gpus, ttft_p99_s=share["ttft_p99_s"],
+            tpot_p99_s=share["tpot_p99_s"], usd_per_gpu_hour=usd_per_gpu_hour[name],
             usd_per_hour=gpus * usd_per_gpu_hour[name], capacity_at_least=cap.at_least,
             prompt_len=int(load.prompt.a), gen_len=int(load.output.a), slo_attainment=options.slo_attainment,
             requests=load.requests, pp=pp))

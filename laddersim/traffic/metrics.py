@@ -4,9 +4,14 @@
 * TPOT (time per output token) = (finish - first token) / (output_len - 1), undefined (NaN) for a
   one-token output; a request's TPOT is the mean over its decode tokens;
 * throughput = output tokens / (last finish - first arrival);
-* SLO attainment = the share of requests meeting both SLOs; goodput = attainment x the offered
-  rate (requests per second over the arrival span): the rate of requests served within the SLOs.
-  Both are None (null) where the arrival span is zero: one request, or all arriving at once.
+* SLO attainment = the share of requests meeting both SLOs; goodput = the rate of requests served
+  within the SLOs: attainment x the lower of the request throughput (from the first arrival to the
+  last finish) and the offered rate, so never above either, however overloaded the run;
+* keeps up: whether the replica served the offered rate. It did not when, by the last arrival, it
+  had completed less than KEEP_UP_SHARE of the offered rate and more than BACKLOG_SHARE of the
+  requests were still waiting for their first token: the queue grew with the run, so its TTFT
+  measures the run's length, not the rate's. None (undefined) without an offered rate (one
+  request, all arriving at once, or a closed loop), as is the offered rate.
 """
 
 from __future__ import annotations
@@ -24,6 +29,10 @@ if TYPE_CHECKING:
     import pandas as pd
 
 PERCENTILES = (50, 90, 99)
+# A stable replica completes the offered rate during the arrivals, less the requests in flight at
+# the end; these margins leave room for a short run's tail (a judgement, not a measured figure).
+KEEP_UP_SHARE = 0.9
+BACKLOG_SHARE = 0.05
 REQUEST_COLUMNS = ("request", "arrival_s", "prompt_len", "output_len", "first_token_s", "finish_s", "ttft_s",
                    "tpot_s", "e2e_s", "preemptions", "meets_slo")
 
@@ -69,13 +78,14 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def summary(run: ServingRun, options: ServingOptions) -> dict:
-    """Latency percentiles, throughput and goodput of a run (keys in a fixed order)."""
+def summary(run: ServingRun, options: ServingOptions, open_loop: bool = True) -> dict:
+    """Latency percentiles, throughput and goodput of a run (keys in a fixed order); a closed
+    loop (``open_loop`` False) has no offered rate: its arrivals follow its completions."""
     req, late = run.requests, latencies(run, options)
     span_s = float(np.nanmax(run.finish_s) - np.nanmin(req.arrival_s))
     n = len(req)
     good = int(np.count_nonzero(late["meets_slo"]))
-    offered = req.offered_rate  # None for one request or all arriving at one instant
+    offered = req.offered_rate if open_loop else None  # None for one request or all arriving at one instant
     out: dict = {}
     for name in ("ttft", "tpot", "e2e"):
         out.update(_percentiles(late[f"{name}_s"], name))
@@ -83,8 +93,9 @@ def summary(run: ServingRun, options: ServingOptions) -> dict:
         "offered_rate": offered,
         "throughput_tokens_per_s": _finite(float(req.output_len.sum()) / span_s) if span_s > 0 else None,
         "throughput_req_per_s": _finite(n / span_s) if span_s > 0 else None,
-        "goodput_req_per_s": good / n * offered if offered is not None else None,
+        "goodput_req_per_s": _finite(good / n * min(n / span_s, offered or math.inf)) if span_s > 0 else None,
         "slo_attainment": good / n,
+        **keeping_up(run, offered),
         "ttft_slo_s": options.ttft_slo_s,
         "tpot_slo_s": options.tpot_slo_s,
         "preemptions": int(run.preemptions.sum()),
@@ -94,3 +105,28 @@ def summary(run: ServingRun, options: ServingOptions) -> dict:
         "iteration_error_bound": run.iteration_error_bound,
     })
     return out
+
+
+def keeping_up(run: ServingRun, offered: float | None) -> dict:
+    """``keeps_up`` (module docstring) and what it is judged by: the requests/s completed by the
+    last arrival, and the share of requests not yet started then."""
+    req = run.requests
+    last_s, first_s = float(req.arrival_s[-1]), float(req.arrival_s[0])
+    if offered is None or last_s <= first_s:
+        return {"keeps_up": None, "completed_by_last_arrival_req_per_s": None, "backlog_at_last_arrival": None}
+    completed = int(np.count_nonzero(run.finish_s <= last_s)) / (last_s - first_s)
+    backlog = int(np.count_nonzero(run.first_token_s > last_s)) / len(req)
+    keeps_up = not (completed < KEEP_UP_SHARE * offered and backlog > BACKLOG_SHARE)
+    return {"keeps_up": keeps_up, "completed_by_last_arrival_req_per_s": completed,
+            "backlog_at_last_arrival": backlog}
+
+
+def overload_line(row: dict) -> str | None:
+    """One line for a run that could not keep up with its offered rate (None if it did or the
+    question does not arise)."""
+    if row.get("keeps_up") is not False:
+        return None
+    return (f"overloaded ({row['schedule']}): {row['completed_by_last_arrival_req_per_s']:.3g} req/s completed "
+            f"of {row['offered_rate']:.3g} req/s offered, {row['backlog_at_last_arrival']:.0%} of the requests "
+            "not started by the last arrival; the queue grows with the run, so its TTFT is the run length's, "
+            "not the rate's (lower --rate, or --capacity to find the highest rate it serves)")

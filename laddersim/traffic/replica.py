@@ -52,6 +52,10 @@ def check_requests_fit(requests: Requests, options: ServingOptions, kv_blocks: i
     if -(-longest // options.block_size) > kv_blocks:
         raise UserInputError(f"requests: the longest request ({longest} tokens) needs more than the "
                              f"{kv_blocks} KV-cache blocks of {options.block_size} tokens; shorten it or raise tp")
+    prompt = int(requests.prompt_len.max())
+    if options.chunked_prefill and not options.split_prompts and prompt > options.max_batched_tokens:
+        raise UserInputError(f"max-batched-tokens: {options.max_batched_tokens} is below the longest prompt "
+                             f"({prompt} tokens), which this scheduler admits whole; raise it")
     if not options.chunked_prefill and longest > options.max_batched_tokens:
         raise UserInputError(f"max-batched-tokens: {options.max_batched_tokens} is below the longest request "
                              f"({longest} prompt + output tokens); raise it or use --chunked-prefill")

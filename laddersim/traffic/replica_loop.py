@@ -9,6 +9,11 @@ replica on SimPy, and tests hold this loop to it bit for bit):
 * **engine** plans an iteration, waits its makespan (the iteration-time model), then completes
   it; with nothing to run it sleeps until an arrival wakes it.
 
+**Closed loop** (``concurrency`` C): the first C requests land at time 0 and each request that
+finishes is replaced at once by the next one, landing at its finish (a benchmark client keeping C
+requests in flight); the landing times are then written as the run goes (``lands_s``, infinite
+until known), so the loop never waits on one.
+
 Events run in SimPy's order: by time, then by the order they were scheduled in (``_eid``, SimPy's
 event id; it only decides between an arrival and the engine due at the same instant). Before each
 arrival and each iteration's end, the integral of the requests in the system is brought up to
@@ -43,13 +48,20 @@ STRETCH_MIN = 8  # decode iterations from which a run is priced as arrays rather
 class ReplicaLoop:
     """The simulation of one replica (module docstring); ``run()`` runs it to the end."""
 
-    def __init__(self, timer: IterationTimer, requests: Requests, options: ServingOptions, kv_blocks: int, bar):
+    def __init__(self, timer: IterationTimer, requests: Requests, options: ServingOptions, kv_blocks: int, bar,
+                 concurrency: int | None = None):
         self.timer = timer
         self.attention = timer.attention
         self.batcher = ContinuousBatcher(requests.prompt_len, requests.output_len, kv_blocks, options)
-        self.lands_s = arrival_events(requests.arrival_s)
         self.n = len(requests)
-        self.window_end_s = float(requests.arrival_s[-1])
+        self.closed = concurrency is not None
+        if self.closed:  # C land at 0, the others when a request before them finishes
+            self.lands_s = np.full(self.n, np.inf)
+            self.lands_s[:concurrency] = 0.0
+            self.window_end_s = np.inf
+        else:
+            self.lands_s = arrival_events(requests.arrival_s)
+            self.window_end_s = float(requests.arrival_s[-1])
         self.bar = bar
         self.in_system_area = 0.0  # the integral of requests in the system, up to area_t
         self.area_t = 0.0
@@ -86,7 +98,7 @@ class ReplicaLoop:
                     if self.done >= n:
                         break
                 self._plan(now)
-            elif self.next_arrival < n:
+            elif self.next_arrival < n and lands[self.next_arrival] < np.inf:
                 self._land(float(lands[self.next_arrival]))
             else:
                 break  # nothing left to happen (a stalled scheduler; ``served`` says so)
@@ -128,12 +140,24 @@ class ReplicaLoop:
             if run.done == run.until_finish:
                 finished = self.batcher.advance(run, now_s)
                 self.decode_run = None
-        self._finished(finished)
+        self._finished(finished, now_s)
 
-    def _finished(self, finished: int) -> None:
+    def _finished(self, finished: int, now_s: float) -> None:
         if finished:
             self.done += finished
             self.bar.update(finished)
+            if self.closed:
+                self._replace(finished, now_s)
+
+    def _replace(self, finished: int, now_s: float) -> None:
+        """Closed loop: the next ``finished`` requests land at ``now_s`` and join the queue, ahead of
+        the plan of the next iteration (the client sends each as soon as one returns)."""
+        first = self.next_arrival
+        stop = min(first + finished, self.n)
+        if stop > first:
+            self.lands_s[first:stop] = now_s
+            self.batcher.waiting.extend_range(first, stop)
+            self.next_arrival = stop
 
     def _plan(self, now_s: float) -> None:
         """The engine at ``now_s``: plan the next iteration (or stretch of decode iterations)."""
@@ -211,7 +235,7 @@ class ReplicaLoop:
         self.iterations += k
         run.done += k
         if run.done == run.until_finish:
-            self._finished(self.batcher.advance(run, end_s))
+            self._finished(self.batcher.advance(run, end_s), end_s)
             self.decode_run = None
         return end_s
 

@@ -119,6 +119,36 @@ def kv_blocks_for(scenario: Scenario, options: ServingOptions) -> int:
 
 
 def serve(scenario: Scenario, requests: Requests, options: ServingOptions, progress: bool = False) -> ServingResult:
+    check_context(scenario, requests)
+    timer = timer_for(scenario, options)
+    replica = simulate_pipelined_replica if scenario.pp > 1 else simulate_replica
+    run = replica(timer, requests, options, kv_blocks_for(scenario, options), progress,
+                  label=f"serving {scenario.schedule}")
+    return ServingResult(scenario, options, run, summary(run, options))
+
+
+def serve_closed_loop(scenario: Scenario, requests: Requests, options: ServingOptions, concurrency: int,
+                      warmup: int | None = None, progress: bool = False) -> ServingResult:
+    """``requests`` (their lengths) served ``concurrency`` at a time, each finished one replaced
+    at once (laddersim.traffic.closed_loop); the first ``warmup`` (default: ``concurrency``) are
+    simulated and left out. The result's run and metrics are the measured requests'."""
+    from laddersim.traffic.closed_loop import check_concurrency, simulate_closed_replica
+
+    warm = check_concurrency(concurrency, len(requests), warmup)
+    if scenario.pp > 1:
+        raise UserInputError("concurrency: a fixed concurrency is simulated on one pipeline stage (--pp 1); "
+                             "allowed: --rate with --pp")
+    check_context(scenario, requests)
+    _, run = simulate_closed_replica(timer_for(scenario, options), requests, options,
+                                     kv_blocks_for(scenario, options), concurrency, warm, progress,
+                                     label=f"serving {scenario.schedule}")
+    metrics = summary(run, options, open_loop=False)
+    metrics.update(concurrency=concurrency, warmup_requests=warm)
+    return ServingResult(scenario, options, run, metrics)
+
+
+def check_context(scenario: Scenario, requests: Requests) -> None:
+    """The longest request within the model's attention window and context, or one line."""
     if len(requests):  # the longest request within the model's attention window, if it has one
         lengths = requests.prompt_len + requests.output_len
         longest = int(lengths.argmax())
@@ -129,8 +159,3 @@ def serve(scenario: Scenario, requests: Requests, options: ServingOptions, progr
             raise UserInputError(f"requests: the longest request ({tokens} prompt + output tokens) exceeds the "
                                  f"{context}-token context of {scenario.model.name} (max_position_embeddings); "
                                  f"allowed: prompt + output <= {context}")
-    timer = timer_for(scenario, options)
-    replica = simulate_pipelined_replica if scenario.pp > 1 else simulate_replica
-    run = replica(timer, requests, options, kv_blocks_for(scenario, options), progress,
-                  label=f"serving {scenario.schedule}")
-    return ServingResult(scenario, options, run, summary(run, options))

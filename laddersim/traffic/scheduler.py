@@ -11,6 +11,10 @@ batch, ``complete()`` applies its outcome. Sequences are request indices.
 * **With chunked prefill** (vLLM V1, Sarathi-Serve) the running sequences come first (one token
   each for decoding ones, a chunk for one still prefilling), then prompt chunks of newly
   admitted sequences fill the rest of the budget.
+  With ``split_prompts`` off the prompts admitted beside the decodes are whole (TensorRT-LLM's
+  inflight batching without chunked context). With ``mix_decodes`` off an iteration carries
+  prompt chunks only (the one being chunked first, then new ones) while there are any, and the
+  running sequences decode in the iterations between (SGLang's default).
 * **Preemption by recompute**: when a running sequence needs a block and none is free, the most
   recently admitted running sequence gives all its blocks back and returns to the head of the
   queue; readmitted, it prefills its prompt and the tokens it had generated, then goes on.
@@ -141,7 +145,7 @@ class ContinuousBatcher:
 
     def plan(self) -> Iteration | None:
         """The next iteration, or None when nothing can run (nothing waiting or running)."""
-        if self.options.chunked_prefill:
+        if self.options.chunked_prefill and self.options.mix_decodes:
             it = self._plan_chunked()
         else:
             it = self._plan_prefill_first()
@@ -151,18 +155,20 @@ class ContinuousBatcher:
         """Would ``_admit`` take the queue's head (the queue not empty, the batch not full)?"""
         seq = self.waiting.head()
         target = int(self.prompt_len[seq]) + int(self.generated_by_request[seq])
-        chunk = target if whole else min(target, budget)
+        chunk = target if whole and target <= self.options.max_batched_tokens else min(target, budget)
         return chunk <= budget and self._blocks_for(chunk) <= free_blocks
 
     def _admit(self, it: Iteration, budget: int, whole: bool) -> int:
         """Admit waiting sequences (FCFS) into ``it``; returns the budget left. A waiting sequence
-        holds no blocks and no cached positions (a preempted one gave them back)."""
+        holds no blocks and no cached positions (a preempted one gave them back). ``whole``: each
+        prompt in one piece, except one longer than the whole token budget (a preempted sequence
+        readmitted with the tokens it had generated), which could never be: it is chunked."""
         max_running = self.options.max_running
         while self.waiting and budget > 0 and len(self.seq) < max_running:
             seq = self.waiting.head()
             generated = int(self.generated_by_request[seq])
             target = int(self.prompt_len[seq]) + generated
-            chunk = target if whole else min(target, budget)
+            chunk = target if whole and target <= self.options.max_batched_tokens else min(target, budget)
             need = self._blocks_for(chunk)
             if chunk > budget or need > self.free_blocks:
                 break
@@ -178,14 +184,16 @@ class ContinuousBatcher:
             budget -= chunk
         return budget
 
-    def _decode_running(self, it: Iteration, budget: int, chunk_prefills: bool) -> int:
-        """Give each running sequence its tokens (preempting from the back when blocks run out)."""
+    def _decode_running(self, it: Iteration, budget: int, chunk_prefills: bool, decodes: bool = True) -> int:
+        """Give each running sequence its tokens (preempting from the back when blocks run out):
+        a prompt chunk to one still prefilling (if ``chunk_prefills``), one token to a decoding
+        one (if ``decodes``)."""
         i = 0
         while i < len(self.seq) and budget > 0:
             cached = self.cached[i]
             prefilling = cached < self.target[i]
             take = min(self.target[i] - cached, budget) if prefilling else 1
-            if prefilling and not chunk_prefills:
+            if (prefilling and not chunk_prefills) or (not prefilling and not decodes):
                 i += 1
                 continue
             granted = self._grow(i, cached + take)
@@ -209,7 +217,11 @@ class ContinuousBatcher:
 
     def _plan_prefill_first(self) -> Iteration:
         it = Iteration()
-        self._admit(it, self.options.max_batched_tokens, whole=True)
+        if self.options.chunked_prefill:  # prompt chunks alone: the prompt being chunked, then new ones
+            budget = self._decode_running(it, self.options.max_batched_tokens, chunk_prefills=True, decodes=False)
+            self._admit(it, budget, whole=False)
+        else:
+            self._admit(it, self.options.max_batched_tokens, whole=True)
         if not it.chunks:
             if not self._decode_all_fast(it):
                 self._decode_running(it, len(self.seq), chunk_prefills=False)
@@ -235,7 +247,7 @@ class ContinuousBatcher:
     def _plan_chunked(self) -> Iteration:
         it = Iteration()
         budget = self._decode_running(it, self.options.max_batched_tokens, chunk_prefills=True)
-        self._admit(it, budget, whole=False)
+        self._admit(it, budget, whole=not self.options.split_prompts)
         self._count_samples(it)
         return it
 
@@ -271,11 +283,13 @@ class ContinuousBatcher:
         if not batch:
             return None
         chunked = opts.chunked_prefill
-        budget = opts.max_batched_tokens - batch if chunked else opts.max_batched_tokens  # left to admit
+        mixing = chunked and opts.mix_decodes  # prompt chunks share the decodes' iterations
+        budget = opts.max_batched_tokens - batch if mixing else opts.max_batched_tokens  # left to admit
         if budget < 0:
             return None  # not every sequence gets its token
         full = batch >= opts.max_running or budget == 0
-        if self.waiting and not full and not chunked and self.head_admits(budget, self.free_blocks, whole=True):
+        if self.waiting and not full and not mixing and self.head_admits(budget, self.free_blocks,
+                                                                          whole=not chunked):
             return None  # prefill first: this iteration admits
         if chunked and any(c < t for c, t in zip(self.cached, self.target)):
             return None  # a prompt is still being prefilled
@@ -284,8 +298,8 @@ class ContinuousBatcher:
             return None  # a block short: ``plan`` preempts
         run.blocked = full
         if self.waiting and not full:  # with chunked prefill the queue's head comes after the decodes
-            free = self.free_blocks - int(run.cum_needs[0]) if chunked else self.free_blocks
-            if self.head_admits(budget, free, whole=not chunked):
+            free = self.free_blocks - int(run.cum_needs[0]) if mixing else self.free_blocks
+            if self.head_admits(budget, free, whole=not chunked or not opts.split_prompts):
                 return None
             run.blocked = True  # the head does not fit, and the free blocks only shrink while the run lasts
         return run

@@ -1,0 +1,80 @@
+"""Serving engines' schedulers as data: how vLLM, SGLang and TensorRT-LLM form an iteration under
+their default server settings on an 80-141 GB GPU (H100, H200), each default cited from its source.
+
+A record names the token budget of one iteration, the most sequences running at once, and how a
+prompt shares an iteration with the running decodes; ``engine_options`` turns it into the
+``ServingOptions`` the continuous-batching scheduler (``laddersim.traffic.scheduler``) takes.
+Adding an engine is a new record, not a new branch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from laddersim.errors import UserInputError
+from laddersim.traffic.options import ServingOptions
+
+
+@dataclass(frozen=True)
+class EngineScheduler:
+    """One engine's default scheduler.
+
+    ``token_budget``: new tokens per iteration (decode tokens plus prompt tokens);
+    ``max_running``: sequences in the running batch; ``split_prompts``: a prompt is prefilled in
+    chunks (chunked prefill), or admitted whole; ``mix_decodes``: prompt tokens share an iteration
+    with the running decodes (filling what they leave of the budget), or run in iterations of
+    their own ahead of them; ``source``: where each default is read."""
+
+    name: str
+    token_budget: int
+    max_running: int
+    split_prompts: bool
+    mix_decodes: bool
+    source: str
+
+    def describe(self) -> str:
+        prompts = "prompts in chunks" if self.split_prompts else "whole prompts"
+        where = "beside the decodes" if self.mix_decodes else "in iterations of their own, ahead of the decodes"
+        return (f"{self.name} scheduler: {self.token_budget} tokens per iteration, up to {self.max_running} "
+                f"running, {prompts} {where}")
+
+
+ENGINES: dict[str, EngineScheduler] = {
+    "vllm": EngineScheduler(
+        "vllm", token_budget=8192, max_running=1024, split_prompts=True, mix_decodes=True,
+        source="vllm-project/vllm vllm/engine/arg_utils.py @ 001999d2f360c2c5da23a916510c273b1a73d06c: "
+               "the V1 engine always chunks prefills; EngineArgs._override_v1_engine_args sets "
+               "max_num_batched_tokens 8192 for the OpenAI API server on H100 and H200; __post_init__ sets "
+               "max_num_seqs 1024 under V1"),
+    "sglang": EngineScheduler(
+        "sglang", token_budget=8192, max_running=1024, split_prompts=True, mix_decodes=False,
+        source="sgl-project/sglang python/sglang/srt/server_args.py, ServerArgs.__post_init__: "
+               "chunked_prefill_size 8192 on GPUs from 35 to 160 GB of memory (H100, H200; the 0.4-0.5 "
+               "releases); enable_mixed_chunk False (@ 001067fffe33427bee0ed2f007fb7551a1d76b44), so a prefill "
+               "batch runs apart from the decode batch, ahead of it; max_running_requests is derived from the KV "
+               "pool, which the KV-cache blocks bound here, so the running batch is capped as vLLM's"),
+    "trtllm": EngineScheduler(
+        "trtllm", token_budget=8192, max_running=2048, split_prompts=False, mix_decodes=True,
+        source="NVIDIA/TensorRT-LLM tensorrt_llm/commands/serve.py @ 00209af149e7774406881a37283dce303571eb11: "
+               "trtllm-serve takes BuildConfig's max_num_tokens (8192) and max_batch_size (2048) and "
+               "enable_chunked_prefill=False, so a context is admitted whole beside the generation requests "
+               "(inflight batching)"),
+}
+
+
+def engine_scheduler(name: str) -> EngineScheduler:
+    """The record of ``name``, or one line naming the ones there are."""
+    try:
+        return ENGINES[name]
+    except KeyError:
+        raise UserInputError(f"scheduler: {name!r}; allowed: {', '.join(ENGINES)}") from None
+
+
+def engine_options(name: str, options: ServingOptions, **given) -> ServingOptions:
+    """``options`` under engine ``name``'s scheduler: its budget, running limit and prompt policy
+    (chunked prefill on) unless ``given`` sets them (keyword: ``max_batched_tokens``,
+    ``max_running``)."""
+    engine = engine_scheduler(name)
+    limits = {"max_batched_tokens": engine.token_budget, "max_running": engine.max_running, **given}
+    return options.model_copy(update={**limits, "chunked_prefill": True, "split_prompts": engine.split_prompts,
+                                      "mix_decodes": engine.mix_decodes})

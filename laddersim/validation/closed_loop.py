@@ -1,0 +1,188 @@
+"""Score tables of serving at a fixed concurrency (a closed loop, as aiperf measures it): every row
+simulated by ``laddersim.traffic.closed_loop`` and its mean TTFT and TPOT compared with the
+measured ones.
+
+A table has the columns CLOSED_LOOP_COLUMNS, one row per (model, TP, GPU, engine, dtype, prompt
+and output lengths, concurrency), ``ttft_ms`` and ``tpot_ms`` measured (means, as aiperf reports
+them). Each row is priced with:
+
+* the engine's scheduler (``laddersim.traffic.engines``: its token budget, running limit and
+  prompt chunking) and the kernels of the closest framework laddersim has (ENGINE_FRAMEWORKS);
+* the shipped profile of its GPU (HARDWARE_PROFILES);
+* its dtype (DTYPES), or for a quantized row its quantization (QUANTIZED_DTYPES);
+* the model's config from the table folder's ``models/`` (``org--name.json`` for ``org/name``),
+  or a shipped preset of that name.
+
+A row that cannot be priced (a model family or a dtype laddersim does not price) is listed as
+skipped with its reason; the others are scored. Errors are (predicted - measured) / measured; the
+summary gives the median absolute TTFT and TPOT error per engine x dtype group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from laddersim.errors import UserInputError
+from laddersim.support.choices import FRAMEWORKS
+from laddersim.support.io_read import read_text
+
+CLOSED_LOOP_COLUMNS = ("model", "tp", "hardware", "engine", "engine_version", "dtype", "prompt_len", "gen_len",
+                       "concurrency", "ttft_ms", "tpot_ms")
+# Kernels: the engine's own framework where laddersim has one (support.choices.FRAMEWORKS), else
+# the closest it prices (printed with every score): SGLang's and TensorRT-LLM's serving kernels are
+# FlashAttention/FlashInfer-class paged attention over each prompt's own tokens, last-position
+# logits and a custom AllReduce, as vLLM's.
+CLOSEST_FRAMEWORK = "vllm"
+ENGINE_FRAMEWORKS = {engine: engine if engine in FRAMEWORKS else CLOSEST_FRAMEWORK
+                     for engine in ("vllm", "sglang", "trtllm")}
+# GPU names as the tables write them -> the shipped profile of that GPU in its 8-GPU NVSwitch node.
+HARDWARE_PROFILES = {"H100-SXM5-80GB": "h100-sxm-nvswitch", "H200-SXM-141GB": "h200-sxm-nvswitch",
+                     "A100-SXM4-80GB": "a100-sxm-nvswitch", "B200": "b200-sxm-nvswitch", "L40S": "l40s-pcie"}
+DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16"}
+# A dtype the tables name for quantized serving -> (the activations' dtype, laddersim's quantization,
+# the KV cache's dtype): AIConfigurator's fp8 rows are its ``precision fp8, gemm_quant_mode fp8``
+# (FP8 linears, laddersim.model.quantization); the KV cache is at vLLM's default
+# (``--kv-cache-dtype auto``: the model's dtype), as the rows name no KV quantization.
+QUANTIZED_DTYPES = {"fp8": ("bfloat16", "fp8", "auto")}
+MEASURED_MIN = 32  # measured requests per row at the least (and 2 per slot): steady-state means
+
+
+def is_closed_loop_table(path: str | Path) -> bool:
+    """Does the CSV at ``path`` carry the closed-loop columns (its header read only)?"""
+    try:
+        header = read_text(Path(path), "measured").splitlines()[0]
+    except (UserInputError, IndexError):
+        return False
+    return set(CLOSED_LOOP_COLUMNS) <= {c.strip() for c in header.split(",")}
+
+
+@dataclass
+class ClosedLoopScore:
+    """The rows scored (the table's columns, then predicted_ttft_ms, predicted_tpot_ms,
+    ttft_error, tpot_error, framework, profile), the rows skipped (with ``reason``), the error
+    summary per engine x dtype, and the mappings used."""
+
+    rows: pd.DataFrame
+    skipped: pd.DataFrame
+    summary: pd.DataFrame
+    mappings: list[str] = field(default_factory=list)
+
+
+def read_closed_loop(path: str | Path) -> pd.DataFrame:
+    import io
+
+    path = Path(path)
+    frame = pd.read_csv(io.StringIO(read_text(path, "measured")))
+    missing = [c for c in CLOSED_LOOP_COLUMNS if c not in frame.columns]
+    if missing:
+        raise UserInputError(f"measured: {path} lacks column(s) {', '.join(missing)}; a closed-loop table needs "
+                             f"{','.join(CLOSED_LOOP_COLUMNS)}")
+    for column in ("tp", "prompt_len", "gen_len", "concurrency"):
+        values = pd.to_numeric(frame[column], errors="coerce")
+        if values.isna().any() or (values < 1).any() or (values != values.round()).any():
+            raise UserInputError(f"measured: {path} column {column}: allowed: positive integers in every row")
+        frame[column] = values.astype(int)
+    for column in ("ttft_ms", "tpot_ms"):
+        values = pd.to_numeric(frame[column], errors="coerce")
+        if values.isna().any() or (values <= 0).any():
+            raise UserInputError(f"measured: {path} column {column}: allowed: positive milliseconds in every row")
+        frame[column] = values.astype(float)
+    return frame
+
+
+def _model_source(model: str, models_dir: Path) -> str:
+    """The config the table folder's models/ holds for ``model`` (org/name as org--name.json, or
+    name.json), else ``model`` itself (a shipped preset's name, or refused when loaded)."""
+    for candidate in (models_dir / f"{model.replace('/', '--')}.json", models_dir / f"{model}.json"):
+        if candidate.is_file():
+            return str(candidate)
+    return model
+
+
+def score_closed_loop(path: str | Path, models_dir: str | Path | None = None,
+                      progress=lambda: None) -> ClosedLoopScore:
+    """Every row of the table at ``path`` simulated and scored (module docstring); ``progress``
+    is called once per row."""
+    from laddersim.hardware.profile import load_profile
+    from laddersim.model.shape import load_model_shape
+    from laddersim.traffic.arrivals import Requests
+    from laddersim.traffic.engines import engine_options
+    from laddersim.traffic.options import ServingOptions
+    from laddersim.traffic.run import serve_closed_loop, serving_scenario
+
+    path = Path(path)
+    frame = read_closed_loop(path)
+    models = Path(models_dir) if models_dir is not None else path.parent / "models"
+    shapes, profiles, scored, skipped, used = {}, {}, [], [], set()
+    for row in frame.itertuples(index=False):
+        record = row._asdict()
+        reason, predicted = None, None
+        engine, dtype = str(row.engine).lower(), str(row.dtype).lower()
+        try:
+            if engine not in ENGINE_FRAMEWORKS:
+                raise UserInputError(f"engine {row.engine!r} has no scheduler here; allowed: "
+                                     f"{', '.join(ENGINE_FRAMEWORKS)}")
+            if dtype not in DTYPES and dtype not in QUANTIZED_DTYPES:
+                raise UserInputError(f"dtype {row.dtype!r}; allowed: {', '.join([*DTYPES, *QUANTIZED_DTYPES])}")
+            activations, quant, kv_cache_dtype = QUANTIZED_DTYPES.get(dtype, (DTYPES.get(dtype), "none", "auto"))
+            if row.hardware not in HARDWARE_PROFILES:
+                raise UserInputError(f"hardware {row.hardware!r} has no shipped profile; allowed: "
+                                     f"{', '.join(HARDWARE_PROFILES)}")
+            if row.model not in shapes:
+                shapes[row.model] = load_model_shape(_model_source(str(row.model), models))
+            if row.hardware not in profiles:
+                profiles[row.hardware] = load_profile(HARDWARE_PROFILES[row.hardware])
+            framework = ENGINE_FRAMEWORKS[engine]
+            scenario = serving_scenario(shapes[row.model], profiles[row.hardware], int(row.tp), "standard",
+                                        activations, framework=framework, quant=quant, kv_cache_dtype=kv_cache_dtype)
+            scenario.model.check_tp(int(row.tp))
+            options = engine_options(engine, ServingOptions())
+            c = int(row.concurrency)
+            n = c + max(MEASURED_MIN, 2 * c)
+            requests = Requests(np.zeros(n), np.full(n, int(row.prompt_len), dtype=np.int64),
+                                np.full(n, int(row.gen_len), dtype=np.int64))
+            metrics = serve_closed_loop(scenario, requests, options, c).metrics
+            predicted = (metrics["ttft_mean_s"] * 1e3, metrics["tpot_mean_s"] * 1e3)
+            used.add((row.engine, framework, row.hardware, HARDWARE_PROFILES[row.hardware]))
+        except UserInputError as exc:
+            reason = str(exc)
+        progress()
+        if reason is not None:
+            skipped.append({**record, "reason": reason})
+            continue
+        scored.append({**record, "predicted_ttft_ms": predicted[0], "predicted_tpot_ms": predicted[1],
+                       "ttft_error": predicted[0] / row.ttft_ms - 1, "tpot_error": predicted[1] / row.tpot_ms - 1,
+                       "framework": ENGINE_FRAMEWORKS[engine], "profile": HARDWARE_PROFILES[row.hardware]})
+    rows = pd.DataFrame(scored)
+    mappings = [f"engine {e} -> {f} kernels{'' if f == e else ' (the closest priced)'} and the {e} scheduler; "
+                f"hardware {h} -> {p}" for e, f, h, p in sorted(used)]
+    return ClosedLoopScore(rows, pd.DataFrame(skipped), error_summary(rows), mappings)
+
+
+def error_summary(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per engine x dtype: rows, median and worst absolute TTFT and TPOT errors (%), and the
+    signed medians (negative: predicted below measured)."""
+    columns = ["engine", "dtype", "rows", "ttft_median_abs_err_pct", "ttft_median_err_pct", "ttft_worst_abs_err_pct",
+               "tpot_median_abs_err_pct", "tpot_median_err_pct", "tpot_worst_abs_err_pct"]
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    out = []
+    for (engine, dtype), part in rows.groupby(["engine", "dtype"], sort=True):
+        out.append({"engine": engine, "dtype": dtype, "rows": len(part),
+                    **{f"{k}_{stat}": v for k in ("ttft", "tpot") for stat, v in (
+                        ("median_abs_err_pct", float(part[f"{k}_error"].abs().median() * 100)),
+                        ("median_err_pct", float(part[f"{k}_error"].median() * 100)),
+                        ("worst_abs_err_pct", float(part[f"{k}_error"].abs().max() * 100)))}})
+    return pd.DataFrame(out, columns=columns)
+
+
+def skipped_reasons(skipped: pd.DataFrame) -> list[str]:
+    """One line per distinct (model, dtype, reason) skipped, with its row count."""
+    if skipped.empty:
+        return []
+    counts = skipped.groupby(["model", "engine", "dtype", "reason"], sort=True).size()
+    return [f"{n} rows of {model} {engine} {dtype}: {reason}" for (model, engine, dtype, reason), n in counts.items()]
