@@ -80,7 +80,7 @@ def measure(ctx, point: dict) -> dict | None:
         for _ in range(ctx.opts.warmup_count):
             lm_head()
             gather()
-        samples = [chain_allreduce_s(ctx, gather, modules, group) for _ in range(ctx.opts.repeat_count)]
+        samples = [chain_allreduce_s(ctx, gather, modules, group) for _ in range(ctx.opts.chain_repeat_count)]
         return chain_mean(samples) if ctx.rank == 0 else None
     return time_per_call(ctx, gather, point["mode"], group)
 

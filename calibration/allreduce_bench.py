@@ -52,7 +52,7 @@ def measure(ctx, point: dict) -> dict | None:
         for module in modules:  # warm-up
             module()
             reduce()
-        samples = [chain_allreduce_s(ctx, reduce, modules, group) for _ in range(ctx.opts.repeat_count)]
+        samples = [chain_allreduce_s(ctx, reduce, modules, group) for _ in range(ctx.opts.chain_repeat_count)]
         return chain_mean(samples) if ctx.rank == 0 else None
     return time_per_call(ctx, lambda: dist.all_reduce(buf, group=group), point["mode"], group)
 

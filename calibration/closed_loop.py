@@ -194,9 +194,9 @@ def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], com
     for calib, load_1min in calibs.items():
         profile = load_profile(calib)
         host, inter = profile.host_overhead, profile.interference
-        curve = ", ".join(f"{p.size_bytes} B: +{p.compute_slowdown:.2f}, +{p.comm_slowdown:.2f}" for p in inter.by_size)
+        curve = ", ".join(f"{p.size_bytes} B: {p.compute_slowdown:+.2f}, {p.comm_slowdown:+.2f}" for p in inter.by_size)
         mechanisms.append(f"- `{calib}` (load average {load_1min:.2f}): interference (compute, comm slowdown): "
-                          f"{curve or f'+{inter.compute_slowdown.value:.2f}, +{inter.comm_slowdown.value:.2f}'}")
+                          f"{curve or f'{inter.compute_slowdown.value:+.2f}, {inter.comm_slowdown.value:+.2f}'}")
         if host is not None:
             sampling = f"{host.sampling_us.value:.0f} us" if host.sampling_us is not None else "not measured"
             mechanisms[-1] += (f"; host overhead ({host.mode}, {host.timing}) {host.compute_op_us.value:.2f} us per "
@@ -265,5 +265,20 @@ def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], com
     return noise, line
 
 
+def run_main() -> int:
+    """``main``, a step that fails (its own error line printed above) ending the loop in one line
+    with the step's exit code: what is stored so far stays in the run directory, and the same
+    command resumes (a calibration measured under load is refused by ``calibrate fit`` this way)."""
+    try:
+        return main()
+    except subprocess.CalledProcessError as exc:
+        words = [Path(c).name if str(c).endswith(".py") else str(c) for c in exc.cmd[1:] if c != "-m"]
+        step = " ".join(shlex.quote(w) for w in words[:3])
+        print(f"error: closed loop: step `{step} ...` ended with exit code {exc.returncode} (its error above); "
+              "the measurements so far are kept: fix its cause and re-run the same command to resume",
+              file=sys.stderr)
+        return exc.returncode if exc.returncode in (1, 2) else 1
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main())

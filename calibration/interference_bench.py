@@ -136,7 +136,7 @@ def _measure_async_cpu(ctx, point: dict, group) -> dict | None:
 
     ladder_chain_s(ctx, modules, bufs, group)  # warm-up
     n, rows = len(modules), []
-    for _ in range(ctx.opts.repeat_count):
+    for _ in range(ctx.opts.chain_repeat_count):
         issue_s = collective_issue_s(ctx, group)
         dist.barrier(group=group)
         alone_s = ctx.max_over(time_host_s(alone), group)
@@ -153,13 +153,16 @@ def _measure_async_cpu(ctx, point: dict, group) -> dict | None:
 def ladder_row(n: int, rows: list[tuple[float, ...]], comm_s: float) -> dict:
     """The interference row from ladder chains of ``n`` modules, per repetition (alone, ladder,
     in the modules, one issue, ...), and the AllReduce the engine simulates (``comm_s``)."""
-    from laddersim.fitting.ladder_chain import MAX_COMM_SLOWDOWN, bisect_rate, chain_run, chain_work, ladder_rates
+    from laddersim.fitting.ladder_chain import (
+        MAX_COMM_SLOWDOWN, MIN_COMM_SLOWDOWN, bisect_rate, chain_run, chain_work, ladder_rates,
+    )
 
     alone_s, ladder_s, modules_s, issue_s = (float(np.mean(col)) for col in list(zip(*rows))[:4])
     compute, comm = ladder_rates(n, alone_s, ladder_s, modules_s, issue_s, comm_s)
     work = chain_work(n, alone_s / n, issue_s, comm_s)
     held = max(compute, 0.0)
-    comm_r = [bisect_rate(lambda x: chain_run(work, held, x)[0], row[1], MAX_COMM_SLOWDOWN) for row in rows]
+    comm_r = [bisect_rate(lambda x: chain_run(work, held, x)[0], row[1], MAX_COMM_SLOWDOWN, MIN_COMM_SLOWDOWN)
+              for row in rows]
     _, compute_p10, compute_p90 = _spread([row[2] / row[0] for row in rows])
     _, comm_p10, comm_p90 = _spread([r + 1.0 for r in comm_r])
     return {

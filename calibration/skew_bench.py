@@ -52,7 +52,7 @@ def measure(ctx, point: dict) -> dict | None:
         for module in stretch:
             module()
     rows = []
-    for _ in range(ctx.opts.repeat_count):
+    for _ in range(ctx.opts.chain_repeat_count):
         dist.barrier(group=group)
         t0 = time.perf_counter()
         for module in stretch:

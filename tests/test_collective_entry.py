@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from laddersim.costs.allreduce import (
-    CUSTOM, IMPLEMENTATIONS, MULTIMEM, NCCL, allreduce_source, allreduce_time_s, candidates, implementation_for,
+    allreduce_source, allreduce_time_s, candidates, implementation_for,
 )
 from laddersim.costs.scaling.view import LinkScale, links
 from laddersim.hardware.overrides import with_overrides
@@ -65,19 +65,21 @@ def test_the_what_if_factors_are_read_in_one_module():
 
 
 def test_the_rule_tries_a_frameworks_kernels_before_nccl():
-    assert candidates(None) == (NCCL,)
-    assert candidates(load_framework("gpt-fast")) == (NCCL,)
-    assert candidates(load_framework("vllm")) == (MULTIMEM, CUSTOM, NCCL)
-    assert candidates(load_framework("vllm"), custom=False) == (MULTIMEM, NCCL)
-    assert set(IMPLEMENTATIONS) == {"nccl", "multimem", "custom"}
+    assert candidates(None) == ("nccl",)
+    assert candidates(load_framework("gpt-fast")) == ("nccl",)
+    assert candidates(load_framework("vllm")) == ("nvls", "vllm-custom", "nccl")
+    assert candidates(load_framework("vllm"), custom=False) == ("nvls", "nccl")
+    assert candidates(load_framework("trtllm")) == ("trtllm-custom", "nccl")
+    assert candidates(load_framework("gpt-fast"), forced="pytorch-intra-node") == ("pytorch-intra-node", "nccl")
 
 
 def test_a_custom_kernel_runs_on_one_node_only_and_nccl_takes_the_rest():
     """vLLM's custom kernel reads its peers' memory: on a two-node group of h100-sxm-nvswitch the
     rule falls back to NCCL, priced as gpt-fast's NCCL AllReduce plus the same stream hand-off."""
     hw, vllm, gpt_fast = load_profile("h100-sxm-nvswitch"), load_framework("vllm"), load_framework("gpt-fast")
-    assert implementation_for(hw, vllm, 8, 16384.0)[0] is CUSTOM
-    assert implementation_for(hw, vllm, 16, 16384.0) == (NCCL, None)
+    assert implementation_for(hw, vllm, 8, 16384.0)[0].label == "vllm-custom one-shot"
+    chosen, seconds = implementation_for(hw, vllm, 16, 16384.0)
+    assert (chosen.label, seconds) == ("nccl", None)
     nccl_s = float(allreduce_time_s(hw, 16, 16384.0))
     assert allreduce_time_s(hw, 16, 16384.0, vllm) == nccl_s + vllm.collective_handoff_half_s()
     assert allreduce_time_s(hw, 16, 16384.0, gpt_fast) == nccl_s + gpt_fast.collective_handoff_half_s()
@@ -119,5 +121,6 @@ def test_the_custom_kernel_runs_on_the_world_sizes_vllm_accepts(tmp_path):
     table = MeasuredTable(file=str(path), source="test", library="vLLM custom all-reduce", mode="graph")
     three = hw.model_copy(update={"collectives": hw.collectives.model_copy(update={"tables": [table]})})
     assert three.allreduce_arrays[0][1]["gpus"].tolist() == [3, 3]
-    assert implementation_for(three, vllm, 3, 4096.0) == (NCCL, None)
-    assert implementation_for(hw, vllm, 4, 4096.0)[0] is CUSTOM
+    chosen, seconds = implementation_for(three, vllm, 3, 4096.0)
+    assert (chosen.label, seconds) == ("nccl", None)
+    assert implementation_for(hw, vllm, 4, 4096.0)[0].label == "vllm-custom one-shot"

@@ -39,7 +39,7 @@ from laddersim.model.workload import Workload
 
 SETTINGS = settings(max_examples=60, deadline=None)
 PROFILES = tuple(list_profiles())
-FRAMEWORKS = ("gpt-fast", "gpt-fast-flash", "gpt-fast-graph", "vllm")
+FRAMEWORKS = ("gpt-fast", "gpt-fast-flash", "gpt-fast-graph", "sglang", "trtllm", "vllm")
 SCHEDULES = ("standard", "parallel", "ladder", "upper_bound", "desync_half", "hybrid:1")
 MODELS = (
     ModelShape(name="gqa-3l", n_layers=3, dim=1024, n_heads=16, n_kv_heads=4, intermediate_size=4096, vocab_size=32000),

@@ -343,6 +343,28 @@ def test_throughput_speedup_labels_are_level_and_readable(table, base_point, tmp
     assert all(t.get_rotation() == 0 and t.get_fontsize() >= 8 for t in labels)
 
 
+def test_throughput_panels_share_one_y_scale(base_point, tmp_path, monkeypatch):
+    # Batch 1 and batch 4 panels: tokens/s differ by ~4x; one scale lets bars compare across panels.
+    kept = _figure_of(monkeypatch, "throughput")
+    PLOT_KINDS["throughput"].function(base_point, tmp_path / "tp")
+    axes = [ax for ax in kept[0].axes if ax.get_visible() and ax.patches]
+    assert len(axes) == 2
+    tops = [max(bar.get_height() for bar in ax.patches) for ax in axes]
+    assert max(tops) > 2 * min(tops)  # the panels really differ in scale
+    assert axes[0].get_ylim() == axes[1].get_ylim() and axes[0].get_ylim()[1] >= max(tops)
+    assert [bool(ax.get_ylabel()) for ax in axes] == [True, False]  # labelled once, on the left
+
+
+def test_bandwidth_axis_is_numeric_at_the_swept_values(table, tmp_path, monkeypatch):
+    kept = _figure_of(monkeypatch, "link_speedup")
+    PLOT_KINDS["bandwidth"].function(select(table, {"intra_latency_scale": "1.0"}), tmp_path / "bw")
+    ax = kept[0].axes[0]
+    lines = [line for line in ax.get_lines() if not line.get_label().startswith("_")]  # not the 1x guides
+    assert lines and all(sorted(map(float, line.get_xdata())) == [0.5, 1.0, 2.0] for line in lines)
+    assert list(ax.get_xticks()) == [0.5, 1.0, 2.0]  # placed at the values (a numeric axis), not 0, 1, 2
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0.5", "1", "2"]
+
+
 @pytest.mark.parametrize("kind", ["breakdown", "throughput"])
 def test_configurations_that_did_not_run_are_marked(kind, base_point, tmp_path):
     oom = {**base_point[base_point.status != "ok"].iloc[0].to_dict(), "tp": 1, "batch": 1, "schedule": "standard",

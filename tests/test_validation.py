@@ -196,20 +196,25 @@ def test_tp1_stand_in_is_one_row_per_setting():
     # 70B and 405B fit no single GPU: llama-3.1-8b stands in, once per batch and lengths.
     from laddersim.api.validation_task import tp1_check
 
-    frame = pd.DataFrame([dict(model=m, batch=1, prompt_len=8, gen_len=4)
-                          for m in ("llama-3.1-70b", "llama-3.1-405b")])
+    frame = pd.DataFrame([dict(model=m, tp=tp, nodes=nodes, batch=1, prompt_len=8, gen_len=4, p2p="on",
+                               schedule="standard", tokens_per_s=1.0)
+                          for m, tp, nodes in (("llama-3.1-70b", 8, 1), ("llama-3.1-405b", 16, 2))])
     table = tp1_check(frame, ValidationSetup())
     assert len(table) == 1 and table["model"].iloc[0].startswith("llama-3.1-8b (stand-in")
     assert table["ladder_speedup"].iloc[0] == pytest.approx(1.0, abs=0.01)
 
 
-def test_a_dtype_column_is_simulated_in_its_own_dtype(tmp_path, h100):
-    # ladder_bench writes the dtype it ran; validate used to simulate --dtype's default instead.
+def test_a_dtype_column_is_simulated_in_its_own_dtype_unless_a_dtype_is_given(tmp_path, h100):
+    # ladder_bench writes the dtype it ran: the rows are simulated in it; a given dtype overrides it.
     frame = _tiny_measured(tmp_path, h100, schedules=("standard",))
     as_fp32 = validate(frame, ValidationSetup(h100, h100, dtype="float32"))
-    with_column = validate(frame.assign(dtype="float32"), ValidationSetup(h100, h100, dtype="float16"))
+    as_fp16 = validate(frame, ValidationSetup(h100, h100, dtype="float16"))
+    with_column = validate(frame.assign(dtype="float32"), ValidationSetup(h100, h100))
     np.testing.assert_allclose(with_column["predicted_tokens_per_s"], as_fp32["predicted_tokens_per_s"])
-    assert not np.allclose(with_column["predicted_tokens_per_s"], frame["tokens_per_s"])
+    assert not np.allclose(as_fp16["predicted_tokens_per_s"], as_fp32["predicted_tokens_per_s"])
+    overridden = validate(frame.assign(dtype="float32"), ValidationSetup(h100, h100, dtype="float16"))
+    np.testing.assert_allclose(overridden["predicted_tokens_per_s"], as_fp16["predicted_tokens_per_s"])
+    assert set(overridden["dtype"]) == {"float16"}  # the rows say what was simulated
 
 
 def test_two_dtypes_of_one_setting_are_two_settings(tmp_path, h100):

@@ -47,7 +47,8 @@ _MODULE_OF = {
                     "profiles_task"),
     "RatePlanAnswer": "rate_planning",
     "report": "reporting",
-    **dict.fromkeys(("load_profile", "simulate", "simulate_schedules", "time_sources", "timeline"), "scenario"),
+    **dict.fromkeys(("allreduce_used", "load_profile", "simulate", "simulate_schedules", "time_sources", "timeline"),
+                    "scenario"),
     **dict.fromkeys(("ServingAnswer", "serving", "serving_run"), "serving_task"),
     "sweep": "sweeps",
     "validate": "validation_task",
@@ -77,7 +78,7 @@ PUBLIC = ("simulate", "timeline", "sweep", "validate", "fit", "plan", "break_eve
           "plot_timeline", "report")
 # What the command line calls beside them: a task's whole answer (rows and what it prints), each
 # taking the task's parameter objects (the public function builds them from its keywords).
-ANSWERS = ("simulate_schedules", "time_sources", "plan_run", "PlanAnswer", "RatePlanAnswer", "serving_run",
+ANSWERS = ("simulate_schedules", "time_sources", "allreduce_used", "plan_run", "PlanAnswer", "RatePlanAnswer", "serving_run",
            "ServingAnswer", "ProfileCheck")
 # The parameter objects: a task's parameters as one typed, checked value.
 PARAMS = ("ScenarioParams", "RunOptions", "ServingParams", "PlanParams", "BreakEvenParams")

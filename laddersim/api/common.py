@@ -1,5 +1,6 @@
-"""What the API's tasks share: a profile from a name or an object, the note on a profile with no
-measurement behind it, and sequence arguments given as one value."""
+"""What the API's tasks share: a profile from a name or an object, the notes on a profile with no
+measurement behind it or used beyond (or under the load of) its calibration, and sequence
+arguments given as one value."""
 
 from __future__ import annotations
 
@@ -35,6 +36,16 @@ def note_unmeasured(profile: HardwareProfile) -> None:
         print(note, file=sys.stderr)
 
 
+def note_calibration(profile: HardwareProfile, gpus: int, nodes: int) -> None:
+    """Print on stderr, one line each, where a scenario of ``gpus`` GPUs on ``nodes`` nodes leaves
+    what ``profile``'s calibration measured, and that it was calibrated under load (if so)."""
+    from laddersim.measure.extent import extent_note, load_note
+
+    for note in (extent_note(profile, gpus, nodes), load_note(profile)):
+        if note is not None:
+            print(note, file=sys.stderr)
+
+
 def listed(values):
     """A sequence argument as a list; one name, path or number given alone is a list of one (a
     string is not split into its characters); None stays None."""
@@ -45,13 +56,13 @@ def listed(values):
 
 def with_choices(function):
     """``function`` with its docstring's ``{FRAMEWORKS}``, ``{DTYPES}``, ``{KV_CACHES}``,
-    ``{KV_READS}``, ``{QUANTS}`` and ``{KV_CACHE_DTYPES}`` replaced by the allowed values of
-    ``laddersim.support.choices`` (and ``{SCHEDULERS}`` by ``laddersim.traffic.engines``'; one
-    list, never restated in a docstring)."""
-    from laddersim.support.choices import DTYPES, FRAMEWORKS, KV_CACHE_DTYPES, KV_CACHES, KV_READS, QUANTS
+    ``{KV_READS}``, ``{ALLREDUCES}``, ``{QUANTS}`` and ``{KV_CACHE_DTYPES}`` replaced by the allowed
+    values of ``laddersim.support.choices`` (and ``{SCHEDULERS}`` by ``laddersim.traffic.engines``';
+    one list, never restated in a docstring)."""
+    from laddersim.support.choices import ALLREDUCES, DTYPES, FRAMEWORKS, KV_CACHE_DTYPES, KV_CACHES, KV_READS, QUANTS
 
     lists = {"{FRAMEWORKS}": FRAMEWORKS, "{DTYPES}": DTYPES, "{KV_CACHES}": KV_CACHES, "{KV_READS}": KV_READS,
-             "{QUANTS}": QUANTS, "{KV_CACHE_DTYPES}": KV_CACHE_DTYPES}
+             "{ALLREDUCES}": ALLREDUCES, "{QUANTS}": QUANTS, "{KV_CACHE_DTYPES}": KV_CACHE_DTYPES}
     doc = function.__doc__ or ""
     if "{SCHEDULERS}" in doc:  # only the functions that name them load laddersim.traffic
         from laddersim.traffic.engines import ENGINES

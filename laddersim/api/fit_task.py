@@ -23,8 +23,9 @@ WORSE_BY_PP = 0.005
 def fit(measured: str | Path | pd.DataFrame, hardware: str | Path | HardwareProfile, *,
         hardware_p2p_off: str | Path | HardwareProfile = "h100-sxm-p2p-off", with_upper_bound: bool = False,
         with_ladder: bool = False, out: str | Path | None = None, out_p2p_off: str | Path | None = None,
-        dtype: str = "float16", kv_cache: str | None = None, kv_reads: str | None = None,
-        framework: str = "gpt-fast", report: str | Path | None = None, progress: bool = False) -> pd.DataFrame:
+        dtype: str | None = None, kv_cache: str | None = None, kv_reads: str | None = None,
+        framework: str | None = None, allreduce: str | None = None, report: str | Path | None = None,
+        progress: bool = False) -> pd.DataFrame:
     """``laddersim fit``: fit framework overhead and the collective floor (with ``with_ladder``, the
     interference fractions too) of ``hardware`` to the measured rows and return what the fitted
     profile predicts, one row per measured setting and schedule: ``predicted_tokens_per_s`` with
@@ -37,7 +38,8 @@ def fit(measured: str | Path | pd.DataFrame, hardware: str | Path | HardwareProf
     those rows (they see the AllReduce apart from the compute). ``out``: write the fitted P2P-on
     profile there (NEW.yaml or a directory), the P2P-off one to ``out_p2p_off`` (default: beside
     it, -p2p-off). ``dtype``, ``framework`` ({FRAMEWORKS} or a framework .yaml), ``kv_cache``,
-    ``kv_reads``: as ``validate``'s.
+    ``kv_reads``, ``allreduce``: as ``validate``'s (default: each row's dtype and framework columns,
+    else float16 and gpt-fast; given, they override the columns).
     ``report``: also write the report there (a directory, with measured.csv, which its Reproduce
     line names); ``progress``: the count of evaluations on stderr.
 
@@ -63,7 +65,8 @@ def fit(measured: str | Path | pd.DataFrame, hardware: str | Path | HardwareProf
     base = {"on": profile_of(hardware)}
     if "off" in p2p:
         base["off"] = profile_of(hardware_p2p_off)
-    setup = ValidationSetup(base["on"], base.get("off", hardware_p2p_off), dtype, kv_cache, kv_reads, framework)
+    setup = ValidationSetup(base["on"], base.get("off", hardware_p2p_off), dtype, kv_cache, kv_reads, framework,
+                            allreduce)
     targets = {}
     if out is not None:
         targets["on"] = check_output(out, "out", "file" if Path(out).suffix in (".yaml", ".yml") else "dir")

@@ -28,7 +28,8 @@ from typing import Annotated, Any, ClassVar, Mapping
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, field_validator, model_validator
 
 from laddersim.errors import UserInputError
-from laddersim.support.choices import FP8_DTYPE_REFUSAL, DTYPES, FRAMEWORKS, KV_CACHE_DTYPES, KV_CACHES, KV_READS, QUANTS
+from laddersim.support.choices import (ALLREDUCES, DTYPES, FP8_DTYPE_REFUSAL, FRAMEWORKS, KV_CACHE_DTYPES, KV_CACHES,
+                                       KV_READS, QUANTS)
 from laddersim.support.limits import (
     DEFAULT_GEN_LEN,
     DEFAULT_PROMPT_LEN,
@@ -257,8 +258,8 @@ class ScenarioParams(Params):
     """One scenario: what runs (``model``), where (``hardware``), split how (``tp`` ranks per
     group, ``pp`` stages, ``pp_microbatches`` in flight), on which workload (``batch`` sequences
     of ``prompt_len`` + ``gen_len`` tokens, ``dtype``; the linears quantized as ``quant``, the KV
-    cache in ``kv_cache_dtype``), with whose kernels (``framework``; its
-    ``kv_cache`` and ``kv_reads`` overridden when given), and what-if changes of the profile (the
+    cache in ``kv_cache_dtype``), with whose kernels (``framework``; its ``kv_cache``, ``kv_reads``
+    and AllReduce rule, ``allreduce``, overridden when given), and what-if changes of the profile (the
     override columns of a sweep grid: scales, or set values in GB/s and us, converted for the
     scenario's TP group as a sweep converts them; None leaves the profile's)."""
 
@@ -276,6 +277,7 @@ class ScenarioParams(Params):
     framework: Framework = "gpt-fast"
     kv_cache: Annotated[str | None, one_of(KV_CACHES, optional=True)] = None
     kv_reads: Annotated[str | None, one_of(KV_READS, optional=True)] = None
+    allreduce: Annotated[str | None, one_of(ALLREDUCES, optional=True)] = None  # None: the framework's rule
     intra_bandwidth_scale: float | None = None  # x the intra-node AllReduce bandwidth
     intra_bandwidth_gbps: float | None = None  # the TP group's intra-node large-message bus bandwidth, GB/s
     intra_latency_scale: float | None = None  # x the intra-node AllReduce latency

@@ -37,11 +37,23 @@ def profiles() -> pd.DataFrame:
 def show_profile(hardware: str | Path | HardwareProfile) -> list[tuple[str, str, str]]:
     """``laddersim profiles show``: every parameter of ``hardware`` (a profile name, path or profile) as
     (path, value, source) triples, beginning with what its fabric offers NCCL; a value with no
-    source (a name, a count) has source ""."""
+    source (a name, a count) has source "". In a profile file that ``extends:`` another, each value
+    the file does not state itself has its source begin ``inherited from BASE`` (the nearest
+    profile of the chain that states it)."""
     prof = profile_of(hardware)
     lines: list[tuple[str, str, str]] = _offered(prof)
     _flatten(prof.model_dump(mode="json"), "", lines)
+    if isinstance(hardware, (str, Path)):
+        from laddersim.hardware.profile import profile_lineage
+        from laddersim.profiles_check.inheritance import inherited_from
+
+        marks = inherited_from(profile_lineage(hardware), [path for path, _, _ in lines])
+        lines = [(path, value, f"{INHERITED} {marks[path]}" + (f"; {source}" if source else ""))
+                 if path in marks else (path, value, source) for path, value, source in lines]
     return lines
+
+
+INHERITED = "inherited from"  # how show_profile marks a value the profile file takes from its base
 
 
 def _flatten(value, prefix: str, out: list[tuple[str, str, str]]) -> None:

@@ -13,7 +13,7 @@ import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
-from laddersim.api.common import note_unmeasured, profile_of, with_choices
+from laddersim.api.common import note_calibration, note_unmeasured, profile_of, with_choices
 from laddersim.api.params import RUN, SCENARIO, RunOptions, ScenarioParams
 from laddersim.support.choices import DEFAULT_SCHEDULES
 
@@ -52,7 +52,7 @@ def scenarios_of(params: ScenarioParams, schedules: Iterable[str]) -> list[Scena
                                prompt_len=params.prompt_len, gen_len=params.gen_len, schedule=schedule,
                                dtype=params.dtype, kv_cache=params.kv_cache, kv_reads=params.kv_reads,
                                framework=params.framework, pp=params.pp, microbatches=params.pp_microbatches,
-                               quant=params.quant, kv_cache_dtype=params.kv_cache_dtype)
+                               allreduce=params.allreduce, quant=params.quant, kv_cache_dtype=params.kv_cache_dtype)
                  for schedule in dict.fromkeys([schedules] if isinstance(schedules, str) else schedules)]
     if not scenarios:
         from laddersim.errors import UserInputError
@@ -77,7 +77,7 @@ def simulate_schedules(scenario: ScenarioParams, schedules: Iterable[str], optio
     one line on stderr."""
     from laddersim.support.io_write import check_output, out_format
     from laddersim.support.progress import ProgressBar
-    from laddersim.simulation.simulate import simulate as run
+    from laddersim.simulation.simulate import scenario_nodes, simulate as run
 
     if out is not None:
         out_format(out)
@@ -86,6 +86,7 @@ def simulate_schedules(scenario: ScenarioParams, schedules: Iterable[str], optio
         check_output(trace, "trace")
     scenarios = scenarios_of(scenario, schedules)
     note_unmeasured(scenarios[0].hardware)
+    note_calibration(scenarios[0].hardware, scenario.tp * scenario.pp, scenario_nodes(scenarios[0]))
     sim_options = options.sim_options()
     results = []
     for each in scenarios:
@@ -112,8 +113,8 @@ def simulate(model: str | Path | ModelShape, hardware: str | Path | HardwareProf
              schedules: Iterable[str] = DEFAULT_SCHEDULES, *, dtype: str = SCENARIO.dtype,
              quant: str = SCENARIO.quant, kv_cache_dtype: str = SCENARIO.kv_cache_dtype,
              framework: str = SCENARIO.framework, kv_cache: str | None = SCENARIO.kv_cache,
-             kv_reads: str | None = SCENARIO.kv_reads, jitter: float = RUN.jitter, seed: int = RUN.seed,
-             exact_steps: bool = RUN.exact_steps, sample_steps: int | None = RUN.sample_steps,
+             kv_reads: str | None = SCENARIO.kv_reads, allreduce: str | None = SCENARIO.allreduce,
+             jitter: float = RUN.jitter, seed: int = RUN.seed, exact_steps: bool = RUN.exact_steps, sample_steps: int | None = RUN.sample_steps,
              out: str | Path | None = None, trace: str | Path | None = None,
              trace_steps: int | str = DEFAULT_TRACE_STEPS, progress: bool = False, pp: int = SCENARIO.pp,
              pp_microbatches: int = SCENARIO.pp_microbatches,
@@ -137,7 +138,8 @@ def simulate(model: str | Path | ModelShape, hardware: str | Path | HardwareProf
     weights' bytes, the input quantize kernels counted); ``kv_cache_dtype``: {KV_CACHE_DTYPES}
     (default auto: the dtype's; fp8 halves the KV bytes). ``framework``: {FRAMEWORKS} (default gpt-fast) or a framework .yaml
     (kernel paths, KV cache, AllReduce); ``kv_cache`` ({KV_CACHES}) and ``kv_reads``
-    ({KV_READS}) override the framework's. ``jitter``: sigma of per-rank lognormal op-time noise,
+    ({KV_READS}) override the framework's, ``allreduce`` ({ALLREDUCES}) its AllReduce rule (an
+    implementation the machine, group or dtype cannot run is refused in one line). ``jitter``: sigma of per-rank lognormal op-time noise,
     0 to 2 (default 0: none), drawn with ``seed`` (0 to 2**32-1, default 0); with it
     ``exact_steps`` simulates every decode step, else ``sample_steps`` of them (default: about
     120,000 op-rank runs, 4 to 64 steps) with the 95% interval in the ``*_ci95`` columns.
@@ -175,7 +177,8 @@ def timeline(model: str | Path | ModelShape, hardware: str | Path | HardwareProf
              ranks: list[int] | None = None, *, dtype: str = SCENARIO.dtype, quant: str = SCENARIO.quant,
              kv_cache_dtype: str = SCENARIO.kv_cache_dtype, framework: str = SCENARIO.framework,
              kv_cache: str | None = SCENARIO.kv_cache, kv_reads: str | None = SCENARIO.kv_reads,
-             jitter: float = RUN.jitter, seed: int = RUN.seed, pp: int = SCENARIO.pp,
+             allreduce: str | None = SCENARIO.allreduce, jitter: float = RUN.jitter, seed: int = RUN.seed,
+             pp: int = SCENARIO.pp,
              pp_microbatches: int = SCENARIO.pp_microbatches,
              intra_bandwidth_scale: float | None = None, intra_bandwidth_gbps: float | None = None,
              intra_latency_scale: float | None = None, intra_latency_us: float | None = None,
@@ -215,6 +218,24 @@ def time_sources(result: SimResult) -> dict[str, dict[str, str]]:
     for phase in (Phase("prefill", w.batch, w.prompt_len), Phase("decode", w.batch, 1)):
         sources = op_time_sources(s.model, s.hardware, w, s.tp, phase) | receives
         out[phase.name] = {k: sources[k] for k in kinds if k in sources}
+    return out
+
+
+def allreduce_used(result: SimResult) -> dict[str, str]:
+    """The AllReduce implementation (and kernel) each phase's AllReduce runs, per phase (``prefill``,
+    ``decode``): ``nccl``, ``nvls``, ``vllm-custom one-shot``, ... (``laddersim.costs.allreduce``:
+    the framework's rule, or the scenario's forced ``allreduce``)."""
+    from laddersim.costs.allreduce import allreduce_label
+    from laddersim.costs.op_costs import Phase, collective_message_bytes
+    from laddersim.model.framework import load_framework
+
+    s = result.scenario
+    w = s.workload
+    out = {}
+    for phase in (Phase("prefill", w.batch, w.prompt_len), Phase("decode", w.batch, 1)):
+        size = collective_message_bytes(s.model, w, s.tp, phase)["allreduce"]
+        out[phase.name] = allreduce_label(s.hardware, s.tp, size, load_framework(w.framework), dtype=w.dtype,
+                                          forced=w.allreduce)
     return out
 
 

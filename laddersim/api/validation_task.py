@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from laddersim.api.common import listed, with_choices
+from laddersim.api.common import listed, note_calibration, with_choices
 # What the command line shows beside the rows: the columns that tell settings apart, a model's
 # label, and the share of the decode time above which a P2P-off pair is scored.
 from laddersim.validation.development_groups import groups_markdown  # noqa: F401
@@ -22,15 +22,16 @@ if TYPE_CHECKING:
 
 # The flags of the options a measured table is simulated with, as a Reproduce line states them.
 SETUP_FLAGS = {"hardware": "--hardware", "hardware_p2p_off": "--hardware-p2p-off", "dtype": "--dtype",
-               "framework": "--framework", "kv_cache": "--kv-cache", "kv_reads": "--kv-reads"}
+               "framework": "--framework", "kv_cache": "--kv-cache", "kv_reads": "--kv-reads",
+               "allreduce": "--allreduce"}
 
 
 @with_choices
 def validate(measured: str | Path | Sequence[str | Path] | pd.DataFrame | None = None,
-             hardware: str | Path | HardwareProfile = "h100-sxm-nvswitch",
-             hardware_p2p_off: str | Path | HardwareProfile = "h100-sxm-p2p-off", dtype: str = "float16",
-             kv_cache: str | None = None, kv_reads: str | None = None, framework: str = "gpt-fast",
-             models: str | Path | None = None, *, report: str | Path | None = None,
+             hardware: str | Path | HardwareProfile | None = None,
+             hardware_p2p_off: str | Path | HardwareProfile | None = None, dtype: str | None = None,
+             kv_cache: str | None = None, kv_reads: str | None = None, framework: str | None = None,
+             models: str | Path | None = None, *, allreduce: str | None = None, report: str | Path | None = None,
              progress: bool = False) -> pd.DataFrame:
     """``laddersim validate``: every measured row (default: every development table shipped in
     ``laddersim/data/validation``, the README's accuracy table) with ``hardware``,
@@ -39,12 +40,17 @@ def validate(measured: str | Path | Sequence[str | Path] | pd.DataFrame | None =
 
     ``measured``: a CSV path, several (validated together) or a DataFrame, with columns model,
     tp, nodes, batch, prompt_len, gen_len, p2p, schedule, tokens_per_s (optionally hardware,
-    framework, pp: pipeline stages of tp GPUs each, default 1, prefill_s, decode_s, quant and
-    kv_cache_dtype: the row's quantization, a dtype of fp8 read as FP8 serving); ``models``: a folder of <name>.json configs its model column
-    names (default: models/ beside each table). ``hardware``: the profile of rows with p2p=on
-    (default h100-sxm-nvswitch); ``hardware_p2p_off``: of rows with p2p=off (default
-    h100-sxm-p2p-off); ``dtype``: {DTYPES} (default float16: the paper's); ``framework``:
-    {FRAMEWORKS} (default gpt-fast) or a framework .yaml, for rows that name none; ``kv_cache``, ``kv_reads``: override the framework's. ``report``: also write the
+    framework, dtype, pp: pipeline stages of tp GPUs each, default 1, prefill_s, decode_s, allreduce,
+    quant and kv_cache_dtype: the row's quantization, a dtype of fp8 read as FP8 serving); ``models``: a folder of <name>.json configs its model column
+    names (default: models/ beside each table). A setting the table carries (hardware, dtype,
+    framework, allreduce) is read from each row; the argument, where given, overrides it in every row.
+    ``hardware``: the profile of rows with p2p=on (default: the row's hardware column, else
+    h100-sxm-nvswitch); ``hardware_p2p_off``: of rows with p2p=off (default: the row's, else
+    h100-sxm-p2p-off); ``dtype``: {DTYPES} (default: the row's dtype column, else float16, the
+    paper's); ``framework``: {FRAMEWORKS} or a framework .yaml (default: the row's, else gpt-fast);
+    ``kv_cache``, ``kv_reads``: override the framework's; ``allreduce`` ({ALLREDUCES}): the AllReduce
+    implementation forced over each framework's rule (default: the row's column, else the rule).
+    ``report``: also write the
     report there (a directory: index.md, the figure, validation.csv, and measured.csv with the
     rows as read, which its Reproduce line names); ``progress``: one line on stderr when the
     simulations start (on a terminal also a bar over the rows and a line when the report starts).
@@ -69,7 +75,7 @@ def validate(measured: str | Path | Sequence[str | Path] | pd.DataFrame | None =
         from laddersim.support.choices import FP8_DTYPE_REFUSAL
 
         raise UserInputError(f"dtype: {FP8_DTYPE_REFUSAL}")
-    setup = ValidationSetup(hardware, hardware_p2p_off, dtype, kv_cache, kv_reads, framework)
+    setup = ValidationSetup(hardware, hardware_p2p_off, dtype, kv_cache, kv_reads, framework, allreduce)
     paths = None if isinstance(measured, pd.DataFrame) else listed(measured) or []
     if paths and any(not str(m).strip() for m in paths):
         raise UserInputError("measured: '' is not a path; allowed: CSV files, or nothing for the built-in table")
@@ -88,19 +94,31 @@ def validate(measured: str | Path | Sequence[str | Path] | pd.DataFrame | None =
     with tqdm(total=len(table), desc="validate", unit="row", file=sys.stderr, leave=False, disable=not on_tty,
               delay=1.0) as bar:  # shown after the line saying how many rows
         frame = run(table, setup, on_start=lambda n: print(f"validating {n} rows ...", file=sys.stderr) if progress
-                    else None, on_row=lambda done, _: bar.update(done - bar.n))
+                    else None, on_row=lambda done, _: bar.update(done - bar.n), on_checked=note_calibrations)
     pairs = p2p_off_pairs(frame)
     frame.attrs.update(
         summary=pd.concat([error_summary(frame), error_summary(with_model_p2p(frame), MODEL_P2P)], ignore_index=True),
         p2p_pairs=pair_summary(pairs) if len(pairs) else None, report=None,
-        development_groups=development_groups(frame, tables, setup.framework) if tables else None)
+        development_groups=development_groups(frame, tables, setup.default("framework")) if tables else None)
     if report is not None:
         if on_tty:
             print(f"writing the report to {report} ...", file=sys.stderr)
         written = write_measured(table, report)
         command = reproduce_command("validate", written, validate, setup_options(setup))
-        frame.attrs["report"] = str(write_report(frame, report, command, tp1_check(frame, setup)))
+        frame.attrs["report"] = str(write_report(frame, report, command, tp1_check(table, setup)))
     return frame
+
+
+def note_calibrations(scenarios: list) -> None:
+    """``note_calibration`` once per calibrated profile and extent the rows use."""
+    from laddersim.simulation.simulate import scenario_nodes
+
+    seen = {}
+    for scenario in scenarios:
+        extent = (scenario.tp * scenario.pp, scenario_nodes(scenario))
+        seen.setdefault(id(scenario.hardware), (scenario.hardware, set()))[1].add(extent)
+    for profile, extents in seen.values():
+        note_calibration(profile, max(g for g, _ in extents), max(n for _, n in extents))
 
 
 def setup_options(setup: ValidationSetup) -> dict:
@@ -124,34 +142,41 @@ def reproduce_command(command: str, measured: Path, function, options: dict, ext
     return shlex.join([*words, *extra])
 
 
-def tp1_check(frame: pd.DataFrame, setup: ValidationSetup) -> pd.DataFrame | None:
-    """Ladder vs standard at TP 1 for each measured (model, batch) that fits on one GPU of the
-    p2p=on profile; when none fits (70B needs two H100s), llama-3.1-8b at the same settings."""
+def tp1_check(table: pd.DataFrame, setup: ValidationSetup) -> pd.DataFrame | None:
+    """Ladder vs standard at TP 1 for each (model, batch) of the measured ``table`` (as read) that fits on one GPU of its
+    p2p=on rows' profile, in their dtype and framework (the first such row's); when none fits (70B
+    needs two H100s), llama-3.1-8b at the same settings."""
     import pandas as pd
 
     from laddersim.errors import DoesNotFitError
     from laddersim.simulation.simulate import make_scenario, simulate
+    from laddersim.validation.core import check_rows
 
-    def row(model, batch, prompt, gen):
-        out = {s: simulate(make_scenario(model=model, hardware=setup.hardware, tp=1, batch=int(batch),
-                                         prompt_len=int(prompt), gen_len=int(gen), schedule=s, dtype=setup.dtype,
-                                         kv_cache=setup.kv_cache, kv_reads=setup.kv_reads, framework=setup.framework)
+    on = table[table["p2p"] == "on"] if (table["p2p"] == "on").any() else table
+    scenarios = dict(zip(on.index, check_rows(on, setup)))
+
+    def row(model, batch, prompt, gen, like):
+        work = like.workload
+        out = {s: simulate(make_scenario(model=model, hardware=like.hardware, tp=1, batch=int(batch),
+                                         prompt_len=int(prompt), gen_len=int(gen), schedule=s, dtype=work.dtype,
+                                         kv_cache=setup.kv_cache, kv_reads=setup.kv_reads, framework=work.framework)
                                ).summary()["tokens_per_s"]
                for s in ("standard", "ladder")}
         return {"model": str(model), "batch": batch, "standard_tokens_per_s": out["standard"],
                 "ladder_tokens_per_s": out["ladder"], "ladder_speedup": out["ladder"] / out["standard"]}
 
-    settings = list(frame.groupby(["model", "batch", "prompt_len", "gen_len"]).groups)
+    settings = on.groupby(["model", "batch", "prompt_len", "gen_len"]).groups
     rows = []
-    for model, batch, prompt, gen in settings:
+    for (model, batch, prompt, gen), index in settings.items():
         try:
-            rows.append(row(model, batch, prompt, gen))
+            rows.append(row(model, batch, prompt, gen, scenarios[index[0]]))
         except DoesNotFitError:
             continue
     if not rows:
-        for batch, prompt, gen in sorted({setting[1:] for setting in settings}):
+        for (batch, prompt, gen), index in sorted({setting[1:]: index for setting, index in settings.items()}.items()):
             try:
-                rows.append(row("llama-3.1-8b", batch, prompt, gen) | {"model": "llama-3.1-8b (stand-in: fits one GPU)"})
+                rows.append(row("llama-3.1-8b", batch, prompt, gen, scenarios[index[0]])
+                            | {"model": "llama-3.1-8b (stand-in: fits one GPU)"})
             except DoesNotFitError:
                 continue
     return pd.DataFrame(rows) if rows else None

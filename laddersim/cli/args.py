@@ -11,7 +11,7 @@ import argparse
 import inspect
 
 from laddersim.api.params import RunOptions, ScenarioParams
-from laddersim.support.choices import DTYPES, FRAMEWORKS, KV_CACHE_DTYPES, KV_CACHES, KV_READS, QUANTS
+from laddersim.support.choices import ALLREDUCES, DTYPES, FRAMEWORKS, KV_CACHE_DTYPES, KV_CACHES, KV_READS, QUANTS
 from laddersim.support.limits import MAX_JITTER, OVERRIDE_COLUMNS
 
 def integer(text: str):
@@ -124,11 +124,16 @@ def add_framework_args(parser: argparse.ArgumentParser, default: str) -> None:
     the framework's)."""
     parser.add_argument("--framework", default=default,
                         help=f"serving framework ({', '.join(FRAMEWORKS)} or a framework .yaml from laddersim calibrate "
-                             f"kernels: kernel paths, KV cache, AllReduce kernel; default {default}, the paper's benchmark)")
+                             f"kernels: kernel paths, KV cache, AllReduce kernel; default "
+                             + (f"{default}, the paper's benchmark)" if default else "each row's framework column, else "
+                                "gpt-fast, the paper's benchmark; given, it overrides the column)"))
     parser.add_argument("--kv-cache", metavar=choices_metavar(KV_CACHES), default=None,
                         help="override the framework's: static = preallocated cache read in full each step; dynamic = grows")
     parser.add_argument("--kv-reads", metavar=choices_metavar(KV_READS), default=None,
                         help="override the framework's: repeat_interleave = K/V copied to every query head; per_kv_head = GQA-aware kernel")
+    parser.add_argument("--allreduce", metavar=choices_metavar(ALLREDUCES), default=None,
+                        help="override the framework's AllReduce rule with one implementation (NCCL above its size "
+                             "cut-offs); refused where the machine, group or dtype cannot run it")
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -177,8 +182,11 @@ def add_measured_workload_args(parser: argparse.ArgumentParser, function) -> Non
     """How measured rows become scenarios (validate, fit): profiles for P2P off, the benchmark's
     dtype and attention; defaults are ``function``'s (the paper's gpt-fast benchmark)."""
     parser.add_argument("--hardware-p2p-off", default=default_of(function, "hardware_p2p_off"),
-                        help="profile for rows with p2p=off")
-    parser.add_argument("--dtype", default=default_of(function, "dtype"), metavar=choices_metavar(DTYPES))
+                        help="profile for rows with p2p=off" + ("" if default_of(function, "hardware_p2p_off") else
+                             " (default: each row's hardware column, else h100-sxm-p2p-off)"))
+    parser.add_argument("--dtype", default=default_of(function, "dtype"), metavar=choices_metavar(DTYPES),
+                        help="the rows' dtype (default: each row's dtype column, else float16; given, it "
+                             "overrides the column)")
     add_framework_args(parser, default_of(function, "framework"))
 
 

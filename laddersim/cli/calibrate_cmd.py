@@ -153,7 +153,7 @@ def _report(profile, run_dir: str) -> None:
         line("elementwise", (f"{gpu.elementwise_memory_efficiency.value:.3f} of memory bandwidth",
                              gpu.elementwise_memory_efficiency)),
         line("interference", (f"compute +{profile.interference.compute_slowdown.value:.3f}", profile.interference.compute_slowdown),
-             (f"comm +{profile.interference.comm_slowdown.value:.3f}", profile.interference.comm_slowdown),
+             (f"comm {profile.interference.comm_slowdown.value:+.3f}", profile.interference.comm_slowdown),
              *([(f"compute scaled by NCCL's channel share of {channels.value:g}", channels)]
                if (channels := profile.interference.collective_channels) else [])),
     ]

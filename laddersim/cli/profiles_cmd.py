@@ -11,6 +11,7 @@ import sys
 import yaml
 
 from laddersim.api import check_profile, fit_profile, profiles, profiles_report, show_profile
+from laddersim.api.profiles_task import INHERITED
 from laddersim.support.text_tables import format_table
 
 
@@ -54,6 +55,12 @@ def run_show(args: argparse.Namespace) -> int:
     width = max(len(p) for p, _, _ in lines)
     for path, value, source in lines:
         print(f"{path.ljust(width)}  {value}" + (f"  [{source}]" if source else ""))
+    bases = sorted({source[len(INHERITED) + 1:].split(";")[0] for _, _, source in lines if source.startswith(INHERITED)})
+    if bases:  # stdout stays one line per value
+        inherited = sum(source.startswith(INHERITED) for _, _, source in lines)
+        print(f"{args.name}: {inherited} of {len(lines)} values inherited from {', '.join(bases)} (marked "
+              f"[{INHERITED} ...]); the file states the rest (extends: keys it restates replace the base's)",
+              file=sys.stderr)
     return 0
 
 

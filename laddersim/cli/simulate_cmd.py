@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from laddersim.api import simulate, simulate_schedules, time_sources
+from laddersim.api import allreduce_used, simulate, simulate_schedules, time_sources
 from laddersim.api.params import RunOptions, ScenarioParams
 from laddersim.cli.args import add_run_options, add_scenario_args, add_what_if_args, default_of
 from laddersim.support.choices import DEFAULT_SCHEDULES, SCHEDULE_FORMS
@@ -41,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return 0
     print(_time_sources(results[0]), file=sys.stderr)  # stdout stays the table
+    used = allreduce_used(results[0])
+    print(f"AllReduce: prefill {used['prefill']}, decode {used['decode']}", file=sys.stderr)
     pipeline = any(row["pp"] > 1 for row in rows)
     print(format_table(rows, [
         ("schedule", "schedule", "{}"), ("tp", "tp", "{}"), *([("pp", "pp", "{}")] if pipeline else []),

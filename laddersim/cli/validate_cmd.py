@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from laddersim.api.closed_loop_validation import is_closed_loop_table, skipped_reasons, validate_closed_loop
+from laddersim.api.static_validation import is_static_table, static_skipped_reasons, validate_static
 from laddersim.api.validation_task import SCORED_EXTRA_SHARE, groups_markdown, model_label, setting_columns, validate
 from laddersim.cli.args import add_measured_workload_args, call_api, default_of
 from laddersim.support.choices import VALIDATION_REPORT_DIR
@@ -19,7 +20,9 @@ def register(sub) -> None:
     p.add_argument("measured", nargs="*", help="CSVs with model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,"
                    "tokens_per_s, optionally pp (pipeline stages; several tables are validated together); "
                    "none: the development tables shipped in laddersim/data/validation, errors per group")
-    p.add_argument("--hardware", default=default_of(validate, "hardware"), help="profile for rows with p2p=on")
+    p.add_argument("--hardware", default=default_of(validate, "hardware"),
+                   help="profile for rows with p2p=on (default: each row's hardware column, else h100-sxm-nvswitch; "
+                        "given, it overrides the column)")
     p.add_argument("--models", default=None, metavar="DIR",
                    help="folder of <name>.json model configs the tables' model column names "
                         "(default: models/ beside each table)")
@@ -33,6 +36,8 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.measured and all(is_closed_loop_table(path) for path in args.measured):
         return run_closed_loop(args)
+    if args.measured and all(is_static_table(path) for path in args.measured):
+        return run_static(args)
     frame = call_api(validate, args, progress=True)
     if (groups := frame.attrs["development_groups"]) is not None:  # no table given: the README's table
         print(groups_markdown(groups))
@@ -63,6 +68,20 @@ def run_closed_loop(args: argparse.Namespace) -> int:
         for line in score.mappings:
             print(f"  {line}")
         for line in skipped_reasons(score.skipped):
+            print(f"  skipped: {line}")
+        if not score.summary.empty:
+            print(score.summary.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+    return 0
+
+
+def run_static(args: argparse.Namespace) -> int:
+    """Static-batch tables of other engines and GPUs: tokens/s, TTFT and TPOT errors per GPU x engine."""
+    for path, score in zip(args.measured, validate_static(args.measured, args.models, args.allreduce, progress=True)):
+        print(f"{path}: {len(score.rows)} rows scored, {len(score.skipped)} skipped (one static batch per row, "
+              "standard schedule; TTFT = the batch's prefill, TPOT = a decode step)")
+        for line in score.mappings:
+            print(f"  {line}")
+        for line in static_skipped_reasons(score.skipped):
             print(f"  skipped: {line}")
         if not score.summary.empty:
             print(score.summary.to_string(index=False, float_format=lambda v: f"{v:.1f}"))

@@ -242,8 +242,9 @@ def _collective_op_times(model: ModelShape, hw: HardwareProfile, fw, work: Workl
     sync_s = hw.framework.collective_sync_us.value * 1e-6 if tp > 1 else 0.0
     handoff_half_s = fw.collective_handoff_half_s() if tp > 1 else 0.0  # the compute stream's side of the hand-off
     messages = collective_message_bytes(model, work, tp, phase)
-    times["allreduce"] = allreduce_time_s(hw, tp, messages["allreduce"], fw)
-    sources["allreduce"] = allreduce_source(hw, tp, messages["allreduce"], fw)
+    rule = {"dtype": work.dtype, "forced": work.allreduce}  # the workload's dtype and forced implementation
+    times["allreduce"] = allreduce_time_s(hw, tp, messages["allreduce"], fw, **rule)
+    sources["allreduce"] = allreduce_source(hw, tp, messages["allreduce"], fw, **rule)
     # The gather from its own measured table where the profile has one (its message above is the
     # AllReduce equivalent, for its interference).
     gathered = float(model.gathered_logits_bytes(phase.batch, tp, work.dtype_bytes))  # (a pass's and its batch's)

@@ -126,10 +126,12 @@ def rank_skew(fit) -> dict:
 
 
 def negative_interference_warnings(rows: pd.DataFrame) -> list[str]:
-    """One line per interference point whose median slowdown is below zero."""
+    """One line per interference point whose median slowdown is below zero; a ladder chain's comm
+    rate (a row with a model, CPU ranks) may be, and is not warned about (``fitting.ladder_chain``)."""
     lines = []
     for row in rows.itertuples():
-        for what in ("compute", "comm"):
+        chain = str(getattr(row, "model", "-")) != "-"
+        for what in ("compute",) if chain else ("compute", "comm"):
             value = getattr(row, f"{what}_slowdown")
             if value >= 0:
                 continue

@@ -24,6 +24,7 @@ from laddersim.fitting.run_context import (
     DTYPE_BYTES, READ_WARNINGS, FitContext, atomic_write, collectives_on_host_cores, compute_dtype, pick_dtype,
 )
 from laddersim.fitting.host import host_overhead
+from laddersim.fitting.ladder_chain import MIN_COMM_SLOWDOWN
 from laddersim.fitting.modules import module_anchored
 from laddersim.fitting.step_allreduce import (
     collective_issue_us, ladder_chain_rows, pooled_allreduce, with_resolved_rates,
@@ -33,6 +34,7 @@ from laddersim.hardware.comm_specs import InterferencePoint, InterferenceSpec
 from laddersim.hardware.compute_specs import FrameworkSpec, GpuSpec, NodeSpec, PEAK_FIELD_BY_DTYPE
 from laddersim.hardware.profile import HardwareProfile, parse_profile
 from laddersim.hardware.sourced import Sourced
+from laddersim.measure.extent import LOAD_SEPARATOR
 from laddersim.support.provenance import laddersim_version, profile_sha256
 
 MIN_GEMM_POINTS = 4
@@ -178,8 +180,14 @@ def interference_spec(fit: FitContext) -> InterferenceSpec:
                                 comm_slowdown_part=base.comm_slowdown_part,
                                 **_base_channel_rule(fit, " (not measured)"))
     points = ", ".join(f"{r.size_bytes} B with m={r.m} n={r.n} k={r.k}" for r in rows.itertuples())
+    # Ladder chains (CPU ranks) may end sooner than their AllReduces waited on: their comm rate
+    # below 0 is kept (laddersim.fitting.ladder_chain); anywhere else below 0 is a measurement problem.
+    chains = not ladder_chain_rows(rows, not fit.is_cuda).empty  # collectives on the compute cores
+    comm_floor = MIN_COMM_SLOWDOWN if chains else 0.0
     what = (f"median over {len(rows)} points ({points}), a median below 0 held at 0 (calibrate fit warns: "
-            "a measurement problem)")
+            "a measurement problem)" + ("; the AllReduce's below 0 kept (down to "
+                                        f"{MIN_COMM_SLOWDOWN:g}): beside compute it ends sooner than waited on, "
+                                        "laddersim/fitting/ladder_chain.py" if chains else ""))
     if fit.resolved_chains:
         what += (f"; {fit.resolved_chains} ladder chain(s) solved against the table's AllReduce at their size "
                  "(laddersim/fitting/step_allreduce.py)")
@@ -191,9 +199,10 @@ def interference_spec(fit: FitContext) -> InterferenceSpec:
             by_size.append(InterferencePoint(
                 size_bytes=size,
                 compute_slowdown=max(0.0, float(at["compute_slowdown"].median())),
-                comm_slowdown=max(0.0, float(at["comm_slowdown"].median())),
+                comm_slowdown=max(comm_floor, float(at["comm_slowdown"].median())),
                 source=fit.cite("interference", f"median over the {len(at)} computes at {size} B; below 0 held "
-                                                 "at 0 (calibrate fit warns)")))
+                                                 "at 0 (calibrate fit warns)" + ("" if not chains else
+                                                 f", the AllReduce's kept down to {MIN_COMM_SLOWDOWN:g}"))))
     compute = max(0.0, float(rows["compute_slowdown"].median()))
     rule: dict = {}
     if not by_size and fit.is_cuda and base.collective_channels is not None:
@@ -207,7 +216,7 @@ def interference_spec(fit: FitContext) -> InterferenceSpec:
     return InterferenceSpec(
         compute_slowdown=Sourced(value=compute,
                                  source=fit.cite("interference", f"GEMM slowdown during AllReduce, {what}")),
-        comm_slowdown=Sourced(value=max(0.0, float(rows["comm_slowdown"].median())),
+        comm_slowdown=Sourced(value=max(comm_floor, float(rows["comm_slowdown"].median())),
                               source=fit.cite("interference", f"AllReduce slowdown during GEMMs, {what}")),
         by_size=by_size, **rule)
 
@@ -303,6 +312,8 @@ def _provenance(fit: FitContext) -> dict[str, str]:
         if key in m and m[key] not in ("", None, []):
             value = m[key]
             out[key] = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+    if m.get("load_warnings"):  # simulate and validate repeat it (laddersim.measure.extent.load_note)
+        out["load_warnings"] = LOAD_SEPARATOR.join(map(str, m["load_warnings"]))
     return out
 
 

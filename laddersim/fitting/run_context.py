@@ -3,12 +3,15 @@ checked), the base profile, and how a fitted or copied value cites them."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
 
+from laddersim.errors import UserInputError
 from laddersim.measure.atomic import replace_file
 from laddersim.measure.environment import library_name, read_manifest
+from laddersim.measure.load import under_load_hint
 from laddersim.measure.schema import SCHEMAS
 from laddersim.measure.plausibility import check_allreduce_bandwidth, check_points
 from laddersim.measure.store import PointStore, measurement_path
@@ -29,6 +32,20 @@ def collectives_on_host_cores(manifest: dict) -> bool:
     return manifest.get("device") != "cuda"
 
 
+@contextmanager
+def refusal_under_load(manifest: dict):
+    """A measurement refused as impossible (``laddersim.measure.plausibility``) in a run marked as
+    measured under load: the one error line also says so (on CPU ranks a step's AllReduce is a
+    difference of two timings, which other processes can drive to the floor)."""
+    try:
+        yield
+    except UserInputError as exc:
+        hint = under_load_hint(manifest)
+        if not hint:
+            raise
+        raise UserInputError(f"{exc}; {hint}") from None
+
+
 class FitContext:
     """Shared context: the run, its manifest and rows, the base profile, how to cite them."""
 
@@ -39,13 +56,14 @@ class FitContext:
         self.base_name = base
         self.base = load_profile(base)
         self.command = f"laddersim calibrate fit {run_dir} --name {name} --base {base}"
-        self.frames = {b: read_frame(run_dir, b) for b in SCHEMAS}
+        with refusal_under_load(self.manifest):  # an impossible point of a loaded run says so
+            self.frames = {b: read_frame(run_dir, b) for b in SCHEMAS}
+            check_allreduce_bandwidth(self.frames["allreduce"].to_dict("records"),
+                                      measurement_path(run_dir, "allreduce"), self.base)
         # Ladder-chain rows whose AllReduce was pooled into the table, and whose rates were solved
         # against it (laddersim.fitting.step_allreduce): said in the citations.
         self.pooled_chains = 0
         self.resolved_chains = 0
-        check_allreduce_bandwidth(self.frames["allreduce"].to_dict("records"),
-                                  measurement_path(run_dir, "allreduce"), self.base)
         self.is_cuda = self.manifest.get("device") == "cuda"
         self.library = library_name(self.manifest)
 

@@ -9,7 +9,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
-from laddersim.hardware.sourced import FROZEN_CONFIG, AtLeastOne, MeasuredTable, NonNegative, Positive, Sourced
+from laddersim.hardware.sourced import FROZEN_CONFIG, AboveMinusOne, AtLeastOne, MeasuredTable, NonNegative, Positive, Sourced
 from laddersim.hardware.transport_spec import TransportSpec
 
 
@@ -129,7 +129,7 @@ class InterferencePoint(BaseModel):
 
     size_bytes: int = Field(gt=0)
     compute_slowdown: float = Field(ge=0, allow_inf_nan=False)
-    comm_slowdown: float = Field(ge=0, allow_inf_nan=False)
+    comm_slowdown: float = Field(gt=-1, allow_inf_nan=False)  # below 0: see InterferenceSpec
     source: str = Field(min_length=3)
 
 
@@ -169,7 +169,10 @@ class InterferenceSpec(BaseModel):
     model_config = FROZEN_CONFIG
 
     compute_slowdown: NonNegative  # fraction: a GEMM takes (1 + x) longer while an AllReduce runs
-    comm_slowdown: NonNegative  # fraction: an AllReduce (or its part above, see the docstring) takes (1 + x) longer
+    # fraction: an AllReduce (or its part above, see the docstring) takes (1 + x) longer; below 0
+    # (never -1) where collectives progress on the compute cores (gloo on CPU ranks): one beside
+    # compute ends sooner than one waited on (``laddersim.fitting.ladder_chain``)
+    comm_slowdown: AboveMinusOne
     comm_slowdown_part: Literal["whole", "bandwidth"] = "whole"
     by_size: list[InterferencePoint] = []
     collective_channels: AtLeastOne | None = None  # NCCL channels of a full-size collective

@@ -239,6 +239,21 @@ def read_profile_mapping(path: Path, seen: tuple[Path, ...] = ()) -> dict:
     return merged
 
 
+def profile_lineage(name_or_path: str | Path) -> list[tuple[str, dict]]:
+    """The profile's file and each file it ``extends:``, nearest first: (the file's profile name,
+    the mapping that file itself states, ``extends`` removed). A profile that extends none: one entry."""
+    path, lineage, seen = _resolve(name_or_path), [], set()
+    while path.resolve() not in seen:
+        seen.add(path.resolve())
+        raw = dict(read_yaml_mapping(path, "hardware"))
+        base_name = raw.pop("extends", None)
+        lineage.append((str(raw.get("name", path.stem)), raw))
+        if base_name is None:
+            break
+        path = _base_path(str(base_name), path.parent)
+    return lineage
+
+
 def load_profile(name_or_path: str | Path) -> HardwareProfile:
     """A profile by name (``h100-sxm-nvswitch``), by path, or a calibration run directory."""
     path = _resolve(name_or_path)

@@ -33,6 +33,9 @@ def _bounded(low: float, *, strict: bool):
 Positive = Annotated[Sourced, _bounded(0.0, strict=True)]
 NonNegative = Annotated[Sourced, _bounded(0.0, strict=False)]
 AtLeastOne = Annotated[Sourced, _bounded(1.0, strict=False)]
+# A slowdown fraction that may be a speed-up but never a stop: the work takes (1 + x) times its
+# time, x > -1.
+AboveMinusOne = Annotated[Sourced, _bounded(-1.0, strict=True)]
 
 
 

@@ -148,3 +148,13 @@ def load_warnings(manifest: dict) -> list[str]:
     """``calibrate fit``'s warning lines for a run marked as measured under load."""
     return [f"warning: run.json: {line}: a profile fitted to them can mispredict; re-measure on an idle machine "
             "into a new --out" for line in manifest.get("load_warnings", [])]
+
+
+def under_load_hint(manifest: dict) -> str | None:
+    """For an error about a run's measurements: that the run was measured under load (its last
+    marked invocation), or None for a run never marked."""
+    lines = manifest.get("load_warnings", [])
+    if not lines:
+        return None
+    return (f"this run was {str(lines[-1]).split(': ', 1)[-1]} (run.json): other processes' work is in its "
+            "timings; re-measure on an idle machine into a new --out")

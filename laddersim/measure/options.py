@@ -19,6 +19,15 @@ _UNITS = {"": 1, "B": 1, "K": 1024, "KIB": 1024, "KB": 1000, "M": 1024**2, "MIB"
           "MB": 1000**2, "G": 1024**3, "GIB": 1024**3, "GB": 1000**3}
 
 
+# Repetitions of a CPU chain point (``RunOptions.chain_repeat_count``). On this project's 2-core
+# VM, the README's --quick calibration (5 repetitions) timed a ladder chain of the 4-layer example
+# model whose per-module AllReduce cost was 574 us beside 1787 us alone (p10-p90 of the modules'
+# slowdown 0.61-1.52), a chain 1.94x faster than the standard one, where the real ladder step was
+# 1.28x: the fitted ladder speedup missed by 17 points. The closed loop takes 100
+# (calibration/closed_loop.py --comm-repeats); 30 keeps a --quick run under a minute.
+CHAIN_REPEATS = 30
+
+
 class RunOptions(BaseModel):
     """What to measure. Empty tuples mean "the default grid for this device" (see ``grid``)."""
 
@@ -51,6 +60,14 @@ class RunOptions(BaseModel):
     @property
     def repeat_count(self) -> int:
         return self.repeats or (5 if self.quick else 25)
+
+    @property
+    def chain_repeat_count(self) -> int:
+        """Repetitions of the points that time the model's own modules beside collectives on CPU
+        ranks (a step's AllReduce and logits AllGather, the ladder chains, the rank skew): each is
+        a mean of differences of timings that gloo's thread wake-ups and the other rank's skew
+        scatter, so ``--quick``'s 5 do not pin it (``CHAIN_REPEATS``); ``--repeats`` given wins."""
+        return self.repeats or max(CHAIN_REPEATS, self.repeat_count)
 
 
 def parse_size_bytes(text: str) -> int:

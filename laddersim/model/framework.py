@@ -20,6 +20,8 @@ from laddersim.hardware.sourced import NonNegative, Positive
 from laddersim.model.kernel_calibration import KernelCalibration
 
 FRAMEWORKS_DIR = Path(__file__).resolve().parents[1] / "data" / "frameworks"
+# The AllReduce implementations a framework may name (records: laddersim.costs.allreduce_impls).
+AllReduceName = Literal["nccl", "nvls", "pytorch-intra-node", "vllm-custom", "trtllm-custom", "sglang-custom"]
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 Value = TypeVar("Value")
 
@@ -101,6 +103,10 @@ class Framework(BaseModel):
     prefill_logits: Choice[Literal["last", "all"]] | None = None
     # Eager frameworks: kernels per memory-bound op kind (default one each; see OpKernels).
     op_kernels: OpKernels | None = None
+    # The AllReduce implementations its TP all-reduce tries, in order (NCCL after them): the
+    # first that runs on the group, machine and dtype and takes the message size prices it
+    # (laddersim.costs.allreduce_impls.pick). None: ``allreduce_library`` and ``small_allreduce``.
+    allreduce: Choice[list[AllReduceName]] | None = None
     # Per collective, beyond the NCCL kernel: the hand-off between the compute stream and the
     # collective's own stream (an eager ``dist.all_reduce`` captured in a CUDA graph records an
     # event on one stream and waits on it from the other, both ways): half delays the collective

@@ -47,6 +47,9 @@ class Workload(BaseModel):
     kv_cache: Literal["static", "dynamic"] = "static"
     kv_reads: Literal["repeat_interleave", "per_kv_head"] = "repeat_interleave"
     framework: str = "gpt-fast"
+    # The AllReduce implementation forced over the framework's rule (laddersim.costs.allreduce_impls);
+    # None: the framework's.
+    allreduce: Literal["nccl", "nvls", "pytorch-intra-node", "vllm-custom", "trtllm-custom", "sglang-custom"] | None = None
 
     @field_validator("dtype", mode="before")
     @classmethod

@@ -1,7 +1,7 @@
 """Tokens/s per schedule at each TP degree, as grouped bars (the style of the paper's figures).
 
-One panel per batch size (and per model / hardware / override when those vary). Bars of
-non-standard schedules carry their speedup over standard.
+One panel per batch size (and per model / hardware / override when those vary), all on one
+y scale. Bars of non-standard schedules carry their speedup over standard.
 """
 
 from __future__ import annotations
@@ -61,11 +61,13 @@ def plot_throughput(frame: pd.DataFrame, out_base: str | Path, *, title: str | N
         bar_w_in = (panel_w_in - _Y_AXIS_IN) / bars * 0.8
         flat = 5 * LABEL_PT * _CHAR_EM / 72 <= bar_w_in * 1.1
         label_pt = LABEL_PT if flat else 7
-        fig, axes = new_figure(len(panels), panel_w_in=panel_w_in)
+        # One y scale for every panel (bars of two batches or models compare by height across
+        # panels), the tick labels on the left panel of each row.
+        fig, axes = new_figure(len(panels), panel_w_in=panel_w_in, sharey=True)
+        top = float(rows["tokens_per_s"].max())
         for ax, (selector, panel) in zip(axes, panels):
             missing = matching(skipped, selector)
             tps = sorted(set(panel["tp"]) | set(missing["tp"]))
-            top = float(panel["tokens_per_s"].max())
             for k, schedule in enumerate(schedules):
                 mine = panel[panel["schedule"] == schedule].groupby("tp")[["tokens_per_s", "speedup_vs_standard"]].mean()
                 xs = np.array([tps.index(tp) for tp in mine.index]) + (k - (len(schedules) - 1) / 2) * width
@@ -84,7 +86,8 @@ def plot_throughput(frame: pd.DataFrame, out_base: str | Path, *, title: str | N
             ax.set_xticks(range(len(tps)), [str(t) for t in tps])
             ax.set_xlim(-0.5, len(tps) - 0.5)  # a TP whose bars are all marked not run keeps its width
             ax.set_xlabel("TP degree (GPUs)")
-            ax.set_ylabel("throughput (tokens/s)")
+            if ax.get_subplotspec().is_first_col():
+                ax.set_ylabel("throughput (tokens/s)")
             ax.set_ylim(0, top * 1.22)
             ax.set_title(panel_title(selector, panel_w_in - 0.6) or "tokens/s")
             ax.grid(axis="x", visible=False)

@@ -150,6 +150,16 @@ READERS = {f.__name__.lstrip("_"): f for f in
 _AIC_LOOP = ("nccl-tests all_reduce_perf -w 40 -n 100/60 -c 0, out-of-place time, no CUDA graphs "
              "(aiconfigurator PROVENANCE.md)")
 
+# The frameworks' own all-reduce tables shipped per system: the newest version AIConfigurator
+# measured on each (aiconfigurator PROVENANCE.md), and the kernel_source of its CUDA-graph rows.
+_CUSTOM_TABLES = (("h100_sxm", "trtllm", "1.3.0rc20"), ("h100_sxm", "sglang", "0.5.14"),
+                  ("h200_sxm", "vllm", "0.24.0"), ("h200_sxm", "trtllm", "1.3.0rc20"), ("h200_sxm", "sglang", "0.5.14"),
+                  ("b200_sxm", "vllm", "0.24.0"), ("b200_sxm", "trtllm", "1.3.0rc20"), ("b200_sxm", "sglang", "0.5.14"),
+                  ("a100_sxm", "vllm", "0.14.0"), ("a100_sxm", "trtllm", "1.0.0"), ("a100_sxm", "sglang", "0.5.10"),
+                  ("l40s", "vllm", "0.14.0"), ("l40s", "trtllm", "1.0.0"), ("l40s", "sglang", "0.5.14"))
+_CUSTOM_KERNELS = {"vllm": ("vLLM_custom_graph", "vLLM"), "trtllm": ("TRTLLM (AllReduceStrategy.AUTO)", "TRT-LLM"),
+                   "sglang": ("SGLang_CustomAllReduce_graph", "SGLang")}
+
 ALLREDUCE_SOURCES: dict[str, AllReduceSource] = {s.key: s for s in (
     AllReduceSource("aic_h100_sxm_nccl_2.29.2", "aiconfigurator/comm/h100_sxm/nccl/2.29.2/nccl_perf.csv",
                     "aic_nccl", "op_name=all_reduce, nccl_dtype=half; bytes=2*message_size, us=latency*1e3",
@@ -172,6 +182,14 @@ ALLREDUCE_SOURCES: dict[str, AllReduceSource] = {s.key: s for s in (
                     "kernel_source=vLLM_custom_graph; bytes=2*message_size", "vLLM 0.24.0 custom all-reduce",
                     "graph", "loop", "5 all-reduces per CUDA graph, 20 replays; one-/two-shot custom kernels "
                     "for small sizes, NCCL above: a different algorithm from NCCL's"),
+    *(AllReduceSource(f"aic_{system}_{fw}_{ver}_graph",
+                      f"aiconfigurator/comm/{system}/{fw}/{ver}/custom_allreduce_perf.csv", "aic_custom_graph",
+                      f"kernel_source={kernel}; bytes=2*message_size", f"{label} {ver} custom all-reduce",
+                      "graph", "loop", f"5 all-reduces per CUDA graph, 20 replays; {label}'s TP all-reduce path "
+                      "as served (its one-/two-shot kernels for small sizes, NCCL or another backend above)")
+      for system, fw, ver in _CUSTOM_TABLES
+      for kernel, label in (_CUSTOM_KERNELS[fw],)
+      if (system, fw) != ("h100_sxm", "vllm")),
     AllReduceSource("vidur_h100_dgx", "vidur/network/h100_dgx/all_reduce.csv", "vidur",
                     "all rows; time_stats.all_reduce.median (ms) * 1e3", "NCCL via torch.distributed, version not recorded",
                     "eager", "kernel", "NCCL kernel time from torch.profiler (Vidur PROVENANCE.md)"),

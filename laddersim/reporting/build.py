@@ -15,6 +15,7 @@ from laddersim.errors import UserInputError
 from laddersim.hardware.profile import list_profiles
 from laddersim.hardware.provenance_line import provenance_line
 from laddersim.reporting.bandwidth_section import bandwidth_section
+from laddersim.reporting.custom_allreduce_section import custom_allreduce_section
 from laddersim.reporting.markdown import Section
 from laddersim.reporting.multinode_section import multinode_section
 from laddersim.reporting.paper_section import paper_section
@@ -46,6 +47,7 @@ def build_report(out_dir: str | Path = "reports", quick: bool = False, workers: 
         lambda: multinode_section(out_dir, figures_dir),
         lambda: serving_section(out_dir, figures_dir),
         lambda: pipeline_section(out_dir, figures_dir),
+        lambda: custom_allreduce_section(out_dir, figures_dir),
     ]
     steps = list(zip(SECTIONS, makers, strict=True))
     sections: list[Section] = []

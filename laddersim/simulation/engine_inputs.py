@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from laddersim.costs.collectives import slowdowns
+from laddersim.costs.allreduce import op_slowdowns
 from laddersim.engine.work import EngineRun, RankWork
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.simulation.compiled_program import CompiledProgram
@@ -24,10 +24,13 @@ def group_links(group_nodes: tuple[int, ...]) -> dict[int, tuple[str, ...]]:
     return {0: tuple(f"node{i}" for i in group_nodes) + (("network",) if len(group_nodes) > 1 else ())}
 
 
-def collective_slowdowns(hw: HardwareProfile, tp: int, message_bytes: dict[str, float]) -> dict[str, tuple[float, float]]:
+def collective_slowdowns(hw: HardwareProfile, tp: int, message_bytes: dict[str, float],
+                         work) -> dict[str, tuple[float, float]]:
     """{collective kind: (compute, comm) slowdowns} of collectives of these message sizes
-    (``laddersim.costs.op_costs.collective_message_bytes``)."""
-    return {kind: _kept_slowdowns.get((hw,), (tp, size), lambda: slowdowns(hw, tp, size))
+    (``laddersim.costs.op_costs.collective_message_bytes``) under ``work`` (a Workload: the
+    AllReduce its framework's rule, or its forced ``allreduce``, picks: ``costs.allreduce.op_slowdowns``)."""
+    return {kind: _kept_slowdowns.get((hw,), (tp, size, kind, work.framework, work.allreduce, work.dtype),
+                                      lambda: op_slowdowns(hw, work, tp, kind, size))
             for kind, size in message_bytes.items()}
 
 
@@ -39,9 +42,10 @@ def slowdown_pairs(by_collective: dict[str, tuple[float, float]], kind_names: tu
 
 
 def kind_slowdowns(hw: HardwareProfile, tp: int, message_bytes: dict[str, float],
-                   kind_names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """(compute, comm) slowdowns per kind (``kind_names`` order) of collectives of these message sizes."""
-    pairs = np.array(slowdown_pairs(collective_slowdowns(hw, tp, message_bytes), kind_names), dtype=float)
+                   kind_names: tuple[str, ...], work) -> tuple[np.ndarray, np.ndarray]:
+    """(compute, comm) slowdowns per kind (``kind_names`` order) of collectives of these message
+    sizes under ``work`` (``collective_slowdowns``)."""
+    pairs = np.array(slowdown_pairs(collective_slowdowns(hw, tp, message_bytes, work), kind_names), dtype=float)
     pairs = pairs.reshape(-1, 2)
     return pairs[:, 0], pairs[:, 1]
 

@@ -126,7 +126,7 @@ def pass_simulation(scenario: Scenario, setup: PassSetup, memory: MemoryUse, opt
     links = group_links(setup.group_nodes)
 
     def interference(phase: Phase, compiled: CompiledProgram = decode_pass) -> tuple[np.ndarray, np.ndarray]:
-        return kind_slowdowns(hw, tp, collective_message_bytes(model, work, tp, phase), compiled.kind_names)
+        return kind_slowdowns(hw, tp, collective_message_bytes(model, work, tp, phase), compiled.kind_names, work)
 
     cached = options.replay and not stochastic and not options.reference  # jittered runs rarely share an order
 

@@ -89,7 +89,7 @@ def _costs(model, hw, work, tp: int, n_steps: int) -> _Costs:
     c.passes = {}  # by program kinds: the passes (_passes)
 
     def interference(phase: Phase) -> dict[str, tuple[float, float]]:
-        return collective_slowdowns(hw, tp, collective_message_bytes(model, work, tp, phase))
+        return collective_slowdowns(hw, tp, collective_message_bytes(model, work, tp, phase), work)
 
     prefill_phase = Phase("prefill", work.batch, work.prompt_len)
     _, shared, collectives = op_times_parts_s(model, hw, work, tp, prefill_phase, np.array([work.prompt_len]))

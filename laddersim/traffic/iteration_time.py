@@ -242,7 +242,7 @@ class IterationTimer:
             phase = MixedPhase("decode", tokens, 1, tokens)
             seconds = self._kind_seconds(tokens, tokens)
             compute, comm = kind_slowdowns(s.hardware, s.tp, collective_message_bytes(s.model, s.workload, s.tp, phase),
-                                           self._kind_names)
+                                           self._kind_names, s.workload)
             tail_s = float((seconds * self._kind_counts)[self._tail_kinds].sum())
             self._base[tokens] = (seconds, compute, comm, tail_s)
         return self._base[tokens]

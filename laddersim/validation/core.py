@@ -8,11 +8,17 @@ An optional ``framework`` column names each row's framework (``laddersim/data/fr
 the setup's). A model that is neither a preset nor a path is looked up as ``<name>.json`` in the
 models folder (``--models DIR``; default: ``models/`` beside the table), and optional
 ``prefill_s`` / ``decode_s`` columns are compared with the predicted phase times. An optional
-``pp`` column (default 1) gives each row's pipeline stages, each a TP group of ``tp`` GPUs.
-Optional ``quant`` and ``kv_cache_dtype`` columns give each row's quantization of the linears and
-KV cache element type (laddersim.model.quantization; blank: none and auto). A ``dtype`` of ``fp8``
-(published tables label FP8 serving so, e.g. TensorRT-LLM's performance tables: FP8 weights and an
-FP8 KV cache) is read as ``quant`` fp8 and ``kv_cache_dtype`` fp8 over float16 activations.
+``pp`` column (default 1) gives each row's pipeline stages, each a TP group of ``tp`` GPUs; an
+optional ``allreduce`` column the AllReduce implementation forced over the row's framework rule
+(``laddersim.costs.allreduce_impls``; blank: the framework's). Optional ``quant`` and
+``kv_cache_dtype`` columns give each row's quantization of the linears and KV cache element type
+(laddersim.model.quantization; blank: none and auto). A ``dtype`` of ``fp8`` (published tables
+label FP8 serving so, e.g. TensorRT-LLM's performance tables: FP8 weights and an FP8 KV cache) is
+read as ``quant`` fp8 and ``kv_cache_dtype`` fp8 over float16 activations.
+
+Every setting a row carries (``hardware``, ``dtype``, ``framework``, ``allreduce``) is read from the
+row; a setting given to the setup (a command-line flag) overrides the column in every row, and a
+setting neither gives is the paper's benchmark's (``DEFAULTS``; no ``allreduce``: the framework's rule).
 """
 
 from __future__ import annotations
@@ -40,23 +46,49 @@ INTEGER_COLUMNS = ("tp", "nodes", "batch", "prompt_len", "gen_len")
 OPTIONAL_INTEGER_COLUMNS = ("pp",)  # a pipeline's stages; a table without the column: 1
 # A measured setting; ``hardware`` and ``dtype`` count where the table has them (ladder_bench
 # writes dtype: a float32 and a bfloat16 run of one setting are two settings).
-SETTING = ["model", "hardware", "framework", "tp", "pp", "nodes", "batch", "prompt_len", "gen_len", "dtype",
-           "quant", "kv_cache_dtype"]
+SETTING = ["model", "hardware", "framework", "allreduce", "tp", "pp", "nodes", "batch", "prompt_len", "gen_len",
+           "dtype", "quant", "kv_cache_dtype"]
 # A table's dtype label for FP8 serving: its quantization, KV cache and activations' dtype.
 FP8_LABEL = {"quant": "fp8", "kv_cache_dtype": "fp8", "dtype": "float16"}
 MODELS_FOLDER = "models"  # beside a measured table: config.json files its model column names
 
 
+# A setting that neither the setup nor the row gives: the paper's benchmark (gpt-fast, fp16
+# weights, on an H100 SXM node; its P2P-off runs with NCCL_P2P_DISABLE=1 on the same machine).
+DEFAULTS = {"hardware": "h100-sxm-nvswitch", "hardware_p2p_off": "h100-sxm-p2p-off", "dtype": "float16",
+            "framework": "gpt-fast"}
+
+
 @dataclass(frozen=True)
 class ValidationSetup:
-    """How measured rows become scenarios: profiles for P2P on/off and the benchmark's workload."""
+    """How measured rows become scenarios: profiles for P2P on/off and the benchmark's workload.
+    ``None`` (hardware, hardware_p2p_off, dtype, framework): the row's own column, else ``DEFAULTS``;
+    a value given here overrides the column in every row."""
 
-    hardware: str | HardwareProfile = "h100-sxm-nvswitch"
-    hardware_p2p_off: str | HardwareProfile = "h100-sxm-p2p-off"
-    dtype: str = "float16"  # the paper ran fp16 weights
+    hardware: str | HardwareProfile | None = None
+    hardware_p2p_off: str | HardwareProfile | None = None
+    dtype: str | None = None
     kv_cache: str | None = None  # None: the framework's (gpt-fast: preallocated static cache)
     kv_reads: str | None = None  # None: the framework's (gpt-fast: K/V repeated per query head)
-    framework: str = "gpt-fast"  # the paper's benchmark
+    framework: str | None = None
+    allreduce: str | None = None  # None: the row's allreduce column, else each framework's rule
+
+    def default(self, name: str):
+        """The setup's ``name`` where given, else the benchmark's default (``DEFAULTS``)."""
+        value = getattr(self, name)
+        return DEFAULTS[name] if value is None else value
+
+
+def row_setting(row, name: str, setup: ValidationSetup, column: str | None = None):
+    """A row's ``name`` setting: the setup's where given (a flag overrides the table), else the
+    row's own ``column`` (default: ``name``) where set, else ``DEFAULTS``."""
+    given = getattr(setup, name)
+    if given is not None:
+        return given
+    value = getattr(row, column or name, None)
+    if isinstance(value, str) and value:
+        return value
+    return DEFAULTS[name]
 
 
 def read_measured(path: str | Path | None = None, models_dir: str | Path | None = None) -> pd.DataFrame:
@@ -90,7 +122,7 @@ def read_measured(path: str | Path | None = None, models_dir: str | Path | None 
     tokens = pd.to_numeric(frame["tokens_per_s"], errors="coerce")
     if tokens.isna().any() or (tokens <= 0).any() or not np.isfinite(tokens).all():
         raise UserInputError(f"measured: {path}: tokens_per_s must be positive numbers (finite, > 0)")
-    for column in ("model", "schedule", "hardware", "framework"):  # text, even where a cell looks like a number
+    for column in ("model", "schedule", "hardware", "framework", "allreduce"):  # text, even where a cell looks like a number
         if column in frame.columns:
             frame[column] = [value if isinstance(value, str) or pd.isna(value) else str(value)
                              for value in frame[column]]
@@ -220,9 +252,7 @@ def _resolve_model(model: str, table: Path, models_dir: Path) -> str:
 
 
 def _profile_for(row, setup: ValidationSetup, cache: dict) -> HardwareProfile:
-    key = getattr(row, "hardware", None)
-    if not isinstance(key, str) or not key:
-        key = setup.hardware if row.p2p == "on" else setup.hardware_p2p_off
+    key = row_setting(row, "hardware" if row.p2p == "on" else "hardware_p2p_off", setup, "hardware")
     if isinstance(key, HardwareProfile):
         return key
     if key not in cache:
@@ -231,9 +261,8 @@ def _profile_for(row, setup: ValidationSetup, cache: dict) -> HardwareProfile:
 
 
 def row_framework(row, setup: ValidationSetup) -> str:
-    """The row's own framework (a ``framework`` column) or the setup's."""
-    framework = getattr(row, "framework", None)
-    return framework if isinstance(framework, str) and framework else setup.framework
+    """The row's framework: the setup's where given, else the row's ``framework`` column, else gpt-fast."""
+    return row_setting(row, "framework", setup)
 
 
 def check_rows(frame: pd.DataFrame, setup: ValidationSetup) -> list:
@@ -243,14 +272,17 @@ def check_rows(frame: pd.DataFrame, setup: ValidationSetup) -> list:
     scenarios = []
     for row in frame.itertuples(index=False):
         profile = _profile_for(row, setup, cache)
-        dtype = getattr(row, "dtype", None)  # a table's own dtype column (ladder_bench writes one) wins
-        dtype = dtype if isinstance(dtype, str) and dtype else setup.dtype
+        dtype = row_setting(row, "dtype", setup)  # ladder_bench writes the dtype it ran
         framework = row_framework(row, setup)
+        allreduce = setup.allreduce  # given: it overrides the row's allreduce column
+        if allreduce is None and isinstance(getattr(row, "allreduce", None), str) and row.allreduce:
+            allreduce = row.allreduce  # blank or absent: the framework's rule
         dtype, quant, kv_cache_dtype = row_quantization(row, dtype)
         scenario = make_scenario(model=row.model, hardware=profile, tp=int(row.tp), batch=int(row.batch),
                                  prompt_len=int(row.prompt_len), gen_len=int(row.gen_len), schedule=row.schedule,
                                  dtype=dtype, kv_cache=setup.kv_cache, kv_reads=setup.kv_reads, framework=framework,
-                                 pp=int(getattr(row, "pp", 1)), quant=quant, kv_cache_dtype=kv_cache_dtype)
+                                 pp=int(getattr(row, "pp", 1)), allreduce=allreduce, quant=quant,
+                                 kv_cache_dtype=kv_cache_dtype)
         scenario.model.check_tp(scenario.tp)
         check_memory(scenario)
         if scenario_nodes(scenario) != int(row.nodes):
@@ -263,22 +295,27 @@ def check_rows(frame: pd.DataFrame, setup: ValidationSetup) -> list:
 
 def validate(measured: pd.DataFrame | None = None, setup: ValidationSetup | None = None,
              on_start: Callable[[int], None] | None = None,
-             on_row: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+             on_row: Callable[[int, int], None] | None = None,
+             on_checked: Callable[[list], None] | None = None) -> pd.DataFrame:
     """The measured rows plus ``hardware``, ``predicted_tokens_per_s``, ``rel_error``,
     ``measured_speedup``, ``predicted_speedup`` (over ``standard`` at the same setting and p2p)
     and ``speedup_error_pp`` (percentage points). A measured ``speedup`` column (``ladder_bench``'s
     median of per-round ratios, calibration/paired_rounds.py) is the measured speedup where set.
 
     Every row is checked (model, schedule, TP, memory, node count) before any is simulated; then
-    ``on_start(rows)`` is called, so a bad row is one error and nothing else; ``on_row(done, rows)``
-    after each row is simulated."""
+    ``on_checked(scenarios)`` (every row's) and ``on_start(rows)`` are called, so a bad row is one
+    error and nothing else; ``on_row(done, rows)`` after each row is simulated."""
     setup = setup or ValidationSetup()
     frame = (read_measured() if measured is None else measured).copy()
     scenarios = check_rows(frame, setup)
+    if on_checked:
+        on_checked(scenarios)
     if on_start:
         on_start(len(scenarios))
     frame["hardware"] = [s.hardware.name for s in scenarios]
     frame["framework"] = [s.workload.framework for s in scenarios]
+    if "dtype" in frame.columns:  # as simulated: a --dtype given overrides the table's
+        frame["dtype"] = [s.workload.dtype for s in scenarios]
     summaries = []
     for scenario in scenarios:
         summaries.append(simulate(scenario).summary())

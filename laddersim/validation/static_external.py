@@ -1,0 +1,151 @@
+"""Score static-batch tables measured on other engines and GPUs (the columns ``STATIC_COLUMNS``:
+``model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,engine,engine_version,hardware,dtype,
+tokens_per_s,ttft_s,tpot_s``, empty where not measured).
+
+Each row becomes a scenario of its model, TP, batch, lengths and dtype, on:
+
+* the kernels of the framework laddersim has for its engine (``ENGINE_FRAMEWORKS``): LMDeploy's
+  TurboMind is priced as TensorRT-LLM (it comes from FasterTransformer, TensorRT-LLM's predecessor:
+  paged KV cache, fused attention, a custom all-reduce);
+* the shipped profile of its GPU (``laddersim.validation.closed_loop.HARDWARE_PROFILES``, the
+  mapping the closed-loop tables use: the 8-GPU node of that GPU).
+
+The mapping used is returned with the scores. Rows laddersim does not price as they ran are
+skipped, each with its reason: a dtype other than 16-bit (``UNPRICED_DTYPES``), a batch whose KV
+cache does not fit the GPU as one static batch (the engines then make part of it wait). Errors are
+``predicted / measured - 1`` of ``tokens_per_s``, ``ttft_s`` (the batch's prefill) and ``tpot_s``
+(a decode step), per GPU x engine group.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from laddersim.errors import DoesNotFitError, UserInputError
+from laddersim.support.io_read import read_text
+from laddersim.validation.closed_loop import HARDWARE_PROFILES  # GPU names -> shipped profiles, one mapping
+
+STATIC_COLUMNS = ("model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "engine",
+                  "engine_version", "hardware", "dtype", "tokens_per_s", "ttft_s", "tpot_s")
+# The framework laddersim prices closest to each engine's kernels.
+ENGINE_FRAMEWORKS = {"trtllm": "trtllm", "tensorrt-llm": "trtllm", "lmdeploy-turbomind": "trtllm",
+                     "vllm": "vllm", "sglang": "sglang", "gpt-fast": "gpt-fast"}
+PRICED_DTYPES = {"float16": "float16", "fp16": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16"}
+UNPRICED_DTYPES = {"fp8": "FP8 weights and KV cache (FP8 GEMMs, quantize and scale kernels) are not priced here"}
+MODELS_FOLDER = "models"
+METRICS = ("tokens_per_s", "ttft_s", "tpot_s")
+
+
+@dataclass(frozen=True)
+class StaticScore:
+    """Scored rows (the table's columns plus ``framework``, ``profile``, ``allreduce`` and
+    ``predicted_*`` / ``*_error`` per metric), skipped rows with ``reason``, the summary per GPU x
+    engine, and the mapping lines used."""
+
+    rows: pd.DataFrame
+    skipped: pd.DataFrame
+    summary: pd.DataFrame
+    mappings: list[str]
+
+
+def is_static_table(path: str | Path) -> bool:
+    """Does the CSV at ``path`` have the static-batch external columns (engine, GPU, TTFT/TPOT)?"""
+    try:
+        header = read_text(path, "measured").lstrip().splitlines()[0]
+    except (UserInputError, IndexError):
+        return False
+    return set(STATIC_COLUMNS) <= {c.strip() for c in header.split(",")}
+
+
+def read_static(path: str | Path) -> pd.DataFrame:
+    frame = pd.read_csv(io.StringIO(read_text(path, "measured")), comment="#")
+    missing = [c for c in STATIC_COLUMNS if c not in frame.columns]
+    if missing:
+        raise UserInputError(f"measured: {path} lacks columns {missing}; required: {', '.join(STATIC_COLUMNS)}")
+    for column in METRICS:
+        frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    return frame
+
+
+def _model_source(model: str, folder: Path) -> str:
+    config = folder / f"{model}.json"
+    return str(config) if config.is_file() else model
+
+
+def score_static(path: str | Path, models_dir: str | Path | None = None,
+                 allreduce: str | None = None) -> StaticScore:
+    """Score every priced row of the static table at ``path`` (module docstring); ``models_dir``:
+    the model configs its ``model`` column names (default ``models/`` beside it); ``allreduce``:
+    an AllReduce implementation forced over each framework's rule."""
+    from laddersim.simulation.simulate import check_memory, make_scenario, simulate
+
+    frame = read_static(path)
+    folder = Path(models_dir) if models_dir else Path(path).parent / MODELS_FOLDER
+    scored, skipped, used = [], [], {}
+    for row in frame.itertuples(index=False):
+        engine, dtype = str(row.engine).lower(), str(row.dtype).lower()
+        if dtype in UNPRICED_DTYPES or dtype not in PRICED_DTYPES:
+            skipped.append({**row._asdict(), "reason": UNPRICED_DTYPES.get(dtype, f"dtype {row.dtype} not priced")})
+            continue
+        if engine not in ENGINE_FRAMEWORKS:
+            raise UserInputError(f"measured: engine {row.engine!r} has no framework here; allowed: "
+                                 f"{', '.join(ENGINE_FRAMEWORKS)}")
+        if row.hardware not in HARDWARE_PROFILES:
+            raise UserInputError(f"measured: hardware {row.hardware!r} has no shipped profile here; allowed: "
+                                 f"{', '.join(HARDWARE_PROFILES)}")
+        framework, profile = ENGINE_FRAMEWORKS[engine], HARDWARE_PROFILES[row.hardware]
+        scenario = make_scenario(model=_model_source(str(row.model), folder), hardware=profile, tp=int(row.tp),
+                                 batch=int(row.batch), prompt_len=int(row.prompt_len), gen_len=int(row.gen_len),
+                                 schedule=str(row.schedule), dtype=PRICED_DTYPES[dtype], framework=framework,
+                                 allreduce=allreduce)
+        try:
+            check_memory(scenario)
+        except DoesNotFitError:
+            skipped.append({**row._asdict(), "reason": "its KV cache does not fit the GPU as one static batch "
+                                                        "(the engine made part of the batch wait)"})
+            continue
+        used[(row.engine, row.hardware)] = (framework, profile)
+        summary = simulate(scenario).summary()
+        out = {**row._asdict(), "framework": framework, "profile": profile,
+               "allreduce": summary.get("allreduce", "nccl")}
+        for metric in METRICS:
+            out[f"predicted_{metric}"] = summary[metric]
+            measured = getattr(row, metric)
+            out[f"{metric}_error"] = summary[metric] / measured - 1.0 if np.isfinite(measured) else np.nan
+        scored.append(out)
+    rows = pd.DataFrame(scored)
+    mappings = [f"engine {e} -> {f} kernels; hardware {h} -> {p}" for (e, h), (f, p) in sorted(used.items())]
+    return StaticScore(rows, pd.DataFrame(skipped), static_summary(rows), mappings)
+
+
+def static_summary(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per GPU x engine: rows, and the median and worst absolute error (%) of each metric where measured."""
+    out = []
+    if rows.empty:
+        return pd.DataFrame(out)
+    for (hardware, engine), part in rows.groupby(["hardware", "engine"], sort=True):
+        line = {"hardware": hardware, "engine": engine, "rows": len(part)}
+        for metric in METRICS:
+            errors = part[f"{metric}_error"].dropna().abs() * 100
+            line[f"{metric}_n"] = len(errors)
+            line[f"{metric}_median_abs_err_pct"] = float(errors.median()) if len(errors) else np.nan
+            line[f"{metric}_worst_abs_err_pct"] = float(errors.max()) if len(errors) else np.nan
+        out.append(line)
+    return pd.DataFrame(out)
+
+
+def skipped_reasons(skipped: pd.DataFrame) -> list[str]:
+    """One line per (model, engine, dtype, reason): how many rows it skipped."""
+    if skipped.empty:
+        return []
+    counts = skipped.groupby(["model", "engine", "dtype", "reason"], sort=True).size()
+    return [f"{n} rows of {model} {engine} {dtype}: {reason}" for (model, engine, dtype, reason), n in counts.items()]
+
+
+__all__ = ["ENGINE_FRAMEWORKS", "HARDWARE_PROFILES", "STATIC_COLUMNS", "StaticScore", "is_static_table",
+           "read_static", "score_static", "skipped_reasons", "static_summary"]

@@ -1,0 +1,63 @@
+"""validate on static-batch tables of other engines and GPUs: engine -> framework and GPU -> profile
+mapped and printed, 16-bit rows scored on tokens/s, TTFT and TPOT, the others skipped with the reason."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from laddersim.simulation.simulate import make_scenario, simulate
+from laddersim.validation.static_external import is_static_table, score_static, skipped_reasons
+
+HEADER = ("model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,engine,engine_version,hardware,dtype,"
+          "tokens_per_s,ttft_s,tpot_s,source\n")
+
+
+@pytest.fixture()
+def table(tmp_path):
+    path = tmp_path / "static.csv"
+    path.write_text(HEADER
+                    + "llama-3.1-8b,1,1,1,128,64,on,standard,lmdeploy-turbomind,0.1,A100-SXM4-80GB,float16,100,"
+                      "0.02,0.01,x\n"
+                    + "llama-3.1-8b,1,1,1,128,1,on,standard,trtllm,0.6,A100-SXM4-80GB,float16,,0.02,,x\n"
+                    + "llama-3.1-8b,1,1,1,128,64,on,standard,trtllm,0.6,H100-SXM5-80GB,fp8,300,,,x\n"
+                    + "llama-3.1-8b,1,1,512,4096,4096,on,standard,trtllm,0.6,A100-SXM4-80GB,float16,900,,,x\n")
+    return path
+
+
+def test_rows_scored_as_their_engine_and_gpu_run(table):
+    score = score_static(table)
+    assert is_static_table(table)
+    assert list(score.rows["framework"]) == ["trtllm", "trtllm"] and set(score.rows["profile"]) == {"a100-sxm-nvswitch"}
+    expected = simulate(make_scenario(model="llama-3.1-8b", hardware="a100-sxm-nvswitch", tp=1, batch=1, prompt_len=128,
+                                      gen_len=64, schedule="standard", dtype="float16", framework="trtllm")).summary()
+    first = score.rows.iloc[0]
+    assert first["predicted_tpot_s"] == pytest.approx(expected["tpot_s"])
+    assert first["tpot_s_error"] == pytest.approx(expected["tpot_s"] / 0.01 - 1)
+    assert first["tokens_per_s_error"] == pytest.approx(expected["tokens_per_s"] / 100 - 1)
+    second = score.rows.iloc[1]  # TTFT only: the other metrics are not scored
+    assert second["ttft_s_error"] == pytest.approx(second["predicted_ttft_s"] / 0.02 - 1)
+    assert second["tokens_per_s_error"] != second["tokens_per_s_error"]  # NaN
+    assert score.mappings == [
+        "engine lmdeploy-turbomind -> trtllm kernels; hardware A100-SXM4-80GB -> a100-sxm-nvswitch",
+        "engine trtllm -> trtllm kernels; hardware A100-SXM4-80GB -> a100-sxm-nvswitch"]
+    reasons = skipped_reasons(score.skipped)
+    assert len(reasons) == 2 and any("FP8" in r for r in reasons) and any("static batch" in r for r in reasons)
+    summary = score.summary.set_index("engine")
+    assert summary.loc["trtllm", "ttft_s_n"] == 1 and summary.loc["lmdeploy-turbomind", "tpot_s_n"] == 1
+
+
+def test_cli_prints_the_mapping_and_the_groups(table):
+    run = subprocess.run([sys.executable, "-m", "laddersim", "validate", str(table)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "engine trtllm -> trtllm kernels; hardware A100-SXM4-80GB -> a100-sxm-nvswitch" in run.stdout
+    assert "tpot_s_median_abs_err_pct" in run.stdout
+
+
+def test_an_unknown_engine_is_one_line(tmp_path):
+    path = tmp_path / "static.csv"
+    path.write_text(HEADER + "llama-3.1-8b,1,1,1,128,64,on,standard,ollama,1,A100-SXM4-80GB,float16,100,,,x\n")
+    run = subprocess.run([sys.executable, "-m", "laddersim", "validate", str(path)], capture_output=True, text=True)
+    assert run.returncode == 2 and run.stderr.strip().splitlines()[-1].startswith("error: measured: engine 'ollama'")
