@@ -30,7 +30,8 @@ def table(tmp_path):
 def test_rows_scored_as_their_engine_and_gpu_run(table):
     score = score_static(table)
     assert is_static_table(table)
-    assert list(score.rows["framework"]) == ["trtllm", "trtllm"] and set(score.rows["profile"]) == {"a100-sxm-nvswitch"}
+    assert list(score.rows["framework"]) == ["trtllm"] * 3
+    assert list(score.rows["profile"]) == ["a100-sxm-nvswitch", "a100-sxm-nvswitch", "h100-sxm-nvswitch"]
     expected = simulate(make_scenario(model="llama-3.1-8b", hardware="a100-sxm-nvswitch", tp=1, batch=1, prompt_len=128,
                                       gen_len=64, schedule="standard", dtype="float16", framework="trtllm")).summary()
     first = score.rows.iloc[0]
@@ -40,13 +41,21 @@ def test_rows_scored_as_their_engine_and_gpu_run(table):
     second = score.rows.iloc[1]  # TTFT only: the other metrics are not scored
     assert second["ttft_s_error"] == pytest.approx(second["predicted_ttft_s"] / 0.02 - 1)
     assert second["tokens_per_s_error"] != second["tokens_per_s_error"]  # NaN
+    # FP8 serving (FP8 linears and KV cache over float16), TensorRT-LLM 0.6 on Hopper: K/V read per query head
+    fp8 = simulate(make_scenario(model="llama-3.1-8b", hardware="h100-sxm-nvswitch", tp=1, batch=1, prompt_len=128,
+                                 gen_len=64, schedule="standard", dtype="float16", framework="trtllm", quant="fp8",
+                                 kv_cache_dtype="fp8", kv_reads="repeat_interleave")).summary()
+    assert score.rows.iloc[2]["tokens_per_s_error"] == pytest.approx(fp8["tokens_per_s"] / 300 - 1)
     assert score.mappings == [
         "engine lmdeploy-turbomind -> trtllm kernels; hardware A100-SXM4-80GB -> a100-sxm-nvswitch",
-        "engine trtllm -> trtllm kernels; hardware A100-SXM4-80GB -> a100-sxm-nvswitch"]
+        "engine trtllm -> trtllm kernels; hardware A100-SXM4-80GB -> a100-sxm-nvswitch",
+        "engine trtllm -> trtllm kernels; hardware H100-SXM5-80GB -> h100-sxm-nvswitch"]
     reasons = skipped_reasons(score.skipped)
-    assert len(reasons) == 2 and any("FP8" in r for r in reasons) and any("static batch" in r for r in reasons)
-    summary = score.summary.set_index("engine")
-    assert summary.loc["trtllm", "ttft_s_n"] == 1 and summary.loc["lmdeploy-turbomind", "tpot_s_n"] == 1
+    assert len(reasons) == 1 and "static batch" in reasons[0]
+    summary = score.summary.set_index(["hardware", "engine"])
+    assert summary.loc[("A100-SXM4-80GB", "trtllm"), "ttft_s_n"] == 1
+    assert summary.loc[("A100-SXM4-80GB", "lmdeploy-turbomind"), "tpot_s_n"] == 1
+    assert summary.loc[("H100-SXM5-80GB", "trtllm"), "tokens_per_s_n"] == 1
 
 
 def test_cli_prints_the_mapping_and_the_groups(table):

@@ -251,6 +251,8 @@ def test_two_dtypes_of_one_setting_are_two_settings(tmp_path, h100):
      "dtype in row 2 of"),  # a row cut short mid-write: keyed apart, it crashed the figure
     ("model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s,dtype\nllama-3.1-70b,8,1,1,8,8,on,standard,1,bf16\n",
      "is 'bf16'; allowed: float16, bfloat16, float32, fp8"),
+    ("model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s,quant\nllama-3.1-70b,8,1,1,8,8,on,standard,1,fp4\n",
+     "quant in row 1 of"),
     ("model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s\nllama-3.1-70b,8,1,1,8,8,maybe,standard,1\n",
      "p2p values ['maybe']"),
     ("model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s\nllama-3.1-70b,eight,1,1,8,8,on,standard,1\n",

@@ -56,12 +56,13 @@ def listed(values):
 
 def with_choices(function):
     """``function`` with its docstring's ``{FRAMEWORKS}``, ``{DTYPES}``, ``{KV_CACHES}``,
-    ``{KV_READS}`` and ``{ALLREDUCES}`` replaced by the allowed values of ``laddersim.support.choices``
-    (and ``{SCHEDULERS}`` by ``laddersim.traffic.engines``'; one list, never restated in a docstring)."""
-    from laddersim.support.choices import ALLREDUCES, DTYPES, FRAMEWORKS, KV_CACHES, KV_READS
+    ``{KV_READS}``, ``{ALLREDUCES}``, ``{QUANTS}`` and ``{KV_CACHE_DTYPES}`` replaced by the allowed
+    values of ``laddersim.support.choices`` (and ``{SCHEDULERS}`` by ``laddersim.traffic.engines``';
+    one list, never restated in a docstring)."""
+    from laddersim.support.choices import ALLREDUCES, DTYPES, FRAMEWORKS, KV_CACHE_DTYPES, KV_CACHES, KV_READS, QUANTS
 
     lists = {"{FRAMEWORKS}": FRAMEWORKS, "{DTYPES}": DTYPES, "{KV_CACHES}": KV_CACHES, "{KV_READS}": KV_READS,
-             "{ALLREDUCES}": ALLREDUCES}
+             "{ALLREDUCES}": ALLREDUCES, "{QUANTS}": QUANTS, "{KV_CACHE_DTYPES}": KV_CACHE_DTYPES}
     doc = function.__doc__ or ""
     if "{SCHEDULERS}" in doc:  # only the functions that name them load laddersim.traffic
         from laddersim.traffic.engines import ENGINES

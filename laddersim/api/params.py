@@ -28,7 +28,8 @@ from typing import Annotated, Any, ClassVar, Mapping
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, field_validator, model_validator
 
 from laddersim.errors import UserInputError
-from laddersim.support.choices import ALLREDUCES, DTYPES, FRAMEWORKS, KV_CACHES, KV_READS
+from laddersim.support.choices import (ALLREDUCES, DTYPES, FP8_DTYPE_REFUSAL, FRAMEWORKS, KV_CACHE_DTYPES, KV_CACHES,
+                                       KV_READS, QUANTS)
 from laddersim.support.limits import (
     DEFAULT_GEN_LEN,
     DEFAULT_PROMPT_LEN,
@@ -197,7 +198,15 @@ Names = Annotated[Any, BeforeValidator(_names)]
 Tp = Annotated[int, count(1, MAX_TP)]
 Batch = Annotated[int, count(1, MAX_BATCH)]
 Tokens = Annotated[int, count(1, MAX_TOKENS)]
-Dtype = Annotated[str, one_of(DTYPES)]
+def _dtype(value):
+    if value == "fp8":  # a quantization of the linears, not the pass's element type
+        raise ValueError(FP8_DTYPE_REFUSAL)
+    return one_of(DTYPES).func(value)
+
+
+Dtype = Annotated[str, BeforeValidator(_dtype)]
+Quant = Annotated[str, one_of(QUANTS)]
+KvCacheDtype = Annotated[str, one_of(KV_CACHE_DTYPES)]
 Seed = Annotated[int, count(0, MAX_SEED)]
 
 
@@ -248,8 +257,9 @@ def validation_line(exc: ValidationError, shown_names: Mapping[str, str] | None 
 class ScenarioParams(Params):
     """One scenario: what runs (``model``), where (``hardware``), split how (``tp`` ranks per
     group, ``pp`` stages, ``pp_microbatches`` in flight), on which workload (``batch`` sequences
-    of ``prompt_len`` + ``gen_len`` tokens, ``dtype``), with whose kernels (``framework``; its
-    ``kv_cache``, ``kv_reads`` and AllReduce rule, ``allreduce``, overridden when given), and what-if changes of the profile (the
+    of ``prompt_len`` + ``gen_len`` tokens, ``dtype``; the linears quantized as ``quant``, the KV
+    cache in ``kv_cache_dtype``), with whose kernels (``framework``; its ``kv_cache``, ``kv_reads``
+    and AllReduce rule, ``allreduce``, overridden when given), and what-if changes of the profile (the
     override columns of a sweep grid: scales, or set values in GB/s and us, converted for the
     scenario's TP group as a sweep converts them; None leaves the profile's)."""
 
@@ -262,6 +272,8 @@ class ScenarioParams(Params):
     prompt_len: Tokens = DEFAULT_PROMPT_LEN
     gen_len: Tokens = DEFAULT_GEN_LEN
     dtype: Dtype = "bfloat16"
+    quant: Quant = "none"
+    kv_cache_dtype: KvCacheDtype = "auto"
     framework: Framework = "gpt-fast"
     kv_cache: Annotated[str | None, one_of(KV_CACHES, optional=True)] = None
     kv_reads: Annotated[str | None, one_of(KV_READS, optional=True)] = None

@@ -52,7 +52,7 @@ def scenarios_of(params: ScenarioParams, schedules: Iterable[str]) -> list[Scena
                                prompt_len=params.prompt_len, gen_len=params.gen_len, schedule=schedule,
                                dtype=params.dtype, kv_cache=params.kv_cache, kv_reads=params.kv_reads,
                                framework=params.framework, pp=params.pp, microbatches=params.pp_microbatches,
-                               allreduce=params.allreduce)
+                               allreduce=params.allreduce, quant=params.quant, kv_cache_dtype=params.kv_cache_dtype)
                  for schedule in dict.fromkeys([schedules] if isinstance(schedules, str) else schedules)]
     if not scenarios:
         from laddersim.errors import UserInputError
@@ -111,6 +111,7 @@ def simulate_schedules(scenario: ScenarioParams, schedules: Iterable[str], optio
 def simulate(model: str | Path | ModelShape, hardware: str | Path | HardwareProfile, tp: int,
              batch: int = SCENARIO.batch, prompt_len: int = SCENARIO.prompt_len, gen_len: int = SCENARIO.gen_len,
              schedules: Iterable[str] = DEFAULT_SCHEDULES, *, dtype: str = SCENARIO.dtype,
+             quant: str = SCENARIO.quant, kv_cache_dtype: str = SCENARIO.kv_cache_dtype,
              framework: str = SCENARIO.framework, kv_cache: str | None = SCENARIO.kv_cache,
              kv_reads: str | None = SCENARIO.kv_reads, allreduce: str | None = SCENARIO.allreduce,
              jitter: float = RUN.jitter, seed: int = RUN.seed, exact_steps: bool = RUN.exact_steps, sample_steps: int | None = RUN.sample_steps,
@@ -132,7 +133,10 @@ def simulate(model: str | Path | ModelShape, hardware: str | Path | HardwareProf
     nodes). ``batch``: sequences (default 1); ``prompt_len``, ``gen_len``: prompt and generated
     tokens per sequence (default 1024 and 512). ``schedules``: standard, parallel, ladder,
     upper_bound, desync_half, hybrid:N (default standard and ladder). ``dtype``: {DTYPES}
-    (default bfloat16). ``framework``: {FRAMEWORKS} (default gpt-fast) or a framework .yaml
+    (default bfloat16); ``quant``: how the linear layers are quantized, {QUANTS} (default none;
+    laddersim.model.quantization: FP8 GEMMs from the profile's FP8 tables, weight-only ones at their
+    weights' bytes, the input quantize kernels counted); ``kv_cache_dtype``: {KV_CACHE_DTYPES}
+    (default auto: the dtype's; fp8 halves the KV bytes). ``framework``: {FRAMEWORKS} (default gpt-fast) or a framework .yaml
     (kernel paths, KV cache, AllReduce); ``kv_cache`` ({KV_CACHES}) and ``kv_reads``
     ({KV_READS}) override the framework's, ``allreduce`` ({ALLREDUCES}) its AllReduce rule (an
     implementation the machine, group or dtype cannot run is refused in one line). ``jitter``: sigma of per-rank lognormal op-time noise,
@@ -170,7 +174,8 @@ def simulate(model: str | Path | ModelShape, hardware: str | Path | HardwareProf
 def timeline(model: str | Path | ModelShape, hardware: str | Path | HardwareProfile, tp: int,
              batch: int = SCENARIO.batch, prompt_len: int = SCENARIO.prompt_len, gen_len: int = SCENARIO.gen_len,
              schedules: Iterable[str] = DEFAULT_SCHEDULES, steps: str | list[int] = "all",
-             ranks: list[int] | None = None, *, dtype: str = SCENARIO.dtype, framework: str = SCENARIO.framework,
+             ranks: list[int] | None = None, *, dtype: str = SCENARIO.dtype, quant: str = SCENARIO.quant,
+             kv_cache_dtype: str = SCENARIO.kv_cache_dtype, framework: str = SCENARIO.framework,
              kv_cache: str | None = SCENARIO.kv_cache, kv_reads: str | None = SCENARIO.kv_reads,
              allreduce: str | None = SCENARIO.allreduce, jitter: float = RUN.jitter, seed: int = RUN.seed,
              pp: int = SCENARIO.pp,

@@ -12,10 +12,12 @@ from laddersim.api.params import (
     Batch,
     Dtype,
     Framework,
+    KvCacheDtype,
     Hardware,
     Model,
     OptionalPath,
     Params,
+    Quant,
     Seed,
     Switch,
     Tokens,
@@ -72,6 +74,8 @@ class ServingParams(Params):
     tp: Tp
     pp: Tp = 1
     dtype: Dtype = "bfloat16"
+    quant: Quant = "none"
+    kv_cache_dtype: KvCacheDtype = "auto"
     kv_reads: Annotated[str, one_of(KV_READS)] = "per_kv_head"  # a GQA-aware paged-attention kernel
     framework: Framework = "gpt-fast"
     rate: Rate = None

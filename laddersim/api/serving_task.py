@@ -67,7 +67,8 @@ def serving_run(params: ServingParams, schedules: Sequence[str] = DEFAULT_SCHEDU
     options = p.engine()
     price_file = load_prices(p.prices) if p.target_rate else None
     drawn, lengths = _requests(p)
-    scenarios = [serving_scenario(p.model, p.hardware, p.tp, s, p.dtype, p.kv_reads, p.framework, pp=p.pp)
+    scenarios = [serving_scenario(p.model, p.hardware, p.tp, s, p.dtype, p.kv_reads, p.framework, pp=p.pp,
+                                  quant=p.quant, kv_cache_dtype=p.kv_cache_dtype)
                  for s in ([schedules] if isinstance(schedules, str) else schedules)]
     for scenario in scenarios:
         scenario.model.check_tp(p.tp)
@@ -115,7 +116,8 @@ def serving(model: str | Path, hardware: str | Path | HardwareProfile, tp: int, 
             ttft_slo_s: float | None = SERVING.ttft_slo_s, tpot_slo_s: float | None = SERVING.tpot_slo_s,
             slo_attainment: float = SERVING.slo_attainment, capacity: bool = SERVING.capacity,
             target_rate: float | None = SERVING.target_rate, prices: str | Path | None = SERVING.prices,
-            dtype: str = SERVING.dtype, kv_reads: str = SERVING.kv_reads, framework: str = SERVING.framework,
+            dtype: str = SERVING.dtype, quant: str = SERVING.quant, kv_cache_dtype: str = SERVING.kv_cache_dtype,
+            kv_reads: str = SERVING.kv_reads, framework: str = SERVING.framework,
             seed: int = SERVING.seed, per_request: bool = False, out: str | Path | None = None,
             progress: bool = False, pp: int = SERVING.pp) -> pd.DataFrame:
     """``laddersim serving``: requests arriving at one replica (Poisson at ``rate`` requests/s, gamma
@@ -140,7 +142,8 @@ def serving(model: str | Path, hardware: str | Path | HardwareProfile, tp: int, 
     off), ``block_size`` tokens per KV-cache block (default 16). A rate is sustained when
     ``slo_attainment`` (default 0.9) of the requests meet ``ttft_slo_s`` (and ``tpot_slo_s``),
     seconds. ``prices``: a GPU-hour price file (default laddersim/data/prices.yaml); ``dtype``:
-    {DTYPES} (default bfloat16); ``kv_reads``: {KV_READS} (default per_kv_head: a GQA-aware paged
+    {DTYPES} (default bfloat16); ``quant``: {QUANTS} (default none) and ``kv_cache_dtype``:
+    {KV_CACHE_DTYPES} (default auto), as ``simulate``'s; ``kv_reads``: {KV_READS} (default per_kv_head: a GQA-aware paged
     kernel); ``framework``: whose kernels run on the paged cache, one of {FRAMEWORKS} (default
     gpt-fast; gpt-fast-graph is refused: its attention kernel is priced over one static batch).
     ``per_request``: instead, every request's row (``schedule`` first: arrival, first token and

@@ -40,7 +40,8 @@ def validate(measured: str | Path | Sequence[str | Path] | pd.DataFrame | None =
 
     ``measured``: a CSV path, several (validated together) or a DataFrame, with columns model,
     tp, nodes, batch, prompt_len, gen_len, p2p, schedule, tokens_per_s (optionally hardware,
-    framework, dtype, pp: pipeline stages of tp GPUs each, default 1, prefill_s, decode_s, allreduce); ``models``: a folder of <name>.json configs its model column
+    framework, dtype, pp: pipeline stages of tp GPUs each, default 1, prefill_s, decode_s, allreduce,
+    quant and kv_cache_dtype: the row's quantization, a dtype of fp8 read as FP8 serving); ``models``: a folder of <name>.json configs its model column
     names (default: models/ beside each table). A setting the table carries (hardware, dtype,
     framework, allreduce) is read from each row; the argument, where given, overrides it in every row.
     ``hardware``: the profile of rows with p2p=on (default: the row's hardware column, else
@@ -70,6 +71,10 @@ def validate(measured: str | Path | Sequence[str | Path] | pd.DataFrame | None =
     from laddersim.validation.p2p_pairs import p2p_off_pairs, pair_summary
     from laddersim.validation.report import write_measured, write_report
 
+    if dtype == "fp8":  # a table's own fp8 rows are read as FP8 serving; the setup's dtype is an element type
+        from laddersim.support.choices import FP8_DTYPE_REFUSAL
+
+        raise UserInputError(f"dtype: {FP8_DTYPE_REFUSAL}")
     setup = ValidationSetup(hardware, hardware_p2p_off, dtype, kv_cache, kv_reads, framework, allreduce)
     paths = None if isinstance(measured, pd.DataFrame) else listed(measured) or []
     if paths and any(not str(m).strip() for m in paths):

@@ -11,7 +11,7 @@ import argparse
 import inspect
 
 from laddersim.api.params import RunOptions, ScenarioParams
-from laddersim.support.choices import ALLREDUCES, DTYPES, FRAMEWORKS, KV_CACHES, KV_READS
+from laddersim.support.choices import ALLREDUCES, DTYPES, FRAMEWORKS, KV_CACHE_DTYPES, KV_CACHES, KV_READS, QUANTS
 from laddersim.support.limits import MAX_JITTER, OVERRIDE_COLUMNS
 
 def integer(text: str):
@@ -93,8 +93,20 @@ def add_workload_args(parser: argparse.ArgumentParser, *, gen_help: str = "gener
 
 
 def add_dtype_arg(parser: argparse.ArgumentParser, default: str) -> None:
+    """--dtype, and --quant and --kv-cache-dtype (ScenarioParams' defaults)."""
     parser.add_argument("--dtype", metavar=choices_metavar(DTYPES), default=default,
                         help=f"element type (default {default})")
+    add_quant_args(parser)
+
+
+def add_quant_args(parser: argparse.ArgumentParser) -> None:
+    """--quant and --kv-cache-dtype, with ScenarioParams' defaults."""
+    parser.add_argument("--quant", metavar=choices_metavar(QUANTS), default=default_of(ScenarioParams, "quant"),
+                        help="linear layers' quantization: fp8 = FP8 weights and per-tensor FP8 activations, fp8-block = "
+                             "128x128 block-scaled FP8, int8-weight / int4-weight = weight-only (default none)")
+    parser.add_argument("--kv-cache-dtype", metavar=choices_metavar(KV_CACHE_DTYPES),
+                        default=default_of(ScenarioParams, "kv_cache_dtype"),
+                        help="KV cache element type: auto = the dtype's, fp8 = one byte (default auto)")
 
 
 def add_scenario_args(parser: argparse.ArgumentParser, function) -> None:
@@ -172,7 +184,7 @@ def add_measured_workload_args(parser: argparse.ArgumentParser, function) -> Non
     parser.add_argument("--hardware-p2p-off", default=default_of(function, "hardware_p2p_off"),
                         help="profile for rows with p2p=off" + ("" if default_of(function, "hardware_p2p_off") else
                              " (default: each row's hardware column, else h100-sxm-p2p-off)"))
-    parser.add_argument("--dtype", default=default_of(function, "dtype"), choices=DTYPES,
+    parser.add_argument("--dtype", default=default_of(function, "dtype"), metavar=choices_metavar(DTYPES),
                         help="the rows' dtype (default: each row's dtype column, else float16; given, it "
                              "overrides the column)")
     add_framework_args(parser, default_of(function, "framework"))

@@ -11,7 +11,7 @@ import sys
 
 from laddersim.api.serving_params import ServingParams
 from laddersim.api.serving_task import DEFAULT_PRICES, LENGTH_FORMS, serving, serving_run, slo_rule
-from laddersim.cli.args import add_model_args, add_parallel_args, choices_metavar, default_of, integer, real
+from laddersim.cli.args import add_model_args, add_parallel_args, add_quant_args, choices_metavar, default_of, integer, real
 from laddersim.api.serving_task import ENGINES, overload_line, prefill_policy
 from laddersim.support.choices import DTYPES, FRAMEWORKS, KV_READS
 from laddersim.support.limits import MAX_SEED
@@ -80,6 +80,7 @@ def register(sub) -> None:
                    help="with --capacity: replicas, GPUs and cost to serve this many requests/s")
     p.add_argument("--prices", metavar="FILE", help=f"GPU-hour prices (default {DEFAULT_PRICES.name})")
     p.add_argument("--dtype", metavar=choices_metavar(DTYPES), default=default_of(serving, "dtype"))
+    add_quant_args(p)
     p.add_argument("--kv-reads", metavar=choices_metavar(KV_READS), default=default_of(serving, "kv_reads"),
                    help="per_kv_head (default): a GQA-aware paged-attention kernel")
     p.add_argument("--framework", default=default_of(serving, "framework"),

@@ -185,3 +185,11 @@ def _library_gemm_time_s(gpu: GpuSpec, m: int, n: int, k: int, dtype_bytes: int,
     anchor_table = float(np.exp(_interpolate(axes, cube, np.log(nearest))))
     anchor_roofline = float(gemm_time_s(gpu, *nearest, dtype_bytes, None, peak_flops_per_s))
     return roofline * anchor_table / anchor_roofline, HYBRID
+
+
+def table_time_s(gpu: GpuSpec, path: Path, m: int, n: int, k: int, dtype_bytes: float,
+                 peak_flops_per_s: float) -> tuple[float, str]:
+    """Seconds of an m x k by k x n GEMM read from the measured table at ``path`` (``SILICON``
+    inside its grid; outside, ``HYBRID``: the roofline at ``dtype_bytes`` and ``peak_flops_per_s``
+    anchored to the table's nearest point), at the table's own rates."""
+    return _library_gemm_time_s(gpu, m, n, k, dtype_bytes, peak_flops_per_s, path, path.stat().st_mtime_ns)

@@ -7,7 +7,10 @@ classes a trace's kernels the same way) can be set against the program, layer by
 * ``library_gemm``: a linear run as a library call (cuBLAS), one per linear (stacked weights: one);
 * ``generated``: a kernel the framework's compiler generates: a single-token linear lowered to a
   reduction (``single_token_linear: generated``), every memory-bound op (norms, RoPE, activation,
-  adds, embedding) unless fused into that linear (``fused_into_single_token_linear``);
+  adds, embedding) unless fused into that linear (``fused_into_single_token_linear``); a family's
+  own memory-bound op (Qwen3's q/k RMSNorm, counted with ``rope``: laddersim.costs.family_ops); the
+  kernels quantizing a quantized linear's input (counted with that linear:
+  laddersim.model.quantization);
 * ``splitk_reduce``: the partial sums' reduce kernel after a linear split along K;
 * ``attention``: the attention core (on the math SDPA path in prefill: two batched library
   GEMMs and the generated kernels around them, ``laddersim.costs.math_attention``; on eager
@@ -25,6 +28,7 @@ from __future__ import annotations
 import collections
 
 from laddersim.costs.attention_kernels import attention_kernels
+from laddersim.costs.quantized_gemm import is_quantized_linear
 from laddersim.costs.pass_shapes import Phase, linear_shapes, logits_rows, single_token_path, splitk_reduce
 from laddersim.model.framework import load_framework
 from laddersim.hardware.profile import HardwareProfile
@@ -44,9 +48,15 @@ def op_kernels(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
     out: dict[str, dict[str, float]] = {kind: {} if kind in fused else {"generated": fw.kernels_for(kind)}
                                        for kind in MEMORY_BOUND_KINDS}
     for kind, (m, n, _, _) in linear_shapes(model, tp, phase, logits_rows(fw, phase)).items():
+        if is_quantized_linear(work, kind):  # the quantization's GEMM after its input's quantize kernels
+            quantize = work.quantization.quantize_kernels
+            out[kind] = {"library_gemm": 1, **({"generated": quantize} if quantize else {})}
+            continue
         out[kind] = {"generated" if (generated and m == 1) else "library_gemm": 1}
         if splitk_reduce(fw, hw.gpu, m, n):
             out[kind]["splitk_reduce"] = 1
+    if model.qk_norm and "qk_norm" not in fused:  # the q/k RMSNorm kernel before RoPE
+        out["rope"] = {**out["rope"], "generated": out["rope"].get("generated", 0) + fw.kernels_for("qk_norm")}
     out |= {"attention": _attention_kernels(model, hw, work, tp, phase, fw), "sampling": {}, "step_overhead": {}}
     copies = hw.framework.collective_input_copies.value if (tp > 1 and fw.collective_input_copy.value) else 0.0
     out["collective_launch"] = {"copy": copies} if (copies and "collective_input_copy" not in fused) else {}

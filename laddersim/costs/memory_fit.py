@@ -9,6 +9,7 @@ from laddersim.costs.math_attention import math_decode_peak_bytes, math_prefill_
 from laddersim.costs.sdpa_attention import sdpa_peak_bytes
 from laddersim.errors import DoesNotFitError
 from laddersim.model.framework import load_framework
+from laddersim.model.quantization import weight_bytes_per_rank
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.support.memo import IdentityMemo
 from laddersim.model.shape import ModelShape
@@ -80,11 +81,15 @@ def memory_use(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int, 
     (the MLP's and the attention's transients are not live together, the rest is).
     A pipeline ``stage`` holds its own layers' weights and KV cache (``ModelShape.stage_params_per_rank``),
     and only the last stage the logits; with ``in_flight`` micro-batches of ``work.batch`` its KV cache
-    holds every one's sequences, its transients one micro-batch's."""
+    holds every one's sequences, its transients one micro-batch's. Quantized linears weigh their
+    quantization's bytes, the KV cache its ``kv_cache_dtype``'s."""
     b = work.dtype_bytes
     stage = stage or whole_model(model.n_layers)
     weights = model.stage_params_per_rank(tp, stage.n_layers, stage.first, stage.last) * b
-    kv = in_flight * work.batch * work.max_seq_len * model.kv_bytes_per_token_per_rank(tp, b) * stage.n_layers // model.n_layers
+    if work.quant != "none":  # the linears at their quantized bytes (laddersim.model.quantization)
+        weights = weight_bytes_per_rank(model, tp, stage.n_layers, stage.first, stage.last, b, work.quantization)
+    kv = (in_flight * work.batch * work.max_seq_len * model.kv_bytes_per_token_per_rank(tp, work.kv_bytes)
+          * stage.n_layers // model.n_layers)
     prefill_tokens = work.batch * work.prompt_len
     mlp_transient = prefill_tokens * 2 * model.intermediate_per_rank(tp) * b
     activations = mlp_transient + prefill_tokens * 4 * model.dim * b

@@ -18,6 +18,8 @@ from laddersim.costs.gemm_tables import HYBRID, SOL, library_gemm_time_s
 from laddersim.costs.generated_gemv import generated_gemv_time_s
 from laddersim.costs.graph_proxy import graph_host_node_s
 from laddersim.costs.l2_reuse import group_reads_s
+from laddersim.costs.family_ops import qk_norm_bytes, qkv_bias_bytes
+from laddersim.costs.quantized_gemm import is_quantized_linear, quantized_linear_time_s
 from laddersim.costs.pass_shapes import (  # noqa: F401  (re-exported: the pass's shapes and kernel paths)
     SPLIT_K_WAVES, Phase, linear_shapes, logits_rows, single_token_path, splitk_reduce, splits_k)
 from laddersim.model.framework import load_framework
@@ -167,6 +169,11 @@ def fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: i
         A one-row linear lowered to a generated reduction is one kernel streaming its weights,
         stacked or not, at the best streaming the profile's GEMM table shows for those bytes
         (laddersim.costs.generated_gemv)."""
+        if is_quantized_linear(work, kind):  # its own GEMM and input quantization (quantized_gemm)
+            priced = [quantized_linear_time_s(hw, work, m, part, k, peak) for part in (parts or (n,))]
+            labels = {label for _, label in priced}
+            sources[kind] = labels.pop() if len(labels) == 1 else HYBRID
+            return sum(s for s, _ in priced)
         if generated_linears and m == 1:
             seconds, sources[kind] = generated_gemv_time_s(hw, n, k, b, peak)
         elif parts:
@@ -213,6 +220,14 @@ def fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: i
         # the host node NCCL adds for a network collective inside a CUDA graph (graph_proxy)
         "collective_launch": sync_bytes_s + copy_s + handoff_half_s + host_node_s,
     }
+    if work.kv_cache_dtype != "auto" and not writes_cache(fw, phase):  # the new k, v written in their own bytes
+        times["rope"] = streamed(t * (2 * (h_r + kv_r) * hd * b + 2 * kv_r * hd * work.kv_bytes), "rope")
+    if model.qk_norm:  # one more kernel before RoPE (laddersim.costs.family_ops)
+        times["rope"] += streamed(qk_norm_bytes(model, tp, t, b), "qk_norm")
+    if model.qkv_bias:  # read in the QKV GEMM's epilogue (laddersim.costs.family_ops)
+        bias_s = qkv_bias_bytes(model, tp, b) / (gpu.memory_bandwidth_bytes_per_s * gpu.gemm_memory_efficiency.value)
+        times["qkv"] += bias_s
+        times["qkv_gate_up"] += bias_s
     collectives, collective_sources = _collective_op_times(model, hw, fw, work, tp, phase)
     times.update(collectives)
     sources.update(collective_sources)
@@ -290,11 +305,12 @@ def attention_time_s(
         return sum(k.seconds for k in attention_kernels(model, hw, work, tp, phase, kv_lens))  # one per length
     flops = 4.0 * phase.batch * kv_lens * h_r * hd
     queries = phase.batch * 2 * h_r * hd * b  # q read, the output written
+    kv_b = work.kv_bytes  # K and V in the cache's own dtype (an FP8 cache: one byte)
     if work.kv_reads == "repeat_interleave":  # each KV head read once per query head (l2_reuse)
-        reads = group_reads_s(gpu, phase.batch * kv_lens * 2 * kv_r * hd * b,
-                              phase.batch * kv_lens * 2 * h_r * hd * b, kv_lens * hd * b)
+        reads = group_reads_s(gpu, phase.batch * kv_lens * 2 * kv_r * hd * kv_b,
+                              phase.batch * kv_lens * 2 * h_r * hd * kv_b, kv_lens * hd * kv_b)
     else:
-        reads = phase.batch * kv_lens * 2 * kv_r * hd * b / stream_bw
+        reads = phase.batch * kv_lens * 2 * kv_r * hd * kv_b / stream_bw
     return gpu.kernel_launch_s + np.maximum(flops / attn_peak, reads + queries / stream_bw)
 
 
@@ -323,4 +339,6 @@ def prefill_attention_time_s(model: ModelShape, hw: HardwareProfile, work: Workl
         flops = 4.0 * phase.batch * s * s * h_r * hd / 2.0 + 4.0 * phase.batch * s * cached_positions * h_r * hd
         moved = (phase.tokens * (2 * h_r + 2 * heads_streamed) + phase.batch * cached_positions * 2 * heads_streamed) \
             * hd * b
+        if work.kv_cache_dtype != "auto":  # the cached K/V read in the cache's own bytes
+            moved -= phase.batch * cached_positions * 2 * heads_streamed * hd * (b - work.kv_bytes)
     return float(gpu.kernel_launch_s + max(flops / attn_peak, moved / stream_bw))

@@ -259,7 +259,8 @@ def save_profile(profile: HardwareProfile, path: str | Path, name: str | None = 
         "collectives": profile.collectives.model_copy(update={
             key: [relocate(t) for t in getattr(profile.collectives, key)]
             for key in ("tables", "allgather_tables", "sendrecv_tables")}),
-        "gpu": profile.gpu.model_copy(update={"gemm_tables": [relocate(t) for t in profile.gpu.gemm_tables]}),
+        "gpu": profile.gpu.model_copy(update={
+            key: [relocate(t) for t in getattr(profile.gpu, key)] for key in ("gemm_tables", "quantized_gemm_tables")}),
     }
     if name:
         update["name"] = name

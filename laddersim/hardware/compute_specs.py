@@ -36,6 +36,13 @@ class MeasuredDtype(BaseModel):
     source: str = Field(min_length=3)
 
 
+class QuantizedGemmTable(MeasuredTable):
+    """A measured table of one quantized GEMM kind (CSV ``m,n,k,time_us``; laddersim.costs.quantized_gemm):
+    ``fp8`` per-tensor scaled FP8, ``fp8_block`` block-scaled FP8 (128 x 128 weight blocks)."""
+
+    gemm_dtype: Literal["fp8", "fp8_block"]
+
+
 class GpuSpec(BaseModel):
     """One GPU: peak rates (datasheet), achievable efficiencies (fits), capacity."""
 
@@ -78,6 +85,9 @@ class GpuSpec(BaseModel):
     global_load_latency_us: Positive | None = None
     # GEMM tables (CSV m,n,k,time_us) the GEMM model is checked against (laddersim profiles check).
     gemm_tables: list[MeasuredTable] = []
+    # Quantized GEMM tables, one per kind (laddersim.costs.quantized_gemm); left out of the dump
+    # when empty, so a profile without them dumps and hashes as it did before the field existed.
+    quantized_gemm_tables: list[QuantizedGemmTable] = []
     usable_memory_fraction: Positive = Sourced(
         value=0.9, source="default: 10% of HBM kept for CUDA context, allocator slack, workspace"
     )
@@ -98,6 +108,8 @@ class GpuSpec(BaseModel):
         data = handler(self)
         if self.table_rates is None:
             data.pop("table_rates", None)
+        if not self.quantized_gemm_tables:
+            data.pop("quantized_gemm_tables", None)
         return data
 
     def memory_rate_over_tables(self) -> float:

@@ -65,7 +65,8 @@ class HardwareProfile(BaseModel):
         for where, tables in (("collectives.tables", self.collectives.tables),
                               ("collectives.allgather_tables", self.collectives.allgather_tables),
                               ("collectives.sendrecv_tables", self.collectives.sendrecv_tables),
-                              ("gpu.gemm_tables", self.gpu.gemm_tables)):
+                              ("gpu.gemm_tables", self.gpu.gemm_tables),
+                              ("gpu.quantized_gemm_tables", self.gpu.quantized_gemm_tables)):
             for table in tables:
                 if self.base_dir and not (Path(self.base_dir) / table.file).exists():
                     raise ValueError(f"{where}: file not found: {table.file}")
@@ -187,7 +188,7 @@ def _merged(base: dict, changes: dict) -> dict:
 
 # Where a profile names measured tables (relative to its own folder).
 TABLE_LISTS = (("collectives", "tables"), ("collectives", "allgather_tables"), ("collectives", "sendrecv_tables"),
-               ("gpu", "gemm_tables"))
+               ("gpu", "gemm_tables"), ("gpu", "quantized_gemm_tables"))
 
 
 def _tables_from(mapping: dict, folder: Path) -> dict:

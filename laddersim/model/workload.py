@@ -6,9 +6,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from laddersim.model.quantization import Quantization, quantization
+from laddersim.support.choices import FP8_DTYPE_REFUSAL
 from laddersim.support.limits import MAX_BATCH, MAX_TOKENS
 
-DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "fp8": 1}
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
 
 
 class Workload(BaseModel):
@@ -24,6 +26,12 @@ class Workload(BaseModel):
     ``per_kv_head`` is a
     GQA-aware kernel reading each KV head once for its query group.
 
+    ``quant`` names how the linear layers are quantized (``laddersim.model.quantization``: their
+    weights' bytes, their GEMM, the kernels quantizing their inputs); ``dtype`` is the 16-bit (or
+    float32) type of everything else. ``kv_cache_dtype`` = ``fp8`` stores K and V in one byte
+    (``auto``: the dtype's). FP8 is a quantization, not an element type of the whole pass:
+    ``dtype`` = ``fp8`` is refused, naming ``quant``.
+
     ``framework`` names the serving framework's data file (``laddersim.model.framework``): the kernel
     path of each op; ``kv_cache`` and ``kv_reads`` default to that framework's (make_scenario).
     """
@@ -33,13 +41,22 @@ class Workload(BaseModel):
     batch: int = Field(gt=0, le=MAX_BATCH)
     prompt_len: int = Field(gt=0, le=MAX_TOKENS)
     gen_len: int = Field(gt=0, le=MAX_TOKENS)
-    dtype: Literal["float16", "bfloat16", "float32", "fp8"] = "bfloat16"
+    dtype: Literal["float16", "bfloat16", "float32"] = "bfloat16"
+    quant: Literal["none", "fp8", "fp8-block", "int8-weight", "int4-weight"] = "none"
+    kv_cache_dtype: Literal["auto", "fp8"] = "auto"
     kv_cache: Literal["static", "dynamic"] = "static"
     kv_reads: Literal["repeat_interleave", "per_kv_head"] = "repeat_interleave"
     framework: str = "gpt-fast"
     # The AllReduce implementation forced over the framework's rule (laddersim.costs.allreduce_impls);
     # None: the framework's.
     allreduce: Literal["nccl", "nvls", "pytorch-intra-node", "vllm-custom", "trtllm-custom", "sglang-custom"] | None = None
+
+    @field_validator("dtype", mode="before")
+    @classmethod
+    def _not_fp8(cls, dtype):
+        if dtype == "fp8":
+            raise ValueError(FP8_DTYPE_REFUSAL)
+        return dtype
 
     @field_validator("framework")
     @classmethod
@@ -54,6 +71,20 @@ class Workload(BaseModel):
     @property
     def dtype_bytes(self) -> int:
         return DTYPE_BYTES[self.dtype]
+
+    @property
+    def quantization(self) -> Quantization:
+        return quantization(self.quant)
+
+    @property
+    def weight_bytes(self) -> float:
+        """Bytes of one linear-layer weight element (its scales included)."""
+        return self.quantization.linear_weight_bytes(self.dtype_bytes)
+
+    @property
+    def kv_bytes(self) -> int:
+        """Bytes of one K or V element in the cache."""
+        return 1 if self.kv_cache_dtype == "fp8" else self.dtype_bytes
 
     @property
     def max_seq_len(self) -> int:

@@ -60,6 +60,8 @@ def public_origin(path: str) -> str:
     if family == "aiconfigurator":  # local <family>/<system>/...; upstream <system>/<family>/..., parquet
         kind, system, tail = rest.split("/", 2)
         tail = tail.replace("gemm_perf_bf16_m_le_8192.csv", "gemm_perf.parquet (bf16, m <= 8192)")
+        if kind == "gemm_fp8":  # the FP8 rows of the same upstream GEMM table
+            kind, tail = "gemm", tail.replace("gemm_perf_fp8_m_le_8192.csv", "gemm_perf.parquet (fp8, fp8_block, m <= 8192)")
         tail = tail.replace("_perf.csv", "_perf.parquet")
         return f"{_AIC} : aic-core/src/aiconfigurator_core/systems/data/{system}/{kind}/{tail}"
     if family == "vidur":

@@ -304,6 +304,50 @@ GEMM_SOURCES: dict[str, GemmSource] = {s.key: s for s in (
 )}
 
 
+# Quantized GEMM tables (AIConfigurator's vLLM 0.24.0 FP8 rows, laddersim.costs.quantized_gemm):
+# per-tensor ``fp8`` (CUTLASS scaled-mm under a CUDA graph, the activation quantization included)
+# and block-scaled ``fp8_block``, whose rows were timed without a CUDA graph: below m = 1024 their
+# times are the host's launch cost (~60-100 us at any shape), not the kernel's, so only m >= 1024
+# is kept (``min_m``).
+@dataclass(frozen=True)
+class QuantizedGemmSource:
+    key: str
+    path: str
+    gemm_dtype: str
+    min_m: int
+    rows: str
+    note: str
+
+
+QUANTIZED_GEMM_SOURCES: dict[str, QuantizedGemmSource] = {s.key: s for s in (
+    QuantizedGemmSource(
+        f"aic_gemm_{dtype}_{gpu}_vllm_0.24.0", f"aiconfigurator/gemm_fp8/{gpu}/vllm/0.24.0/gemm_perf_fp8_m_le_8192.csv",
+        dtype, min_m, f"gemm_dtype == '{dtype}', m >= {min_m} (m <= 8192 as copied); us = latency*1e3",
+        note)
+    for gpu in ("h100_sxm", "h200_sxm", "b200_sxm")
+    for dtype, min_m, note in (
+        ("fp8", 1, "vllm 0.24.0 per-tensor FP8 GEMM (CutlassFP8ScaledMMLinearKernel, dynamic per-tensor activation "
+                   "quantization included) under a CUDA graph, 6 weight copies (aiconfigurator PROVENANCE.md)"),
+        ("fp8_block", 1024, "vllm 0.24.0 block-scaled FP8 GEMM (128x128 weight blocks, per-token-group activation "
+                            "quantization included), timed without a CUDA graph: rows below m = 1024 dropped "
+                            "(host launch cost, ~60-100 us at every shape) (aiconfigurator PROVENANCE.md)"))
+)}
+
+
+def read_quantized_gemm_source(key: str, root: Path | None = None) -> pd.DataFrame:
+    """Original rows ``m, n, k, time_us`` of one quantized GEMM table, its dtype's rows from ``min_m``."""
+    root = root or reference_data_root()
+    if root is None:
+        raise FileNotFoundError("the original measurement files (reference_data/) are not named; set "
+                                f"{REFERENCE_DATA_VARIABLE} to the folder holding them")
+    source = QUANTIZED_GEMM_SOURCES[key]
+    raw = pd.read_csv(root / source.path, usecols=["gemm_dtype", "m", "n", "k", "latency"])
+    raw = raw[(raw["gemm_dtype"] == source.gemm_dtype) & (raw["m"] >= source.min_m)]
+    frame = pd.DataFrame({"m": raw["m"].astype(int), "n": raw["n"].astype(int), "k": raw["k"].astype(int),
+                          "time_us": raw["latency"] * 1e3})
+    return frame.sort_values(["n", "k", "m"], kind="stable").reset_index(drop=True)
+
+
 def read_gemm_source(key: str, root: Path | None = None) -> pd.DataFrame:
     """Original rows ``m, n, k, time_us`` of one GEMM table (``root``: default ``reference_data_root()``)."""
     root = root or reference_data_root()

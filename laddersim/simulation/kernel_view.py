@@ -27,6 +27,7 @@ from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.kernel_counts import op_kernels
 from laddersim.costs.op_costs import Phase, fixed_op_times, attention_time_s, linear_shapes, logits_rows
 from laddersim.costs.pass_shapes import first_decode_positions
+from laddersim.costs.quantized_gemm import is_quantized_linear, quantized_class_split_s
 from laddersim.model.framework import load_framework
 from laddersim.support.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
 from laddersim.schedules.program import build_program
@@ -37,7 +38,7 @@ COLUMNS = ["kernel", "class", "count", "us"]
 
 def kernel_table(model, hardware, tp: int, batch: int, schedule: str = "standard", framework: str | None = None,
                  prompt_len: int = DEFAULT_PROMPT_LEN, phase: str = "decode", gen_len: int = DEFAULT_GEN_LEN,
-                 dtype: str = "bfloat16") -> pd.DataFrame:
+                 dtype: str = "bfloat16", quant: str = "none", kv_cache_dtype: str = "auto") -> pd.DataFrame:
     """One layer's kernels as laddersim prices them: a DataFrame with columns ``kernel`` (the op
     kind, ``op.part`` for a kernel within an op), ``class`` (library_gemm, splitk_reduce,
     generated, attention, copy, other, collective), ``count`` (kernels in the layer) and ``us``
@@ -48,9 +49,11 @@ def kernel_table(model, hardware, tp: int, batch: int, schedule: str = "standard
     ``model``: a preset or config.json path; ``hardware``: a profile name or path; ``framework``:
     a shipped framework or a framework .yaml (default gpt-fast); ``phase``: ``decode`` (the first
     decode step after a ``prompt_len`` prompt: a static cache attends all ``prompt_len + gen_len``
-    positions) or ``prefill`` (the prompt of ``batch`` sequences)."""
+    positions) or ``prefill`` (the prompt of ``batch`` sequences); ``quant``, ``kv_cache_dtype``: the
+    linears' quantization and the KV cache's element type (laddersim.model.quantization)."""
     scenario = make_scenario(model=model, hardware=hardware, tp=tp, batch=batch, prompt_len=prompt_len, gen_len=gen_len,
-                             schedule=schedule, dtype=dtype, framework=framework or "gpt-fast")
+                             schedule=schedule, dtype=dtype, framework=framework or "gpt-fast", quant=quant,
+                             kv_cache_dtype=kv_cache_dtype)
     scenario.model.check_tp(tp)
     fw = load_framework(scenario.workload.framework)
     if phase not in ("decode", "prefill"):
@@ -94,8 +97,12 @@ def _priced_rows(scenario, fw, phase: Phase) -> list[tuple]:
             if copies:
                 rows.append(_input_copy_row(scenario, phase, copies))
             continue
-        for cls, part_s in class_split_s(times[kind], per_class, shapes.get(kind), gpu).items():  # the reduce first
-            name = f"{kind}.splitk_reduce" if cls == "splitk_reduce" else kind
+        split = (quantized_class_split_s(hw, work, times[kind], shapes[kind]) if is_quantized_linear(work, kind)
+                 and kind in shapes else class_split_s(times[kind], per_class, shapes.get(kind), gpu))
+        for cls, part_s in split.items():  # the reduce (or the input's quantization) first
+            name = {"splitk_reduce": f"{kind}.splitk_reduce"}.get(cls, kind)
+            if cls == "generated" and is_quantized_linear(work, kind):
+                name = f"{kind}.quantize"
             rows.append((name, cls, per_class[cls] * ops, part_s * ops * 1e6))
     return rows
 

@@ -51,25 +51,29 @@ class SimOptions:
 def make_scenario(*, model, hardware, tp: int, batch: int, prompt_len: int, gen_len: int, schedule: str,
                   dtype: str = "bfloat16", kv_cache: str | None = None, kv_reads: str | None = None,
                   framework: str = "gpt-fast", pp: int = 1, microbatches: int = 1,
-                  allreduce: str | None = None) -> Scenario:
+                  allreduce: str | None = None, quant: str = "none", kv_cache_dtype: str = "auto") -> Scenario:
     """A Scenario from names or objects (model preset / config.json path, profile name / path);
     ``kv_cache`` and ``kv_reads`` default to the ``framework``'s (laddersim/data/frameworks). ``pp``
     stages of ``tp`` GPUs each, ``microbatches`` batches of ``batch / microbatches`` in flight
     through them (``laddersim.simulation.pipeline``). ``allreduce``: the AllReduce implementation
-    forced over the framework's rule (one line where this group, machine or dtype cannot run it)."""
+    forced over the framework's rule (one line where this group, machine or dtype cannot run it).
+    ``quant`` and ``kv_cache_dtype``: the linear layers' quantization and the KV cache's element
+    type (``laddersim.model.quantization``)."""
     shape = model if isinstance(model, ModelShape) else load_model_shape(model)
     profile = hardware if isinstance(hardware, HardwareProfile) else load_profile(hardware)
     fw = load_framework(framework)
     try:
         work = _workload(batch, prompt_len, gen_len, dtype, kv_cache or fw.kv_cache.value,
-                         kv_reads or fw.kv_reads.value, framework, allreduce)
+                         kv_reads or fw.kv_reads.value, framework, allreduce, quant, kv_cache_dtype)
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise UserInputError(f"{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        message = str(err["msg"]).removeprefix("Value error, ")
+        raise UserInputError(f"{'.'.join(map(str, err['loc']))}: {message}") from None
     parse_schedule(schedule, shape.n_layers)
     profile.gpu.peak_flops_per_s_for(work.dtype)  # a dtype this GPU cannot run is one error line now
     if allreduce is not None:
         require_runs(allreduce, profile, tp, work.dtype)
+    check_quantization(work, profile, fw)
     shape.check_window(work.prompt_len, work.gen_len)
     check_pipeline(shape, batch, pp, microbatches)
     return Scenario(shape, profile, work, tp, schedule, pp, microbatches)
@@ -77,11 +81,28 @@ def make_scenario(*, model, hardware, tp: int, batch: int, prompt_len: int, gen_
 
 @lru_cache(maxsize=4096)
 def _workload(batch: int, prompt_len: int, gen_len: int, dtype: str, kv_cache: str, kv_reads: str,
-              framework: str, allreduce: str | None = None) -> Workload:
+              framework: str, allreduce: str | None = None, quant: str = "none",
+              kv_cache_dtype: str = "auto") -> Workload:
     """One (frozen) Workload per distinct set of values: a sweep's points share them, and the
     costs remembered by workload find them by identity."""
     return Workload(batch=batch, prompt_len=prompt_len, gen_len=gen_len, dtype=dtype, kv_cache=kv_cache,
-                    kv_reads=kv_reads, framework=framework, allreduce=allreduce)
+                    kv_reads=kv_reads, framework=framework, allreduce=allreduce, quant=quant,
+                    kv_cache_dtype=kv_cache_dtype)
+
+
+def check_quantization(work: Workload, profile: HardwareProfile, fw) -> None:
+    """One line where the GPU cannot run the quantization's GEMMs (FP8 needs an FP8 tensor-core
+    peak: Hopper, Ada, Blackwell; not Ampere), or where the framework's attention path cannot read
+    an FP8 KV cache (only fused attention kernels, as vLLM's and TensorRT-LLM's, are priced so)."""
+    if work.quantization.needs_fp8 and profile.gpu.peak_tflops_fp8 is None:
+        raise UserInputError(f"quant: {profile.gpu.name} has no FP8 tensor cores (no peak_tflops_fp8 in {profile.name}); "
+                             "allowed: none, int8-weight, int4-weight")
+    paths = {"prefill": fw.prefill_attention_path, "decode": fw.decode_attention_path}
+    other = {phase: path for phase, path in paths.items() if path != "fused"}
+    if work.kv_cache_dtype == "fp8" and other:
+        phase, path = next(iter(other.items()))
+        raise UserInputError(f"kv-cache-dtype: fp8 is priced on fused attention kernels only; framework "
+                             f"{work.framework} runs {phase} attention as {path}; allowed: auto, or --framework vllm")
 
 
 def check_pipeline(model: ModelShape, batch: int, pp: int, microbatches: int) -> None:

@@ -8,7 +8,14 @@ nothing, so every layer may read it and ``import laddersim`` stays cheap.
 
 # Element types a scenario runs in (laddersim.model.workload.DTYPE_BYTES has their sizes; a test checks
 # that the two name the same ones).
-DTYPES = ("bfloat16", "float16", "float32", "fp8")
+DTYPES = ("bfloat16", "float16", "float32")
+# How the linear layers are quantized, and the KV cache's element type (laddersim.model.quantization
+# has their records; a test checks that the names agree). FP8 is a quantization, not a dtype.
+QUANTS = ("none", "fp8", "fp8-block", "int8-weight", "int4-weight")
+KV_CACHE_DTYPES = ("auto", "fp8")
+# FP8 serving quantizes the linear layers (and optionally the KV cache), not every tensor.
+FP8_DTYPE_REFUSAL = ("fp8 is not an element type of the whole pass; allowed: bfloat16, float16, float32, with "
+                     "--quant fp8 (FP8 linear layers) and --kv-cache-dtype fp8 (FP8 KV cache)")
 # gpt-fast's preallocated cache read in full each step, or one that grows with the sequence.
 KV_CACHES = ("static", "dynamic")
 # K/V copied to every query head (gpt-fast's repeat_interleave) or read once per KV head (GQA-aware).

@@ -37,7 +37,7 @@ def profile_sha256(profile) -> str:
     """SHA-256 of a profile's values (what-if overrides included, the folder it was loaded from
     excluded) and of the bytes of every table it names: equal hashes, equal simulations."""
     digest = hashlib.sha256(json.dumps(profile.model_dump(mode="json"), sort_keys=True).encode())
-    for table in [*profile.collectives.tables, *profile.gpu.gemm_tables]:
+    for table in [*profile.collectives.tables, *profile.gpu.gemm_tables, *profile.gpu.quantized_gemm_tables]:
         path = Path(profile.base_dir) / table.file
         try:
             digest.update(f"\n{table.file}\n".encode() + path.read_bytes())

@@ -21,6 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from laddersim.support.choices import FP8_DTYPE_REFUSAL
 from laddersim.support.config_files import build, read_yaml_mapping
 from laddersim.support.limits import EXCLUSIVE_PAIRS, MAX_BATCH, MAX_TOKENS, MAX_TP, OVERRIDE_COLUMNS, override_problem
 from laddersim.schedules.plan import SCHEDULE_NAMES
@@ -113,6 +114,13 @@ class SweepGrid(BaseModel):
     @classmethod
     def _wrap(cls, value):
         return _as_list(value)
+
+    @field_validator("dtype")
+    @classmethod
+    def _no_fp8(cls, values: list[str]) -> list[str]:
+        if "fp8" in values:  # a quantization of the linears (simulate --quant fp8), not a sweep dtype
+            raise ValueError(FP8_DTYPE_REFUSAL)
+        return values
 
     @field_validator("tp", "pp", "pp_microbatches", "batch", "prompt_len", "gen_len")
     @classmethod

@@ -28,14 +28,15 @@ def kv_block_count(scenario: Scenario, options: ServingOptions, stage: Stage | N
     model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
     largest = Workload(batch=options.max_running,
                        prompt_len=max(1, math.ceil(options.max_batched_tokens / options.max_running)),
-                       gen_len=1, dtype=work.dtype, kv_cache="dynamic", framework=work.framework)
+                       gen_len=1, dtype=work.dtype, kv_cache="dynamic", framework=work.framework,
+                       quant=work.quant, kv_cache_dtype=work.kv_cache_dtype)
     use = memory_use(model, hw, largest, tp, stage)
     longest_prompt = Workload(batch=1, prompt_len=options.max_batched_tokens, gen_len=1, dtype=work.dtype,
                               kv_cache="dynamic", framework=work.framework)
     attention_bytes = attention_peak_bytes(model, longest_prompt, tp)[0]
     free_bytes = use.capacity_bytes - use.weights_bytes - use.activations_bytes - attention_bytes
     layers = stage.n_layers if stage else model.n_layers
-    block_bytes = options.block_size * model.kv_bytes_per_token_per_rank(tp, work.dtype_bytes) * layers / model.n_layers
+    block_bytes = options.block_size * model.kv_bytes_per_token_per_rank(tp, work.kv_bytes) * layers / model.n_layers
     blocks = int(free_bytes // block_bytes) if free_bytes > 0 else 0
     if blocks < 1:
         gib = 2**30

@@ -47,7 +47,8 @@ class ServingResult:
 
 
 def serving_scenario(model, hardware, tp: int, schedule: str, dtype: str = "bfloat16",
-                     kv_reads: str = "per_kv_head", framework: str = "gpt-fast", pp: int = 1) -> Scenario:
+                     kv_reads: str = "per_kv_head", framework: str = "gpt-fast", pp: int = 1, quant: str = "none",
+                     kv_cache_dtype: str = "auto") -> Scenario:
     """A Scenario for serving: a paged (dynamic) KV cache; batch and lengths come per iteration;
     ``pp`` pipeline stages of ``tp`` GPUs (``laddersim.traffic.pipelined``: one batch in flight per stage).
 
@@ -68,11 +69,13 @@ def serving_scenario(model, hardware, tp: int, schedule: str, dtype: str = "bflo
     * ``gpt-fast-graph`` is refused (one line): its memory-efficient attention kernel is priced
       by its grid over one static batch, which an iteration's mix of sequences does not have.
 
-    ``kv_reads`` overrides the framework's (default per_kv_head: a GQA-aware kernel). A kernel
+    ``kv_reads`` overrides the framework's (default per_kv_head: a GQA-aware kernel); ``quant`` and
+    ``kv_cache_dtype``: the linears' quantization and the cache's element type (laddersim.model.quantization). A kernel
     calibration file (``laddersim calibrate kernels``) is refused by the iteration timer: it
     prices one static batch's decode steps only."""
     scenario = make_scenario(model=model, hardware=hardware, tp=tp, batch=1, prompt_len=1, gen_len=1, schedule=schedule,
-                             dtype=dtype, kv_cache="dynamic", kv_reads=kv_reads, framework=framework, pp=pp)
+                             dtype=dtype, kv_cache="dynamic", kv_reads=kv_reads, framework=framework, pp=pp,
+                             quant=quant, kv_cache_dtype=kv_cache_dtype)
     if pp > 1:
         place(scenario.hardware, tp, pp)  # the stages fit the profile's nodes, or one line
     return scenario
@@ -101,7 +104,7 @@ def timer_for(scenario: Scenario, options: ServingOptions) -> IterationTimer | l
     keeps them alive)."""
     w = scenario.workload
     key = (id(scenario.model), id(scenario.hardware), scenario.tp, scenario.pp, scenario.schedule, w.dtype,
-           w.kv_cache, w.kv_reads, w.framework, options.points_per_octave)
+           w.kv_cache, w.kv_reads, w.framework, options.points_per_octave, w.quant, w.kv_cache_dtype)
     if key not in _TIMERS:
         if len(_TIMERS) >= 64:
             _TIMERS.pop(next(iter(_TIMERS)))

@@ -9,6 +9,7 @@ them). Each row is priced with:
 * the engine's scheduler (``laddersim.traffic.engines``: its token budget, running limit and
   prompt chunking) and the kernels of the closest framework laddersim has (ENGINE_FRAMEWORKS);
 * the shipped profile of its GPU (HARDWARE_PROFILES);
+* its dtype (DTYPES), or for a quantized row its quantization (QUANTIZED_DTYPES);
 * the model's config from the table folder's ``models/`` (``org--name.json`` for ``org/name``),
   or a shipped preset of that name.
 
@@ -41,9 +42,12 @@ ENGINE_FRAMEWORKS = {engine: engine if engine in FRAMEWORKS else CLOSEST_FRAMEWO
 # GPU names as the tables write them -> the shipped profile of that GPU in its 8-GPU NVSwitch node.
 HARDWARE_PROFILES = {"H100-SXM5-80GB": "h100-sxm-nvswitch", "H200-SXM-141GB": "h200-sxm-nvswitch",
                      "A100-SXM4-80GB": "a100-sxm-nvswitch", "B200": "b200-sxm-nvswitch", "L40S": "l40s-pcie"}
-# Dtypes a table names that laddersim does not price as the kernels run them, and why.
-UNPRICED_DTYPES = {"fp8": "FP8 serving (FP8 GEMMs, quantize and scale kernels, FP8 KV cache) is not priced"}
 DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16"}
+# A dtype the tables name for quantized serving -> (the activations' dtype, laddersim's quantization,
+# the KV cache's dtype): AIConfigurator's fp8 rows are its ``precision fp8, gemm_quant_mode fp8``
+# (FP8 linears, laddersim.model.quantization); the KV cache is at vLLM's default
+# (``--kv-cache-dtype auto``: the model's dtype), as the rows name no KV quantization.
+QUANTIZED_DTYPES = {"fp8": ("bfloat16", "fp8", "auto")}
 MEASURED_MIN = 32  # measured requests per row at the least (and 2 per slot): steady-state means
 
 
@@ -122,10 +126,9 @@ def score_closed_loop(path: str | Path, models_dir: str | Path | None = None,
             if engine not in ENGINE_FRAMEWORKS:
                 raise UserInputError(f"engine {row.engine!r} has no scheduler here; allowed: "
                                      f"{', '.join(ENGINE_FRAMEWORKS)}")
-            if dtype in UNPRICED_DTYPES:
-                raise UserInputError(UNPRICED_DTYPES[dtype])
-            if dtype not in DTYPES:
-                raise UserInputError(f"dtype {row.dtype!r}; allowed: {', '.join(DTYPES)}")
+            if dtype not in DTYPES and dtype not in QUANTIZED_DTYPES:
+                raise UserInputError(f"dtype {row.dtype!r}; allowed: {', '.join([*DTYPES, *QUANTIZED_DTYPES])}")
+            activations, quant, kv_cache_dtype = QUANTIZED_DTYPES.get(dtype, (DTYPES.get(dtype), "none", "auto"))
             if row.hardware not in HARDWARE_PROFILES:
                 raise UserInputError(f"hardware {row.hardware!r} has no shipped profile; allowed: "
                                      f"{', '.join(HARDWARE_PROFILES)}")
@@ -135,7 +138,7 @@ def score_closed_loop(path: str | Path, models_dir: str | Path | None = None,
                 profiles[row.hardware] = load_profile(HARDWARE_PROFILES[row.hardware])
             framework = ENGINE_FRAMEWORKS[engine]
             scenario = serving_scenario(shapes[row.model], profiles[row.hardware], int(row.tp), "standard",
-                                        DTYPES[dtype], framework=framework)
+                                        activations, framework=framework, quant=quant, kv_cache_dtype=kv_cache_dtype)
             scenario.model.check_tp(int(row.tp))
             options = engine_options(engine, ServingOptions())
             c = int(row.concurrency)

@@ -10,7 +10,11 @@ models folder (``--models DIR``; default: ``models/`` beside the table), and opt
 ``prefill_s`` / ``decode_s`` columns are compared with the predicted phase times. An optional
 ``pp`` column (default 1) gives each row's pipeline stages, each a TP group of ``tp`` GPUs; an
 optional ``allreduce`` column the AllReduce implementation forced over the row's framework rule
-(``laddersim.costs.allreduce_impls``; blank: the framework's).
+(``laddersim.costs.allreduce_impls``; blank: the framework's). Optional ``quant`` and
+``kv_cache_dtype`` columns give each row's quantization of the linears and KV cache element type
+(laddersim.model.quantization; blank: none and auto). A ``dtype`` of ``fp8`` (published tables
+label FP8 serving so, e.g. TensorRT-LLM's performance tables: FP8 weights and an FP8 KV cache) is
+read as ``quant`` fp8 and ``kv_cache_dtype`` fp8 over float16 activations.
 
 Every setting a row carries (``hardware``, ``dtype``, ``framework``, ``allreduce``) is read from the
 row; a setting given to the setup (a command-line flag) overrides the column in every row, and a
@@ -43,7 +47,9 @@ OPTIONAL_INTEGER_COLUMNS = ("pp",)  # a pipeline's stages; a table without the c
 # A measured setting; ``hardware`` and ``dtype`` count where the table has them (ladder_bench
 # writes dtype: a float32 and a bfloat16 run of one setting are two settings).
 SETTING = ["model", "hardware", "framework", "allreduce", "tp", "pp", "nodes", "batch", "prompt_len", "gen_len",
-           "dtype"]
+           "dtype", "quant", "kv_cache_dtype"]
+# A table's dtype label for FP8 serving: its quantization, KV cache and activations' dtype.
+FP8_LABEL = {"quant": "fp8", "kv_cache_dtype": "fp8", "dtype": "float16"}
 MODELS_FOLDER = "models"  # beside a measured table: config.json files its model column names
 
 
@@ -127,6 +133,7 @@ def read_measured(path: str | Path | None = None, models_dir: str | Path | None 
     frame["tokens_per_s"] = tokens.astype(float)
     if "dtype" in frame.columns:
         _check_dtypes(frame, path)
+    _check_quantization(frame, path)
     if "mode" in frame.columns and frame["mode"].nunique(dropna=False) > 1:
         modes = ", ".join(sorted(frame["mode"].astype(str).unique()))
         raise UserInputError(f"measured: {path} mixes mode values ({modes}); validate one mode at a time "
@@ -191,14 +198,40 @@ def _check_dtypes(frame: pd.DataFrame, path: Path) -> None:
     """A ``dtype`` column names one of the simulator's dtypes in every row: a blank one (a row cut
     short mid-write, or a mix of tables) would be keyed apart from the setting it really is."""
     text = frame["dtype"].astype("string").str.strip()
-    bad = text.isna() | ~text.isin(list(DTYPE_BYTES))
+    bad = text.isna() | ~text.isin([*DTYPE_BYTES, "fp8"])
     if bad.any():
         row = int(bad.to_numpy().nonzero()[0][0])
         value = "blank" if pd.isna(text.iloc[row]) or not text.iloc[row] else repr(str(text.iloc[row]))
         raise UserInputError(f"measured: dtype in row {row + 1} of {path} is {value}; allowed: "
-                             f"{', '.join(DTYPE_BYTES)} in every row (a row cut short mid-write lacks it: "
+                             f"{', '.join(DTYPE_BYTES)}, fp8 in every row (a row cut short mid-write lacks it: "
                              "delete that row), or no dtype column")
     frame["dtype"] = text.astype(str)
+
+
+def _check_quantization(frame: pd.DataFrame, path: Path) -> None:
+    """Optional ``quant`` and ``kv_cache_dtype`` columns name allowed values (blank: none, auto)."""
+    from laddersim.support.choices import KV_CACHE_DTYPES, QUANTS
+
+    for column, allowed in (("quant", QUANTS), ("kv_cache_dtype", KV_CACHE_DTYPES)):
+        if column not in frame.columns:
+            continue
+        text = frame[column].astype("string").str.strip().fillna("")
+        bad = (text != "") & ~text.isin(allowed)
+        if bad.any():
+            row = int(bad.to_numpy().nonzero()[0][0])
+            raise UserInputError(f"measured: {column} in row {row + 1} of {path} is {str(text.iloc[row])!r}; "
+                                 f"allowed: {', '.join(allowed)}, or blank")
+        frame[column] = text.astype(str)
+
+
+def row_quantization(row, dtype: str) -> tuple[str, str, str]:
+    """(dtype, quant, kv_cache_dtype) of a measured row: its columns where set, a ``dtype`` of fp8
+    read as ``FP8_LABEL``."""
+    quant = getattr(row, "quant", "") or ""
+    kv = getattr(row, "kv_cache_dtype", "") or ""
+    if dtype == "fp8":
+        return FP8_LABEL["dtype"], quant or FP8_LABEL["quant"], kv or FP8_LABEL["kv_cache_dtype"]
+    return dtype, quant or "none", kv or "auto"
 
 
 def _resolve_model(model: str, table: Path, models_dir: Path) -> str:
@@ -244,10 +277,12 @@ def check_rows(frame: pd.DataFrame, setup: ValidationSetup) -> list:
         allreduce = setup.allreduce  # given: it overrides the row's allreduce column
         if allreduce is None and isinstance(getattr(row, "allreduce", None), str) and row.allreduce:
             allreduce = row.allreduce  # blank or absent: the framework's rule
+        dtype, quant, kv_cache_dtype = row_quantization(row, dtype)
         scenario = make_scenario(model=row.model, hardware=profile, tp=int(row.tp), batch=int(row.batch),
                                  prompt_len=int(row.prompt_len), gen_len=int(row.gen_len), schedule=row.schedule,
                                  dtype=dtype, kv_cache=setup.kv_cache, kv_reads=setup.kv_reads, framework=framework,
-                                 pp=int(getattr(row, "pp", 1)), allreduce=allreduce)
+                                 pp=int(getattr(row, "pp", 1)), allreduce=allreduce, quant=quant,
+                                 kv_cache_dtype=kv_cache_dtype)
         scenario.model.check_tp(scenario.tp)
         check_memory(scenario)
         if scenario_nodes(scenario) != int(row.nodes):

@@ -11,7 +11,9 @@ Each row becomes a scenario of its model, TP, batch, lengths and dtype, on:
   mapping the closed-loop tables use: the 8-GPU node of that GPU).
 
 The mapping used is returned with the scores. Rows laddersim does not price as they ran are
-skipped, each with its reason: a dtype other than 16-bit (``UNPRICED_DTYPES``), a batch whose KV
+skipped, each with its reason: a dtype neither 16-bit nor quantized serving (``PRICED_DTYPES``,
+``QUANTIZED_DTYPES``: a row's ``fp8`` is FP8 weights and KV cache, as TensorRT-LLM's performance
+tables label it, priced with ``--quant fp8 --kv-cache-dtype fp8`` over float16), a batch whose KV
 cache does not fit the GPU as one static batch (the engines then make part of it wait). Errors are
 ``predicted / measured - 1`` of ``tokens_per_s``, ``ttft_s`` (the batch's prefill) and ``tpot_s``
 (a decode step), per GPU x engine group.
@@ -36,7 +38,8 @@ STATIC_COLUMNS = ("model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p
 ENGINE_FRAMEWORKS = {"trtllm": "trtllm", "tensorrt-llm": "trtllm", "lmdeploy-turbomind": "trtllm",
                      "vllm": "vllm", "sglang": "sglang", "gpt-fast": "gpt-fast"}
 PRICED_DTYPES = {"float16": "float16", "fp16": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16"}
-UNPRICED_DTYPES = {"fp8": "FP8 weights and KV cache (FP8 GEMMs, quantize and scale kernels) are not priced here"}
+# A dtype label of quantized serving -> (activations' dtype, quantization, KV cache dtype).
+QUANTIZED_DTYPES = {"fp8": ("float16", "fp8", "fp8")}
 MODELS_FOLDER = "models"
 METRICS = ("tokens_per_s", "ttft_s", "tpot_s")
 
@@ -89,9 +92,10 @@ def score_static(path: str | Path, models_dir: str | Path | None = None,
     scored, skipped, used = [], [], {}
     for row in frame.itertuples(index=False):
         engine, dtype = str(row.engine).lower(), str(row.dtype).lower()
-        if dtype in UNPRICED_DTYPES or dtype not in PRICED_DTYPES:
-            skipped.append({**row._asdict(), "reason": UNPRICED_DTYPES.get(dtype, f"dtype {row.dtype} not priced")})
+        if dtype not in PRICED_DTYPES and dtype not in QUANTIZED_DTYPES:
+            skipped.append({**row._asdict(), "reason": f"dtype {row.dtype} not priced"})
             continue
+        activations, quant, kv_cache_dtype = QUANTIZED_DTYPES.get(dtype, (PRICED_DTYPES.get(dtype), "none", "auto"))
         if engine not in ENGINE_FRAMEWORKS:
             raise UserInputError(f"measured: engine {row.engine!r} has no framework here; allowed: "
                                  f"{', '.join(ENGINE_FRAMEWORKS)}")
@@ -101,8 +105,9 @@ def score_static(path: str | Path, models_dir: str | Path | None = None,
         framework, profile = ENGINE_FRAMEWORKS[engine], HARDWARE_PROFILES[row.hardware]
         scenario = make_scenario(model=_model_source(str(row.model), folder), hardware=profile, tp=int(row.tp),
                                  batch=int(row.batch), prompt_len=int(row.prompt_len), gen_len=int(row.gen_len),
-                                 schedule=str(row.schedule), dtype=PRICED_DTYPES[dtype], framework=framework,
-                                 allreduce=allreduce)
+                                 schedule=str(row.schedule), dtype=activations, framework=framework,
+                                 allreduce=allreduce, quant=quant, kv_cache_dtype=kv_cache_dtype,
+                                 kv_reads=_kv_reads(engine, str(row.engine_version), str(row.hardware)))
         try:
             check_memory(scenario)
         except DoesNotFitError:
@@ -121,6 +126,26 @@ def score_static(path: str | Path, models_dir: str | Path | None = None,
     rows = pd.DataFrame(scored)
     mappings = [f"engine {e} -> {f} kernels; hardware {h} -> {p}" for (e, h), (f, p) in sorted(used.items())]
     return StaticScore(rows, pd.DataFrame(skipped), static_summary(rows), mappings)
+
+
+# TensorRT-LLM before 0.10 ran Hopper's grouped-query generation attention as its masked
+# multi-head kernel, K and V read per query head; its Hopper XQA kernels came with 0.10
+# (NVIDIA/TensorRT-LLM release notes v0.10.0: "Integrated the new NVIDIA Hopper XQA kernels for
+# LLaMA 2 70B model").
+TRTLLM_HOPPER_XQA_VERSION = (0, 10)
+HOPPER_GPUS = ("H100", "H200")
+
+
+def _kv_reads(engine: str, version: str, hardware: str) -> str | None:
+    """The decode attention's K/V reads of ``engine`` at ``version`` on ``hardware`` where they
+    differ from its framework's (None: the framework's)."""
+    if engine not in ("trtllm", "tensorrt-llm") or not hardware.startswith(HOPPER_GPUS):
+        return None
+    try:
+        parts = tuple(int(p) for p in version.split(".")[:2])
+    except ValueError:
+        return None
+    return "repeat_interleave" if parts < TRTLLM_HOPPER_XQA_VERSION else None
 
 
 def static_summary(rows: pd.DataFrame) -> pd.DataFrame:

@@ -30,8 +30,8 @@ import pandas as pd
 
 from laddersim.profiles_check.origins import public_origin
 from laddersim.profiles_check.sources import (
-    ALLREDUCE_SOURCES, GEMM_SOURCES, SENDRECV_SOURCES, read_allreduce_source, read_gemm_source,
-    reference_data_root,
+    ALLREDUCE_SOURCES, GEMM_SOURCES, QUANTIZED_GEMM_SOURCES, SENDRECV_SOURCES, read_allreduce_source,
+    read_gemm_source, read_quantized_gemm_source, reference_data_root,
 )
 
 OUT = Path(__file__).resolve().parents[2] / "hardware_profiles" / "tables"
@@ -95,6 +95,16 @@ def main() -> int:
             f"rows: {src.rows}; m in {{{', '.join(map(str, GEMM_M))}}}: up to m = {GEMM_WINDOW_MAX_M} the median "
             "of the rows with m within a factor sqrt(2) (decode sizes, bimodal from one m to the next), "
             "above it the rows at that m (median of duplicates)",
+            f"note: {src.note}",
+            "resampled by tools/fits/resample_reference.py",
+        ], frame)
+        print(f"{key}: {len(frame)} rows")
+    for key, src in QUANTIZED_GEMM_SOURCES.items():  # the same resampling of the FP8 rows
+        frame = resample_gemm(read_quantized_gemm_source(key, root))
+        _write(OUT / f"{key}.csv", [
+            f"source: {public_origin(src.path)}",
+            f"rows: {src.rows}; m in {{{', '.join(str(m) for m in GEMM_M if m >= src.min_m)}}}: up to m = "
+            f"{GEMM_WINDOW_MAX_M} the median of the rows with m within a factor sqrt(2), above it the rows at that m",
             f"note: {src.note}",
             "resampled by tools/fits/resample_reference.py",
         ], frame)

@@ -1,0 +1,112 @@
+"""Seconds of one linear layer under a quantization (laddersim.model.quantization), and the
+kernels that quantize its input.
+
+* FP8 (``fp8``, ``fp8-block``): from the profile's measured table of that GEMM kind
+  (``gpu.quantized_gemm_tables``: AIConfigurator's vLLM 0.24.0 FP8 rows, whose times include the
+  activation quantization the vLLM layer runs before the GEMM), interpolated as the 16-bit tables
+  are (laddersim.costs.gemm_tables); outside the table's grid the FP8 roofline anchored to its
+  nearest point. A profile without the table prices the GEMM by the roofline (the GPU's fitted
+  GEMM efficiencies at its FP8 peak, one byte per operand element) plus the quantize kernels, each
+  a memory-bound kernel reading the 16-bit input (the max reduction) or reading it and writing
+  its FP8 copy (the conversion).
+* Block-scaled FP8 (``fp8-block``) from its own table (its rows from m = 1024, beyond them the
+  roofline anchored to the nearest) where its time is at least ``BLOCK_TABLE_MIN_S``: the rows were
+  timed without a CUDA graph, so a shorter GEMM's time is the host's launch cost (60-100 us at every
+  shape below m = 1024, and at small n, k above it). Elsewhere it is priced as the
+  per-tensor FP8 GEMM: both stream the same one-byte weights, and where the block table is
+  reliable the two are close (AIConfigurator vLLM 0.24.0, rows of at least 0.3 ms: median block /
+  per-tensor time 0.905 on H100 (3640 rows), 0.992 on H200 (3543), 1.027 on B200 (2306)).
+* Weight-only (``int8-weight``, ``int4-weight``): the 16-bit GEMM's time (its table or roofline)
+  with the part above the kernel floor scaled by the bytes moved at the quantized weights' size
+  over the bytes at 16 bit, never below the 16-bit compute roofline: the dequantization runs inside
+  the GEMM, which streams fewer weight bytes and computes at 16 bit (Marlin's W4A16 reaches close
+  to the 4x of the bytes up to batch 16-32 and the 16-bit rate beyond: IST-DASLab/marlin README).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from laddersim.costs.gemm import gemm_time_s, memory_bound_time_s
+from laddersim.costs.gemm_tables import SOL, library_gemm_time_s, table_path, table_time_s
+from laddersim.hardware.compute_specs import QuantizedGemmTable
+from laddersim.hardware.profile import HardwareProfile
+from laddersim.model.workload import Workload
+
+FP8_BYTES = 1
+BLOCK_TABLE_MIN_S = 300e-6  # see the module docstring
+BLOCK_TABLE_MIN_M = 1024  # the block tables' least m (laddersim.profiles_check.sources: QuantizedGemmSource.min_m)
+
+
+def quantized_gemm_table(hw: HardwareProfile, gemm_dtype: str) -> QuantizedGemmTable | None:
+    """The profile's measured table of ``gemm_dtype`` GEMMs (``fp8``, ``fp8_block``), if any."""
+    return next((t for t in hw.gpu.quantized_gemm_tables if t.gemm_dtype == gemm_dtype and t.use == "model"), None)
+
+
+def quantize_time_s(hw: HardwareProfile, work: Workload, m: int, k: int) -> float:
+    """Seconds of the kernels quantizing one linear's ``m x k`` 16-bit input to FP8: the first
+    reads it (a dynamic scale's max reduction; a per-token-group kernel also writes), the second
+    reads it and writes one byte per element."""
+    kernels = work.quantization.quantize_kernels
+    if kernels == 0:
+        return 0.0
+    read, write = m * k * work.dtype_bytes, m * k * FP8_BYTES
+    moved = read + (kernels - 1) * read + write
+    return float(memory_bound_time_s(hw.gpu, moved, kernels=kernels))
+
+
+def quantized_linear_time_s(hw: HardwareProfile, work: Workload, m: int, n: int, k: int,
+                            peak_16bit_flops_per_s: float) -> tuple[float, str]:
+    """Seconds of one quantized linear (its input's quantization included) and the source label."""
+    quant = work.quantization
+    if quant.gemm == "weight_only":
+        return _weight_only_time_s(hw, work, m, n, k, peak_16bit_flops_per_s)
+    if quant.gemm == "fp8_block":
+        block = _fp8_table_time_s(hw, "fp8_block", m, n, k)
+        if block is not None and m >= BLOCK_TABLE_MIN_M and block[0] >= BLOCK_TABLE_MIN_S:
+            return block
+    measured = _fp8_table_time_s(hw, "fp8", m, n, k)
+    if measured is not None:
+        return measured
+    seconds = float(gemm_time_s(hw.gpu, m, n, k, FP8_BYTES, None, hw.gpu.peak_flops_per_s_for("fp8")))
+    return seconds + quantize_time_s(hw, work, m, k), SOL
+
+
+def _fp8_table_time_s(hw: HardwareProfile, gemm_dtype: str, m: int, n: int, k: int) -> tuple[float, str] | None:
+    """The GEMM's time and label from the profile's ``gemm_dtype`` table; None without one."""
+    table = quantized_gemm_table(hw, gemm_dtype)
+    if table is None or not hw.base_dir:
+        return None
+    peak = hw.gpu.peak_flops_per_s_for("fp8")
+    return table_time_s(hw.gpu, table_path(hw.base_dir, table.file), m, n, k, FP8_BYTES, peak)
+
+
+def _weight_only_time_s(hw: HardwareProfile, work: Workload, m: int, n: int, k: int,
+                        peak: float) -> tuple[float, str]:
+    b = work.dtype_bytes
+    full_s, label = library_gemm_time_s(hw, m, n, k, b, peak)
+    ratio = (m * k * b + n * k * work.weight_bytes + m * n * b) / (b * (m * k + n * k + m * n))
+    gpu = hw.gpu
+    tile = gpu.gemm_tile_m.value
+    compute_s = 2.0 * np.ceil(m / tile) * tile * n * k / (peak * gpu.gemm_compute_efficiency.value)
+    body = max((full_s - gpu.kernel_launch_s) * ratio, float(compute_s))
+    return gpu.kernel_launch_s + body, label
+
+
+# The linear op kinds a quantization covers (laddersim.costs.pass_shapes.linear_shapes; the LM
+# head stays 16-bit).
+QUANTIZED_KINDS = frozenset({"qkv", "o_proj", "gate_up", "qkv_gate_up", "down"})
+
+
+def is_quantized_linear(work: Workload, kind: str) -> bool:
+    """Is op ``kind`` a linear run by the quantization's GEMM?"""
+    return work.quant != "none" and kind in QUANTIZED_KINDS
+
+
+def quantized_class_split_s(hw: HardwareProfile, work: Workload, seconds: float, shape) -> dict[str, float]:
+    """A quantized linear's ``seconds`` by kernel class (laddersim.costs.kernel_counts): its input's
+    quantize kernels (``generated``, priced as ``quantize_time_s``) apart from its GEMM
+    (``library_gemm``, the rest). ``shape``: the linear's (m, n, k, parts)."""
+    quantize_s = quantize_time_s(hw, work, shape[0], shape[2]) if work.quantization.quantize_kernels else 0.0
+    quantize_s = min(quantize_s, seconds)
+    return {**({"generated": quantize_s} if work.quantization.quantize_kernels else {}), "library_gemm": seconds - quantize_s}
