@@ -25,6 +25,7 @@ from __future__ import annotations
 import collections
 
 from laddersim.costs.attention_kernels import attention_kernels
+from laddersim.costs.moe_costs import moe_op_kernels
 from laddersim.costs.pass_shapes import Phase, linear_shapes, logits_rows, single_token_path, splitk_reduce
 from laddersim.model.framework import load_framework
 from laddersim.hardware.profile import HardwareProfile
@@ -52,6 +53,8 @@ def op_kernels(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
     copies = hw.framework.collective_input_copies.value if (tp > 1 and fw.collective_input_copy.value) else 0.0
     out["collective_launch"] = {"copy": copies} if (copies and "collective_input_copy" not in fused) else {}
     out["allreduce"] = out["allgather_logits"] = {"collective": 1}
+    if model.moe is not None:
+        out |= moe_op_kernels(model, work)
     return out
 
 
@@ -71,7 +74,7 @@ def kernels_per_layer(model: ModelShape, hw: HardwareProfile, work: Workload, tp
     """``{kernel class: kernels}`` of one layer of ``schedule`` (its middle layer: in ladder a
     layer's outputs are added further up, still counted with it), every class present."""
     per_kind = op_kernels(model, hw, work, tp, phase)
-    program = build_program(schedule, model.n_layers, tp, phase.name)
+    program = build_program(schedule, model.n_layers, tp, phase.name, mlp_layout=model.mlp_layout())
     layer = model.n_layers // 2
     totals: collections.Counter = collections.Counter(dict.fromkeys(KERNEL_CLASSES, 0.0))
     for op in program.ops:

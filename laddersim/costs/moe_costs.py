@@ -8,7 +8,7 @@ The ops of the ``moe`` module (``laddersim.schedules.program.MODULE_OPS``), in l
 * ``moe_router``: the router linear, ``tokens x dim x n_experts``, replicated on every rank
   (a library GEMM from the profile's tables);
 * ``moe_topk``: softmax and top-k over the router's scores, and the sort of the (token, slot)
-  pairs by expert (vLLM ``topk_softmax`` and ``moe_align_block_size``: two kernels);
+  pairs by expert (vLLM ``topk_softmax`` and ``moe_align_block_size``: ``MoEPath.topk_kernels``);
 * ``moe_gate_up``, ``moe_down``: the grouped GEMMs (``grouped_gemm_time_s``);
 * ``moe_act``: SiLU(gate) * up over the ``tokens x top_k`` rows;
 * ``moe_shared``: the shared experts, a dense SwiGLU MLP every token runs (TP-split);
@@ -38,7 +38,7 @@ from laddersim.model.workload import Workload
 # The share of the profile's dense GEMM compute efficiency (its fit to the cuBLAS tables) a fused
 # MoE grouped GEMM reaches once compute-bound: fit: PYTHONPATH=$PWD python
 # tools/fits/fit_moe_compute_share.py (grid 0.50-1.00 in steps of 0.05 minimising the median |error|
-# over hardware_profiles/tables/aic_moe_h100_sxm_vllm_0.24.0_bf16.csv, EP 1, 336 rows: 5.6% at
+# over hardware_profiles/tables/aic_moe_h100_sxm_vllm_0.24.0_bf16.csv, EP 1, 336 rows: 5.3% at
 # 1.00, 4.9% at 0.70; its 4096-8192-token rows -27% at 1.00, -7% at 0.70).
 COMPUTE_SHARE = 0.70
 MOE_KINDS = ("moe_router", "moe_topk", "moe_gate_up", "moe_act", "moe_down", "moe_shared", "moe_combine")
@@ -61,9 +61,11 @@ class MoEPath:
 
 MOE_PATHS = {
     "fused_moe": MoEPath(
-        "fused_moe", reads_per_slot=False, block_m=16, topk_kernels=2, compute_share=COMPUTE_SHARE,
-        source="vllm-project/vllm vllm/model_executor/layers/fused_moe/fused_moe.py: topk_softmax, "
-               "moe_align_block_size (segments padded to BLOCK_SIZE_M; 16 is the smallest tile of the "
+        "fused_moe", reads_per_slot=False, block_m=16, topk_kernels=4, compute_share=COMPUTE_SHARE,
+        source="vllm-project/vllm vllm/model_executor/layers/fused_moe/fused_moe.py and "
+               "moe_align_block_size.py: topk_softmax; the sorted ids' fill, moe_align_block_size and "
+               "its count-and-sort kernel (four kernels before the GEMMs; segments padded to "
+               "BLOCK_SIZE_M; 16 is the smallest tile of the "
                "tuned configs/E=8,N=7168,device_name=NVIDIA_H100_80GB_HBM3.json), two fused_moe_kernel "
                "calls, silu_and_mul, moe_sum"),
     "gather": MoEPath(

@@ -20,6 +20,7 @@ from laddersim.costs.gemm_tables import HYBRID, SOL, library_gemm_time_s
 from laddersim.costs.generated_gemv import generated_gemv_time_s
 from laddersim.costs.graph_proxy import graph_host_node_s
 from laddersim.costs.l2_reuse import group_reads_s
+from laddersim.costs.moe_costs import moe_op_times_s
 from laddersim.costs.pass_shapes import (  # noqa: F401  (re-exported: the pass's shapes and kernel paths)
     SPLIT_K_WAVES, Phase, linear_shapes, logits_rows, single_token_path, splitk_reduce, splits_k)
 from laddersim.model.framework import load_framework
@@ -217,6 +218,8 @@ def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
         # the host node NCCL adds for a network collective inside a CUDA graph (graph_proxy)
         "collective_launch": sync_bytes_s + copy_s + handoff_half_s + host_node_s,
     }
+    if model.moe is not None:  # the routed experts' ops (laddersim.costs.moe_costs)
+        times.update(moe_op_times_s(model, hw, work, tp, phase))
     collectives, collective_sources = _collective_op_times(model, hw, fw, work, tp, phase)
     times.update(collectives)
     sources.update(collective_sources)

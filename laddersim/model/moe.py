@@ -85,6 +85,19 @@ def _layers(n_layers: int, is_moe) -> tuple[int, ...]:
     return tuple(i for i in range(n_layers) if is_moe(i))
 
 
+def dbrx_as_hf(raw: dict) -> dict:
+    """A DBRX config under the Llama key names (``d_model``, ``n_layers``, ``n_heads``,
+    ``attn_config.kv_n_heads``, ``max_seq_len``); its experts stay in ``ffn_config``."""
+    attn = raw.get("attn_config") if isinstance(raw.get("attn_config"), dict) else {}
+    ffn = raw.get("ffn_config") if isinstance(raw.get("ffn_config"), dict) else {}
+    out = dict(raw, hidden_size=raw.get("d_model"), num_hidden_layers=raw.get("n_layers"),
+               num_attention_heads=raw.get("n_heads"), num_key_value_heads=attn.get("kv_n_heads"),
+               intermediate_size=ffn.get("ffn_hidden_size"))
+    if raw.get("max_seq_len") is not None:
+        out["max_position_embeddings"] = raw["max_seq_len"]
+    return out
+
+
 def moe_fields(raw: dict, path: Path) -> dict | None:
     """The ``ModelShape`` fields a config's mixture of experts sets (``moe`` and, where the dense
     layers have their own width, ``intermediate_size``); None for a dense config. ``raw`` is the

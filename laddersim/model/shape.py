@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from laddersim.errors import UserInputError
-from laddersim.model.moe import MoESpec, moe_fields
+from laddersim.model.moe import MoESpec, dbrx_as_hf, moe_fields
 from laddersim.support.io_read import read_json
 
 
@@ -62,6 +62,15 @@ class ModelShape(BaseModel):
         if self.moe is not None and self.moe.moe_layers[-1] >= self.n_layers:
             raise ValueError(f"moe.moe_layers: layer {self.moe.moe_layers[-1]} beyond the {self.n_layers} layers")
         return self
+
+    def mlp_layout(self) -> tuple[str, ...] | None:
+        """Each layer's MLP module kind for the op program (``laddersim.schedules.plan.MLP_KINDS``):
+        ``moe`` (routed experts), ``moe_shared`` (routed and shared), ``mlp``; None for a dense model."""
+        if self.moe is None:
+            return None
+        moe_kind = "moe_shared" if self.moe.shared_intermediate else "moe"
+        layers = self.moe_layer_set()
+        return tuple(moe_kind if layer in layers else "mlp" for layer in range(self.n_layers))
 
     def moe_layer_set(self) -> frozenset[int]:
         """Indices of the layers whose MLP is the mixture of experts (empty for a dense model)."""
@@ -297,19 +306,6 @@ def _sliding_window(raw: dict, path: Path) -> int:
     return window
 
 
-def _dbrx_as_hf(raw: dict, path: Path) -> dict:
-    """A DBRX config under the Llama key names (``d_model``, ``n_layers``, ``n_heads``,
-    ``attn_config.kv_n_heads``, ``max_seq_len``); its experts stay in ``ffn_config``."""
-    attn = raw.get("attn_config") if isinstance(raw.get("attn_config"), dict) else {}
-    ffn = raw.get("ffn_config") if isinstance(raw.get("ffn_config"), dict) else {}
-    out = dict(raw, hidden_size=raw.get("d_model"), num_hidden_layers=raw.get("n_layers"),
-               num_attention_heads=raw.get("n_heads"), num_key_value_heads=attn.get("kv_n_heads"),
-               intermediate_size=ffn.get("ffn_hidden_size"))
-    if raw.get("max_seq_len") is not None:
-        out["max_position_embeddings"] = raw["max_seq_len"]
-    return out
-
-
 def _moe_and_windows(raw: dict, path: Path) -> dict:
     """The routed experts (``laddersim.model.moe``) and the attention windows of the MoE families:
     gpt-oss's sliding layers (``layer_types``), Llama 4's ``attention_chunk_size`` (a chunk attends
@@ -340,7 +336,7 @@ def from_hf_config(path: str | Path) -> ModelShape:
     if isinstance(raw.get("text_config"), dict):  # Llama 4: the decoder's config nests under text_config
         raw = {"_name_or_path": raw.get("_name_or_path"), **raw["text_config"]}
     if raw.get("model_type") == "dbrx":
-        raw = _dbrx_as_hf(raw, path)
+        raw = dbrx_as_hf(raw)
     name = raw.get("_name_or_path")
     fields: dict = {"name": name if isinstance(name, str) and name else config_file_name(path)}
     for hf_key, ours in _HF_FIELDS.items():

@@ -69,7 +69,8 @@ def kernel_table(model, hardware, tp: int, batch: int, schedule: str = "standard
 
 
 def _layer_kinds(scenario, phase_name: str) -> collections.Counter:
-    program = build_program(scenario.schedule, scenario.model.n_layers, scenario.tp, phase_name)
+    program = build_program(scenario.schedule, scenario.model.n_layers, scenario.tp, phase_name,
+                            mlp_layout=scenario.model.mlp_layout())
     layer = scenario.model.n_layers // 2
     return collections.Counter(op.kind for op in program.ops if op.layer == layer)
 

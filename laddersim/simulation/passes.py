@@ -147,12 +147,12 @@ class SimResult:
 
 @lru_cache(maxsize=64)
 def _program(schedule: str, n_layers: int, tp: int, stage: Stage | None = None,
-             phase: str = "decode") -> tuple[Program, StreamMasks, tuple, tuple, tuple, np.ndarray, np.ndarray]:
+             phase: str = "decode", mlp_layout: tuple[str, ...] | None = None) -> tuple[Program, StreamMasks, tuple, tuple, tuple, np.ndarray, np.ndarray]:
     """A program (frozen) with its stream masks, streams, deps, op kinds (each once), each op's
     index in them and each collective's compute ops before it (``laddersim.costs.rank_skew``),
     built once per process: a sweep repeats a handful of programs over many points. A pipeline
     ``stage``'s prefill runs other ops than its decode step (no token ids to receive)."""
-    program = build_program(schedule, n_layers, tp, phase, stage)
+    program = build_program(schedule, n_layers, tp, phase, stage, mlp_layout)
     kind_names = tuple(dict.fromkeys(program.kinds))
     kind_of_op = np.array([kind_names.index(k) for k in program.kinds], dtype=int)
     streams = tuple(op.stream for op in program.ops)
@@ -252,8 +252,9 @@ def pass_simulation(scenario: Scenario, setup: PassSetup, memory: MemoryUse, opt
     options = options or SimOptions()
     model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
     stage, nodes = setup.stage, setup.nodes
-    decode_pass = _program(scenario.schedule, model.n_layers, tp, stage, "decode")
-    prefill_pass = _program(scenario.schedule, model.n_layers, tp, stage, "prefill") if stage is not None else decode_pass
+    layout = model.mlp_layout()
+    decode_pass = _program(scenario.schedule, model.n_layers, tp, stage, "decode", layout)
+    prefill_pass = _program(scenario.schedule, model.n_layers, tp, stage, "prefill", layout) if stage is not None else decode_pass
     program, masks, streams, deps, kind_names, kind_of_op, _ = decode_pass
     skew = skew_wait_per_compute(hw, tp)
 

@@ -157,7 +157,8 @@ def _prepare(index: int, scenario: Scenario) -> _Point | None:
         _raise(checked.memory_error)
     p = _Point()
     p.index, p.scenario, p.nodes, p.memory = index, scenario, checked.nodes, checked.memory
-    p.program, p.masks, p.streams, p.deps, p.kinds, kind_of_op, _ = _program(scenario.schedule, model.n_layers, tp)
+    p.program, p.masks, p.streams, p.deps, p.kinds, kind_of_op, _ = _program(scenario.schedule, model.n_layers, tp,
+                                                                         mlp_layout=model.mlp_layout())
     if checked.skew_error is not None:
         _raise(checked.skew_error)
     if checked.skew:
