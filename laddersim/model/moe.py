@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from laddersim.errors import UserInputError
 
@@ -72,6 +72,20 @@ class MoESpec(BaseModel):
                             (self.shared_intermediate, "shared-expert intermediate size")):
             if width and width % tp:
                 raise UserInputError(f"tp: {tp} does not divide the {what} {width} of {name}")
+
+
+# The published MoE configs shipped with laddersim (laddersim/data/validation/moe/models, their
+# provenance in PROVENANCE.md there), by the name a model option takes.
+SHIPPED_CONFIGS = {
+    "mixtral-8x7b": "mistralai--Mixtral-8x7B-v0.1.json",
+    "mixtral-8x22b": "mistralai--Mixtral-8x22B-v0.1.json",
+    "qwen3-30b-a3b": "Qwen--Qwen3-30B-A3B.json",
+    "qwen3-235b-a22b": "Qwen--Qwen3-235B-A22B.json",
+    "dbrx": "databricks--dbrx-instruct.json",
+    "gpt-oss-120b": "openai--gpt-oss-120b.json",
+    "llama-4-scout": "meta-llama--Llama-4-Scout-17B-16E-Instruct.json",
+    "llama-4-maverick": "meta-llama--Llama-4-Maverick-17B-128E-Instruct.json",
+}
 
 
 def _int(raw: dict, key: str, path: Path, default: int | None = None) -> int:
@@ -148,6 +162,8 @@ def moe_fields(raw: dict, path: Path) -> dict | None:
         return None
     try:
         out["moe"] = MoESpec(**spec)
-    except ValueError as exc:
-        raise UserInputError(f"model: {path}: mixture of experts: {str(exc).splitlines()[-1].strip()}") from None
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "experts"
+        raise UserInputError(f"model: {path}: mixture of experts: {where}: {err['msg']}") from None
     return out

@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from laddersim.errors import UserInputError
-from laddersim.model.moe import MoESpec, dbrx_as_hf, moe_fields
+from laddersim.model.moe import SHIPPED_CONFIGS, MoESpec, dbrx_as_hf, moe_fields
 from laddersim.support.io_read import read_json
 
 
@@ -377,12 +377,16 @@ def load_model_shape(name_or_path: str | Path) -> ModelShape:
     key = str(name_or_path)
     if key in PRESETS:
         return PRESETS[key]
+    if key in SHIPPED_CONFIGS:  # a published mixture-of-experts config shipped with laddersim
+        from laddersim.support.resources import data_path
+
+        return from_hf_config(data_path("validation", "moe", "models", SHIPPED_CONFIGS[key]))
     path = given_or_shipped(key)  # examples/... is also found in the installed package
     if path.is_dir():
         path = path / "config.json"
     if path.suffix == ".json" and path.exists():
         return from_hf_config(path)
     raise UserInputError(
-        f"model: unknown preset '{key}' and no such config.json; allowed: {', '.join(PRESETS)} "
-        "or a path to a Hugging Face config.json"
+        f"model: unknown preset '{key}' and no such config.json; allowed: {', '.join(PRESETS)}, "
+        f"{', '.join(SHIPPED_CONFIGS)} or a path to a Hugging Face config.json"
     )

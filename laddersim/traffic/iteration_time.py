@@ -57,6 +57,7 @@ from laddersim.costs.pass_shapes import linear_shapes, splitk_reduce
 from laddersim.costs.rank_skew import compute_before_collectives, skew_wait_per_compute
 from laddersim.engine.cached import run_cached
 from laddersim.engine.simulator import RankWork
+from laddersim.errors import UserInputError
 from laddersim.model.framework import load_framework
 from laddersim.traffic.attention_cost import AttentionCost
 from laddersim.traffic.attention_intervals import Intervals, interpolate
@@ -175,6 +176,9 @@ class IterationTimer:
         self.points_per_octave = points_per_octave
         self.stage = stage
         model, tp = scenario.model, scenario.tp
+        if model.moe is not None:  # an iteration's tokens change the experts hit: not priced here yet
+            raise UserInputError(f"model: {model.name} is a mixture-of-experts model, whose serving iterations "
+                                 "are not priced; allowed: dense models (simulate and kernels price MoE models)")
         self.program = build_program(scenario.schedule, model.n_layers, tp, "decode", stage and stage.stage)
         self._kind_names = sorted(set(self.program.kinds))
         index = {k: i for i, k in enumerate(self._kind_names)}
