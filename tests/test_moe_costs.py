@@ -108,3 +108,24 @@ def test_ladder_hides_the_moe_allreduce_in_a_simulation():
                               gen_len=8, schedules=["standard", "ladder"])
     by = rows.set_index("schedule")
     assert by.loc["ladder", "tokens_per_s"] > 1.05 * by.loc["standard", "tokens_per_s"]
+
+
+@pytest.mark.parametrize("ep,bound", [(2, 0.06), (4, 0.08), (8, 0.12)])
+def test_expert_parallel_kernel_rows_within_their_bounds(ep, bound):
+    # the same table's moe_tp x moe_ep rows (84 per EP): the busiest rank's experts and rows, and
+    # the zero rows, activation and sum every rank runs over all tokens x top-k
+    hw = load_profile("h100-sxm-nvswitch")
+    rows = kernel_table_rows(hw, profiles_dir() / "tables" / "aic_moe_h100_sxm_vllm_0.24.0_bf16.csv", ep=ep)
+    assert len(rows) == 84
+    assert float(np.median(np.abs(rows.error))) < bound  # 3.4%, 5.7%, 8.7%
+
+
+def test_rank_load_splits_the_rows_over_expert_parallel_ranks():
+    from laddersim.costs.moe_routing import rank_load
+
+    balanced = rank_load(3, 8, 2, "balanced", ep=4)  # 6 rows over 4 ranks: the busiest takes 2
+    assert (balanced.rows, balanced.hit) == (2, 2.0)
+    uniform = rank_load(64, 128, 8, "uniform", ep=8)
+    assert uniform.rows == 64 and uniform.hit == pytest.approx(expected_experts_hit(64, 128, 8) / 8)
+    skewed = rank_load(64, 128, 8, "power_law", ep=8)  # rank 0 holds the most popular experts
+    assert skewed.rows > 2 * uniform.rows

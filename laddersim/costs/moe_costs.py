@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.gemm_tables import library_gemm_time_s
-from laddersim.costs.moe_routing import expert_load, padded_rows
+from laddersim.costs.moe_routing import padded_rows, rank_load
 from laddersim.costs.pass_shapes import Phase
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.model.shape import ModelShape
@@ -93,19 +93,31 @@ def grouped_gemm_time_s(hw: HardwareProfile, experts_read: float, rows_padded: f
 
 
 def moe_op_times_s(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int, phase: Phase,
-                   routing: str = "uniform", compute_share: float | None = None) -> dict[str, float]:
+                   routing: str = "uniform", compute_share: float | None = None, ep: int = 1) -> dict[str, float]:
     """Seconds of every ``MOE_KINDS`` op of one MoE layer on one rank (``moe_shared`` 0 without
-    shared experts); ``compute_share`` replaces the kernel path's (a fit's grid)."""
+    shared experts); ``compute_share`` replaces the kernel path's (a fit's grid). ``ep``: the
+    ``tp`` ranks split the experts ``ep`` ways and each expert ``tp / ep`` ways (AIConfigurator's
+    ``moe_tp x moe_ep``): the busiest rank's share of the experts and rows (``rank_load``); the
+    tokens reach every rank as under TP (attention TP, vLLM's expert parallelism without data-parallel
+    attention), so the communication is the TP AllReduce's."""
     moe = model.moe
     assert moe is not None, "moe_op_times_s needs a mixture-of-experts model"
     gpu = hw.gpu
     path = moe_path_for(work.framework)
     b = work.dtype_bytes
     t, d = phase.tokens, model.dim
-    i_r = moe.expert_intermediate // tp
+    if ep < 1 or tp % ep or moe.n_experts % ep:
+        raise ValueError(f"ep {ep} must divide tp {tp} and the {moe.n_experts} experts")
+    i_r = moe.expert_intermediate // (tp // ep)
     peak = gpu.peak_flops_per_s_for(work.dtype)
-    load = expert_load(t, moe.n_experts, moe.top_k, routing)
+    load = rank_load(t, moe.n_experts, moe.top_k, routing, ep)
     rows = load.rows
+    # Every rank sorts all tokens x top_k (token, slot) pairs; under expert parallelism the pairs
+    # of other ranks' experts (id -1 in vLLM's expert_map) still get a row of zeros written by the
+    # grouped GEMMs (fused_moe.py ``write_zeros_to_output``) and run through the activation and
+    # the sum: those ops see all the rows, the GEMMs compute the local ones.
+    all_rows = t * moe.top_k if not path.reads_per_slot else rows
+    zeros = max(0, all_rows - rows)
     share = path.compute_share if compute_share is None else compute_share
     if path.reads_per_slot:
         experts_read, rows_padded = float(rows), float(rows)
@@ -115,10 +127,12 @@ def moe_op_times_s(model: ModelShape, hw: HardwareProfile, work: Workload, tp: i
         "moe_router": library_gemm_time_s(hw, t, moe.n_experts, d, b, peak)[0],
         # scores read, weights and ids written, the sorted ids and their padding
         "moe_topk": float(memory_bound_time_s(gpu, t * moe.n_experts * 4 + 3 * rows * 4, kernels=path.topk_kernels)),
-        "moe_gate_up": grouped_gemm_time_s(hw, experts_read, rows_padded, 2 * i_r, d, b, peak, share),
-        "moe_act": float(memory_bound_time_s(gpu, 3 * rows * i_r * b)),
-        "moe_down": grouped_gemm_time_s(hw, experts_read, rows_padded, d, i_r, b, peak, share),
-        "moe_combine": float(memory_bound_time_s(gpu, (rows + t) * d * b)),
+        "moe_gate_up": grouped_gemm_time_s(hw, experts_read, rows_padded, 2 * i_r, d, b, peak, share)
+        + float(memory_bound_time_s(gpu, zeros * 2 * i_r * b, kernels=0)),
+        "moe_act": float(memory_bound_time_s(gpu, 3 * all_rows * i_r * b)),
+        "moe_down": grouped_gemm_time_s(hw, experts_read, rows_padded, d, i_r, b, peak, share)
+        + float(memory_bound_time_s(gpu, zeros * d * b, kernels=0)),
+        "moe_combine": float(memory_bound_time_s(gpu, (all_rows + t) * d * b)),
         "moe_shared": 0.0,
     }
     if moe.shared_intermediate:

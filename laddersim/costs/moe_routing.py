@@ -88,6 +88,26 @@ def expert_load(tokens: int, n_experts: int, top_k: int, routing: str = "uniform
     return ExpertLoad(hit, rows, max(busiest, 1.0 if rows else 0.0), per)
 
 
+def rank_load(tokens: int, n_experts: int, top_k: int, routing: str = "uniform", ep: int = 1) -> ExpertLoad:
+    """The rows the busiest of ``ep`` expert-parallel ranks receives, its experts placed in
+    contiguous blocks of ``n_experts / ep`` (vLLM's default expert placement: rank r holds experts
+    ``r E/ep .. (r+1) E/ep - 1``). Balanced routing spreads the ``tokens x top_k`` rows evenly over
+    the ranks (the busiest takes the ceiling); under uniform routing every rank expects the same;
+    under power-law routing rank 0 holds the most popular experts. ``ep`` 1: ``expert_load``."""
+    if ep == 1:
+        return expert_load(tokens, n_experts, top_k, routing)
+    local = n_experts // ep
+    if routing == "balanced":
+        rows = -(-tokens * top_k // ep)
+        full, rest = divmod(rows, local)
+        per = tuple(float(full + (1 if e < rest else 0)) for e in range(local))
+        return ExpertLoad(float(min(local, rows)), rows, per[0], per)
+    q = selection_probabilities(n_experts, top_k, routing)[:local]  # rank 0's block (the busiest under skew)
+    per = tuple(float(x) for x in sorted(tokens * q, reverse=True))
+    hit = float(np.sum(1.0 - (1.0 - q) ** tokens))
+    return ExpertLoad(hit, int(round(sum(per))), per[0], per)
+
+
 def padded_rows(load: ExpertLoad, block_m: int) -> float:
     """Rows the grouped GEMM computes once each hit expert's segment is padded to a multiple of
     ``block_m`` (vLLM's ``moe_align_block_size``): the expected rows of each expert rounded up,

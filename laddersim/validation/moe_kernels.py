@@ -25,15 +25,15 @@ KERNEL_TABLE_KINDS = ("moe_topk", "moe_gate_up", "moe_act", "moe_down", "moe_com
 
 
 def predicted_expert_us(hw: HardwareProfile, tokens: int, hidden: int, inter: int, top_k: int, experts: int,
-                        tp: int, framework: str = "vllm", compute_share: float | None = None) -> float:
+                        tp: int, framework: str = "vllm", compute_share: float | None = None, ep: int = 1) -> float:
     """Predicted microseconds of one MoE layer's expert ops (``KERNEL_TABLE_KINDS``) on one GPU,
-    experts split ``tp`` ways, balanced routing."""
+    experts split ``tp`` ways by TP within ``ep`` expert-parallel groups, balanced routing."""
     model = ModelShape(name="moe-layer", n_layers=1, dim=hidden, n_heads=1, n_kv_heads=1, head_dim=128,
                        intermediate_size=inter, vocab_size=1,
                        moe=MoESpec(n_experts=experts, top_k=top_k, expert_intermediate=inter, moe_layers=(0,)))
     work = Workload(batch=1, prompt_len=1, gen_len=1, framework=framework, kv_cache="dynamic", kv_reads="per_kv_head")
-    times = moe_op_times_s(model, hw, work, tp, Phase("decode", tokens, 1), routing="balanced",
-                           compute_share=compute_share)
+    times = moe_op_times_s(model, hw, work, tp * ep, Phase("decode", tokens, 1), routing="balanced",
+                           compute_share=compute_share, ep=ep)
     return 1e6 * sum(times[kind] for kind in KERNEL_TABLE_KINDS)
 
 
@@ -46,6 +46,7 @@ def kernel_table_rows(hw: HardwareProfile, table: str | Path, ep: int = 1,
     rows = pd.read_csv(table)
     rows = rows[rows.moe_ep_size == ep].reset_index(drop=True)
     rows["predicted_us"] = [predicted_expert_us(hw, r.num_tokens, r.hidden_size, r.inter_size, r.topk,
-                                                r.num_experts, r.moe_tp_size, compute_share=compute_share) for r in rows.itertuples()]
+                                                r.num_experts, r.moe_tp_size, compute_share=compute_share,
+                                                ep=ep) for r in rows.itertuples()]
     rows["error"] = rows.predicted_us / rows.latency_us - 1.0
     return rows
