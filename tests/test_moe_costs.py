@@ -129,3 +129,24 @@ def test_rank_load_splits_the_rows_over_expert_parallel_ranks():
     assert uniform.rows == 64 and uniform.hit == pytest.approx(expected_experts_hit(64, 128, 8) / 8)
     skewed = rank_load(64, 128, 8, "power_law", ep=8)  # rank 0 holds the most popular experts
     assert skewed.rows > 2 * uniform.rows
+
+
+def test_ep_places_experts_over_the_tp_group_and_bad_ep_is_one_line():
+    import laddersim
+
+    from laddersim.errors import UserInputError
+    from laddersim.model.shape import load_model_shape
+
+    qwen = load_model_shape("qwen3-30b-a3b")
+    # the experts' parameters on a rank are the same whichever way the TP group splits them
+    assert qwen.with_ep(4).params_per_rank(8) == qwen.params_per_rank(8)
+    assert qwen.with_ep(8).moe.layer_params_per_rank(qwen.dim, 8) == qwen.moe.layer_params_per_rank(qwen.dim, 8)
+    ep1, ep8 = (laddersim.simulate(model="qwen3-30b-a3b", hardware="h100-sxm-nvswitch", tp=8, ep=ep, batch=1,
+                                   prompt_len=32, gen_len=4, schedules=["standard"], framework="vllm")
+                for ep in (1, 8))
+    # one token at EP 8: each rank reads whole experts of its own, not slices of all eight hit
+    assert float(ep8.decode_s.iloc[0]) != pytest.approx(float(ep1.decode_s.iloc[0]), rel=1e-6)
+    for model, tp, ep, words in (("llama-3.1-8b", 2, 2, "has no experts"), ("mixtral-8x7b", 4, 3, "allowed: 1, 2, 4, 8"),
+                                 ("mixtral-8x7b", 2, 4, "does not divide tp 2")):
+        with pytest.raises(UserInputError, match=words):
+            laddersim.simulate(model=model, hardware="h100-sxm-nvswitch", tp=tp, ep=ep, batch=1, prompt_len=8, gen_len=2)

@@ -93,9 +93,11 @@ def grouped_gemm_time_s(hw: HardwareProfile, experts_read: float, rows_padded: f
 
 
 def moe_op_times_s(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int, phase: Phase,
-                   routing: str = "uniform", compute_share: float | None = None, ep: int = 1) -> dict[str, float]:
+                   routing: str = "uniform", compute_share: float | None = None,
+                   ep: int | None = None) -> dict[str, float]:
     """Seconds of every ``MOE_KINDS`` op of one MoE layer on one rank (``moe_shared`` 0 without
-    shared experts); ``compute_share`` replaces the kernel path's (a fit's grid). ``ep``: the
+    shared experts); ``compute_share`` replaces the kernel path's (a fit's grid). ``ep`` (default
+    the model's ``moe.ep``): the
     ``tp`` ranks split the experts ``ep`` ways and each expert ``tp / ep`` ways (AIConfigurator's
     ``moe_tp x moe_ep``): the busiest rank's share of the experts and rows (``rank_load``); the
     tokens reach every rank as under TP (attention TP, vLLM's expert parallelism without data-parallel
@@ -106,6 +108,7 @@ def moe_op_times_s(model: ModelShape, hw: HardwareProfile, work: Workload, tp: i
     path = moe_path_for(work.framework)
     b = work.dtype_bytes
     t, d = phase.tokens, model.dim
+    ep = moe.ep if ep is None else ep
     if ep < 1 or tp % ep or moe.n_experts % ep:
         raise ValueError(f"ep {ep} must divide tp {tp} and the {moe.n_experts} experts")
     i_r = moe.expert_intermediate // (tp // ep)

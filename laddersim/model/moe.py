@@ -44,6 +44,9 @@ class MoESpec(BaseModel):
     n_shared_experts: int = Field(default=0, ge=0, le=64)
     shared_intermediate: int = Field(default=0, ge=0, le=1 << 22, description="all shared experts' width")
     moe_layers: tuple[int, ...] = Field(description="indices of the layers whose MLP is the MoE")
+    # Expert parallelism inside the TP group: the experts placed ``ep`` ways (contiguous blocks),
+    # each split ``tp / ep`` ways; the attention stays TP over all ``tp`` ranks.
+    ep: int = Field(default=1, ge=1, le=1 << 14)
 
     @model_validator(mode="after")
     def _check(self) -> "MoESpec":
@@ -51,15 +54,17 @@ class MoESpec(BaseModel):
             raise ValueError(f"top_k ({self.top_k}) exceeds n_experts ({self.n_experts})")
         if (self.n_shared_experts > 0) != (self.shared_intermediate > 0):
             raise ValueError("n_shared_experts and shared_intermediate must be both zero or both positive")
+        if self.n_experts % self.ep:
+            raise ValueError(f"ep ({self.ep}) must divide the {self.n_experts} experts")
         if not self.moe_layers or list(self.moe_layers) != sorted(set(self.moe_layers)) or self.moe_layers[0] < 0:
             raise ValueError("moe_layers must be distinct, ascending, non-negative layer indices")
         return self
 
-    def layer_params_per_rank(self, dim: int, tp: int, ep: int = 1) -> int:
+    def layer_params_per_rank(self, dim: int, tp: int) -> int:
         """Parameters of one MoE layer's MLP on one rank: the replicated router, this rank's
-        ``n_experts / ep`` experts each split ``tp`` ways, the shared experts split ``tp`` ways."""
-        experts = self.n_experts // ep
-        routed = experts * 3 * dim * (self.expert_intermediate // tp)
+        ``n_experts / ep`` experts each split ``tp / ep`` ways, the shared experts split ``tp`` ways."""
+        experts = self.n_experts // self.ep
+        routed = experts * 3 * dim * (self.expert_intermediate // max(1, tp // self.ep))
         return dim * self.n_experts + routed + 3 * dim * (self.shared_intermediate // tp)
 
     def active_params_per_token(self, dim: int) -> int:
@@ -67,11 +72,16 @@ class MoESpec(BaseModel):
         return dim * self.n_experts + 3 * dim * (self.top_k * self.expert_intermediate + self.shared_intermediate)
 
     def check_tp(self, tp: int, name: str) -> None:
-        """Raise UserInputError unless ``tp`` splits every expert's width."""
-        for width, what in ((self.expert_intermediate, "expert intermediate size"),
-                            (self.shared_intermediate, "shared-expert intermediate size")):
-            if width and width % tp:
-                raise UserInputError(f"tp: {tp} does not divide the {what} {width} of {name}")
+        """Raise UserInputError unless ``ep`` divides ``tp`` and ``tp / ep`` splits every expert's width."""
+        if tp % self.ep:
+            raise UserInputError(f"ep: {self.ep} does not divide tp {tp}; allowed: a divisor of tp that divides "
+                                 f"the {self.n_experts} experts of {name}")
+        if self.expert_intermediate % (tp // self.ep):
+            raise UserInputError(f"tp: {tp} / ep {self.ep} does not divide the expert intermediate size "
+                                 f"{self.expert_intermediate} of {name}")
+        if self.shared_intermediate and self.shared_intermediate % tp:
+            raise UserInputError(f"tp: {tp} does not divide the shared-expert intermediate size "
+                                 f"{self.shared_intermediate} of {name}")
 
 
 # The published MoE configs shipped with laddersim (laddersim/data/validation/moe/models, their

@@ -63,12 +63,14 @@ def scenario_nodes(scenario: Scenario) -> int:
 
 def make_scenario(model, hardware, tp: int, batch: int, prompt_len: int, gen_len: int, schedule: str,
                   dtype: str = "bfloat16", kv_cache: str | None = None, kv_reads: str | None = None,
-                  framework: str = "gpt-fast", pp: int = 1, microbatches: int = 1) -> Scenario:
+                  framework: str = "gpt-fast", pp: int = 1, microbatches: int = 1, ep: int = 1) -> Scenario:
     """A Scenario from names or objects (model preset / config.json path, profile name / path);
     ``kv_cache`` and ``kv_reads`` default to the ``framework``'s (laddersim/data/frameworks). ``pp``
     stages of ``tp`` GPUs each, ``microbatches`` batches of ``batch / microbatches`` in flight
-    through them (``laddersim.pipeline``)."""
+    through them (``laddersim.pipeline``); a mixture-of-experts model's experts placed ``ep`` ways
+    over each TP group (``ModelShape.with_ep``)."""
     shape = model if isinstance(model, ModelShape) else load_model_shape(model)
+    shape = shape.with_ep(ep)
     profile = hardware if isinstance(hardware, HardwareProfile) else load_profile(hardware)
     fw = load_framework(framework)
     try:
