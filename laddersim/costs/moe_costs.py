@@ -41,8 +41,6 @@ from laddersim.model.workload import Workload
 # over hardware_profiles/tables/aic_moe_h100_sxm_vllm_0.24.0_bf16.csv, EP 1, 336 rows: 5.3% at
 # 1.00, 4.9% at 0.70; its 4096-8192-token rows -27% at 1.00, -7% at 0.70).
 COMPUTE_SHARE = 0.70
-MOE_KINDS = ("moe_router", "moe_topk", "moe_gate_up", "moe_act", "moe_down", "moe_shared", "moe_combine")
-GROUPED_GEMM_KINDS = frozenset({"moe_gate_up", "moe_down"})
 
 
 @dataclass(frozen=True)
@@ -95,7 +93,7 @@ def grouped_gemm_time_s(hw: HardwareProfile, experts_read: float, rows_padded: f
 def moe_op_times_s(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int, phase: Phase,
                    routing: str = "uniform", compute_share: float | None = None,
                    ep: int | None = None) -> dict[str, float]:
-    """Seconds of every ``MOE_KINDS`` op of one MoE layer on one rank (``moe_shared`` 0 without
+    """Seconds of every MoE op kind (``laddersim.schedules.program.MODULE_OPS["moe_shared"]``) of one MoE layer on one rank (``moe_shared`` 0 without
     shared experts); ``compute_share`` replaces the kernel path's (a fit's grid). ``ep`` (default
     the model's ``moe.ep``): the
     ``tp`` ranks split the experts ``ep`` ways and each expert ``tp / ep`` ways (AIConfigurator's

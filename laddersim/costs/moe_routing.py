@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-ROUTINGS = ("uniform", "balanced", "power_law")
 POWER_LAW_ALPHA = 1.0
 
 

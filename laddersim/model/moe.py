@@ -67,9 +67,13 @@ class MoESpec(BaseModel):
         routed = experts * 3 * dim * (self.expert_intermediate // max(1, tp // self.ep))
         return dim * self.n_experts + routed + 3 * dim * (self.shared_intermediate // tp)
 
-    def active_params_per_token(self, dim: int) -> int:
-        """Parameters one token runs through in one MoE layer (router, top-k experts, shared)."""
-        return dim * self.n_experts + 3 * dim * (self.top_k * self.expert_intermediate + self.shared_intermediate)
+    def placed(self, ep: int, name: str) -> "MoESpec":
+        """These experts placed ``ep`` ways, or one line naming the expert counts allowed."""
+        if ep < 1 or self.n_experts % ep:
+            allowed = [d for d in range(1, self.n_experts + 1) if self.n_experts % d == 0]
+            raise UserInputError(f"ep: {ep} does not divide the {self.n_experts} experts of {name}; "
+                                 f"allowed: {', '.join(map(str, allowed))}")
+        return self if ep == self.ep else self.model_copy(update={"ep": ep})
 
     def check_tp(self, tp: int, name: str) -> None:
         """Raise UserInputError unless ``ep`` divides ``tp`` and ``tp / ep`` splits every expert's width."""

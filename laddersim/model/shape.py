@@ -74,15 +74,9 @@ class ModelShape(BaseModel):
 
     def with_ep(self, ep: int) -> "ModelShape":
         """This model with its experts placed ``ep`` ways over the TP group (``MoESpec.ep``)."""
-        if ep == 1 and (self.moe is None or self.moe.ep == 1):
-            return self
-        if self.moe is None:
+        if self.moe is None and ep != 1:
             raise UserInputError(f"ep: {ep}: {self.name} has no experts to place; allowed: 1")
-        if ep < 1 or self.moe.n_experts % ep:
-            allowed = [d for d in range(1, self.moe.n_experts + 1) if self.moe.n_experts % d == 0]
-            raise UserInputError(f"ep: {ep} does not divide the {self.moe.n_experts} experts of {self.name}; "
-                                 f"allowed: {', '.join(map(str, allowed))}")
-        return self.model_copy(update={"moe": self.moe.model_copy(update={"ep": ep})})
+        return self if self.moe is None else self.model_copy(update={"moe": self.moe.placed(ep, self.name)})
 
     def moe_layer_set(self) -> frozenset[int]:
         """Indices of the layers whose MLP is the mixture of experts (empty for a dense model)."""
