@@ -393,6 +393,6 @@ def load_model_shape(name_or_path: str | Path) -> ModelShape:
     if path.suffix == ".json" and path.exists():
         return from_hf_config(path)
     raise UserInputError(
-        f"model: unknown preset '{key}' and no such config.json; allowed: {', '.join(PRESETS)}, "
-        f"{', '.join(SHIPPED_CONFIGS)} or a path to a Hugging Face config.json"
+        f"model: unknown preset '{key}' and no such config.json; allowed: {', '.join(PRESETS)} "
+        "or a path to a Hugging Face config.json"
     )
