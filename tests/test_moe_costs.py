@@ -126,9 +126,27 @@ def test_rank_load_splits_the_rows_over_expert_parallel_ranks():
     balanced = rank_load(3, 8, 2, "balanced", ep=4)  # 6 rows over 4 ranks: the busiest takes 2
     assert (balanced.rows, balanced.hit) == (2, 2.0)
     uniform = rank_load(64, 128, 8, "uniform", ep=8)
-    assert uniform.rows == 64 and uniform.hit == pytest.approx(expected_experts_hit(64, 128, 8) / 8)
+    assert uniform.hit == pytest.approx(16.0)  # every one of the busiest rank's 16 experts is hit
     skewed = rank_load(64, 128, 8, "power_law", ep=8)  # rank 0 holds the most popular experts
     assert skewed.rows > 2 * uniform.rows
+
+
+@pytest.mark.parametrize("tokens,experts,top_k,ep", [(1, 8, 2, 8), (4, 8, 2, 4), (16, 128, 8, 8), (2, 16, 4, 4)])
+def test_busiest_rank_under_uniform_routing_matches_a_monte_carlo_draw(tokens, experts, top_k, ep):
+    from laddersim.costs.moe_routing import rank_load
+
+    rng = np.random.default_rng(3)
+    hits, rows = [], []
+    for _ in range(300):
+        counts = np.zeros(experts)
+        for _ in range(tokens):
+            counts[rng.choice(experts, size=top_k, replace=False)] += 1
+        blocks = counts.reshape(ep, -1)  # contiguous blocks of experts per rank
+        hits.append(max(int((b > 0).sum()) for b in blocks))
+        rows.append(blocks.sum(axis=1).max())
+    load = rank_load(tokens, experts, top_k, "uniform", ep)
+    assert load.hit == pytest.approx(np.mean(hits), rel=0.12)  # ranks taken as independent
+    assert load.rows == pytest.approx(np.mean(rows), rel=0.12, abs=0.7)
 
 
 def test_ep_places_experts_over_the_tp_group_and_bad_ep_is_one_line():
@@ -150,3 +168,15 @@ def test_ep_places_experts_over_the_tp_group_and_bad_ep_is_one_line():
                                  ("mixtral-8x7b", 2, 4, "does not divide tp 2")):
         with pytest.raises(UserInputError, match=words):
             laddersim.simulate(model=model, hardware="h100-sxm-nvswitch", tp=tp, ep=ep, batch=1, prompt_len=8, gen_len=2)
+
+
+def test_kernels_shows_the_expert_ops_and_takes_ep():
+    import laddersim
+
+    tp8 = laddersim.kernels("mixtral-8x7b", "h100-sxm-nvswitch", tp=8, batch=1, framework="vllm")
+    ep8 = laddersim.kernels("mixtral-8x7b", "h100-sxm-nvswitch", tp=8, batch=1, framework="vllm", ep=8)
+    assert {"moe_router", "moe_topk", "moe_gate_up", "moe_act", "moe_down", "moe_combine"} <= set(tp8.kernel)
+    assert set(tp8[tp8.kernel.isin(["moe_gate_up", "moe_down"])]["class"]) == {"grouped_gemm"}
+    # one token, top-2: at TP 8 two experts' eighths are read, at EP 8 one whole expert on the busiest rank
+    gate_up = {name: float(frame.set_index("kernel").loc["moe_gate_up", "us"]) for name, frame in (("tp", tp8), ("ep", ep8))}
+    assert gate_up["ep"] > 3 * gate_up["tp"]

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def kernels(model: str | Path | ModelShape, hardware: str | Path | HardwareProfile, tp: int,
             batch: int = SCENARIO.batch, schedule: str = "standard", framework: str | Path = SCENARIO.framework,
             prompt_len: int = SCENARIO.prompt_len, gen_len: int = SCENARIO.gen_len, dtype: str = SCENARIO.dtype,
-            phase: str = "decode") -> pd.DataFrame:
+            phase: str = "decode", ep: int = SCENARIO.ep) -> pd.DataFrame:
     """``laddersim kernels``: what laddersim charges one layer, kernel by kernel, to read beside a
     profiler trace of the same step. One row per kernel of the middle layer of ``schedule``'s
     program on one rank: ``kernel`` (op kind, ``op.part`` within an op), ``class``
@@ -33,12 +33,14 @@ def kernels(model: str | Path | ModelShape, hardware: str | Path | HardwareProfi
     (``laddersim calibrate kernels``); ``prompt_len`` (default 1024) and ``gen_len`` (default 512;
     a static cache holds prompt + generated tokens): tokens per sequence; ``dtype``: {DTYPES}
     (default bfloat16); ``phase``: ``decode`` (default: the first decode step
-    after the prompt) or ``prefill``."""
+    after the prompt) or ``prefill``; ``ep``: a mixture-of-experts model's expert-parallel ranks in
+    the TP group (as ``simulate``'s)."""
     from laddersim.simulation.kernel_view import kernel_table
 
     params = ScenarioParams.pick(locals())
     profile = profile_of(params.hardware)
     frame = kernel_table(params.model, profile, params.tp, params.batch, schedule=schedule, framework=params.framework,
-                         prompt_len=params.prompt_len, phase=phase, gen_len=params.gen_len, dtype=params.dtype)
+                         prompt_len=params.prompt_len, phase=phase, gen_len=params.gen_len, dtype=params.dtype,
+                         ep=params.ep)
     note_unmeasured(profile)
     return frame

@@ -91,8 +91,12 @@ def rank_load(tokens: int, n_experts: int, top_k: int, routing: str = "uniform",
     """The rows the busiest of ``ep`` expert-parallel ranks receives, its experts placed in
     contiguous blocks of ``n_experts / ep`` (vLLM's default expert placement: rank r holds experts
     ``r E/ep .. (r+1) E/ep - 1``). Balanced routing spreads the ``tokens x top_k`` rows evenly over
-    the ranks (the busiest takes the ceiling); under uniform routing every rank expects the same;
-    under power-law routing rank 0 holds the most popular experts. ``ep`` 1: ``expert_load``."""
+    the ranks (the busiest takes the ceiling); under uniform routing every rank expects the same,
+    and the busiest's experts hit and rows are the expected maximum of ``ep`` binomial draws
+    (``expected_max_binomial``: experts hit of ``E/ep``, each hit with probability
+    ``1 - (1 - k/E)^tokens``; rows of ``tokens x top_k``, each on the rank with probability
+    ``1/ep``; the ranks taken as independent); under power-law routing rank 0 holds the most
+    popular experts. ``ep`` 1: ``expert_load``."""
     if ep == 1:
         return expert_load(tokens, n_experts, top_k, routing)
     local = n_experts // ep
@@ -103,8 +107,26 @@ def rank_load(tokens: int, n_experts: int, top_k: int, routing: str = "uniform",
         return ExpertLoad(float(min(local, rows)), rows, per[0], per)
     q = selection_probabilities(n_experts, top_k, routing)[:local]  # rank 0's block (the busiest under skew)
     per = tuple(float(x) for x in sorted(tokens * q, reverse=True))
-    hit = float(np.sum(1.0 - (1.0 - q) ** tokens))
-    return ExpertLoad(hit, int(round(sum(per))), per[0], per)
+    hit_p = 1.0 - (1.0 - q) ** tokens
+    hit, rows = float(np.sum(hit_p)), float(sum(per))
+    if routing == "uniform":  # every rank alike: the busiest of the ep ranks
+        hit = expected_max_binomial(local, float(hit_p[0]), ep)
+        rows = expected_max_binomial(tokens * top_k, 1.0 / ep, ep)
+        per = tuple(rows / local for _ in range(local))
+    return ExpertLoad(hit, max(-(-tokens * top_k // ep), int(round(rows))), per[0], per)
+
+
+def expected_max_binomial(n: int, p: float, count: int) -> float:
+    """Expected maximum of ``count`` independent Binomial(n, p) draws: sum over m >= 1 of
+    1 - P(X < m)^count, from the binomial's CDF."""
+    if n == 0 or p <= 0.0:
+        return 0.0
+    if p >= 1.0:
+        return float(n)
+    from scipy.stats import binom
+
+    cdf = binom.cdf(np.arange(n), n, p)  # P(X <= m - 1) for m = 1..n
+    return float(np.sum(1.0 - cdf ** count))
 
 
 def padded_rows(load: ExpertLoad, block_m: int) -> float:

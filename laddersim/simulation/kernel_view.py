@@ -38,7 +38,7 @@ COLUMNS = ["kernel", "class", "count", "us"]
 
 def kernel_table(model, hardware, tp: int, batch: int, schedule: str = "standard", framework: str | None = None,
                  prompt_len: int = DEFAULT_PROMPT_LEN, phase: str = "decode", gen_len: int = DEFAULT_GEN_LEN,
-                 dtype: str = "bfloat16") -> pd.DataFrame:
+                 dtype: str = "bfloat16", ep: int = 1) -> pd.DataFrame:
     """One layer's kernels as laddersim prices them: a DataFrame with columns ``kernel`` (the op
     kind, ``op.part`` for a kernel within an op), ``class`` (library_gemm, splitk_reduce,
     generated, attention, copy, other, collective), ``count`` (kernels in the layer) and ``us``
@@ -51,7 +51,7 @@ def kernel_table(model, hardware, tp: int, batch: int, schedule: str = "standard
     decode step after a ``prompt_len`` prompt: a static cache attends all ``prompt_len + gen_len``
     positions) or ``prefill`` (the prompt of ``batch`` sequences)."""
     scenario = make_scenario(model, hardware, tp, batch, prompt_len, gen_len, schedule, dtype,
-                             framework=framework or "gpt-fast")
+                             framework=framework or "gpt-fast", ep=ep)
     scenario.model.check_tp(tp)
     fw = load_framework(scenario.workload.framework)
     if phase not in ("decode", "prefill"):
