@@ -2,7 +2,7 @@
 
 * **Reference process**: the symmetric simulation of llama-3.1-405b at TP 16 (2 nodes), batch 16,
   1024 + 512 tokens, one schedule, on the plain engine (no replay): ~0.12 s of CPU on an idle
-  machine (issue 18). Each benchmark times it in the same run as its own figures and prints
+  machine. Each benchmark times it in the same run as its own figures and prints
   ratios, because the machine it runs on may be shared: the ratios hold where seconds do not.
 * **Closed-form floor**: the same schedule evaluated in numpy without the engine: op costs for
   every step (``op_times_s``) and, per forward pass, the larger of the two streams' summed
@@ -22,12 +22,13 @@ from laddersim.costs.op_costs import Phase, op_times_s
 from laddersim.schedules.program import build_program
 from laddersim.simulation.simulate import Scenario, SimOptions, make_scenario, simulate
 
-REFERENCE = ("llama-3.1-405b", "h100-sxm-nvswitch", 16, 16, 1024, 512, "standard")
+REFERENCE = {"model": "llama-3.1-405b", "hardware": "h100-sxm-nvswitch", "tp": 16, "batch": 16, "prompt_len": 1024,
+             "gen_len": 512, "schedule": "standard"}
 
 
 def reference_s(repeats: int = 3) -> float:
     """Best CPU seconds of the reference process (see the module docstring)."""
-    scenario = make_scenario(*REFERENCE, kv_cache="dynamic")
+    scenario = make_scenario(**REFERENCE, kv_cache="dynamic")
     best = float("inf")
     for _ in range(repeats):
         t0 = time.process_time()

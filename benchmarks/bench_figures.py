@@ -1,11 +1,11 @@
-"""Issue 40's table in one run: each figure in seconds and as a ratio to the reference process.
+"""The five speed figures in one run: each figure in seconds and as a ratio to the reference process.
 
 The reference process is ``python -c "import numpy, yaml, pydantic, simpy"`` (the imports no
 laddersim command can avoid), timed in the same run as the figures (best of ``--repeats``), so
 the ratios hold on a machine others share where the seconds do not. Its cost is its CPU seconds
 (user + system): its wall seconds are fewer on an idle machine, where numpy's BLAS threads start
 on another core while the imports go on (laddersim's commands run BLAS on one thread). A figure's
-ratio is its wall seconds (what the user waits) over the reference's CPU seconds, as issue 40's
+ratio is its wall seconds (what the user waits) over the reference's CPU seconds, as the project's
 table has them (203 s / 911 = 0.22 s); its CPU seconds over the reference's follow. Every figure
 is the command a user types, run as a subprocess of this one, from a fresh interpreter:
 
@@ -52,7 +52,7 @@ STARTUP = [*LADDERSIM, "simulate", "--model", "llama-3.1-8b", "--hardware", "h10
            "--prompt-len", "128", "--gen-len", "8", "--schedule", "standard"]
 STRAGGLERS = [*LADDERSIM, "simulate", "--model", "llama-3.1-405b", "--hardware", "h100-sxm-nvswitch", "--tp", "16",
               "--batch", "16", "--prompt-len", "1024", "--gen-len", "512", "--jitter", "0.05"]
-GRID = Path(__file__).resolve().parent.parent / "examples" / "sweep_every_machine.yaml"  # issue 40's grid
+GRID = Path(__file__).resolve().parent.parent / "examples" / "sweep_every_machine.yaml"  # the 100,000-point grid
 SERVING = [*LADDERSIM, "serving", "--model", "llama-3.1-70b", "--hardware", "h100-sxm-nvswitch", "--tp", "8",
            "--schedule", "ladder", "--rate", "50", "--requests", "1000000", "--prompt-len", "512", "--gen-len", "128",
            "--no-progress"]

@@ -1,4 +1,4 @@
-"""CPU time of simulations beside the reference process and the closed-form floor (issue 18).
+"""CPU time of simulations beside the reference process and the closed-form floor.
 
 Scenario: llama-3.1-405b, TP 16 over 2 nodes, batch 16, prompt 1024, 512 tokens, dynamic KV cache,
 on h100-sxm-nvswitch. Prints, per schedule:
@@ -59,7 +59,8 @@ TOKENS_CODE = """
 import resource, sys, time
 from laddersim.simulation.simulate import make_scenario, simulate
 gen = int(sys.argv[1])
-scenario = make_scenario("llama-3.1-405b", "h100-sxm-nvswitch", 16, 1, 1024, gen, "ladder", kv_cache="dynamic")
+scenario = make_scenario(model="llama-3.1-405b", hardware="h100-sxm-nvswitch", tp=16, batch=1, prompt_len=1024,
+                         gen_len=gen, schedule="ladder", kv_cache="dynamic")
 t0 = time.process_time()
 result = simulate(scenario)
 print(time.process_time() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, result.simulated_steps)
@@ -83,8 +84,8 @@ def main() -> None:
     print(f"reference process (405B TP 16 symmetric, plain engine): {ref:.3f} s CPU; ratios below are to it")
     print("llama-3.1-405b tp=16 (2 nodes) batch=16 prompt=1024 gen=512 kv_cache=dynamic on h100-sxm-nvswitch")
     for schedule in args.schedules:
-        scenario = make_scenario("llama-3.1-405b", "h100-sxm-nvswitch", 16, 16, 1024, 512, schedule,
-                                 kv_cache="dynamic")
+        scenario = make_scenario(model="llama-3.1-405b", hardware="h100-sxm-nvswitch", tp=16, batch=16, prompt_len=1024,
+                                 gen_len=512, schedule=schedule, kv_cache="dynamic")
         floor_s, bound = cpu(lambda: closed_form_floor_s(scenario))
         sym_s, sym = cpu(lambda: simulate(scenario))
         summary = sym.summary()

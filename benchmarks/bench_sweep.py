@@ -50,8 +50,9 @@ def floor_s() -> float:
     for p in points:
         scales = override_scales(base, dict(p.overrides), p.tp)
         profile = with_overrides(base, **scales) if scales else base
-        closed_form_floor_s(make_scenario(p.model_ref, profile, p.tp, p.batch, p.prompt_len, p.gen_len,
-                                          p.schedule, p.dtype, p.kv_cache, p.kv_reads))
+        closed_form_floor_s(make_scenario(model=p.model_ref, hardware=profile, tp=p.tp, batch=p.batch,
+                                          prompt_len=p.prompt_len, gen_len=p.gen_len, schedule=p.schedule,
+                                          dtype=p.dtype, kv_cache=p.kv_cache, kv_reads=p.kv_reads))
     return time.process_time() - t0
 
 

@@ -203,7 +203,7 @@ def write_summary(out: Path, measured_path: Path, calibs: dict[Path, float], com
                                f"compute op, {host.view_op_us.value:.2f} us per view, {host.collective_op_us.value:.1f} us "
                                f"per collective issue; sampling {sampling}; GEMM floor "
                                f"{profile.gpu.kernel_launch_us.value:.1f} us, weight streaming "
-                               f"{profile.gpu.memory_bandwidth_gbps.value * profile.gpu.gemm_memory_efficiency.value:.1f}"
+                               f"{profile.gpu.memory_bandwidth_gb_per_s.value * profile.gpu.gemm_memory_efficiency.value:.1f}"
                                f" GB/s; collectives progress on {host.collective_progress}; a collective waits "
                                f"{100 * host.rank_skew_fraction.value:.1f}% of the compute since the previous one "
                                f"for the slowest rank")

@@ -36,7 +36,7 @@ if _ROOT not in sys.path:
 from calibration.closed_loop import run_figures  # noqa: E402  (the closed loop's own summary figures)
 from laddersim.validation.report import markdown_table  # noqa: E402
 
-TOKENS_BAR_PCT = 20.0  # issue 14's bars, per run: tokens/s median |error| and speedup median |error|
+TOKENS_BAR_PCT = 20.0  # the accuracy bars, per run: tokens/s median |error| and speedup median |error|
 SPEEDUP_BAR_PP = 5.0
 VALIDATION = Path("calibrated") / "validation.csv"
 

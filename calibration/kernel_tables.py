@@ -86,6 +86,7 @@ def predicted_per_layer(cfg: dict, schedule: str, batch: int) -> dict[str, float
     from laddersim.costs.kernel_counts import kernels_per_layer
     from laddersim.costs.op_costs import Phase
     from laddersim.model.workload import Workload
+    from laddersim.schedules.program import build_program
 
     if cfg["phase"] == "prefill":
         work = Workload(batch=batch, prompt_len=cfg["prompt_len"], gen_len=1, framework="gpt-fast")
@@ -93,7 +94,8 @@ def predicted_per_layer(cfg: dict, schedule: str, batch: int) -> dict[str, float
     else:
         work = Workload(batch=batch, prompt_len=max(cfg["pos"], 1), gen_len=1, framework="gpt-fast")
         phase = Phase("decode", batch, 1)
-    return kernels_per_layer(cfg["shape"], cfg["predict"], work, cfg["tp"], phase, schedule)
+    program = build_program(schedule, cfg["shape"].n_layers, cfg["tp"], phase.name)
+    return kernels_per_layer(cfg["shape"], cfg["predict"], work, cfg["tp"], phase, program)
 
 
 def summarise(out: Path, kernel_rows: list[dict], steps_rows: list[dict], cfg: dict, mode: str) -> list[str]:

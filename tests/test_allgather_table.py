@@ -6,7 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from laddersim.costs.framework_collectives import framework_allreduce_time_s, logits_allgather_time_s
+from laddersim.costs.allreduce import allgather_source, allgather_time_s, allreduce_source, allreduce_time_s
+
+
+def logits_allgather(hw, fw, tp, size):
+    return allgather_time_s(hw, tp, size, fw), allgather_source(hw, tp, size, fw)
+
 from laddersim.costs.gemm_tables import SILICON
 from laddersim.costs.op_costs import Phase, op_time_sources, op_times_s
 from laddersim.model.framework import load_framework
@@ -35,9 +40,9 @@ def with_gather_table(profile, tmp_path, rows: list[tuple[int, int, int, float]]
 def test_a_covered_gather_is_read_from_its_table_and_interpolated(h100, tmp_path):
     hw = with_gather_table(h100, tmp_path, [(8, 1, 64_000, 10.0), (8, 1, 256_000, 20.0)])
     fw = load_framework("gpt-fast")
-    assert logits_allgather_time_s(hw, fw, 8, 64_000) == (pytest.approx(10e-6), SILICON)
-    assert logits_allgather_time_s(hw, fw, 8, 256_000) == (pytest.approx(20e-6), SILICON)
-    middle, source = logits_allgather_time_s(hw, fw, 8, 128_000)
+    assert logits_allgather(hw, fw, 8, 64_000) == (pytest.approx(10e-6), SILICON)
+    assert logits_allgather(hw, fw, 8, 256_000) == (pytest.approx(20e-6), SILICON)
+    middle, source = logits_allgather(hw, fw, 8, 128_000)
     assert 10e-6 < middle < 20e-6 and source == SILICON
 
 
@@ -45,15 +50,16 @@ def test_outside_the_table_or_its_group_the_gather_is_half_its_bytes_reduced(h10
     hw = with_gather_table(h100, tmp_path, [(8, 1, 64_000, 10.0), (8, 1, 256_000, 20.0)])
     fw = load_framework("gpt-fast")
     for tp, size in ((8, 1_000_000), (8, 1_000), (4, 128_000)):
-        assert logits_allgather_time_s(hw, fw, tp, size) == framework_allreduce_time_s(hw, fw, tp, size / 2)
-        assert logits_allgather_time_s(hw, fw, tp, size) == logits_allgather_time_s(h100, fw, tp, size)
+        assert logits_allgather(hw, fw, tp, size) == (allreduce_time_s(hw, tp, size / 2, fw, custom=False),
+                                                     allreduce_source(hw, tp, size / 2, fw, custom=False))
+        assert logits_allgather(hw, fw, tp, size) == logits_allgather(h100, fw, tp, size)
 
 
 def test_a_single_measured_size_prices_that_size_only(h100, tmp_path):
     hw = with_gather_table(h100, tmp_path, [(2, 1, 128_000, 700.0)])
     fw = load_framework("gpt-fast")
-    assert logits_allgather_time_s(hw, fw, 2, 128_000) == (pytest.approx(700e-6), SILICON)
-    assert logits_allgather_time_s(hw, fw, 2, 256_000)[0] == framework_allreduce_time_s(hw, fw, 2, 128_000)[0]
+    assert logits_allgather(hw, fw, 2, 128_000) == (pytest.approx(700e-6), SILICON)
+    assert allgather_time_s(hw, 2, 256_000, fw) == allreduce_time_s(hw, 2, 128_000, fw)
 
 
 def test_a_decode_step_charges_the_gather_of_its_batch_from_the_table(h100, tmp_path):

@@ -45,7 +45,8 @@ def test_simulate_takes_workload_options_and_objects():
     profile = laddersim.load_profile("h100-sxm-nvswitch")
     frame = laddersim.simulate(**{**SCENARIO, "hardware": profile}, schedules="ladder", dtype="float32",
                                kv_cache="dynamic")
-    direct = simulate(make_scenario("llama-3.1-8b", profile, 2, 1, 128, 8, "ladder", "float32", "dynamic")).summary()
+    direct = simulate(make_scenario(model="llama-3.1-8b", hardware=profile, tp=2, batch=1, prompt_len=128, gen_len=8,
+                                    schedule="ladder", dtype="float32", kv_cache="dynamic")).summary()
     assert len(frame) == 1 and frame["tokens_per_s"].iloc[0] == direct["tokens_per_s"]
     assert frame["speedup_vs_standard"].iloc[0] is None  # no standard row to compare with
 
@@ -54,7 +55,8 @@ def test_timeline_holds_every_schedule():
     spans = laddersim.timeline(**{**SCENARIO, "gen_len": 2}, schedules=["standard", "ladder"], steps="all")
     assert list(spans.columns[:1]) == ["schedule"]
     for schedule in ("standard", "ladder"):
-        want = simulate(make_scenario("llama-3.1-8b", "h100-sxm-nvswitch", 2, 1, 128, 2, schedule)).timeline("all")
+        want = simulate(make_scenario(model="llama-3.1-8b", hardware="h100-sxm-nvswitch", tp=2, batch=1, prompt_len=128,
+                                      gen_len=2, schedule=schedule)).timeline("all")
         got = spans[spans["schedule"] == schedule].drop(columns="schedule").reset_index(drop=True)
         pd.testing.assert_frame_equal(got, want)
 

@@ -26,8 +26,7 @@ from laddersim.fitting.step_allreduce import (
     collective_issue_us, ladder_chain_rows, pooled_allreduce, resolved_rates,
 )
 from laddersim.cli import main
-from laddersim.costs.collectives import allreduce_time_s
-from laddersim.costs.framework_collectives import logits_allgather_time_s
+from laddersim.costs.allreduce import allgather_source, allgather_time_s, allreduce_time_s
 from laddersim.costs.gemm_tables import SILICON
 from laddersim.model.framework import load_framework
 from laddersim.hardware import load_profile
@@ -120,8 +119,9 @@ def test_fitted_profile_loads_with_sources_and_reproduces_the_measured_table(cal
     # The step's logits AllGather is priced from its own measured table (calibration/allgather_bench.py).
     gather = rows(out / "measurements" / "allgather.csv")[0]
     assert [t.file for t in profile.collectives.allgather_tables] == ["tables/allgather.csv"]
-    assert logits_allgather_time_s(profile, load_framework("gpt-fast"), 2, 4000) == (
-        pytest.approx(float(gather["time_us"]) * 1e-6, rel=1e-5), SILICON)
+    gpt_fast = load_framework("gpt-fast")
+    assert allgather_time_s(profile, 2, 4000, gpt_fast) == pytest.approx(float(gather["time_us"]) * 1e-6, rel=1e-5)
+    assert allgather_source(profile, 2, 4000, gpt_fast) == SILICON
     assert str(out) in profile.gpu.gemm_compute_efficiency.source
     assert "measurements/gemm.csv" in profile.gpu.kernel_launch_us.source
     assert "measurements/interference.csv" in profile.interference.compute_slowdown.source
@@ -154,7 +154,7 @@ def test_fitted_profile_loads_with_sources_and_reproduces_the_measured_table(cal
     assert "fitted to the model's 4 GEMMs" in profile.gpu.gemm_memory_efficiency.source
     assert {e.kind for e in host.ops} >= {"attn_norm", "rope", "attention", "residual_add", "collective_launch"}
     assert profile.framework.step_overhead_us.value == 0 and "host_overhead" in profile.framework.step_overhead_us.source
-    assert "only one node measured" in profile.network.allreduce.bus_bandwidth_gbps.source
+    assert "only one node measured" in profile.network.allreduce.bus_bandwidth_gb_per_s.source
     assert profile.provenance["backend"] == "gloo" and "calibrate run" in profile.provenance["command_line"]
 
 
@@ -394,7 +394,7 @@ def test_summary_of_a_partial_run_marks_values_copied_from_the_base(calibrated, 
     # The copied fractions are the base's full-size ones: its channel rule comes with them.
     assert profile.interference.collective_channels.value == 32
     assert profile.interference.collective_channels.source.startswith("copied from base profile h100-sxm-nvswitch")
-    assert str(run) in profile.collectives.intra_node.bus_bandwidth_gbps.source
+    assert str(run) in profile.collectives.intra_node.bus_bandwidth_gb_per_s.source
 
 
 def test_summary_marks_an_unmeasured_allreduce_and_not_measured_values(calibrated, tmp_path, capsys):

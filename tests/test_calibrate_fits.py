@@ -29,7 +29,7 @@ def test_line_fit_is_exact_on_a_line_and_clamps_a_negative_intercept():
 
 def test_ring_tier_recovers_base_step_and_busbw():
     tier = AlphaBeta(algorithm="ring", base_latency_us=_s(8.0), step_latency_us=_s(0.6),
-                     bus_bandwidth_gbps=_s(370.0))
+                     bus_bandwidth_gb_per_s=_s(370.0))
     sizes = 2.0 ** np.arange(10, 29)
     curves = {g: (sizes, alpha_beta_time_s(tier, g, sizes)) for g in (2, 4, 8)}
     fit = fit_ring_tier(curves)
@@ -46,7 +46,7 @@ def test_ring_tier_of_a_flat_noisy_curve_stays_finite():
 
 
 def test_roofline_fit_recovers_the_gemm_model_parameters():
-    gpu = GpuSpec(name="test", peak_tflops=_s(989.4), memory_bandwidth_gbps=_s(3350), memory_gb=_s(80),
+    gpu = GpuSpec(name="test", peak_tflops=_s(989.4), memory_bandwidth_gb_per_s=_s(3350), memory_gb=_s(80),
                   gemm_compute_efficiency=_s(0.72), gemm_memory_efficiency=_s(0.85),
                   gemm_blend_order=_s(4.0), gemm_tile_m=_s(64), elementwise_memory_efficiency=_s(0.8),
                   attention_compute_efficiency=_s(0.5), kernel_launch_us=_s(2.7))
@@ -66,7 +66,7 @@ def test_a_time_weighted_roofline_fit_is_right_where_the_time_is():
     """Small GEMMs on one roofline and one long GEMM (an LM head) twice as slow as that roofline
     says: alike, the fit follows the many small ones; weighted by time, it moves toward the long
     one, where a step's seconds are."""
-    gpu = GpuSpec(name="test", peak_tflops=_s(0.09), memory_bandwidth_gbps=_s(45), memory_gb=_s(12),
+    gpu = GpuSpec(name="test", peak_tflops=_s(0.09), memory_bandwidth_gb_per_s=_s(45), memory_gb=_s(12),
                   gemm_compute_efficiency=_s(0.9), gemm_memory_efficiency=_s(0.3),
                   gemm_blend_order=_s(1.0), gemm_tile_m=_s(1), elementwise_memory_efficiency=_s(0.5),
                   attention_compute_efficiency=_s(0.5), kernel_launch_us=_s(10.0))
@@ -81,7 +81,7 @@ def test_a_time_weighted_roofline_fit_is_right_where_the_time_is():
 
 
 def _cpu_like_gpu(memory_efficiency: float) -> GpuSpec:
-    return GpuSpec(name="test", peak_tflops=_s(0.08), memory_bandwidth_gbps=_s(56), memory_gb=_s(12),
+    return GpuSpec(name="test", peak_tflops=_s(0.08), memory_bandwidth_gb_per_s=_s(56), memory_gb=_s(12),
                    gemm_compute_efficiency=_s(0.9), gemm_memory_efficiency=_s(memory_efficiency),
                    gemm_blend_order=_s(1.0), gemm_tile_m=_s(1), elementwise_memory_efficiency=_s(0.5),
                    attention_compute_efficiency=_s(0.5), kernel_launch_us=_s(5.0))

@@ -95,7 +95,8 @@ def test_simulate_prices_the_layer_as_the_kernel_view(tmp_path, tp, batch, sched
     from laddersim.simulation.simulate import make_scenario
 
     out = _calibrate(tmp_path)
-    scenario = make_scenario("llama-3.1-8b", HW, tp, batch, 1024, 512, schedule, "bfloat16", framework=out)
+    scenario = make_scenario(model="llama-3.1-8b", hardware=HW, tp=tp, batch=batch, prompt_len=1024, gen_len=512,
+                             schedule=schedule, dtype="bfloat16", framework=out)
     times = op_times_s(scenario.model, scenario.hardware, scenario.workload, tp, Phase("decode", batch, 1),
                        np.array([1536.0]))
     program = build_program(schedule, 32, tp, "decode")

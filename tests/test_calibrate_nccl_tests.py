@@ -18,7 +18,8 @@ from laddersim.measure.schema import SCHEMAS
 from laddersim.measure.store import PointStore, measurement_path
 from laddersim.profiles_check.sources import reference_data_root
 from laddersim.cli import main
-from laddersim.costs.collectives import allreduce_time_s, alpha_beta_time_s, multi_node_model_s
+from laddersim.costs.allreduce import allreduce_time_s
+from laddersim.costs.collectives import alpha_beta_time_s
 from laddersim.hardware import load_profile
 from laddersim.profiles_check.compare import check_allreduce
 
@@ -98,7 +99,7 @@ def test_fitted_intra_node_alpha_beta_follows_the_single_node_curve(imported):
     ratio = alpha_beta_time_s(profile.collectives.intra_node, 8, sizes) / measured
     assert np.all(np.abs(np.log(ratio)) < np.log(1.75))
     assert np.median(np.abs(ratio - 1)) < 0.15
-    assert "fit: calibration run" in profile.collectives.intra_node.bus_bandwidth_gbps.source
+    assert "fit: calibration run" in profile.collectives.intra_node.bus_bandwidth_gb_per_s.source
 
 
 def test_imported_profile_says_where_every_number_came_from(imported):
@@ -106,7 +107,7 @@ def test_imported_profile_says_where_every_number_came_from(imported):
     assert profile.collectives.tables[0].library == "NCCL 2.29.2"
     assert profile.node.gpus_per_node == 8
     assert profile.gpu.peak_tflops.source.startswith("copied from base profile h100-sxm-nvswitch")
-    assert "80x10" in profile.network.allreduce.bus_bandwidth_gbps.source  # fitted to the multi-node logs
+    assert "80x10" in profile.network.allreduce.bus_bandwidth_gb_per_s.source  # fitted to the multi-node logs
     header = (out / "tables" / "allreduce.csv").read_text().splitlines()[:4]
     assert any("measurements/allreduce.csv" in line for line in header)
     assert "aws_p5_h100_1node_nvswitch.log" in profile.provenance["logs"]
@@ -272,7 +273,7 @@ def test_tiny_rows_are_fine_beside_a_log_of_the_same_shape_that_reaches_the_thre
                           for s in (MIN_BANDWIDTH_BYTES, 4 * MIN_BANDWIDTH_BYTES)])  # 4 MiB in ROW's 20 us: 367 GB/s busbw, plausible
     profile = import_logs([str(LOGS / "refuse_tiny_messages.log"), str(big)], str(tmp_path / "o"), "o",
                           "h100-sxm-nvswitch")
-    assert profile.collectives.intra_node.bus_bandwidth_gbps.value > 1.0
+    assert profile.collectives.intra_node.bus_bandwidth_gb_per_s.value > 1.0
 
 
 def test_a_two_node_log_alone_fits_a_network_tier_of_the_right_size(tmp_path):
@@ -282,9 +283,9 @@ def test_a_two_node_log_alone_fits_a_network_tier_of_the_right_size(tmp_path):
     lands near the measured 94 us (the old hierarchical fit gave 0 us and ~19,000 GB/s per NIC)."""
     import_logs([str(TWO_NODE)], str(tmp_path / "efa"), "efa", "h100-sxm-nvswitch")
     profile = load_profile(tmp_path / "efa")
-    assert 5.0 <= profile.network.allreduce.bus_bandwidth_gbps.value <= 50.0
+    assert 5.0 <= profile.network.allreduce.bus_bandwidth_gb_per_s.value <= 50.0
     assert "fit: calibration run" in profile.network.allreduce.step_latency_us.source
-    small_us = float(multi_node_model_s(profile, 16, 2, np.array([16384.0]))[0]) * 1e6
+    small_us = float(allreduce_time_s(profile, 16, np.array([16384.0]), nodes=2, measured=False)[0]) * 1e6
     assert 60.0 < small_us < 120.0
     (check,) = check_allreduce(profile)
     assert check.model_median < 0.15

@@ -41,7 +41,8 @@ def test_ladder_hides_the_collectives_start_up_that_standard_pays():
     for schedule in ("standard", "ladder"):
         steps = []
         for us in (0.0, 10.0):
-            scenario = make_scenario("llama-3.1-8b", _with_sync(us), 8, 8, 1024, 16, schedule, dtype="float16")
+            scenario = make_scenario(model="llama-3.1-8b", hardware=_with_sync(us), tp=8, batch=8, prompt_len=1024,
+                                     gen_len=16, schedule=schedule, dtype="float16")
             steps.append(simulate(scenario).summary()["decode_step_s"])
         grow[schedule] = steps[1] - steps[0]
     assert grow["standard"] == pytest.approx(65 * 10e-6, rel=0.05)  # 64 AllReduces + the logits gather

@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from laddersim.costs.collectives import allreduce_time_s, fit_time_s, intra_node_model_s
+from laddersim.costs.allreduce import allreduce_time_s
+from laddersim.costs.collectives import fit_time_s
+from laddersim.costs.scaling.view import LinkScale
 from laddersim.hardware.overrides import with_overrides
 from laddersim.hardware.comm_specs import ProtocolTerm, TierFit
 from laddersim.hardware.profile import load_profile
@@ -68,13 +70,13 @@ def test_expected_misses_stay_explained():
 
 def test_fit_time_is_min_of_protocol_lines():
     fit = TierFit(gpus=4, source="golden", terms=[
-        ProtocolTerm(protocol="ll", latency_us=10, bus_bandwidth_gbps=10),
-        ProtocolTerm(protocol="simple", latency_us=50, bus_bandwidth_gbps=300)])
+        ProtocolTerm(protocol="ll", latency_us=10, bus_bandwidth_gb_per_s=10),
+        ProtocolTerm(protocol="simple", latency_us=50, bus_bandwidth_gb_per_s=300)])
     size = np.array([1e3, 1e8])
     moved = 1.5 * size
     expected = np.minimum(10e-6 + moved / 10e9, 50e-6 + moved / 300e9)
     np.testing.assert_allclose(fit_time_s(fit, size), expected)
-    np.testing.assert_allclose(fit_time_s(fit, 1e3, latency_scale=2.0), 20e-6 + 1.5e3 / 10e9)
+    np.testing.assert_allclose(fit_time_s(fit, 1e3, LinkScale(latency=2.0)), 20e-6 + 1.5e3 / 10e9)
 
 
 def test_fit_recovers_synthetic_protocol_lines():
@@ -109,5 +111,5 @@ def test_fitted_curves_grow_with_size(name):
     prof = load_profile(name)
     size = np.geomspace(512, 2**30, 200)
     for gpus in (2, 4, 8):
-        t = intra_node_model_s(prof, gpus, size)
+        t = allreduce_time_s(prof, gpus, size, nodes=1, measured=False)
         assert np.all(np.diff(t) >= 0)

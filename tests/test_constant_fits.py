@@ -27,8 +27,8 @@ def test_shm_hop_latency_is_what_the_profiles_state(shm_fit):
 
 
 def test_shm_simple_bandwidth_of_an_h100_host_is_what_h100_pcie_states(shm_fit):
-    stated = load_profile("h100-pcie").collectives.transport.shm.simple_bus_bandwidth_gbps.value
-    assert stated == pytest.approx(shm_fit["h100_simple_bus_bandwidth_gbps"], abs=0.01)
+    stated = load_profile("h100-pcie").collectives.transport.shm.simple_bus_bandwidth_gb_per_s.value
+    assert stated == pytest.approx(shm_fit["h100_simple_bus_bandwidth_gb_per_s"], abs=0.01)
 
 
 def test_shm_fit_by_hand_on_two_tables():
@@ -47,8 +47,8 @@ def test_shm_fit_by_hand_on_two_tables():
     frame["moved_bytes"] = 2.0 * (frame["gpus"] - 1) / frame["gpus"] * frame["size_bytes"]
     fit = fit_shm_transport(frame[frame["table"] != "dgxh100_4gpu_p2p_disabled"])
     assert fit["ll_hop_latency_us"] == pytest.approx(3.0, abs=1e-3)  # the floors also move 8 B
-    assert fit["ll_bus_bandwidth_gbps"] == pytest.approx(5.0, rel=1e-6)
-    assert fit_shm_transport(frame)["h100_simple_bus_bandwidth_gbps"] == pytest.approx(24.0)
+    assert fit["ll_bus_bandwidth_gb_per_s"] == pytest.approx(5.0, rel=1e-6)
+    assert fit_shm_transport(frame)["h100_simple_bus_bandwidth_gb_per_s"] == pytest.approx(24.0)
 
 
 def test_the_fmha_round_trip_is_the_grids_pick():

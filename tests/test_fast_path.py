@@ -1,7 +1,7 @@
-"""Issue 40's fast paths, each against what it replaces, bit for bit.
+"""The engine's fast paths, each against the SimPy engine or what it replaces, bit for bit.
 
-* ``run_direct`` (the engine's run on a minimal event loop, without SimPy) against the SimPy engine
-  and the reference engine of tests/reference_engine.py, on random programs with ties and zeros;
+* ``run_direct`` (the engine's run on a minimal event loop, without SimPy) against the SimPy engine,
+  the reference, on random programs with ties and zeros;
 * ``replay_many`` (many runs along an event-order tree at once) against one replay per run, and
   ``replay_kinds`` / ``run_cached_kinds`` (the same runs given by op kind) against it and the engine;
 * ``step_metrics_many`` against ``step_metrics``;
@@ -17,12 +17,11 @@ from __future__ import annotations
 import traceback
 
 import numpy as np
-import reference_engine
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_engine_paths import assert_same, programs
 
-from laddersim.costs.framework_collectives import _kept_measured
+from laddersim.costs.allreduce import _kept_measured
 from laddersim.costs.op_costs import Phase, _kept_gathers, _op_times_s, op_times_s
 from laddersim.engine.direct import run_direct
 from laddersim.engine.order_tree import OrderTree
@@ -56,8 +55,7 @@ MODELS = (
 @given(programs())
 def test_direct_engine_is_the_simpy_engine_bit_for_bit(case):
     works, cs, ms, links = case
-    expected = reference_engine.run_engine(works, cs, ms, links)
-    simpy_run = run_engine(works, cs, ms, links, record_tape=True)
+    expected = simpy_run = run_engine(works, cs, ms, links, record_tape=True)
     got = run_direct(works, cs, ms, links, record_tape=True)
     assert_same(got, expected)
     assert got.events == simpy_run.events  # the same timeouts scheduled
@@ -102,7 +100,7 @@ def test_replay_many_is_one_replay_per_run(case, scales, kept, per_run_slowdowns
         assert (result is None) == (one is None)
         if result is not None:
             assert_same(result, one)
-            assert_same(result, reference_engine.run_engine([RankWork(work.streams, work.deps, durations[i])],
+            assert_same(result, run_engine([RankWork(work.streams, work.deps, durations[i])],
                                                             compute[i], comm[i], links))
     assert len(replayed) >= min(kept, len(scales))  # every inserted order replays
 
@@ -146,7 +144,7 @@ def test_runs_given_by_op_kind_are_the_runs_of_their_ops(case, kept):
     forget()
     for i, result in enumerate(run_cached_kinds(work.streams, work.deps, links, "decode", kind_of_op, durations,
                                                 compute, comm)):
-        assert_same(result, reference_engine.run_engine([RankWork(work.streams, work.deps, per_op[0][i])],
+        assert_same(result, run_engine([RankWork(work.streams, work.deps, per_op[0][i])],
                                                         per_op[1][i], per_op[2][i], links))
     forget()
 
@@ -202,9 +200,9 @@ def points(draw):
 
 def _scenario_or_error(point: dict):
     try:
-        return make_scenario(point["model"], point["hardware"], point["tp"], point["batch"], point["prompt_len"],
-                             point["gen_len"], point["schedule"], kv_cache=point["kv_cache"],
-                             framework=point["framework"])
+        return make_scenario(model=point["model"], hardware=point["hardware"], tp=point["tp"], batch=point["batch"],
+                             prompt_len=point["prompt_len"], gen_len=point["gen_len"], schedule=point["schedule"],
+                             kv_cache=point["kv_cache"], framework=point["framework"])
     except Exception as exc:  # noqa: BLE001 - compared as such
         return exc
 
@@ -234,7 +232,8 @@ def test_simulate_many_is_simulate_on_the_simpy_engine(drawn):
 def test_scenarios_sharing_their_checks_fail_each_as_simulate_does():
     """A scenario's checks are made once for all its schedules: each one still fails with the
     error simulate gives it (a TP the model cannot take, a batch that does not fit), raised anew."""
-    scenarios = [make_scenario(MODELS[2], "a100-sxm-nvswitch", tp, batch, 512, 8, schedule)
+    scenarios = [make_scenario(model=MODELS[2], hardware="a100-sxm-nvswitch", tp=tp, batch=batch, prompt_len=512,
+                               gen_len=8, schedule=schedule)
                  for tp, batch in ((3, 1), (1, 4096), (2, 1)) for schedule in ("standard", "ladder", "standard")]
     for got, scenario in zip(simulate_many(scenarios), scenarios):
         try:
@@ -248,7 +247,8 @@ def test_scenarios_sharing_their_checks_fail_each_as_simulate_does():
 
 
 def test_simulate_many_with_other_options_runs_them_as_simulate_does():
-    scenario = make_scenario(MODELS[0], "h100-sxm-nvswitch", 4, 2, 64, 12, "ladder")
+    scenario = make_scenario(model=MODELS[0], hardware="h100-sxm-nvswitch", tp=4, batch=2, prompt_len=64, gen_len=12,
+                             schedule="ladder")
     options = SimOptions(jitter=0.1, seed=5, sample_steps=3)
     got, = simulate_many([scenario], options)
     assert got.summary() == simulate(scenario, options).summary()
@@ -288,7 +288,8 @@ def test_pipelines_leave_the_fast_path_and_give_what_simulate_gives():
     simulate, whose every stage's runs here are the SimPy engine's."""
     from laddersim.simulation.symmetric_batch import simulate_symmetric
 
-    scenarios = [make_scenario(MODELS[0], "h100-sxm-nvswitch", 2, 4, 64, 6, schedule, pp=pp, microbatches=m)
+    scenarios = [make_scenario(model=MODELS[0], hardware="h100-sxm-nvswitch", tp=2, batch=4, prompt_len=64, gen_len=6,
+                               schedule=schedule, pp=pp, microbatches=m)
                  for schedule in ("standard", "ladder") for pp, m in ((2, 1), (3, 2))]
     assert simulate_symmetric(scenarios) == [None] * len(scenarios)
     for got, scenario in zip(simulate_many(scenarios), scenarios):

@@ -38,12 +38,14 @@ def test_every_framework_file_loads_with_a_source_for_each_value():
 
 
 def test_framework_sets_the_kv_cache_and_flags_override_it():
-    vllm = make_scenario("llama-3.1-8b", "h100-sxm-nvswitch", 1, 1, 64, 4, "standard", framework="vllm").workload
+    vllm = make_scenario(model="llama-3.1-8b", hardware="h100-sxm-nvswitch", tp=1, batch=1, prompt_len=64, gen_len=4,
+                         schedule="standard", framework="vllm").workload
     assert (vllm.kv_cache, vllm.kv_reads, vllm.framework) == ("dynamic", "per_kv_head", "vllm")
-    fast = make_scenario("llama-3.1-8b", "h100-sxm-nvswitch", 1, 1, 64, 4, "standard").workload
+    fast = make_scenario(model="llama-3.1-8b", hardware="h100-sxm-nvswitch", tp=1, batch=1, prompt_len=64, gen_len=4,
+                         schedule="standard").workload
     assert (fast.kv_cache, fast.kv_reads) == ("static", "repeat_interleave")
-    mixed = make_scenario("llama-3.1-8b", "h100-sxm-nvswitch", 1, 1, 64, 4, "standard", kv_cache="static",
-                          framework="vllm").workload
+    mixed = make_scenario(model="llama-3.1-8b", hardware="h100-sxm-nvswitch", tp=1, batch=1, prompt_len=64, gen_len=4,
+                          schedule="standard", kv_cache="static", framework="vllm").workload
     assert (mixed.kv_cache, mixed.kv_reads) == ("static", "per_kv_head")
 
 
@@ -156,7 +158,8 @@ def test_adding_layers_adds_time_linearly(h100, framework):
     def step(layers):
         model = ModelShape(name="m", n_layers=layers, dim=2048, n_heads=16, n_kv_heads=4, intermediate_size=8192,
                            vocab_size=32000)
-        s = simulate(make_scenario(model, h100, 4, 4, 128, 3, "standard", "float16", framework=framework)).summary()
+        s = simulate(make_scenario(model=model, hardware=h100, tp=4, batch=4, prompt_len=128, gen_len=3,
+                                   schedule="standard", dtype="float16", framework=framework)).summary()
         return np.array([s["prefill_s"], s["decode_step_s"]])
     one, two, three = step(4), step(8), step(12)
     assert (two - one) == pytest.approx(three - two, rel=1e-9)
@@ -167,13 +170,13 @@ def test_vllm_multimem_allreduce_grows_with_its_size(h100):
     """The multimem table times the kernel alone (timing kernel): no size is priced below a smaller
     one's (a 16 us eager launch taken off its 16.5 us at 1 MiB once left 0.5 us, faster than the
     custom all-reduce's 256 KiB)."""
-    from laddersim.costs.framework_collectives import framework_allreduce_time_s
+    from laddersim.costs.allreduce import allreduce_time_s
 
     fw = load_framework("vllm")
     sizes = [2.0 ** k for k in range(16, 29)]  # from 64 KiB (below it, the measured table's own ~0.4 us noise)
-    times = [framework_allreduce_time_s(h100, fw, 8, size)[0] for size in sizes]
+    times = [allreduce_time_s(h100, 8, size, fw) for size in sizes]
     assert all(b >= a for a, b in zip(times, times[1:]))
-    assert framework_allreduce_time_s(h100, fw, 8, 1 << 20)[0] == pytest.approx(16.512e-6)
+    assert allreduce_time_s(h100, 8, 1 << 20, fw) == pytest.approx(16.512e-6)
 
 
 def test_vllm_reduces_prefill_with_the_profiles_multimem_kernel(h100):
@@ -286,7 +289,8 @@ def test_fit_predictions_carry_the_parameter_uncertainty_to_every_schedule(h100,
 
 
 def validate_one(model, profile) -> dict[str, float]:
-    return {s: simulate(make_scenario(str(model), profile, 2, 1, 16, 4, s, "float16")).summary()["tokens_per_s"]
+    return {s: simulate(make_scenario(model=str(model), hardware=profile, tp=2, batch=1, prompt_len=16, gen_len=4,
+                                      schedule=s, dtype="float16")).summary()["tokens_per_s"]
             for s in ("standard",)}
 
 
@@ -306,8 +310,8 @@ def test_prefill_of_short_and_long_prompts_at_the_sustained_tensor_rate():
     for prompt, measured in TOKENWEAVE_11A_LLAMA.items():
         for profile, label in ((hw, "capped"), (uncapped, "free")):
             for schedule, measured_ms in zip(("standard", "upper_bound"), measured):
-                scenario = make_scenario("llama-3.1-70b", profile, 8, 1, prompt, 1, schedule, "bfloat16",
-                                         framework="vllm")
+                scenario = make_scenario(model="llama-3.1-70b", hardware=profile, tp=8, batch=1, prompt_len=prompt,
+                                         gen_len=1, schedule=schedule, dtype="bfloat16", framework="vllm")
                 predicted_ms = simulate(scenario).summary()["prefill_s"] * 1e3
                 errors[(label, prompt, schedule)] = predicted_ms / measured_ms - 1.0
     capped = [abs(e) for (label, _, _), e in errors.items() if label == "capped"]

@@ -15,8 +15,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from laddersim.cli import main
-from laddersim.costs.collectives import allreduce_time_s
-from laddersim.costs.framework_collectives import framework_allreduce_time_s
+from laddersim.costs.allreduce import allreduce_time_s
 from laddersim.costs.gemm_tables import SILICON, library_gemm_time_s
 from laddersim.costs.calibrated_kernels import class_seconds
 from laddersim.errors import UserInputError
@@ -161,8 +160,8 @@ def test_the_collective_tables_follow_the_fitted_speed(name, tp, framework):
     fitted = apply(profile, {"device_speed_scale": 0.8}, "test")
     fw = load_framework(framework)
     for size in (16384.0, 262144.0):  # decode-size messages (below the eager multimem table of vLLM)
-        base_s = framework_allreduce_time_s(profile, fw, tp, size)[0]
-        assert framework_allreduce_time_s(fitted, fw, tp, size)[0] == pytest.approx(base_s / 0.8, rel=1e-6)
+        base_s = allreduce_time_s(profile, tp, size, fw)
+        assert allreduce_time_s(fitted, tp, size, fw) == pytest.approx(base_s / 0.8, rel=1e-6)
         assert float(allreduce_time_s(fitted, tp, size)) == pytest.approx(float(allreduce_time_s(profile, tp, size))
                                                                          / 0.8, rel=1e-6)
 

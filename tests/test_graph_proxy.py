@@ -78,7 +78,8 @@ def test_no_overlap_hides_it(schedule):
                           intra_bandwidth_scale=100.0, intra_latency_scale=0.01)
     steps = {}
     for value in (0.0, 5.0):
-        scenario = make_scenario(MODEL, with_host_node(base, value), 16, 1, 64, 3, schedule, "bfloat16")
+        scenario = make_scenario(model=MODEL, hardware=with_host_node(base, value), tp=16, batch=1, prompt_len=64,
+                                 gen_len=3, schedule=schedule, dtype="bfloat16")
         steps[value] = simulate(scenario).summary()["decode_step_s"]
     collectives = 2 * MODEL.n_layers + 1
     assert steps[5.0] - steps[0.0] == pytest.approx(collectives * 5e-6, rel=1e-6)

@@ -66,7 +66,8 @@ def test_a_measured_allreduce_and_its_host_issue_are_charged_once(tiny_model, h1
     with_issue = hw.model_copy(update={"host_overhead": issue})
 
     def step_s(profile) -> float:
-        return simulate(make_scenario(tiny_model, profile, 2, 1, 16, 3, "standard")).summary()["decode_step_s"]
+        return simulate(make_scenario(model=tiny_model, hardware=profile, tp=2, batch=1, prompt_len=16, gen_len=3,
+                                      schedule="standard")).summary()["decode_step_s"]
 
     plain, host = _decode(tiny_model, hw), _decode(tiny_model, with_issue)
     assert plain["allreduce"][0] > 3e-6 and plain["allgather_logits"][0] > 3e-6  # nothing clamped

@@ -12,6 +12,7 @@ import pytest
 
 from laddersim.costs.kernel_counts import KERNEL_CLASSES, kernels_per_layer, op_kernels
 from laddersim.costs.op_costs import Phase, op_times_s, splits_k
+from laddersim.schedules.program import build_program
 from laddersim.hardware.sourced import Sourced
 from laddersim.model.shape import load_model_shape
 from laddersim.model.workload import Workload
@@ -51,13 +52,13 @@ def test_a_layer_of_each_schedule_golden(h100):
     as cuBLAS calls split along K (each output fills far fewer than four waves of the SMs)."""
     model = load_model_shape("llama-3.1-8b")
     one = kernels_per_layer(model, h100, Workload(batch=1, prompt_len=64, gen_len=4), 8, Phase("decode", 1, 1),
-                            "standard")
+                            build_program("standard", model.n_layers, 8, "decode"))
     # qkv, o_proj, gate_up, down; norms x2, RoPE, SiLU x up, residual adds x2; the math decode
     # attention's scores, softmax and values reductions; one copy before each AllReduce.
     assert one == {"library_gemm": 0, "generated": 13, "splitk_reduce": 0, "attention": 0, "copy": 2,
                    "collective": 2}
     work = Workload(batch=4, prompt_len=64, gen_len=4)
-    four = {s: kernels_per_layer(model, h100, work, 8, Phase("decode", 4, 1), s)
+    four = {s: kernels_per_layer(model, h100, work, 8, Phase("decode", 4, 1), build_program(s, model.n_layers, 8, "decode"))
             for s in ("standard", "ladder", "parallel", "upper_bound", "desync_half")}
     assert all(splits_k(h100.gpu, 4, n) for n in (768, 4096, 7168, 768 + 7168))
     assert four["standard"] == {"library_gemm": 4, "generated": 9, "splitk_reduce": 4, "attention": 0, "copy": 2,
@@ -74,8 +75,6 @@ def test_a_layer_of_each_schedule_golden(h100):
 def test_adding_layers_adds_each_layers_kernels(h100):
     """Every layer of a program launches the same kernels, so a model twice as deep launches
     the per-step kernels once and each layer's twice as often."""
-    from laddersim.schedules.program import build_program
-
     model = load_model_shape("llama-3.1-8b")
     work = Workload(batch=4, prompt_len=64, gen_len=4)
     phase = Phase("decode", 4, 1)
@@ -85,7 +84,8 @@ def test_adding_layers_adds_each_layers_kernels(h100):
         return sum(sum(per_kind[op.kind].values()) for op in build_program(schedule, n_layers, 8).ops)
 
     for schedule in ("standard", "ladder", "parallel"):
-        layer = sum(kernels_per_layer(model, h100, work, 8, phase, schedule).values())
+        program = build_program(schedule, model.n_layers, 8, phase.name)
+        layer = sum(kernels_per_layer(model, h100, work, 8, phase, program).values())
         assert step_total(6, schedule) - step_total(3, schedule) == pytest.approx(3 * layer)
 
 
@@ -110,3 +110,17 @@ def test_a_prefill_gemm_is_not_split_along_k(h100, capsys):
     code, out, _ = run_cli(["kernels", "--model", "llama-3.1-8b", "--hardware", "h100-sxm-nvswitch", "--tp", "2",
                             "--batch", "4", "--json"], capsys)
     assert code == 0 and '"splitk_reduce"' in out  # decode at M = 4 still splits
+
+
+@pytest.mark.parametrize("tp", [1, 2, 8])
+def test_the_standard_layer_counts_the_costs_read_are_the_standard_programs(tp):
+    """The costs read one standard layer's op counts from the model (no program built there): the
+    same kinds, in the same order, as the middle layer of the schedule's standard program."""
+    import collections
+
+    from laddersim.model.layer_ops import standard_layer_op_counts
+
+    for layers in (4, 32, 80):
+        program = build_program("standard", layers, tp, "decode")
+        counted = collections.Counter(op.kind for op in program.ops if op.layer == layers // 2)
+        assert list(standard_layer_op_counts(tp).items()) == list(counted.items())

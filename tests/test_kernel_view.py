@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from laddersim.cli import main
-from laddersim.costs.op_costs import Phase, _fixed_op_times, attention_time_s
+from laddersim.costs.op_costs import Phase, fixed_op_times, attention_time_s
 from laddersim.simulation.kernel_view import kernel_table
 from laddersim.simulation.simulate import make_scenario
 
@@ -41,7 +41,8 @@ def test_golden_layer(framework, phase):
 
 
 def test_prefill_math_attention_rows_sum_to_the_priced_attention():
-    scenario = make_scenario(MODEL, HW, 2, 4, 1024, 512, "standard", "bfloat16", framework="gpt-fast")
+    scenario = make_scenario(model=MODEL, hardware=HW, tp=2, batch=4, prompt_len=1024, gen_len=512, schedule="standard",
+                             dtype="bfloat16", framework="gpt-fast")
     phase = Phase("prefill", 4, 1024)
     priced = float(attention_time_s(scenario.model, scenario.hardware, scenario.workload, 2, phase,
                                     np.array([1024]))[0]) * 1e6
@@ -53,8 +54,9 @@ def test_prefill_math_attention_rows_sum_to_the_priced_attention():
 
 def test_decode_rows_are_the_priced_op_kinds():
     """Each op kind's rows add up to what the simulator charges that kind (TP 1: no collectives)."""
-    scenario = make_scenario(MODEL, HW, 1, 16, 1024, 512, "standard", "bfloat16")
-    times, _ = _fixed_op_times(scenario.model, scenario.hardware, scenario.workload, 1, Phase("decode", 16, 1))
+    scenario = make_scenario(model=MODEL, hardware=HW, tp=1, batch=16, prompt_len=1024, gen_len=512,
+                             schedule="standard", dtype="bfloat16")
+    times, _ = fixed_op_times(scenario.model, scenario.hardware, scenario.workload, 1, Phase("decode", 16, 1))
     frame = kernel_table(MODEL, HW, 1, 16)
     qkv = frame[frame["kernel"].isin(["qkv", "qkv.splitk_reduce"])]["us"].sum()
     assert qkv == pytest.approx(times["qkv"] * 1e6, abs=0.01)

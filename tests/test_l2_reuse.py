@@ -22,7 +22,7 @@ L2 = 4400e9
 
 def test_h100_states_its_l2():
     assert H100.gpu.l2_cache_mb.value == 50 and "datasheet" in H100.gpu.l2_cache_mb.source
-    assert H100.gpu.l2_bandwidth_gbps.value == 4400
+    assert H100.gpu.l2_bandwidth_gb_per_s.value == 4400
 
 
 def test_group_reads_golden():
@@ -37,7 +37,7 @@ def test_group_reads_golden():
 
 def test_a_gpu_without_l2_figures_reads_every_repeat_from_hbm():
     gpu = load_profile("a100-sxm-nvswitch").gpu
-    assert gpu.l2_bandwidth_gbps is None
+    assert gpu.l2_bandwidth_gb_per_s is None
     hbm = gpu.memory_bandwidth_bytes_per_s * gpu.gemm_memory_efficiency.value
     assert float(group_reads_s(gpu, 1e6, 4e6, 1e3)) == pytest.approx(4e6 / hbm)
 

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from laddersim.fitting.nccl_tests import implausible_row, parse_log
 from laddersim.costs import nccl_algorithms
-from laddersim.costs.collectives import allreduce_time_s, collective_choice, multi_node_model_s, slowdowns, table_offset
+from laddersim.costs.allreduce import allreduce_time_s
+from laddersim.costs.collectives import collective_choice, slowdowns, table_offset
 from laddersim.hardware.profile import list_profiles, load_profile
 from laddersim.hardware.overrides import with_overrides
 from laddersim.errors import UserInputError
@@ -79,7 +80,8 @@ def test_two_node_medium_messages_rise_as_measured(table):
     rows = pd.read_csv(Path(load_profile("h100-sxm-nvswitch").base_dir) / "tables" / table, comment="#")
     rows = rows[(rows["gpus"] == 16) & (rows["nodes"] == 2)].set_index("size_bytes")["time_us"] * 1e-6
     measured_rise_s = rows[524288] - rows[4096]
-    model = multi_node_model_s(load_profile("h100-sxm-nvswitch"), 16, 2, np.array([4096.0, 524288.0]))
+    model = allreduce_time_s(load_profile("h100-sxm-nvswitch"), 16, np.array([4096.0, 524288.0]), nodes=2,
+                             measured=False)
     assert 0.4 * measured_rise_s < model[1] - model[0] < measured_rise_s
 
 
@@ -147,7 +149,7 @@ def test_nvls_tree_reduces_in_the_switch_under_p2p_disable():
     off = load_profile("h100-sxm-p2p-off")
     size = 32.0 * 2**20
     assert collective_choice(off, 16, size) == ("nvls_tree", "simple")
-    nvls_gbps = max(t.bus_bandwidth_gbps for t in off.collectives.transport.nvls if t.gpus == 8)
+    nvls_gbps = max(t.bus_bandwidth_gb_per_s for t in off.collectives.transport.nvls if t.gpus == 8)
     expected_s = (25.0 + 2 * (20.9 + 2 * 2.24)) * 1e-6 + max(size / (8 * 46e9), 1.75 * size / (nvls_gbps * 1e9))
     assert float(nccl_algorithms.model_s(off, 8, 2, [size])[0]) == pytest.approx(expected_s, rel=1e-9)
     node_s = float(allreduce_time_s(off, 8, np.array([size]))[0]) + nccl_algorithms.network_floor_s(off, 2)
@@ -166,7 +168,7 @@ def test_measured_multi_node_table_wins_at_its_shape_and_carries_its_offset():
     assert np.allclose(allreduce_time_s(efa, 16, sizes), times, rtol=1e-9)  # its rows (a drop is noise)
     # 4 nodes: the model times the same offset (no step between the table and the model)
     ratio = table_offset(efa, 8, 4, sizes)
-    assert np.allclose(ratio, times / multi_node_model_s(efa, 16, 2, sizes), rtol=1e-9)
+    assert np.allclose(ratio, times / allreduce_time_s(efa, 16, sizes, nodes=2, measured=False), rtol=1e-9)
 
 
 @pytest.mark.parametrize("name", NETWORKED)

@@ -138,7 +138,8 @@ def test_a_profile_stating_nccls_table_picks_by_it(tmp_path, capsys):
     NCCL's own estimates for that GPU count, and keeps its inferred tuner for the others."""
     import yaml
 
-    from laddersim.costs.collectives import allreduce_time_s, collective_choice
+    from laddersim.costs.allreduce import allreduce_time_s
+    from laddersim.costs.collectives import collective_choice
     from laddersim.costs.transport import shm_candidates_s
 
     log = tmp_path / "nccl.log"

@@ -1,15 +1,14 @@
-"""The event-order tree, bit for bit against the reference engine.
+"""The event-order tree, bit for bit against the SimPy engine (the reference).
 
 A program run with other durations may take another event order part-way through; the tree keeps
 the orders seen as shared prefixes, and a replay that meets an outcome the first branch does not
-have continues on the branch that has it. Every replay that answers must give the reference
+have continues on the branch that has it. Every replay that answers must give the SimPy
 engine's spans exactly; one whose order was inserted must answer.
 """
 
 from __future__ import annotations
 
 import numpy as np
-import reference_engine
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_engine_paths import assert_same, programs
@@ -42,7 +41,7 @@ def test_a_run_that_leaves_the_first_branch_mid_run_continues_on_the_second():
     steps = [sum(len(e) == 2 for e in tape.entries) for tape in tapes.values()]
     assert tree.nodes < sum(steps) + 1  # the shared prefix is kept once
     for m in (1.5, 2.5, 1.7, 2.2):  # 1.7 follows the first order, 2.2 the second
-        assert_same(tree.replay(_stack(runs[m]), 0.2, 0.1), reference_engine.run_engine(runs[m], 0.2, 0.1, {0: ("a",)}))
+        assert_same(tree.replay(_stack(runs[m]), 0.2, 0.1), run_engine(runs[m], 0.2, 0.1, {0: ("a",)}))
     assert tree.replay(_stack(runs[0.5]), 0.2, 0.1) is None  # an order not kept: the caller runs the engine
 
 
@@ -58,7 +57,7 @@ def test_tree_of_several_orders_replays_each_exactly(case, scales, kept):
     for v in inserted:
         tree.insert(run_engine(v, cs, ms, links, record_tape=True).tape)
     for i, v in enumerate(variants):
-        expected = reference_engine.run_engine(v, cs, ms, links)
+        expected = run_engine(v, cs, ms, links)
         got = tree.replay(_stack(v), cs, ms)
         if i < len(inserted):
             assert got is not None

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from laddersim.costs import transport
-from laddersim.costs.collectives import allreduce_time_s, bandwidth_share, collective_choice, slowdowns
+from laddersim.costs.allreduce import allreduce_time_s
+from laddersim.costs.collectives import bandwidth_share, collective_choice, slowdowns
 from laddersim.costs.nccl_tuning import BASE_LATENCY_US
 from laddersim.fitting import p2p_off_transport as fit_p2p
 from laddersim.hardware.profile import load_profile
@@ -88,14 +89,14 @@ def test_nvls_time_is_the_least_of_the_stated_lines_for_the_nearest_count(off, l
     """Several NVLS lines for one GPU count are a fitted curve: the time is the least of them at each
     size (closed form), and a count without its own lines takes the nearest count's (6 -> 8)."""
     spec = off.collectives.transport
-    terms = [NvlsTerm(gpus=8, latency_us=a, bus_bandwidth_gbps=b, source="test") for a, b in lines]
-    terms.append(NvlsTerm(gpus=4, latency_us=1e6, bus_bandwidth_gbps=1.0, source="test: far slower, never nearest"))
+    terms = [NvlsTerm(gpus=8, latency_us=a, bus_bandwidth_gb_per_s=b, source="test") for a, b in lines]
+    terms.append(NvlsTerm(gpus=4, latency_us=1e6, bus_bandwidth_gb_per_s=1.0, source="test: far slower, never nearest"))
     profile = off.model_copy(update={"collectives": off.collectives.model_copy(update={"transport": spec.model_copy(
         update={"nvls": terms})})})
     moved = 2.0 * 5 / 6 * size
     expected = min(a * 1e-6 + moved / (b * 1e9) for a, b in lines)
     assert transport.nvls_s(profile, 6, np.array([size]))[0] == pytest.approx(expected, rel=1e-12)
-    assert transport.nvls_bus_bandwidth_gbps(profile, 6) == max(b for _, b in lines)
+    assert transport.nvls_bus_bandwidth_gb_per_s(profile, 6) == max(b for _, b in lines)
 
 
 def test_paired_points_cancel_what_a_step_pays_once(on):
@@ -130,7 +131,7 @@ def test_fit_lines_reads_the_simple_bandwidth_after_nccls_latency(on, off):
     sizes = np.array([8.0, 32.0, 128.0]) * MIB
     points = pd.DataFrame({"tp": 2, "size_bytes": sizes, "off_us": latency_us + sizes / 12.5e3})
     fitted = fit_p2p.fit_lines(points, on, off)
-    assert fitted["simple_bus_bandwidth_gbps"] == pytest.approx(12.5)
+    assert fitted["simple_bus_bandwidth_gb_per_s"] == pytest.approx(12.5)
 
 
 def test_an_shm_rings_simple_keeps_its_speed_beside_compute(off):
@@ -161,8 +162,8 @@ def test_the_profile_states_what_the_paired_runs_give(on, off):
     ``tools/fits/fit_p2p_off_transport.py --lines`` reads from the authors' paired runs (kept in step)."""
     fitted = fit_p2p.fit_lines(fit_p2p.paired_allreduce_points(read_measured(fit_p2p.PAIRED_TABLE), on), on, off)
     spec = off.collectives.transport
-    assert spec.shm.simple_bus_bandwidth_gbps.value == pytest.approx(fitted["simple_bus_bandwidth_gbps"], abs=0.01)
-    stated = sorted((t.latency_us, t.bus_bandwidth_gbps) for t in spec.nvls if t.gpus == 8)
+    assert spec.shm.simple_bus_bandwidth_gb_per_s.value == pytest.approx(fitted["simple_bus_bandwidth_gb_per_s"], abs=0.01)
+    stated = sorted((t.latency_us, t.bus_bandwidth_gb_per_s) for t in spec.nvls if t.gpus == 8)
     assert np.allclose(stated, fitted["nvls"][8], rtol=1e-3)
 
 

@@ -84,7 +84,8 @@ def test_stages_run_the_whole_models_ops_once(schedule, layers, tp, pp, phase):
 @pytest.mark.parametrize("schedule", ["standard", "ladder"])
 def test_one_stage_through_the_stage_path_is_todays_simulation(h100, schedule):
     """PP 1 is today's simulation: the whole model run as a stage gives the same numbers, bit for bit."""
-    scenario = make_scenario("llama-3.1-8b", h100, 2, 4, 256, 16, schedule)
+    scenario = make_scenario(model="llama-3.1-8b", hardware=h100, tp=2, batch=4, prompt_len=256, gen_len=16,
+                             schedule=schedule)
     today = simulate(scenario).summary()
     memory = check_memory(scenario)
     staged = simulate_passes(scenario, PassSetup(1, (0,), whole_model(32)), memory).summary()
@@ -105,7 +106,8 @@ def test_naive_step_is_the_stages_in_turn_plus_their_receives(h100, schedule, tp
     closed form, each stage's ops one after the other (standard waits for every AllReduce) with
     its receive beside its step overhead (the hidden state from the stage before, stage 0 the
     sampled token ids), summed over the stages; the prefill likewise, stage 0 receiving nothing."""
-    scenario = make_scenario("llama-3.1-8b", h100, tp, 4, 128, 6, schedule, pp=pp)
+    scenario = make_scenario(model="llama-3.1-8b", hardware=h100, tp=tp, batch=4, prompt_len=128, gen_len=6,
+                             schedule=schedule, pp=pp)
     result = simulate(scenario)
     model, work = scenario.model, scenario.workload
     placement = place(h100, tp, pp)
@@ -150,10 +152,12 @@ def test_microbatched_decode_approaches_the_slowest_stage(h100):
     """70B TP 4 x PP 2, micro-batches of 4 sequences: decode throughput grows with the micro-batches
     in flight towards 4 sequences per slowest stage pass; a token's latency never drops below the
     one-micro-batch step."""
-    naive = simulate(make_scenario("llama-3.1-70b", h100, 4, 4, 256, 32, "ladder", pp=2)).summary()
+    naive = simulate(make_scenario(model="llama-3.1-70b", hardware=h100, tp=4, batch=4, prompt_len=256, gen_len=32,
+                                   schedule="ladder", pp=2)).summary()
     rates = []
     for m in (1, 2, 4):
-        row = simulate(make_scenario("llama-3.1-70b", h100, 4, 4 * m, 256, 32, "ladder", pp=2, microbatches=m)).summary()
+        row = simulate(make_scenario(model="llama-3.1-70b", hardware=h100, tp=4, batch=4 * m, prompt_len=256,
+                                     gen_len=32, schedule="ladder", pp=2, microbatches=m)).summary()
         assert row["tpot_s"] >= naive["tpot_s"] * (1 - 1e-12)
         rates.append(4 * m / row["tpot_s"])
         assert row["pp_microbatches"] == m
@@ -165,15 +169,18 @@ def test_a_model_too_big_for_tp_alone_fits_with_a_pipeline(h100):
     """405B at TP 8 needs 95 GiB per GPU: refused in one line naming what to raise; two stages of
     TP 8 (one node each) hold half the layers each and fit."""
     with pytest.raises(DoesNotFitError) as refused:
-        check_memory(make_scenario("llama-3.1-405b", h100, 8, 1, 1024, 512, "ladder"))
+        check_memory(make_scenario(model="llama-3.1-405b", hardware=h100, tp=8, batch=1, prompt_len=1024, gen_len=512,
+                                   schedule="ladder"))
     assert "\n" not in str(refused.value) and "raise tp or pp" in str(refused.value)
-    scenario = make_scenario("llama-3.1-405b", h100, 8, 1, 1024, 512, "ladder", pp=2)
+    scenario = make_scenario(model="llama-3.1-405b", hardware=h100, tp=8, batch=1, prompt_len=1024, gen_len=512,
+                             schedule="ladder", pp=2)
     fits, model = check_memory(scenario), scenario.model
     # the fuller stage is the last: its 63 layers, the LM head's shard and the final norm (bf16)
     assert fits.fits and fits.weights_bytes == 2 * (63 * model.layer_params_per_rank(8)
                                                     + model.vocab_per_rank(8) * model.dim + model.dim)
     with pytest.raises(DoesNotFitError, match=r"pp=2 stage 0 \(layers 0-62\)"):
-        check_memory(make_scenario("llama-3.1-405b", h100, 4, 1, 1024, 512, "ladder", pp=2))
+        check_memory(make_scenario(model="llama-3.1-405b", hardware=h100, tp=4, batch=1, prompt_len=1024, gen_len=512,
+                                   schedule="ladder", pp=2))
 
 
 def test_placement_from_the_profiles_topology(h100):
@@ -202,21 +209,22 @@ def test_send_priced_from_the_profiles_link_tables(h100):
     shm = off.collectives.transport.shm
     small, large = P2P_LL_THRESHOLD_BYTES, 4 * 2**20
     assert send_time_s(off, hop, small)[:2] == (pytest.approx(
-        (BASE_LATENCY_US["ring"][0] + shm.ll_hop_latency_us.value) * 1e-6 + small / (shm.ll_bus_bandwidth_gbps.value * 1e9)),
+        (BASE_LATENCY_US["ring"][0] + shm.ll_hop_latency_us.value) * 1e-6 + small / (shm.ll_bus_bandwidth_gb_per_s.value * 1e9)),
         "shm")
     assert send_time_s(off, hop, large)[0] == pytest.approx(
         (BASE_LATENCY_US["ring"][2] + shm.simple_hop_latency_us.value) * 1e-6
-        + large / (shm.simple_bus_bandwidth_gbps.value * 1e9))
+        + large / (shm.simple_bus_bandwidth_gb_per_s.value * 1e9))
     net = place(h100, 8, 2).hop(0, 1)
     seconds, transport, label = send_time_s(h100, net, 2**26)
     assert transport == "net" and label == "SOL"
-    assert 2**26 / seconds == pytest.approx(h100.network.ring_nic_bus_bandwidth_gbps.value * 1e9, rel=0.02)
+    assert 2**26 / seconds == pytest.approx(h100.network.ring_nic_bus_bandwidth_gb_per_s.value * 1e9, rel=0.02)
 
 
 def test_timeline_shows_every_stages_ranks_in_turn(h100):
     """Perfetto's rows: every rank of every stage, stage 1's prefill starting with its receive
     where stage 0's ends."""
-    result = simulate(make_scenario("llama-3.1-8b", h100, 2, 2, 64, 4, "ladder", pp=2))
+    result = simulate(make_scenario(model="llama-3.1-8b", hardware=h100, tp=2, batch=2, prompt_len=64, gen_len=4,
+                                    schedule="ladder", pp=2))
     spans = result.timeline(steps=[0])
     assert sorted(spans["rank"].unique()) == [0, 1, 2, 3]
     prefill = result.timeline(steps="prefill")
@@ -230,8 +238,8 @@ def test_timeline_shows_every_stages_ranks_in_turn(h100):
 def test_serving_a_pipeline_alone_is_the_pipelines_prefill_and_step(h100):
     """A request alone (arrivals 100 s apart) on a TP 4 x PP 2 replica: its TTFT and TPOT are the
     pipeline's batch-1 prefill and decode step on the serving cache (`simulate --pp 2`)."""
-    static = simulate(make_scenario("llama-3.1-70b", h100, 4, 1, 512, 48, "ladder", kv_cache="dynamic",
-                                    kv_reads="per_kv_head", pp=2)).summary()
+    static = simulate(make_scenario(model="llama-3.1-70b", hardware=h100, tp=4, batch=1, prompt_len=512, gen_len=48,
+                                    schedule="ladder", kv_cache="dynamic", kv_reads="per_kv_head", pp=2)).summary()
     requests = draw_requests(6, 0.01, parse_length("512", "p"), parse_length("48", "g"))
     result = serve(serving_scenario("llama-3.1-70b", h100, 4, "ladder", pp=2), requests, serving_options())
     assert result.metrics["ttft_p50_s"] == pytest.approx(static["prefill_s"], rel=1e-9)
@@ -248,10 +256,12 @@ def test_serving_keeps_a_batch_in_flight_per_stage(h100):
     opts = serving_options(max_running=batch, max_batched_tokens=batch * prompt)
     at_once = Requests(np.zeros(n), np.full(n, prompt), np.full(n, gen))
     served = serve(serving_scenario("llama-3.1-70b", h100, 4, "standard", pp=2), at_once, opts)
-    flight = simulate(make_scenario("llama-3.1-70b", h100, 4, n, prompt, gen, "standard", kv_cache="dynamic",
-                                    kv_reads="per_kv_head", pp=2, microbatches=2)).summary()
-    one = simulate(make_scenario("llama-3.1-70b", h100, 4, batch, prompt, gen, "standard", kv_cache="dynamic",
-                                 kv_reads="per_kv_head", pp=2)).summary()
+    flight = simulate(make_scenario(model="llama-3.1-70b", hardware=h100, tp=4, batch=n, prompt_len=prompt, gen_len=gen,
+                                    schedule="standard", kv_cache="dynamic", kv_reads="per_kv_head", pp=2,
+                                    microbatches=2)).summary()
+    one = simulate(make_scenario(model="llama-3.1-70b", hardware=h100, tp=4, batch=batch, prompt_len=prompt,
+                                 gen_len=gen, schedule="standard", kv_cache="dynamic", kv_reads="per_kv_head",
+                                 pp=2)).summary()
     assert served.metrics["throughput_tokens_per_s"] == pytest.approx(flight["tokens_per_s"], rel=0.03)
     assert served.metrics["throughput_tokens_per_s"] > 1.6 * one["tokens_per_s"]
 
@@ -289,7 +299,8 @@ def test_validate_reads_a_pp_column(tmp_path, h100):
     good = tmp_path / "pp.csv"
     good.write_text(header + "llama-3.1-8b,1,2,1,1,128,8,on,standard,150\nllama-3.1-8b,1,1,1,1,128,8,on,standard,150\n")
     rows = validate(read_measured(good))
-    one, two = (simulate(make_scenario("llama-3.1-8b", h100, 1, 1, 128, 8, "standard", "float16", pp=pp)).summary()
+    one, two = (simulate(make_scenario(model="llama-3.1-8b", hardware=h100, tp=1, batch=1, prompt_len=128, gen_len=8,
+                                       schedule="standard", dtype="float16", pp=pp)).summary()
                 for pp in (2, 1))
     assert list(rows["predicted_tokens_per_s"]) == [one["tokens_per_s"], two["tokens_per_s"]]
     bad = tmp_path / "bad.csv"
@@ -312,7 +323,8 @@ def test_sweep_has_a_pp_axis(tmp_path):
     frame = run_sweep(with_pp, tmp_path, workers=1, progress=False).frame
     by = {(r.tp, r.pp): r for r in frame.itertuples()}
     assert by[8, 2].nodes == 2 and by[4, 2].nodes == 1 and by[8, 1].nodes == 1
-    direct = simulate(make_scenario("llama-3.1-70b", "h100-sxm-nvswitch", 4, 4, 128, 8, "ladder", pp=2)).summary()
+    direct = simulate(make_scenario(model="llama-3.1-70b", hardware="h100-sxm-nvswitch", tp=4, batch=4, prompt_len=128,
+                                    gen_len=8, schedule="ladder", pp=2)).summary()
     assert by[4, 2].tokens_per_s == direct["tokens_per_s"]
 
 

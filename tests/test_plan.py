@@ -79,7 +79,7 @@ def _variant(tmp_path: Path, name: str, hbm_scale: float, gpus_per_node: int | N
     h100 = load_profile("h100-sxm-nvswitch")
     raw = yaml.safe_load(Path(h100.base_dir, "h100-sxm-nvswitch.yaml").read_text())
     raw["name"] = name
-    raw["gpu"]["memory_bandwidth_gbps"]["value"] *= hbm_scale
+    raw["gpu"]["memory_bandwidth_gb_per_s"]["value"] *= hbm_scale
     if gpus_per_node:
         raw["node"]["gpus_per_node"] = gpus_per_node
         raw.pop("network", None)
@@ -114,7 +114,8 @@ def _brute_force(profiles: dict[str, Path], prices: dict[str, float], min_user: 
                 for batch in BATCHES:
                     try:
                         model.check_tp(tp)
-                        result = simulate(make_scenario(model, str(path), tp, batch, 128, 16, schedule))
+                        result = simulate(make_scenario(model=model, hardware=str(path), tp=tp, batch=batch,
+                                                        prompt_len=128, gen_len=16, schedule=schedule))
                     except (DoesNotFitError, UserInputError):
                         continue
                     s = result.summary()

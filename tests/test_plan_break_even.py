@@ -13,12 +13,12 @@ import yaml
 from laddersim.cli import main
 from laddersim.errors import UserInputError
 from laddersim.hardware import load_profile
-from laddersim.planning import Scenario, Side, break_even, parse_side
+from laddersim.planning import SharedRun, Side, break_even, parse_side
 from laddersim.sweeps import run_sweep
 from laddersim.sweeps.grid import parse_grid
 
 H100 = "h100-sxm-nvswitch"
-SCENARIO = Scenario("llama-3.1-8b", tp=8, batch=4, prompt_len=128, gen_len=16)
+SCENARIO = SharedRun("llama-3.1-8b", tp=8, batch=4, prompt_len=128, gen_len=16)
 LADDER, STANDARD = Side("ladder", H100), Side("standard", H100)
 
 
@@ -82,7 +82,7 @@ def test_break_even_input_errors(capsys):
     with pytest.raises(UserInputError, match="vary: unknown 'bandwidth'; allowed: intra_bandwidth"):
         break_even(SCENARIO, LADDER, STANDARD, "bandwidth")
     with pytest.raises(UserInputError, match=r"^standard@h100-sxm-nvswitch: tp: 3"):
-        break_even(Scenario("llama-3.1-8b", tp=3, batch=1), LADDER, STANDARD, "intra_bandwidth")
+        break_even(SharedRun("llama-3.1-8b", tp=3, batch=1), LADDER, STANDARD, "intra_bandwidth")
     assert main(["plan", "break-even", "--model", "llama-3.1-8b", "--tp", "8", "--a", "ladder@nope",
                  "--b", f"standard@{H100}"]) == 2
     assert capsys.readouterr().err.startswith("error: hardware: unknown profile 'nope'")
@@ -105,7 +105,7 @@ def test_an_inter_node_scale_on_one_node_is_refused(vary, capsys):
 
 def test_tp_1_has_nothing_to_vary():
     with pytest.raises(UserInputError, match="^vary: intra_bandwidth has no effect: TP 1 runs no AllReduce"):
-        break_even(Scenario("llama-3.1-8b", tp=1, batch=1, prompt_len=128, gen_len=16), LADDER, STANDARD,
+        break_even(SharedRun("llama-3.1-8b", tp=1, batch=1, prompt_len=128, gen_len=16), LADDER, STANDARD,
                    "intra_bandwidth")
 
 
@@ -125,13 +125,13 @@ def test_nominal_is_what_the_model_uses_for_the_group(tmp_path):
     """Not the profile's fallback alpha-beta numbers (collectives.intra_node: 370 GB/s, 8 us base)
     but the 8-GPU AllReduce as modelled: the fit's best term and smallest latency, or the
     measured table's large-message bus bandwidth and latency floor."""
-    from laddersim.costs.nominal import group_nominal
+    from laddersim.costs.scaling.nominal import group_nominal
 
     fit_profile = load_profile(_fit_only_h100(tmp_path))
     fit = fit_profile.intra_node_fit(8)
     assert fit is not None
     bandwidth, what = group_nominal(fit_profile, 8, "intra_bandwidth")
-    assert bandwidth == pytest.approx(max(t.bus_bandwidth_gbps for t in fit.terms), rel=1e-9)
+    assert bandwidth == pytest.approx(max(t.bus_bandwidth_gb_per_s for t in fit.terms), rel=1e-9)
     assert "8-GPU" in what and "fit for 8 GPUs" in what
     latency, what = group_nominal(fit_profile, 8, "intra_latency")
     assert latency == pytest.approx(min(t.latency_us for t in fit.terms), rel=1e-9)
@@ -145,7 +145,7 @@ def test_nominal_is_what_the_model_uses_for_the_group(tmp_path):
     last = rows.iloc[-1]
     assert bandwidth == pytest.approx(2 * 7 / 8 * last.size_bytes / last.time_s / 1e9, rel=1e-9)
     assert "measured table" in what
-    assert bandwidth != pytest.approx(fallback.bus_bandwidth_gbps.value, rel=0.01)
+    assert bandwidth != pytest.approx(fallback.bus_bandwidth_gb_per_s.value, rel=0.01)
     latency, _ = group_nominal(table_profile, 8, "intra_latency")
     assert latency == pytest.approx(rows.time_s.iloc[0] * 1e6, rel=1e-9)
     assert latency != pytest.approx(fallback.base_latency_us.value, rel=0.01)
@@ -158,14 +158,14 @@ def test_the_nominal_is_labelled_by_the_path_the_model_uses():
     """Issue 38: under NCCL_P2P_DISABLE=1 (h100-sxm-p2p-off) the 8-GPU AllReduce's large messages
     run on the switch's NVLS line (452 GB/s), its small ones on an SHM ring: the label names those
     profile fields, not collectives.intra_node (109.9 GB/s, which no 8-GPU message uses)."""
-    from laddersim.costs.nominal import group_nominal
-    from laddersim.costs.transport import nvls_bus_bandwidth_gbps
+    from laddersim.costs.scaling.nominal import group_nominal
+    from laddersim.costs.transport import nvls_bus_bandwidth_gb_per_s
 
     profile = load_profile("h100-sxm-p2p-off")
     bandwidth, label = group_nominal(profile, 8, "intra_bandwidth")
-    assert bandwidth == pytest.approx(nvls_bus_bandwidth_gbps(profile, 8), rel=1e-6)
+    assert bandwidth == pytest.approx(nvls_bus_bandwidth_gb_per_s(profile, 8), rel=1e-6)
     assert "NVLS" in label and "collectives.transport.nvls" in label and "collectives.intra_node" not in label
-    assert profile.collectives.intra_node.bus_bandwidth_gbps.value == 109.9 != pytest.approx(bandwidth)
+    assert profile.collectives.intra_node.bus_bandwidth_gb_per_s.value == 109.9 != pytest.approx(bandwidth)
     _, label = group_nominal(profile, 8, "intra_latency")
     assert "SHM ring" in label and "collectives.transport.shm" in label
     # 2 GPUs: no NVLS (NCCL turns it off for 2), the SHM ring's Simple protocol carries large messages.

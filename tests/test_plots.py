@@ -33,7 +33,8 @@ def table(h100, tiny_model) -> pd.DataFrame:
                 for lat_scale in (1.0, 4.0):
                     hw = with_overrides(h100, intra_bandwidth_scale=bw_scale, intra_latency_scale=lat_scale)
                     for schedule in SCHEDULES:
-                        summary = simulate(make_scenario(tiny_model, hw, tp, batch, 64, 8, schedule)).summary()
+                        summary = simulate(make_scenario(model=tiny_model, hardware=hw, tp=tp, batch=batch,
+                                                         prompt_len=64, gen_len=8, schedule=schedule)).summary()
                         summary.update(hardware=h100.name, intra_bandwidth_scale=bw_scale,
                                        intra_latency_scale=lat_scale, status="ok", error=None)
                         rows.append(summary)
@@ -127,7 +128,8 @@ def test_bandwidth_plot_x_defaults_to_the_column_that_varies(table, tmp_path):
 def test_timeline_shows_ladder_hiding_the_allreduce(h100, tiny_model, tmp_path):
     frames, exposed = [], {}
     for schedule in ("standard", "ladder"):
-        result = simulate(make_scenario(tiny_model, h100, 4, 1, 64, 8, schedule))
+        result = simulate(make_scenario(model=tiny_model, hardware=h100, tp=4, batch=1, prompt_len=64, gen_len=8,
+                                        schedule=schedule))
         spans = result.timeline([2], ranks=[0, 1])
         # The figure's exposed-communication number is the simulator's own for that step.
         assert exposed_comm_s(spans[spans["rank"] == 0]) == pytest.approx(result.decode_metrics[2, 4], rel=1e-9, abs=1e-12)
@@ -258,7 +260,8 @@ def test_timeline_ranks_default_shrinks_to_tp(tmp_path, capsys):
 
 
 def test_timeline_zoom_label_is_clamped_to_the_model_layers(h100, tiny_model, tmp_path):
-    spans = simulate(make_scenario(tiny_model, h100, 2, 1, 64, 4, "ladder")).timeline([0], ranks=[0, 1])
+    spans = simulate(make_scenario(model=tiny_model, hardware=h100, tp=2, batch=1, prompt_len=64, gen_len=4,
+                                   schedule="ladder")).timeline([0], ranks=[0, 1])
     _, svg = plot_timeline(spans.assign(schedule="ladder"), tmp_path / "zoom", zoom_layers=9)
     texts = _svg_texts(svg)
     assert f"zoom: layers 0-{tiny_model.n_layers - 1}" in texts and "zoom: layers 0-8" not in texts

@@ -70,10 +70,10 @@ def test_malformed_copy_is_rejected_with_one_line(name, tmp_path):
 
 
 @pytest.mark.parametrize("where,value,message", [
-    (("collectives", "intra_node", "bus_bandwidth_gbps"), 0, "must be > 0, got 0"),  # divided by: hung simulate
-    (("collectives", "intra_node", "bus_bandwidth_gbps"), -370, "must be > 0, got -370"),  # made transfers faster
+    (("collectives", "intra_node", "bus_bandwidth_gb_per_s"), 0, "must be > 0, got 0"),  # divided by: hung simulate
+    (("collectives", "intra_node", "bus_bandwidth_gb_per_s"), -370, "must be > 0, got -370"),  # made transfers faster
     (("gpu", "peak_tflops"), 0, "must be > 0"),
-    (("gpu", "memory_bandwidth_gbps"), -1, "must be > 0"),
+    (("gpu", "memory_bandwidth_gb_per_s"), -1, "must be > 0"),
     (("network", "nics_per_node"), 0, "must be >= 1, got 0"),
     (("interference", "compute_slowdown"), -0.5, "must be >= 0, got -0.5"),
     (("framework", "step_overhead_us"), -3, "must be >= 0"),
@@ -178,7 +178,8 @@ def test_simulate_runs_every_profile(name):
     for model, tp in cases:
         out = {}
         for schedule in ("standard", "ladder"):
-            res = simulate(make_scenario(model, name, tp, 1, 128, 16, schedule), SimOptions())
+            res = simulate(make_scenario(model=model, hardware=name, tp=tp, batch=1, prompt_len=128, gen_len=16,
+                                         schedule=schedule), SimOptions())
             out[schedule] = res.summary()
         assert out["standard"]["tokens_per_s"] > 0
         # Ladder hides communication: never slower than standard on the same machine.
@@ -217,7 +218,8 @@ def test_a_copy_with_other_tables_does_not_keep_the_loaded_ones():
     """A what-if copy (model_copy, as sweeps and fits make) loads its own tables: the original's,
     once loaded, are not carried over (it made a test order-dependent: a copy without tables still
     priced from them)."""
-    from laddersim.costs.collectives import allreduce_time_s, fit_time_s
+    from laddersim.costs.allreduce import allreduce_time_s
+    from laddersim.costs.collectives import fit_time_s
     from laddersim.hardware import load_profile
 
     l40s = load_profile("l40s-pcie")

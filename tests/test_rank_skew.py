@@ -64,7 +64,7 @@ def test_a_collective_counts_the_compute_since_the_previous_one_cyclically():
 
 def _decode_step(model, hw, tp: int, schedule: str) -> tuple[float, float]:
     """(decode step seconds, the pass's compute-stream seconds) of one decode step."""
-    scenario = make_scenario(model, hw, tp, 1, 16, 2, schedule)
+    scenario = make_scenario(model=model, hardware=hw, tp=tp, batch=1, prompt_len=16, gen_len=2, schedule=schedule)
     step_s = simulate(scenario).summary()["decode_step_s"]
     work = scenario.workload
     kv_lens = np.atleast_1d(work.kv_len_at_decode_step(np.arange(1))).astype(float)

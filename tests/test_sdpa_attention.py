@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from laddersim.cli import main
-from laddersim.costs.op_costs import Phase, _fixed_op_times
+from laddersim.costs.op_costs import Phase, fixed_op_times
 from laddersim.costs.sdpa_attention import (SM80_TILES, fmha_bytes, fmha_grid, fmha_tile, mem_efficient_attention_s,
                                             repeat_copy_bytes, sdpa_kernels)
 from laddersim.hardware.profile import load_profile
@@ -157,8 +157,9 @@ def test_rope_moves_q_and_k_only_where_the_attention_path_writes_the_cache():
     phase = Phase("prefill", 2, 1024)
     rope = {}
     for fw in ("gpt-fast-flash", "gpt-fast-graph"):
-        s = make_scenario("llama-3.1-8b", "h100-sxm-nvswitch", 1, 2, 1024, 256, "standard", "float16", framework=fw)
-        rope[fw] = _fixed_op_times(s.model, s.hardware, s.workload, 1, phase)[0]["rope"]
+        s = make_scenario(model="llama-3.1-8b", hardware="h100-sxm-nvswitch", tp=1, batch=2, prompt_len=1024,
+                          gen_len=256, schedule="standard", dtype="float16", framework=fw)
+        rope[fw] = fixed_op_times(s.model, s.hardware, s.workload, 1, phase)[0]["rope"]
     per_kv_head = 2 * 1024 * 128 * 2 * 16  # tokens x head dim x fp16, x16 RoPE's bytes factor
     bw = GPU.memory_bandwidth_bytes_per_s * GPU.elementwise_memory_efficiency.value
     assert rope["gpt-fast-flash"] - rope["gpt-fast-graph"] == pytest.approx(2 * 8 * per_kv_head / bw)

@@ -29,8 +29,8 @@ def scenarios():
 
 
 def _static(hw: str, schedule: str, batch: int, prompt: int, gen: int) -> dict:
-    return simulate(make_scenario(MODEL, hw, TP, batch, prompt, gen, schedule, kv_cache="dynamic",
-                                  kv_reads="per_kv_head")).summary()
+    return simulate(make_scenario(model=MODEL, hardware=hw, tp=TP, batch=batch, prompt_len=prompt, gen_len=gen,
+                                  schedule=schedule, kv_cache="dynamic", kv_reads="per_kv_head")).summary()
 
 
 def _fixed(n: int, rate: float, prompt: int, gen: int, seed: int = 0) -> Requests:
@@ -235,7 +235,8 @@ def _attention_scenario():
 def test_serving_refuses_a_static_cache():
     from laddersim.errors import UserInputError
     from laddersim.traffic.attention_cost import AttentionCost
-    static = make_scenario(MODEL, "h100-sxm-nvswitch", TP, 1, 1, 1, "standard", kv_cache="static")
+    static = make_scenario(model=MODEL, hardware="h100-sxm-nvswitch", tp=TP, batch=1, prompt_len=1, gen_len=1,
+                           schedule="standard", kv_cache="static")
     with pytest.raises(UserInputError, match="^kv-cache: .*allowed: dynamic$"):
         AttentionCost(static)
 

@@ -96,8 +96,9 @@ def test_framework_picks_the_kernels_serving_runs(capsys):
         assert code == 0, err
         rows[framework] = json.loads(out)[0]
         assert rows[framework]["framework"] == framework
-        static = simulate(make_scenario("llama-3.1-70b", "h100-sxm-p2p-off", 8, 1, 1024, 4, "standard",
-                                        kv_cache="dynamic", kv_reads="per_kv_head", framework=framework)).summary()
+        static = simulate(make_scenario(model="llama-3.1-70b", hardware="h100-sxm-p2p-off", tp=8, batch=1,
+                                        prompt_len=1024, gen_len=4, schedule="standard", kv_cache="dynamic",
+                                        kv_reads="per_kv_head", framework=framework)).summary()
         assert rows[framework]["ttft_p50_s"] == pytest.approx(static["prefill_s"], rel=1e-9)
         assert rows[framework]["tpot_p50_s"] == pytest.approx(static["tpot_s"], rel=1e-9)
     assert rows["vllm"]["ttft_p50_s"] < rows["gpt-fast"]["ttft_p50_s"]

@@ -149,8 +149,8 @@ def test_single_token_floor_replaces_the_kernel_floor_only_in_a_one_token_pass(t
 
 
 def test_collective_input_copy_is_one_memory_bound_kernel_before_each_collective(tiny_model, h100):
-    none = _framework(h100, collective_input_copies=0.0, collective_sync_gbps=0.0)
-    one = _framework(h100, collective_input_copies=1.0, collective_sync_gbps=0.0)
+    none = _framework(h100, collective_input_copies=0.0, collective_sync_gb_per_s=0.0)
+    one = _framework(h100, collective_input_copies=1.0, collective_sync_gb_per_s=0.0)
     phase = Phase("decode", WORK.batch, 1)
     message = WORK.batch * tiny_model.dim * WORK.dtype_bytes
     bandwidth = h100.gpu.memory_bandwidth_bytes_per_s * h100.gpu.elementwise_memory_efficiency.value
@@ -210,9 +210,9 @@ def test_bandwidth_share_is_the_time_above_the_latency_floor(h100):
     hw = h100.model_copy(update={"collectives": h100.collectives.model_copy(update={"prefer": "fit"})})
     fit = hw.intra_node_fit(8)
     size = float(1 << 30)
-    floor_us = min(t.latency_us + 2 * 7 / 8 / (t.bus_bandwidth_gbps * 1e3) for t in fit.terms)  # one byte
-    wide = max(fit.terms, key=lambda t: t.bus_bandwidth_gbps)
-    time_us = wide.latency_us + 2 * 7 / 8 * size / (wide.bus_bandwidth_gbps * 1e3)
+    floor_us = min(t.latency_us + 2 * 7 / 8 / (t.bus_bandwidth_gb_per_s * 1e3) for t in fit.terms)  # one byte
+    wide = max(fit.terms, key=lambda t: t.bus_bandwidth_gb_per_s)
+    time_us = wide.latency_us + 2 * 7 / 8 * size / (wide.bus_bandwidth_gb_per_s * 1e3)
     assert bandwidth_share(hw, 8, size) == pytest.approx(1 - floor_us / time_us, rel=1e-9)
     assert bandwidth_share(hw, 8, 1.0) == 0.0 and bandwidth_share(hw, 1, size) == 0.0
     assert 0.9 < bandwidth_share(hw, 8, size) < 1.0
@@ -269,7 +269,8 @@ def test_a_dtype_runs_at_its_own_tensor_core_peak():
     assert fp8 == pytest.approx(bf16 * 989.4 / 1979, rel=0.02)
     assert fp32 == pytest.approx(bf16 * 989.4 / 67, rel=0.02)
     with pytest.raises(UserInputError, match="dtype: fp8 needs gpu.peak_tflops_fp8 .*allowed: bfloat16, float16, float32"):
-        make_scenario("llama-3.1-8b", "a100-sxm-nvswitch", 1, 1, 16, 4, "standard", dtype="fp8")
+        make_scenario(model="llama-3.1-8b", hardware="a100-sxm-nvswitch", tp=1, batch=1, prompt_len=16, gen_len=4,
+                      schedule="standard", dtype="fp8")
 
 
 def test_nccl_channel_rule_gives_a_small_collective_its_share_of_the_compute_slowdown(h100):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from laddersim.costs.nominal import group_nominal
+from laddersim.costs.scaling.nominal import group_nominal
 import yaml
 
 from laddersim.cli import main
@@ -38,7 +38,8 @@ def small_grid(**changes):
 def test_small_sweep_has_full_cross_product_and_columns(tmp_path):
     report = run_sweep(small_grid(), tmp_path, workers=1, progress=False)
     frame = pd.read_parquet(tmp_path / "results.parquet")
-    summary = simulate(make_scenario("llama-3.1-8b", H100, 2, 1, 128, 16, "ladder")).summary()
+    summary = simulate(make_scenario(model="llama-3.1-8b", hardware=H100, tp=2, batch=1, prompt_len=128, gen_len=16,
+                                     schedule="ladder")).summary()
     # Summary keys beyond the known metrics (added by later versions) follow them, sorted.
     extra = sorted(set(summary) - set(INPUT_COLUMNS) - set(METRIC_COLUMNS))
     assert list(frame.columns) == (list(INPUT_COLUMNS) + ["status", "error"] + list(METRIC_COLUMNS)
@@ -59,7 +60,8 @@ def test_small_sweep_has_full_cross_product_and_columns(tmp_path):
 def test_each_row_is_the_direct_simulation(tmp_path):
     frame = run_sweep(small_grid(tp=[2], batch=[4]), tmp_path, progress=False).frame
     profile = with_overrides(load_profile(H100), intra_bandwidth_scale=0.5)
-    direct = simulate(make_scenario("llama-3.1-8b", profile, 2, 4, 128, 16, "ladder")).summary()
+    direct = simulate(make_scenario(model="llama-3.1-8b", hardware=profile, tp=2, batch=4, prompt_len=128, gen_len=16,
+                                    schedule="ladder")).summary()
     row = frame[(frame.schedule == "ladder") & (frame.intra_bandwidth_scale == 0.5)].iloc[0]
     for metric in METRIC_COLUMNS:
         assert row[metric] == direct[metric], metric
@@ -217,7 +219,7 @@ def test_grid_file_with_relative_profile_path(tmp_path, h100):
     # H100 with half the HBM bandwidth (its measured tables shared through a symlink).
     raw = yaml.safe_load(Path(h100.base_dir, "h100-sxm-nvswitch.yaml").read_text())
     raw["name"] = "slow-h100"
-    raw["gpu"]["memory_bandwidth_gbps"]["value"] /= 2
+    raw["gpu"]["memory_bandwidth_gb_per_s"]["value"] /= 2
     (tmp_path / "profiles").mkdir()
     (tmp_path / "profiles" / "slow.yaml").write_text(yaml.safe_dump(raw))
     (tmp_path / "profiles" / "tables").symlink_to(Path(h100.base_dir, "tables"))

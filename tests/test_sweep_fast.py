@@ -55,8 +55,9 @@ def _alone(row: pd.Series) -> dict:
     """The row's point simulated alone, every run on the SimPy engine."""
     profile = with_overrides(load_profile(row["hardware"]), intra_bandwidth_scale=row["intra_bandwidth_scale"],
                              intra_latency_scale=row["intra_latency_scale"])
-    scenario = make_scenario(row["model"], profile, int(row["tp"]), int(row["batch"]), int(row["prompt_len"]),
-                             int(row["gen_len"]), row["schedule"], row["dtype"], row["kv_cache"], row["kv_reads"])
+    scenario = make_scenario(model=row["model"], hardware=profile, tp=int(row["tp"]), batch=int(row["batch"]),
+                             prompt_len=int(row["prompt_len"]), gen_len=int(row["gen_len"]), schedule=row["schedule"],
+                             dtype=row["dtype"], kv_cache=row["kv_cache"], kv_reads=row["kv_reads"])
     return simulate(scenario, SimOptions(replay=False, reference=True)).summary()
 
 

@@ -35,7 +35,8 @@ def _expected_spans(steps) -> pd.DataFrame:
     """The timeline of every schedule: prefill plus the given decode steps, with its pid."""
     frames = []
     for pid, schedule in enumerate(SCHEDULES):
-        result = simulate(make_scenario("llama-3.1-8b", "h100-sxm-nvswitch", 2, 1, 64, 8, schedule))
+        result = simulate(make_scenario(model="llama-3.1-8b", hardware="h100-sxm-nvswitch", tp=2, batch=1,
+                                        prompt_len=64, gen_len=8, schedule=schedule))
         frames += [f.assign(pid=pid) for f in [result.timeline("prefill")] + ([result.timeline(steps)] if steps else [])]
     return pd.concat(frames, ignore_index=True)
 

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from laddersim.costs import transport
-from laddersim.costs.collectives import allreduce_time_s, bandwidth_share, collective_choice
+from laddersim.costs.allreduce import allreduce_time_s
+from laddersim.costs.collectives import bandwidth_share, collective_choice
 from laddersim.hardware.profile import load_profile, profiles_dir
 from laddersim.hardware.sourced import Sourced
 from laddersim.hardware.transport_spec import NodeTopology
@@ -49,23 +50,23 @@ def test_host_memory_and_socket_link_are_shared(off):
     """Simple's SHM busbw: each GPU's rate while host memory has room, then host memory split over
     the ring's GPUs on a socket, and the socket link once the ring spans two sockets."""
     spec = off.collectives.transport
-    shm = spec.shm.model_copy(update={"host_memory_bandwidth_gbps": Sourced(value=120, source="test"),
-                                      "simple_bus_bandwidth_gbps": Sourced(value=24.0, source="test")})
+    shm = spec.shm.model_copy(update={"host_memory_bandwidth_gb_per_s": Sourced(value=120, source="test"),
+                                      "simple_bus_bandwidth_gb_per_s": Sourced(value=24.0, source="test")})
     spec = spec.model_copy(update={"shm": shm, "topology": _topology(gpus_per_socket=Sourced(value=4, source="test"))})
-    rates = [transport.shm_simple_bus_bandwidth_gbps(spec, n) for n in (2, 3, 4, 8)]
+    rates = [transport.shm_simple_bus_bandwidth_gb_per_s(spec, n) for n in (2, 3, 4, 8)]
     assert rates[0] == pytest.approx(min(24.0, 120 / 4))  # 2 GPUs: 2 x 2 x busbw through one socket's memory
     assert rates[2] == pytest.approx(120 / 8)  # 4 GPUs on one socket share its memory
-    assert rates[3] == pytest.approx(min(120 / 8, spec.shm.socket_link_bandwidth_gbps.value))
+    assert rates[3] == pytest.approx(min(120 / 8, spec.shm.socket_link_bandwidth_gb_per_s.value))
 
 
 @settings(max_examples=40, deadline=None)
 @given(host=st.floats(10, 1000), per_socket=st.integers(1, 8), link=st.floats(5, 100))
 def test_shm_bandwidth_never_grows_as_gpus_are_added(off, host, per_socket, link):
     spec = off.collectives.transport
-    shm = spec.shm.model_copy(update={"host_memory_bandwidth_gbps": Sourced(value=host, source="test"),
-                                      "socket_link_bandwidth_gbps": Sourced(value=link, source="test")})
+    shm = spec.shm.model_copy(update={"host_memory_bandwidth_gb_per_s": Sourced(value=host, source="test"),
+                                      "socket_link_bandwidth_gb_per_s": Sourced(value=link, source="test")})
     spec = spec.model_copy(update={"shm": shm, "topology": _topology(gpus_per_socket=Sourced(value=per_socket, source="test"))})
-    rates = [transport.shm_simple_bus_bandwidth_gbps(spec, n) for n in range(2, 17)]
+    rates = [transport.shm_simple_bus_bandwidth_gb_per_s(spec, n) for n in range(2, 17)]
     assert all(b <= a + 1e-12 for a, b in zip(rates, rates[1:]))
 
 
@@ -105,7 +106,7 @@ def test_interference_stretches_only_the_time_above_the_picked_transports_floor(
     lines = [t for t in off.collectives.transport.nvls if t.gpus == 8]
 
     def nvls_us(s: float) -> float:  # the switch's curve: the least of its lines, 2(n-1)/n of s moved
-        return min(t.latency_us + 1.75 * s / (t.bus_bandwidth_gbps * 1e3) for t in lines)
+        return min(t.latency_us + 1.75 * s / (t.bus_bandwidth_gb_per_s * 1e3) for t in lines)
     expected = 1.0 - nvls_us(1.0) / nvls_us(size)
     assert bandwidth_share(off, 8, size) == pytest.approx(expected, rel=1e-9)
     assert 0.05 < expected < 0.06
@@ -148,8 +149,8 @@ def test_golden_rtx5090_4gpu_simple_rows_follow_nccls_simple_latency(off):
     busbw = 1e-3 / slope_us_per_byte
     assert 26.0 < busbw < 29.0
     host = off.collectives.transport
-    shm = host.shm.model_copy(update={"simple_bus_bandwidth_gbps": Sourced(value=busbw, source="test: its 32-128 MiB rows"),
-                                      "host_memory_bandwidth_gbps": Sourced(value=1e4, source="test: not binding")})
+    shm = host.shm.model_copy(update={"simple_bus_bandwidth_gb_per_s": Sourced(value=busbw, source="test: its 32-128 MiB rows"),
+                                      "host_memory_bandwidth_gb_per_s": Sourced(value=1e4, source="test: not binding")})
     genoa = off.model_copy(update={"collectives": off.collectives.model_copy(update={"transport": host.model_copy(
         update={"shm": shm, "topology": _topology(p2p="disabled", gpus_per_socket=Sourced(value=4, source="test"))})})})
     mid = rows[(rows["size_bytes"] >= 2**19) & (rows["size_bytes"] <= 2**24)]
@@ -185,7 +186,7 @@ def test_every_transport_constant_cites_its_data(off):
     sources += [t.source for t in spec.nvls] + [spec.topology.source]
     assert all(len(s) > 30 for s in sources)
     assert "tools/fits/fit_shm_transport.py" in spec.shm.ll_hop_latency_us.source
-    assert "nccltests_shm_p2p_off_public.csv" in spec.shm.simple_bus_bandwidth_gbps.source
+    assert "nccltests_shm_p2p_off_public.csv" in spec.shm.simple_bus_bandwidth_gb_per_s.source
 
 
 def test_shipped_pcie_profiles_state_their_topology():

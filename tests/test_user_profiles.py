@@ -56,7 +56,8 @@ def test_tp8_as_two_nodes_of_four_gpus_simulates_from_an_empty_folder(tmp_path):
     assert run.returncode == 0, run.stderr
     rows = {r["schedule"]: r for r in json.loads(run.stdout)}
     assert rows["standard"]["nodes"] == 2 and rows["ladder"]["nodes"] == 2
-    one_node = simulate(make_scenario("llama-3.1-8b", H100, 8, 1, 128, 8, "standard")).summary()
+    one_node = simulate(make_scenario(model="llama-3.1-8b", hardware=H100, tp=8, batch=1, prompt_len=128, gen_len=8,
+                                      schedule="standard")).summary()
     # The network hop makes the standard schedule slower than on one 8-GPU node.
     assert rows["standard"]["tokens_per_s"] < one_node["tokens_per_s"]
     assert path.exists()
@@ -104,7 +105,8 @@ def test_a_sweep_with_a_gpus_per_node_axis(tmp_path):
     row = frame[(frame.tp == 8) & (frame.gpus_per_node == 4) & (frame.schedule == "ladder")].iloc[0]
     from laddersim.sweeps.overrides import override_scales
     profile = with_overrides(derived, **override_scales(derived, {"intra_bandwidth_gbps": 200.0}, 8))
-    direct = simulate(make_scenario("llama-3.1-8b", profile, 8, 1, 128, 8, "ladder")).summary()
+    direct = simulate(make_scenario(model="llama-3.1-8b", hardware=profile, tp=8, batch=1, prompt_len=128, gen_len=8,
+                                    schedule="ladder")).summary()
     assert row.tokens_per_s == direct["tokens_per_s"]
 
 

@@ -341,7 +341,7 @@ def test_fit_gives_a_mechanism_built_collective_a_floor_per_group_size(tmp_path,
     truth_scales = {2: 1.6, 4: 1.2, 8: 1.5}
     fits = [TierFit(gpus=g, source="test truth", terms=[ProtocolTerm(
         protocol="ring", latency_us=float(alpha_beta_time_s(tier, g, 0.0)) * 1e6 * s,
-        bus_bandwidth_gbps=tier.bus_bandwidth_gbps.value)]) for g, s in truth_scales.items()]
+        bus_bandwidth_gb_per_s=tier.bus_bandwidth_gb_per_s.value)]) for g, s in truth_scales.items()]
     truth = base.model_copy(update={"collectives": base.collectives.model_copy(update={"intra_node_fits": fits})})
     (tmp_path / "on").mkdir()
     (tmp_path / "off").mkdir()
@@ -357,7 +357,7 @@ def test_fit_gives_a_mechanism_built_collective_a_floor_per_group_size(tmp_path,
     assert [f.gpus for f in fitted.collectives.intra_node_fits] == [2, 4, 8]
     for fit in fitted.collectives.intra_node_fits:
         scale = result.parameters[f"allreduce_bandwidth_scale@{fit.gpus}[p2p=off]"]
-        assert fit.terms[0].bus_bandwidth_gbps == pytest.approx(tier.bus_bandwidth_gbps.value * scale)
+        assert fit.terms[0].bus_bandwidth_gb_per_s == pytest.approx(tier.bus_bandwidth_gb_per_s.value * scale)
     assert all(f.source.startswith("fit: ") for f in fitted.collectives.intra_node_fits)
     ladder = result.all_rows[result.all_rows["schedule"] == "ladder"]
     assert ladder["rel_error"].abs().max() < 0.005

@@ -150,8 +150,7 @@ def test_gpt_fast_flash_pays_its_stream_handoff_per_allreduce():
     TP, half of it delaying the collective (its stream waits on the compute stream's event) and half
     on the compute stream (which waits on the collective's event), which no overlap hides;
     frameworks without the field pay nothing extra; one GPU has no collective."""
-    from laddersim.costs.collectives import allreduce_time_s
-    from laddersim.costs.framework_collectives import framework_allreduce_time_s
+    from laddersim.costs.allreduce import allreduce_time_s
     from laddersim.costs.op_costs import Phase, op_times_s
     from laddersim.model.framework import load_framework
     from laddersim.hardware.profile import load_profile
@@ -164,9 +163,9 @@ def test_gpt_fast_flash_pays_its_stream_handoff_per_allreduce():
     for tp in (2, 4, 8):
         for size in (4096.0, 2.0**20):
             nccl = float(allreduce_time_s(off, tp, size))
-            assert framework_allreduce_time_s(off, flash, tp, size)[0] == pytest.approx(nccl + 7.35e-6 / 2, rel=1e-12)
-            assert framework_allreduce_time_s(off, compiled, tp, size)[0] == pytest.approx(nccl, rel=1e-12)
-    assert framework_allreduce_time_s(off, flash, 1, 4096.0)[0] == 0.0
+            assert allreduce_time_s(off, tp, size, flash) == pytest.approx(nccl + 7.35e-6 / 2, rel=1e-12)
+            assert allreduce_time_s(off, tp, size, compiled) == pytest.approx(nccl, rel=1e-12)
+    assert allreduce_time_s(off, 1, 4096.0, flash) == 0.0
     model = load_model_shape("llama-3.1-8b")
     launch = {}
     for name in ("gpt-fast-flash", "vllm"):
@@ -195,8 +194,8 @@ def test_ladder_hides_the_collective_half_of_the_handoff_not_the_compute_half(tm
     step = {}
     for fw in ("gpt-fast-flash", str(bare)):
         for schedule in ("standard", "ladder"):
-            scenario = make_scenario("llama-3.1-8b", "h100-sxm-nvswitch", 8, 1, 64, 2, schedule, "float16",
-                                     framework=fw)
+            scenario = make_scenario(model="llama-3.1-8b", hardware="h100-sxm-nvswitch", tp=8, batch=1, prompt_len=64,
+                                     gen_len=2, schedule=schedule, dtype="float16", framework=fw)
             step[fw, schedule] = simulate(scenario).summary()["decode_step_s"]
     h, layers = 7.35e-6, 32
     grown = {s: step["gpt-fast-flash", s] - step[str(bare), s] for s in ("standard", "ladder")}

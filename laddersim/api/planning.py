@@ -159,13 +159,13 @@ def break_even(model: str | Path, tp: int, a: str, b: str, *, batch: int = BREAK
     ``lo``, ``hi``: the scales searched (default 0.01 to 100). The answer's ``scale`` is None when
     the sides do not cross in [lo, hi]; ``value`` is the varied quantity at the crossing."""
     from laddersim.api.common import profile_of
-    from laddersim.planning.break_even import Scenario, break_even as search, parse_side
+    from laddersim.planning.break_even import SharedRun, break_even as search, parse_side
 
     p = BreakEvenParams.pick(locals())
     model, tp, batch, prompt_len, gen_len, dtype, kv_cache = (p.model, p.tp, p.batch, p.prompt_len, p.gen_len,
                                                               p.dtype, p.kv_cache)
     side_a, side_b = parse_side(p.a, "a"), parse_side(p.b, "b")
-    result = search(Scenario(str(model), tp, batch, prompt_len, gen_len, dtype, kv_cache), side_a, side_b, p.vary,
+    result = search(SharedRun(str(model), tp, batch, prompt_len, gen_len, dtype, kv_cache), side_a, side_b, p.vary,
                     p.lo, p.hi)
     for name in dict.fromkeys((side_a.hardware, side_b.hardware)):
         note_unmeasured(profile_of(name))

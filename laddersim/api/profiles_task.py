@@ -49,7 +49,7 @@ def _flatten(value, prefix: str, out: list[tuple[str, str, str]]) -> None:
     if isinstance(value, dict) and set(value) == {"value", "source"}:
         out.append((prefix, f"{value['value']:g}", value["source"]))
     elif isinstance(value, dict) and "terms" in value and "source" in value:
-        terms = "; ".join(f"{t['protocol']}: {t['latency_us']:g} us + bytes/{t['bus_bandwidth_gbps']:g} GB/s"
+        terms = "; ".join(f"{t['protocol']}: {t['latency_us']:g} us + bytes/{t['bus_bandwidth_gb_per_s']:g} GB/s"
                           for t in value["terms"])
         out.append((f"{prefix}[gpus={value['gpus']}]", terms, value["source"]))
     elif isinstance(value, dict) and "file" in value and "source" in value:

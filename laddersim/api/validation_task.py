@@ -128,8 +128,9 @@ def tp1_check(frame: pd.DataFrame, setup: ValidationSetup) -> pd.DataFrame | Non
     from laddersim.simulation.simulate import make_scenario, simulate
 
     def row(model, batch, prompt, gen):
-        out = {s: simulate(make_scenario(model, setup.hardware, 1, int(batch), int(prompt), int(gen), s,
-                                         setup.dtype, setup.kv_cache, setup.kv_reads, setup.framework)
+        out = {s: simulate(make_scenario(model=model, hardware=setup.hardware, tp=1, batch=int(batch),
+                                         prompt_len=int(prompt), gen_len=int(gen), schedule=s, dtype=setup.dtype,
+                                         kv_cache=setup.kv_cache, kv_reads=setup.kv_reads, framework=setup.framework)
                                ).summary()["tokens_per_s"]
                for s in ("standard", "ladder")}
         return {"model": str(model), "batch": batch, "standard_tokens_per_s": out["standard"],

@@ -133,7 +133,7 @@ def _report(profile, run_dir: str) -> None:
            f"  {'device':<18}{gpu.name}, {profile.node.gpus_per_node} per node",
            line("intra-node AR", (f"{intra.base_latency_us.value:.2f} us + {intra.step_latency_us.value:.3f} us/step",
                                   intra.base_latency_us),
-                (f"busbw {intra.bus_bandwidth_gbps.value:.3f} GB/s ({intra.algorithm})", intra.bus_bandwidth_gbps))]
+                (f"busbw {intra.bus_bandwidth_gb_per_s.value:.3f} GB/s ({intra.algorithm})", intra.bus_bandwidth_gb_per_s))]
     for table in profile.collectives.tables:
         out.append(f"  {'AR table':<18}{table.file} ({table.mode}, timing {table.timing}, {table.library}); "
                    f"simulated as {profile.collectives.mode}")
@@ -143,10 +143,10 @@ def _report(profile, run_dir: str) -> None:
     if inter is not None:
         out.append(line("inter-node AR", (f"{inter.base_latency_us.value:.2f} us + {inter.step_latency_us.value:.3f} "
                                           "us/step", inter.base_latency_us),
-                        (f"busbw {inter.bus_bandwidth_gbps.value:.3f} GB/s", inter.bus_bandwidth_gbps)))
+                        (f"busbw {inter.bus_bandwidth_gb_per_s.value:.3f} GB/s", inter.bus_bandwidth_gb_per_s)))
     out += [
         line("peaks", (f"{gpu.peak_tflops.value:.4g} TFLOP/s", gpu.peak_tflops),
-             (f"{gpu.memory_bandwidth_gbps.value:.4g} GB/s memory", gpu.memory_bandwidth_gbps)),
+             (f"{gpu.memory_bandwidth_gb_per_s.value:.4g} GB/s memory", gpu.memory_bandwidth_gb_per_s)),
         line("GEMM", (f"x {gpu.gemm_compute_efficiency.value:.3f} compute, x {gpu.gemm_memory_efficiency.value:.3f} "
                       f"memory, p={gpu.gemm_blend_order.value:g}, tile {gpu.gemm_tile_m.value:g}, "
                       f"floor {gpu.kernel_launch_us.value:.2f} us", gpu.gemm_compute_efficiency)),

@@ -1,5 +1,6 @@
-"""AllReduce time for a tensor-parallel group (the logits AllGather is costed as its equivalent
-AllReduce, see ``laddersim.costs.op_costs.collective_message_bytes``).
+"""NCCL's AllReduce for a tensor-parallel group: the ``nccl`` implementation of
+``laddersim.costs.allreduce`` (which every caller outside this package goes through), and the
+choice, interference and latency share of a message NCCL carries.
 
 Three sources, in order of preference for a group of ``n`` ranks on ``nodes`` nodes:
 
@@ -24,7 +25,8 @@ import math
 import numpy as np
 
 from laddersim.costs import nccl_algorithms, transport
-from laddersim.hardware.comm_specs import AlphaBeta, TierFit, WhatIf
+from laddersim.costs.scaling.view import UNSCALED, LinkScale, is_scaled, links, unscaled
+from laddersim.hardware.comm_specs import AlphaBeta, TierFit
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.hardware.sourced import MeasuredTable
 
@@ -39,30 +41,22 @@ def _algorithm_steps(tier: AlphaBeta, n: int) -> float:
     return float(tier.fixed_steps)
 
 
-def _alpha_beta_parts_s(tier: AlphaBeta, n: int, size_bytes, bandwidth_scale: float = 1.0,
-                        latency_scale: float = 1.0):
-    """(latency, bandwidth) parts of an AllReduce over one alpha-beta tier."""
+def alpha_beta_time_s(tier: AlphaBeta, n: int, size_bytes, link: LinkScale = UNSCALED):
+    """AllReduce over one alpha-beta tier of ``n`` participants, ``size_bytes`` each
+    (array-friendly), through ``link``'s what-if factors."""
     size = np.asarray(size_bytes, dtype=float)
     if n <= 1:
-        return np.zeros_like(size), np.zeros_like(size)
+        return np.zeros_like(size)
     latency_us = tier.base_latency_us.value + _algorithm_steps(tier, n) * tier.step_latency_us.value
-    busbw = tier.bus_bandwidth_gbps.value * 1e9 * bandwidth_scale
-    return (np.full(size.shape, latency_us * 1e-6 * latency_scale),
-            2.0 * (n - 1) / n * size / busbw)
+    busbw = link.bytes_per_s(tier.bus_bandwidth_gb_per_s.value)
+    return np.full(size.shape, link.latency_s(latency_us)) + 2.0 * (n - 1) / n * size / busbw
 
 
-def alpha_beta_time_s(tier: AlphaBeta, n: int, size_bytes, bandwidth_scale: float = 1.0,
-                      latency_scale: float = 1.0):
-    """AllReduce over one tier of ``n`` participants, ``size_bytes`` each (array-friendly)."""
-    latency, bandwidth = _alpha_beta_parts_s(tier, n, size_bytes, bandwidth_scale, latency_scale)
-    return latency + bandwidth
-
-
-def fit_time_s(fit: TierFit, size_bytes, bandwidth_scale: float = 1.0, latency_scale: float = 1.0):
+def fit_time_s(fit: TierFit, size_bytes, link: LinkScale = UNSCALED):
     """Fitted per-GPU-count curve: minimum over its protocol terms."""
     size = np.asarray(size_bytes, dtype=float)
     moved = 2.0 * (fit.gpus - 1) / fit.gpus * size
-    terms = [term.latency_us * 1e-6 * latency_scale + moved / (term.bus_bandwidth_gbps * 1e9 * bandwidth_scale)
+    terms = [link.latency_s(term.latency_us) + moved / link.bytes_per_s(term.bus_bandwidth_gb_per_s)
              for term in fit.terms]
     return np.min(terms, axis=0)
 
@@ -105,16 +99,14 @@ def mode_correction_s(profile: HardwareProfile, table: MeasuredTable) -> float:
     return (int(simulated_has_launch) - int(table_has_launch)) * launch
 
 
-def scaled_table_s(sizes, times, size_bytes, bandwidth_scale: float, latency_scale: float):
-    """Table time with the what-if scalings: floor * latency_scale + rest / bandwidth_scale."""
+def scaled_table_s(sizes, times, size_bytes, link: LinkScale):
+    """A one-node table's time at ``size_bytes`` through ``link``'s what-if factors (its floor a
+    latency, the rest bandwidth-bound)."""
     t = interpolate_table_s(sizes, times, size_bytes)
-    if bandwidth_scale == 1.0 and latency_scale == 1.0:
-        return t
-    floor = times.min()
-    return floor * latency_scale + np.maximum(t - floor, 0.0) / bandwidth_scale
+    return t if link.identity else link.table_s(t, times.min())
 
 
-def intra_node_model_s(profile: HardwareProfile, gpus: int, size_bytes):
+def _intra_node_model_s(profile: HardwareProfile, gpus: int, size_bytes):
     """The parametric intra-node AllReduce (fit for this GPU count, else generic alpha-beta)."""
     size = np.asarray(size_bytes, dtype=float)
     if gpus <= 1:
@@ -122,48 +114,42 @@ def intra_node_model_s(profile: HardwareProfile, gpus: int, size_bytes):
     # The transport mechanism where no fit of this machine's own collective covers the group
     # (a fit, e.g. laddersim fit's per-group-size floor, is a measurement of it and wins).
     if transport.prices(profile, gpus):
-        return transport.allreduce_s(profile, gpus, size, lambda s: p2p_ring_model_s(profile, gpus, s))
-    return p2p_ring_model_s(profile, gpus, size)
+        return transport.allreduce_s(profile, gpus, size, lambda s: _p2p_ring_model_s(profile, gpus, s))
+    return _p2p_ring_model_s(profile, gpus, size)
 
 
-def p2p_ring_model_s(profile: HardwareProfile, gpus: int, size_bytes):
+def _p2p_ring_model_s(profile: HardwareProfile, gpus: int, size_bytes):
     """The profile's fitted (or alpha-beta) intra-node line for ``gpus`` GPUs."""
     size = np.asarray(size_bytes, dtype=float)
-    w = profile.what_if
+    intra = links(profile).intra
     fit = profile.intra_node_fit(gpus)
     if fit is not None:
-        return fit_time_s(fit, size, w.intra_bandwidth_scale, w.intra_latency_scale)
-    return alpha_beta_time_s(profile.collectives.intra_node, gpus, size,
-                             w.intra_bandwidth_scale, w.intra_latency_scale)
+        return fit_time_s(fit, size, intra)
+    return alpha_beta_time_s(profile.collectives.intra_node, gpus, size, intra)
 
 
-def intra_node_allreduce_s(profile: HardwareProfile, gpus: int, size_bytes, use_tables: bool = True):
+def _intra_node_allreduce_s(profile: HardwareProfile, gpus: int, size_bytes, use_tables: bool = True):
     """AllReduce among ``gpus`` ranks of one node."""
     if gpus <= 1:
         return np.zeros_like(np.asarray(size_bytes, dtype=float))
-    w = profile.what_if
+    intra = links(profile).intra
     found = _table_for(profile, gpus, 1) if use_tables and profile.collectives.prefer == "table" else None
     if found is not None:
         table, sizes, times = found
         floor = 0.5 * times[0]  # never let a launch correction make a collective nearly free
-        t = scaled_table_s(sizes, times, size_bytes, w.intra_bandwidth_scale, w.intra_latency_scale)
-        return np.maximum(t + mode_correction_s(profile, table), floor * w.intra_latency_scale)
-    return intra_node_model_s(profile, gpus, size_bytes)
+        t = scaled_table_s(sizes, times, size_bytes, intra)
+        return np.maximum(t + mode_correction_s(profile, table), intra.latency_of(floor))
+    return _intra_node_model_s(profile, gpus, size_bytes)
 
 
-def multi_node_model_s(profile: HardwareProfile, tp: int, nodes: int, size_bytes, use_tables: bool = True):
+def _multi_node_model_s(profile: HardwareProfile, tp: int, nodes: int, size_bytes):
     """Parametric AllReduce over ``nodes`` nodes of ``tp / nodes`` GPUs each: the fastest of NCCL's
     algorithms and protocols the profile offers (``laddersim.costs.nccl_algorithms``)."""
-    del use_tables  # the NCCL model reads no tables; offsets from them are applied by the caller
     g = tp // nodes
     # Every algorithm still reduces the full buffer inside each node and then crosses the network:
     # never faster than the node's own AllReduce plus the least network latency.
     return np.maximum(nccl_algorithms.model_s(profile, g, nodes, size_bytes),
-                      intra_node_model_s(profile, g, size_bytes) + nccl_algorithms.network_floor_s(profile, nodes))
-
-
-def _unscaled(profile: HardwareProfile) -> HardwareProfile:
-    return profile if profile.what_if == WhatIf() else profile.model_copy(update={"what_if": WhatIf()})
+                      _intra_node_model_s(profile, g, size_bytes) + nccl_algorithms.network_floor_s(profile, nodes))
 
 
 def table_offset(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_bytes):
@@ -181,29 +167,37 @@ def table_offset(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_
     if found is None:
         return np.ones_like(size)
     table, sizes, times = found
-    model = multi_node_model_s(_unscaled(profile), gpus_per_node * shapes[0][0], shapes[0][0], sizes)
+    model = _multi_node_model_s(unscaled(profile), gpus_per_node * shapes[0][0], shapes[0][0], sizes)
     log_ratio = np.log(np.maximum.accumulate(times + mode_correction_s(profile, table)) / model)
     return np.exp(np.interp(np.log2(np.maximum(size, 1.0)), np.log2(sizes), log_ratio))
 
 
-def allreduce_time_s(profile: HardwareProfile, tp: int, size_bytes):
-    """Seconds for one AllReduce of ``size_bytes`` per rank over a TP group of ``tp`` ranks.
+def nccl_allreduce_s(profile: HardwareProfile, tp: int, size_bytes, *, nodes: int | None = None,
+                     measured: bool = True):
+    """Seconds of one NCCL AllReduce of ``size_bytes`` per rank over ``tp`` ranks on ``nodes``
+    nodes (default: as many as the profile's node size needs). Callers outside this package use
+    ``laddersim.costs.allreduce.allreduce_time_s``.
 
     One node: its measured table, else its fit. Several nodes: NCCL's algorithm model times the
     offset of the nearest measured multi-node table with as many GPUs per node, so a table wins
     at its exact shape and sizes, and other node counts keep its offset without a step.
+    ``measured=False``: the parametric model alone (fits and checks of it), for any group shape.
     """
     size = np.asarray(size_bytes, dtype=float)
+    nodes = profile.nodes_for(tp) if nodes is None else nodes
+    if not measured:
+        if nodes == 1:
+            return _intra_node_allreduce_s(profile, tp, size, False)
+        return _multi_node_model_s(profile, tp, nodes, size)
     if tp <= 1:
         return np.zeros_like(size)
-    nodes = profile.nodes_for(tp)
     if nodes == 1:
-        return intra_node_allreduce_s(profile, tp, size)
+        return _intra_node_allreduce_s(profile, tp, size)
     if profile.collectives.prefer == "table" and _has_multi_node_table(profile, tp // nodes):
         return _running_max(lambda s: _within_own_table(
-            profile, tp, nodes, s, multi_node_model_s(profile, tp, nodes, s) * table_offset(profile, tp // nodes, nodes, s)),
+            profile, tp, nodes, s, _multi_node_model_s(profile, tp, nodes, s) * table_offset(profile, tp // nodes, nodes, s)),
             size)
-    return multi_node_model_s(profile, tp, nodes, size)
+    return _multi_node_model_s(profile, tp, nodes, size)
 
 
 def _within_own_table(profile: HardwareProfile, tp: int, nodes: int, size: np.ndarray, modelled: np.ndarray) -> np.ndarray:
@@ -221,9 +215,9 @@ def _within_own_table(profile: HardwareProfile, tp: int, nodes: int, size: np.nd
     times = np.maximum.accumulate(times[order] + mode_correction_s(profile, table))
     inside = (size >= sizes[0]) & (size <= sizes[-1])
     measured = interpolate_table_s(sizes, times, size)
-    if profile.what_if != WhatIf():
-        measured = measured * (multi_node_model_s(profile, tp, nodes, size)
-                               / multi_node_model_s(_unscaled(profile), tp, nodes, size))
+    if is_scaled(profile):
+        measured = measured * (_multi_node_model_s(profile, tp, nodes, size)
+                               / _multi_node_model_s(unscaled(profile), tp, nodes, size))
     return np.where(inside, measured, modelled)
 
 
@@ -259,7 +253,7 @@ def collective_choice(profile: HardwareProfile, tp: int, size_bytes: float) -> t
     nodes = profile.nodes_for(tp)
     if nodes == 1:
         if transport.prices(profile, tp):
-            picked = transport.choice(profile, tp, size_bytes, lambda s: p2p_ring_model_s(profile, tp, s))
+            picked = transport_choice(profile, tp, size_bytes)
             if picked != ("ring", "fit"):  # a P2P ring: the fitted line's protocol, as below
                 return picked
         return nccl_algorithms.single_node_choice(profile, tp, size_bytes)
@@ -303,9 +297,9 @@ def bandwidth_share(profile: HardwareProfile, tp: int, size_bytes: float) -> flo
         return 0.0
     if profile.nodes_for(tp) == 1 and _transport_priced(profile, tp):
         floor_s, time_s = transport.picked_floor_and_time_s(profile, tp, float(size_bytes),
-                                                            lambda s: p2p_ring_model_s(profile, tp, s))
+                                                            lambda s: _p2p_ring_model_s(profile, tp, s))
     else:
-        floor_s, time_s = allreduce_time_s(profile, tp, np.array([1.0, float(size_bytes)]))
+        floor_s, time_s = nccl_allreduce_s(profile, tp, np.array([1.0, float(size_bytes)]))
     return float(max(0.0, 1.0 - floor_s / time_s)) if time_s > 0 else 0.0
 
 
@@ -316,11 +310,8 @@ def _transport_priced(profile: HardwareProfile, gpus: int) -> bool:
     return transport.prices(profile, gpus) and not tabled
 
 
-def model_allreduce_s(profile: HardwareProfile, gpus: int, nodes: int, size_bytes, use_tables: bool = False):
-    """AllReduce for any group shape (``gpus`` ranks on ``nodes`` nodes, even counts a TP group
-    would not use), from the parametric model only unless ``use_tables``; for checks and fits."""
-    size = np.asarray(size_bytes, dtype=float)
-    if nodes == 1:
-        return intra_node_allreduce_s(profile, gpus, size, use_tables)
-    return multi_node_model_s(profile, gpus, nodes, size, use_tables)
+def transport_choice(profile: HardwareProfile, gpus: int, size_bytes: float) -> tuple[str, str]:
+    """(algorithm, protocol) of the candidate NCCL's tuner picks under the transport mechanism for
+    ``gpus`` GPUs of one node (``("ring", "fit")``: a P2P ring on the fitted line)."""
+    return transport.choice(profile, gpus, size_bytes, lambda s: _p2p_ring_model_s(profile, gpus, s))
 

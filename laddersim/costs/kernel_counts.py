@@ -30,7 +30,6 @@ from laddersim.costs.pass_shapes import Phase, linear_shapes, logits_rows, singl
 from laddersim.model.framework import load_framework
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.model.shape import ModelShape
-from laddersim.schedules.program import build_program
 from laddersim.model.workload import Workload
 
 KERNEL_CLASSES = ("library_gemm", "generated", "splitk_reduce", "attention", "copy", "collective")
@@ -70,11 +69,11 @@ def _attention_kernels(model, hw, work, tp, phase, fw) -> dict[str, float]:
 
 
 def kernels_per_layer(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int, phase: Phase,
-                      schedule: str) -> dict[str, float]:
-    """``{kernel class: kernels}`` of one layer of ``schedule`` (its middle layer: in ladder a
-    layer's outputs are added further up, still counted with it), every class present."""
+                      program) -> dict[str, float]:
+    """``{kernel class: kernels}`` of one layer of ``program`` (a schedule's program of this pass,
+    ``laddersim.schedules.program.build_program``: its middle layer; in ladder a layer's outputs
+    are added further up, still counted with it), every class present."""
     per_kind = op_kernels(model, hw, work, tp, phase)
-    program = build_program(schedule, model.n_layers, tp, phase.name, mlp_layout=model.mlp_layout())
     layer = model.n_layers // 2
     totals: collections.Counter = collections.Counter(dict.fromkeys(KERNEL_CLASSES, 0.0))
     for op in program.ops:

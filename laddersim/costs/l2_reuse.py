@@ -8,7 +8,7 @@ its predecessor has just streamed, one KV head's ``cache_len x head_dim`` elemen
 that reuse window fits the L2 cache (``GpuSpec.l2_cache_mb``, a datasheet number), HBM streams
 each KV head's rows once and every query head's read is served by L2: the kernel takes the slower
 of the unique bytes at the HBM streaming rate and all the bytes the query heads read at the rate
-the SMs read L2-resident data (``GpuSpec.l2_bandwidth_gbps``). Beyond it, or on a GPU whose
+the SMs read L2-resident data (``GpuSpec.l2_bandwidth_gb_per_s``). Beyond it, or on a GPU whose
 profile gives no L2 figures, every query head's read comes from HBM.
 """
 
@@ -22,9 +22,9 @@ def group_reads_s(gpu, unique_bytes, repeated_bytes, reuse_window_bytes):
     distinct (each KV head once), re-read within ``reuse_window_bytes`` (scalars or arrays)."""
     hbm = gpu.memory_bandwidth_bytes_per_s * gpu.gemm_memory_efficiency.value
     repeated = np.asarray(repeated_bytes, dtype=float)
-    if gpu.l2_cache_mb is None or gpu.l2_bandwidth_gbps is None:
+    if gpu.l2_cache_mb is None or gpu.l2_bandwidth_gb_per_s is None:
         return repeated / hbm
     served = np.maximum(np.asarray(unique_bytes, dtype=float) / hbm,
-                        repeated / (gpu.l2_bandwidth_gbps.value * 1e9))
+                        repeated / (gpu.l2_bandwidth_gb_per_s.value * 1e9))
     fits = np.asarray(reuse_window_bytes, dtype=float) <= gpu.l2_cache_mb.value * 1e6
     return np.where(fits, served, repeated / hbm)

@@ -12,7 +12,7 @@ from laddersim.model.framework import load_framework
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.support.memo import IdentityMemo
 from laddersim.model.shape import ModelShape
-from laddersim.schedules.stages import Stage, whole_model
+from laddersim.model.stage import Stage, whole_model
 from laddersim.model.workload import Workload
 
 LSE_BYTES = 4  # FlashAttention keeps each query row's softmax log-sum-exp in fp32 per head

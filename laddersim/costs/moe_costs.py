@@ -3,7 +3,7 @@ parallelism (the Ladder Residual authors' ``moe_TP.py``, vLLM's fused MoE withou
 parallelism): the replicated router, every expert column/row-split ``tp`` ways, one grouped GEMM
 per projection.
 
-The ops of the ``moe`` module (``laddersim.schedules.program.MODULE_OPS``), in launch order:
+The ops of the ``moe`` module (``laddersim.model.layer_ops.MODULE_OPS``), in launch order:
 
 * ``moe_router``: the router linear, ``tokens x dim x n_experts``, replicated on every rank
   (a library GEMM from the profile's tables);
@@ -93,10 +93,9 @@ def grouped_gemm_time_s(hw: HardwareProfile, experts_read: float, rows_padded: f
 def moe_op_times_s(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int, phase: Phase,
                    routing: str = "uniform", compute_share: float | None = None,
                    ep: int | None = None) -> dict[str, float]:
-    """Seconds of every MoE op kind (``laddersim.schedules.program.MODULE_OPS["moe_shared"]``) of one MoE layer on one rank (``moe_shared`` 0 without
-    shared experts); ``compute_share`` replaces the kernel path's (a fit's grid). ``ep`` (default
-    the model's ``moe.ep``): the
-    ``tp`` ranks split the experts ``ep`` ways and each expert ``tp / ep`` ways (AIConfigurator's
+    """Seconds of every MoE op kind (``laddersim.model.layer_ops.MODULE_OPS["moe_shared"]``) of one
+    MoE layer on one rank (``moe_shared`` 0 without shared experts); ``compute_share`` replaces
+    the kernel path's (a fit's grid). ``ep`` (default the model's ``moe.ep``): the ``tp`` ranks split the experts ``ep`` ways and each expert ``tp / ep`` ways (AIConfigurator's
     ``moe_tp x moe_ep``): the busiest rank's share of the experts and rows (``rank_load``); the
     tokens reach every rank as under TP (attention TP, vLLM's expert parallelism without data-parallel
     attention), so the communication is the TP AllReduce's."""

@@ -31,7 +31,7 @@ Every network hop pays NCCL's per-hop NET latency plus the fabric's own (``netwo
 step_latency_us``, for Simple twice as NCCL adds it twice, or ``network.simple_step_latency_us``), every collective once the fabric's
 fixed cost (``network.allreduce.base_latency_us``: 0 on InfiniBand, the plugin's proxy round on
 EFA/TCPXO). LL's bus bandwidth is capped at NCCL's ``llMaxBw`` (or the profile's measured cap,
-``network.ll_max_bus_bandwidth_gbps``), LL128's at the profile's measured cap if it has one. Both
+``network.ll_max_bus_bandwidth_gb_per_s``), LL128's at the profile's measured cap if it has one. Both
 caps are bus bandwidths, as NCCL's tuner states them: a ring's time is ``2(n-1)/n * S`` over
 the capped bus bandwidth, a tree's ``S`` over half of it (NCCL converts a tree's bus bandwidth to
 its algorithm bandwidth with a factor 0.5, ``nccl_tuning.TREE_ALGBW_PER_BUSBW``): a 256 KiB tree/LL
@@ -45,27 +45,26 @@ import math
 import numpy as np
 
 from laddersim.costs.nccl_tuning import (
-    BASE_LATENCY_US, INTRA_HOP_US, LL_MAX_BUSBW_GBPS, NET_HOP_US, NET_OVERHEAD_US, NVLS_INTRA_US, PROTOCOLS,
+    BASE_LATENCY_US, INTRA_HOP_US, LL_MAX_BUSBW_GB_PER_S, NET_HOP_US, NET_OVERHEAD_US, NVLS_INTRA_US, PROTOCOLS,
     RING_EFFICIENCY, TREE_ALGBW_PER_BUSBW, TREE_CORRECTION, TREE_EFFICIENCY,
 )
-from laddersim.costs.transport import nvls_bus_bandwidth_gbps, prices, ring_transport, shm_simple_bus_bandwidth_gbps
+from laddersim.costs.scaling.view import links
+from laddersim.costs.transport import nvls_bus_bandwidth_gb_per_s, prices, ring_transport, shm_simple_bus_bandwidth_gb_per_s
 from laddersim.costs.transport import protocols as transport_protocols
 from laddersim.hardware.profile import HardwareProfile
-
-MULTI_NODE_ALGORITHMS = ("ring", "tree", "nvls_tree", "collnet")
-
 
 def intra_busbw_bytes_per_s(profile: HardwareProfile, gpus: int) -> float:
     """Large-message intra-node bus bandwidth: the best term of the fit (or the alpha-beta tier)."""
     if gpus <= 1:
         return math.inf
     spec = profile.collectives.transport
+    intra = links(profile).intra
     if prices(profile, gpus) and ring_transport(spec, gpus) == "shm":
-        return shm_simple_bus_bandwidth_gbps(spec, gpus) * 1e9 * profile.what_if.intra_bandwidth_scale
+        return intra.bytes_per_s(shm_simple_bus_bandwidth_gb_per_s(spec, gpus))
     fit = profile.intra_node_fit(gpus)
-    gbps = (max(t.bus_bandwidth_gbps for t in fit.terms) if fit is not None
-            else profile.collectives.intra_node.bus_bandwidth_gbps.value)
-    return gbps * 1e9 * profile.what_if.intra_bandwidth_scale
+    gbps = (max(t.bus_bandwidth_gb_per_s for t in fit.terms) if fit is not None
+            else profile.collectives.intra_node.bus_bandwidth_gb_per_s.value)
+    return intra.bytes_per_s(gbps)
 
 
 def nvls_busbw_bytes_per_s(profile: HardwareProfile, gpus: int) -> float:
@@ -73,15 +72,15 @@ def nvls_busbw_bytes_per_s(profile: HardwareProfile, gpus: int) -> float:
     line where the profile states one for a group without its own fit (under NCCL_P2P_DISABLE
     the ring's SHM rate is not what NVLS moves at), else the node's best fitted term (the NVLS
     line of an NVSwitch fit)."""
-    gbps = nvls_bus_bandwidth_gbps(profile, gpus) if prices(profile, gpus) else None
+    gbps = nvls_bus_bandwidth_gb_per_s(profile, gpus) if prices(profile, gpus) else None
     if gbps is None:
         return intra_busbw_bytes_per_s(profile, gpus)
-    return gbps * 1e9 * profile.what_if.intra_bandwidth_scale
+    return links(profile).intra.bytes_per_s(gbps)
 
 
 def _intra_hop_us(profile: HardwareProfile, algorithm: str, p: int) -> float:
     hw = "pci" if profile.node.fabric == "pcie" else "nvlink"
-    return max(INTRA_HOP_US[hw][algorithm][p], NET_OVERHEAD_US[p]) * profile.what_if.intra_latency_scale
+    return links(profile).intra.latency_of(max(INTRA_HOP_US[hw][algorithm][p], NET_OVERHEAD_US[p]))
 
 
 def net_hop_us(profile: HardwareProfile, algorithm: str, p: int) -> float:
@@ -90,7 +89,7 @@ def net_hop_us(profile: HardwareProfile, algorithm: str, p: int) -> float:
     if PROTOCOLS[p] == "simple":
         simple = network.simple_step_latency_us
         fabric_us = simple.value if simple is not None else 2.0 * fabric_us
-    return (NET_HOP_US[algorithm][p] + fabric_us) * profile.what_if.inter_latency_scale
+    return links(profile).inter.latency_of(NET_HOP_US[algorithm][p] + fabric_us)
 
 
 def tree_correction(protocol: int, size_bytes) -> np.ndarray:
@@ -126,19 +125,20 @@ def candidates_s(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_
     """Seconds of every (algorithm, protocol) the profile offers for this multi-node group."""
     network = profile.network
     assert network is not None and nodes > 1  # nodes_for() refuses multi-node without a network
-    w = profile.what_if
+    scaled = links(profile)
+    intra, inter = scaled.intra, scaled.inter
     size = np.asarray(size_bytes, dtype=float)
     g, n = gpus_per_node, gpus_per_node * nodes
     nics = min(float(g), network.nics_per_node.value)
-    fixed_us = network.allreduce.base_latency_us.value * w.inter_latency_scale
+    fixed_us = inter.latency_of(network.allreduce.base_latency_us.value)
     intra_bps = intra_busbw_bytes_per_s(profile, g)
-    tree_bps = nics * network.allreduce.bus_bandwidth_gbps.value * 1e9 * w.inter_bandwidth_scale
-    ring_nic = network.ring_nic_bus_bandwidth_gbps or network.allreduce.bus_bandwidth_gbps
-    ring_bps = min(intra_bps, nics * ring_nic.value * 1e9 * w.inter_bandwidth_scale)
-    ll_cap = network.ll_max_bus_bandwidth_gbps
-    ll_cap_bps = (ll_cap.value if ll_cap else LL_MAX_BUSBW_GBPS[min(nodes, 3)]) * 1e9 * w.inter_bandwidth_scale
-    ll128_cap = network.ll128_max_bus_bandwidth_gbps
-    ll128_cap_bps = ll128_cap.value * 1e9 * w.inter_bandwidth_scale if ll128_cap else math.inf
+    tree_bps = inter.bytes_per_s(nics * network.allreduce.bus_bandwidth_gb_per_s.value)
+    ring_nic = network.ring_nic_bus_bandwidth_gb_per_s or network.allreduce.bus_bandwidth_gb_per_s
+    ring_bps = min(intra_bps, inter.bytes_per_s(nics * ring_nic.value))
+    ll_cap = network.ll_max_bus_bandwidth_gb_per_s
+    ll_cap_bps = inter.bytes_per_s(ll_cap.value if ll_cap else LL_MAX_BUSBW_GB_PER_S[min(nodes, 3)])
+    ll128_cap = network.ll128_max_bus_bandwidth_gb_per_s
+    ll128_cap_bps = inter.bytes_per_s(ll128_cap.value) if ll128_cap else math.inf
     caps = (ll_cap_bps, ll128_cap_bps, math.inf)
     # Bytes each node moves per direction, in S (module docstring), for LL128 and Simple: the
     # measured share beyond 2 nodes. LL is bound by its cap, which NCCL itself lowers beyond 2
@@ -154,23 +154,23 @@ def candidates_s(profile: HardwareProfile, gpus_per_node: int, nodes: int, size_
         if "ring" in offered:
             hops_us = 2.0 * (nodes * net_hop_us(profile, "ring", p) + (n - nodes) * _intra_hop_us(profile, "ring", p))
             if proto == "simple":  # fitted hops, never below LL's (NCCL's low-latency protocol)
-                ll_us = BASE_LATENCY_US["ring"][0] * w.inter_latency_scale + 2.0 * (
+                ll_us = inter.latency_of(BASE_LATENCY_US["ring"][0]) + 2.0 * (
                     nodes * net_hop_us(profile, "ring", 0) + (n - nodes) * _intra_hop_us(profile, "ring", 0))
-                fitted_us = 2.0 * (nodes * network.ring_net_step_latency_us.value * w.inter_latency_scale
-                                   + (n - nodes) * network.ring_intra_step_latency_us.value * w.intra_latency_scale)
-                hops_us = max(fitted_us, ll_us - BASE_LATENCY_US["ring"][2] * w.inter_latency_scale)
+                fitted_us = 2.0 * (inter.latency_of(nodes * network.ring_net_step_latency_us.value)
+                                   + intra.latency_of((n - nodes) * network.ring_intra_step_latency_us.value))
+                hops_us = max(fitted_us, ll_us - inter.latency_of(BASE_LATENCY_US["ring"][2]))
             bps = min(ring_bps * RING_EFFICIENCY[p], caps[p])
-            lat_us = BASE_LATENCY_US["ring"][p] * w.inter_latency_scale + fixed_us + hops_us
+            lat_us = inter.latency_of(BASE_LATENCY_US["ring"][p]) + fixed_us + hops_us
             out[("ring", proto)] = lat_us * 1e-6 + 2.0 * (n - 1) / n * size / bps
         if "tree" in offered:
-            lat_us = (BASE_LATENCY_US["tree"][p] * w.inter_latency_scale + fixed_us
+            lat_us = (inter.latency_of(BASE_LATENCY_US["tree"][p]) + fixed_us
                       + 2.0 * ((g - 1) * _intra_hop_us(profile, "tree", p) + _tree_depth(nodes) * net_hop_us(profile, "tree", p)))
             bps = min(tree_bps * TREE_EFFICIENCY[p], TREE_ALGBW_PER_BUSBW * caps[p])  # caps: bus bandwidths
             moved = (1.0 if proto == "ll" else k) * size
             transfer_s = np.maximum(moved / bps, chain_s / TREE_EFFICIENCY[p]) / tree_correction(p, size)
             out[("tree", proto)] = lat_us * 1e-6 + transfer_s
     if "nvls_tree" in offered and g > 1:
-        lat_us = (NVLS_INTRA_US * w.intra_latency_scale + fixed_us
+        lat_us = (intra.latency_of(NVLS_INTRA_US) + fixed_us
                   + 2.0 * _tree_depth(nodes) * net_hop_us(profile, "nvls_tree", 2))
         switch_s = 2.0 * (g - 1) / g * size / nvls_busbw_bytes_per_s(profile, g)
         out[("nvls_tree", "simple")] = lat_us * 1e-6 + np.maximum(k * size / tree_bps, switch_s)
@@ -184,7 +184,7 @@ def network_floor_s(profile: HardwareProfile, nodes: int) -> float:
     """Least network time any algorithm adds to a node's own AllReduce: the fabric's fixed cost
     and a tree's LL hops up and down (the cheapest way across ``nodes`` nodes)."""
     network = profile.network
-    fixed_us = network.allreduce.base_latency_us.value * profile.what_if.inter_latency_scale
+    fixed_us = links(profile).inter.latency_of(network.allreduce.base_latency_us.value)
     return (fixed_us + 2.0 * _tree_depth(nodes) * net_hop_us(profile, "tree", 0)) * 1e-6
 
 
@@ -206,7 +206,7 @@ def single_node_choice(profile: HardwareProfile, gpus: int, size_bytes: float) -
     if fit is None:
         return (profile.collectives.intra_node.algorithm, "simple")
     moved = 2.0 * (gpus - 1) / gpus * float(size_bytes)
-    best = min(fit.terms, key=lambda t: t.latency_us * 1e-6 + moved / (t.bus_bandwidth_gbps * 1e9))
+    best = min(fit.terms, key=lambda t: t.latency_us * 1e-6 + moved / (t.bus_bandwidth_gb_per_s * 1e9))
     if best.protocol == "simple-large":
         return ("nvls" if "nvls" in profile.collectives.algorithms else "ring", "simple")
     return ("ring", best.protocol if best.protocol in PROTOCOLS else "simple")

@@ -30,7 +30,7 @@ NET_OVERHEAD_US = (1.0, 1.0, 3.0)
 RING_EFFICIENCY = (0.5, 0.92, 1.0)
 TREE_EFFICIENCY = (1.0 / 3.8, 120.0 / 128.0, 1.0)
 # llMaxBws for multi-node groups (Intel/other host row): LL's bus bandwidth cap, GB/s.
-LL_MAX_BUSBW_GBPS = {2: 39.0, 3: 20.4}  # key: nodes (3 = more than two)
+LL_MAX_BUSBW_GB_PER_S = {2: 39.0, 3: 20.4}  # key: nodes (3 = more than two)
 # A tree's algorithm bandwidth per unit of its bus bandwidth: NCCL caps every protocol's bus
 # bandwidth (llMaxBw, the per-channel LL128 caps) and then converts it, ``ratio *= .5`` for a tree
 # where a ring takes nRanks / nsteps (tuning.cc, ncclTopoTuneModel, "Convert bus BW to algorithm

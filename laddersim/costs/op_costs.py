@@ -8,13 +8,11 @@ whole generation is costed in one call.
 
 from __future__ import annotations
 
-import collections
-
 import numpy as np
 
 from laddersim.costs.attention_kernels import attention_kernels, writes_cache
 from laddersim.costs.calibrated_kernels import calibrated_decode
-from laddersim.costs.framework_collectives import framework_allreduce_time_s, logits_allgather_time_s
+from laddersim.costs.allreduce import allgather_source, allgather_time_s, allreduce_source, allreduce_time_s
 from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.gemm_tables import HYBRID, SOL, library_gemm_time_s
 from laddersim.costs.generated_gemv import generated_gemv_time_s
@@ -24,12 +22,12 @@ from laddersim.costs.moe_costs import moe_op_times_s
 from laddersim.costs.pass_shapes import (  # noqa: F401  (re-exported: the pass's shapes and kernel paths)
     SPLIT_K_WAVES, Phase, linear_shapes, logits_rows, single_token_path, splitk_reduce, splits_k)
 from laddersim.model.framework import load_framework
+from laddersim.model.layer_ops import standard_layer_op_counts
 from laddersim.costs.host_overhead import COLLECTIVE_KINDS, with_host_overhead
 from laddersim.costs.kernel_counts import op_kernels
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.support.memo import IdentityMemo
 from laddersim.model.shape import ModelShape
-from laddersim.schedules.program import build_program
 from laddersim.model.workload import Workload
 
 
@@ -102,7 +100,7 @@ def _collectives_with_host(model, hw, fw, work, tp, phase) -> dict[str, float]:
 def _op_times_s(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int, phase: Phase,
                 kv_lens: np.ndarray) -> dict[str, np.ndarray]:
     """``op_times_s`` computed."""
-    times, _ = _fixed_op_times(model, hw, work, tp, phase)
+    times, _ = fixed_op_times(model, hw, work, tp, phase)
     fw = load_framework(work.framework)
     if fw.kernel_calibration is not None and phase.name == "decode":  # a traced stack (calibrate kernels)
         out = _calibrated_decode_times(model, hw, work, tp, phase, times, kv_lens, fw)
@@ -114,21 +112,19 @@ def _op_times_s(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
 
 def _calibrated_decode_times(model, hw, work, tp, phase, times, kv_lens, fw) -> dict[str, np.ndarray]:
     """Decode op times from the framework's kernel calibration (laddersim.costs.calibrated_kernels)."""
-    program = build_program("standard", model.n_layers, tp, "decode")
-    counts = collections.Counter(op.kind for op in program.ops if op.layer == model.n_layers // 2)
     return calibrated_decode(fw.kernel_calibration, model, hw, work, tp, phase, times,
                              op_kernels(model, hw, work, tp, phase), linear_shapes(model, tp, phase),
-                             dict(counts), kv_lens)
+                             standard_layer_op_counts(tp), kv_lens)
 
 
 def op_time_sources(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
                     phase: Phase) -> dict[str, str]:
     """Where each op kind's time came from: ``SILICON`` (a measured table), ``HYBRID`` (a measured
     table extrapolated by the roofline), ``SOL`` (the roofline / bandwidth model)."""
-    return _fixed_op_times(model, hw, work, tp, phase)[1] | {"attention": SOL}
+    return fixed_op_times(model, hw, work, tp, phase)[1] | {"attention": SOL}
 
 
-def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
+def fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
                     phase: Phase) -> tuple[dict[str, float], dict[str, str]]:
     """Seconds of every op kind but attention, and each one's source label."""
     gpu = hw.gpu
@@ -191,7 +187,7 @@ def _fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
     messages = collective_message_bytes(model, work, tp, phase)
     hidden_bytes = messages["allreduce"]  # the hidden-state AllReduce message
     sync_s = hw.framework.collective_sync_us.value * 1e-6 if tp > 1 else 0.0
-    sync_gbps = hw.framework.collective_sync_gbps.value
+    sync_gbps = hw.framework.collective_sync_gb_per_s.value
     sync_bytes_s = hidden_bytes / (sync_gbps * 1e9) if (tp > 1 and sync_gbps > 0) else 0.0
     copies = hw.framework.collective_input_copies.value if (tp > 1 and fw.collective_input_copy.value) else 0.0
     copy_s = copies * streamed(2 * hidden_bytes, "collective_input_copy")
@@ -234,16 +230,17 @@ def _collective_op_times(model: ModelShape, hw: HardwareProfile, fw, work: Workl
     sync_s = hw.framework.collective_sync_us.value * 1e-6 if tp > 1 else 0.0
     handoff_half_s = fw.collective_handoff_half_s() if tp > 1 else 0.0  # the compute stream's side of the hand-off
     messages = collective_message_bytes(model, work, tp, phase)
-    times["allreduce"], sources["allreduce"] = framework_allreduce_time_s(hw, fw, tp, messages["allreduce"])
+    times["allreduce"] = allreduce_time_s(hw, tp, messages["allreduce"], fw)
+    sources["allreduce"] = allreduce_source(hw, tp, messages["allreduce"], fw)
     # The gather from its own measured table where the profile has one (its message above is the
     # AllReduce equivalent, for its interference).
     gathered = float(model.gathered_logits_bytes(phase.batch, tp, work.dtype_bytes))  # (a pass's and its batch's)
     times["allgather_logits"], sources["allgather_logits"] = _kept_gathers.get(
-        (hw, fw), (tp, gathered), lambda: logits_allgather_time_s(hw, fw, tp, gathered))
+        (hw, fw), (tp, gathered), lambda: (allgather_time_s(hw, tp, gathered, fw), allgather_source(hw, tp, gathered, fw)))
     # The NCCL kernel's start-up behind its producer (collective_sync_us) delays the collective on
     # the communication stream; the compute stream does not wait for it, so a schedule that
     # overlaps the collective (ladder) hides it with the collective. Its per-byte part (staging the
-    # message, collective_sync_gbps) stays on the compute stream's side of the hand-off.
+    # message, collective_sync_gb_per_s) stays on the compute stream's side of the hand-off.
     times["allreduce"] += sync_s
     times["allgather_logits"] += sync_s + handoff_half_s  # the collective's half (the AllReduce's is in its price)
     return times, sources

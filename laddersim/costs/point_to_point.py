@@ -29,10 +29,11 @@ import math
 
 import numpy as np
 
-from laddersim.costs.collectives import interpolate_table_s, intra_node_allreduce_s, mode_correction_s
+from laddersim.costs.collectives import interpolate_table_s, mode_correction_s, nccl_allreduce_s
 from laddersim.costs.gemm_tables import SILICON, SOL
 from laddersim.costs.nccl_algorithms import net_hop_us
 from laddersim.costs.nccl_tuning import BASE_LATENCY_US, RING_EFFICIENCY
+from laddersim.costs.scaling.view import links
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.hardware.placement import Hop
 
@@ -59,7 +60,7 @@ def pair_transport(profile: HardwareProfile, sender: tuple[int, int], receiver: 
 
 def _table_s(profile: HardwareProfile, size_bytes: float) -> float | None:
     """A measured one-pair, one-node send/recv table's time (None: the profile has none)."""
-    w = profile.what_if
+    intra = links(profile).intra
     for table, cols in profile.sendrecv_arrays:
         rows = (cols["gpus"] == 2) & (cols["nodes"] == 1)
         if table.use != "model" or rows.sum() < 2:
@@ -67,7 +68,7 @@ def _table_s(profile: HardwareProfile, size_bytes: float) -> float | None:
         sizes, times = cols["size_bytes"][rows], cols["time_s"][rows]
         t = float(interpolate_table_s(sizes, times, size_bytes))
         floor = float(times.min())
-        t = floor * w.intra_latency_scale + max(t - floor, 0.0) / w.intra_bandwidth_scale
+        t = intra.table_scalar_s(t, floor)
         return max(t + mode_correction_s(profile, table), 0.5 * floor)
     return None
 
@@ -76,38 +77,38 @@ def _p2p_s(profile: HardwareProfile, size_bytes: float) -> tuple[float, str]:
     measured = _table_s(profile, size_bytes)
     if measured is not None:
         return measured, SILICON
-    floor_s, pair_s = intra_node_allreduce_s(profile, 2, np.array([1.0, 2.0 * size_bytes]))
+    floor_s, pair_s = nccl_allreduce_s(profile, 2, np.array([1.0, 2.0 * size_bytes]), nodes=1)
     return float(floor_s + max(pair_s - floor_s, 0.0) / 2.0), SOL
 
 
 def _shm_s(profile: HardwareProfile, hop: Hop, sender: tuple[int, int], receiver: tuple[int, int],
            size_bytes: float) -> float:
     spec = profile.collectives.transport
-    shm, w = spec.shm, profile.what_if
+    shm, intra = spec.shm, links(profile).intra
     per_socket = int(spec.topology.gpus_per_socket.value)
     if size_bytes <= P2P_LL_THRESHOLD_BYTES:
         latency_us = BASE_LATENCY_US["ring"][LL] + shm.ll_hop_latency_us.value
-        rate_gbps = shm.ll_bus_bandwidth_gbps.value
+        rate_gbps = shm.ll_bus_bandwidth_gb_per_s.value
     else:
         latency_us = BASE_LATENCY_US["ring"][SIMPLE] + shm.simple_hop_latency_us.value
         sockets = [(s[0], s[1] // per_socket) for s in hop.senders]
-        rate_gbps = min(shm.simple_bus_bandwidth_gbps.value,
-                        shm.host_memory_bandwidth_gbps.value / (2.0 * max(sockets.count(x) for x in sockets)))
+        rate_gbps = min(shm.simple_bus_bandwidth_gb_per_s.value,
+                        shm.host_memory_bandwidth_gb_per_s.value / (2.0 * max(sockets.count(x) for x in sockets)))
         if sender[1] // per_socket != receiver[1] // per_socket:
             crossing = sum(s[1] // per_socket != r[1] // per_socket for s, r in zip(hop.senders, hop.receivers))
-            rate_gbps = min(rate_gbps, shm.socket_link_bandwidth_gbps.value / crossing)
-    return latency_us * 1e-6 * w.intra_latency_scale + size_bytes / (rate_gbps * 1e9 * w.intra_bandwidth_scale)
+            rate_gbps = min(rate_gbps, shm.socket_link_bandwidth_gb_per_s.value / crossing)
+    return intra.latency_s(latency_us) + size_bytes / intra.bytes_per_s(rate_gbps)
 
 
 def _net_s(profile: HardwareProfile, hop: Hop, size_bytes: float) -> float:
-    network, w = profile.network, profile.what_if
+    network, inter = profile.network, links(profile).inter
     p = LL if size_bytes <= P2P_LL_THRESHOLD_BYTES else SIMPLE
-    latency_us = ((BASE_LATENCY_US["ring"][p] + network.allreduce.base_latency_us.value) * w.inter_latency_scale
+    latency_us = (inter.latency_of(BASE_LATENCY_US["ring"][p] + network.allreduce.base_latency_us.value)
                   + net_hop_us(profile, "ring", p))
-    nic = network.ring_nic_bus_bandwidth_gbps or network.allreduce.bus_bandwidth_gbps
+    nic = network.ring_nic_bus_bandwidth_gb_per_s or network.allreduce.bus_bandwidth_gb_per_s
     senders_per_node = max(sum(s[0] == node for s in hop.senders) for node, _ in hop.senders)
     share = 1.0 / math.ceil(senders_per_node / network.nics_per_node.value)
-    rate_bps = nic.value * 1e9 * RING_EFFICIENCY[p] * w.inter_bandwidth_scale * share
+    rate_bps = inter.bandwidth_of(nic.value * 1e9 * RING_EFFICIENCY[p]) * share
     return latency_us * 1e-6 + size_bytes / rate_bps
 
 

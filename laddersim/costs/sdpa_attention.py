@@ -153,8 +153,8 @@ def mem_efficient_attention_s(gpu, *, batch: int, heads: int, kv_copies: int, qu
     moved = fmha_bytes(grid, batch=batch, heads=heads, kv_copies=kv_copies, queries=queries, keys=keys,
                        head_dim=head_dim, dtype_bytes=dtype_bytes)
     memory = moved["hbm"] / (gpu.memory_bandwidth_bytes_per_s * gpu.gemm_memory_efficiency.value)
-    if gpu.l2_bandwidth_gbps is not None:
-        memory = np.maximum(memory, moved["l2"] / (gpu.l2_bandwidth_gbps.value * 1e9))
+    if gpu.l2_bandwidth_gb_per_s is not None:
+        memory = np.maximum(memory, moved["l2"] / (gpu.l2_bandwidth_gb_per_s.value * 1e9))
     chains = 0.0
     if sms is not None and gpu.global_load_latency_us is not None:
         block_s = (tile.round_trips(head_dim) * gpu.global_load_latency_us.value * 1e-6

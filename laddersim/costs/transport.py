@@ -33,12 +33,13 @@ import math
 import numpy as np
 
 from laddersim.costs.nccl_tuning import BASE_LATENCY_US, INTRA_HOP_US, NVLS_INTRA_US
+from laddersim.costs.scaling.view import links
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.hardware.transport_spec import TransportSpec
 
 TRANSPORTS = ("p2p_nvlink", "p2p_pcie", "shm", "net")
 # llMaxBws single node, Hopper (NVIDIA/nccl src/graph/tuning.cc llMaxBws): LL's cap, GB/s.
-LL_MAX_SINGLE_NODE_GBPS = 141.0
+LL_MAX_SINGLE_NODE_GB_PER_S = 141.0
 
 
 def prices(profile: HardwareProfile, gpus: int) -> bool:
@@ -103,25 +104,25 @@ def _nvls_terms(spec: TransportSpec, gpus: int) -> list:
     return [t for t in spec.nvls if t.gpus == nearest]
 
 
-def nvls_bus_bandwidth_gbps(profile: HardwareProfile, gpus: int) -> float | None:
+def nvls_bus_bandwidth_gb_per_s(profile: HardwareProfile, gpus: int) -> float | None:
     """Bus bandwidth of the node's in-switch reduction for ``gpus`` GPUs, its stated lines' best
     (None: no transport, or NVLS not allowed for this group). NVLS is no P2P transport, so a node
     under NCCL_P2P_DISABLE keeps it, for a one-node AllReduce and as NVLS-tree's node part."""
     spec = profile.collectives.transport
     if spec is None or not nvls_allowed(profile, gpus):
         return None
-    return max(t.bus_bandwidth_gbps for t in _nvls_terms(spec, gpus))
+    return max(t.bus_bandwidth_gb_per_s for t in _nvls_terms(spec, gpus))
 
 
-def shm_simple_bus_bandwidth_gbps(spec: TransportSpec, gpus: int) -> float:
+def shm_simple_bus_bandwidth_gb_per_s(spec: TransportSpec, gpus: int) -> float:
     """Simple's busbw of an SHM ring over ``gpus`` GPUs: one GPU's SHM rate, its socket's host
     memory shared by the ring's GPUs on it (2 x busbw each: written, then read), and, for a ring
     over more than one socket, the socket link (the ring crosses it once each way)."""
     shm = spec.shm
     per_socket = min(float(gpus), spec.topology.gpus_per_socket.value)
-    rate = min(shm.simple_bus_bandwidth_gbps.value, shm.host_memory_bandwidth_gbps.value / (2.0 * per_socket))
+    rate = min(shm.simple_bus_bandwidth_gb_per_s.value, shm.host_memory_bandwidth_gb_per_s.value / (2.0 * per_socket))
     if gpus > spec.topology.gpus_per_socket.value:
-        rate = min(rate, shm.socket_link_bandwidth_gbps.value)
+        rate = min(rate, shm.socket_link_bandwidth_gb_per_s.value)
     return rate
 
 
@@ -129,27 +130,25 @@ def shm_candidates_s(profile: HardwareProfile, gpus: int, size_bytes) -> dict:
     """Seconds of an SHM ring, per protocol NCCL enables on it (``protocols("shm")``): NCCL's ring
     base latency, 2(n-1) host-staged hops and the moved bytes at the protocol's bandwidth."""
     spec = profile.collectives.transport
-    w = profile.what_if
+    intra = links(profile).intra
     moved = 2.0 * (gpus - 1) / gpus * np.asarray(size_bytes, dtype=float)
     steps = 2.0 * (gpus - 1)
     shm = spec.shm
-    lines = {"ll": (BASE_LATENCY_US["ring"][0], shm.ll_hop_latency_us.value, shm.ll_bus_bandwidth_gbps.value),
+    lines = {"ll": (BASE_LATENCY_US["ring"][0], shm.ll_hop_latency_us.value, shm.ll_bus_bandwidth_gb_per_s.value),
              "simple": (BASE_LATENCY_US["ring"][2], shm.simple_hop_latency_us.value,
-                        shm_simple_bus_bandwidth_gbps(spec, gpus))}
+                        shm_simple_bus_bandwidth_gb_per_s(spec, gpus))}
     out = {}
     for protocol in protocols("shm"):
         base_us, hop_us, gbps = lines[protocol]
-        out[("ring", protocol)] = ((base_us + steps * hop_us) * 1e-6 * w.intra_latency_scale
-                                   + moved / (gbps * 1e9 * w.intra_bandwidth_scale))
+        out[("ring", protocol)] = intra.latency_s(base_us + steps * hop_us) + moved / intra.bytes_per_s(gbps)
     return out
 
 
 def nvls_s(profile: HardwareProfile, gpus: int, size_bytes):
     """Seconds of the switch's AllReduce: the least of its stated lines at each size."""
-    w = profile.what_if
+    intra = links(profile).intra
     moved = 2.0 * (gpus - 1) / gpus * np.asarray(size_bytes, dtype=float)
-    return np.min([term.latency_us * 1e-6 * w.intra_latency_scale
-                   + moved / (term.bus_bandwidth_gbps * 1e9 * w.intra_bandwidth_scale)
+    return np.min([intra.latency_s(term.latency_us) + moved / intra.bytes_per_s(term.bus_bandwidth_gb_per_s)
                    for term in _nvls_terms(profile.collectives.transport, gpus)], axis=0)
 
 
@@ -178,21 +177,21 @@ def nccl_estimates_s(profile: HardwareProfile, gpus: int, size_bytes, real: dict
     moved = 2.0 * (gpus - 1) / gpus * size
     steps = 2.0 * (gpus - 1)
     graph = spec.nccl_graph
-    link = graph.pcie_link_gbps.value
+    link = graph.pcie_link_gb_per_s.value
     if gpus > spec.topology.gpus_per_socket.value:
-        link = min(link, graph.socket_link_gbps.value)
+        link = min(link, graph.socket_link_gb_per_s.value)
     bus_bps = graph.channels.value * link * 1e9
     out = {}
     for key, seconds in real.items():
         if key in logged:  # NCCL's own table on the machine (laddersim calibrate nccl-log)
-            out[key] = (logged[key].latency_us + size / (1000.0 * logged[key].bandwidth_gbps)) * 1e-6
+            out[key] = (logged[key].latency_us + size / (1000.0 * logged[key].bandwidth_gb_per_s)) * 1e-6
         elif key == ("ring", "ll"):
             out[key] = (BASE_LATENCY_US["ring"][0] + steps * INTRA_HOP_US["pci"]["ring"][0]) * 1e-6 + moved / (
-                min(LL_MAX_SINGLE_NODE_GBPS * 1e9, 0.5 * bus_bps))
+                min(LL_MAX_SINGLE_NODE_GB_PER_S * 1e9, 0.5 * bus_bps))
         elif key == ("ring", "simple"):
             out[key] = (BASE_LATENCY_US["ring"][2] + steps * INTRA_HOP_US["pci"]["ring"][2]) * 1e-6 + moved / bus_bps
         elif key == ("nvls", "simple"):
-            out[key] = NVLS_INTRA_US * 1e-6 + moved / (nvls_bus_bandwidth_gbps(profile, gpus) * 1e9)
+            out[key] = NVLS_INTRA_US * 1e-6 + moved / (nvls_bus_bandwidth_gb_per_s(profile, gpus) * 1e9)
         else:
             out[key] = seconds
     return out

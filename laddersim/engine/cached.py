@@ -3,7 +3,7 @@
 Runs it cannot replay go to the direct event loop (``laddersim.engine.direct``: the SimPy engine's
 run, bit for bit, without SimPy).
 
-Keeps the event orders (tapes, ``laddersim.engine.replay``) of the engine runs of each program in
+Keeps the event orders (tapes, ``laddersim.engine.tape``) of the engine runs of each program in
 this process, as a tree of shared prefixes (``laddersim.engine.order_tree``). A run whose event
 order is one kept is replayed along it (bit for bit the engine's result, ~50x cheaper);
 otherwise the engine runs and its order joins the tree. A sweep's points share a handful of

@@ -1,8 +1,8 @@
 """The SimPy engine's run without SimPy: the same events in the same order, the same arithmetic.
 
-``laddersim.engine.simulator`` runs each stream as a SimPy process and the fluid
-(``laddersim.engine.fluid``) on numpy arrays. ``run_direct`` runs the same stream processes on a
-minimal event loop that keeps SimPy's order of events, and the fluid in Python floats
+``laddersim.engine.simulator`` runs each stream (``laddersim.engine.streams``) as a SimPy process
+and the fluid (``laddersim.engine.fluid``) on numpy arrays. ``run_direct`` runs the same stream
+processes on a minimal event loop that keeps SimPy's order of events, and the fluid in Python floats
 (``laddersim.engine.lazy_fluid``), so its results are the SimPy engine's bit for bit
 (tests/test_fast_path.py holds it to the engine on random programs) at a fraction of the cost.
 SimPy's order, as the simulator uses it:
@@ -23,10 +23,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Sequence
 
-import numpy as np
-
 from laddersim.engine.lazy_fluid import LazyFluid, Running
-from laddersim.engine.tape import Tape
+from laddersim.engine.streams import StreamRun
 from laddersim.engine.work import EngineResult, RankWork
 
 
@@ -41,10 +39,6 @@ class _Event:
         self.value = None
 
 
-_ENDED = _Event()  # the end of an op nobody waited on: triggered and processed
-_ENDED.triggered, _ENDED.waiting = True, None
-
-
 class _Fire:
     """The clock's timeout in the line of events at the current reading."""
 
@@ -52,13 +46,6 @@ class _Fire:
 
     def __init__(self, token: int):
         self.token = token
-
-
-class _Collective:
-    __slots__ = ("size", "arrived", "started")
-
-    def __init__(self, size: int):
-        self.size, self.arrived, self.started = size, [], _Event()
 
 
 def run_direct(
@@ -70,27 +57,9 @@ def run_direct(
     record_tape: bool = False,
 ) -> EngineResult:
     """``laddersim.engine.simulator.run_engine``, bit for bit, without SimPy."""
-    group_links = group_links or {}
-    n_ranks = len(ranks)
-    n_ops = len(ranks[0].streams)
-    compute_by_op = np.broadcast_to(np.asarray(compute_slowdown, dtype=float), (n_ops,)).tolist()
-    comm_by_op = np.broadcast_to(np.asarray(comm_slowdown, dtype=float), (n_ops,)).tolist()
-    durations = [np.asarray(w.durations_s, dtype=float).tolist() for w in ranks]
-    ready_at, start_at, end_at = ([[0] * n_ops for _ in range(n_ranks)] for _ in range(3))
-    # Each op's end: None until someone waits on it or it ends (most ends nobody waits on).
-    ends: list[list[_Event | None]] = [[None] * n_ops for _ in range(n_ranks)]
-    group_size: dict[int, int] = {}
-    for work in ranks:
-        group_size[work.group] = group_size.get(work.group, 0) + 1
-    collectives: dict[tuple[int, int], _Collective] = {}
-    signature: list[tuple[int, int, int]] = []
-    log = signature.append if record_signature else (lambda _item: None)
     tape: list | None = [] if record_tape else None
-
     fluid = LazyFluid()
     line: deque = deque()  # events (and a timeout) due at the current reading, in SimPy's order
-    times = [0.0]
-    instant = 0  # completions so far: the index of the current reading in ``times``
     token = timeouts = 0
     pending = None  # the token of the clock's live timeout when it is due later than now
 
@@ -117,10 +86,11 @@ def run_direct(
             tape.append((act.op, act.ranks, act.links, act.is_comm))
         replan()
 
+    run = StreamRun(ranks, compute_slowdown, comm_slowdown, group_links, record_signature, _Event, succeed, Running,
+                    start)
+
     def fire(now: float, finished: list[Running]) -> None:
-        nonlocal instant
-        instant += 1
-        times.append(now)
+        run.completed(now)
         if tape is not None:
             tape.append((tuple(act.serial for act in finished), now))
         for act in finished:
@@ -128,53 +98,6 @@ def run_direct(
             act.triggered = True  # the activity is its own completion event
             line.append(act)
         replan()
-
-    def stream(rank: int, which: str):
-        work = ranks[rank]
-        deps, mine, own_ends = work.deps, durations[rank], ends[rank]
-        ready_row, start_row, end_row = ready_at[rank], start_at[rank], end_at[rank]
-        links = tuple(group_links.get(work.group, ()))
-        compute = which == "compute"
-        only = (rank,)
-        for i in [i for i, s in enumerate(work.streams) if s == which]:
-            for dep in deps[i]:
-                event = own_ends[dep]
-                if event is None:
-                    event = own_ends[dep] = _Event()
-                if not event.triggered:
-                    yield event
-            ready_row[i] = instant
-            if compute:
-                act = Running(mine[i], only, False, (), 0.0, 0.0, i)
-                start_row[i] = instant
-                log((rank, i, 0))
-                start(act)
-                yield act
-            else:
-                key = (work.group, i)
-                coll = collectives.get(key)
-                if coll is None:
-                    coll = collectives[key] = _Collective(group_size[work.group])
-                coll.arrived.append(rank)
-                if len(coll.arrived) == coll.size:
-                    work_s = max(durations[r][i] for r in coll.arrived)
-                    act = Running(work_s, tuple(sorted(coll.arrived)), True, links, compute_by_op[i], comm_by_op[i], i)
-                    succeed(coll.started, act)
-                    start(act)
-                act = yield coll.started
-                start_row[i] = instant
-                log((rank, i, 0))
-                yield act
-            end_row[i] = instant
-            log((rank, i, 1))
-            # Nobody starts waiting on an end once it is triggered (a dependency is waited on only
-            # while untriggered), so an end nobody waits on would be processed to no effect: it is
-            # processed at once instead of in line.
-            event = own_ends[i]
-            if event is None:
-                own_ends[i] = _ENDED
-            else:
-                succeed(event)
 
     def resume(process, value) -> None:
         while True:
@@ -188,9 +111,9 @@ def run_direct(
             event.waiting.append(process)
             return
 
-    for rank in range(n_ranks):
+    for rank in range(len(ranks)):
         for which in ("compute", "comm"):
-            resume(stream(rank, which), None)
+            resume(run.stream(rank, which), None)
     while True:
         if line:
             item = line.popleft()
@@ -205,9 +128,4 @@ def run_direct(
             fire(*fluid.complete_next())
         else:
             break
-    if not all(event is not None and event.triggered for row in ends for event in row):
-        raise RuntimeError("engine deadlock: some ops never ran (a dependency cycle in the program)")
-    moments = np.array([ready_at, start_at, end_at], dtype=np.int64).reshape(3, n_ranks, n_ops)
-    at = np.array(times)
-    recorded = Tape.of(tape, moments, tuple(signature), timeouts) if tape is not None else None
-    return EngineResult(at[moments[1]], at[moments[2]], at[moments[0]], tuple(signature), timeouts, recorded)
+    return run.result(timeouts, tape)

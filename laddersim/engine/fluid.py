@@ -1,67 +1,24 @@
 """Fluid work of the running activities: remaining work, rates, the next completion. No clock.
 
-An activity has a standalone amount of work (seconds) and progresses at a rate set by what else
-runs (see ``laddersim.engine.simulator``): a compute op at 1/(1 + s) while collectives of its
-rank run (s: the most disturbing one's ``compute_slowdown``, 0 if none disturbs), a collective at
-1/(1 + its ``comm_slowdown``) while any of its ranks computes, divided by the largest number of
-running collectives on any of its links.
+An activity (the engine's: ``laddersim.engine.simulator``) has its standalone work ``work_s``,
+its ``ranks`` (a compute op: its one rank), ``is_comm``, its ``links``, its ``compute_slowdown``
+and ``comm_slowdown`` (collectives), its index in the program ``op``, and the ``serial`` (start
+order: completions at one instant are reported in it) and ``slot`` the fluid gives it.
 
-Rates are kept up to date incrementally: a start or a completion recomputes only the rates it
-can change (the compute ops of a collective's ranks, the collectives of a compute op's rank or of
-a collective's links), so an event costs the same at TP 2 and TP 64. Remaining work and rates
-live in numpy arrays, one slot per running activity, so advancing the clock and finding the next
-completion are a few array operations. Every number is computed with the same floating-point
-operations in the same order as a full recomputation, so results do not depend on the bookkeeping.
+Rates follow ``laddersim.engine.rates`` (the engine's rate law). They are kept up to date
+incrementally: a start or a completion recomputes only the rates it can change (the compute ops
+of a collective's ranks, the collectives of a compute op's rank or of a collective's links), so an
+event costs the same at TP 2 and TP 64. Remaining work and rates live in numpy arrays, one slot per
+running activity, so advancing the clock and finding the next completion are a few array
+operations. Every number is computed with the same floating-point operations in the same order as
+a full recomputation (``rates.running_rates``), so results do not depend on the bookkeeping.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
 import numpy as np
 
-EPS_S = 1e-13  # work left below this (seconds) counts as done: float round-off only
-
-
-def done_tolerance_s(now_s: float) -> float:
-    """Work left that counts as done at time ``now_s``: round-off, and below the clock's own
-    resolution there (far along a long run a tiny remainder would otherwise schedule a timeout
-    that cannot advance time)."""
-    return EPS_S + 8.0 * math.ulp(now_s)  # numpy's spacing, for the clock's non-negative readings
-
-
-def done_tolerances_s(now_s: np.ndarray) -> np.ndarray:
-    """``done_tolerance_s`` of each of many clock readings (non-negative: there ``np.spacing`` is
-    ``math.ulp``)."""
-    return EPS_S + 8.0 * np.spacing(now_s)
-
-
-@dataclass(eq=False)
-class Activity:
-    work_s: float
-    ranks: tuple[int, ...]  # compute: its one rank; collective: the group's ranks
-    is_comm: bool
-    links: tuple[str, ...] = ()
-    compute_slowdown: float = 0.0  # collectives: what this one does to its ranks' compute
-    comm_slowdown: float = 0.0  # collectives: how much compute slows this one
-    done: object = None  # what the owner fires on completion (a SimPy event)
-    op: int = -1  # index in the program
-    serial: int = -1  # start order: completions at one instant are reported in this order
-    slot: int = -1
-
-
-def comm_rate(comm_slowdown: float, any_rank_computes: bool, link_loads: list[int]) -> float:
-    """``link_loads``: running collectives on each of its links (empty: it uses none)."""
-    rate = 1.0 / (1.0 + comm_slowdown) if any_rank_computes else 1.0
-    if link_loads:
-        rate /= max(link_loads)
-    return rate
-
-
-def compute_rate(slowdowns: list[float]) -> float:
-    """``slowdowns``: the compute slowdowns of the collectives running on the op's rank."""
-    return 1.0 / (1.0 + max(0.0, *slowdowns)) if slowdowns else 1.0
+from laddersim.engine.rates import comm_rate, compute_rate
 
 
 class RunningSets:
@@ -70,9 +27,9 @@ class RunningSets:
     ``laddersim.engine.lazy_fluid.LazyFluid``."""
 
     def __init__(self):
-        self.computing: dict[int, Activity] = {}  # rank -> its running compute op
-        self.comm_on_rank: dict[int, list[Activity]] = {}
-        self.comm_on_link: dict[str, list[Activity]] = {}
+        self.computing: dict[int, object] = {}  # rank -> its running compute op
+        self.comm_on_rank: dict[int, list] = {}
+        self.comm_on_link: dict[str, list] = {}
 
     def _enter(self, act) -> None:
         """A collective starts on its ranks and links."""
@@ -86,6 +43,19 @@ class RunningSets:
             self.comm_on_rank[rank].remove(act)
         for link in act.links:
             self.comm_on_link[link].remove(act)
+
+    def _stop(self, act) -> None:
+        """``act`` stops running: a collective leaves its ranks and links (their rates change); a
+        compute op leaves its rank, one rank fewer computing for each collective there
+        (``_one_less_computing``)."""
+        if act.is_comm:
+            self._leave(act)
+            self._comm_changed(act)
+        else:
+            rank = act.ranks[0]
+            del self.computing[rank]
+            for coll in self.comm_on_rank.get(rank, ()):
+                self._one_less_computing(coll)
 
     def _link_peers(self, act):
         """The other collectives on ``act``'s links, each once, in the order of its links."""
@@ -106,22 +76,22 @@ class Fluid(RunningSets):
         self.remaining_s = np.full(capacity, np.inf)  # free slots: never due, never next
         self.rate = np.ones(capacity)
         self._scratch = np.empty(capacity)
-        self.acts: list[Activity | None] = [None] * capacity
+        self.acts: list[object] = [None] * capacity
         self.free = list(range(capacity - 1, -1, -1))
         self.count = 0
         self.serial = 0
         self.computing_ranks: dict[int, int] = {}  # id(collective) -> its ranks now computing
 
     # -- rates -------------------------------------------------------------------------------
-    def _set_compute_rate(self, act: Activity) -> None:
+    def _set_compute_rate(self, act) -> None:
         self.rate[act.slot] = compute_rate([c.compute_slowdown for c in self.comm_on_rank.get(act.ranks[0], ())])
 
-    def _set_comm_rate(self, act: Activity) -> None:
+    def _set_comm_rate(self, act) -> None:
         loads = [len(self.comm_on_link[link]) for link in act.links]
         self.rate[act.slot] = comm_rate(act.comm_slowdown, self.computing_ranks[id(act)] > 0, loads)
 
     # -- membership --------------------------------------------------------------------------
-    def _take_slot(self, act: Activity) -> None:
+    def _take_slot(self, act) -> None:
         if not self.free:
             n = len(self.acts)
             self.remaining_s = np.concatenate([self.remaining_s, np.full(n, np.inf)])
@@ -136,7 +106,7 @@ class Fluid(RunningSets):
         self.remaining_s[act.slot] = act.work_s
         self.count += 1
 
-    def start(self, act: Activity) -> None:
+    def start(self, act) -> None:
         if len(act.ranks) != 1 and not act.is_comm:
             raise ValueError("a compute activity runs on one rank")
         self._take_slot(act)
@@ -153,7 +123,7 @@ class Fluid(RunningSets):
                 self.computing_ranks[id(coll)] += 1
                 self._set_comm_rate(coll)
 
-    def finish(self, act: Activity) -> None:
+    def finish(self, act) -> None:
         self.acts[act.slot] = None
         self.remaining_s[act.slot] = np.inf
         self.rate[act.slot] = 1.0
@@ -161,16 +131,13 @@ class Fluid(RunningSets):
         self.count -= 1
         if act.is_comm:
             del self.computing_ranks[id(act)]
-            self._leave(act)
-            self._comm_changed(act)
-        else:
-            rank = act.ranks[0]
-            del self.computing[rank]
-            for coll in self.comm_on_rank.get(rank, ()):
-                self.computing_ranks[id(coll)] -= 1
-                self._set_comm_rate(coll)
+        self._stop(act)
 
-    def _comm_changed(self, act: Activity) -> None:
+    def _one_less_computing(self, coll) -> None:
+        self.computing_ranks[id(coll)] -= 1
+        self._set_comm_rate(coll)
+
+    def _comm_changed(self, act) -> None:
         """A collective started or finished: its ranks' compute and its links' collectives."""
         for rank in act.ranks:
             op = self.computing.get(rank)
@@ -190,7 +157,7 @@ class Fluid(RunningSets):
         np.divide(ratio, self.rate, out=ratio)
         return float(ratio.min())
 
-    def due(self, tolerance_s: float) -> list[Activity]:
+    def due(self, tolerance_s: float) -> list:
         """Activities with no more than ``tolerance_s`` of standalone work left, in start order."""
         slots = (self.remaining_s <= tolerance_s * self.rate).nonzero()[0].tolist()
         if len(slots) == 1:

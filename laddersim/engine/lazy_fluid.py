@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import heapq
 
-from laddersim.engine.fluid import RunningSets, comm_rate, compute_rate, done_tolerance_s
+from laddersim.engine.fluid import RunningSets
+from laddersim.engine.rates import comm_rate, compute_rate, done_tolerance_s
 
 RELATIVE_MARGIN = 1e-7  # of the reading: completions this close to the earliest are read exactly
 ABSOLUTE_MARGIN_S = 1e-12
@@ -143,16 +144,12 @@ class LazyFluid(RunningSets):
         self.count -= 1
         act.version += 1  # its heap entry is stale
         self.zero.discard(act)
-        if act.is_comm:
-            self._leave(act)
-            self._comm_changed(act)
-        else:
-            rank = act.ranks[0]
-            del self.computing[rank]
-            for coll in self.comm_on_rank.get(rank, ()):
-                coll.computing -= 1
-                if not coll.computing:
-                    self._set_comm_rate(coll)
+        self._stop(act)
+
+    def _one_less_computing(self, coll: Running) -> None:
+        coll.computing -= 1
+        if not coll.computing:  # its rate reads only whether any of its ranks computes
+            self._set_comm_rate(coll)
 
     def _comm_changed(self, act: Running) -> None:
         """A collective started or finished: its ranks' compute and its links' collectives."""

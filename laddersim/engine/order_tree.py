@@ -7,8 +7,8 @@ outcomes before it, so runs of one program whose outcomes agree up to a completi
 the same activities by then and hold the same state: their tapes share that prefix. The tree
 keeps each prefix once. A node is the stretch between two completions: the activities started
 there, then a completion, whose outcome picks the child. A replay walks from the root, doing the
-engine's arithmetic (the same floating-point operations in the same order as ``tape.running_rates`` and
-the engine's fluid) and following at each completion the child of the outcome it computed; so a run
+engine's arithmetic (the same floating-point operations in the same order as ``laddersim.engine.rates``
+and the engine's fluid) and following at each completion the child of the outcome it computed; so a run
 whose order is a branch never taken before still replays up to the point where it leaves the
 tree, and one that follows any kept branch replays whole, bit for bit the engine's result. Where
 it leaves the tree it returns None: the caller runs the engine and inserts the new tape.
@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from laddersim.engine.fluid import done_tolerance_s
-from laddersim.engine.tape import RATE, Tape, running_rates
+from laddersim.engine.rates import done_tolerance_s, one_rank_rates, running_rates
+from laddersim.engine.tape import Tape
 from laddersim.engine.work import EngineResult
 
 
@@ -54,9 +54,9 @@ class OrderTree:
         self.nodes = 1
         self.running_sets: list[tuple] = []  # each: the running activities' start entries, in start order
         self._running_ids: dict[tuple, int] = {}
-        self._rate_classes: dict[bytes, tuple[dict, list, list]] = {}  # see _rate_class_of
+        self._rate_classes: dict[bytes, tuple[dict, list, list]] = {}  # see rate_class_of
 
-    def _rate_class_of(self, compute_by_op: np.ndarray, comm_by_op: np.ndarray) -> tuple[list, list]:
+    def rate_class_of(self, compute_by_op: np.ndarray, comm_by_op: np.ndarray) -> tuple[list, list]:
         """For these slowdowns: each running set's rate class (sets with equal rates share one),
         and a running set of each class."""
         # (compute, comm) as one complex number: equal pairs, equal numbers (a sort of pairs is slower)
@@ -130,12 +130,13 @@ class OrderTree:
         return child
 
     def _rates_of(self, running_id: int, compute_by_op: list, comm_by_op: list) -> list[float]:
-        """Rates of a running set (in start order), by ``laddersim.engine.tape.running_rates``."""
-        acts = [[0, 0.0, 1.0, is_comm, ranks, links, compute_by_op[op] if is_comm else 0.0,
-                 comm_by_op[op] if is_comm else 0.0]
-                for op, ranks, links, is_comm in self.running_sets[running_id]]
-        running_rates(acts, self.n_ranks == 1)
-        return [a[RATE] for a in acts]
+        """Rates of a running set (in start order), by ``laddersim.engine.rates``."""
+        running = self.running_sets[running_id]
+        if self.n_ranks == 1:  # one rank (one group, one set of links): no bookkeeping of who is where
+            return one_rank_rates([(is_comm, compute_by_op[op] if is_comm else 0.0, comm_by_op[op] if is_comm else 0.0,
+                                    len(links)) for op, _ranks, links, is_comm in running])
+        return running_rates([(is_comm, ranks, links, compute_by_op[op] if is_comm else 0.0,
+                               comm_by_op[op] if is_comm else 0.0) for op, ranks, links, is_comm in running])
 
     def replay(self, durations_s: np.ndarray, compute_slowdown, comm_slowdown) -> EngineResult | None:
         """The engine's result for ``durations_s`` (ranks x ops) and slowdowns (a number or one
@@ -156,7 +157,7 @@ class OrderTree:
         running set, computed once per rate class."""
         compute_by_op = np.broadcast_to(np.asarray(compute_slowdown, dtype=float), (self.n_ops,))
         comm_by_op = np.broadcast_to(np.asarray(comm_slowdown, dtype=float), (self.n_ops,))
-        class_of_set, representative = self._rate_class_of(compute_by_op, comm_by_op)
+        class_of_set, representative = self.rate_class_of(compute_by_op, comm_by_op)
         compute_by_op, comm_by_op = compute_by_op.tolist(), comm_by_op.tolist()
         rates_by_class: list = [None] * len(representative)
 
@@ -192,7 +193,7 @@ class OrderTree:
             if node.end is not None:
                 return node, times
             rates = rates_of(node.running_id)
-            # running_rates' arithmetic, spelled out for one and two running activities (the usual cases):
+            # the fluid's arithmetic, spelled out for one and two running activities (the usual cases):
             # max(r, 0.0) is ``0.0 if 0.0 > r else r`` and min([a, b]) is ``b if b < a else a``.
             serials = node.serials
             if len(remaining) == 1:

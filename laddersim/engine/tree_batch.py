@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from laddersim.engine.fluid import done_tolerances_s
+from laddersim.engine.rates import done_tolerances_s, one_rank_rates
 from laddersim.engine.order_tree import OrderTree
 from laddersim.engine.work import EngineResult
 
@@ -32,25 +32,11 @@ FEW = 8  # runs at most that walk on one by one (numpy's cost per operation exce
 
 def _rates(acts: tuple, kind_of: list, compute: np.ndarray, comm: np.ndarray) -> list:
     """Rates of a running set (start entries, in start order) of one rank, one array (a float for
-    all runs; None for exactly 1.0) per activity: ``laddersim.engine.tape.running_rates`` for one
-    rank, elementwise (``compute``, ``comm``: slowdowns, kinds x runs; ``kind_of``: each op's kind)."""
-    disturbing = [op for op, _ranks, _links, is_comm in acts if is_comm]
-    computes = len(disturbing) < len(acts)
-    rates = []
-    for op, _ranks, links, is_comm in acts:
-        if is_comm:  # fluid.comm_rate with one load per link: the collectives running
-            rate = 1.0 / (1.0 + comm[kind_of[op]]) if computes else 1.0
-            if links:
-                rate = rate / len(disturbing)
-        elif disturbing:  # fluid.compute_rate: max(0.0, *slowdowns), in that order
-            slowdown = 0.0
-            for other in disturbing:
-                slowdown = np.maximum(slowdown, compute[kind_of[other]])
-            rate = 1.0 / (1.0 + slowdown)
-        else:
-            rate = 1.0
-        rates.append(None if isinstance(rate, float) and rate == 1.0 else rate)
-    return rates
+    all runs; None for exactly 1.0) per activity: ``laddersim.engine.rates.one_rank_rates`` over
+    the runs' slowdowns (``compute``, ``comm``: kinds x runs; ``kind_of``: each op's kind)."""
+    rates = one_rank_rates([(is_comm, compute[kind_of[op]], comm[kind_of[op]], len(links)) if is_comm
+                            else (False, 0.0, 0.0, 0) for op, _ranks, links, is_comm in acts])
+    return [None if isinstance(rate, float) and rate == 1.0 else rate for rate in rates]
 
 
 class _Runs:
@@ -139,7 +125,7 @@ def replay_kinds(tree: OrderTree, kind_of_op, durations_s: np.ndarray, compute: 
 
 
 def _rate_classes(tree: OrderTree, kind_of: list, compute: np.ndarray, comm: np.ndarray) -> tuple | None:
-    """The tree's rate classes of the running sets (``OrderTree._rate_class_of``) where every run
+    """The tree's rate classes of the running sets (``OrderTree.rate_class_of``) where every run
     partitions the ops alike (ops with equal slowdowns in the first run have equal slowdowns in
     every run: a sweep's runs, whose slowdowns are per op kind); else None. The ops of a kind have
     their kind's slowdowns in every run, so kinds stand for the ops."""
@@ -147,7 +133,7 @@ def _rate_classes(tree: OrderTree, kind_of: list, compute: np.ndarray, comm: np.
     same = first[inverse]  # each kind's first kind of equal slowdowns
     if not (np.array_equal(compute, compute[same]) and np.array_equal(comm, comm[same])):
         return None
-    return tree._rate_class_of(compute[kind_of, 0], comm[kind_of, 0])
+    return tree.rate_class_of(compute[kind_of, 0], comm[kind_of, 0])
 
 
 def _follow_each(tree: OrderTree, runs: _Runs, kind_of: list, results: list) -> None:

@@ -106,7 +106,7 @@ def _intra_tier(fit: FitContext, table: pd.DataFrame, mode: str) -> AlphaBeta:
         return AlphaBeta(algorithm=base_tier.algorithm,
                          base_latency_us=fit.copied(base_tier.base_latency_us, why),
                          step_latency_us=fit.copied(base_tier.step_latency_us, why),
-                         bus_bandwidth_gbps=fit.copied(base_tier.bus_bandwidth_gbps, why),
+                         bus_bandwidth_gb_per_s=fit.copied(base_tier.bus_bandwidth_gb_per_s, why),
                          fixed_steps=base_tier.fixed_steps)
     ring = fit_ring_tier(curves)
     groups = sorted(curves)
@@ -123,7 +123,7 @@ def _intra_tier(fit: FitContext, table: pd.DataFrame, mode: str) -> AlphaBeta:
         step_latency_us=Sourced(value=ring.step_latency_s * 1e6,
                                 source=fit.cite("allreduce", f"{what}: slope of a_g over 2(g-1) steps"
                                                 + (" (one group size: 0)" if len(groups) == 1 else ""))),
-        bus_bandwidth_gbps=Sourced(value=ring.bus_bandwidth_bytes_per_s / 1e9,
+        bus_bandwidth_gb_per_s=Sourced(value=ring.bus_bandwidth_bytes_per_s / 1e9,
                                    source=fit.cite("allreduce", f"{what}: 2(g-1)/g / b at g={groups[-1]}")),
     )
 
@@ -162,7 +162,7 @@ def network_spec(fit: FitContext, table: pd.DataFrame, intra: AlphaBeta, gpus_pe
                              f"{fit.run_dir}; allowed: a base profile with a network (e.g. h100-sxm-nvswitch)")
     tier = base_net.allreduce.model_copy(update={
         f: fit.copied(getattr(base_net.allreduce, f), why)
-        for f in ("base_latency_us", "step_latency_us", "bus_bandwidth_gbps")})
+        for f in ("base_latency_us", "step_latency_us", "bus_bandwidth_gb_per_s")})
     copied = base_net.model_copy(update={
         **{f: fit.copied(v, why) for f, v in base_net if isinstance(v, Sourced)}, "allreduce": tier})
     if multi.empty:
@@ -176,7 +176,7 @@ def network_spec(fit: FitContext, table: pd.DataFrame, intra: AlphaBeta, gpus_pe
     what = (f"NCCL algorithm model (laddersim.costs.nccl_algorithms) fitted to {len(multi)} multi-node rows "
             f"({', '.join(sorted({f'{g}x{n}' for g, n in values['groups']}))}): {', '.join(fitted) or 'nothing'}")
     cite = {name: Sourced(value=round(float(values[name]), 4), source=fit.cite("allreduce", what)) for name in fitted}
-    tier_fields = ("base_latency_us", "step_latency_us", "bus_bandwidth_gbps")
+    tier_fields = ("base_latency_us", "step_latency_us", "bus_bandwidth_gb_per_s")
     return copied.model_copy(update={
         **{k: v for k, v in cite.items() if k not in tier_fields},
         "allreduce": tier.model_copy(update={k: v for k, v in cite.items() if k in tier_fields})})

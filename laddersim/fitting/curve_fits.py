@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from laddersim.costs.collectives import model_allreduce_s
+from laddersim.costs.allreduce import allreduce_time_s
 from laddersim.hardware.comm_specs import ProtocolTerm, TierFit
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.hardware.sourced import Sourced
@@ -202,7 +202,7 @@ def protocol_tier_fit(gpus: int, size_bytes, time_us, source: str) -> TierFit:
     labels = ["ll", "ll128", "simple", "simple-large"][: len(pairs)] if len(pairs) > 1 else ["simple"]
     return TierFit(gpus=gpus, source=source,
                    # 4 significant digits: a noisy CPU table's slow line (< 0.005 GB/s) stays > 0
-                   terms=[ProtocolTerm(protocol=lab, latency_us=round(a, 3), bus_bandwidth_gbps=float(f"{b:.4g}"))
+                   terms=[ProtocolTerm(protocol=lab, latency_us=round(a, 3), bus_bandwidth_gb_per_s=float(f"{b:.4g}"))
                           for lab, (a, b) in zip(labels, pairs)])
 
 
@@ -224,16 +224,16 @@ def fit_network_rows(profile: HardwareProfile, data: pd.DataFrame, latency: bool
               "simple_step_latency_us": ((net.simple_step_latency_us.value if net.simple_step_latency_us
                                           else 2 * tier.step_latency_us.value), 0.1, 500.0,
                                          latency),
-              "bus_bandwidth_gbps": (tier.bus_bandwidth_gbps.value, 5.0, net.nic_bandwidth_gbps.value,
+              "bus_bandwidth_gb_per_s": (tier.bus_bandwidth_gb_per_s.value, 5.0, net.nic_bandwidth_gb_per_s.value,
                                      # a 2-node tree differs from a ring only with several GPUs per node
                                      bandwidth and ((data["nodes"] == 2) & (data["gpus"] > 2)).any()),
-              "ll_max_bus_bandwidth_gbps": ((net.ll_max_bus_bandwidth_gbps.value if net.ll_max_bus_bandwidth_gbps
+              "ll_max_bus_bandwidth_gb_per_s": ((net.ll_max_bus_bandwidth_gb_per_s.value if net.ll_max_bus_bandwidth_gb_per_s
                                              else 39.0), 0.1, 39.0, latency),
-              "ll128_max_bus_bandwidth_gbps": ((net.ll128_max_bus_bandwidth_gbps.value
-                                                if net.ll128_max_bus_bandwidth_gbps else 300.0), 1.0, 1e3,
+              "ll128_max_bus_bandwidth_gb_per_s": ((net.ll128_max_bus_bandwidth_gb_per_s.value
+                                                if net.ll128_max_bus_bandwidth_gb_per_s else 300.0), 1.0, 1e3,
                                                bandwidth and (latency or (data["nodes"] > 2).any())),
-              "ring_nic_bus_bandwidth_gbps": ((net.ring_nic_bus_bandwidth_gbps or tier.bus_bandwidth_gbps).value,
-                                              1.0, net.nic_bandwidth_gbps.value, bandwidth),
+              "ring_nic_bus_bandwidth_gb_per_s": ((net.ring_nic_bus_bandwidth_gb_per_s or tier.bus_bandwidth_gb_per_s).value,
+                                              1.0, net.nic_bandwidth_gb_per_s.value, bandwidth),
               "ring_net_step_latency_us": (net.ring_net_step_latency_us.value, 0.1, 500.0,
                                            latency or (data["nodes"] > 2).any()),
               "ring_intra_step_latency_us": (net.ring_intra_step_latency_us.value, 0.1, 50.0, (data["nodes"] > 2).any()),
@@ -245,7 +245,7 @@ def fit_network_rows(profile: HardwareProfile, data: pd.DataFrame, latency: bool
 
     def with_params(values: dict):
         tier_update = {k: Sourced(value=float(v), source="fit") for k, v in values.items()
-                       if k in ("base_latency_us", "step_latency_us", "bus_bandwidth_gbps")}
+                       if k in ("base_latency_us", "step_latency_us", "bus_bandwidth_gb_per_s")}
         net_update = {k: Sourced(value=float(v), source="fit") for k, v in values.items() if k not in tier_update}
         network = net.model_copy(update={**net_update, "allreduce": tier.model_copy(update=tier_update)})
         return profile.model_copy(update={"network": network})
@@ -257,7 +257,7 @@ def fit_network_rows(profile: HardwareProfile, data: pd.DataFrame, latency: bool
         prof = with_params(values_of(x))
         out = []
         for (gpus, nodes), grp in data.groupby(["gpus", "nodes"]):
-            model = model_allreduce_s(prof, gpus, nodes, grp["size_bytes"].to_numpy()) * 1e6
+            model = allreduce_time_s(prof, gpus, grp["size_bytes"].to_numpy(), nodes=nodes, measured=False) * 1e6
             out.append(np.log(model / grp["time_us"].to_numpy()))
         return np.concatenate(out)
 

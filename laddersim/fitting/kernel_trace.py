@@ -139,7 +139,7 @@ def fit_kernels(trace_dir: str | Path, hardware, base: str = "gpt-fast", model: 
     tp = int(frame["tp"].iloc[0])
     shape.check_tp(tp)
     where = f"{trace_dir.name}/{LAYER_FILE}"
-    peak_gbps = profile.gpu.memory_bandwidth_gbps.value
+    peak_gbps = profile.gpu.memory_bandwidth_gb_per_s.value
     regimes = []
     for batch, rows in frame.groupby("batch", sort=True):
         batch = int(batch)

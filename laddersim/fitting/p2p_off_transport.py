@@ -5,15 +5,15 @@ costs). ``tools/fits/fit_p2p_off_transport.py`` prints each fit.
 
 * ``fit_shm_grid``: two constants of the SHM transport, to the decode time P2P off adds over P2P on
   (standard schedule only: it hides nothing, so its extra is the transport's cost alone; the other
-  schedules stay held out): ``shm.ll_bus_bandwidth_gbps`` (what LL really moves through host
-  memory) and ``nccl_graph.channels x pcie_link_gbps`` (the bus bandwidth NCCL's tuner believes the
+  schedules stay held out): ``shm.ll_bus_bandwidth_gb_per_s`` (what LL really moves through host
+  memory) and ``nccl_graph.channels x pcie_link_gb_per_s`` (the bus bandwidth NCCL's tuner believes the
   SHM path has, which decides where it leaves the SHM ring for NVLS). A grid over both; the
   objective is the median absolute error of the predicted extra decode time over the pairs where P2P
   off adds >= 3% (``laddersim.validation.p2p_pairs``).
 * ``paired_allreduce_points`` and ``fit_lines``: what one AllReduce takes with P2P off on the
   authors' machine (the P2P-on model's time plus what P2P off adds, from the decode and the prefill
   pairs of the schedules that hide nothing), and what NCCL runs there fitted to it: at 2 GPUs the
-  SHM ring's Simple bandwidth (``shm.simple_bus_bandwidth_gbps``, NCCL's own Simple latency kept),
+  SHM ring's Simple bandwidth (``shm.simple_bus_bandwidth_gb_per_s``, NCCL's own Simple latency kept),
   above 2 the NVSwitch's NVLS lines (``transport.nvls``, protocol lines as
   ``laddersim.fitting.curve_fits.fit_protocol_terms`` fits a measured curve; for 8 GPUs with the
   authors' 4 MiB microbenchmark).
@@ -30,7 +30,8 @@ import numpy as np
 import pandas as pd
 
 from laddersim.costs import transport
-from laddersim.costs.collectives import allreduce_time_s, collective_choice
+from laddersim.costs.allreduce import allreduce_time_s
+from laddersim.costs.collectives import collective_choice
 from laddersim.costs.nccl_tuning import BASE_LATENCY_US
 from laddersim.fitting.curve_fits import fit_protocol_terms
 from laddersim.hardware.profile import HardwareProfile, load_profile
@@ -55,10 +56,10 @@ MICROBENCH = {"gpus": 8, "size_bytes": 4.0 * 2**20, "on_us": 78.6, "off_us": 135
 def with_constants(profile: HardwareProfile, ll_gbps: float, link_gbps: float, channels: int) -> HardwareProfile:
     """``profile`` with its SHM LL bandwidth and NCCL's PCIe link estimate and channels set."""
     spec = profile.collectives.transport
-    shm = spec.shm.model_copy(update={"ll_bus_bandwidth_gbps": spec.shm.ll_bus_bandwidth_gbps.model_copy(
+    shm = spec.shm.model_copy(update={"ll_bus_bandwidth_gb_per_s": spec.shm.ll_bus_bandwidth_gb_per_s.model_copy(
         update={"value": ll_gbps})})
     graph = spec.nccl_graph.model_copy(update={
-        "pcie_link_gbps": spec.nccl_graph.pcie_link_gbps.model_copy(update={"value": link_gbps}),
+        "pcie_link_gb_per_s": spec.nccl_graph.pcie_link_gb_per_s.model_copy(update={"value": link_gbps}),
         "channels": spec.nccl_graph.channels.model_copy(update={"value": float(channels)})})
     collectives = profile.collectives.model_copy(update={"transport": spec.model_copy(
         update={"shm": shm, "nccl_graph": graph})})
@@ -155,7 +156,7 @@ def fit_lines(points: pd.DataFrame, on_profile: HardwareProfile, off_profile: Ha
     estimates, ``off_profile``) runs the SHM ring's Simple (2 GPUs) or NVLS (more); then the Simple
     busbw (median over sizes of moved bytes / (time - NCCL's Simple ring latency)) and, per GPU
     count above 2, the NVLS protocol lines (8 GPUs: with the authors' microbenchmark, P2P-on model
-    plus its measured difference). Returns ``{"simple_bus_bandwidth_gbps": x, "nvls": {gpus: [(latency_us,
+    plus its measured difference). Returns ``{"simple_bus_bandwidth_gb_per_s": x, "nvls": {gpus: [(latency_us,
     busbw_gbps), ...]}, "points": frame}``."""
     medians = points.groupby(["tp", "size_bytes"], as_index=False)["off_us"].median()
     bench = MICROBENCH
@@ -172,7 +173,7 @@ def fit_lines(points: pd.DataFrame, on_profile: HardwareProfile, off_profile: Ha
     nvls = {}
     for tp, part in medians[medians["choice"] == "nvls/simple"].groupby("tp"):
         nvls[int(tp)] = fit_protocol_terms(int(tp), part["size_bytes"].to_numpy(), part["off_us"].to_numpy())
-    return {"simple_bus_bandwidth_gbps": float(np.median(moved / (simple["off_us"] - latency_us) * 1e-3)),
+    return {"simple_bus_bandwidth_gb_per_s": float(np.median(moved / (simple["off_us"] - latency_us) * 1e-3)),
             "nvls": nvls, "points": medians}
 
 

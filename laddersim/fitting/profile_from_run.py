@@ -80,7 +80,7 @@ def _gpu(fit: FitContext) -> GpuSpec:
             "gemm", f"best measured GEMM rate (m={best['m']} n={best['n']} k={best['k']}, {dtype}, "
                     f"{best['mode']}), used as the peak because {device_name} has no datasheet entry here"))
     if same_device or memory.empty:
-        bandwidth = fit.copied(base.memory_bandwidth_gbps, "" if same_device else " (no memory kernels measured)")
+        bandwidth = fit.copied(base.memory_bandwidth_gb_per_s, "" if same_device else " (no memory kernels measured)")
     else:
         best = memory.loc[memory["gbps"].idxmax()]
         bandwidth = Sourced(value=float(best["gbps"]), source=fit.cite(
@@ -108,7 +108,7 @@ def _gpu(fit: FitContext) -> GpuSpec:
         "gemm", f"every GEMM of the run was timed in {dtype} (calibrate run --dtype); {device_name} has no "
                 "datasheet peaks here for other dtypes")}}
     fields = dict(
-        name=device_name, peak_tflops=peak, memory_bandwidth_gbps=bandwidth, memory_gb=memory_gb, **other_peaks,
+        name=device_name, peak_tflops=peak, memory_bandwidth_gb_per_s=bandwidth, memory_gb=memory_gb, **other_peaks,
         **measured_dtype,
         attention_compute_efficiency=fit.copied(base.attention_compute_efficiency, " (not measured)"),
         usable_memory_fraction=fit.copied(base.usable_memory_fraction),
@@ -282,7 +282,7 @@ def _framework(fit: FitContext, host) -> FrameworkSpec:
     collective's issue; an eager collective is in place, no input copy; no CUDA graph, so no host
     node for a network collective)."""
     base = fit.base.framework
-    fields = ("step_overhead_us", "sampling_us", "collective_sync_us", "collective_sync_gbps", "collective_input_copies",
+    fields = ("step_overhead_us", "sampling_us", "collective_sync_us", "collective_sync_gb_per_s", "collective_input_copies",
               "graph_host_node_us")
     if host is None:
         return base.model_copy(update={f: fit.copied(getattr(base, f), " (framework overheads not measured)")
@@ -336,7 +336,7 @@ def fit_run(run_dir: str, name: str, base: str) -> HardwareProfile:
     except OSError as exc:
         raise UserInputError(f"run: cannot write {run_dir}/profile.yaml: {exc.strerror}; {KEPT_ON_FAILURE}") from None
     if not all(math.isfinite(v) for v in (loaded.gpu.gemm_compute_efficiency.value,
-                                          loaded.collectives.intra_node.bus_bandwidth_gbps.value)):
+                                          loaded.collectives.intra_node.bus_bandwidth_gb_per_s.value)):
         raise UserInputError(f"fit: {run_dir} gives non-finite parameters; too few or degenerate points")
     for message in dict.fromkeys(READ_WARNINGS):
         print(f"warning: {message}", file=sys.stderr, flush=True)

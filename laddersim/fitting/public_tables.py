@@ -138,7 +138,7 @@ def read_shm_tables(tables_dir: Path | None = None) -> pd.DataFrame:
 
 def fit_shm_transport(frame: pd.DataFrame) -> dict[str, float]:
     """The SHM ring's fitted constants (see the module docstring) from ``read_shm_tables`` rows:
-    ``ll_hop_latency_us``, ``ll_bus_bandwidth_gbps``, ``h100_simple_bus_bandwidth_gbps``, and
+    ``ll_hop_latency_us``, ``ll_bus_bandwidth_gb_per_s``, ``h100_simple_bus_bandwidth_gb_per_s``, and
     beside them each table's LL busbw and each (table, GPUs) latency floor."""
     floors = frame[frame["size_bytes"] <= 1024].groupby(["table", "gpus"])["time_us"].min().reset_index()
     steps = 2.0 * (floors["gpus"] - 1)
@@ -150,7 +150,7 @@ def fit_shm_transport(frame: pd.DataFrame) -> dict[str, float]:
             slopes[table] = 1e-3 / slope_us_per_byte  # GB/s
     h100 = frame[frame["table"] == SHM_H100_TABLE]
     simple = float((h100["moved_bytes"] / h100["time_us"] * 1e-3).median())
-    return {"ll_hop_latency_us": hop, "ll_bus_bandwidth_gbps": float(np.median(list(slopes.values()))),
-            "h100_simple_bus_bandwidth_gbps": simple,
+    return {"ll_hop_latency_us": hop, "ll_bus_bandwidth_gb_per_s": float(np.median(list(slopes.values()))),
+            "h100_simple_bus_bandwidth_gb_per_s": simple,
             **{f"ll_busbw[{t}]": v for t, v in sorted(slopes.items())},
             **{f"floor_us[{t},{g}]": v for t, g, v in floors.itertuples(index=False)}}

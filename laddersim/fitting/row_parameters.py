@@ -178,7 +178,7 @@ def apply(profile: HardwareProfile, values: dict[str, float], source: str) -> Ha
         "gemm_compute_efficiency": rate(gpu.gemm_compute_efficiency, "compute_efficiency_scale"),
         "attention_compute_efficiency": rate(gpu.attention_compute_efficiency, "compute_efficiency_scale"),
         "sustained_tflops": rate(gpu.sustained_tflops, "compute_efficiency_scale"),
-        "l2_bandwidth_gbps": rate(gpu.l2_bandwidth_gbps),
+        "l2_bandwidth_gb_per_s": rate(gpu.l2_bandwidth_gb_per_s),
         "kernel_launch_us": floor(gpu.kernel_launch_us, "kernel_launch_us"),
         # The rates the measured tables ran at (a profile fitted before keeps its tables' own).
         "table_rates": gpu.table_rates or TableRates(
@@ -223,10 +223,10 @@ def _scaled_fit(profile: HardwareProfile, gpus: int, scale: float, bw_scale: flo
         tier = profile.collectives.intra_node
         latency_us = float(alpha_beta_time_s(tier, gpus, 0.0)) * 1e6
         terms = [ProtocolTerm(protocol=tier.algorithm, latency_us=latency_us,
-                              bus_bandwidth_gbps=tier.bus_bandwidth_gbps.value)]
+                              bus_bandwidth_gb_per_s=tier.bus_bandwidth_gb_per_s.value)]
     else:
         terms = list(fit.terms)
     return TierFit(gpus=gpus, source=source, terms=[
         t.model_copy(update={"latency_us": t.latency_us * scale,
-                             "bus_bandwidth_gbps": t.bus_bandwidth_gbps * bw_scale})
+                             "bus_bandwidth_gb_per_s": t.bus_bandwidth_gb_per_s * bw_scale})
         for t in terms])

@@ -26,7 +26,7 @@ class AlphaBeta(BaseModel):
     algorithm: Literal["ring", "tree", "nvls"]
     base_latency_us: NonNegative  # fixed cost of launching the collective
     step_latency_us: NonNegative  # per algorithm step
-    bus_bandwidth_gbps: Positive  # achieved busbw at large sizes, nccl-tests convention
+    bus_bandwidth_gb_per_s: Positive  # achieved busbw at large sizes, nccl-tests convention
     fixed_steps: int = 2
 
 
@@ -42,7 +42,7 @@ class ProtocolTerm(BaseModel):
 
     protocol: str
     latency_us: float = Field(gt=0, allow_inf_nan=False)
-    bus_bandwidth_gbps: float = Field(gt=0, allow_inf_nan=False)
+    bus_bandwidth_gb_per_s: float = Field(gt=0, allow_inf_nan=False)
 
 
 class TierFit(BaseModel):
@@ -61,14 +61,14 @@ class NetworkSpec(BaseModel):
     model_config = FROZEN_CONFIG
 
     nics_per_node: AtLeastOne
-    nic_bandwidth_gbps: Positive  # per NIC, GB/s (400 Gb/s NDR = 50 GB/s)
+    nic_bandwidth_gb_per_s: Positive  # per NIC, GB/s (400 Gb/s NDR = 50 GB/s)
     # The fabric: base_latency_us = its fixed cost per collective (0 on InfiniBand; a plugin's proxy
     # round on EFA/TCPXO), step_latency_us = its latency per network hop (NCCL's net latency, added
-    # to NCCL's own per-hop NET latency), bus_bandwidth_gbps = what one NIC carries for a tree.
+    # to NCCL's own per-hop NET latency), bus_bandwidth_gb_per_s = what one NIC carries for a tree.
     allreduce: AlphaBeta
     # A flat ring over all ranks crosses each node boundary on every channel; its bandwidth is
     # min(intra-node busbw, NICs used per node * this per-NIC busbw). None: the tree's per-NIC busbw.
-    ring_nic_bus_bandwidth_gbps: Positive | None = None
+    ring_nic_bus_bandwidth_gb_per_s: Positive | None = None
     # Ring/Simple latency: 2 passes around the ring, N node-crossing hops and n - N NVLink/PCIe hops
     # each, at these per-hop costs (pipeline fill of NCCL's Simple protocol; see
     # laddersim.costs.nccl_algorithms for the other algorithms and protocols).
@@ -79,10 +79,10 @@ class NetworkSpec(BaseModel):
     simple_step_latency_us: NonNegative | None = None
     # LL protocol's bus bandwidth across nodes (8-byte stores with flags through the network proxy);
     # None: NCCL's llMaxBws (39.0 GB/s on 2 nodes, 20.4 beyond, Intel hosts).
-    ll_max_bus_bandwidth_gbps: Positive | None = None
+    ll_max_bus_bandwidth_gb_per_s: Positive | None = None
     # LL128's bus bandwidth across nodes (NCCL caps it per channel: perChMaxRingLL128Bw,
     # perChMaxTreeLL128Bw, times the channels the network runs); None: no cap beyond its 120/128.
-    ll128_max_bus_bandwidth_gbps: Positive | None = None
+    ll128_max_bus_bandwidth_gb_per_s: Positive | None = None
     # Share of the 2-node tree bandwidth a tree over more nodes reaches: 0.5 in principle (a node
     # interior in one of the two trees moves 2S per direction instead of S).
     tree_deep_bandwidth_share: Positive = Sourced(

@@ -45,7 +45,7 @@ class GpuSpec(BaseModel):
     peak_tflops: Positive  # dense fp16/bf16 tensor-core peak, 1e12 FLOP/s
     peak_tflops_fp8: Positive | None = None  # dense FP8 tensor-core peak; None: the GPU has no FP8
     peak_tflops_fp32: Positive | None = None  # FP32 peak (torch matmuls run in FP32 unless TF32 is on)
-    memory_bandwidth_gbps: Positive  # HBM/GDDR peak, GB/s
+    memory_bandwidth_gb_per_s: Positive  # HBM/GDDR peak, GB/s
     memory_gb: Positive  # capacity, 1e9 bytes
     # GEMM model: t = launch + max(flops / (peak * compute_eff), bytes / (bw * memory_eff)),
     # blended by a p-norm of order ``gemm_blend_order`` (see laddersim.costs.gemm).
@@ -70,7 +70,7 @@ class GpuSpec(BaseModel):
     # the repeated K/V reads of a grouped-query decode attention that reads each KV head once per
     # query head are served by L2 (laddersim.costs.l2_reuse). None: every read from HBM.
     l2_cache_mb: Positive | None = None
-    l2_bandwidth_gbps: Positive | None = None
+    l2_bandwidth_gb_per_s: Positive | None = None
     # One dependent global-memory round trip a CTA waits on inside a kernel's loop (a load issued,
     # its data in shared memory, the barrier passed), microseconds: what a kernel whose grid is
     # smaller than the GPU takes per step of its loop (laddersim.costs.sdpa_attention). None: such
@@ -137,7 +137,7 @@ class GpuSpec(BaseModel):
 
     @property
     def memory_bandwidth_bytes_per_s(self) -> float:
-        return self.memory_bandwidth_gbps.value * 1e9
+        return self.memory_bandwidth_gb_per_s.value * 1e9
 
     @property
     def memory_capacity_bytes(self) -> float:
@@ -173,7 +173,7 @@ class FrameworkSpec(BaseModel):
     collective_sync_us: NonNegative = Sourced(value=0.0, source="default: no per-collective sync cost")
     # Its part that grows with the message: bytes / this bandwidth (0 = none). Staging or
     # copying the message on the compute stream's side of the hand-off.
-    collective_sync_gbps: NonNegative = Sourced(value=0.0, source="default: no per-byte hand-off cost")
+    collective_sync_gb_per_s: NonNegative = Sourced(value=0.0, source="default: no per-byte hand-off cost")
     # Copy kernels the framework runs on the compute stream before each collective: Inductor lowers
     # a compiled (functional) all_reduce by cloning its input into a fresh buffer, one memory-bound
     # kernel reading and writing the message. 0 for eager in-place collectives.

@@ -1,7 +1,7 @@
 """Hardware profiles: one YAML file per system under ``hardware_profiles/``.
 
 Every number in a profile is a ``Sourced`` value: the number in the file's human unit (the unit
-is in the field name: ``_tflops``, ``_gbps`` = GB/s (1e9 B/s), ``_us``, ``_gb``) and where it
+is in the field name: ``_tflops``, ``_gb_per_s`` = GB/s (1e9 B/s), ``_us``, ``_gb``) and where it
 came from (a measured table with file and rows, a datasheet, or a fit with its data and command).
 Properties ending in SI units (``_s``, ``_bytes_per_s``, ``_flops_per_s``, ``_bytes``) convert
 once, here; nothing else in laddersim sees human units.
@@ -24,6 +24,7 @@ from laddersim.support.config_files import build, read_yaml_mapping
 from laddersim.errors import UserInputError
 from laddersim.hardware.comm_specs import CollectiveSpec, InterferenceSpec, NetworkSpec, TierFit, WhatIf
 from laddersim.hardware.compute_specs import FrameworkSpec, GpuSpec, HostOverheadSpec, NodeSpec
+from laddersim.hardware.former_keys import with_current_keys
 from laddersim.hardware.node_size import fits_mapping_for_node
 from laddersim.hardware.sourced import FROZEN_CONFIG, MeasuredTable
 from laddersim.hardware.table_files import file_identity, read_table_arrays, read_table_csv
@@ -173,7 +174,7 @@ def _resolve(name_or_path: str | Path) -> Path:
 
 
 def parse_profile(raw: dict, base_dir: Path, where: str = "hardware") -> HardwareProfile:
-    return build(HardwareProfile, raw, where, base_dir=str(base_dir))
+    return build(HardwareProfile, with_current_keys(raw, where), where, base_dir=str(base_dir))
 
 
 def _merged(base: dict, changes: dict) -> dict:
@@ -218,7 +219,7 @@ def read_profile_mapping(path: Path, seen: tuple[Path, ...] = ()) -> dict:
     differs. The base's table paths stay relative to the base's folder. A derived profile that
     changes ``node.gpus_per_node`` without restating ``collectives.intra_node_fits`` keeps the
     base's fits that still hold (``laddersim.hardware.node_size``)."""
-    raw = read_yaml_mapping(path, "hardware")
+    raw = with_current_keys(read_yaml_mapping(path, "hardware"), f"hardware {path.name}")
     base_name = raw.pop("extends", None)
     if base_name is None:
         return raw

@@ -39,7 +39,7 @@ class NvlsTerm(BaseModel):
 
     gpus: int = Field(gt=2)  # NCCL enables NVLS only with more than two GPUs
     latency_us: float = Field(gt=0, allow_inf_nan=False)
-    bus_bandwidth_gbps: float = Field(gt=0, allow_inf_nan=False)
+    bus_bandwidth_gb_per_s: float = Field(gt=0, allow_inf_nan=False)
     source: str = Field(min_length=3)
 
 
@@ -50,15 +50,15 @@ class ShmCosts(BaseModel):
     model_config = FROZEN_CONFIG
 
     ll_hop_latency_us: NonNegative  # per ring step, LL protocol (flag polling through host memory)
-    ll_bus_bandwidth_gbps: Positive  # LL's busbw through host memory
+    ll_bus_bandwidth_gb_per_s: Positive  # LL's busbw through host memory
     simple_hop_latency_us: NonNegative  # per ring step, Simple protocol (after NCCL's Simple base 8.4 us)
-    simple_bus_bandwidth_gbps: Positive  # Simple's busbw on one GPU's PCIe link through host memory
+    simple_bus_bandwidth_gb_per_s: Positive  # Simple's busbw on one GPU's PCIe link through host memory
     # Every byte a rank sends is written to and read from host memory once: a socket's memory
     # carries 2 x busbw for each of its GPUs in the ring.
-    host_memory_bandwidth_gbps: Positive  # per socket, achievable
+    host_memory_bandwidth_gb_per_s: Positive  # per socket, achievable
     # A ring over GPUs of two sockets crosses the socket link twice (there and back), each
     # crossing carrying the ring's busbw in each direction.
-    socket_link_bandwidth_gbps: Positive  # per direction
+    socket_link_bandwidth_gb_per_s: Positive  # per direction
 
 
 class NcclGraph(BaseModel):
@@ -69,15 +69,15 @@ class NcclGraph(BaseModel):
 
     model_config = FROZEN_CONFIG
 
-    pcie_link_gbps: Positive  # NCCL's value for one GPU's PCIe link (width * speed / 80)
-    socket_link_gbps: Positive  # NCCL's value for the CPU interconnect (topo.h, e.g. SPR_BW 22)
+    pcie_link_gb_per_s: Positive  # NCCL's value for one GPU's PCIe link (width * speed / 80)
+    socket_link_gb_per_s: Positive  # NCCL's value for the CPU interconnect (topo.h, e.g. SPR_BW 22)
     channels: AtLeastOne  # rings NCCL's search builds over the SHM path
 
 
 class NcclTuningEntry(BaseModel):
     """One AllReduce entry of NCCL's own tuning table on the machine, for a communicator of
     ``gpus`` ranks (``laddersim calibrate nccl-log --yaml`` reads it from NCCL's debug log):
-    its estimate of a message of n bytes is ``latency_us + n / (1000 x bandwidth_gbps)`` us.
+    its estimate of a message of n bytes is ``latency_us + n / (1000 x bandwidth_gb_per_s)`` us.
     Where a profile states these, NCCL's tuner is read, not inferred from ``nccl_graph``."""
 
     model_config = FROZEN_CONFIG
@@ -86,7 +86,7 @@ class NcclTuningEntry(BaseModel):
     algorithm: Literal["ring", "tree", "nvls"]
     protocol: Literal["ll", "ll128", "simple"]
     latency_us: float = Field(ge=0, allow_inf_nan=False)
-    bandwidth_gbps: float = Field(gt=0, allow_inf_nan=False)  # NCCL's algorithm bandwidth
+    bandwidth_gb_per_s: float = Field(gt=0, allow_inf_nan=False)  # NCCL's algorithm bandwidth
     source: str = Field(min_length=3)
 
 

@@ -54,7 +54,7 @@ _HOP = re.compile(r"Channel \d+(?:/\d+)? : \d+\[\w+\] -> \d+\[\w+\](?: \[\w+\])?
 @dataclasses.dataclass
 class TuningTable:
     """One communicator's tuning table: ``entries[(function, algorithm, protocol)] = (latency_us,
-    bandwidth_gbps)`` (laddersim's algorithm and protocol names, NCCL's function names)."""
+    bandwidth_gb_per_s)`` (laddersim's algorithm and protocol names, NCCL's function names)."""
 
     ranks: int | None = None
     nodes: int | None = None
@@ -213,6 +213,6 @@ def profile_entries(tables: list[TuningTable]) -> list[dict]:
         for (func, algorithm, protocol), (latency, bandwidth) in table.entries.items():
             if func == "AllReduce" and algorithm in PROFILE_ALGORITHMS and bandwidth > 0:
                 out.append({"gpus": ranks, "algorithm": algorithm, "protocol": protocol, "latency_us": latency,
-                            "bandwidth_gbps": bandwidth,
+                            "bandwidth_gb_per_s": bandwidth,
                             "source": f"NCCL's tuning table, {table.origin or 'log'} (laddersim calibrate nccl-log)"})
     return out

@@ -25,10 +25,10 @@ RATE_TOLERANCE = 0.02  # a GEMM row's tflops is 2mnk / time_us as written; round
 def link_bandwidth_gbps(profile, nodes: int | None = None) -> float:
     """The fastest link a rank of ``profile`` has (GB/s): the intra-node bus bandwidth for a
     single-node group (``nodes == 1``), else the faster of it and the NIC bandwidth."""
-    intra = profile.collectives.intra_node.bus_bandwidth_gbps.value
+    intra = profile.collectives.intra_node.bus_bandwidth_gb_per_s.value
     if nodes == 1:
         return intra
-    return max(intra, profile.network.nic_bandwidth_gbps.value if profile.network else 0.0)
+    return max(intra, profile.network.nic_bandwidth_gb_per_s.value if profile.network else 0.0)
 
 
 def busbw_excess(busbw_gbps: float, link_gbps: float) -> str | None:

@@ -9,7 +9,7 @@ for side A's group (``group_nominal``): for intra-node scales, the large-message
 (GB/s) or the small-message latency (us) of the ``tp / nodes``-GPU AllReduce as modelled (measured
 table, per-GPU-count fit, the transport mechanism's path NCCL picks at that size, e.g. NVLS under
 NCCL_P2P_DISABLE, or the alpha-beta fallback, whichever laddersim.costs.collectives uses), labelled
-with the profile field it is (laddersim.costs.nominal);
+with the profile field it is (laddersim.costs.scaling.nominal);
 for inter-node scales, the profile's network tier (``network.allreduce``). A scale that cannot
 change side A's tokens/s (an inter-node scale on one node, an intra-node one with one GPU per
 node) is refused: bisecting it would report a meaningless "no crossing".
@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from laddersim.costs.nominal import group_nominal
+from laddersim.costs.scaling.nominal import group_nominal
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import load_profile
 from laddersim.sweeps.evaluate import simulate_point
@@ -53,7 +53,7 @@ def parse_side(text: str, flag: str) -> Side:
 
 
 @dataclass(frozen=True)
-class Scenario:
+class SharedRun:
     """What both sides run: model, TP, workload."""
 
     model: str
@@ -95,7 +95,7 @@ class BreakEven:
         return None if self.scale is None else self.nominal * self.scale
 
 
-def break_even(scenario: Scenario, a: Side, b: Side, vary: str, lo: float = 0.01, hi: float = 100.0,
+def break_even(scenario: SharedRun, a: Side, b: Side, vary: str, lo: float = 0.01, hi: float = 100.0,
                rel_tol: float = 1e-4) -> BreakEven:
     """Bisect the scale of side A's ``vary`` until tokens/s of A equals that of B (to ``rel_tol``
     in the scale)."""

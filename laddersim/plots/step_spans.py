@@ -24,7 +24,8 @@ def decode_step_spans(model, hardware, tp: int, batch: int, prompt_len: int, gen
         raise UserInputError(f"ranks: {n_ranks} is more than tp={tp}; allowed: 1..{tp}")
     frames, results = [], {}
     for schedule in schedules:
-        scenario = make_scenario(model, hardware, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache)
+        scenario = make_scenario(model=model, hardware=hardware, tp=tp, batch=batch, prompt_len=prompt_len,
+                                 gen_len=gen_len, schedule=schedule, dtype=dtype, kv_cache=kv_cache)
         results[schedule] = simulate(scenario)
         frames.append(results[schedule].timeline([step], ranks=list(range(n_ranks))).assign(schedule=schedule))
     return pd.concat(frames, ignore_index=True), results

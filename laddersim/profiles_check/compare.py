@@ -1,6 +1,6 @@
 """Modelled vs measured: AllReduce and GEMM errors of one profile, table by table.
 
-The model side is the parametric model (fits and alpha-beta tiers, ``model_allreduce_s``) and,
+The model side is the parametric model (fits and alpha-beta tiers, ``allreduce_time_s(..., measured=False)``) and,
 where the profile ships a model table for the group, the interpolation of that compact table.
 The measured side is the ORIGINAL source rows in 4 KiB-256 MiB where ``LADDERSIM_SHARED`` names
 them (``laddersim.profiles_check.sources``), else the shipped compact rows (which are medians of
@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from laddersim.costs.collectives import interpolate_table_s, mode_correction_s, model_allreduce_s
+from laddersim.costs.allreduce import allreduce_time_s
+from laddersim.costs.collectives import interpolate_table_s, mode_correction_s
 from laddersim.costs.gemm import gemm_time_s
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.hardware.sourced import MeasuredTable
@@ -114,7 +115,7 @@ def check_allreduce(profile: HardwareProfile, force_shipped: bool = False) -> li
                            table_us=[]), origin, skipped="profile has no inter-node network"))
                 continue
             size = rows["size_bytes"].to_numpy()
-            model = model_allreduce_s(profile, int(gpus), int(nodes), size) * 1e6 + launch_us
+            model = allreduce_time_s(profile, int(gpus), size, nodes=int(nodes), measured=False) * 1e6 + launch_us
             compact_table, compact = model_tables.get((gpus, nodes), (None, None))
             # The compact table in this table's timing regime (nothing to add when it is this table).
             shift_us = (mode_correction_s(profile, compact_table) - mode_correction_s(profile, table)) * 1e6 \

@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from laddersim.costs.collectives import model_allreduce_s  # noqa: E402
+from laddersim.costs.allreduce import allreduce_time_s  # noqa: E402
 from laddersim.plots.figure_io import write_figure_file  # noqa: E402
 from laddersim.hardware.profile import list_profiles, load_profile  # noqa: E402
 from laddersim.profiles_check.compare import (  # noqa: E402
@@ -78,7 +78,7 @@ def _plot(profile, table_name: str, checks, path: Path) -> None:
         ax.loglog(r["size_bytes"], r["measured_us"], ".", ms=3 if len(r) > 50 else 6, color="black", label="measured")
         grid = np.geomspace(max(min(r["size_bytes"].min(), CHECK_MIN_BYTES), 512), max(r["size_bytes"].max(), 1 << 20), 200)
         launch = profile.collectives.eager_launch_us.value if c.table.timing == "single" else 0.0
-        model = model_allreduce_s(profile, c.gpus, c.nodes, grid) * 1e6 + launch
+        model = allreduce_time_s(profile, c.gpus, grid, nodes=c.nodes, measured=False) * 1e6 + launch
         ax.loglog(grid, model, "-", color="tab:blue", label="model (fit)")
         if np.isfinite(r["table_us"]).any():
             ax.loglog(r["size_bytes"], r["table_us"], "--", color="tab:orange", lw=1, label="table interp.")

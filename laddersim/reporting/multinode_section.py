@@ -22,7 +22,8 @@ def multinode_section(out_dir: Path, figures_dir: Path) -> Section:
     for model, tp in CASES:
         out = {}
         for schedule in ("standard", "ladder"):
-            result = simulate(make_scenario(model, HARDWARE, tp, BATCH, PROMPT_LEN, GEN_LEN, schedule))
+            result = simulate(make_scenario(model=model, hardware=HARDWARE, tp=tp, batch=BATCH, prompt_len=PROMPT_LEN,
+                                            gen_len=GEN_LEN, schedule=schedule))
             out[schedule] = result.summary()
         sc = result.scenario
         choices = collective_args(sc.model, sc.hardware, sc.workload, tp)

@@ -22,8 +22,8 @@ PROMPT_LEN, GEN_LEN = 1024, 128
 
 
 def _tokens_per_s(model: str, hardware: str, tp: int, pp: int, batch: int, schedule: str, microbatches: int = 1) -> dict:
-    return simulate(make_scenario(model, hardware, tp, batch, PROMPT_LEN, GEN_LEN, schedule, pp=pp,
-                                  microbatches=microbatches)).summary()
+    return simulate(make_scenario(model=model, hardware=hardware, tp=tp, batch=batch, prompt_len=PROMPT_LEN,
+                                  gen_len=GEN_LEN, schedule=schedule, pp=pp, microbatches=microbatches)).summary()
 
 
 def pipeline_rows() -> pd.DataFrame:

@@ -34,7 +34,7 @@ def simulate_configurations() -> pd.DataFrame:
                 inputs = {"model": MODEL, "hardware": HARDWARE, "tp": tp, "batch": batch,
                           "prompt_len": PROMPT_LEN, "gen_len": GEN_LEN, "schedule": schedule}
                 try:
-                    summary = simulate(make_scenario(MODEL, HARDWARE, tp, batch, PROMPT_LEN, GEN_LEN, schedule)).summary()
+                    summary = simulate(make_scenario(**inputs)).summary()
                 except DoesNotFitError as exc:
                     rows.append(inputs | {"status": "infeasible", "error": str(exc)})
                     continue

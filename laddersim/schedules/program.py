@@ -14,24 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from laddersim.model.layer_ops import MODULE_OPS
 from laddersim.schedules.plan import Module, module_plan
 from laddersim.schedules.stages import Stage, crossing_modules, stage_modules, whole_model
 
 Stream = Literal["compute", "comm"]
 
-# The ops inside each kind of module, in launch order (cost kinds from laddersim.costs.op_costs).
-MODULE_OPS: dict[str, tuple[str, ...]] = {
-    "attn": ("attn_norm", "qkv", "rope", "attention", "o_proj"),
-    "mlp": ("mlp_norm", "gate_up", "act", "down"),
-    # A mixture of experts (laddersim.costs.moe_costs): the router, top-k and the tokens sorted by
-    # expert, the grouped GEMMs, the weighted sum of each token's expert outputs; with shared
-    # experts (DeepSeek, Llama 4) their dense MLP before the routed ones.
-    "moe": ("mlp_norm", "moe_router", "moe_topk", "moe_gate_up", "moe_act", "moe_down", "moe_combine"),
-    "moe_shared": ("mlp_norm", "moe_router", "moe_topk", "moe_shared", "moe_gate_up", "moe_act", "moe_down",
-                   "moe_combine"),
-    # GPT-J / PaLM: one norm, QKV and gate/up fused, both row-parallel outputs summed locally.
-    "parallel": ("norm", "qkv_gate_up", "rope", "attention", "act", "o_proj", "down", "partial_add"),
-}
 
 
 @dataclass(frozen=True, slots=True)

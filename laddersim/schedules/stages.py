@@ -18,32 +18,12 @@ module plan, so a hybrid schedule crosses with as many tensors as its plan has p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from laddersim.errors import UserInputError
+from laddersim.model.stage import Stage, whole_model
 from laddersim.schedules.plan import Module, module_plan
 
-
-@dataclass(frozen=True)
-class Stage:
-    """One pipeline stage: its index among ``count`` stages and its layers ``[first_layer, end_layer)``."""
-
-    index: int
-    count: int
-    first_layer: int
-    end_layer: int
-
-    @property
-    def first(self) -> bool:
-        return self.index == 0
-
-    @property
-    def last(self) -> bool:
-        return self.index == self.count - 1
-
-    @property
-    def n_layers(self) -> int:
-        return self.end_layer - self.first_layer
+__all__ = ["Stage", "boundary_tensors", "crossing_modules", "pipeline_stages", "split_layers", "stage_modules",
+           "whole_model"]
 
 
 def split_layers(n_layers: int, pp: int) -> list[int]:
@@ -63,11 +43,6 @@ def pipeline_stages(n_layers: int, pp: int) -> tuple[Stage, ...]:
         stages.append(Stage(index, pp, first, first + count))
         first += count
     return tuple(stages)
-
-
-def whole_model(n_layers: int) -> Stage:
-    """The one stage of a model run without a pipeline."""
-    return Stage(0, 1, 0, n_layers)
 
 
 def stage_modules(modules: list[Module], stage: Stage) -> tuple[int, int]:

@@ -25,14 +25,13 @@ from laddersim.costs.attention_kernels import attention_kernels
 from laddersim.costs.calibrated_kernels import class_split_s, schedule_layer
 from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.kernel_counts import op_kernels
-from laddersim.costs.op_costs import Phase, _fixed_op_times, attention_time_s, linear_shapes, logits_rows
+from laddersim.costs.op_costs import Phase, fixed_op_times, attention_time_s, linear_shapes, logits_rows
 from laddersim.costs.pass_shapes import first_decode_positions
 from laddersim.model.framework import load_framework
 from laddersim.support.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
 from laddersim.schedules.program import build_program
 from laddersim.simulation.simulate import make_scenario
 
-COMPUTE_CLASSES = ("library_gemm", "splitk_reduce", "generated", "attention", "copy", "other")
 COLUMNS = ["kernel", "class", "count", "us"]
 
 
@@ -50,8 +49,8 @@ def kernel_table(model, hardware, tp: int, batch: int, schedule: str = "standard
     a shipped framework or a framework .yaml (default gpt-fast); ``phase``: ``decode`` (the first
     decode step after a ``prompt_len`` prompt: a static cache attends all ``prompt_len + gen_len``
     positions) or ``prefill`` (the prompt of ``batch`` sequences)."""
-    scenario = make_scenario(model, hardware, tp, batch, prompt_len, gen_len, schedule, dtype,
-                             framework=framework or "gpt-fast", ep=ep)
+    scenario = make_scenario(model=model, hardware=hardware, tp=tp, batch=batch, prompt_len=prompt_len, gen_len=gen_len,
+                             schedule=schedule, dtype=dtype, framework=framework or "gpt-fast", ep=ep)
     scenario.model.check_tp(tp)
     fw = load_framework(scenario.workload.framework)
     if phase not in ("decode", "prefill"):
@@ -78,7 +77,7 @@ def _layer_kinds(scenario, phase_name: str) -> collections.Counter:
 def _priced_rows(scenario, fw, phase: Phase) -> list[tuple]:
     model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
     gpu = hw.gpu
-    times, _ = _fixed_op_times(model, hw, work, tp, phase)
+    times, _ = fixed_op_times(model, hw, work, tp, phase)
     kv_len = first_decode_positions(work) if phase.name == "decode" else work.prompt_len
     times["attention"] = float(attention_time_s(model, hw, work, tp, phase, np.array([kv_len]))[0])
     classes = op_kernels(model, hw, work, tp, phase)
@@ -107,7 +106,7 @@ def _calibrated_rows(scenario, calib, phase: Phase) -> list[tuple]:
     to the schedule's layer (laddersim.costs.calibrated_kernels.schedule_layer)."""
     model, work, tp = scenario.model, scenario.workload, scenario.tp
     regime = calib.regime_for(phase.batch)
-    times, _ = _fixed_op_times(model, scenario.hardware, work, tp, phase)
+    times, _ = fixed_op_times(model, scenario.hardware, work, tp, phase)
     kinds = _layer_kinds(scenario, phase.name)
     per_kind = op_kernels(model, scenario.hardware, work, tp, phase)
     layer = schedule_layer(calib, model, scenario.hardware, work, tp, phase, times, per_kind,

@@ -3,7 +3,7 @@
 Each scenario's simulation (``laddersim.simulation.simulate.simulation``) asks for its engine runs in
 batches. Here every scenario's batch of a round is gathered, and the single-rank runs that may be
 replayed (the symmetric simulation, without jitter) are answered together: the runs of one
-program and family in one walk of its event-order tree (``laddersim.engine.cached.run_cached_many``)
+program and family in one walk of its event-order tree (``laddersim.engine.entry.run_many``)
 and their metrics read together (``laddersim.simulation.results.step_metrics_many``). Other runs (every rank
 simulated, ``replay=False``) are answered one by one, as ``simulate`` does. A sweep's points share
 a handful of programs, so a few walks answer thousands of runs.
@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from laddersim.engine.cached import run_cached_many
+from laddersim.engine.entry import run_many
 from laddersim.simulation.results import step_metrics_many
-from laddersim.simulation.passes import RunBatch, Scenario, SimOptions, SimResult, answer
+from laddersim.simulation.passes import RunBatch, answer
+from laddersim.simulation.results import SimResult, summary_or_error
+from laddersim.simulation.scenario import Scenario, SimOptions
 from laddersim.simulation.simulate import simulate, simulation
-from laddersim.simulation.symmetric_batch import _summary, simulate_symmetric
+from laddersim.simulation.symmetric_batch import simulate_symmetric
 
 
 def simulate_many(scenarios: Sequence[Scenario], options: SimOptions | None = None) -> list[SimResult | Exception]:
@@ -40,7 +42,7 @@ def summaries_many(scenarios: Sequence[Scenario]) -> list[dict | Exception]:
     out = simulate_symmetric(scenarios, summaries=True)
     rest = [i for i, result in enumerate(out) if result is None]
     for i, result in zip(rest, _simulate_together([scenarios[i] for i in rest], SimOptions())):
-        out[i] = result if isinstance(result, Exception) else _summary(result)
+        out[i] = result if isinstance(result, Exception) else summary_or_error(result)
     return out
 
 
@@ -78,7 +80,7 @@ def _answers(batches: list[RunBatch]) -> list[list]:
     answers: list[list | None] = [None] * len(batches)
     together = [b for b, batch in enumerate(batches) if batch.cached and all(len(r.ranks) == 1 for r in batch.runs)]
     runs = [(b, run, masks) for b in together for run, masks in zip(batches[b].runs, batches[b].masks)]
-    results = run_cached_many([run for _, run, _ in runs])
+    results = run_many([run for _, run, _ in runs])
     by_masks: dict[int, list[int]] = {}  # metrics of the runs of one program read together
     for k, (_, _, masks) in enumerate(runs):
         by_masks.setdefault(id(masks), []).append(k)

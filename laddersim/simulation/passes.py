@@ -28,147 +28,21 @@ the batches of many scenarios at once. Both give the same result, bit for bit.
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import numpy as np
 
-from laddersim.costs.collectives import slowdowns
 from laddersim.costs.memory_fit import MemoryUse
 from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_s
-from laddersim.costs.rank_skew import compute_before_collectives, skew_wait_per_compute
-from laddersim.engine.cached import run_cached
-from laddersim.engine.direct import run_direct
-from laddersim.engine.work import EngineResult, EngineRun, RankWork
-from laddersim.hardware.profile import HardwareProfile
-from laddersim.support.memo import IdentityMemo
-from laddersim.model.shape import ModelShape
-from laddersim.simulation.results import METRICS, StreamMasks, step_metrics, summarize, timeline_frame
-from laddersim.schedules.program import Program, build_program
+from laddersim.costs.rank_skew import skew_wait_per_compute
+from laddersim.engine import entry as engine
+from laddersim.engine.work import EngineResult, EngineRun
 from laddersim.schedules.stages import Stage
+from laddersim.simulation.compiled_program import CompiledProgram, compile_program
+from laddersim.simulation.engine_inputs import engine_run, group_links, kind_slowdowns, op_seconds
+from laddersim.simulation.results import METRICS, SimResult, StreamMasks, step_metrics
+from laddersim.simulation.scenario import Scenario, SimOptions
 from laddersim.simulation.step_sampling import choose_steps, estimate, sample_size
-from laddersim.model.workload import Workload
-
-if TYPE_CHECKING:
-    import pandas as pd
-
-
-@dataclass(frozen=True)
-class Scenario:
-    model: ModelShape
-    hardware: HardwareProfile
-    workload: Workload
-    tp: int
-    schedule: str
-    pp: int = 1  # pipeline stages, each a TP group of ``tp`` GPUs (laddersim.pipeline)
-    microbatches: int = 1  # batches in flight through the pipeline, ``workload.batch`` split evenly
-
-
-@dataclass(frozen=True)
-class SimOptions:
-    jitter: float = 0.0  # sigma of a per-rank, per-op lognormal duration multiplier
-    seed: int = 0
-    all_ranks: bool = False  # simulate every rank even when they are symmetric
-    exact_steps: bool = False  # simulate every decode step (no interpolation; with jitter: no sample)
-    sample_steps: int | None = None  # with jitter: decode steps to simulate (None: step_sampling's rule)
-    replay: bool = True  # replay a recorded event order where it holds (bit for bit the engine's)
-    # Every run on the SimPy engine itself (no replay, no direct event loop): the reference the
-    # fast paths are checked against (laddersim.engine.direct, laddersim.engine.tree_batch).
-    reference: bool = False
-
-
-@dataclass
-class SimResult:
-    scenario: Scenario
-    nodes: int
-    program: Program
-    memory: MemoryUse
-    sim_ranks: int  # ranks simulated (1 under symmetry)
-    prefill: EngineResult
-    prefill_metrics: np.ndarray  # METRICS of the prefill
-    decode_metrics: np.ndarray  # (steps, METRICS)
-    # Per decode step: anchor steps (simulated) and the interpolation weight between them.
-    step_lo: np.ndarray
-    step_hi: np.ndarray
-    step_frac: np.ndarray
-    anchors: dict[int, EngineResult] = field(default_factory=dict)
-    prefill_program: Program | None = None  # where the prefill runs other ops than a decode step (a pipeline stage)
-    # With jitter and a sample of decode steps (laddersim.simulation.step_sampling): 95% half-width of each
-    # METRICS' decode total; None where every step was simulated.
-    decode_half_width_s: np.ndarray | None = None
-
-    @property
-    def simulated_steps(self) -> int:
-        return len(self.anchors) + 1
-
-    @property
-    def engine_events(self) -> int:
-        """Starts and ends of ops the engine ordered: two per op and rank of each simulated pass
-        (a jittered run records no order of its own: nothing reads it)."""
-        return 2 * self.sim_ranks * (len(self.prefill_program or self.program) + len(self.program) * len(self.anchors))
-
-    def decode_spans(self, step: int) -> tuple[np.ndarray, np.ndarray]:
-        lo, hi, frac = int(self.step_lo[step]), int(self.step_hi[step]), float(self.step_frac[step])
-        a, b = self.anchors[lo], self.anchors[hi]
-        if lo == hi or frac == 0.0:
-            return a.start_s, a.end_s
-        return a.start_s + (b.start_s - a.start_s) * frac, a.end_s + (b.end_s - a.end_s) * frac
-
-    def summary(self) -> dict:
-        return summarize(self)
-
-    def pass_frame(self, step: int, ranks: list[int], offset_s: float, rank_base: int = 0) -> "pd.DataFrame":
-        """The spans of the prefill (``step`` -1) or decode step ``step`` on ``ranks`` (of this TP
-        group; labelled ``rank_base + rank``), shifted by ``offset_s``. Under rank symmetry every
-        rank gets the simulated rank's spans."""
-        if step < 0:
-            start, end, program, phase = self.prefill.start_s, self.prefill.end_s, self.prefill_program or self.program, "prefill"
-        else:
-            (start, end), program, phase = self.decode_spans(step), self.program, "decode"
-        rows = [r if self.sim_ranks > 1 else 0 for r in ranks]
-        return timeline_frame(program, start[rows], end[rows], [rank_base + r for r in ranks], step, phase, offset_s)
-
-    def timeline(self, steps: str | list[int] = "all", ranks: list[int] | None = None) -> "pd.DataFrame":
-        """Spans as rows: phase, step, rank, stream, layer, op, kind, start_s, end_s (absolute).
-
-        ``steps``: "all", "prefill" (prefill only), or a list of decode step indices. Under rank
-        symmetry every requested rank gets the simulated rank's spans.
-        """
-        ranks = list(range(self.scenario.tp)) if ranks is None else ranks
-        frames = [self.pass_frame(-1, ranks, 0.0)] if steps in ("all", "prefill") else []
-        wanted = range(len(self.decode_metrics)) if steps == "all" else ([] if steps == "prefill" else steps)
-        offsets = float(self.prefill_metrics[0]) + np.concatenate([[0.0], np.cumsum(self.decode_metrics[:, 0])])
-        frames += [self.pass_frame(step, ranks, float(offsets[step])) for step in wanted]
-        import pandas as pd
-
-        return pd.concat(frames, ignore_index=True)
-
-
-@lru_cache(maxsize=64)
-def _program(schedule: str, n_layers: int, tp: int, stage: Stage | None = None,
-             phase: str = "decode", mlp_layout: tuple[str, ...] | None = None) -> tuple[Program, StreamMasks, tuple, tuple, tuple, np.ndarray, np.ndarray]:
-    """A program (frozen) with its stream masks, streams, deps, op kinds (each once), each op's
-    index in them and each collective's compute ops before it (``laddersim.costs.rank_skew``),
-    built once per process: a sweep repeats a handful of programs over many points. A pipeline
-    ``stage``'s prefill runs other ops than its decode step (no token ids to receive)."""
-    program = build_program(schedule, n_layers, tp, phase, stage, mlp_layout)
-    kind_names = tuple(dict.fromkeys(program.kinds))
-    kind_of_op = np.array([kind_names.index(k) for k in program.kinds], dtype=int)
-    streams = tuple(op.stream for op in program.ops)
-    return (program, StreamMasks.of(program), streams, tuple(op.deps for op in program.ops), kind_names,
-            kind_of_op, compute_before_collectives(streams, kind_of_op, len(kind_names)))
-
-
-def _rank_works(streams: tuple[str, ...], deps: tuple[tuple, ...], durations: np.ndarray, n_ranks: int, rng,
-                jitter: float) -> list[RankWork]:
-    works = []
-    for _ in range(n_ranks):
-        d = durations
-        if jitter > 0.0:
-            d = durations * rng.lognormal(0.0, jitter, size=durations.shape)
-        works.append(RankWork(streams, deps, d))
-    return works
 
 
 def _affine_between(durations: np.ndarray, lo: int, hi: int) -> bool:
@@ -193,10 +67,6 @@ class PassSetup:
 
     def boundary(self, phase: str) -> dict[str, float]:
         return dict(self.boundary_s).get(phase, {})
-
-
-# Collectives' interference by profile, TP and message (the schedules of a sweep share them).
-_kept_slowdowns = IdentityMemo(65536)
 
 
 @dataclass(frozen=True)
@@ -232,16 +102,8 @@ def drive(steps: Generator[RunBatch, list, SimResult]) -> SimResult:
 
 
 def answer(run: EngineRun, masks: StreamMasks, batch: RunBatch) -> tuple[EngineResult, np.ndarray]:
-    """One run of a batch by the engine (replayed where it can be, if cached), and its metrics."""
-    if batch.cached:
-        result = run_cached(run.ranks, run.compute_slowdown, run.comm_slowdown, group_links=run.group_links,
-                            family=run.family)
-    else:  # jittered, every rank or the reference
-        engine = run_direct
-        if batch.reference:  # (SimPy loads only for the reference)
-            from laddersim.engine.simulator import run_engine as engine
-        result = engine(run.ranks, run.compute_slowdown, run.comm_slowdown, group_links=run.group_links,
-                        record_signature=batch.orders)
+    """One run of a batch by the engine's entry, and its metrics."""
+    result = engine.run(run, replay=batch.cached, reference=batch.reference, orders=batch.orders)
     return result, step_metrics(result, masks)
 
 
@@ -253,38 +115,26 @@ def pass_simulation(scenario: Scenario, setup: PassSetup, memory: MemoryUse, opt
     model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
     stage, nodes = setup.stage, setup.nodes
     layout = model.mlp_layout()
-    decode_pass = _program(scenario.schedule, model.n_layers, tp, stage, "decode", layout)
-    prefill_pass = _program(scenario.schedule, model.n_layers, tp, stage, "prefill", layout) if stage is not None else decode_pass
-    program, masks, streams, deps, kind_names, kind_of_op, _ = decode_pass
+    decode_pass = compile_program(scenario.schedule, model.n_layers, tp, stage, "decode", mlp_layout=layout)
+    prefill_pass = compile_program(scenario.schedule, model.n_layers, tp, stage, "prefill", mlp_layout=layout) \
+        if stage is not None else decode_pass
+    program, masks, kind_names = decode_pass.program, decode_pass.masks, decode_pass.kind_names
     skew = skew_wait_per_compute(hw, tp)
-
-    def op_durations(per_kind: np.ndarray, bundle: tuple = decode_pass) -> np.ndarray:
-        """Seconds per op from seconds per kind; each collective waits for the slowest rank."""
-        kind_of, before = bundle[5], bundle[6]
-        durations = per_kind[kind_of]
-        return durations + skew * (before @ per_kind) if skew else durations
-    ops_per_pass = len(kind_of_op)
+    ops_per_pass = decode_pass.n_ops
     stochastic = options.jitter > 0.0
     rng = np.random.default_rng(options.seed) if stochastic else None  # (drawn from only with jitter)
     n_ranks = tp if (stochastic or options.all_ranks) else 1
-    group_nodes = setup.group_nodes
-    links = {0: tuple(f"node{i}" for i in group_nodes) + (("network",) if len(group_nodes) > 1 else ())}
+    links = group_links(setup.group_nodes)
 
-    def interference(phase: Phase, bundle: tuple = decode_pass) -> tuple[np.ndarray, np.ndarray]:
-        """Per-op (compute, comm) slowdowns; only the collectives' entries are read (the
-        point-to-point ops of a stage boundary overlap nothing: none)."""
-        kinds, kind_of = bundle[4], bundle[5]
-        by_kind = {kind: _kept_slowdowns.get((hw,), (tp, size), lambda: slowdowns(hw, tp, size))
-                   for kind, size in collective_message_bytes(model, work, tp, phase).items()}
-        pairs = np.array([by_kind.get(kind, (0.0, 0.0)) for kind in kinds], dtype=float).reshape(-1, 2)
-        return pairs[kind_of, 0], pairs[kind_of, 1]
+    def interference(phase: Phase, compiled: CompiledProgram = decode_pass) -> tuple[np.ndarray, np.ndarray]:
+        return kind_slowdowns(hw, tp, collective_message_bytes(model, work, tp, phase), compiled.kind_names)
 
     cached = options.replay and not stochastic and not options.reference  # jittered runs rarely share an order
 
-    def ask(durations: np.ndarray, slow: tuple[np.ndarray, np.ndarray], family: str,
-            bundle: tuple = decode_pass) -> EngineRun:
-        works = _rank_works(bundle[2], bundle[3], durations, n_ranks, rng, options.jitter)
-        return EngineRun(works, slow[0], slow[1], links, family)
+    def ask(per_kind_s: np.ndarray, slow: tuple[np.ndarray, np.ndarray], family: str,
+            compiled: CompiledProgram = decode_pass) -> EngineRun:
+        return engine_run(compiled, op_seconds(compiled, per_kind_s, skew), slow, links, family, n_ranks, rng,
+                          options.jitter)
 
     def with_boundary(costs: dict[str, np.ndarray], phase: str, shape) -> dict[str, np.ndarray]:
         return {**costs, **{kind: np.full(shape, seconds) for kind, seconds in setup.boundary(phase).items()}}
@@ -293,7 +143,7 @@ def pass_simulation(scenario: Scenario, setup: PassSetup, memory: MemoryUse, opt
     prefill_phase = Phase("prefill", work.batch, work.prompt_len)
     prefill_costs = with_boundary(op_times_s(model, hw, work, tp, prefill_phase, np.array([work.prompt_len])),
                                   "prefill", (1,))
-    prefill_run = ask(op_durations(np.array([prefill_costs[k][0] for k in prefill_pass[4]]), prefill_pass),
+    prefill_run = ask(np.array([prefill_costs[k][0] for k in prefill_pass.kind_names]),
                       interference(prefill_phase, prefill_pass), "prefill", prefill_pass)
     prefill: list = []  # (result, metrics) once run
 
@@ -319,11 +169,10 @@ def pass_simulation(scenario: Scenario, setup: PassSetup, memory: MemoryUse, opt
     def run(steps) -> Generator[RunBatch, list, None]:
         """Simulate these decode steps (those not simulated yet), and the prefill if not yet."""
         steps = [int(s) for s in dict.fromkeys(steps) if s not in anchors]
-        runs = ([] if prefill else [prefill_run]) + [ask(op_durations(by_kind[s]), decode_slowdowns, "decode")
-                                                     for s in steps]
+        runs = ([] if prefill else [prefill_run]) + [ask(by_kind[s], decode_slowdowns, "decode") for s in steps]
         if not runs:
             return
-        run_masks = ([] if prefill else [prefill_pass[1]]) + [masks] * len(steps)
+        run_masks = ([] if prefill else [prefill_pass.masks]) + [masks] * len(steps)
         answers = yield RunBatch(runs, run_masks, cached, options.reference, not stochastic)
         if not prefill:
             prefill.append(answers[0])
@@ -372,4 +221,4 @@ def pass_simulation(scenario: Scenario, setup: PassSetup, memory: MemoryUse, opt
     yield from run([])  # (the prefill, where no decode step was simulated)
     (prefill_result, prefill_metrics), = prefill
     return SimResult(scenario, nodes, program, memory, n_ranks, prefill_result, prefill_metrics, metrics,
-                     step_lo, step_hi, step_frac, anchors, prefill_pass[0] if stage is not None else None, half_width)
+                     step_lo, step_hi, step_frac, anchors, prefill_pass.program if stage is not None else None, half_width)

@@ -27,7 +27,9 @@ from laddersim.hardware.placement import Placement, place
 from laddersim.simulation.results import summarize
 from laddersim.schedules.plan import parse_schedule
 from laddersim.schedules.stages import Stage, boundary_tensors, pipeline_stages
-from laddersim.simulation.passes import PassSetup, Scenario, SimOptions, SimResult, simulate_passes
+from laddersim.simulation.passes import PassSetup, simulate_passes
+from laddersim.simulation.results import SimResult
+from laddersim.simulation.scenario import Scenario, SimOptions
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -37,12 +37,6 @@ def fill_s(stage_s: np.ndarray, microbatches: int = 1) -> np.ndarray:
     return stage_s.sum(axis=-1) + (microbatches - 1) * stage_s.max(axis=-1)
 
 
-def bubble_fraction(stage_s: np.ndarray, period_s: np.ndarray, microbatches: int = 1) -> np.ndarray:
-    """Share of the stages' time spent idle: ``1 - M * sum_s t_s / (S * T)``."""
-    stage_s = np.asarray(stage_s, dtype=float)
-    return 1.0 - microbatches * stage_s.sum(axis=-1) / (stage_s.shape[-1] * np.asarray(period_s, dtype=float))
-
-
 def start_offsets_s(stage_s: np.ndarray, spacing_s: float, microbatches: int = 1) -> np.ndarray:
     """(microbatches x stages) start of micro-batch ``j`` on stage ``s`` of one round (``stage_s``: one
     pass per stage): ``j * spacing + sum_{s' < s} t_s'`` (``spacing`` = ``T / M`` in a decode round,

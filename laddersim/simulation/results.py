@@ -1,8 +1,9 @@
-"""From engine spans to per-step metrics, the summary, and the timeline DataFrame."""
+"""A simulation's result (``SimResult``), and from engine spans to per-step metrics, the summary, and
+the timeline DataFrame."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -13,6 +14,9 @@ from laddersim.schedules.program import Program
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from laddersim.costs.memory_fit import MemoryUse
+    from laddersim.simulation.scenario import Scenario
 
 METRICS = ("makespan_s", "compute_s", "overhead_s", "comm_s", "exposed_comm_s")
 
@@ -204,3 +208,82 @@ def _intervals(result, summary: dict) -> dict:
         "tokens_per_s_ci95": [tokens / total[1], tokens / max(total[0], 1e-300)],
         "tpot_s_ci95": [decode[0] / n_decode, decode[1] / n_decode],
     }
+
+
+@dataclass
+class SimResult:
+    """One TP group's simulated passes: the prefill, every decode step's metrics (simulated anchors,
+    the steps between interpolated), the program and memory."""
+
+    scenario: Scenario
+    nodes: int
+    program: Program
+    memory: MemoryUse
+    sim_ranks: int  # ranks simulated (1 under symmetry)
+    prefill: EngineResult
+    prefill_metrics: np.ndarray  # METRICS of the prefill
+    decode_metrics: np.ndarray  # (steps, METRICS)
+    # Per decode step: anchor steps (simulated) and the interpolation weight between them.
+    step_lo: np.ndarray
+    step_hi: np.ndarray
+    step_frac: np.ndarray
+    anchors: dict[int, EngineResult] = field(default_factory=dict)
+    prefill_program: Program | None = None  # where the prefill runs other ops than a decode step (a pipeline stage)
+    # With jitter and a sample of decode steps (laddersim.simulation.step_sampling): 95% half-width of each
+    # METRICS' decode total; None where every step was simulated.
+    decode_half_width_s: np.ndarray | None = None
+
+    @property
+    def simulated_steps(self) -> int:
+        return len(self.anchors) + 1
+
+    @property
+    def engine_events(self) -> int:
+        """Starts and ends of ops the engine ordered: two per op and rank of each simulated pass
+        (a jittered run records no order of its own: nothing reads it)."""
+        return 2 * self.sim_ranks * (len(self.prefill_program or self.program) + len(self.program) * len(self.anchors))
+
+    def decode_spans(self, step: int) -> tuple[np.ndarray, np.ndarray]:
+        lo, hi, frac = int(self.step_lo[step]), int(self.step_hi[step]), float(self.step_frac[step])
+        a, b = self.anchors[lo], self.anchors[hi]
+        if lo == hi or frac == 0.0:
+            return a.start_s, a.end_s
+        return a.start_s + (b.start_s - a.start_s) * frac, a.end_s + (b.end_s - a.end_s) * frac
+
+    def summary(self) -> dict:
+        return summarize(self)
+
+    def pass_frame(self, step: int, ranks: list[int], offset_s: float, rank_base: int = 0) -> "pd.DataFrame":
+        """The spans of the prefill (``step`` -1) or decode step ``step`` on ``ranks`` (of this TP
+        group; labelled ``rank_base + rank``), shifted by ``offset_s``. Under rank symmetry every
+        rank gets the simulated rank's spans."""
+        if step < 0:
+            start, end, program, phase = self.prefill.start_s, self.prefill.end_s, self.prefill_program or self.program, "prefill"
+        else:
+            (start, end), program, phase = self.decode_spans(step), self.program, "decode"
+        rows = [r if self.sim_ranks > 1 else 0 for r in ranks]
+        return timeline_frame(program, start[rows], end[rows], [rank_base + r for r in ranks], step, phase, offset_s)
+
+    def timeline(self, steps: str | list[int] = "all", ranks: list[int] | None = None) -> "pd.DataFrame":
+        """Spans as rows: phase, step, rank, stream, layer, op, kind, start_s, end_s (absolute).
+
+        ``steps``: "all", "prefill" (prefill only), or a list of decode step indices. Under rank
+        symmetry every requested rank gets the simulated rank's spans.
+        """
+        ranks = list(range(self.scenario.tp)) if ranks is None else ranks
+        frames = [self.pass_frame(-1, ranks, 0.0)] if steps in ("all", "prefill") else []
+        wanted = range(len(self.decode_metrics)) if steps == "all" else ([] if steps == "prefill" else steps)
+        offsets = float(self.prefill_metrics[0]) + np.concatenate([[0.0], np.cumsum(self.decode_metrics[:, 0])])
+        frames += [self.pass_frame(step, ranks, float(offsets[step])) for step in wanted]
+        import pandas as pd
+
+        return pd.concat(frames, ignore_index=True)
+
+
+def summary_or_error(result: SimResult) -> dict | Exception:
+    """``result.summary()``, or the exception that stopped it (the caller decides what a failed
+    scenario is: a sweep's row says so)."""
+    try:
+        return result.summary()
+    except Exception as exc:  # noqa: BLE001 - the caller decides what a failed scenario is
+        return exc

@@ -9,7 +9,7 @@ bisects). ``simulate_symmetric`` does the same for many scenarios together:
   collectives are one shared table per machine, model, workload and TP, whatever the interconnect
   what-ifs, so whether a scenario's steps lie on a line is decided once per table (the collectives
   are the same at every step: on any line);
-* every run of every scenario in one call (``laddersim.engine.cached.run_cached_many``: the runs
+* every run of every scenario in one call (``laddersim.engine.entry.run_by_kind``: the runs
   of one program in one walk of its event-order tree), the metrics of the runs of one leaf read
   together (``laddersim.simulation.results.step_metrics_many``);
 * the interpolated steps of all scenarios of one generation length as one array operation.
@@ -25,16 +25,18 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from laddersim.costs.collectives import slowdowns
 from laddersim.costs.memory_fit import check_fits
 from laddersim.costs.op_costs import Phase, collective_message_bytes, op_times_parts_s
 from laddersim.costs.rank_skew import skew_wait_per_compute
-from laddersim.engine.cached import run_cached_kinds
+from laddersim.engine.entry import run_by_kind
 from laddersim.model.framework import load_framework
 from laddersim.support.memo import IdentityMemo
-from laddersim.simulation.results import METRICS, step_metrics_many
+from laddersim.simulation.results import METRICS, step_metrics_many, summary_or_error
 from laddersim.schedules.plan import parse_schedule
-from laddersim.simulation.passes import Scenario, SimResult, _kept_slowdowns, _program
+from laddersim.simulation.compiled_program import compile_program
+from laddersim.simulation.engine_inputs import collective_slowdowns, group_links, slowdown_pairs
+from laddersim.simulation.results import SimResult
+from laddersim.simulation.scenario import Scenario
 
 # Per shared decode table and program kinds: (largest distance of a step from the line joining
 # the first and the last, largest magnitude), as simulate's _affine_between computes them.
@@ -87,8 +89,7 @@ def _costs(model, hw, work, tp: int, n_steps: int) -> _Costs:
     c.passes = {}  # by program kinds: the passes (_passes)
 
     def interference(phase: Phase) -> dict[str, tuple[float, float]]:
-        return {kind: _kept_slowdowns.get((hw,), (tp, size), lambda: slowdowns(hw, tp, size))
-                for kind, size in collective_message_bytes(model, work, tp, phase).items()}
+        return collective_slowdowns(hw, tp, collective_message_bytes(model, work, tp, phase))
 
     prefill_phase = Phase("prefill", work.batch, work.prompt_len)
     _, shared, collectives = op_times_parts_s(model, hw, work, tp, prefill_phase, np.array([work.prompt_len]))
@@ -157,17 +158,18 @@ def _prepare(index: int, scenario: Scenario) -> _Point | None:
         _raise(checked.memory_error)
     p = _Point()
     p.index, p.scenario, p.nodes, p.memory = index, scenario, checked.nodes, checked.memory
-    p.program, p.masks, p.streams, p.deps, p.kinds, kind_of_op, _ = _program(scenario.schedule, model.n_layers, tp,
-                                                                         mlp_layout=model.mlp_layout())
+    compiled = compile_program(scenario.schedule, model.n_layers, tp, mlp_layout=model.mlp_layout())
+    p.program, p.masks, p.streams, p.deps, p.kinds = (compiled.program, compiled.masks, compiled.streams, compiled.deps,
+                                                      compiled.kind_names)
     if checked.skew_error is not None:
         _raise(checked.skew_error)
     if checked.skew:
         return None  # a collective waits for the slowest rank (rank_skew): left to simulate
-    p.links = {0: tuple(f"node{i}" for i in range(p.nodes)) + (("network",) if p.nodes > 1 else ())}
+    p.links = group_links(tuple(range(p.nodes)))
     p.n_steps = work.gen_len - 1
     costs = _kept_costs.get((hw, fw, model, work), (tp,), lambda: _costs(model, hw, work, tp, p.n_steps))
     p.decode_shared, p.decode_collectives = costs.decode_shared, costs.decode_collectives
-    p.kind_of_op = kind_of_op
+    p.kind_of_op = compiled.kind_of_op
     # The passes to simulate: (family, seconds per kind, the costs its slowdowns come from). The
     # last decode step is asked for only where it is not the first (by_kind rows of simulation).
     p.passes = costs.passes.get(p.kinds) or costs.passes.setdefault(p.kinds, _passes(costs, p.kinds, p.n_steps))
@@ -182,13 +184,9 @@ def _passes(costs: "_Costs", kinds: tuple[str, ...], n_steps: int) -> list:
     return passes
 
 
-def _pairs(by_kind: dict[str, tuple[float, float]], kinds: tuple[str, ...]) -> list:
-    return [by_kind.get(kind, (0.0, 0.0)) for kind in kinds]
-
-
 def _run_all(points: list[_Point]) -> None:
     """Every pass of every point simulated: the passes of one program and family as rows of one
-    replay (``run_cached_kinds``), by op kind: their op durations and slowdowns as ``simulation`` makes them
+    replay (``run_by_kind``), by op kind: their op durations and slowdowns as ``simulation`` makes them
     (``op_durations`` and ``interference``, row by row at once). Passes with the same seconds and
     slowdowns per kind are the same run (a static KV cache's first and last decode steps): run once."""
     asked: dict[tuple, dict[tuple, list[tuple[_Point, int]]]] = {}
@@ -203,8 +201,8 @@ def _run_all(points: list[_Point]) -> None:
         durations = np.array([per_kind for _, per_kind in alike], dtype=float)
         passes = [same[0][0].passes[same[0][1]] for same in alike.values()]
         slowed = [costs.prefill_slowdowns if family == "prefill" else costs.decode_slowdowns for _, _, costs in passes]
-        pairs = np.array([_pairs(by_kind, first.kinds) for by_kind in slowed], dtype=float).reshape(len(alike), -1, 2)
-        results = run_cached_kinds(first.streams, first.deps, first.links, family, kind_of_op, durations,
+        pairs = np.array([slowdown_pairs(by_kind, first.kinds) for by_kind in slowed], dtype=float).reshape(len(alike), -1, 2)
+        results = run_by_kind(first.streams, first.deps, first.links, family, kind_of_op, durations,
                                    pairs[:, :, 0], pairs[:, :, 1])
         for same, result in zip(alike.values(), results):
             for p, j in same:
@@ -292,12 +290,5 @@ def _finish(group: list[_Point], n_steps: int, summaries: bool) -> list:
             anchors = {0: p.results[1], n_steps - 1: p.results[-1]} if n_steps else {}
             result = SimResult(p.scenario, p.nodes, p.program, p.memory, 1, p.results[0], p.metrics[0], metrics[j],
                                step_lo, step_hi, step_frac, anchors, None, None)
-            out.append(_summary(result) if summaries else result)
+            out.append(summary_or_error(result) if summaries else result)
     return out
-
-
-def _summary(result: SimResult) -> dict | Exception:
-    try:
-        return result.summary()
-    except Exception as exc:  # noqa: BLE001 - the caller decides what a failed scenario is
-        return exc

@@ -55,8 +55,9 @@ def _scenario(point: Point) -> Scenario:
     """The point's scenario (its profile with the point's overrides); raises UserInputError
     (incl. DoesNotFitError) if infeasible."""
     profile = _overridden(point.hardware_ref, point.overrides, point.tp)
-    return make_scenario(_model(point.model_ref), profile, point.tp, point.batch, point.prompt_len, point.gen_len,
-                         point.schedule, point.dtype, point.kv_cache, point.kv_reads, pp=point.pp,
+    return make_scenario(model=_model(point.model_ref), hardware=profile, tp=point.tp, batch=point.batch,
+                         prompt_len=point.prompt_len, gen_len=point.gen_len, schedule=point.schedule, dtype=point.dtype,
+                         kv_cache=point.kv_cache, kv_reads=point.kv_reads, pp=point.pp,
                          microbatches=point.pp_microbatches)
 
 

@@ -1,7 +1,7 @@
 """Sweep override columns -> the scales ``laddersim.hardware.overrides.with_overrides`` takes.
 
 "Set" columns are converted to scales of the number the cost model really uses for the point's
-TP group (``laddersim.costs.nominal.group_nominal``), so the set value is the one simulated:
+TP group (``laddersim.costs.scaling.nominal.group_nominal``), so the set value is the one simulated:
 
 * ``intra_bandwidth_gbps``: the large-message bus bandwidth of the group's intra-node AllReduce
   (its measured table, per-GPU-count fit or alpha-beta fallback, whichever the model picks);
@@ -19,7 +19,7 @@ what-if scale already in the profile is taken into account.
 
 from __future__ import annotations
 
-from laddersim.costs.nominal import NoEffect, group_nominal
+from laddersim.costs.scaling.nominal import NoEffect, group_nominal
 from laddersim.errors import UserInputError
 from laddersim.hardware.node_size import with_gpus_per_node
 from laddersim.hardware.profile import HardwareProfile
@@ -46,7 +46,7 @@ def nominal_value(profile: HardwareProfile, set_key: str, tp: int) -> float:
         else:
             tier, bw_scale, lat_scale = profile.network.allreduce, w.inter_bandwidth_scale, w.inter_latency_scale
         if set_key.endswith("_gbps"):
-            return tier.bus_bandwidth_gbps.value * bw_scale
+            return tier.bus_bandwidth_gb_per_s.value * bw_scale
         return tier.base_latency_us.value * lat_scale
 
 

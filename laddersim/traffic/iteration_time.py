@@ -51,18 +51,18 @@ from typing import Callable
 
 import numpy as np
 
-from laddersim.costs.collectives import collective_choice, slowdowns
+from laddersim.costs.collectives import collective_choice
 from laddersim.costs.op_costs import Phase, collective_message_bytes, logits_rows, op_times_s
 from laddersim.costs.pass_shapes import linear_shapes, splitk_reduce
-from laddersim.costs.rank_skew import compute_before_collectives, skew_wait_per_compute
-from laddersim.engine.cached import run_cached
-from laddersim.engine.simulator import RankWork
+from laddersim.costs.rank_skew import skew_wait_per_compute
+from laddersim.engine.entry import run as run_engine
 from laddersim.errors import UserInputError
 from laddersim.model.framework import load_framework
 from laddersim.traffic.attention_cost import AttentionCost
 from laddersim.traffic.attention_intervals import Intervals, interpolate
+from laddersim.simulation.compiled_program import CompiledProgram, compile_program
+from laddersim.simulation.engine_inputs import engine_run, group_links, kind_slowdowns, op_seconds
 from laddersim.simulation.simulate import Scenario
-from laddersim.schedules.program import build_program
 from laddersim.schedules.stages import Stage
 
 # Ops after the last hidden-state AllReduce whose durations depend on the sampling sequences.
@@ -123,18 +123,6 @@ def shared_op_times_s(scenario: Scenario, tokens: int, logits: int) -> dict[str,
     return times
 
 
-class _Layout:
-    """A program's ops as index arrays over the distinct op kinds (for fast duration vectors)."""
-
-    def __init__(self, program, kind_index: dict[str, int]):
-        self.n_layers_ops = len(program.ops)
-        self.kind_of_op = np.array([kind_index[k] for k in program.kinds])
-        self.attention = np.array([k == "attention" for k in program.kinds])
-        self.streams = tuple(op.stream for op in program.ops)
-        self.deps = tuple(op.deps for op in program.ops)
-        self.before = compute_before_collectives(self.streams, self.kind_of_op, len(kind_index))
-
-
 @dataclass(frozen=True)
 class StageTiming:
     """A pipeline stage an iteration timer prices: its layers, the nodes its TP group spans, and
@@ -146,16 +134,17 @@ class StageTiming:
     receive_s: Callable[[int, int], dict[str, float]]
 
 
-def _reduced_program(schedule: str, layers: int, tp: int, stage: StageTiming | None):
+def _reduced_program(schedule: str, layers: int, tp: int, stage: StageTiming | None,
+                     kind_names: tuple[str, ...]) -> CompiledProgram:
     """The program of ``layers`` layers standing for the whole model, or for a stage: a stage of
     ``layers`` layers in the same place of its pipeline (after one layer when it is not the first,
     whose pending outputs cross into it)."""
     if stage is None:
-        return build_program(schedule, layers, tp)
+        return compile_program(schedule, layers, tp, kind_names=kind_names)
     s = stage.stage
     first = 0 if s.first else 1
-    return build_program(schedule, first + layers + (0 if s.last else 1), tp, "decode",
-                         Stage(s.index, s.count, first, first + layers))
+    return compile_program(schedule, first + layers + (0 if s.last else 1), tp,
+                           Stage(s.index, s.count, first, first + layers), "decode", kind_names)
 
 
 class IterationTimer:
@@ -179,15 +168,17 @@ class IterationTimer:
         if model.moe is not None:  # an iteration's tokens change the experts hit: not priced here yet
             raise UserInputError(f"model: {model.name} is a mixture-of-experts model, whose serving iterations "
                                  "are not priced; allowed: dense models (simulate and kernels price MoE models)")
-        self.program = build_program(scenario.schedule, model.n_layers, tp, "decode", stage and stage.stage)
-        self._kind_names = sorted(set(self.program.kinds))
-        index = {k: i for i, k in enumerate(self._kind_names)}
-        self._full = _Layout(self.program, index)
-        self._reduced: list[_Layout] = []
+        whole = compile_program(scenario.schedule, model.n_layers, tp, stage and stage.stage, "decode")
+        self._kind_names = tuple(sorted(whole.kind_names))
+        self._full = compile_program(scenario.schedule, model.n_layers, tp, stage and stage.stage, "decode",
+                                     self._kind_names)
+        self.program = self._full.program
+        self._reduced: list[CompiledProgram] = []
         self._layers = stage.stage.n_layers if stage else model.n_layers
         k = self.REDUCED_LAYERS
         if self._layers > 3 * k and not scenario.schedule.startswith("hybrid"):
-            self._reduced = [_Layout(_reduced_program(scenario.schedule, n, tp, stage), index) for n in (k, 2 * k, 3 * k)]
+            self._reduced = [_reduced_program(scenario.schedule, n, tp, stage, self._kind_names)
+                             for n in (k, 2 * k, 3 * k)]
         self._tail_kinds = np.array([name in TAIL_KINDS for name in self._kind_names])
         self._row_kinds = np.array([name in ROW_KINDS for name in self._kind_names])
         self._sample_kinds = self._tail_kinds & ~self._row_kinds
@@ -195,7 +186,7 @@ class IterationTimer:
         self._kind_counts = np.bincount(self._full.kind_of_op, minlength=len(self._kind_names))
         self._skew = skew_wait_per_compute(scenario.hardware, tp)
         group = stage.nodes if stage else tuple(range(scenario.hardware.nodes_for(tp)))
-        self._links = {0: tuple(f"node{i}" for i in group) + (("network",) if len(group) > 1 else ())}
+        self._links = group_links(group)
         self.attention = AttentionCost(scenario)
         self._base: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, float]] = {}
         self._framework = load_framework(scenario.workload.framework)
@@ -204,7 +195,8 @@ class IterationTimer:
         self._serial_s: dict[int, float] = {}
         self._paths: dict[int, tuple] = {}  # tokens -> the pass's kernel paths (``_path``)
         self._kinds_s: dict[tuple[int, int], np.ndarray] = {}
-        self._n_attention = int(self._full.attention.sum())
+        self._n_attention = int(self._full.is_kind("attention").sum())
+        self._attention_kind = self._kind_names.index("attention") if "attention" in self._kind_names else None
         self._anchors: dict[tuple[int, float], tuple[float, tuple]] = {}  # (tokens, a) -> body s, signature ids
         self._signatures: dict[tuple, int] = {}
         # tokens -> sorted starts and (lo, hi, body at lo, body at hi, error bound) of ``a`` intervals
@@ -253,24 +245,20 @@ class IterationTimer:
             s = self.scenario
             phase = MixedPhase("decode", tokens, 1, tokens)
             seconds = self._kind_seconds(tokens, tokens)
-            by_kind = {kind: slowdowns(s.hardware, s.tp, size)
-                       for kind, size in collective_message_bytes(s.model, s.workload, s.tp, phase).items()}
-            slow = np.array([by_kind.get(k, (0.0, 0.0)) for k in self._kind_names], dtype=float).reshape(-1, 2)
+            compute, comm = kind_slowdowns(s.hardware, s.tp, collective_message_bytes(s.model, s.workload, s.tp, phase),
+                                           self._kind_names)
             tail_s = float((seconds * self._kind_counts)[self._tail_kinds].sum())
-            self._base[tokens] = (seconds, slow[:, 0], slow[:, 1], tail_s)
+            self._base[tokens] = (seconds, compute, comm, tail_s)
         return self._base[tokens]
 
-    def _run(self, layout: _Layout, seconds: np.ndarray, compute: np.ndarray, comm: np.ndarray,
+    def _run(self, compiled: CompiledProgram, seconds: np.ndarray, compute: np.ndarray, comm: np.ndarray,
              a_s: float) -> tuple[float, int]:
-        d = seconds[layout.kind_of_op]
-        d[layout.attention] = a_s
-        if self._skew:  # each collective waits for the slowest rank (laddersim.costs.rank_skew)
-            per_kind = seconds.copy()
-            per_kind[self._kind_names.index("attention")] = a_s
-            d = d + self._skew * (layout.before @ per_kind)
-        idx = layout.kind_of_op
-        result = run_cached([RankWork(layout.streams, layout.deps, d)], compute[idx], comm[idx],
-                            group_links=self._links)
+        per_kind = seconds.copy()
+        if self._attention_kind is not None:
+            per_kind[self._attention_kind] = a_s
+        # (each collective waits for the slowest rank: laddersim.costs.rank_skew)
+        run = engine_run(compiled, op_seconds(compiled, per_kind, self._skew), (compute, comm), self._links)
+        result = run_engine(run)
         self.engine_runs += 1
         return float(result.end_s.max()), self._signatures.setdefault(result.signature, len(self._signatures))
 

@@ -71,7 +71,8 @@ def serving_scenario(model, hardware, tp: int, schedule: str, dtype: str = "bflo
     ``kv_reads`` overrides the framework's (default per_kv_head: a GQA-aware kernel). A kernel
     calibration file (``laddersim calibrate kernels``) is refused by the iteration timer: it
     prices one static batch's decode steps only."""
-    scenario = make_scenario(model, hardware, tp, 1, 1, 1, schedule, dtype, "dynamic", kv_reads, framework, pp=pp)
+    scenario = make_scenario(model=model, hardware=hardware, tp=tp, batch=1, prompt_len=1, gen_len=1, schedule=schedule,
+                             dtype=dtype, kv_cache="dynamic", kv_reads=kv_reads, framework=framework, pp=pp)
     if pp > 1:
         place(scenario.hardware, tp, pp)  # the stages fit the profile's nodes, or one line
     return scenario

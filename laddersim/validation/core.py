@@ -212,9 +212,10 @@ def check_rows(frame: pd.DataFrame, setup: ValidationSetup) -> list:
         dtype = getattr(row, "dtype", None)  # a table's own dtype column (ladder_bench writes one) wins
         dtype = dtype if isinstance(dtype, str) and dtype else setup.dtype
         framework = row_framework(row, setup)
-        scenario = make_scenario(row.model, profile, int(row.tp), int(row.batch), int(row.prompt_len),
-                                 int(row.gen_len), row.schedule, dtype, setup.kv_cache, setup.kv_reads,
-                                 framework, pp=int(getattr(row, "pp", 1)))
+        scenario = make_scenario(model=row.model, hardware=profile, tp=int(row.tp), batch=int(row.batch),
+                                 prompt_len=int(row.prompt_len), gen_len=int(row.gen_len), schedule=row.schedule,
+                                 dtype=dtype, kv_cache=setup.kv_cache, kv_reads=setup.kv_reads, framework=framework,
+                                 pp=int(getattr(row, "pp", 1)))
         scenario.model.check_tp(scenario.tp)
         check_memory(scenario)
         if scenario_nodes(scenario) != int(row.nodes):

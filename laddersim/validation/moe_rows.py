@@ -44,7 +44,8 @@ def _simulate(model: str, profile: str, framework: str, tp: int, batch: int, pro
     from laddersim.simulation.results import summarize
     from laddersim.simulation.simulate import make_scenario, simulate
 
-    scenario = make_scenario(_config(model), profile, tp, batch, prompt_len, gen_len, schedule, framework=framework)
+    scenario = make_scenario(model=_config(model), hardware=profile, tp=tp, batch=batch, prompt_len=prompt_len,
+                             gen_len=gen_len, schedule=schedule, framework=framework)
     return summarize(simulate(scenario))
 
 

@@ -227,8 +227,9 @@ def tokenweave(reference_data: Path, hardware: str, framework: str | None) -> pd
             times = {}
             for schedule in ("standard", "upper_bound"):
                 kw = {"framework": framework} if framework else {}
-                scenario = make_scenario(TOKENWEAVE_MODELS[row.model], hardware, tp, 1, int(row.prompt_len), 1,
-                                         schedule, "bfloat16", **kw)
+                scenario = make_scenario(model=TOKENWEAVE_MODELS[row.model], hardware=hardware, tp=tp, batch=1,
+                                         prompt_len=int(row.prompt_len), gen_len=1, schedule=schedule, dtype="bfloat16",
+                                         **kw)
                 times[schedule] = simulate(scenario).summary()["prefill_s"] * 1e3
             rows.append({"tp": tp, "model": row.model, "prompt_len": row.prompt_len,
                          "measured_ms": row.baseline_multimem, "predicted_ms": times["standard"],

@@ -29,7 +29,8 @@ def ladder_rows(framework: str, batches=(1, 4, 16, 64), prompt_len: int = 1024, 
         for profile in PROFILES:
             for batch in batches:
                 try:
-                    s, l = (summarize(simulate(make_scenario(path, profile, 8, batch, prompt_len, gen_len, sched,
+                    s, l = (summarize(simulate(make_scenario(model=path, hardware=profile, tp=8, batch=batch,
+                                                            prompt_len=prompt_len, gen_len=gen_len, schedule=sched,
                                                             framework=framework)))
                             for sched in ("standard", "ladder"))
                 except UserInputError as exc:

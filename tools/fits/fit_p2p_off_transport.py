@@ -2,7 +2,7 @@
 host to the authors' paired P2P on/off runs (laddersim.fitting.p2p_off_transport says how); prints,
 writes nothing.
 
-By default the SHM grid (``shm.ll_bus_bandwidth_gbps`` x NCCL's link estimate and channels) against
+By default the SHM grid (``shm.ll_bus_bandwidth_gb_per_s`` x NCCL's link estimate and channels) against
 the decode time P2P off adds; ``--lines`` the SHM Simple bandwidth (2 GPUs) and the NVLS lines
 (4, 8 GPUs) read from the pairs, beside how far the profile's stated lines miss those points;
 ``--by-size`` fits nothing: per TP and AllReduce size, the time P2P off adds to each AllReduce of the
@@ -18,7 +18,7 @@ import argparse
 import numpy as np
 import pandas as pd
 
-from laddersim.costs.collectives import allreduce_time_s
+from laddersim.costs.allreduce import allreduce_time_s
 from laddersim.fitting.p2p_off_transport import (
     BY_SIZE_TABLES, PAIRED_TABLE, extra_per_allreduce, fit_lines, fit_shm_grid, paired_allreduce_points,
     stated_nvls_misses,
@@ -45,7 +45,7 @@ def print_lines(measured: pd.DataFrame) -> None:
     points["stated_us"] = [float(allreduce_time_s(off, int(tp), np.array([size]))[0]) * 1e6
                            for tp, size in zip(points["tp"], points["size_bytes"])]
     print(points.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
-    print(f"shm.simple_bus_bandwidth_gbps (2 GPUs, NCCL's Simple latency): {fitted['simple_bus_bandwidth_gbps']:.2f}")
+    print(f"shm.simple_bus_bandwidth_gb_per_s (2 GPUs, NCCL's Simple latency): {fitted['simple_bus_bandwidth_gb_per_s']:.2f}")
     misses = stated_nvls_misses(points, off)
     for gpus, lines in fitted["nvls"].items():
         print(f"nvls {gpus} GPUs: fitted {[(round(a, 2), round(b, 2)) for a, b in lines]}; "

@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from laddersim.costs import transport
-from laddersim.costs.collectives import alpha_beta_time_s, intra_node_allreduce_s, intra_node_model_s, p2p_ring_model_s
+from laddersim.costs.collectives import alpha_beta_time_s, nccl_allreduce_s, transport_choice
+from laddersim.costs.scaling.view import links
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import HardwareProfile
 
@@ -45,23 +46,23 @@ def group_nominal(profile: HardwareProfile, tp: int, vary: str) -> tuple[float, 
                 f"vary: {vary} has no effect: TP {tp} fits one {profile.name} node "
                 f"({profile.node.gpus_per_node} GPUs), so no AllReduce crosses the network; "
                 f"allowed here: intra_bandwidth, intra_latency")
-        tier, w = profile.network.allreduce, profile.what_if
+        tier, inter = profile.network.allreduce, links(profile).inter
         if vary == "inter_bandwidth":
-            return (tier.bus_bandwidth_gbps.value * w.inter_bandwidth_scale,
+            return (inter.bandwidth_of(tier.bus_bandwidth_gb_per_s.value),
                     "bus bandwidth of the profile's network tier (network.allreduce)")
-        latency_s = float(alpha_beta_time_s(tier, nodes, 0.0, latency_scale=w.inter_latency_scale))
+        latency_s = float(alpha_beta_time_s(tier, nodes, 0.0, inter))
         return latency_s * 1e6, f"latency of the profile's network tier (network.allreduce) across {nodes} nodes"
     if gpus == 1:
         raise NoEffect(
             f"vary: {vary} has no effect: TP {tp} on {profile.name} puts one GPU on each node, so no "
             f"AllReduce stays inside a node; allowed here: inter_bandwidth, inter_latency")
     if vary == "intra_bandwidth":
-        t_small_s, t_large_s = intra_node_allreduce_s(profile, gpus, np.array(_LARGE_BYTES))
+        t_small_s, t_large_s = nccl_allreduce_s(profile, gpus, np.array(_LARGE_BYTES), nodes=1)
         moved_bytes = 2.0 * (gpus - 1) / gpus * (_LARGE_BYTES[1] - _LARGE_BYTES[0])
         return (moved_bytes / (t_large_s - t_small_s) / 1e9,
                 f"large-message bus bandwidth of the {gpus}-GPU AllReduce "
                 f"({_intra_source(profile, gpus, _LARGE_BYTES[1], 'bandwidth')})")
-    latency_s = float(intra_node_allreduce_s(profile, gpus, np.zeros(1))[0])
+    latency_s = float(nccl_allreduce_s(profile, gpus, np.zeros(1), nodes=1)[0])
     return latency_s * 1e6, f"small-message time of the {gpus}-GPU AllReduce ({_intra_source(profile, gpus, 0.0, 'latency')})"
 
 
@@ -69,13 +70,14 @@ def _intra_source(profile: HardwareProfile, gpus: int, size_bytes: float, quanti
     """Where the model's intra-node AllReduce time for ``gpus`` GPUs at ``size_bytes`` comes from,
     named by the profile field it reads (what a scale of it varies)."""
     sizes = np.geomspace(1.0, 2.0 ** 30, 16)
-    if not np.allclose(intra_node_allreduce_s(profile, gpus, sizes), intra_node_model_s(profile, gpus, sizes),
+    if not np.allclose(nccl_allreduce_s(profile, gpus, sizes, nodes=1),
+                       nccl_allreduce_s(profile, gpus, sizes, nodes=1, measured=False),
                        rtol=1e-12, atol=0.0):
         return "measured table"
     fit = f"fit for {gpus} GPUs" if profile.intra_node_fit(gpus) is not None else "alpha-beta fallback collectives.intra_node"
     if not transport.prices(profile, gpus):
         return fit
-    algorithm, protocol = transport.choice(profile, gpus, size_bytes, lambda s: p2p_ring_model_s(profile, gpus, s))
+    algorithm, protocol = transport_choice(profile, gpus, size_bytes)
     ring = transport.ring_transport(profile.collectives.transport, gpus)
     if algorithm == "nvls":
         path = "NVLS, the switch's reduction (collectives.transport.nvls)"
