@@ -95,9 +95,10 @@ def moe_op_times_s(model: ModelShape, hw: HardwareProfile, work: Workload, tp: i
                    ep: int | None = None) -> dict[str, float]:
     """Seconds of every MoE op kind (``laddersim.model.layer_ops.MODULE_OPS["moe_shared"]``) of one
     MoE layer on one rank (``moe_shared`` 0 without shared experts); ``compute_share`` replaces
-    the kernel path's (a fit's grid). ``ep`` (default the model's ``moe.ep``): the ``tp`` ranks split the experts ``ep`` ways and each expert ``tp / ep`` ways (AIConfigurator's
-    ``moe_tp x moe_ep``): the busiest rank's share of the experts and rows (``rank_load``); the
-    tokens reach every rank as under TP (attention TP, vLLM's expert parallelism without data-parallel
+    the kernel path's (a fit's grid). ``ep`` (default the model's ``moe.ep``): the ``tp`` ranks
+    split the experts ``ep`` ways and each expert ``tp / ep`` ways (AIConfigurator's ``moe_tp x
+    moe_ep``): the busiest rank's share of the experts and rows (``rank_load``); the tokens reach
+    every rank as under TP (attention TP, vLLM's expert parallelism without data-parallel
     attention), so the communication is the TP AllReduce's."""
     moe = model.moe
     assert moe is not None, "moe_op_times_s needs a mixture-of-experts model"
