@@ -10,12 +10,12 @@ import pytest
 from laddersim.costs.moe_costs import moe_op_times_s
 from laddersim.costs.moe_routing import expected_experts_hit, expert_load, monte_carlo_load, padded_rows
 from laddersim.costs.pass_shapes import Phase
-from laddersim.hardware.profile import load_profile, profiles_dir
+from laddersim.hardware.profile import load_profile
 from laddersim.model.shape import from_hf_config
 from laddersim.model.workload import Workload
 from laddersim.schedules.program import build_program
 from laddersim.support.resources import data_path
-from laddersim.validation.moe_kernels import kernel_table_rows
+from laddersim.validation.moe_kernels import KERNEL_TABLE, kernel_table_rows
 
 MODELS = data_path("validation", "moe", "models")
 MIXTRAL = MODELS / "mistralai--Mixtral-8x7B-v0.1.json"
@@ -69,8 +69,7 @@ def test_more_tokens_read_more_experts_until_all_are_hit():
 
 def test_fused_moe_kernel_table_median_error_within_15_percent():
     hw = load_profile("h100-sxm-nvswitch")
-    table = profiles_dir() / "tables" / "aic_moe_h100_sxm_vllm_0.24.0_bf16.csv"
-    rows = kernel_table_rows(hw, table)
+    rows = kernel_table_rows(hw, KERNEL_TABLE)
     assert len(rows) == 336
     assert float(np.median(np.abs(rows.error))) < 0.06  # 4.9% at the fitted compute share
     # a few golden rows (AIConfigurator vLLM 0.24.0, Mixtral-8x7B shape): 1 token at TP 1 and 8
@@ -115,7 +114,7 @@ def test_expert_parallel_kernel_rows_within_their_bounds(ep, bound):
     # the same table's moe_tp x moe_ep rows (84 per EP): the busiest rank's experts and rows, and
     # the zero rows, activation and sum every rank runs over all tokens x top-k
     hw = load_profile("h100-sxm-nvswitch")
-    rows = kernel_table_rows(hw, profiles_dir() / "tables" / "aic_moe_h100_sxm_vllm_0.24.0_bf16.csv", ep=ep)
+    rows = kernel_table_rows(hw, KERNEL_TABLE, ep=ep)
     assert len(rows) == 84
     assert float(np.median(np.abs(rows.error))) < bound  # 3.4%, 5.7%, 8.7%
 

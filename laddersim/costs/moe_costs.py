@@ -38,7 +38,7 @@ from laddersim.model.workload import Workload
 # The share of the profile's dense GEMM compute efficiency (its fit to the cuBLAS tables) a fused
 # MoE grouped GEMM reaches once compute-bound: fit: PYTHONPATH=$PWD python
 # tools/fits/fit_moe_compute_share.py (grid 0.50-1.00 in steps of 0.05 minimising the median |error|
-# over hardware_profiles/tables/aic_moe_h100_sxm_vllm_0.24.0_bf16.csv, EP 1, 336 rows: 5.3% at
+# over laddersim/data/validation/moe/aic_moe_h100_sxm_vllm_0.24.0_bf16.csv, EP 1, 336 rows: 5.3% at
 # 1.00, 4.9% at 0.70; its 4096-8192-token rows -27% at 1.00, -7% at 0.70).
 COMPUTE_SHARE = 0.70
 

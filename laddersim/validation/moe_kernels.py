@@ -1,6 +1,6 @@
 """The MoE layer's expert computation predicted beside a measured fused-MoE kernel table.
 
-A table row (``hardware_profiles/tables/aic_moe_h100_sxm_vllm_0.24.0_bf16.csv``: AIConfigurator's
+A table row (``laddersim/data/validation/moe/aic_moe_h100_sxm_vllm_0.24.0_bf16.csv``: AIConfigurator's
 measured vLLM 0.24.0 fused MoE on an H100 SXM, bf16, balanced routing; columns ``num_tokens,
 hidden_size, inter_size, topk, num_experts, moe_tp_size, moe_ep_size, latency_us``) is one MoE
 layer's experts on one GPU: routing top-k and alignment, both grouped GEMMs, the activation and
@@ -18,6 +18,9 @@ from laddersim.hardware.profile import HardwareProfile
 from laddersim.model.moe import MoESpec
 from laddersim.model.shape import ModelShape
 from laddersim.model.workload import Workload
+from laddersim.support.resources import data_path
+
+KERNEL_TABLE = data_path("validation", "moe", "aic_moe_h100_sxm_vllm_0.24.0_bf16.csv")
 
 # The ops a fused-MoE kernel benchmark times (vLLM benchmarks/kernels/benchmark_moe.py: fused_moe
 # from the router's scores on).

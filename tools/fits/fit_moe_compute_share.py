@@ -10,18 +10,14 @@ from __future__ import annotations
 import numpy as np
 
 from laddersim.hardware.profile import load_profile
-from laddersim.support.resources import given_or_shipped
-from laddersim.validation.moe_kernels import kernel_table_rows
-
-TABLE = "hardware_profiles/tables/aic_moe_h100_sxm_vllm_0.24.0_bf16.csv"
+from laddersim.validation.moe_kernels import KERNEL_TABLE, kernel_table_rows
 
 
 def main() -> int:
     hw = load_profile("h100-sxm-nvswitch")
-    table = given_or_shipped(TABLE)
     grid = []
     for share in np.round(np.arange(0.50, 1.0001, 0.05), 2):
-        rows = kernel_table_rows(hw, table, compute_share=float(share))
+        rows = kernel_table_rows(hw, KERNEL_TABLE, compute_share=float(share))
         big = rows[rows.num_tokens >= 4096]
         grid.append((float(np.median(np.abs(rows.error))), float(share)))
         print(f"{share:.2f}: median |error| {100 * grid[-1][0]:.2f}% over {len(rows)} rows; "
