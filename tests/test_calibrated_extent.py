@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from laddersim.hardware import load_profile
-from laddersim.measure.extent import extent_note, load_note, measured_extent
+from laddersim.hardware.calibration_extent import extent_note, load_note, measured_extent
 
 RUN = Path(__file__).parent / "data" / "calibration_compute_bound_gemms"
 MODEL = Path(__file__).parents[1] / "examples" / "small-4l-512" / "config.json"

@@ -66,10 +66,13 @@ def test_allowed_tps_meet_every_sharding_rule_and_the_message_lists_them(tmp_pat
         shape.check_tp(tp)
 
 
-def test_mixture_of_experts_and_zero_kv_heads_are_refused(tmp_path):
+def test_mixture_of_experts_read_and_zero_kv_heads_refused(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(dict(QWEN_LIKE, num_local_experts=8, num_experts_per_tok=2)))
-    with pytest.raises(UserInputError, match="mixture-of-experts model \\(num_local_experts 8\\)"):
+    moe = load_model_shape(path).moe  # Mixtral's keys: every layer's MLP is 8 experts, top 2
+    assert (moe.n_experts, moe.top_k, moe.expert_intermediate, moe.moe_layers) == (8, 2, 18944, (0, 1))
+    path.write_text(json.dumps(dict(QWEN_LIKE, num_local_experts=8, num_experts_per_tok=9)))
+    with pytest.raises(UserInputError, match="top_k \\(9\\) exceeds n_experts \\(8\\)"):
         load_model_shape(path)
     path.write_text(json.dumps(dict(QWEN_LIKE, num_key_value_heads=0)))
     with pytest.raises(UserInputError, match="n_kv_heads"):
@@ -139,9 +142,12 @@ def test_an_unknown_architecture_is_refused_naming_the_supported_ones(tmp_path, 
         load_model_shape(path)
     message = str(info.value)
     assert named in message and "\n" not in message
-    allowed = "allowed: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM"
+    allowed = ("allowed: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+               "MixtralForCausalLM, Qwen3MoeForCausalLM, DbrxForCausalLM, GptOssForCausalLM, "
+               "Llama4ForConditionalGeneration, Llama4ForCausalLM")
+    types = "model_type llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, dbrx, gpt_oss, llama4, llama4_text"
     assert "its layer's ops are not priced" in message or "is not a list of names" in message
-    assert message.endswith(allowed) or f"{allowed} (model_type llama, mistral, qwen2, qwen3)" in message
+    assert message.endswith(allowed) or f"{allowed} ({types})" in message
 
 
 @pytest.mark.parametrize("architecture", ["LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",

@@ -39,7 +39,7 @@ def note_unmeasured(profile: HardwareProfile) -> None:
 def note_calibration(profile: HardwareProfile, gpus: int, nodes: int) -> None:
     """Print on stderr, one line each, where a scenario of ``gpus`` GPUs on ``nodes`` nodes leaves
     what ``profile``'s calibration measured, and that it was calibrated under load (if so)."""
-    from laddersim.measure.extent import extent_note, load_note
+    from laddersim.hardware.calibration_extent import extent_note, load_note
 
     for note in (extent_note(profile, gpus, nodes), load_note(profile)):
         if note is not None:

@@ -268,6 +268,7 @@ class ScenarioParams(Params):
     tp: Tp
     pp: Tp = 1
     pp_microbatches: Batch = 1
+    ep: Tp = 1  # a mixture-of-experts model's expert-parallel ranks within each TP group
     batch: Batch = 1
     prompt_len: Tokens = DEFAULT_PROMPT_LEN
     gen_len: Tokens = DEFAULT_GEN_LEN

@@ -52,7 +52,8 @@ def scenarios_of(params: ScenarioParams, schedules: Iterable[str]) -> list[Scena
                                prompt_len=params.prompt_len, gen_len=params.gen_len, schedule=schedule,
                                dtype=params.dtype, kv_cache=params.kv_cache, kv_reads=params.kv_reads,
                                framework=params.framework, pp=params.pp, microbatches=params.pp_microbatches,
-                               allreduce=params.allreduce, quant=params.quant, kv_cache_dtype=params.kv_cache_dtype)
+                               allreduce=params.allreduce, quant=params.quant, kv_cache_dtype=params.kv_cache_dtype,
+                               ep=params.ep)
                  for schedule in dict.fromkeys([schedules] if isinstance(schedules, str) else schedules)]
     if not scenarios:
         from laddersim.errors import UserInputError
@@ -117,7 +118,7 @@ def simulate(model: str | Path | ModelShape, hardware: str | Path | HardwareProf
              jitter: float = RUN.jitter, seed: int = RUN.seed, exact_steps: bool = RUN.exact_steps, sample_steps: int | None = RUN.sample_steps,
              out: str | Path | None = None, trace: str | Path | None = None,
              trace_steps: int | str = DEFAULT_TRACE_STEPS, progress: bool = False, pp: int = SCENARIO.pp,
-             pp_microbatches: int = SCENARIO.pp_microbatches,
+             pp_microbatches: int = SCENARIO.pp_microbatches, ep: int = SCENARIO.ep,
              intra_bandwidth_scale: float | None = None, intra_bandwidth_gbps: float | None = None,
              intra_latency_scale: float | None = None, intra_latency_us: float | None = None,
              inter_bandwidth_scale: float | None = None, inter_bandwidth_gbps: float | None = None,
@@ -153,7 +154,9 @@ def simulate(model: str | Path | ModelShape, hardware: str | Path | HardwareProf
     Ladder Residual benchmark runs it). A pipeline's rows add ``pp_microbatches``,
     ``pipeline_bubble`` (share of the stages' time idle), ``slowest_stage_step_s``,
     ``pp_boundary_step_s`` and ``pp_boundary_transport`` (its stage boundaries' receives per step
-    and what they cross).
+    and what they cross). ``ep``: a mixture-of-experts model's experts placed ``ep`` ways over
+    each TP group, each expert split ``tp / ep`` ways (default 1: every expert split ``tp`` ways);
+    the attention stays TP, the tokens reach every rank, the AllReduce is the TP one.
 
     What-if changes of the profile, as a sweep grid's ``overrides`` (the row equals the sweep's
     at the same point): ``intra_bandwidth_scale``, ``intra_latency_scale``,

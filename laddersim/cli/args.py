@@ -73,6 +73,10 @@ def add_parallel_args(parser: argparse.ArgumentParser, function=None, *, require
         parser.add_argument("--pp", type=integer, default=pp,
                             help=f"pipeline stages, each a TP group of --tp GPUs with a contiguous share of the "
                                  f"layers (default {pp}: none)")
+    if "ep" in takes:
+        parser.add_argument("--ep", type=integer, default=default_of(ScenarioParams, "ep"),
+                            help="a mixture-of-experts model's expert-parallel ranks in each TP group (default 1: "
+                                 "every expert split --tp ways)")
     if "pp_microbatches" in takes:
         parser.add_argument("--pp-microbatches", type=integer, default=microbatches,
                             help="batches of batch/M in flight through the stages, one per stage as serving engines "

@@ -16,7 +16,7 @@ from laddersim.support.text_tables import format_table
 def register(sub) -> None:
     p = sub.add_parser("kernels", help="one layer's kernels as laddersim prices them: class, count, us (beside a profiler trace)")
     add_model_args(p)
-    add_parallel_args(p)
+    add_parallel_args(p, kernels)
     add_workload_args(p, gen_help="new tokens (a static cache holds prompt + new tokens)")
     p.add_argument("--schedule", default=default_of(kernels, "schedule"),
                    help=f"{SCHEDULE_FORMS} (default {default_of(kernels, 'schedule')})")

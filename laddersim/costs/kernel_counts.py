@@ -29,6 +29,7 @@ import collections
 
 from laddersim.costs.attention_kernels import attention_kernels
 from laddersim.costs.quantized_gemm import is_quantized_linear
+from laddersim.costs.moe_costs import moe_op_kernels
 from laddersim.costs.pass_shapes import Phase, linear_shapes, logits_rows, single_token_path, splitk_reduce
 from laddersim.model.framework import load_framework
 from laddersim.hardware.profile import HardwareProfile
@@ -61,6 +62,8 @@ def op_kernels(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
     copies = hw.framework.collective_input_copies.value if (tp > 1 and fw.collective_input_copy.value) else 0.0
     out["collective_launch"] = {"copy": copies} if (copies and "collective_input_copy" not in fused) else {}
     out["allreduce"] = out["allgather_logits"] = {"collective": 1}
+    if model.moe is not None:
+        out |= moe_op_kernels(model, work)
     return out
 
 

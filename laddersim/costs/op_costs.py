@@ -20,6 +20,7 @@ from laddersim.costs.graph_proxy import graph_host_node_s
 from laddersim.costs.l2_reuse import group_reads_s
 from laddersim.costs.family_ops import qk_norm_bytes, qkv_bias_bytes
 from laddersim.costs.quantized_gemm import is_quantized_linear, quantized_linear_time_s
+from laddersim.costs.moe_costs import moe_op_times_s
 from laddersim.costs.pass_shapes import (  # noqa: F401  (re-exported: the pass's shapes and kernel paths)
     SPLIT_K_WAVES, Phase, linear_shapes, logits_rows, single_token_path, splitk_reduce, splits_k)
 from laddersim.model.framework import load_framework
@@ -228,6 +229,8 @@ def fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: i
         bias_s = qkv_bias_bytes(model, tp, b) / (gpu.memory_bandwidth_bytes_per_s * gpu.gemm_memory_efficiency.value)
         times["qkv"] += bias_s
         times["qkv_gate_up"] += bias_s
+    if model.moe is not None:  # the routed experts' ops (laddersim.costs.moe_costs)
+        times.update(moe_op_times_s(model, hw, work, tp, phase))
     collectives, collective_sources = _collective_op_times(model, hw, fw, work, tp, phase)
     times.update(collectives)
     sources.update(collective_sources)

@@ -34,7 +34,7 @@ from laddersim.hardware.comm_specs import InterferencePoint, InterferenceSpec
 from laddersim.hardware.compute_specs import FrameworkSpec, GpuSpec, NodeSpec, PEAK_FIELD_BY_DTYPE
 from laddersim.hardware.profile import HardwareProfile, parse_profile
 from laddersim.hardware.sourced import Sourced
-from laddersim.measure.extent import LOAD_SEPARATOR
+from laddersim.hardware.calibration_extent import LOAD_SEPARATOR
 from laddersim.support.provenance import laddersim_version, profile_sha256
 
 MIN_GEMM_POINTS = 4
@@ -312,7 +312,7 @@ def _provenance(fit: FitContext) -> dict[str, str]:
         if key in m and m[key] not in ("", None, []):
             value = m[key]
             out[key] = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
-    if m.get("load_warnings"):  # simulate and validate repeat it (laddersim.measure.extent.load_note)
+    if m.get("load_warnings"):  # simulate and validate repeat it (laddersim.hardware.calibration_extent.load_note)
         out["load_warnings"] = LOAD_SEPARATOR.join(map(str, m["load_warnings"]))
     return out
 

@@ -12,6 +12,12 @@ from __future__ import annotations
 MODULE_OPS: dict[str, tuple[str, ...]] = {
     "attn": ("attn_norm", "qkv", "rope", "attention", "o_proj"),
     "mlp": ("mlp_norm", "gate_up", "act", "down"),
+    # A mixture of experts (laddersim.costs.moe_costs): the router, top-k and the tokens sorted by
+    # expert, the grouped GEMMs, the weighted sum of each token's expert outputs; with shared
+    # experts (Llama 4) their dense MLP before the routed ones.
+    "moe": ("mlp_norm", "moe_router", "moe_topk", "moe_gate_up", "moe_act", "moe_down", "moe_combine"),
+    "moe_shared": ("mlp_norm", "moe_router", "moe_topk", "moe_shared", "moe_gate_up", "moe_act", "moe_down",
+                   "moe_combine"),
     # GPT-J / PaLM: one norm, QKV and gate/up fused, both row-parallel outputs summed locally.
     "parallel": ("norm", "qkv_gate_up", "rope", "attention", "act", "o_proj", "down", "partial_add"),
 }

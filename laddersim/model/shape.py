@@ -1,5 +1,6 @@
 """Model shapes: Llama-style decoders (RMSNorm, RoPE, GQA attention, SwiGLU MLP, untied LM head),
-and the families that add an op to that layer: Qwen2's QKV biases, Qwen3's per-head q/k RMSNorm.
+the families that add an op to that layer (Qwen2's QKV biases, Qwen3's per-head q/k RMSNorm), and
+the mixture-of-experts families whose MLP is routed experts (``laddersim.model.moe``).
 
 One small frozen config plus a dict of named presets, as in gpt-fast's ``ModelArgs``; any other
 shape arrives as a Hugging Face ``config.json``. Names follow the paper: ``dim``, ``n_heads``.
@@ -13,6 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from laddersim.errors import UserInputError
+from laddersim.model.moe import SHIPPED_CONFIGS, MoESpec, dbrx_as_hf, moe_fields
 from laddersim.support.io_read import read_json
 
 
@@ -44,6 +46,8 @@ class ModelShape(BaseModel):
     # huggingface/transformers @ 9ee3f431 src/transformers/models/qwen3/modeling_qwen3.py
     # (Qwen3Attention.q_norm, k_norm: ``Qwen3RMSNorm(self.head_dim)``).
     qk_norm: bool = False
+    # The routed experts that replace the MLP of some or all layers; None: a dense model.
+    moe: MoESpec | None = None
 
     @model_validator(mode="after")
     def _check(self) -> "ModelShape":
@@ -55,14 +59,37 @@ class ModelShape(BaseModel):
             raise ValueError(
                 f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads})"
             )
+        if self.moe is not None and self.moe.moe_layers[-1] >= self.n_layers:
+            raise ValueError(f"moe.moe_layers: layer {self.moe.moe_layers[-1]} beyond the {self.n_layers} layers")
         return self
+
+    def mlp_layout(self) -> tuple[str, ...] | None:
+        """Each layer's MLP module kind for the op program (``laddersim.schedules.plan.MLP_KINDS``):
+        ``moe`` (routed experts), ``moe_shared`` (routed and shared), ``mlp``; None for a dense model."""
+        if self.moe is None:
+            return None
+        moe_kind = "moe_shared" if self.moe.shared_intermediate else "moe"
+        layers = self.moe_layer_set()
+        return tuple(moe_kind if layer in layers else "mlp" for layer in range(self.n_layers))
+
+    def with_ep(self, ep: int) -> "ModelShape":
+        """This model with its experts placed ``ep`` ways over the TP group (``MoESpec.ep``)."""
+        if self.moe is None and ep != 1:
+            raise UserInputError(f"ep: {ep}: {self.name} has no experts to place; allowed: 1")
+        return self if self.moe is None else self.model_copy(update={"moe": self.moe.placed(ep, self.name)})
+
+    def moe_layer_set(self) -> frozenset[int]:
+        """Indices of the layers whose MLP is the mixture of experts (empty for a dense model)."""
+        return frozenset(self.moe.moe_layers) if self.moe is not None else frozenset()
 
     # ---- tensor-parallel split -------------------------------------------------------------
     def allowed_tps(self) -> list[int]:
         """TP degrees that shard this model the way serving engines do: dividing the attention
         heads and the MLP width, and dividing or being a multiple of the KV heads."""
+        widths = (self.intermediate_size,) + ((self.moe.expert_intermediate, self.moe.shared_intermediate or 1)
+                                              if self.moe is not None else ())
         return [d for d in range(1, self.n_heads + 1)
-                if self.n_heads % d == 0 and self.intermediate_size % d == 0
+                if self.n_heads % d == 0 and all(w % d == 0 for w in widths if w > 1)
                 and (self.n_kv_heads % d == 0 or d % self.n_kv_heads == 0)]
 
     def check_tp(self, tp: int) -> None:
@@ -78,6 +105,8 @@ class ModelShape(BaseModel):
         if self.intermediate_size % tp:
             raise UserInputError(f"tp: {tp} does not divide intermediate_size {self.intermediate_size} of {self.name}; "
                                  f"{self._allowed()}")
+        if self.moe is not None:
+            self.moe.check_tp(tp, self.name)
 
     def _allowed(self) -> str:
         return f"allowed: {', '.join(map(str, self.allowed_tps()))}"
@@ -112,11 +141,27 @@ class ModelShape(BaseModel):
         ``[batch, vocab_per_rank]`` part (the padded shard included)."""
         return batch * self.vocab_per_rank(tp) * tp * dtype_bytes
 
+    def moe_extra_params_per_rank(self, tp: int) -> int:
+        """What the MoE layers hold on one rank beyond the dense layers ``layer_params_per_rank``
+        counts: every MoE layer's router, all its experts (each split ``tp`` ways) and shared
+        experts, less the dense MLP it replaces. 0 for a dense model."""
+        if self.moe is None:
+            return 0
+        per_layer = self.moe.layer_params_per_rank(self.dim, tp) - 3 * self.dim * self.intermediate_per_rank(tp)
+        return len(self.moe.moe_layers) * per_layer
+
+    def layers_params_per_rank(self, tp: int, layers: int) -> int:
+        """Parameters of ``layers`` decoder layers on one rank: all of them exactly, fewer (a pipeline
+        stage) at the model's mean per layer where MoE and dense layers interleave."""
+        extra = self.moe_extra_params_per_rank(tp)
+        return layers * self.layer_params_per_rank(tp) + (extra * layers) // self.n_layers
+
     def params_per_rank(self, tp: int) -> int:
-        """All parameters one rank holds: layers, embedding and LM head shards, final norm."""
+        """All parameters one rank holds: layers (every expert of every MoE layer), embedding and
+        LM head shards, final norm."""
         emb = self.vocab_per_rank(tp) * self.dim
         head = 0 if self.tie_embeddings else emb
-        return self.n_layers * self.layer_params_per_rank(tp) + emb + head + self.dim
+        return self.layers_params_per_rank(tp, self.n_layers) + emb + head + self.dim
 
     def stage_params_per_rank(self, tp: int, layers: int, first: bool, last: bool) -> int:
         """Parameters one rank of a pipeline stage of ``layers`` layers holds: stage 0 the embedding
@@ -125,7 +170,7 @@ class ModelShape(BaseModel):
         ``params_per_rank``."""
         emb = self.vocab_per_rank(tp) * self.dim
         head = emb if last and not (first and self.tie_embeddings) else 0
-        return layers * self.layer_params_per_rank(tp) + (emb if first else 0) + head + (self.dim if last else 0)
+        return self.layers_params_per_rank(tp, layers) + (emb if first else 0) + head + (self.dim if last else 0)
 
     def total_params(self) -> int:
         return self.params_per_rank(1)
@@ -187,20 +232,29 @@ _HF_FIELDS = {
 
 # Hugging Face architectures whose decoder is the shape priced here (RMSNorm, RoPE, GQA attention,
 # SwiGLU MLP): Llama; Mistral (the same, with a sliding window in v0.1); Qwen2 (plus QKV biases);
-# Qwen3 (plus q/k RMSNorm, biases where ``attention_bias``). Their ``model_type`` values, for
+# Qwen3 (plus q/k RMSNorm, biases where ``attention_bias``); and the mixture-of-experts families
+# whose MLP is routed SwiGLU experts (laddersim.model.moe): Mixtral, Qwen3-MoE (q/k RMSNorm), DBRX
+# (LayerNorm, priced as the RMSNorm it streams the same bytes as), gpt-oss (QKV biases; its
+# attention sinks, one scalar per head, not priced), Llama 4 (its decoder under ``text_config``;
+# chunked attention priced as full attention within a chunk). Their ``model_type`` values, for
 # configs without ``architectures``, and what each family adds to the Llama layer.
 FAMILIES = {
     "LlamaForCausalLM": ("llama", {}),
     "MistralForCausalLM": ("mistral", {}),
     "Qwen2ForCausalLM": ("qwen2", {"qkv_bias": True}),
     "Qwen3ForCausalLM": ("qwen3", {"qk_norm": True}),
+    "MixtralForCausalLM": ("mixtral", {}),
+    "Qwen3MoeForCausalLM": ("qwen3_moe", {"qk_norm": True}),
+    "DbrxForCausalLM": ("dbrx", {}),
+    "GptOssForCausalLM": ("gpt_oss", {"qkv_bias": True}),
+    "Llama4ForConditionalGeneration": ("llama4", {}),
+    "Llama4ForCausalLM": ("llama4_text", {}),
 }
 SUPPORTED_ARCHITECTURES = tuple(FAMILIES)
 _SUPPORTED_MODEL_TYPES = tuple(model_type for model_type, _ in FAMILIES.values())
 
-# Keys with which Hugging Face configs of mixture-of-experts models give their expert count
-# (Mixtral, Qwen-MoE / OLMoE, DeepSeek).
-_MOE_FIELDS = ("num_local_experts", "num_experts", "n_routed_experts")
+# Config keys of attention laddersim does not price, and what they are.
+_UNPRICED_ATTENTION = {"kv_lora_rank": "multi-head latent attention (MLA: latent KV cache, LoRA-ranked projections)"}
 
 
 def config_file_name(path: str | Path) -> str:
@@ -258,6 +312,20 @@ def _sliding_window(raw: dict, path: Path) -> int:
     return window
 
 
+def _moe_and_windows(raw: dict, path: Path) -> dict:
+    """The routed experts (``laddersim.model.moe``) and the attention windows of the MoE families:
+    gpt-oss's sliding layers (``layer_types``), Llama 4's ``attention_chunk_size`` (a chunk attends
+    within itself: full attention while a sequence fits one chunk)."""
+    fields = moe_fields(raw, path) or {}
+    types = raw.get("layer_types")
+    if isinstance(types, list) and "sliding_attention" in types:
+        fields["sliding_window"] = _sliding_window(raw, path)
+    chunk = raw.get("attention_chunk_size")
+    if isinstance(chunk, int) and not isinstance(chunk, bool) and chunk > 0:
+        fields["sliding_window"] = chunk
+    return fields
+
+
 def from_hf_config(path: str | Path) -> ModelShape:
     """Read a Llama-style Hugging Face ``config.json`` (``SUPPORTED_ARCHITECTURES``; others are
     refused). Keys that change the cost are read or refused: ``sliding_window``, mixture-of-experts
@@ -266,12 +334,15 @@ def from_hf_config(path: str | Path) -> ModelShape:
     raw = read_json(path, "model")
     if not isinstance(raw, dict):
         raise UserInputError(f"model: {path} is not a JSON object")
-    experts = {key: raw[key] for key in _MOE_FIELDS if isinstance(raw.get(key), int) and raw[key] > 1}
-    if experts:
-        key, count = next(iter(experts.items()))
-        raise UserInputError(f"model: {path} describes a mixture-of-experts model ({key} {count}); laddersim "
-                             "models dense Llama-style decoders (allowed: configs without routed experts)")
+    for key, what in _UNPRICED_ATTENTION.items():
+        if raw.get(key):
+            raise UserInputError(f"model: {path}: {key}: {what} is not priced; allowed: configs with GQA/MHA "
+                                 "attention (num_key_value_heads)")
     _check_architecture(raw, path)
+    if isinstance(raw.get("text_config"), dict):  # Llama 4: the decoder's config nests under text_config
+        raw = {"_name_or_path": raw.get("_name_or_path"), **raw["text_config"]}
+    if raw.get("model_type") == "dbrx":
+        raw = dbrx_as_hf(raw)
     name = raw.get("_name_or_path")
     fields: dict = {"name": name if isinstance(name, str) and name else config_file_name(path)}
     for hf_key, ours in _HF_FIELDS.items():
@@ -292,8 +363,9 @@ def from_hf_config(path: str | Path) -> ModelShape:
         raise UserInputError(f"model: {path}: tie_word_embeddings: {tie!r} is not a boolean; allowed: true, false")
     fields["tie_embeddings"] = tie
     fields.update(_family_fields(raw, path))
+    fields.update(_moe_and_windows(raw, path))
     for key, value in fields.items():  # real integers: 1.5 layers, "32" or true are refused
-        if key not in ("name", "tie_embeddings", "qkv_bias", "qk_norm") and (isinstance(value, bool) or not isinstance(value, int)):
+        if key not in ("name", "tie_embeddings", "qkv_bias", "qk_norm", "moe") and (isinstance(value, bool) or not isinstance(value, int)):
             hf_key = {v: k for k, v in _HF_FIELDS.items()}.get(key, {"n_kv_heads": "num_key_value_heads"}.get(key, key))
             raise UserInputError(f"model: {path}: {hf_key}: {value!r} is not an integer; allowed: a positive integer")
     try:
@@ -311,6 +383,10 @@ def load_model_shape(name_or_path: str | Path) -> ModelShape:
     key = str(name_or_path)
     if key in PRESETS:
         return PRESETS[key]
+    if key in SHIPPED_CONFIGS:  # a published mixture-of-experts config shipped with laddersim
+        from laddersim.support.resources import data_path
+
+        return from_hf_config(data_path("validation", "moe", "models", SHIPPED_CONFIGS[key]))
     path = given_or_shipped(key)  # examples/... is also found in the installed package
     if path.is_dir():
         path = path / "config.json"

@@ -16,7 +16,9 @@ from typing import Literal
 
 from laddersim.errors import UserInputError
 
-ModuleKind = Literal["attn", "mlp", "parallel"]
+ModuleKind = Literal["attn", "mlp", "parallel", "moe", "moe_shared"]
+# The MLP module kinds a layer may have: dense, routed experts, routed plus shared experts.
+MLP_KINDS = ("mlp", "moe", "moe_shared")
 
 SCHEDULE_NAMES = ("standard", "parallel", "ladder", "upper_bound", "desync_half", "hybrid:N")
 
@@ -24,7 +26,7 @@ SCHEDULE_NAMES = ("standard", "parallel", "ladder", "upper_bound", "desync_half"
 @dataclass(frozen=True)
 class Module:
     layer: int
-    kind: ModuleKind  # attn | mlp | parallel (GPT-J: attention and MLP side by side)
+    kind: ModuleKind  # attn | mlp | parallel (GPT-J: attention and MLP side by side) | moe | moe_shared
     allreduce: bool  # False where the schedule drops the AllReduce (desync)
     lag: int  # 1 = output used by the next module, 2 = by the one after (ladder)
 
@@ -43,9 +45,20 @@ def parse_schedule(name: str, n_layers: int) -> str:
     raise UserInputError(f"schedule: unknown '{name}'; allowed: {', '.join(SCHEDULE_NAMES)}")
 
 
-def module_plan(name: str, n_layers: int) -> list[Module]:
-    """The modules of one forward pass, bottom layer first."""
+def module_plan(name: str, n_layers: int, mlp_layout: tuple[str, ...] | None = None) -> list[Module]:
+    """The modules of one forward pass, bottom layer first. ``mlp_layout``: each layer's MLP module
+    kind (``MLP_KINDS``; a mixture-of-experts layer's is ``moe`` or ``moe_shared``); None: all
+    ``mlp``. A mixture of experts takes the MLP's place in the schedule, its AllReduce with it:
+    under ladder the MoE's AllReduce of layer i overlaps the attention of layer i + 1, as the Ladder
+    Residual authors' ``moe_ladder_TP.py`` runs it (mayank31398/ladder-residual-inference, branch
+    ``pp``)."""
     name = parse_schedule(name, n_layers)
+    if mlp_layout is not None and len(mlp_layout) != n_layers:
+        raise ValueError(f"mlp_layout has {len(mlp_layout)} layers, the plan {n_layers}")
+    if mlp_layout is not None and name == "parallel" and any(kind != "mlp" for kind in mlp_layout):
+        raise UserInputError("schedule: parallel fuses the attention's and the MLP's GEMMs, which a "
+                             "mixture-of-experts layer does not have; allowed: " +
+                             ", ".join(n for n in SCHEDULE_NAMES if n != "parallel"))
     if name == "parallel":
         return [Module(layer, "parallel", True, 1) for layer in range(n_layers)]
     modules: list[Module] = []
@@ -59,7 +72,7 @@ def module_plan(name: str, n_layers: int) -> list[Module]:
         attn_ar = name not in ("upper_bound", "desync_half")
         mlp_ar = name != "upper_bound"
         modules.append(Module(layer, "attn", attn_ar, lag))
-        modules.append(Module(layer, "mlp", mlp_ar, lag))
+        modules.append(Module(layer, "mlp" if mlp_layout is None else mlp_layout[layer], mlp_ar, lag))
     return modules
 
 

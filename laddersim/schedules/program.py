@@ -59,7 +59,8 @@ class _Builder:
         return len(self.ops) - 1
 
 
-def build_program(schedule: str, n_layers: int, tp: int, phase: str = "decode", stage: Stage | None = None) -> Program:
+def build_program(schedule: str, n_layers: int, tp: int, phase: str = "decode", stage: Stage | None = None,
+                  mlp_layout: tuple[str, ...] | None = None) -> Program:
     """Ops of one forward pass on one rank of ``stage`` (default: the whole model, no pipeline).
     With ``tp == 1`` there are no collectives.
 
@@ -70,8 +71,9 @@ def build_program(schedule: str, n_layers: int, tp: int, phase: str = "decode", 
     of those outputs wait for; in decode the first stage receives the token ids the last one
     sampled (``recv_tokens``) before its embedding. A stage other than the last ends with its
     layers: its pending AllReduces end before its pass does, which is when it sends. The transfer
-    is the receiving stage's op (one NCCL send/recv pair, counted once)."""
-    modules = module_plan(schedule, n_layers)
+    is the receiving stage's op (one NCCL send/recv pair, counted once). ``mlp_layout``: each
+    layer's MLP module kind (``laddersim.schedules.plan.module_plan``; None: dense)."""
+    modules = module_plan(schedule, n_layers, mlp_layout)
     stage = stage or whole_model(n_layers)
     start, end = stage_modules(modules, stage)
     b = _Builder()

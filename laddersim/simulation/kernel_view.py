@@ -38,7 +38,8 @@ COLUMNS = ["kernel", "class", "count", "us"]
 
 def kernel_table(model, hardware, tp: int, batch: int, schedule: str = "standard", framework: str | None = None,
                  prompt_len: int = DEFAULT_PROMPT_LEN, phase: str = "decode", gen_len: int = DEFAULT_GEN_LEN,
-                 dtype: str = "bfloat16", quant: str = "none", kv_cache_dtype: str = "auto") -> pd.DataFrame:
+                 dtype: str = "bfloat16", quant: str = "none", kv_cache_dtype: str = "auto",
+                 ep: int = 1) -> pd.DataFrame:
     """One layer's kernels as laddersim prices them: a DataFrame with columns ``kernel`` (the op
     kind, ``op.part`` for a kernel within an op), ``class`` (library_gemm, splitk_reduce,
     generated, attention, copy, other, collective), ``count`` (kernels in the layer) and ``us``
@@ -53,7 +54,7 @@ def kernel_table(model, hardware, tp: int, batch: int, schedule: str = "standard
     linears' quantization and the KV cache's element type (laddersim.model.quantization)."""
     scenario = make_scenario(model=model, hardware=hardware, tp=tp, batch=batch, prompt_len=prompt_len, gen_len=gen_len,
                              schedule=schedule, dtype=dtype, framework=framework or "gpt-fast", quant=quant,
-                             kv_cache_dtype=kv_cache_dtype)
+                             kv_cache_dtype=kv_cache_dtype, ep=ep)
     scenario.model.check_tp(tp)
     fw = load_framework(scenario.workload.framework)
     if phase not in ("decode", "prefill"):
@@ -71,7 +72,8 @@ def kernel_table(model, hardware, tp: int, batch: int, schedule: str = "standard
 
 
 def _layer_kinds(scenario, phase_name: str) -> collections.Counter:
-    program = build_program(scenario.schedule, scenario.model.n_layers, scenario.tp, phase_name)
+    program = build_program(scenario.schedule, scenario.model.n_layers, scenario.tp, phase_name,
+                            mlp_layout=scenario.model.mlp_layout())
     layer = scenario.model.n_layers // 2
     return collections.Counter(op.kind for op in program.ops if op.layer == layer)
 

@@ -114,9 +114,10 @@ def pass_simulation(scenario: Scenario, setup: PassSetup, memory: MemoryUse, opt
     options = options or SimOptions()
     model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
     stage, nodes = setup.stage, setup.nodes
-    decode_pass = compile_program(scenario.schedule, model.n_layers, tp, stage, "decode")
-    prefill_pass = compile_program(scenario.schedule, model.n_layers, tp, stage, "prefill") if stage is not None \
-        else decode_pass
+    layout = model.mlp_layout()
+    decode_pass = compile_program(scenario.schedule, model.n_layers, tp, stage, "decode", mlp_layout=layout)
+    prefill_pass = compile_program(scenario.schedule, model.n_layers, tp, stage, "prefill", mlp_layout=layout) \
+        if stage is not None else decode_pass
     program, masks, kind_names = decode_pass.program, decode_pass.masks, decode_pass.kind_names
     skew = skew_wait_per_compute(hw, tp)
     ops_per_pass = decode_pass.n_ops

@@ -51,15 +51,18 @@ class SimOptions:
 def make_scenario(*, model, hardware, tp: int, batch: int, prompt_len: int, gen_len: int, schedule: str,
                   dtype: str = "bfloat16", kv_cache: str | None = None, kv_reads: str | None = None,
                   framework: str = "gpt-fast", pp: int = 1, microbatches: int = 1,
-                  allreduce: str | None = None, quant: str = "none", kv_cache_dtype: str = "auto") -> Scenario:
+                  allreduce: str | None = None, quant: str = "none", kv_cache_dtype: str = "auto",
+                  ep: int = 1) -> Scenario:
     """A Scenario from names or objects (model preset / config.json path, profile name / path);
     ``kv_cache`` and ``kv_reads`` default to the ``framework``'s (laddersim/data/frameworks). ``pp``
     stages of ``tp`` GPUs each, ``microbatches`` batches of ``batch / microbatches`` in flight
     through them (``laddersim.simulation.pipeline``). ``allreduce``: the AllReduce implementation
     forced over the framework's rule (one line where this group, machine or dtype cannot run it).
     ``quant`` and ``kv_cache_dtype``: the linear layers' quantization and the KV cache's element
-    type (``laddersim.model.quantization``)."""
+    type (``laddersim.model.quantization``); a mixture-of-experts model's experts placed ``ep`` ways
+    over each TP group (``ModelShape.with_ep``)."""
     shape = model if isinstance(model, ModelShape) else load_model_shape(model)
+    shape = shape.with_ep(ep)
     profile = hardware if isinstance(hardware, HardwareProfile) else load_profile(hardware)
     fw = load_framework(framework)
     try:

@@ -158,7 +158,7 @@ def _prepare(index: int, scenario: Scenario) -> _Point | None:
         _raise(checked.memory_error)
     p = _Point()
     p.index, p.scenario, p.nodes, p.memory = index, scenario, checked.nodes, checked.memory
-    compiled = compile_program(scenario.schedule, model.n_layers, tp)
+    compiled = compile_program(scenario.schedule, model.n_layers, tp, mlp_layout=model.mlp_layout())
     p.program, p.masks, p.streams, p.deps, p.kinds = (compiled.program, compiled.masks, compiled.streams, compiled.deps,
                                                       compiled.kind_names)
     if checked.skew_error is not None:
