@@ -62,26 +62,25 @@ def run(args: argparse.Namespace) -> int:
 
 def run_closed_loop(args: argparse.Namespace) -> int:
     """Tables measured at a fixed concurrency: TTFT and TPOT errors per engine x dtype group."""
-    for path, score in zip(args.measured, validate_closed_loop(args.measured, args.models, progress=True)):
-        print(f"{path}: {len(score.rows)} rows scored, {len(score.skipped)} skipped (closed loop at the row's "
-              "concurrency, its engine's scheduler; mean TTFT and TPOT)")
-        for line in score.mappings:
-            print(f"  {line}")
-        for line in skipped_reasons(score.skipped):
-            print(f"  skipped: {line}")
-        if not score.summary.empty:
-            print(score.summary.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
-    return 0
+    scores = validate_closed_loop(args.measured, args.models, progress=True)
+    return _print_scores(args.measured, scores, "closed loop at the row's concurrency, its engine's scheduler; "
+                         "mean TTFT and TPOT", skipped_reasons)
 
 
 def run_static(args: argparse.Namespace) -> int:
     """Static-batch tables of other engines and GPUs: tokens/s, TTFT and TPOT errors per GPU x engine."""
-    for path, score in zip(args.measured, validate_static(args.measured, args.models, args.allreduce, progress=True)):
-        print(f"{path}: {len(score.rows)} rows scored, {len(score.skipped)} skipped (one static batch per row, "
-              "standard schedule; TTFT = the batch's prefill, TPOT = a decode step)")
+    scores = validate_static(args.measured, args.models, args.allreduce, progress=True)
+    return _print_scores(args.measured, scores, "one static batch per row, standard schedule; TTFT = the batch's "
+                         "prefill, TPOT = a decode step", static_skipped_reasons)
+
+
+def _print_scores(paths, scores, how: str, reasons) -> int:
+    """Each table's rows scored and skipped, the mappings it used, and its error summary."""
+    for path, score in zip(paths, scores):
+        print(f"{path}: {len(score.rows)} rows scored, {len(score.skipped)} skipped ({how})")
         for line in score.mappings:
             print(f"  {line}")
-        for line in static_skipped_reasons(score.skipped):
+        for line in reasons(score.skipped):
             print(f"  skipped: {line}")
         if not score.summary.empty:
             print(score.summary.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
