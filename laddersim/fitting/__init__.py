@@ -11,7 +11,8 @@
   ``laddersim.costs.calibrated_kernels``);
 * the public measured tables a profile lists (``laddersim profiles fit``): ``public_tables``
   (``fit_intra_node``, ``fit_gemm``, ``fit_network``), and the SHM transport's constants from the
-  public P2P-off tables (``public_tables.fit_shm_transport``);
+  public P2P-off tables (``public_tables.fit_shm_transport``); a GPU's per-kernel floor from the
+  decode rows of its GEMM table: ``kernel_floor``;
 * the development tables (``laddersim/data/validation``), for the shipped profiles' constants no
   microbenchmark pins: ``graph_host_node``, ``load_latency``, ``p2p_off_transport``
   (``tools/fits/*.py`` print each fit).
