@@ -10,7 +10,6 @@ from typing import Sequence
 
 from laddersim.api.common import listed
 from laddersim.validation.static_external import StaticScore, is_static_table  # noqa: F401
-from laddersim.validation.static_external import skipped_reasons as static_skipped_reasons  # noqa: F401
 
 
 def validate_static(measured: str | Path | Sequence[str | Path], models: str | Path | None = None,

@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from laddersim.api.closed_loop_validation import is_closed_loop_table, skipped_reasons, validate_closed_loop
-from laddersim.api.static_validation import is_static_table, static_skipped_reasons, validate_static
+from laddersim.api.static_validation import is_static_table, validate_static
 from laddersim.api.validation_task import SCORED_EXTRA_SHARE, groups_markdown, model_label, setting_columns, validate
 from laddersim.cli.args import add_measured_workload_args, call_api, default_of
 from laddersim.support.choices import VALIDATION_REPORT_DIR
@@ -64,23 +64,23 @@ def run_closed_loop(args: argparse.Namespace) -> int:
     """Tables measured at a fixed concurrency: TTFT and TPOT errors per engine x dtype group."""
     scores = validate_closed_loop(args.measured, args.models, progress=True)
     return _print_scores(args.measured, scores, "closed loop at the row's concurrency, its engine's scheduler; "
-                         "mean TTFT and TPOT", skipped_reasons)
+                         "mean TTFT and TPOT")
 
 
 def run_static(args: argparse.Namespace) -> int:
     """Static-batch tables of other engines and GPUs: tokens/s, TTFT and TPOT errors per GPU x engine."""
     scores = validate_static(args.measured, args.models, args.allreduce, progress=True)
     return _print_scores(args.measured, scores, "one static batch per row, standard schedule; TTFT = the batch's "
-                         "prefill, TPOT = a decode step", static_skipped_reasons)
+                         "prefill, TPOT = a decode step")
 
 
-def _print_scores(paths, scores, how: str, reasons) -> int:
+def _print_scores(paths, scores, how: str) -> int:
     """Each table's rows scored and skipped, the mappings it used, and its error summary."""
     for path, score in zip(paths, scores):
         print(f"{path}: {len(score.rows)} rows scored, {len(score.skipped)} skipped ({how})")
         for line in score.mappings:
             print(f"  {line}")
-        for line in reasons(score.skipped):
+        for line in skipped_reasons(score.skipped):
             print(f"  skipped: {line}")
         if not score.summary.empty:
             print(score.summary.to_string(index=False, float_format=lambda v: f"{v:.1f}"))

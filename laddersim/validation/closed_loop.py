@@ -94,7 +94,7 @@ def read_closed_loop(path: str | Path) -> pd.DataFrame:
     return frame
 
 
-def _model_source(model: str, models_dir: Path) -> str:
+def model_source(model: str, models_dir: Path) -> str:
     """The config the table folder's models/ holds for ``model`` (org/name as org--name.json, or
     name.json), else ``model`` itself (a shipped preset's name, or refused when loaded)."""
     for candidate in (models_dir / f"{model.replace('/', '--')}.json", models_dir / f"{model}.json"):
@@ -133,7 +133,7 @@ def score_closed_loop(path: str | Path, models_dir: str | Path | None = None,
                 raise UserInputError(f"hardware {row.hardware!r} has no shipped profile; allowed: "
                                      f"{', '.join(HARDWARE_PROFILES)}")
             if row.model not in shapes:
-                shapes[row.model] = load_model_shape(_model_source(str(row.model), models))
+                shapes[row.model] = load_model_shape(model_source(str(row.model), models))
             if row.hardware not in profiles:
                 profiles[row.hardware] = load_profile(HARDWARE_PROFILES[row.hardware])
             framework = ENGINE_FRAMEWORKS[engine]

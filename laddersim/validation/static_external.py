@@ -30,7 +30,8 @@ import pandas as pd
 
 from laddersim.errors import DoesNotFitError, UserInputError
 from laddersim.support.io_read import read_text
-from laddersim.validation.closed_loop import HARDWARE_PROFILES  # GPU names -> shipped profiles, one mapping
+# One mapping of GPU names to shipped profiles, one model lookup, one list of skipped rows for every external table.
+from laddersim.validation.closed_loop import HARDWARE_PROFILES, model_source, skipped_reasons
 
 STATIC_COLUMNS = ("model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "engine",
                   "engine_version", "hardware", "dtype", "tokens_per_s", "ttft_s", "tpot_s")
@@ -75,11 +76,6 @@ def read_static(path: str | Path) -> pd.DataFrame:
     return frame
 
 
-def _model_source(model: str, folder: Path) -> str:
-    config = folder / f"{model}.json"
-    return str(config) if config.is_file() else model
-
-
 def score_static(path: str | Path, models_dir: str | Path | None = None,
                  allreduce: str | None = None) -> StaticScore:
     """Score every priced row of the static table at ``path`` (module docstring); ``models_dir``:
@@ -103,7 +99,7 @@ def score_static(path: str | Path, models_dir: str | Path | None = None,
             raise UserInputError(f"measured: hardware {row.hardware!r} has no shipped profile here; allowed: "
                                  f"{', '.join(HARDWARE_PROFILES)}")
         framework, profile = ENGINE_FRAMEWORKS[engine], HARDWARE_PROFILES[row.hardware]
-        scenario = make_scenario(model=_model_source(str(row.model), folder), hardware=profile, tp=int(row.tp),
+        scenario = make_scenario(model=model_source(str(row.model), folder), hardware=profile, tp=int(row.tp),
                                  batch=int(row.batch), prompt_len=int(row.prompt_len), gen_len=int(row.gen_len),
                                  schedule=str(row.schedule), dtype=activations, framework=framework,
                                  allreduce=allreduce, quant=quant, kv_cache_dtype=kv_cache_dtype,
@@ -162,14 +158,6 @@ def static_summary(rows: pd.DataFrame) -> pd.DataFrame:
             line[f"{metric}_worst_abs_err_pct"] = float(errors.max()) if len(errors) else np.nan
         out.append(line)
     return pd.DataFrame(out)
-
-
-def skipped_reasons(skipped: pd.DataFrame) -> list[str]:
-    """One line per (model, engine, dtype, reason): how many rows it skipped."""
-    if skipped.empty:
-        return []
-    counts = skipped.groupby(["model", "engine", "dtype", "reason"], sort=True).size()
-    return [f"{n} rows of {model} {engine} {dtype}: {reason}" for (model, engine, dtype, reason), n in counts.items()]
 
 
 __all__ = ["ENGINE_FRAMEWORKS", "HARDWARE_PROFILES", "STATIC_COLUMNS", "StaticScore", "is_static_table",
