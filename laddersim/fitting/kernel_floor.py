@@ -19,14 +19,12 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from laddersim.costs.gemm import gemm_time_s
 from laddersim.hardware.compute_specs import GpuSpec
-from laddersim.hardware.sourced import Sourced
+from laddersim.fitting.public_tables import fit_gemm_rows
 
 FLOOR_MAX_M = 16  # decode batch sizes: the GEMM reads its weights, m hardly matters
 FLOOR_MAX_WEIGHT_BYTES = 4 << 20  # 4 MiB of bf16 weights: ~2 us of HBM at 2 TB/s, the floor's order
 FLOOR_MIN_NK = 32  # the tables' smallest n and k
-GEMM_FIT_MIN_NK = 512  # the roofline fit's rows, as public_tables.fit_gemm
 
 
 def floor_rows(frame: pd.DataFrame) -> pd.DataFrame:
@@ -59,19 +57,7 @@ def fit_kernel_floor(frame: pd.DataFrame) -> dict[str, float]:
 
 def fit_gemm_at_floor(gpu: GpuSpec, frame: pd.DataFrame, floor_us: float) -> dict[str, float]:
     """The roofline's compute and memory efficiency and blend order (``laddersim.costs.gemm``)
-    fitted to the rows with n, k >= ``GEMM_FIT_MIN_NK``, the kernel floor held at ``floor_us``."""
-    rows = frame[(frame["n"] >= GEMM_FIT_MIN_NK) & (frame["k"] >= GEMM_FIT_MIN_NK)]
-    m, n, k = (rows[c].to_numpy(float) for c in ("m", "n", "k"))
-    t_s = rows["time_us"].to_numpy(float) * 1e-6
-    floor = Sourced(value=float(floor_us), source="fit")
-
-    def residual(p):
-        update = {name: Sourced(value=float(v), source="fit") for name, v in
-                  zip(("gemm_compute_efficiency", "gemm_memory_efficiency", "gemm_blend_order"), np.exp(p))}
-        return np.log(gemm_time_s(gpu.model_copy(update={**update, "kernel_launch_us": floor}), m, n, k, 2) / t_s)
-
-    res = least_squares(residual, np.log([0.7, 0.8, 3.0]), loss="soft_l1", f_scale=0.1)
-    ce, me, p = np.exp(res.x)
-    rms = float(np.sqrt(np.mean(residual(res.x) ** 2)))
-    return {"gemm_compute_efficiency": round(float(ce), 3), "gemm_memory_efficiency": round(float(me), 3),
-            "gemm_blend_order": round(float(p), 2), "rms_log_error": round(rms, 3), "rows": int(len(rows))}
+    fitted to the rows with n, k >= ``public_tables.GEMM_FIT_MIN_NK``, the kernel floor held at ``floor_us``
+    (``public_tables.fit_gemm_rows``, the whole-table fit with one parameter held)."""
+    fitted, rms, rows = fit_gemm_rows(gpu, frame, floor_us)
+    return {**fitted, "rms_log_error": round(rms, 3), "rows": int(len(rows))}

@@ -56,28 +56,37 @@ def fit_intra_node(profile: HardwareProfile) -> list[TierFit]:
     return sorted(fits, key=lambda f: f.gpus)
 
 
+GEMM_FIT_MIN_NK = 512  # the shapes the simulator asks about: every Llama projection at TP <= 8
+GEMM_FIT_PARAMETERS = ("gemm_compute_efficiency", "gemm_memory_efficiency", "gemm_blend_order", "kernel_launch_us")
+
+
 def fit_gemm(profile: HardwareProfile) -> dict[str, float]:
     """Fitted GEMM parameters of ``profile.gpu`` against its first GEMM table."""
     gpu = profile.gpu
     table = gpu.gemm_tables[0]
-    frame = read_gemm_table_csv(profile_path(profile, table.file))
-    # Fit over the shapes the simulator asks about (n, k >= 512: every Llama projection at TP <= 8).
-    frame = frame[(frame["n"] >= 512) & (frame["k"] >= 512)]
+    fitted, _, frame = fit_gemm_rows(gpu, read_gemm_table_csv(profile_path(profile, table.file)))
+    return {**fitted, "sustained_tflops": sustained_tflops(frame), "rows": len(frame), "file": table.file}
+
+
+def fit_gemm_rows(gpu, frame: pd.DataFrame, floor_us: float | None = None) -> tuple[dict[str, float], float, pd.DataFrame]:
+    """The roofline's efficiencies, blend order and, unless ``floor_us`` holds it, kernel floor
+    (``laddersim.costs.gemm``) fitted to the rows of a GEMM table (``m,n,k,time_us``) with n, k >=
+    ``GEMM_FIT_MIN_NK`` (least squares on log(model / measured), soft-L1): the fitted values, the
+    rms log error, and the rows used."""
+    frame = frame[(frame["n"] >= GEMM_FIT_MIN_NK) & (frame["k"] >= GEMM_FIT_MIN_NK)]
     m, n, k = (frame[c].to_numpy(float) for c in ("m", "n", "k"))
     t = frame["time_us"].to_numpy() * 1e-6
+    names = GEMM_FIT_PARAMETERS if floor_us is None else GEMM_FIT_PARAMETERS[:3]
+    held = {} if floor_us is None else {"kernel_launch_us": Sourced(value=float(floor_us), source="fit")}
 
-    def model(p):
-        update = {name: Sourced(value=float(v), source="fit") for name, v in
-                  zip(("gemm_compute_efficiency", "gemm_memory_efficiency", "gemm_blend_order", "kernel_launch_us"),
-                      np.exp(p))}
-        return gemm_time_s(gpu.model_copy(update=update), m, n, k, 2)
+    def residual(p):
+        update = {name: Sourced(value=float(v), source="fit") for name, v in zip(names, np.exp(p))}
+        return np.log(gemm_time_s(gpu.model_copy(update={**update, **held}), m, n, k, 2) / t)
 
-    x0 = np.log([0.7, 0.8, 3.0, 3.0])
-    res = least_squares(lambda p: np.log(model(p) / t), x0, loss="soft_l1", f_scale=0.1)
-    ce, me, p, launch = np.exp(res.x)
-    return {"gemm_compute_efficiency": round(float(ce), 3), "gemm_memory_efficiency": round(float(me), 3),
-            "gemm_blend_order": round(float(p), 2), "kernel_launch_us": round(float(launch), 2),
-            "sustained_tflops": sustained_tflops(frame), "rows": len(frame), "file": table.file}
+    res = least_squares(residual, np.log([0.7, 0.8, 3.0, 3.0][:len(names)]), loss="soft_l1", f_scale=0.1)
+    digits = {"gemm_compute_efficiency": 3, "gemm_memory_efficiency": 3, "gemm_blend_order": 2, "kernel_launch_us": 2}
+    fitted = {name: round(float(v), digits[name]) for name, v in zip(names, np.exp(res.x))}
+    return fitted, float(np.sqrt(np.mean(residual(res.x) ** 2))), frame
 
 
 SUSTAINED_M = 8192  # the table's longest GEMMs: tens of ms of back-to-back work per timed run
