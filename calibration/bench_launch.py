@@ -281,7 +281,7 @@ def _after_failure(exc: mp.ProcessExitedException, opts: RunOptions, grid: dict,
                    last: bool) -> tuple[int, str] | None:
     """The exit code and its line after ranks that ended short, or None to launch them again (a
     rank killed by a signal, once: the CPU profiler of the ops benchmark has segfaulted about once
-    in 25 two-rank runs here, torch 2.13 with_stack=True)."""
+    in 25 two-rank runs here with torch 2.13 with_stack=True, which op_trace no longer uses)."""
     cause = exc.cause if isinstance(exc, RanksFailed) else RankEnd(exc.error_index, exc.exit_code)
     hang = exc.hang if isinstance(exc, RanksFailed) else None
     kind = cause.account.kind if cause.account is not None else ("signal" if cause.signal_name else "error")

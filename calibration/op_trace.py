@@ -1,12 +1,17 @@
 """Count the framework ops of one real ``ladder_bench`` decode step, per op kind of the op program.
 
-A ``torch.profiler`` trace (CPU activity, Python stacks) of one decode step, as
+A ``torch.profiler`` trace (CPU activity) of one decode step, as
 ``ladder_bench.generate_once`` runs it (forward, sampling, the loop's bookkeeping: ``ladder_forward``). Every
 top-level op (an ``aten::``/``c10d::`` op not called from inside another op: what the Python
 code dispatches, each paying the framework's per-op overhead once) is attributed to the op kind
 of laddersim's op program (``laddersim.schedules.program``) named by the innermost
-``ladder_bench`` / ``ladder_forward`` / ``ladder_model`` function in its stack that is a kind (``FRAME_KINDS``: they
-name one function per kind), and classed (``op_class``):
+``ladder_bench`` / ``ladder_forward`` / ``ladder_model`` function around it that is a kind (``FRAME_KINDS``: they
+name one function per kind), and classed (``op_class``). The functions are found by a
+``sys.setprofile`` hook on the calling thread that opens a ``record_function`` range
+(``ladder::<function>``) around each call of one, not by the profiler's Python stacks: its
+``with_stack=True`` tracer hooks every thread, gloo's workers included, and segfaulted about once in 25
+two-rank runs here while a ladder step's AllReduce ran beside its compute (torch 2.13; twice in a row
+in one CI run), where the ranges have not failed.
 
 * ``collective``: a ``c10d::`` op (the issue of an AllReduce or AllGather), kind
   ``collective_launch`` wherever it is called;
@@ -35,7 +40,7 @@ if _ROOT not in sys.path:
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
 import torch  # noqa: E402
-from torch.profiler import ProfilerActivity, profile  # noqa: E402
+from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E402
 
 from calibration import ladder_forward as lf  # noqa: E402
 from calibration import ladder_comm as lcomm  # noqa: E402
@@ -60,7 +65,8 @@ VIEW_OPS = frozenset({
     "aten::lift_fresh", "aten::contiguous",
 })
 OP_CLASSES = ("compute", "view", "collective")
-_FRAME = re.compile(r"ladder_(?:bench|forward|model)\.py\(\d+\): (\w+)$")  # the benchmark, its passes, its model
+_FILE = re.compile(r"ladder_(?:bench|forward|model)\.py$")  # the benchmark, its passes, its model
+RANGE_PREFIX = "ladder::"  # the record_function range around a call of a FRAME_KINDS function
 
 
 def op_class(name: str) -> str:
@@ -79,11 +85,37 @@ def _kind(event) -> str | None:
         return "collective_launch"
     parent = event.cpu_parent
     while parent is not None:
-        match = _FRAME.search(parent.name)
-        if match and match.group(1) in FRAME_KINDS:
-            return FRAME_KINDS[match.group(1)]
+        if parent.name.startswith(RANGE_PREFIX):
+            return FRAME_KINDS[parent.name[len(RANGE_PREFIX):]]
         parent = parent.cpu_parent
     return None
+
+
+class KindRanges:
+    """A ``sys.setprofile`` hook: a ``record_function`` range named ``ladder::<function>`` around
+    every call of a ``FRAME_KINDS`` function of the benchmark's files, on the thread that sets it."""
+
+    def __init__(self) -> None:
+        self.open: list[tuple[object, record_function]] = []
+
+    def __call__(self, frame, event, arg) -> None:
+        if event == "call":
+            code = frame.f_code
+            if code.co_name in FRAME_KINDS and _FILE.search(code.co_filename):
+                span = record_function(RANGE_PREFIX + code.co_name)
+                span.__enter__()
+                self.open.append((frame, span))
+        elif event == "return" and self.open and self.open[-1][0] is frame:
+            self.open.pop()[1].__exit__(None, None, None)
+
+    def __enter__(self) -> "KindRanges":
+        sys.setprofile(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        sys.setprofile(None)
+        while self.open:
+            self.open.pop()[1].__exit__(None, None, None)
 
 
 def trace_step(model, comm, schedule: str, batch: int, pos: int, top_k: int = 200,
@@ -101,7 +133,7 @@ def trace_step(model, comm, schedule: str, batch: int, pos: int, top_k: int = 20
         for i in range(warmup):
             tok = lf.step(decode_one, tok, input_pos, new, i)
         input_pos.fill_(pos)
-        with profile(activities=[ProfilerActivity.CPU], with_stack=True) as prof:
+        with profile(activities=[ProfilerActivity.CPU]) as prof, KindRanges():
             lf.step(decode_one, tok, input_pos, new, warmup)
     return [(e.name, _kind(e) or "?", op_class(e.name)) for e in top_level(prof)]
 
