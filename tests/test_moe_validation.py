@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from laddersim.errors import UserInputError
 from laddersim.validation.moe_rows import moe_validation_rows
 
 
@@ -41,11 +40,3 @@ def test_gptfast_out_of_memory_rows_are_refused_and_the_rest_priced(rows):
     # more TP is faster, as measured
     mixtral = priced[priced.model == "Mixtral-8x7B-v0.1"].sort_values("tp")
     assert list(mixtral.predicted) == sorted(mixtral.predicted)
-
-
-def test_serving_an_moe_model_is_refused_in_one_line():
-    import laddersim
-
-    with pytest.raises(UserInputError) as err:
-        laddersim.serving("mixtral-8x7b", "h100-sxm-nvswitch", tp=2, rate=1.0, requests=4, prompt_len=64, gen_len=8)
-    assert "mixture-of-experts" in str(err.value) and "\n" not in str(err.value)

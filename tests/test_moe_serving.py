@@ -1,0 +1,66 @@
+"""Serving a mixture-of-experts model: each iteration's MoE ops priced at its tokens (the experts
+they hit), the layer extrapolation exact where every layer is alike and replaced by whole-model
+runs where dense and MoE layers interleave, expert parallelism on the serving CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from laddersim.cli import main
+from laddersim.costs.op_costs import op_times_s
+from laddersim.traffic.iteration_time import IterationTimer, MixedPhase
+from laddersim.traffic.run import serving_scenario
+
+
+def _whole_model(timer: IterationTimer, tokens: int, logits: int, a_s: float) -> float:
+    seconds, compute, comm, tail_s = timer._base_at(tokens)
+    whole, _ = timer._run(timer._full, seconds, compute, comm, a_s)
+    return whole - tail_s + timer._tail_seconds(tokens, logits)
+
+
+@pytest.mark.parametrize("schedule", ["standard", "ladder"])
+def test_moe_iteration_extrapolated_from_reduced_runs_equals_the_whole_model(schedule):
+    timer = IterationTimer(serving_scenario("mixtral-8x7b", "h100-sxm-nvswitch", 2, schedule, framework="vllm"))
+    assert "moe_gate_up" in timer._kind_names and "gate_up" not in timer._kind_names
+    for tokens, logits, a_s in ((1, 1, 2e-5), (24, 10, 1.3e-4), (2048, 3, 9e-4)):
+        assert timer.seconds(tokens, logits, a_s) == pytest.approx(_whole_model(timer, tokens, logits, a_s), rel=1e-9)
+    assert timer.whole_model_runs == 0
+
+
+def test_interleaved_dense_and_moe_layers_run_the_whole_model():
+    """Llama 4 Maverick: MoE every second layer; reduced runs of alike layers would not stand for it."""
+    scenario = serving_scenario("llama-4-maverick", "h200-sxm-nvswitch", 8, "ladder", framework="vllm")
+    timer = IterationTimer(scenario)
+    assert timer._reduced == [] and {"moe_gate_up", "gate_up"} <= set(timer._kind_names)
+    got = timer.seconds(8, 8, 1e-4)
+    assert got == pytest.approx(_whole_model(timer, 8, 8, 1e-4), rel=1e-12) and timer.whole_model_runs > 0
+
+
+def test_moe_iteration_follows_the_experts_its_tokens_hit():
+    """Mixtral (8 experts, top 2) under the standard schedule, where the iteration is the serial
+    sum: one token reads 2 experts, 64 tokens all 8; the grouped GEMMs' share grows accordingly."""
+    s = serving_scenario("mixtral-8x7b", "h100-sxm-nvswitch", 2, "standard", framework="vllm")
+    timer = IterationTimer(s)
+    times = [op_times_s(s.model, s.hardware, s.workload, 2, MixedPhase("decode", t, 1, t), np.ones(1)) for t in (1, 64)]
+    grouped = [float(t["moe_gate_up"][0] + t["moe_down"][0]) for t in times]
+    assert 3.0 < grouped[1] / grouped[0] < 4.2  # ~ 8 / 2 experts' weights streamed
+    one, many = timer.seconds(1, 1, 1e-5), timer.seconds(64, 64, 1e-5)
+    # the grouped GEMMs' growth, plus a little from the rest of the pass (its 64 rows)
+    assert 1.0 <= (many - one) / (s.model.n_layers * (grouped[1] - grouped[0])) < 1.2
+
+
+def test_serving_cli_takes_ep_and_refuses_a_bad_one_in_one_line(capsys):
+    args = ["serving", "--model", "qwen3-30b-a3b", "--hardware", "h100-sxm-nvswitch", "--tp", "4",
+            "--framework", "vllm", "--rate", "4", "--requests", "20", "--prompt-len", "256", "--gen-len", "16",
+            "--schedule", "ladder", "--no-progress"]
+    assert main(args + ["--ep", "2", "--json"]) == 0
+    ep2 = json.loads(capsys.readouterr().out)[0]
+    assert main(args + ["--json"]) == 0
+    ep1 = json.loads(capsys.readouterr().out)[0]
+    assert ep2["requests"] == ep1["requests"] == 20 and ep2["tpot_p50_s"] != ep1["tpot_p50_s"]
+    assert main(args + ["--ep", "3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ep: 3 does not divide the 128 experts") and "\n" not in err
