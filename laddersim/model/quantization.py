@@ -81,4 +81,7 @@ def weight_bytes_per_rank(model, tp: int, layers: int, first: bool, last: bool, 
     total = model.stage_params_per_rank(tp, layers, first, last) * dtype_bytes
     if quant.weight_bytes is None:
         return float(total)
-    return float(total - layers * linear_weights_per_layer_per_rank(model, tp) * (dtype_bytes - quant.weight_bytes))
+    # a mixture of experts' expert weights (beyond the dense MLP they replace), at the model's mean per layer
+    linear = layers * linear_weights_per_layer_per_rank(model, tp) + \
+        model.moe_extra_linear_params_per_rank(tp) * layers // model.n_layers
+    return float(total - linear * (dtype_bytes - quant.weight_bytes))
