@@ -64,3 +64,28 @@ def test_serving_cli_takes_ep_and_refuses_a_bad_one_in_one_line(capsys):
     assert main(args + ["--ep", "3"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ep: 3 does not divide the 128 experts") and "\n" not in err
+
+
+def test_plan_enumerates_tp_x_ep_and_says_why_a_split_is_out(capsys):
+    """An MoE model's plan simulates every expert-parallel degree its experts allow at each TP and
+    prints one verdict per TP x EP split, the ones that cannot run with the reason; a dense model
+    given --ep > 1 is refused in one line."""
+    args = ["plan", "--model", "qwen3-30b-a3b", "--profiles", "h100-sxm-nvswitch", "--min-user-tokens-per-s", "60",
+            "--batch", "4", "--tp", "4", "--schedule", "ladder", "--workers", "1", "--no-progress",
+            "--price-per-gpu-hour", "2"]
+    assert main(args + ["--ep", "1", "3", "4", "8"]) == 0
+    out = capsys.readouterr().out
+    splits = [line.strip() for line in out.splitlines() if line.startswith("  h100-sxm-nvswitch TP 4 x PP 1 x EP")]
+    assert len(splits) == 4
+    assert any(line.startswith("h100-sxm-nvswitch TP 4 x PP 1 x EP 4 (1 node, 4 GPUs): meets it") for line in splits)
+    assert any("EP 3: cannot run: ep: 3 does not divide the 128 experts" in line for line in splits)
+    assert any("EP 8: cannot run: ep: 8 does not divide tp 4" in line for line in splits)
+    from laddersim.planning.planner import candidate_eps
+    from laddersim.model.shape import load_model_shape
+
+    assert candidate_eps(load_model_shape("mixtral-8x7b"), 8) == [1, 2, 4, 8]
+    assert candidate_eps(load_model_shape("llama-3.1-8b"), 8) == [1]
+    assert main(["plan", "--model", "llama-3.1-8b", "--profiles", "h100-sxm-nvswitch", "--min-user-tokens-per-s",
+                 "60", "--ep", "2", "--workers", "1", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "error: ep: 2 places experts, and llama-3.1-8b is dense; allowed: 1"

@@ -148,7 +148,8 @@ def moe_op_times_s(model: ModelShape, hw: HardwareProfile, work: Workload, tp: i
         s_r = moe.shared_intermediate // tp
         linear = ((lambda m, n, k: quantized_linear_time_s(hw, work, m, n, k, peak)[0]) if quant.name != "none"
                   else (lambda m, n, k: library_gemm_time_s(hw, m, n, k, b, peak)[0]))
-        times["moe_shared"] = linear(t, 2 * s_r, d) + float(memory_bound_time_s(gpu, 3 * t * s_r * b)) + linear(t, d, s_r)
+        times["moe_shared"] = (linear(t, 2 * s_r, d) + float(memory_bound_time_s(gpu, 3 * t * s_r * b))
+                               + linear(t, d, s_r))
     return times
 
 

@@ -49,8 +49,9 @@ def moe_section(out_dir: Path, figures_dir: Path) -> Section:
             for tp, ep in SPLITS:
                 for batch in BATCHES:
                     got = _row(model, hardware, tp, ep, batch)
-                    rows.append({"model": name, "hardware": hardware, "split": f"TP {tp}" + (f" x EP {ep}" if ep > 1 else ""),
-                                 "batch": batch, **(got or {"standard decode tok/s": "-"})})
+                    split = f"TP {tp}" + (f" x EP {ep}" if ep > 1 else "")
+                    rows.append({"model": name, "hardware": hardware, "split": split, "batch": batch,
+                                 **(got or {"standard decode tok/s": "-"})})
     frame = pd.DataFrame(rows).fillna("-")
     body = "\n".join([
         f"Decode tokens/s of the standard and Ladder schedules, prompt {PROMPT_LEN}, {GEN_LEN} new tokens, bf16, "

@@ -44,10 +44,14 @@ class Point:
     serving: tuple[tuple[str, object], ...] | None = None  # (column, value) of a serving point
     pp: int = 1  # pipeline stages
     pp_microbatches: int = 1  # batches in flight through them
+    ep: int = 1  # a mixture-of-experts model's expert-parallel ranks in each TP group
 
     def inputs(self) -> dict:
-        """The input columns of this point's result row."""
+        """The input columns of this point's result row (``ep`` only where the experts are placed,
+        so a dense point's row and key are what they were)."""
         row = {c: getattr(self, c) for c in SCENARIO_COLUMNS}
+        if self.ep != 1:
+            row["ep"] = self.ep
         row.update(self.overrides)
         row.update(self.serving or ())
         return row

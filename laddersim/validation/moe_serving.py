@@ -4,8 +4,8 @@
 * TensorRT-LLM v0.17 ``trtllm-bench`` throughput (``trtllm_perf_overview_v0.17.csv``): every request
   of the document's dataset (``DATASET_REQUESTS``: its count for the row's ISL/OSL, every prompt and
   output exactly ISL and OSL tokens) arriving at once, served under TensorRT-LLM's scheduler
-  (``laddersim.traffic.engines``: in-flight batching, whole contexts beside the generation
-  requests) on the ``trtllm`` framework's kernels; predicted = output tokens / (last finish). FP8
+  (``laddersim.traffic.engines``: in-flight batching, its token budget and batch limit) with
+  chunked context, trtllm-bench's default (``TRTLLM_BENCH_CHUNKED``), on the ``trtllm`` framework's kernels; predicted = output tokens / (last finish). FP8
   rows run FP8 experts and linears and an FP8 KV cache (the document's engines are built with
   ``--quantization FP8``, which in v0.17 quantizes the KV cache too), FP16 rows 16-bit ones. The
   GH200 rows are skipped: no GH200 profile ships.
@@ -42,6 +42,9 @@ PRECISIONS = {"FP8": ("float16", "fp8", "fp8"), "FP16": ("float16", "none", "aut
 # @ 258c7540c03517def55d9a5aadfa9288af474e1b, "Preparing a Dataset" table.
 DATASET_REQUESTS = {(128, 128): 30000, (128, 2048): 3000, (128, 4096): 1500, (2048, 128): 3000, (2048, 2048): 1500,
                     (5000, 500): 1500, (1000, 1000): 3000, (500, 2000): 3000, (20000, 2000): 1000}
+# NVIDIA/TensorRT-LLM tensorrt_llm/bench/benchmark/throughput.py: ``--enable_chunked_context/
+# --disable_chunked_context`` defaults to enabled: a context is prefilled in chunks beside the generation requests.
+TRTLLM_BENCH_CHUNKED = True
 # vllm-project/vllm benchmarks/benchmark_serving.py (v0.3.x, Feb 2024): --num-prompts default 1000.
 ITL_REQUESTS = 1000
 # vLLM V0 (v0.3.x) SchedulerConfig: max_num_seqs 256 (EngineArgs default); max_num_batched_tokens
@@ -76,9 +79,10 @@ def _scenario(cache: dict, model: str, gpu: str, tp: int, framework: str, precis
     return scenario
 
 
-def trtllm_rows(gpus: tuple[str, ...] | None = None) -> tuple[list[list], list[dict]]:
+def trtllm_rows(gpus: tuple[str, ...] | None = None,
+                lengths: tuple[tuple[int, int], ...] | None = None) -> tuple[list[list], list[dict]]:
     """(scored rows, skipped rows with ``reason``) of the TensorRT-LLM throughput table, optionally
-    only the rows of ``gpus``."""
+    only the rows of ``gpus`` and of the (ISL, OSL) pairs ``lengths``."""
     from laddersim.traffic.arrivals import Requests
     from laddersim.traffic.engines import engine_options
     from laddersim.traffic.options import ServingOptions
@@ -88,8 +92,10 @@ def trtllm_rows(gpus: tuple[str, ...] | None = None) -> tuple[list[list], list[d
     table["precision"] = table["note"].str.extract(r"precision=(\w+)", expand=False)
     if gpus is not None:
         table = table[table["gpu"].isin(gpus)]
+    if lengths is not None:
+        table = table[[(int(i), int(o)) in lengths for i, o in zip(table["input_len"], table["output_len"])]]
     cache, out, skipped = {}, [], []
-    options = engine_options("trtllm", ServingOptions())
+    options = engine_options("trtllm", ServingOptions()).model_copy(update={"split_prompts": TRTLLM_BENCH_CHUNKED})
     for r in table.itertuples():
         isl, osl, tp = int(r.input_len), int(r.output_len), int(r.tp)
         n = DATASET_REQUESTS[(isl, osl)]
