@@ -89,3 +89,21 @@ def test_plan_enumerates_tp_x_ep_and_says_why_a_split_is_out(capsys):
                  "60", "--ep", "2", "--workers", "1", "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "error: ep: 2 places experts, and llama-3.1-8b is dense; allowed: 1"
+
+
+def test_sweep_takes_ep_and_keys_each_split(tmp_path):
+    """A sweep's ``ep`` axis: one row per EP with its own standard baseline, the rows and keys of
+    EP 1 as a grid without the axis has them (so a dense sweep is what it was), resumed whole."""
+    import laddersim
+
+    grid = dict(models=["mixtral-8x7b"], hardware=["h100-sxm-nvswitch"], tp=[4], batch=[1], gen_len=[16])
+    with_ep = laddersim.sweep(None, tmp_path / "a", workers=1, ep=[1, 4], **grid)
+    without = laddersim.sweep(None, tmp_path / "b", workers=1, **grid)
+    assert sorted(with_ep.ep) == [1, 1, 4, 4] and "ep" not in without.columns
+    one = with_ep[with_ep.ep == 1].drop(columns=["ep"]).reset_index(drop=True)
+    assert one.equals(without.reset_index(drop=True))
+    four = with_ep[with_ep.ep == 4].set_index("schedule")
+    assert four.loc["standard", "speedup_vs_standard"] == 1.0
+    assert four.loc["standard", "tokens_per_s"] != one.set_index("schedule").loc["standard", "tokens_per_s"]
+    again = laddersim.sweep(None, tmp_path / "a", workers=1, ep=[1, 4], **grid)
+    assert again.attrs["reused"] == 4 and again.attrs["computed"] == 0  # 2 EP x 2 schedules
