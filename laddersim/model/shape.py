@@ -150,13 +150,6 @@ class ModelShape(BaseModel):
         per_layer = self.moe.layer_params_per_rank(self.dim, tp) - 3 * self.dim * self.intermediate_per_rank(tp)
         return len(self.moe.moe_layers) * per_layer
 
-    def moe_extra_linear_params_per_rank(self, tp: int) -> int:
-        """``moe_extra_params_per_rank`` less the routers: the expert weights a quantization
-        stores at its bytes (vLLM and TensorRT-LLM keep the router linear 16-bit). 0 for a dense model."""
-        if self.moe is None:
-            return 0
-        return self.moe_extra_params_per_rank(tp) - len(self.moe.moe_layers) * self.dim * self.moe.n_experts
-
     def layers_params_per_rank(self, tp: int, layers: int) -> int:
         """Parameters of ``layers`` decoder layers on one rank: all of them exactly, fewer (a pipeline
         stage) at the model's mean per layer where MoE and dense layers interleave."""
