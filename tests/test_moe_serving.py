@@ -107,3 +107,18 @@ def test_sweep_takes_ep_and_keys_each_split(tmp_path):
     assert four.loc["standard", "tokens_per_s"] != one.set_index("schedule").loc["standard", "tokens_per_s"]
     again = laddersim.sweep(None, tmp_path / "a", workers=1, ep=[1, 4], **grid)
     assert again.attrs["reused"] == 4 and again.attrs["computed"] == 0  # 2 EP x 2 schedules
+
+
+def test_moe_pipeline_stage_timers_extrapolate_exactly():
+    """Each stage of a TP 2 x PP 2 Mixtral replica: its reduced runs (every layer alike) stand for
+    the stage's whole program."""
+    from laddersim.traffic.options import ServingOptions
+    from laddersim.traffic.pipelined import stage_timers
+
+    scenario = serving_scenario("mixtral-8x7b", "h100-sxm-nvswitch", 2, "ladder", framework="vllm", pp=2)
+    for timer in stage_timers(scenario, ServingOptions()):
+        assert timer._reduced and "moe_down" in timer._kind_names
+        for tokens, logits, a_s in ((1, 1, 2e-5), (40, 8, 2e-4)):
+            assert timer.seconds(tokens, logits, a_s) == pytest.approx(_whole_model(timer, tokens, logits, a_s),
+                                                                       rel=1e-9)
+        assert timer.whole_model_runs == 0
