@@ -223,5 +223,11 @@ def test_golden_l40s_eight_gpu_allreduce_from_the_transport_by_hand():
     # 4 GPUs on one socket: the same ring rate, 6 hops
     four_s = (8.4 + 6 * 5.7) * 1e-6 + 2 * 3 / 4 * size / 13.6e9
     assert float(allreduce_time_s(l40s, 4, np.array([size]))[0]) == pytest.approx(four_s, rel=1e-9)
-    # 2 GPUs: the measured row itself (tables/aic_l40s_nccl_2.27.3_2gpu.csv, 32 MiB: 1689.3 us)
+    # 2 GPUs: the measured row itself (tables/aic_l40s_nccl_2.27.3_2gpu.csv, 32 MiB: 1689.3 us),
+    # the full table's 2-GPU rows exactly; the full table is only a check
     assert float(allreduce_time_s(l40s, 2, np.array([size]))[0]) == pytest.approx(1689.3e-6, rel=1e-9)
+    tables = profiles_dir() / "tables"
+    full = pd.read_csv(tables / "aic_l40s_nccl_2.27.3.csv", comment="#")
+    two = pd.read_csv(tables / "aic_l40s_nccl_2.27.3_2gpu.csv", comment="#")
+    pd.testing.assert_frame_equal(full[full["gpus"] == 2].reset_index(drop=True), two)
+    assert {t.file: t.use for t in l40s.collectives.tables}["tables/aic_l40s_nccl_2.27.3.csv"] == "check"
