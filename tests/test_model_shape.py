@@ -144,8 +144,9 @@ def test_an_unknown_architecture_is_refused_naming_the_supported_ones(tmp_path, 
     assert named in message and "\n" not in message
     allowed = ("allowed: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
                "MixtralForCausalLM, Qwen3MoeForCausalLM, DbrxForCausalLM, GptOssForCausalLM, "
-               "Llama4ForConditionalGeneration, Llama4ForCausalLM")
-    types = "model_type llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, dbrx, gpt_oss, llama4, llama4_text"
+               "Llama4ForConditionalGeneration, Llama4ForCausalLM, DeepseekV3ForCausalLM")
+    types = ("model_type llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, dbrx, gpt_oss, llama4, llama4_text, "
+             "deepseek_v3")
     assert "its layer's ops are not priced" in message or "is not a list of names" in message
     assert message.endswith(allowed) or f"{allowed} ({types})" in message
 

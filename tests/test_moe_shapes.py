@@ -50,14 +50,14 @@ def test_llama4_maverick_interleaves_moe_every_second_layer_and_gpt_oss_has_slid
     assert raw["layer_types"].count("sliding_attention") == 18
 
 
-def test_deepseek_v3_moe_part_parses_and_its_mla_is_refused_in_one_line():
+def test_deepseek_v3_moe_part_parses_with_its_latent_attention():
     path = MODELS / "deepseek-ai--DeepSeek-V3.json"
     moe = moe_fields(json.loads(path.read_text()), path)["moe"]
     assert (moe.n_experts, moe.top_k, moe.expert_intermediate, moe.n_shared_experts) == (256, 8, 2048, 1)
     assert moe.moe_layers == tuple(range(3, 61))  # first_k_dense_replace 3
-    with pytest.raises(UserInputError) as err:
-        from_hf_config(path)
-    assert "kv_lora_rank" in str(err.value) and "not priced" in str(err.value) and "\n" not in str(err.value)
+    shape = from_hf_config(path)
+    assert (shape.mla.kv_lora_rank, shape.mla.q_lora_rank, shape.mla.qk_rope_head_dim) == (512, 1536, 64)
+    assert (shape.mla.qk_nope_head_dim, shape.mla.v_head_dim, shape.intermediate_size) == (128, 128, 18432)
 
 
 def test_a_dense_config_keeps_no_moe_and_its_parameters(tmp_path):

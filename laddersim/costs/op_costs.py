@@ -21,6 +21,7 @@ from laddersim.costs.l2_reuse import group_reads_s
 from laddersim.costs.family_ops import qk_norm_bytes, qkv_bias_bytes
 from laddersim.costs.quantized_gemm import is_quantized_linear, quantized_linear_time_s
 from laddersim.costs.moe_costs import moe_op_times_s
+from laddersim.costs.mla_costs import mla_attention_time_s, mla_linear_times_s, mla_rope_bytes
 from laddersim.costs.pass_shapes import (  # noqa: F401  (re-exported: the pass's shapes and kernel paths)
     SPLIT_K_WAVES, Phase, linear_shapes, logits_rows, single_token_path, splitk_reduce, splits_k)
 from laddersim.model.framework import load_framework
@@ -104,7 +105,7 @@ def _op_times_s(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
     """``op_times_s`` computed."""
     times, _ = fixed_op_times(model, hw, work, tp, phase)
     fw = load_framework(work.framework)
-    if fw.kernel_calibration is not None and phase.name == "decode":  # a traced stack (calibrate kernels)
+    if fw.kernel_calibration is not None and phase.name == "decode" and model.mla is None:  # a traced stack
         out = _calibrated_decode_times(model, hw, work, tp, phase, times, kv_lens, fw)
     else:
         out = {kind: np.full(kv_lens.shape, value) for kind, value in times.items()}
@@ -231,6 +232,9 @@ def fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: i
         times["qkv_gate_up"] += bias_s
     if model.moe is not None:  # the routed experts' ops (laddersim.costs.moe_costs)
         times.update(moe_op_times_s(model, hw, work, tp, phase))
+    if model.mla is not None:  # latent attention's projections, RoPE and cache write (laddersim.costs.mla_costs)
+        times.update(mla_linear_times_s(model, tp, t, phase.name == "decode", linear))
+        times["rope"] = streamed(mla_rope_bytes(model.mla, h_r, t, b, work.kv_bytes), "rope")
     collectives, collective_sources = _collective_op_times(model, hw, fw, work, tp, phase)
     times.update(collectives)
     sources.update(collective_sources)
@@ -295,6 +299,8 @@ def attention_time_s(
     kernel (laddersim.costs.sdpa_attention). Both through laddersim.costs.attention_kernels.
     """
     kv_lens = np.asarray(kv_lens, dtype=float)
+    if model.mla is not None:  # latent attention (laddersim.costs.mla_costs)
+        return mla_attention_time_s(model, hw, work, tp, phase, kv_lens)
     if phase.name == "prefill":  # the same for every KV length
         return np.full(kv_lens.shape, prefill_attention_time_s(model, hw, work, tp, phase))
     gpu = hw.gpu
@@ -324,6 +330,8 @@ def prefill_attention_time_s(model: ModelShape, hw: HardwareProfile, work: Workl
     the ``cached_positions`` each sequence already holds and, causally, each other: 0 is a whole
     prompt, more a chunk of chunked prefill (4 * B * S * (cached + S / 2) * h_r * hd FLOPs, the
     cached K/V read once). A static cache's attend the whole cache whatever is cached."""
+    if model.mla is not None:
+        return float(mla_attention_time_s(model, hw, work, tp, phase, [0], cached_positions)[0])
     gpu = hw.gpu
     fw = load_framework(work.framework)
     if fw.prefill_attention_path != "fused":

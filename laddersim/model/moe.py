@@ -99,6 +99,7 @@ SHIPPED_CONFIGS = {
     "gpt-oss-120b": "openai--gpt-oss-120b.json",
     "llama-4-scout": "meta-llama--Llama-4-Scout-17B-16E-Instruct.json",
     "llama-4-maverick": "meta-llama--Llama-4-Maverick-17B-128E-Instruct.json",
+    "deepseek-v3": "deepseek-ai--DeepSeek-V3.json",
 }
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from laddersim.errors import UserInputError
+from laddersim.model.mla import MLASpec, mla_fields
 from laddersim.model.moe import SHIPPED_CONFIGS, MoESpec, dbrx_as_hf, moe_fields
 from laddersim.support.io_read import read_json
 
@@ -48,6 +49,8 @@ class ModelShape(BaseModel):
     qk_norm: bool = False
     # The routed experts that replace the MLP of some or all layers; None: a dense model.
     moe: MoESpec | None = None
+    # Multi-head latent attention (laddersim.model.mla) in place of GQA; None: GQA/MHA.
+    mla: MLASpec | None = None
 
     @model_validator(mode="after")
     def _check(self) -> "ModelShape":
@@ -129,11 +132,12 @@ class ModelShape(BaseModel):
     def layer_params_per_rank(self, tp: int) -> int:
         """Parameters of one decoder layer held by one rank (QKV with its biases, O, gate/up, down,
         two norms, the q/k norms' weights)."""
-        hd = self.head_dim
+        hd, mlp = self.head_dim, 3 * self.dim * self.intermediate_per_rank(tp)
+        if self.mla is not None:
+            return self.mla.attention_params_per_rank(self.dim, self.n_heads, tp) + mlp + 2 * self.dim
         qkv_width = (self.heads_per_rank(tp) + 2 * self.kv_heads_per_rank(tp)) * hd
         qkv = self.dim * qkv_width + (qkv_width if self.qkv_bias else 0)
         o = self.heads_per_rank(tp) * hd * self.dim
-        mlp = 3 * self.dim * self.intermediate_per_rank(tp)
         return qkv + o + mlp + 2 * self.dim + (2 * hd if self.qk_norm else 0)
 
     def gathered_logits_bytes(self, batch: int, tp: int, dtype_bytes: int) -> int:
@@ -200,7 +204,9 @@ class ModelShape(BaseModel):
                 f"allowed: up to {self.sliding_window} tokens per sequence")
 
     def kv_bytes_per_token_per_rank(self, tp: int, dtype_bytes: int) -> int:
-        """KV-cache bytes one token adds on one rank, over all layers (K and V)."""
+        """KV-cache bytes one token adds on one rank, over all layers (K and V; MLA's latent)."""
+        if self.mla is not None:
+            return self.n_layers * self.mla.kv_bytes_per_token_per_layer(dtype_bytes)
         return 2 * self.n_layers * self.kv_heads_per_rank(tp) * self.head_dim * dtype_bytes
 
 
@@ -236,7 +242,8 @@ _HF_FIELDS = {
 # whose MLP is routed SwiGLU experts (laddersim.model.moe): Mixtral, Qwen3-MoE (q/k RMSNorm), DBRX
 # (LayerNorm, priced as the RMSNorm it streams the same bytes as), gpt-oss (QKV biases; its
 # attention sinks, one scalar per head, not priced), Llama 4 (its decoder under ``text_config``;
-# chunked attention priced as full attention within a chunk). Their ``model_type`` values, for
+# chunked attention priced as full attention within a chunk), DeepSeek-V3 and Kimi K2 (multi-head
+# latent attention, laddersim.model.mla; shared experts). Their ``model_type`` values, for
 # configs without ``architectures``, and what each family adds to the Llama layer.
 FAMILIES = {
     "LlamaForCausalLM": ("llama", {}),
@@ -249,12 +256,10 @@ FAMILIES = {
     "GptOssForCausalLM": ("gpt_oss", {"qkv_bias": True}),
     "Llama4ForConditionalGeneration": ("llama4", {}),
     "Llama4ForCausalLM": ("llama4_text", {}),
+    "DeepseekV3ForCausalLM": ("deepseek_v3", {}),
 }
 SUPPORTED_ARCHITECTURES = tuple(FAMILIES)
 _SUPPORTED_MODEL_TYPES = tuple(model_type for model_type, _ in FAMILIES.values())
-
-# Config keys of attention laddersim does not price, and what they are.
-_UNPRICED_ATTENTION = {"kv_lora_rank": "multi-head latent attention (MLA: latent KV cache, LoRA-ranked projections)"}
 
 
 def config_file_name(path: str | Path) -> str:
@@ -334,10 +339,6 @@ def from_hf_config(path: str | Path) -> ModelShape:
     raw = read_json(path, "model")
     if not isinstance(raw, dict):
         raise UserInputError(f"model: {path} is not a JSON object")
-    for key, what in _UNPRICED_ATTENTION.items():
-        if raw.get(key):
-            raise UserInputError(f"model: {path}: {key}: {what} is not priced; allowed: configs with GQA/MHA "
-                                 "attention (num_key_value_heads)")
     _check_architecture(raw, path)
     if isinstance(raw.get("text_config"), dict):  # Llama 4: the decoder's config nests under text_config
         raw = {"_name_or_path": raw.get("_name_or_path"), **raw["text_config"]}
@@ -363,9 +364,9 @@ def from_hf_config(path: str | Path) -> ModelShape:
         raise UserInputError(f"model: {path}: tie_word_embeddings: {tie!r} is not a boolean; allowed: true, false")
     fields["tie_embeddings"] = tie
     fields.update(_family_fields(raw, path))
-    fields.update(_moe_and_windows(raw, path))
+    fields.update(_moe_and_windows(raw, path) | mla_fields(raw, path))
     for key, value in fields.items():  # real integers: 1.5 layers, "32" or true are refused
-        if key not in ("name", "tie_embeddings", "qkv_bias", "qk_norm", "moe") and (isinstance(value, bool) or not isinstance(value, int)):
+        if key not in ("name", "tie_embeddings", "qkv_bias", "qk_norm", "moe", "mla") and (isinstance(value, bool) or not isinstance(value, int)):
             hf_key = {v: k for k, v in _HF_FIELDS.items()}.get(key, {"n_kv_heads": "num_key_value_heads"}.get(key, key))
             raise UserInputError(f"model: {path}: {hf_key}: {value!r} is not an integer; allowed: a positive integer")
     try:
