@@ -69,6 +69,9 @@ def quantization(name: str) -> Quantization:
 def linear_weights_per_layer_per_rank(model, tp: int) -> int:
     """Weight elements of one layer's quantized linears on one rank (QKV, O, gate/up, down; their
     biases, the norms, the embedding and the LM head stay 16-bit). ``model``: a ModelShape."""
+    if model.mla is not None:  # latent attention's projections (its two latent norms stay 16-bit)
+        attention = model.mla.attention_params_per_rank(model.dim, model.n_heads, tp)
+        return attention - model.mla.q_lora_rank - model.mla.kv_lora_rank + 3 * model.dim * model.intermediate_per_rank(tp)
     hd = model.head_dim
     qkv_width = (model.heads_per_rank(tp) + 2 * model.kv_heads_per_rank(tp)) * hd
     return model.dim * qkv_width + model.heads_per_rank(tp) * hd * model.dim + 3 * model.dim * model.intermediate_per_rank(tp)
