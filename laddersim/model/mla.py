@@ -19,7 +19,7 @@ tp_size``), ``fused_qkv_a_proj`` replicated (``disable_tp=True``), ``q_b_proj`` 
 column-parallel, ``o_proj`` row-parallel. The latent cache is one KV head, so every rank of the
 TP group holds the whole cache of every sequence it serves; under attention data parallelism
 (SGLang ``--enable-dp-attention``, vLLM ``--data-parallel-size``) each replica holds only its own
-sequences' cache (``laddersim.planning.ep_layout``).
+sequences' cache (the layout ``laddersim.planning.ep_layout`` sizes).
 
 Prefill runs the compute-friendly path: ``kv_b_proj`` up-projects every position's latent to
 per-head K (nope) and V, then multi-head attention with QK head dim P + R and V head dim V.
@@ -117,7 +117,7 @@ MLA_KEYS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim
 
 
 def mla_fields(raw: dict, path: Path) -> dict:
-    """``{"mla": MLASpec}`` for a config with ``kv_lora_rank``; ``{}`` otherwise."""
+    """``{"mla": MLASpec, "head_dim": v_head_dim}`` for a config with ``kv_lora_rank``; ``{}`` otherwise."""
     if not raw.get("kv_lora_rank"):
         return {}
     values = {}
@@ -129,8 +129,8 @@ def mla_fields(raw: dict, path: Path) -> dict:
             raise UserInputError(f"model: {path}: {key}: {value!r} is not an integer; allowed: a positive integer"
                                  + (" or null" if key == "q_lora_rank" else ""))
         values[key] = value
-    try:
-        return {"mla": MLASpec(**values)}
+    try:  # head_dim: each head's output width (V), what the attention writes per head
+        return {"mla": MLASpec(**values), "head_dim": values["v_head_dim"]}
     except ValidationError as exc:
         err = exc.errors()[0]
         raise UserInputError(f"model: {path}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
