@@ -87,3 +87,13 @@ def test_cli_refuses_a_model_too_big_at_ep_1_in_one_line_naming_the_smallest_ep(
     dense = subprocess.run([sys.executable, "-m", "laddersim", "simulate", "--model", "llama-3.1-405b", "--hardware",
                             "h100-sxm-nvswitch", "--tp", "1", "--schedule", "standard"], capture_output=True, text=True)
     assert dense.returncode == 2 and "data-parallel" not in dense.stderr
+
+
+def test_plan_names_the_data_parallel_attention_layout_when_no_split_fits():
+    run = subprocess.run([sys.executable, "-m", "laddersim", "plan", "--model", "deepseek-v3", "--profiles",
+                          "h200-sxm-nvswitch", "--tp", "8", "--batch", "8", "--schedule", "standard", "--prompt-len",
+                          "1024", "--gen-len", "64", "--no-progress", "--min-user-tokens-per-s", "10"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    line = next(x for x in run.stdout.splitlines() if "EP 16" in x)
+    assert "2 replicas of TP 8 on 16 GPUs, 16 whole experts per GPU" in line and "not simulated" in line

@@ -101,3 +101,26 @@ def with_smallest_ep(error: DoesNotFitError, model: ModelShape, hw, work: Worklo
         f"{tp}, {model.moe.n_experts // layout.ep} whole experts per GPU: vLLM --data-parallel-size {layout.dp} "
         f"--tensor-parallel-size {tp} --enable-expert-parallel, SGLang --tp {layout.ep} --dp {layout.dp} "
         "--enable-dp-attention)")
+
+
+def layout_verdicts(model_name: str, model: ModelShape, candidates: dict, tps, batch: int, prompt_len: int,
+                    gen_len: int, dtype: str, kv_cache: str) -> list[tuple[str, int, int, int, str]]:
+    """For a plan in which no split fits: per candidate profile and TP (one node), the smallest
+    layout with data-parallel attention that fits, as (profile, TP, PP 1, EP, why) verdicts; its
+    step time is not simulated."""
+    from laddersim.simulation.scenario import make_scenario
+
+    gib, out = 2**30, []
+    for name, (_, profile) in candidates.items():
+        for tp in (tps or model.allowed_tps()):
+            if tp > profile.node.gpus_per_node or model.n_heads % tp:
+                continue
+            work = make_scenario(model=model_name, hardware=profile, tp=tp, batch=batch, prompt_len=prompt_len,
+                                 gen_len=gen_len, schedule="standard", dtype=dtype, kv_cache=kv_cache).workload
+            layout = smallest_fitting_layout(model, profile, work, tp)
+            if layout is not None and layout.ep > 1:
+                out.append((name, tp, 1, layout.ep, (
+                    f"fits only with data-parallel attention: {layout.dp} replicas of TP {tp} on {layout.ep} GPUs, "
+                    f"{model.moe.n_experts // layout.ep} whole experts per GPU "
+                    f"({bytes_per_gpu(model, layout, work) / gib:.1f} GiB per GPU); that layout's step is not simulated")))
+    return out
