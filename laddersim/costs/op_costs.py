@@ -157,6 +157,7 @@ def fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: i
         return streamed(2 * rows * d * b, kind)
 
     peak = gpu.peak_flops_per_s_for(work.dtype)
+    gemm_library = fw.gemm_library.value if fw.gemm_library is not None else None
 
     def linear(kind: str, m: int, n: int, k: int, parts: tuple[int, ...] = ()) -> float:
         """One linear layer. ``parts``: the widths of the weights stacked along N into this one
@@ -178,12 +179,12 @@ def fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: i
         if generated_linears and m == 1:
             seconds, sources[kind] = generated_gemv_time_s(hw, n, k, b, peak)
         elif parts:
-            priced = [library_gemm_time_s(hw, m, part, k, b, peak) for part in parts]
+            priced = [library_gemm_time_s(hw, m, part, k, b, peak, gemm_library) for part in parts]
             seconds = sum(s for s, _ in priced)
             labels = {label for _, label in priced}
             sources[kind] = labels.pop() if len(labels) == 1 else HYBRID
         else:
-            seconds, sources[kind] = library_gemm_time_s(hw, m, n, k, b, peak)
+            seconds, sources[kind] = library_gemm_time_s(hw, m, n, k, b, peak, gemm_library)
         if launch is not None:  # a fitted single-token floor replaces the GPU's kernel floor
             seconds += launch - gpu.kernel_launch_s
         if splitk_reduce(fw, gpu, m, n):
