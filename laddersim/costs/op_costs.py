@@ -126,6 +126,16 @@ def op_time_sources(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
     return fixed_op_times(model, hw, work, tp, phase)[1] | {"attention": SOL}
 
 
+def framework_linear_shapes(fw, model: ModelShape, tp: int, phase: Phase) -> dict[str, tuple]:
+    """``linear_shapes`` as ``fw`` runs them: gate and up as two GEMMs where its ``split_gate_up``
+    says so (each its own floor and the library's rate at half the width)."""
+    shapes = linear_shapes(model, tp, phase, logits_rows(fw, phase))
+    if fw.split_gate_up is not None and fw.split_gate_up.value and "gate_up" in shapes:
+        m, n, k, _ = shapes["gate_up"]
+        shapes["gate_up"] = (m, n, k, (n // 2, n // 2))
+    return shapes
+
+
 def fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
                     phase: Phase) -> tuple[dict[str, float], dict[str, str]]:
     """Seconds of every op kind but attention, and each one's source label."""
@@ -208,12 +218,12 @@ def fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: i
         "norm": norm(t),
         "final_norm": norm(logits_rows(fw, phase)),
         **{kind: linear(kind, m, n, k, parts)
-           for kind, (m, n, k, parts) in linear_shapes(model, tp, phase, logits_rows(fw, phase)).items()},
+           for kind, (m, n, k, parts) in framework_linear_shapes(fw, model, tp, phase).items()},
         # RoPE on q and k, and the new k, v written into the cache (unless the attention path
         # writes them in kernels of its own: laddersim.costs.attention_kernels).
         "rope": streamed(t * (2 * (h_r + kv_r) + (0 if writes_cache(fw, phase) else 2 * kv_r)) * hd * b, "rope"),
         "act": streamed(3 * t * i_r * b, "act"),  # SiLU(gate) * up
-        "residual_add": elementwise_add,
+        "residual_add": streamed(3 * t * d * b, "residual_add"),
         "partial_add": elementwise_add,
         "sampling": hw.framework.sampling_us.value * 1e-6
         + float(memory_bound_time_s(gpu, 4 * phase.batch * model.vocab_size * 4, kernels=0)),

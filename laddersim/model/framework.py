@@ -126,6 +126,8 @@ class Framework(BaseModel):
     # "TRT-LLM"): that table prices them where the profile ships one (laddersim.costs.gemm_tables).
     # None: the profile's model table.
     gemm_library: Choice[str] | None = None
+    # True: the MLP's gate and up projections run as two GEMMs (None/False: one stacked GEMM).
+    split_gate_up: Choice[bool] | None = None
 
     def collective_handoff_s(self) -> float:
         return self.collective_handoff_us.value * 1e-6 if self.collective_handoff_us is not None else 0.0
