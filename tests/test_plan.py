@@ -222,3 +222,21 @@ def test_plan_refuses_fp8_as_a_dtype(capsys):
     assert main(base + ["--profiles", "a100-sxm-nvswitch", "h100-sxm-nvswitch"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "dtype: fp8 is not an element type" in err and "--quant fp8" in err
+
+
+def test_plan_names_the_allreduce_each_option_runs_as_simulate_does(capsys):
+    from laddersim.api import allreduce_used
+
+    argv = ["plan", "--model", "llama-3.1-8b", "--profiles", "h100-sxm-nvswitch", "h100-sxm-p2p-off",
+            "--tp", "1", "8", "--batch", "1", "16", "--schedule", "ladder", *WORK, "--min-user-tokens-per-s", "1",
+            "--json", "--top", "100", "--workers", "1", "--no-progress"]
+    assert main(argv) == 0
+    options = json.loads(capsys.readouterr().out)
+    assert len(options) == 8
+    for o in options:
+        ran = allreduce_used(simulate(make_scenario(model="llama-3.1-8b", hardware=o["hardware"], tp=o["tp"],
+                                                    batch=o["batch"], prompt_len=128, gen_len=16,
+                                                    schedule="ladder")))
+        assert o["allreduce"] == ran["decode"]
+        assert (o["allreduce"] == "none") == (o["tp"] == 1)
+    assert {o["allreduce"] for o in options if o["tp"] == 8} == {"nccl"}  # gpt-fast: dist.all_reduce

@@ -43,7 +43,7 @@ def plan_run(params: PlanParams, *, progress: bool = False) -> PlanAnswer | Rate
     """``plan`` of ``params`` (see there), every option rather than the first ``top``; a plan for
     a request rate when ``rate``, ``ttft_slo_s`` or ``tpot_slo_s`` is given."""
     from laddersim.errors import UserInputError
-    from laddersim.planning.planner import Target, candidate_points, rank_options
+    from laddersim.planning.planner import Target, candidate_points, named_allreduce, rank_options
     from laddersim.planning.splits import split_verdicts
     from laddersim.support.progress import progress_bar
     from laddersim.sweeps.runner import run_points
@@ -86,6 +86,7 @@ def plan_run(params: PlanParams, *, progress: bool = False) -> PlanAnswer | Rate
     if errors:
         raise UserInputError(f"plan: {len(errors)} configurations failed to simulate, e.g. {errors[0]['error']}")
     options = rank_options(rows, {name: found.usd_per_gpu_hour[name] for name in candidates}, target, p.rank_by)
+    options = named_allreduce(options, shape, candidates, p.dtype, p.kv_cache)
     feasible = sum(r["status"] == "ok" for r in rows)
     return PlanAnswer(options, shape.name, len(points), feasible, p.rank_by or target.default_rank_by,
                       split_verdicts(rows, options))

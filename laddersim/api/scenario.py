@@ -226,20 +226,12 @@ def time_sources(result: SimResult) -> dict[str, dict[str, str]]:
 
 def allreduce_used(result: SimResult) -> dict[str, str]:
     """The AllReduce implementation (and kernel) each phase's AllReduce runs, per phase (``prefill``,
-    ``decode``): ``nccl``, ``nvls``, ``vllm-custom one-shot``, ... (``laddersim.costs.allreduce``:
-    the framework's rule, or the scenario's forced ``allreduce``)."""
-    from laddersim.costs.allreduce import allreduce_label
-    from laddersim.costs.op_costs import Phase, collective_message_bytes
-    from laddersim.model.framework import load_framework
+    ``decode``): ``nccl``, ``nvls``, ``vllm-custom one-shot``, ... (``laddersim.costs.collective_labels.
+    allreduce_by_phase``: the framework's rule, or the scenario's forced ``allreduce``)."""
+    from laddersim.costs.collective_labels import allreduce_by_phase
 
     s = result.scenario
-    w = s.workload
-    out = {}
-    for phase in (Phase("prefill", w.batch, w.prompt_len), Phase("decode", w.batch, 1)):
-        size = collective_message_bytes(s.model, w, s.tp, phase)["allreduce"]
-        out[phase.name] = allreduce_label(s.hardware, s.tp, size, load_framework(w.framework), dtype=w.dtype,
-                                          forced=w.allreduce)
-    return out
+    return allreduce_by_phase(s.model, s.hardware, s.workload, s.tp)
 
 
 def load_profile(name_or_path: str | Path) -> HardwareProfile:

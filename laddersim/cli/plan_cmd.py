@@ -21,7 +21,8 @@ from laddersim.support.text_tables import format_table
 DEFINITIONS = (
     "Decode steady state: user tok/s = 1 / time per output token; total tok/s = replicas x batch / "
     "time per token; replicas = fewest meeting --min-total-tokens-per-s; $/h = GPUs x price per "
-    "GPU-hour; $/Mtok = $/h / (total tok/s x 3600) x 1e6."
+    "GPU-hour; $/Mtok = $/h / (total tok/s x 3600) x 1e6; AllReduce = the implementation a decode step's "
+    "AllReduce runs (none without TP)."
 )
 RATE_DEFINITIONS = ("Capacity: the highest request rate one replica serves within the SLOs (continuous batching, "
                     "laddersim serving; '>=' where every rate tried passed, up to the replica's saturation "
@@ -154,7 +155,7 @@ def run_plan(args: argparse.Namespace) -> int:
         *pipeline, ("nodes", "nodes", "{}"), ("batch", "batch", "{}"), ("replicas", "replicas", "{}"),
         ("gpus", "GPUs", "{}"), ("tpot_s", "ms/token", "{:.2f}", 1e3), ("user_tokens_per_s", "user tok/s", "{:.1f}"),
         ("total_tokens_per_s", "total tok/s", "{:.0f}"), ("usd_per_hour", "$/h", "{:.2f}"),
-        ("usd_per_million_tokens", "$/Mtok", "{:.3f}"),
+        ("usd_per_million_tokens", "$/Mtok", "{:.3f}"), ("allreduce", "AllReduce", "{}"),
     ]))
     print(DEFINITIONS)
     _print_splits(answer.splits, args)

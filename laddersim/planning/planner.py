@@ -21,11 +21,13 @@ meeting it costs), else by cost per million tokens.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
+from laddersim.costs.collective_labels import allreduce_by_phase
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.model.shape import ModelShape
+from laddersim.model.workload import Workload
 from laddersim.hardware.placement import place
 from laddersim.schedules.stages import split_layers
 from laddersim.sweeps.grid import OVERRIDE_COLUMNS
@@ -74,6 +76,7 @@ class PlanOption:
     gen_len: int | None = None
     pp: int = 1  # pipeline stages of the replica (each a TP group)
     pp_microbatches: int = 1  # batches in flight through them
+    allreduce: str = ""  # the AllReduce implementation its decode step runs (``named_allreduce``)
 
 
 def candidate_tps(model: ModelShape, profile: HardwareProfile, allowed: list[int] | None = None,
@@ -187,6 +190,20 @@ def option_for(row: dict, usd_per_gpu_hour: float, target: Target) -> PlanOption
         memory_per_gpu_gib=row["memory_per_gpu_gib"], prompt_len=_int_or_none(row.get("prompt_len")),
         gen_len=_int_or_none(row.get("gen_len")), pp=pp, pp_microbatches=microbatches,
     )
+
+
+def named_allreduce(options: list[PlanOption], model_shape: ModelShape,
+                    profiles: dict[str, tuple[str, HardwareProfile]], dtype: str, kv_cache: str) -> list[PlanOption]:
+    """``options`` with ``allreduce`` set: the implementation each one's decode AllReduce runs on
+    its profile and TP (``laddersim.costs.collective_labels.allreduce_by_phase``, as ``simulate``
+    names it; the plan's steady state is decode)."""
+    out = []
+    for o in options:
+        work = Workload(batch=o.batch, prompt_len=o.prompt_len or 1, gen_len=o.gen_len or 1, dtype=dtype,
+                        kv_cache=kv_cache)
+        named = allreduce_by_phase(model_shape, profiles[o.hardware][1], work, o.tp)["decode"]
+        out.append(replace(o, allreduce=named))
+    return out
 
 
 def _int_or_none(value) -> int | None:
