@@ -59,7 +59,8 @@ def test_a_frameworks_gemm_library_picks_its_table():
     assert model_gemm_table(A100, None).file == "tables/aic_gemm_a100_sxm_sglang_0.5.10.csv"
     assert model_gemm_table(A100, "no such library") is model_gemm_table(A100)
     peak = A100.gpu.peak_flops_per_s_for("float16")
-    for library, file in (("TRT-LLM", "aic_gemm_a100_sxm_trtllm_1.0.0.csv"), (None, "aic_gemm_a100_sxm_sglang_0.5.10.csv")):
+    for library, file in (("TRT-LLM", "aic_gemm_a100_sxm_trtllm_1.0.0.csv"),
+                          (None, "aic_gemm_a100_sxm_sglang_0.5.10.csv")):
         rows = read_gemm_table_csv(f"{A100.base_dir}/tables/{file}")
         row = rows[(rows.m == 1) & (rows.n == 4096) & (rows.k == 4096)].iloc[0]
         seconds, source = library_gemm_time_s(A100, 1, 4096, 4096, 2, peak, library)
@@ -85,9 +86,9 @@ def test_gate_and_up_run_as_two_gemms_and_rope_inside_attention():
 
 
 @pytest.mark.parametrize(("engine", "version", "framework"), [
-    ("trtllm", "0.5", "trtllm-session"), ("trtllm", "0.6.1", "trtllm-session"), ("tensorrt-llm", "0.12.0", "trtllm-session"),
-    ("trtllm", "1.0.0rc3", "trtllm"), ("trtllm", "1.3.0rc20", "trtllm"), ("lmdeploy-turbomind", "0.1.0a1", "trtllm-session"),
-    ("vllm", "0.12.0", "vllm")])
+    ("trtllm", "0.5", "trtllm-session"), ("trtllm", "0.6.1", "trtllm-session"),
+    ("tensorrt-llm", "0.12.0", "trtllm-session"), ("trtllm", "1.0.0rc3", "trtllm"), ("trtllm", "1.3.0rc20", "trtllm"),
+    ("lmdeploy-turbomind", "0.1.0a1", "trtllm-session"), ("vllm", "0.12.0", "vllm")])
 def test_an_engine_version_maps_to_its_framework(engine, version, framework):
     assert _framework(engine, version) == framework
 
@@ -144,8 +145,8 @@ def test_turbomind_a100_rows_within_6_percent(tmp_path):
         (tmp_path / "models" / f"{name}.json").write_text(json.dumps({**base, **fields}))
     lines = ["model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,engine,engine_version,hardware,dtype,"
              "tokens_per_s,ttft_s,tpot_s,source"]
-    lines += [f"{m},{tp},1,{b},{p},{g},on,standard,lmdeploy-turbomind,0.1.0a1,A100-SXM4-80GB,float16,{tok},{ttft},{tpot},x"
-              for m, tp, b, p, g, tok, ttft, tpot in LMDEPLOY_A100_ROWS]
+    lines += [f"{m},{tp},1,{b},{p},{g},on,standard,lmdeploy-turbomind,0.1.0a1,A100-SXM4-80GB,float16,"
+              f"{tok},{ttft},{tpot},x" for m, tp, b, p, g, tok, ttft, tpot in LMDEPLOY_A100_ROWS]
     (tmp_path / "static.csv").write_text("\n".join(lines) + "\n")
     rows = score_static(tmp_path / "static.csv").rows
     assert len(rows) == len(LMDEPLOY_A100_ROWS)

@@ -95,6 +95,7 @@ def score_static(path: str | Path, models_dir: str | Path | None = None,
     """Score every priced row of the static table at ``path`` (module docstring); ``models_dir``:
     the model configs its ``model`` column names (default ``models/`` beside it); ``allreduce``:
     an AllReduce implementation forced over each framework's rule."""
+    from laddersim.costs.collective_labels import allreduce_by_phase
     from laddersim.simulation.simulate import check_memory, make_scenario, simulate
 
     frame = read_static(path)
@@ -133,8 +134,8 @@ def score_static(path: str | Path, models_dir: str | Path | None = None,
         summary = simulate(scenario).summary()
         if engine in FIRST_TOKEN_FROM_DECODE_STEP:
             summary = first_token_from_decode_step(summary, scenario_of, simulate)
-        out = {**row._asdict(), "framework": framework, "profile": profile,
-               "allreduce": summary.get("allreduce", "nccl")}
+        used_allreduce = allreduce_by_phase(scenario.model, scenario.hardware, scenario.workload, scenario.tp)
+        out = {**row._asdict(), "framework": framework, "profile": profile, "allreduce": used_allreduce["decode"]}
         for metric in METRICS:
             out[f"predicted_{metric}"] = summary[metric]
             measured = getattr(row, metric)
