@@ -60,9 +60,10 @@ class OpKernels(BaseModel):
 
 
 class GraphCapture(BaseModel):
-    """The largest decode batch a framework's CUDA graphs capture, by TP group size: ``max_batch``
-    lists (largest group, batch) pairs, the first whose group covers the TP degree applies. A decode
-    step of more sequences runs eagerly (its collectives launched from the host)."""
+    """The largest decode step a framework's CUDA graphs capture, in tokens (one per decoding
+    sequence; a serving step's prompt chunks count too), by TP group size: ``max_batch`` lists
+    (largest group, tokens) pairs, the first whose group covers the TP degree applies. A larger step
+    runs eagerly (its collectives launched from the host)."""
 
     model_config = _FROZEN
 
