@@ -14,13 +14,16 @@ if TYPE_CHECKING:
 
 
 def validate_closed_loop(tables: str | Path | Sequence[str | Path], models: str | Path | None = None, *,
-                         progress: bool = False) -> list[ClosedLoopScore]:
+                         progress: bool = False, limits: str = "engine-defaults") -> list[ClosedLoopScore]:
     """One score per table (columns model, tp, hardware, engine, engine_version, dtype, prompt_len,
     gen_len, concurrency, ttft_ms, tpot_ms, mean milliseconds): ``rows`` (the scored rows with
     predicted_ttft_ms, predicted_tpot_ms, ttft_error, tpot_error), ``skipped`` (with ``reason``),
     ``summary`` (per engine x dtype: median and worst absolute errors, %), ``mappings`` (engine ->
     kernels and scheduler, GPU -> profile). ``models``: a folder of configs the model column names
-    (default: models/ beside each table); ``progress``: a bar over the rows on stderr (a terminal)."""
+    (default: models/ beside each table); ``progress``: a bar over the rows on stderr (a terminal);
+    ``limits``: the engines' limits, ``engine-defaults`` or ``aiconfigurator`` (the ones its generator
+    writes for a benchmark at the row's concurrency and prompt length); a table's own max_running /
+    max_batched_tokens columns, where given, override either."""
     from laddersim.support.progress import progress_bar
     from laddersim.validation.closed_loop import read_closed_loop, score_closed_loop
 
@@ -29,5 +32,5 @@ def validate_closed_loop(tables: str | Path | Sequence[str | Path], models: str 
     for path in paths:
         rows = len(read_closed_loop(path))
         with progress_bar(rows, "validate", "row", enabled=progress) as bar:
-            scores.append(score_closed_loop(path, models, progress=lambda: bar.update(1)))
+            scores.append(score_closed_loop(path, models, progress=lambda: bar.update(1), limits=limits))
     return scores

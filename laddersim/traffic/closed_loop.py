@@ -7,6 +7,14 @@ its prefill, in chunks between the decode steps of the others as the engine's sc
 iterations (``laddersim.traffic.engines``), and its time per output token includes the prompt
 chunks of newer requests that share its decode steps.
 
+Start: the C requests land together, as aiperf's ``--concurrency`` without a rate sends them ("burst
+mode: as fast as possible within concurrency limits", ai-dynamo/aiperf
+docs/benchmark_modes/timing-modes-reference.md @ d509ca920483862dd524ceddd71c29905d2b9af4); with
+fixed lengths the engine's token budget then decides how they spread over iterations, and the
+spread persists: a budget holding all C prompts keeps them in step (each wave of C prefilled
+together), one holding one or two prompts (``engines.benchmark_options`` under
+``aiconfigurator``) staggers them over successive iterations.
+
 Warm-up: the benchmarks send ``--warmup-request-count`` requests before the measured ones and
 leave them out of every figure (aiperf ``docs/cli_options.md``; genai-perf's option of the same
 name). Here the first ``warmup`` requests of the loop (default C, one per slot: the requests that

@@ -78,3 +78,65 @@ def engine_options(name: str, options: ServingOptions, **given) -> ServingOption
     limits = {"max_batched_tokens": engine.token_budget, "max_running": engine.max_running, **given}
     return options.model_copy(update={**limits, "chunked_prefill": True, "split_prompts": engine.split_prompts,
                                       "mix_decodes": engine.mix_decodes})
+
+
+# ---- the limits a benchmark deployment sets --------------------------------------------------
+
+@dataclass(frozen=True)
+class BenchmarkLimits:
+    """The engine limits a deployment generator writes for a closed-loop benchmark at concurrency C
+    with prompts of P tokens: the running batch capped at C, and a token budget of C + P +
+    ``headroom_tokens`` (a full batch's decode tokens beside one whole prompt) rounded up to a
+    multiple of ``round_tokens``; where ``counts_decodes`` is False the budget bounds a prefill
+    batch alone (SGLang's max_prefill_tokens): P + ``headroom_tokens``. ``split_prompts`` False: the
+    generator turns chunked prefill off, so prompts are admitted whole (None: the engine's own)."""
+
+    headroom_tokens: int
+    counts_decodes: bool
+    round_tokens: int
+    split_prompts: bool | None
+    source: str
+
+    def budget(self, concurrency: int, prompt_len: int) -> int:
+        tokens = prompt_len + self.headroom_tokens + (concurrency if self.counts_decodes else 0)
+        return -(-tokens // self.round_tokens) * self.round_tokens
+
+
+_AIC = "ai-dynamo/aiconfigurator @ 095f58a51c4ca8e61b66ec108d86f223f8d559ce src/aiconfigurator/generator/"
+# AIConfigurator's generated benchmark deployments (its silicon sample's rows record batch_size =
+# the concurrency, the max_batch_size its generator writes).
+AICONFIGURATOR_LIMITS: dict[str, BenchmarkLimits] = {
+    "vllm": BenchmarkLimits(
+        1500, True, 1, None,
+        _AIC + "rule_plugin/benchmark/vllm.rule: agg max_num_tokens = max_batch_size + isl + 1500 "
+               "(config/backend_config_mapping.yaml: max_batch_size -> --max-num-seqs, max_num_tokens -> "
+               "--max-num-batched-tokens)"),
+    "trtllm": BenchmarkLimits(
+        1500, True, 32, None,
+        _AIC + "rule_plugin/benchmark/trtllm.rule: agg max_num_tokens = max_batch_size + isl + 1500 rounded up "
+               "to tokens_per_block (32); enable_chunked_prefill false (config/backend_templates/trtllm/"
+               "extra_engine_args.1.0.0rc3.yaml.j2)"),
+    "sglang": BenchmarkLimits(
+        1500, False, 1, False,
+        _AIC + "rule_plugin/benchmark/sglang.rule: max_prefill_tokens = isl + 1500, max-running-requests = "
+               "max_batch_size; config/backend_config_mapping.yaml: chunked-prefill-size -1 when max_num_tokens is "
+               "unset (SGLang: -1 disables chunked prefill, and mixed chunks need it, so enable_mixed_chunk has "
+               "no effect)"),
+}
+LIMITS = ("engine-defaults", "aiconfigurator")
+
+
+def benchmark_options(name: str, options: ServingOptions, concurrency: int, prompt_len: int,
+                      limits: str = "engine-defaults") -> ServingOptions:
+    """``options`` under engine ``name``'s scheduler (``engine_options``) with the limits a
+    ``limits`` deployment sets for a closed loop of ``concurrency`` requests with ``prompt_len``-token
+    prompts: ``engine-defaults`` the engine's own, ``aiconfigurator`` AICONFIGURATOR_LIMITS; one
+    line naming the choices for any other."""
+    if limits not in LIMITS:
+        raise UserInputError(f"limits: {limits!r}; allowed: {', '.join(LIMITS)}")
+    if limits == "engine-defaults":
+        return engine_options(name, options)
+    rule = AICONFIGURATOR_LIMITS[engine_scheduler(name).name]
+    tuned = engine_options(name, options, max_running=concurrency,
+                           max_batched_tokens=rule.budget(concurrency, prompt_len))
+    return tuned if rule.split_prompts is None else tuned.model_copy(update={"split_prompts": rule.split_prompts})

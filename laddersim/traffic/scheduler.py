@@ -11,10 +11,11 @@ batch, ``complete()`` applies its outcome. Sequences are request indices.
 * **With chunked prefill** (vLLM V1, Sarathi-Serve) the running sequences come first (one token
   each for decoding ones, a chunk for one still prefilling), then prompt chunks of newly
   admitted sequences fill the rest of the budget.
-  With ``split_prompts`` off the prompts admitted beside the decodes are whole (TensorRT-LLM's
-  inflight batching without chunked context). With ``mix_decodes`` off an iteration carries
-  prompt chunks only (the one being chunked first, then new ones) while there are any, and the
-  running sequences decode in the iterations between (SGLang's default).
+  With ``split_prompts`` off the prompts admitted are whole (TensorRT-LLM's inflight batching
+  without chunked context). With ``mix_decodes`` off an iteration carries prompt chunks only (the
+  one being chunked first, then new ones) while there are any, and the running sequences decode in
+  the iterations between (SGLang's default; with ``split_prompts`` off too, SGLang with chunked
+  prefill off: whole prompts in iterations of their own).
 * **Preemption by recompute**: when a running sequence needs a block and none is free, the most
   recently admitted running sequence gives all its blocks back and returns to the head of the
   queue; readmitted, it prefills its prompt and the tokens it had generated, then goes on.
@@ -219,7 +220,7 @@ class ContinuousBatcher:
         it = Iteration()
         if self.options.chunked_prefill:  # prompt chunks alone: the prompt being chunked, then new ones
             budget = self._decode_running(it, self.options.max_batched_tokens, chunk_prefills=True, decodes=False)
-            self._admit(it, budget, whole=False)
+            self._admit(it, budget, whole=not self.options.split_prompts)
         else:
             self._admit(it, self.options.max_batched_tokens, whole=True)
         if not it.chunks:
@@ -288,8 +289,8 @@ class ContinuousBatcher:
         if budget < 0:
             return None  # not every sequence gets its token
         full = batch >= opts.max_running or budget == 0
-        if self.waiting and not full and not mixing and self.head_admits(budget, self.free_blocks,
-                                                                          whole=not chunked):
+        if self.waiting and not full and not mixing and self.head_admits(
+                budget, self.free_blocks, whole=not chunked or not opts.split_prompts):
             return None  # prefill first: this iteration admits
         if chunked and any(c < t for c, t in zip(self.cached, self.target)):
             return None  # a prompt is still being prefilled

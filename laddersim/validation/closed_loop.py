@@ -8,6 +8,10 @@ them). Each row is priced with:
 
 * the engine's scheduler (``laddersim.traffic.engines``: its token budget, running limit and
   prompt chunking) and the kernels of the closest framework laddersim has (ENGINE_FRAMEWORKS);
+* the engine's limits as the measured deployment set them: ``limits`` (``engine-defaults``, or
+  ``aiconfigurator``: the limits AIConfigurator's generator writes for a benchmark at the row's
+  concurrency and prompt length, ``traffic.engines.AICONFIGURATOR_LIMITS``), and a row's own
+  ``max_running`` / ``max_batched_tokens`` columns where the table has them (LIMIT_COLUMNS);
 * the shipped profile of its GPU (HARDWARE_PROFILES);
 * its dtype (DTYPES), or for a quantized row its quantization (QUANTIZED_DTYPES);
 * the model's config from the table folder's ``models/`` (``org--name.json`` for ``org/name``),
@@ -48,6 +52,7 @@ DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp1
 # (FP8 linears, laddersim.model.quantization); the KV cache is at vLLM's default
 # (``--kv-cache-dtype auto``: the model's dtype), as the rows name no KV quantization.
 QUANTIZED_DTYPES = {"fp8": ("bfloat16", "fp8", "auto")}
+LIMIT_COLUMNS = ("max_running", "max_batched_tokens")  # optional: the deployment's own limits, per row
 MEASURED_MIN = 32  # measured requests per row at the least (and 2 per slot): steady-state means
 
 
@@ -86,6 +91,12 @@ def read_closed_loop(path: str | Path) -> pd.DataFrame:
         if values.isna().any() or (values < 1).any() or (values != values.round()).any():
             raise UserInputError(f"measured: {path} column {column}: allowed: positive integers in every row")
         frame[column] = values.astype(int)
+    for column in (c for c in LIMIT_COLUMNS if c in frame.columns):
+        values = pd.to_numeric(frame[column], errors="coerce")
+        given = values.notna()
+        if (values[given] < 1).any() or (values[given] != values[given].round()).any():
+            raise UserInputError(f"measured: {path} column {column}: allowed: positive integers or empty")
+        frame[column] = values.astype(object).where(given, None)
     for column in ("ttft_ms", "tpot_ms"):
         values = pd.to_numeric(frame[column], errors="coerce")
         if values.isna().any() or (values <= 0).any():
@@ -104,16 +115,18 @@ def model_source(model: str, models_dir: Path) -> str:
 
 
 def score_closed_loop(path: str | Path, models_dir: str | Path | None = None,
-                      progress=lambda: None) -> ClosedLoopScore:
-    """Every row of the table at ``path`` simulated and scored (module docstring); ``progress``
-    is called once per row."""
+                      progress=lambda: None, limits: str = "engine-defaults") -> ClosedLoopScore:
+    """Every row of the table at ``path`` simulated and scored (module docstring) under the
+    ``limits`` deployment; ``progress`` is called once per row."""
     from laddersim.hardware.profile import load_profile
     from laddersim.model.shape import load_model_shape
     from laddersim.traffic.arrivals import Requests
-    from laddersim.traffic.engines import engine_options
+    from laddersim.traffic.engines import LIMITS, benchmark_options
     from laddersim.traffic.options import ServingOptions
     from laddersim.traffic.run import serve_closed_loop, serving_scenario
 
+    if limits not in LIMITS:
+        raise UserInputError(f"limits: {limits!r}; allowed: {', '.join(LIMITS)}")
     path = Path(path)
     frame = read_closed_loop(path)
     models = Path(models_dir) if models_dir is not None else path.parent / "models"
@@ -140,8 +153,10 @@ def score_closed_loop(path: str | Path, models_dir: str | Path | None = None,
             scenario = serving_scenario(shapes[row.model], profiles[row.hardware], int(row.tp), "standard",
                                         activations, framework=framework, quant=quant, kv_cache_dtype=kv_cache_dtype)
             scenario.model.check_tp(int(row.tp))
-            options = engine_options(engine, ServingOptions())
             c = int(row.concurrency)
+            options = benchmark_options(engine, ServingOptions(), c, int(row.prompt_len), limits)
+            given = {k: int(record[k]) for k in LIMIT_COLUMNS if record.get(k) is not None}
+            options = options.model_copy(update=given) if given else options
             n = c + max(MEASURED_MIN, 2 * c)
             requests = Requests(np.zeros(n), np.full(n, int(row.prompt_len), dtype=np.int64),
                                 np.full(n, int(row.gen_len), dtype=np.int64))
@@ -160,6 +175,8 @@ def score_closed_loop(path: str | Path, models_dir: str | Path | None = None,
     rows = pd.DataFrame(scored)
     mappings = [f"engine {e} -> {f} kernels{'' if f == e else ' (the closest priced)'} and the {e} scheduler; "
                 f"hardware {h} -> {p}" for e, f, h, p in sorted(used)]
+    if limits != "engine-defaults" and used:
+        mappings.append(f"engine limits: {limits} (per row, from its concurrency and prompt length)")
     return ClosedLoopScore(rows, pd.DataFrame(skipped), error_summary(rows), mappings)
 
 
