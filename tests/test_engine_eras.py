@@ -156,13 +156,17 @@ def test_turbomind_a100_rows_within_6_percent(tmp_path):
         assert abs(row["predicted_tpot_s"] - row["tpot_s"]) <= 0.06 * row["tpot_s"] + 0.0005, row.to_dict()
 
 
-def test_a_decode_batch_above_the_captured_graphs_launches_its_collectives_eagerly():
-    """vLLM captures decode batches up to 512 (its default max_cudagraph_capture_size): batch 513's
-    AllReduce pays the profile's eager launch (16 us on H100), batch 512's and the prefill's do not."""
+def test_a_step_above_the_captured_graphs_launches_its_collectives_eagerly():
+    """vLLM captures steps of up to 512 tokens (its default max_cudagraph_capture_size): a decode
+    batch of 513 pays the profile's eager launch per AllReduce (16 us on H100), 512 does not; a
+    prefill by its tokens the same; a framework capturing decode only leaves its prefill alone."""
     vllm = load_framework("vllm")
     assert vllm.cuda_graph_max_batch.captures(8, 512) and not vllm.cuda_graph_max_batch.captures(8, 513)
     assert [vllm.collective_launch_for("decode", 8, b) for b in (512, 513)] == [None, "eager"]
-    assert vllm.collective_launch_for("prefill", 8, 4096) is None
+    assert [vllm.collective_launch_for("prefill", 8, t) for t in (512, 4096)] == [None, "eager"]
+    decode_only = vllm.cuda_graph_max_batch.model_copy(update={"passes": ["decode"]})
+    assert vllm.model_copy(update={"cuda_graph_max_batch": decode_only}).collective_launch_for(
+        "prefill", 8, 4096) is None
     assert SESSION.collective_launch_for("decode", 4, 1) == "eager"  # stated for every pass
     h100 = load_profile("h100-sxm-nvswitch")
     scenario = make_scenario(model="llama-3.1-8b", hardware="h100-sxm-nvswitch", tp=8, batch=513, prompt_len=16,

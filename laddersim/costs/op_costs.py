@@ -257,7 +257,7 @@ def _collective_op_times(model: ModelShape, hw: HardwareProfile, fw, work: Workl
     handoff_half_s = fw.collective_handoff_half_s() if tp > 1 else 0.0  # the compute stream's side of the hand-off
     messages = collective_message_bytes(model, work, tp, phase)
     rule = {"dtype": work.dtype, "forced": work.allreduce}  # the workload's dtype and forced implementation
-    launch = fw.collective_launch_for(phase.name, tp, phase.batch)  # eager above the captured batches
+    launch = fw.collective_launch_for(phase.name, tp, phase.tokens)  # eager above the captured steps
     times["allreduce"] = allreduce_time_s(hw, tp, messages["allreduce"], fw, launch=launch, **rule)
     sources["allreduce"] = allreduce_source(hw, tp, messages["allreduce"], fw, **rule)
     # The gather from its own measured table where the profile has one (its message above is the

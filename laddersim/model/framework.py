@@ -60,14 +60,15 @@ class OpKernels(BaseModel):
 
 
 class GraphCapture(BaseModel):
-    """The largest decode step a framework's CUDA graphs capture, in tokens (one per decoding
-    sequence; a serving step's prompt chunks count too), by TP group size: ``max_batch`` lists
-    (largest group, tokens) pairs, the first whose group covers the TP degree applies. A larger step
-    runs eagerly (its collectives launched from the host)."""
+    """The largest step a framework's CUDA graphs capture, in tokens (one per decoding sequence,
+    every prompt token of a prefill; a serving step's prompt chunks count too), by TP group size:
+    ``max_batch`` lists (largest group, tokens) pairs, the first whose group covers the TP degree
+    applies. A larger step of ``passes`` runs eagerly (its collectives launched from the host)."""
 
     model_config = _FROZEN
 
     max_batch: list[tuple[int, int]] = Field(min_length=1)
+    passes: list[Literal["prefill", "decode"]] = ["decode"]
     source: str = Field(min_length=3)
 
     def captures(self, tp: int, batch: int) -> bool:
@@ -148,13 +149,14 @@ class Framework(BaseModel):
     # True: the MLP's gate and up projections run as two GEMMs (None/False: one stacked GEMM).
     split_gate_up: Choice[bool] | None = None
 
-    def collective_launch_for(self, phase_name: str, tp: int, batch: int) -> str | None:
-        """How a pass launches its collectives: ``collective_launch`` where stated; ``eager`` for a
-        decode step above its CUDA graphs' largest batch; None: as the profile simulates."""
+    def collective_launch_for(self, phase_name: str, tp: int, tokens: int) -> str | None:
+        """How a pass of ``tokens`` tokens launches its collectives: ``collective_launch`` where
+        stated; ``eager`` for a step above its CUDA graphs' largest (``cuda_graph_max_batch``);
+        None: as the profile simulates."""
         if self.collective_launch is not None:
             return self.collective_launch.value
         capture = self.cuda_graph_max_batch
-        if phase_name == "decode" and capture is not None and not capture.captures(tp, batch):
+        if capture is not None and phase_name in capture.passes and not capture.captures(tp, tokens):
             return "eager"
         return None
 
