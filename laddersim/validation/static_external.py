@@ -4,9 +4,10 @@ tokens_per_s,ttft_s,tpot_s``, empty where not measured).
 
 Each row becomes a scenario of its model, TP, batch, lengths and dtype, on:
 
-* the kernels of the framework laddersim has for its engine (``ENGINE_FRAMEWORKS``): LMDeploy's
-  TurboMind is priced as TensorRT-LLM (it comes from FasterTransformer, TensorRT-LLM's predecessor:
-  paged KV cache, fused attention, a custom all-reduce);
+* the kernels of the framework laddersim has for its engine at its version (``_framework``):
+  TensorRT-LLM before its PyTorch flow (1.0) and LMDeploy's TurboMind 0.1 (from FasterTransformer,
+  TensorRT-LLM's predecessor) run ``trtllm-session``: TensorRT-LLM's kernels launched from a C++
+  loop without CUDA graphs, NCCL all-reduce; TensorRT-LLM from 1.0 runs ``trtllm``;
 * the shipped profile of its GPU (``laddersim.validation.closed_loop.HARDWARE_PROFILES``, the
   mapping the closed-loop tables use: the 8-GPU node of that GPU).
 
@@ -15,8 +16,9 @@ skipped, each with its reason: a dtype neither 16-bit nor quantized serving (``P
 ``QUANTIZED_DTYPES``: a row's ``fp8`` is FP8 weights and KV cache, as TensorRT-LLM's performance
 tables label it, priced with ``--quant fp8 --kv-cache-dtype fp8`` over float16), a batch whose KV
 cache does not fit the GPU as one static batch (the engines then make part of it wait). Errors are
-``predicted / measured - 1`` of ``tokens_per_s``, ``ttft_s`` (the batch's prefill) and ``tpot_s``
-(a decode step), per GPU x engine group.
+``predicted / measured - 1`` of ``tokens_per_s``, ``ttft_s`` (the batch's prefill; TurboMind: the
+prefill of all but the last prompt token and one decode step, ``first_token_from_decode_step``) and
+``tpot_s`` (a decode step), per GPU x engine group.
 """
 
 from __future__ import annotations
