@@ -94,26 +94,28 @@ def test_an_engine_version_maps_to_its_framework(engine, version, framework):
 
 
 def test_turbomind_makes_its_first_token_in_a_decode_step():
-    """By hand: prefill of prompt - 1 tokens 30 ms, decode step 10 ms, 8 tokens of a batch of 2:
-    TTFT 40 ms, the run 30 + 8 x 10 = 110 ms, 16 / 0.11 tokens/s; a one-token prompt: TTFT one step."""
-    summary = {"prompt_len": 128, "gen_len": 8, "batch": 2, "decode_step_s": 0.010, "prefill_s": 0.031,
-               "ttft_s": 0.031, "total_s": 0.101, "tokens_per_s": 16 / 0.101}
+    """By hand: prefill of prompt - 1 tokens 30 ms and the step over the last prompt token 12 ms
+    (the run of prompt - 1 tokens and 2 generated), then 7 more decode steps of 10 ms, batch 2 x 8
+    tokens: TTFT 42 ms, the run 42 + 70 = 112 ms, 16 / 0.112 tokens/s; a one-token prompt: TTFT the
+    step alone."""
+    summary = {"prompt_len": 128, "gen_len": 8, "batch": 2, "decode_step_s": 0.010, "decode_s": 0.070,
+               "prefill_s": 0.031, "ttft_s": 0.031, "total_s": 0.101, "tokens_per_s": 16 / 0.101}
     asked = []
 
     class Fake:
         def summary(self):
-            return {"prefill_s": 0.030}
+            return {"prefill_s": 0.030, "decode_step_s": 0.012}
 
     def scenario_of(prompt_len, gen_len):
         asked.append((prompt_len, gen_len))
         return None
 
     out = first_token_from_decode_step(summary, scenario_of, lambda _: Fake())
-    assert asked == [(127, 1)]
-    assert out["ttft_s"] == pytest.approx(0.040) and out["total_s"] == pytest.approx(0.110)
-    assert out["tokens_per_s"] == pytest.approx(16 / 0.110)
+    assert asked == [(127, 2)]
+    assert out["ttft_s"] == pytest.approx(0.042) and out["total_s"] == pytest.approx(0.112)
+    assert out["tokens_per_s"] == pytest.approx(16 / 0.112)
     one = first_token_from_decode_step({**summary, "prompt_len": 1}, scenario_of, lambda _: Fake())
-    assert one["ttft_s"] == pytest.approx(0.010) and one["prefill_s"] == 0.0 and asked == [(127, 1)]
+    assert one["ttft_s"] == pytest.approx(0.012) and one["prefill_s"] == 0.0 and asked[-1] == (1, 2)
 
 
 LLAMA_2 = {  # architecture fields of the Hugging Face config.json of meta-llama/Llama-2-{7b,70b}-hf

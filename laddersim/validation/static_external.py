@@ -164,16 +164,18 @@ def _version(text: str) -> tuple[int, ...]:
 
 def first_token_from_decode_step(summary: dict, scenario_of, simulate) -> dict:
     """``summary`` of a batch whose engine makes the first token in a decode step
-    (``FIRST_TOKEN_FROM_DECODE_STEP``): TTFT is the prefill of all but the last prompt token
-    (``scenario_of(prompt_len - 1, 1)``'s; none for a one-token prompt) plus one decode step, and the
-    run is that prefill plus ``gen_len`` decode steps."""
-    step_s = summary["decode_step_s"]
-    if step_s is None:  # gen_len 1: the decode step is not simulated; the prefill stands for it
+    (``FIRST_TOKEN_FROM_DECODE_STEP``): the prefill of all but the last prompt token and the decode
+    step over that token (``scenario_of(prompt_len - 1, 2)``'s prefill and step; no prefill for a
+    one-token prompt) make the TTFT; the run is that plus ``summary``'s decode steps, the next
+    ``gen_len - 1`` positions."""
+    if summary["decode_step_s"] is None:  # gen_len 1: no decode step simulated; the prefill stands for it
         return summary
     prompt_len = summary["prompt_len"]
-    prefill_s = simulate(scenario_of(prompt_len - 1, 1)).summary()["prefill_s"] if prompt_len > 1 else 0.0
-    total_s = prefill_s + summary["gen_len"] * step_s
-    return {**summary, "prefill_s": prefill_s, "ttft_s": prefill_s + step_s, "total_s": total_s,
+    first = simulate(scenario_of(max(prompt_len - 1, 1), 2)).summary()
+    prefill_s = first["prefill_s"] if prompt_len > 1 else 0.0
+    ttft_s = prefill_s + first["decode_step_s"]
+    total_s = ttft_s + summary["decode_s"]
+    return {**summary, "prefill_s": prefill_s, "ttft_s": ttft_s, "total_s": total_s,
             "tokens_per_s": summary["batch"] * summary["gen_len"] / total_s}
 
 
