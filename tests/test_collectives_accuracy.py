@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from laddersim.costs import transport
 from laddersim.costs.allreduce import allreduce_time_s
 from laddersim.costs.collectives import fit_time_s
 from laddersim.costs.scaling.view import LinkScale
@@ -111,5 +112,9 @@ def test_fitted_curves_grow_with_size(name):
     prof = load_profile(name)
     size = np.geomspace(512, 2**30, 200)
     for gpus in (2, 4, 8):
+        if transport.prices(prof, gpus):
+            # not a fitted curve: NCCL's tuner picks by its own estimates, and its LL -> Simple
+            # switch on an SHM ring can land on a faster real time (test_transport.py covers it)
+            continue
         t = allreduce_time_s(prof, gpus, size, nodes=1, measured=False)
         assert np.all(np.diff(t) >= 0)

@@ -197,13 +197,37 @@ def test_shipped_pcie_profiles_state_their_topology():
     pairs = load_profile("a100-pcie-nvlink-pairs").collectives.transport
     assert [transport.ring_transport(pairs, n) for n in (2, 4, 8)] == ["p2p_nvlink", "shm", "shm"]
     l40s = load_profile("l40s-pcie")
-    assert transport.ring_transport(l40s.collectives.transport, 8) == "shm"
-    size = np.array([2.0**20])
-    fit_only = l40s.model_copy(update={"collectives": l40s.collectives.model_copy(update={"tables": []})})
-    from laddersim.costs.collectives import fit_time_s
-    assert allreduce_time_s(fit_only, 8, size)[0] == pytest.approx(fit_time_s(l40s.intra_node_fit(8), size)[0])
+    assert [transport.ring_transport(l40s.collectives.transport, n) for n in (2, 4, 8)] == ["p2p_pcie", "shm", "shm"]
     # h100-pcie at 8 GPUs crosses its sockets: Simple at the socket link's bandwidth, slower than at 4
     pcie = load_profile("h100-pcie")
     big = np.array([256.0 * 2**20])
     per_byte = [allreduce_time_s(pcie, n, big)[0] / (2 * (n - 1) / n) for n in (4, 8)]
     assert per_byte[1] > 1.5 * per_byte[0]
+
+
+def test_golden_l40s_eight_gpu_allreduce_from_the_transport_by_hand():
+    """l40s-pcie prices 8 GPUs from NCCL's SHM ring over its links (its measured node's 8-GPU rows
+    are degraded and not taken): a 32 MiB prefill AllReduce by hand. Ring over two switches and two
+    sockets -> SHM; NCCL's tuner estimates the path as PCI (12 GB/s, 1 channel): LL 6.6 + 14 x 1.0 us
+    + 58.7 MB / 6 GB/s = 9.81 ms, Simple 8.4 + 14 x 5.7 us + 58.7 MB / 12 GB/s = 4.98 ms -> Simple;
+    Simple really runs at min(13.6 GB/s SHM rate, 245 / (2 x 4) host memory, 22 socket link) = 13.6:
+    8.4 + 14 x 5.7 = 88.2 us + 2 x 7/8 x 32 MiB / 13.6 GB/s = 4317.7 us -> 4405.9 us (busbw 13.3 GB/s
+    against the measured node's 1.45). 2 GPUs keep their measured table (P2P behind one switch)."""
+    l40s = load_profile("l40s-pcie")
+    size = 32.0 * 2**20
+    assert transport.prices(l40s, 8) and transport.prices(l40s, 4) and not transport.prices(l40s, 2)
+    assert collective_choice(l40s, 8, size) == ("ring", "simple")
+    by_hand_s = (8.4 + 14 * 5.7) * 1e-6 + 2 * 7 / 8 * size / 13.6e9
+    assert float(allreduce_time_s(l40s, 8, np.array([size]))[0]) == pytest.approx(by_hand_s, rel=1e-9)
+    assert by_hand_s == pytest.approx(4405.9e-6, abs=0.1e-6)
+    # 4 GPUs on one socket: the same ring rate, 6 hops
+    four_s = (8.4 + 6 * 5.7) * 1e-6 + 2 * 3 / 4 * size / 13.6e9
+    assert float(allreduce_time_s(l40s, 4, np.array([size]))[0]) == pytest.approx(four_s, rel=1e-9)
+    # 2 GPUs: the measured row itself (tables/aic_l40s_nccl_2.27.3_2gpu.csv, 32 MiB: 1689.3 us),
+    # the full table's 2-GPU rows exactly; the full table is only a check
+    assert float(allreduce_time_s(l40s, 2, np.array([size]))[0]) == pytest.approx(1689.3e-6, rel=1e-9)
+    tables = profiles_dir() / "tables"
+    full = pd.read_csv(tables / "aic_l40s_nccl_2.27.3.csv", comment="#")
+    two = pd.read_csv(tables / "aic_l40s_nccl_2.27.3_2gpu.csv", comment="#")
+    pd.testing.assert_frame_equal(full[full["gpus"] == 2].reset_index(drop=True), two)
+    assert {t.file: t.use for t in l40s.collectives.tables}["tables/aic_l40s_nccl_2.27.3.csv"] == "check"

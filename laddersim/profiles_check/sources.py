@@ -59,6 +59,7 @@ class AllReduceSource:
     mode: str  # eager | graph
     timing: str  # loop | single | kernel
     note: str = ""
+    gpus: tuple[int, ...] = ()  # the GPU counts kept (empty: every count the file measures)
 
 
 def _aic_nccl(path: Path) -> pd.DataFrame:
@@ -174,6 +175,11 @@ ALLREDUCE_SOURCES: dict[str, AllReduceSource] = {s.key: s for s in (
                     "aic_nccl", "op_name=all_reduce, nccl_dtype=half; bytes=2*message_size, us=latency*1e3",
                     "NCCL 2.27.3 (version column)", "eager", "loop",
                     _AIC_LOOP + "; PROVENANCE: busbw collapses with GPU count, a degraded PCIe node"),
+    AllReduceSource("aic_l40s_nccl_2.27.3_2gpu", "aiconfigurator/comm/l40s/nccl/2.27.3/nccl_perf.csv",
+                    "aic_nccl", "op_name=all_reduce, nccl_dtype=half, num_gpus=2; bytes=2*message_size, us=latency*1e3",
+                    "NCCL 2.27.3 (version column)", "eager", "loop",
+                    _AIC_LOOP + "; the 2-GPU rows only: 20 GB/s busbw, P2P within one PCIe Gen4 x16 switch; "
+                    "PROVENANCE: busbw collapses from 4 GPUs on, a degraded PCIe node", gpus=(2,)),
     AllReduceSource("aic_b200_sxm_nccl_2.29.2", "aiconfigurator/comm/b200_sxm/nccl/2.29.2/nccl_perf.csv",
                     "aic_nccl", "op_name=all_reduce, nccl_dtype=half; bytes=2*message_size, us=latency*1e3",
                     "NCCL 2.29.2 (version column)", "eager", "loop", _AIC_LOOP),
@@ -282,6 +288,8 @@ def read_allreduce_source(key: str, root: Path | None = None) -> pd.DataFrame:
         raise FileNotFoundError("the original measurement files (reference_data/) are not named; set "
                                 f"{REFERENCE_DATA_VARIABLE} to the folder holding them")
     frame = READERS[src.reader](root / src.path)
+    if src.gpus:
+        frame = frame[frame["gpus"].isin(src.gpus)]
     frame = frame.astype({"gpus": int, "nodes": int, "size_bytes": float, "time_us": float})
     return frame.sort_values(["gpus", "nodes", "size_bytes"], kind="stable").reset_index(drop=True)
 
