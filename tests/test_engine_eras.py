@@ -156,26 +156,3 @@ def test_turbomind_a100_rows_within_6_percent(tmp_path):
         assert abs(row["tokens_per_s_error"]) <= 0.06, row.to_dict()
         assert abs(row["ttft_s_error"]) <= 0.06, row.to_dict()
         assert abs(row["predicted_tpot_s"] - row["tpot_s"]) <= 0.06 * row["tpot_s"] + 0.0005, row.to_dict()
-
-
-def test_a_step_above_the_captured_graphs_launches_its_collectives_eagerly():
-    """vLLM captures steps of up to 512 tokens (its default max_cudagraph_capture_size): a decode
-    batch of 513 pays the profile's eager launch per AllReduce (16 us on H100), 512 does not; a
-    prefill by its tokens the same; a framework capturing decode only leaves its prefill alone."""
-    vllm = load_framework("vllm")
-    assert vllm.cuda_graph_max_batch.captures(8, 512) and not vllm.cuda_graph_max_batch.captures(8, 513)
-    assert [vllm.collective_launch_for("decode", 8, b) for b in (512, 513)] == [None, "eager"]
-    assert [vllm.collective_launch_for("prefill", 8, t) for t in (512, 4096)] == [None, "eager"]
-    decode_only = vllm.cuda_graph_max_batch.model_copy(update={"passes": ["decode"]})
-    assert vllm.model_copy(update={"cuda_graph_max_batch": decode_only}).collective_launch_for(
-        "prefill", 8, 4096) is None
-    assert SESSION.collective_launch_for("decode", 4, 1) == "eager"  # stated for every pass
-    h100 = load_profile("h100-sxm-nvswitch")
-    scenario = make_scenario(model="llama-3.1-8b", hardware="h100-sxm-nvswitch", tp=8, batch=513, prompt_len=16,
-                             gen_len=2, schedule="standard", dtype="bfloat16", framework="vllm")
-    for batch, launch in ((512, None), (513, "eager")):
-        times = op_times_s(scenario.model, h100, scenario.workload, 8, Phase("decode", batch, 1), np.array([16.0]))
-        size = batch * scenario.model.dim * 2
-        graph_s = allreduce_time_s(h100, 8, size, vllm, dtype="bfloat16")
-        expected = graph_s + (16e-6 if launch else 0.0) + h100.framework.collective_sync_us.value * 1e-6
-        assert float(times["allreduce"][0]) == pytest.approx(expected, rel=1e-9)

@@ -68,8 +68,7 @@ def implementation_for(hw: HardwareProfile, framework, tp: int, size_bytes: floa
 
 
 def allreduce_time_s(hw: HardwareProfile, tp: int, size_bytes, framework=None, *, nodes: int | None = None,
-                     measured: bool = True, custom: bool = True, dtype: str = "bfloat16", forced: str | None = None,
-                     launch: str | None = None):
+                     measured: bool = True, custom: bool = True, dtype: str = "bfloat16", forced: str | None = None):
     """Seconds of one AllReduce of ``size_bytes`` per rank over ``tp`` ranks.
 
     Without ``framework`` (and ``forced``): NCCL's (array-friendly), over ``nodes`` nodes (default:
@@ -83,21 +82,18 @@ def allreduce_time_s(hw: HardwareProfile, tp: int, size_bytes, framework=None, *
     if framework is None and forced is None:
         return nccl_allreduce_s(hw, tp, size_bytes, nodes=nodes, measured=measured)
     _, seconds = implementation_for(hw, framework, tp, size_bytes, custom, dtype=dtype, forced=forced)
-    correction = launch_correction_s(hw, framework, launch) if tp > 1 else 0.0
+    launch = launch_correction_s(hw, framework) if tp > 1 else 0.0
     if seconds is not None:
-        return max(seconds + correction, 0.0)
+        return max(seconds + launch, 0.0)
     handoff = framework.collective_handoff_half_s() if tp > 1 and framework is not None else 0.0
-    return max(float(nccl_allreduce_s(hw, tp, size_bytes)) + handoff + correction, 0.0)
+    return max(float(nccl_allreduce_s(hw, tp, size_bytes)) + handoff + launch, 0.0)
 
 
-def launch_correction_s(hw: HardwareProfile, framework, launch: str | None = None) -> float:
-    """Host launch to add to a collective launched otherwise than the profile simulates: ``launch``
-    (the pass's, ``Framework.collective_launch_for``; None: the framework's ``collective_launch``)
-    eager on a graph-mode profile: + ``eager_launch_us``; graph on an eager one: -; 0 where none
-    is stated or it is the same."""
-    stated = launch
-    if stated is None and framework is not None and framework.collective_launch is not None:
-        stated = framework.collective_launch.value
+def launch_correction_s(hw: HardwareProfile, framework) -> float:
+    """Host launch to add to a collective where ``framework`` launches it otherwise than the profile
+    simulates (its ``collective_launch`` eager on a graph-mode profile: + ``eager_launch_us``; graph
+    on an eager one: -); 0 where it states none or the same."""
+    stated = None if framework is None or framework.collective_launch is None else framework.collective_launch.value
     if stated is None or stated == hw.collectives.mode:
         return 0.0
     sign = 1.0 if stated == "eager" else -1.0
@@ -168,15 +164,14 @@ def _measured(hw: HardwareProfile, tp: int, nodes: int) -> bool:
         for table, cols in hw.allreduce_arrays if table.use == "model")
 
 
-def allgather_time_s(hw: HardwareProfile, tp: int, gathered_bytes: float, framework,
-                     launch: str | None = None) -> float:
+def allgather_time_s(hw: HardwareProfile, tp: int, gathered_bytes: float, framework) -> float:
     """Seconds of the logits AllGather whose output is ``gathered_bytes`` over ``tp`` ranks: a
     measured AllGather table of a one-node group that covers the size (a single measured size:
     that size only), else the NCCL AllReduce of half the bytes (module docstring)."""
     seconds = _allgather_table_s(hw, tp, gathered_bytes)
     if seconds is not None:
-        return max(seconds + launch_correction_s(hw, framework, launch), 0.0)
-    return allreduce_time_s(hw, tp, gathered_bytes / 2.0, framework, custom=False, launch=launch)
+        return max(seconds + launch_correction_s(hw, framework), 0.0)
+    return allreduce_time_s(hw, tp, gathered_bytes / 2.0, framework, custom=False)
 
 
 def allgather_source(hw: HardwareProfile, tp: int, gathered_bytes: float, framework) -> str:

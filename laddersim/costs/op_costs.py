@@ -257,15 +257,13 @@ def _collective_op_times(model: ModelShape, hw: HardwareProfile, fw, work: Workl
     handoff_half_s = fw.collective_handoff_half_s() if tp > 1 else 0.0  # the compute stream's side of the hand-off
     messages = collective_message_bytes(model, work, tp, phase)
     rule = {"dtype": work.dtype, "forced": work.allreduce}  # the workload's dtype and forced implementation
-    launch = fw.collective_launch_for(phase.name, tp, phase.tokens)  # eager above the captured steps
-    times["allreduce"] = allreduce_time_s(hw, tp, messages["allreduce"], fw, launch=launch, **rule)
+    times["allreduce"] = allreduce_time_s(hw, tp, messages["allreduce"], fw, **rule)
     sources["allreduce"] = allreduce_source(hw, tp, messages["allreduce"], fw, **rule)
     # The gather from its own measured table where the profile has one (its message above is the
     # AllReduce equivalent, for its interference).
     gathered = float(model.gathered_logits_bytes(phase.batch, tp, work.dtype_bytes))  # (a pass's and its batch's)
     times["allgather_logits"], sources["allgather_logits"] = _kept_gathers.get(
-        (hw, fw), (tp, gathered, launch),
-        lambda: (allgather_time_s(hw, tp, gathered, fw, launch), allgather_source(hw, tp, gathered, fw)))
+        (hw, fw), (tp, gathered), lambda: (allgather_time_s(hw, tp, gathered, fw), allgather_source(hw, tp, gathered, fw)))
     # The NCCL kernel's start-up behind its producer (collective_sync_us) delays the collective on
     # the communication stream; the compute stream does not wait for it, so a schedule that
     # overlaps the collective (ladder) hides it with the collective. Its per-byte part (staging the

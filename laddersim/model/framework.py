@@ -59,23 +59,6 @@ class OpKernels(BaseModel):
     source: str = Field(min_length=3)
 
 
-class GraphCapture(BaseModel):
-    """The largest step a framework's CUDA graphs capture, in tokens (one per decoding sequence,
-    every prompt token of a prefill; a serving step's prompt chunks count too), by TP group size:
-    ``max_batch`` lists (largest group, tokens) pairs, the first whose group covers the TP degree
-    applies. A larger step of ``passes`` runs eagerly (its collectives launched from the host)."""
-
-    model_config = _FROZEN
-
-    max_batch: list[tuple[int, int]] = Field(min_length=1)
-    passes: list[Literal["prefill", "decode"]] = ["decode"]
-    source: str = Field(min_length=3)
-
-    def captures(self, tp: int, batch: int) -> bool:
-        limit = next((b for group, b in self.max_batch if tp <= group), self.max_batch[-1][1])
-        return batch <= limit
-
-
 class Framework(BaseModel):
     """One framework's kernel-path and cache settings (see the module docstring)."""
 
@@ -139,26 +122,12 @@ class Framework(BaseModel):
     # ``collectives.eager_launch_us`` on its critical path; laddersim.costs.allreduce). None: as the
     # profile simulates (its ``collectives.mode``).
     collective_launch: Choice[Literal["graph", "eager"]] | None = None
-    # Its decode graphs' largest batch (None: any batch is captured); a larger decode step launches
-    # its collectives eagerly.
-    cuda_graph_max_batch: GraphCapture | None = None
     # The GEMM library its linears run (the prefix of a profile GEMM table's ``library``, e.g.
     # "TRT-LLM"): that table prices them where the profile ships one (laddersim.costs.gemm_tables).
     # None: the profile's model table.
     gemm_library: Choice[str] | None = None
     # True: the MLP's gate and up projections run as two GEMMs (None/False: one stacked GEMM).
     split_gate_up: Choice[bool] | None = None
-
-    def collective_launch_for(self, phase_name: str, tp: int, tokens: int) -> str | None:
-        """How a pass of ``tokens`` tokens launches its collectives: ``collective_launch`` where
-        stated; ``eager`` for a step above its CUDA graphs' largest (``cuda_graph_max_batch``);
-        None: as the profile simulates."""
-        if self.collective_launch is not None:
-            return self.collective_launch.value
-        capture = self.cuda_graph_max_batch
-        if capture is not None and phase_name in capture.passes and not capture.captures(tp, tokens):
-            return "eager"
-        return None
 
     def collective_handoff_s(self) -> float:
         return self.collective_handoff_us.value * 1e-6 if self.collective_handoff_us is not None else 0.0
