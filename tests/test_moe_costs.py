@@ -179,3 +179,32 @@ def test_kernels_shows_the_expert_ops_and_takes_ep():
     # one token, top-2: at TP 8 two experts' eighths are read, at EP 8 one whole expert on the busiest rank
     gate_up = {name: float(frame.set_index("kernel").loc["moe_gate_up", "us"]) for name, frame in (("tp", tp8), ("ep", ep8))}
     assert gate_up["ep"] > 3 * gate_up["tp"]
+
+
+def test_fp8_experts_stream_half_the_bytes_and_fit_where_16_bit_ones_do_not():
+    """FP8 experts (quant fp8): one byte a weight, so a one-token grouped GEMM (weight-bound)
+    takes about half the 16-bit one's time plus its input's quantization; the memory check counts
+    every expert at one byte, so Mixtral-8x7B fits one 80 GB H100 in FP8 and not in 16 bit."""
+    from laddersim.costs.memory_fit import memory_use
+    from laddersim.costs.quantized_gemm import quantize_time_s
+    from laddersim.model.quantization import weight_bytes_per_rank
+
+    hw = load_profile("h100-sxm-nvswitch")
+    model = from_hf_config(MIXTRAL)
+    bf16 = Workload(batch=1, prompt_len=16, gen_len=1, dtype="float16", framework="vllm")
+    fp8 = Workload(batch=1, prompt_len=16, gen_len=1, dtype="float16", framework="vllm", quant="fp8")
+    one, q = (moe_op_times_s(model, hw, w, 1, Phase("decode", 1, 1)) for w in (bf16, fp8))
+    launch = hw.gpu.kernel_launch_s
+    for kind, k in (("moe_gate_up", model.dim), ("moe_down", model.moe.expert_intermediate)):
+        rows = 1 if kind == "moe_gate_up" else model.moe.top_k
+        streamed = q[kind] - quantize_time_s(hw, fp8, rows, k) - launch
+        assert streamed == pytest.approx((one[kind] - launch) / 2, rel=1e-9)
+    assert q["moe_router"] == one["moe_router"]  # the router stays 16-bit
+    # weights: 16-bit total less one byte for every linear weight, the experts' included
+    moe = model.moe
+    experts = len(moe.moe_layers) * moe.n_experts * 3 * model.dim * moe.expert_intermediate
+    attention = model.n_layers * (model.dim * (model.n_heads + 2 * model.n_kv_heads) * model.head_dim
+                                  + model.n_heads * model.head_dim * model.dim)
+    full = model.params_per_rank(1) * 2
+    assert weight_bytes_per_rank(model, 1, model.n_layers, True, True, 2, fp8.quantization) == full - experts - attention
+    assert memory_use(model, hw, fp8, 1).weights_bytes < 50e9 < 80e9 < memory_use(model, hw, bf16, 1).weights_bytes

@@ -31,19 +31,19 @@ def report(tmp_path_factory) -> tuple[Path, str, str]:
     return out_dir, stdout.getvalue(), stderr.getvalue()
 
 
-def test_report_writes_index_with_eight_sections_and_progress(report):
+def test_report_writes_index_with_nine_sections_and_progress(report):
     out_dir, stdout, stderr = report
     index = out_dir / "index.md"
     assert stdout.strip() == str(index)
     text = index.read_text()
     headings = re.findall(r"^## (.+)$", text, flags=re.M)
-    assert [h.split(".")[0] for h in headings] == ["1", "2", "3", "4", "5", "6", "7", "8"]
+    assert [h.split(".")[0] for h in headings] == ["1", "2", "3", "4", "5", "6", "7", "8", "9"]
     assert "Paper reproduction" in headings[0] and "interconnect" in headings[1]
     assert "decode step" in headings[2] and "Planning" in headings[3]
     assert "Multi-node" in headings[4] and "Serving" in headings[5] and "TP x PP" in headings[6]
-    assert "custom all-reduce" in headings[7]
-    for i in range(1, 9):
-        assert f"report: [{i}/8]" in stderr
+    assert "custom all-reduce" in headings[7] and "MoE model" in headings[8]
+    for i in range(1, 10):
+        assert f"report: [{i}/9]" in stderr
     # The page records what made it: the laddersim version and a hash of each shipped profile.
     from laddersim.hardware import load_profile
     from laddersim.support.provenance import laddersim_version, profile_sha256
@@ -51,7 +51,7 @@ def test_report_writes_index_with_eight_sections_and_progress(report):
     assert f"Made by laddersim {laddersim_version()}" in text
     assert f"`h100-sxm-p2p-off` {profile_sha256(load_profile('h100-sxm-p2p-off'))[:16]}" in text
     # Every section says how to read it and how to reproduce it.
-    assert text.count("**How to read this.**") == 8
+    assert text.count("**How to read this.**") == 9
     assert text.count("```bash") >= 5
 
 

@@ -44,7 +44,7 @@ class PlanParams(Params):
     ``price_per_gpu_hour``: USD per GPU-hour of every candidate profile the price file does not
     price (None: such a profile is skipped, or refused when named)."""
 
-    SHOWN = {"tps": "tp", "pps": "pp", "batches": "batch", "schedules": "schedule"}  # as the flags
+    SHOWN = {"tps": "tp", "pps": "pp", "eps": "ep", "batches": "batch", "schedules": "schedule"}  # as the flags
 
     model: Model
     profiles: Names = None
@@ -54,6 +54,7 @@ class PlanParams(Params):
     batches: Annotated[list[int], counts(1, MAX_BATCH)] = list(DEFAULT_PLAN_BATCHES)
     tps: Annotated[list[int] | None, counts(1, MAX_TP, optional=True)] = None
     pps: Annotated[list[int] | None, counts(1, MAX_TP, optional=True)] = None
+    eps: Annotated[list[int] | None, counts(1, MAX_TP, optional=True)] = None
     max_nodes: Annotated[int, count(1, MAX_COUNT)] = 4
     prompt_len: Tokens = DEFAULT_PROMPT_LEN
     gen_len: Tokens = DEFAULT_GEN_LEN

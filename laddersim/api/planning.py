@@ -43,7 +43,8 @@ def plan_run(params: PlanParams, *, progress: bool = False) -> PlanAnswer | Rate
     """``plan`` of ``params`` (see there), every option rather than the first ``top``; a plan for
     a request rate when ``rate``, ``ttft_slo_s`` or ``tpot_slo_s`` is given."""
     from laddersim.errors import UserInputError
-    from laddersim.planning.planner import Target, candidate_points, named_allreduce, rank_options
+    from laddersim.planning.planner import (Target, candidate_points, candidate_splits, ep_choices, named_allreduce,
+                                            rank_options)
     from laddersim.planning.splits import split_verdicts
     from laddersim.support.progress import progress_bar
     from laddersim.sweeps.runner import run_points
@@ -71,7 +72,7 @@ def plan_run(params: PlanParams, *, progress: bool = False) -> PlanAnswer | Rate
         raise UserInputError(f"dtype: no candidate profile has a {p.dtype} peak "
                              f"({', '.join(no_dtype)}); allowed: another --dtype or --profiles")
     points = candidate_points(str(p.model), shape, candidates, p.schedules, p.batches, p.tps, p.prompt_len, p.gen_len,
-                              p.dtype, p.kv_cache, p.max_nodes, p.pps)
+                              p.dtype, p.kv_cache, p.max_nodes, p.pps, p.eps)
     for line in found.notes(p.price_per_gpu_hour):  # only once the inputs are known good: one error line
         print(line, file=sys.stderr)
     if no_dtype:
@@ -88,8 +89,11 @@ def plan_run(params: PlanParams, *, progress: bool = False) -> PlanAnswer | Rate
     options = rank_options(rows, {name: found.usd_per_gpu_hour[name] for name in candidates}, target, p.rank_by)
     options = named_allreduce(options, shape, candidates, p.dtype, p.kv_cache)
     feasible = sum(r["status"] == "ok" for r in rows)
+    refused = [(name, tp, pp, ep, why) for name, (_, profile) in candidates.items()
+               for tp, pp in candidate_splits(shape, profile, p.tps, p.pps, p.max_nodes)
+               for ep, why in ep_choices(shape, tp, p.eps) if why is not None]
     return PlanAnswer(options, shape.name, len(points), feasible, p.rank_by or target.default_rank_by,
-                      split_verdicts(rows, options))
+                      split_verdicts(rows, options, refused))
 
 
 @with_choices
@@ -105,7 +109,7 @@ def plan(model: str | Path, *, profiles: Sequence[str] | None = PLAN.profiles, p
          slo_attainment: float = PLAN.slo_attainment, requests: int = PLAN.requests, max_batched_tokens: int | None = PLAN.max_batched_tokens,
          chunked_prefill: bool = PLAN.chunked_prefill, rank_by: str | None = PLAN.rank_by, top: int = PLAN.top,
          workers: int | None = PLAN.workers, progress: bool = False, pps: Sequence[int] | None = PLAN.pps,
-         ) -> pd.DataFrame:
+         eps: Sequence[int] | None = PLAN.eps) -> pd.DataFrame:
     """``laddersim plan``: the cheapest deployments (profile, TP, nodes, replicas, schedule, batch)
     meeting a target, ranked, one row per option (``plan --json``'s objects: ``usd_per_hour``,
     ``usd_per_million_tokens``, ``tpot_s``, ``user_tokens_per_s``, ``total_tokens_per_s``, ...);
@@ -138,7 +142,9 @@ def plan(model: str | Path, *, profiles: Sequence[str] | None = PLAN.profiles, p
     micro-batches in flight as stages where the batch splits evenly (``gcd(batch, PP)``), GPUs per
     replica TP x PP. ``frame.attrs["splits"]`` (the decode plan): per (profile, TP, PP) whether it
     meets the target, with which schedule and batch, and why (weights do not fit, misses the
-    target, the stage link and bubbles)."""
+    target, the stage link and bubbles). ``eps``: a mixture-of-experts model's expert-parallel
+    degrees to consider in each TP group (default every one its experts allow at each TP:
+    ``laddersim.planning.planner.candidate_eps``); each (TP, EP) split gets its verdict."""
     from dataclasses import asdict
 
     import pandas as pd

@@ -73,6 +73,7 @@ class ServingParams(Params):
     hardware: Hardware
     tp: Tp
     pp: Tp = 1
+    ep: Tp = 1  # a mixture-of-experts model's expert-parallel ranks within each TP group
     dtype: Dtype = "bfloat16"
     quant: Quant = "none"
     kv_cache_dtype: KvCacheDtype = "auto"

@@ -68,7 +68,7 @@ def serving_run(params: ServingParams, schedules: Sequence[str] = DEFAULT_SCHEDU
     price_file = load_prices(p.prices) if p.target_rate else None
     drawn, lengths = _requests(p)
     scenarios = [serving_scenario(p.model, p.hardware, p.tp, s, p.dtype, p.kv_reads, p.framework, pp=p.pp,
-                                  quant=p.quant, kv_cache_dtype=p.kv_cache_dtype)
+                                  quant=p.quant, kv_cache_dtype=p.kv_cache_dtype, ep=p.ep)
                  for s in ([schedules] if isinstance(schedules, str) else schedules)]
     for scenario in scenarios:
         scenario.model.check_tp(p.tp)
@@ -119,7 +119,7 @@ def serving(model: str | Path, hardware: str | Path | HardwareProfile, tp: int, 
             dtype: str = SERVING.dtype, quant: str = SERVING.quant, kv_cache_dtype: str = SERVING.kv_cache_dtype,
             kv_reads: str = SERVING.kv_reads, framework: str = SERVING.framework,
             seed: int = SERVING.seed, per_request: bool = False, out: str | Path | None = None,
-            progress: bool = False, pp: int = SERVING.pp) -> pd.DataFrame:
+            progress: bool = False, pp: int = SERVING.pp, ep: int = SERVING.ep) -> pd.DataFrame:
     """``laddersim serving``: requests arriving at one replica (Poisson at ``rate`` requests/s, gamma
     gaps with ``gamma_shape`` < 1 burstier, or a ``trace`` CSV of arrival_s, prompt_len,
     output_len) served by a vLLM-style continuous-batching scheduler. One row per schedule
@@ -151,7 +151,8 @@ def serving(model: str | Path, hardware: str | Path | HardwareProfile, tp: int, 
     out/requests.csv; ``progress``: a bar on stderr (a terminal). ``pp``: pipeline stages of
     ``tp`` GPUs each (default 1), served as vLLM's pipeline-parallel engine serves them: one
     scheduler per stage over its share of the KV cache, a batch of each in flight on the stages
-    (laddersim.traffic.pipelined); the replica's GPUs are ``tp * pp``."""
+    (laddersim.traffic.pipelined); the replica's GPUs are ``tp * pp``. ``ep``: a mixture-of-experts
+    model's experts placed ``ep`` ways over each TP group (default 1: every expert split ``tp`` ways)."""
     import pandas as pd
 
     answer = serving_run(ServingParams.pick(locals()), schedules, out=out, progress=progress)

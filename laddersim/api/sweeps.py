@@ -21,7 +21,7 @@ def sweep(grid: str | Path | dict | None, out: str | Path, workers: int | None =
           prompt_len: Sequence[int] | None = None, gen_len: Sequence[int] | None = None,
           schedules: Sequence[str] | None = None, dtype: Sequence[str] | None = None,
           kv_cache: Sequence[str] | None = None, kv_reads: Sequence[str] | None = None,
-          overrides: dict[str, Sequence[float]] | None = None) -> pd.DataFrame:
+          overrides: dict[str, Sequence[float]] | None = None, ep: Sequence[int] | None = None) -> pd.DataFrame:
     """``laddersim sweep``: every point of a grid simulated into ``out`` (a directory, created:
     ``results.parquet``, ``results.csv``, the store it resumes from), returned as one row per point
     and schedule (``status`` ok, oom or error; the simulate columns; the overrides).
@@ -34,8 +34,9 @@ def sweep(grid: str | Path | dict | None, out: str | Path, workers: int | None =
     simple grid from the parameters: ``models``, ``hardware`` and ``tp`` lists (required), ``pp``
     (pipeline stages, default [1]), ``pp_microbatches`` (batches in flight through them, default
     [1]), ``batch`` (default [1]), ``prompt_len`` ([1024]), ``gen_len`` ([512]), ``schedules`` ([standard, ladder]),
-    ``dtype`` ([bfloat16]), ``kv_cache`` ([static]), ``kv_reads`` ([repeat_interleave]) and
-    ``overrides`` (what-if columns to lists of values). A re-run into the same ``out`` reuses the
+    ``dtype`` ([bfloat16]), ``kv_cache`` ([static]), ``kv_reads`` ([repeat_interleave]), ``ep``
+    (a mixture-of-experts model's expert-parallel ranks in each TP group, default [1]; a column
+    ``ep`` where a point's is not 1) and ``overrides`` (what-if columns to lists of values). A re-run into the same ``out`` reuses the
     points stored there. ``workers``: local processes (default: all cores); ``scheduler``: a Dask
     scheduler address (tcp://host:8786) instead; ``progress``: a bar on stderr.
 
@@ -50,7 +51,7 @@ def sweep(grid: str | Path | dict | None, out: str | Path, workers: int | None =
     workers = checked("workers", WORKERS, workers)
     values = {"models": models, "hardware": hardware, "tp": tp, "pp": pp, "pp_microbatches": pp_microbatches,
               "batch": batch, "prompt_len": prompt_len, "gen_len": gen_len, "schedules": schedules, "dtype": dtype,
-              "kv_cache": kv_cache, "kv_reads": kv_reads}
+              "kv_cache": kv_cache, "kv_reads": kv_reads, "ep": ep}
     flags = {key: list(v) for key, v in values.items() if v is not None}
     overrides = {k: list(v) for k, v in (overrides or {}).items()}
     if grid is not None:

@@ -67,6 +67,9 @@ def register(sub) -> None:
     p.add_argument("--pp", nargs="+", type=integer, dest="pps", metavar="PP",
                    help="pipeline stages to split the GPUs into, each a TP group (default 1: none); every TP x PP "
                         "split is planned and each one's verdict printed with its reason")
+    p.add_argument("--ep", nargs="+", type=integer, dest="eps", metavar="EP",
+                   help="a mixture-of-experts model's expert-parallel degrees in each TP group to consider "
+                        "(default: every one its experts allow); every TP x EP split's verdict is printed")
     p.add_argument("--max-nodes", type=integer, default=default_of(plan, "max_nodes"),
                    help=f"largest number of nodes one replica (TP group, or TP x PP pipeline) may span "
                         f"(default {default_of(plan, 'max_nodes')})")
@@ -150,6 +153,8 @@ def run_plan(args: argparse.Namespace) -> int:
         return 1
     table = [{"rank": i + 1, **asdict(o)} for i, o in enumerate(options[:args.top])]
     pipeline = [("pp", "pp", "{}")] if args.pps else []
+    if any(o.ep > 1 for o in options):  # a mixture-of-experts model's expert-parallel split
+        pipeline.append(("ep", "ep", "{}"))
     print(format_table(table, [
         ("rank", "#", "{}"), ("hardware", "profile", "{}"), ("schedule", "schedule", "{}"), ("tp", "tp", "{}"),
         *pipeline, ("nodes", "nodes", "{}"), ("batch", "batch", "{}"), ("replicas", "replicas", "{}"),
@@ -163,14 +168,17 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def _print_splits(splits, args: argparse.Namespace) -> None:
-    """With --pp: every TP x PP split planned, one line each: what meets the target, or why not."""
-    if not args.pps:
+    """With --pp, or splits with expert parallelism: every TP x PP (x EP) split planned, one line
+    each: what meets the target, or why not."""
+    experts = args.eps or any(v.ep > 1 for v in splits)
+    if not args.pps and not experts:
         return
-    print("TP x PP splits (a pipeline runs gcd(batch, PP) micro-batches in flight):")
+    print("TP x PP splits (a pipeline runs gcd(batch, PP) micro-batches in flight):" if not experts else
+          "TP x PP x EP splits (EP: the experts placed EP ways in each TP group):")
     for v in splits:
         where = f" ({v.nodes} node{'s' if v.nodes != 1 else ''}, {v.gpus_per_replica} GPUs)" if v.nodes else ""
         verdict = (f"meets it with {v.schedule} at batch {v.batch}, ${v.usd_per_hour:.2f}/h; " if v.meets else "")
-        print(f"  {v.hardware} TP {v.tp} x PP {v.pp}{where}: {verdict}{v.reason}")
+        print(f"  {v.hardware} TP {v.tp} x PP {v.pp}{f' x EP {v.ep}' if experts else ''}{where}: {verdict}{v.reason}")
 
 
 def _none_line(plan_answer, rule: str) -> str:

@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         offered = f"{args.rate:g} req/s" if args.rate else f"trace {args.trace}"
     lengths = "" if args.trace else f" (prompt-len {args.prompt_len}, gen-len {args.gen_len} tokens)"
-    split = f"TP {args.tp}" + (f" x PP {args.pp}" if args.pp > 1 else "")
+    split = f"TP {args.tp}" + (f" x PP {args.pp}" if args.pp > 1 else "") + (f", EP {args.ep}" if args.ep > 1 else "")
     scheduler = f"{rows[0]['scheduler']} scheduler, " if rows[0]["scheduler"] else ""
     prefill = f", {prefill_policy(options)}" if prefill_policy(options) else ""
     print(f"{answer.model} on {answer.hardware}, {split}, {args.framework} kernels on a paged KV cache: "

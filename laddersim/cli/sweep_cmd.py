@@ -24,6 +24,7 @@ _GRID_FLAGS = (
     ("--dtype", "dtype", str, "dtypes (default bfloat16)"),
     ("--kv-cache", "kv_cache", str, "static and/or dynamic (default static)"),
     ("--kv-reads", "kv_reads", str, "repeat_interleave and/or per_kv_head (default repeat_interleave)"),
+    ("--ep", "ep", integer, "a mixture-of-experts model's expert-parallel ranks in each TP group (default 1)"),
 )
 
 

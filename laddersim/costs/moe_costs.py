@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.gemm_tables import library_gemm_time_s
 from laddersim.costs.moe_routing import padded_rows, rank_load
+from laddersim.costs.quantized_gemm import quantize_time_s, quantized_linear_time_s
 from laddersim.costs.pass_shapes import Phase
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.model.shape import ModelShape
@@ -81,7 +82,7 @@ def moe_path_for(framework: str) -> MoEPath:
 
 
 def grouped_gemm_time_s(hw: HardwareProfile, experts_read: float, rows_padded: float, n: int, k: int,
-                        dtype_bytes: int, peak_flops_per_s: float, compute_share: float = 1.0) -> float:
+                        dtype_bytes: float, peak_flops_per_s: float, compute_share: float = 1.0) -> float:
     """Seconds of one grouped GEMM reading ``experts_read`` experts' ``k x n`` weights and
     computing ``rows_padded`` rows: one kernel, the slower of streaming the weights and the FLOPs."""
     gpu = hw.gpu
@@ -111,6 +112,13 @@ def moe_op_times_s(model: ModelShape, hw: HardwareProfile, work: Workload, tp: i
         raise ValueError(f"ep {ep} must divide tp {tp} and the {moe.n_experts} experts")
     i_r = moe.expert_intermediate // (tp // ep)
     peak = gpu.peak_flops_per_s_for(work.dtype)
+    # A quantization (laddersim.model.quantization) stores the experts at its bytes per weight; an
+    # FP8 one runs the grouped GEMMs on FP8 tensor cores after quantizing each one's input (vLLM
+    # fused_experts with Fp8MoEMethod: scaled_fp8_quant of the hidden states and of the activation;
+    # TensorRT-LLM's FP8 MoE plugin likewise). The router stays 16-bit.
+    quant = work.quantization
+    w_bytes = quant.linear_weight_bytes(b)
+    gemm_peak = gpu.peak_flops_per_s_for("fp8") if quant.needs_fp8 else peak
     load = rank_load(t, moe.n_experts, moe.top_k, routing, ep)
     rows = load.rows
     # Every rank sorts all tokens x top_k (token, slot) pairs; under expert parallelism the pairs
@@ -128,19 +136,20 @@ def moe_op_times_s(model: ModelShape, hw: HardwareProfile, work: Workload, tp: i
         "moe_router": library_gemm_time_s(hw, t, moe.n_experts, d, b, peak)[0],
         # scores read, weights and ids written, the sorted ids and their padding
         "moe_topk": float(memory_bound_time_s(gpu, t * moe.n_experts * 4 + 3 * rows * 4, kernels=path.topk_kernels)),
-        "moe_gate_up": grouped_gemm_time_s(hw, experts_read, rows_padded, 2 * i_r, d, b, peak, share)
-        + float(memory_bound_time_s(gpu, zeros * 2 * i_r * b, kernels=0)),
+        "moe_gate_up": grouped_gemm_time_s(hw, experts_read, rows_padded, 2 * i_r, d, w_bytes, gemm_peak, share)
+        + float(memory_bound_time_s(gpu, zeros * 2 * i_r * b, kernels=0)) + quantize_time_s(hw, work, t, d),
         "moe_act": float(memory_bound_time_s(gpu, 3 * all_rows * i_r * b)),
-        "moe_down": grouped_gemm_time_s(hw, experts_read, rows_padded, d, i_r, b, peak, share)
-        + float(memory_bound_time_s(gpu, zeros * d * b, kernels=0)),
+        "moe_down": grouped_gemm_time_s(hw, experts_read, rows_padded, d, i_r, w_bytes, gemm_peak, share)
+        + float(memory_bound_time_s(gpu, zeros * d * b, kernels=0)) + quantize_time_s(hw, work, all_rows, i_r),
         "moe_combine": float(memory_bound_time_s(gpu, (all_rows + t) * d * b)),
         "moe_shared": 0.0,
     }
     if moe.shared_intermediate:
         s_r = moe.shared_intermediate // tp
-        times["moe_shared"] = (library_gemm_time_s(hw, t, 2 * s_r, d, b, peak)[0]
-                               + float(memory_bound_time_s(gpu, 3 * t * s_r * b))
-                               + library_gemm_time_s(hw, t, d, s_r, b, peak)[0])
+        linear = ((lambda m, n, k: quantized_linear_time_s(hw, work, m, n, k, peak)[0]) if quant.name != "none"
+                  else (lambda m, n, k: library_gemm_time_s(hw, m, n, k, b, peak)[0]))
+        times["moe_shared"] = (linear(t, 2 * s_r, d) + float(memory_bound_time_s(gpu, 3 * t * s_r * b))
+                               + linear(t, d, s_r))
     return times
 
 
@@ -148,12 +157,14 @@ def moe_op_kernels(model: ModelShape, work: Workload) -> dict[str, dict[str, flo
     """``{op kind: {kernel class: kernels}}`` of the MoE ops, as ``moe_op_times_s`` charges them."""
     path = moe_path_for(work.framework)
     shared = model.moe is not None and model.moe.shared_intermediate > 0
+    quantize = work.quantization.quantize_kernels  # each grouped GEMM's input quantized first
+    grouped = {"grouped_gemm": 1, "generated": quantize} if quantize else {"grouped_gemm": 1}
     return {
         "moe_router": {"library_gemm": 1},
         "moe_topk": {"generated": path.topk_kernels},
-        "moe_gate_up": {"grouped_gemm": 1},
+        "moe_gate_up": grouped,
         "moe_act": {"generated": 1},
-        "moe_down": {"grouped_gemm": 1},
+        "moe_down": dict(grouped),
         "moe_shared": {"library_gemm": 2, "generated": 1} if shared else {},
         "moe_combine": {"generated": 1},
     }

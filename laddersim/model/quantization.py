@@ -74,6 +74,14 @@ def linear_weights_per_layer_per_rank(model, tp: int) -> int:
     return model.dim * qkv_width + model.heads_per_rank(tp) * hd * model.dim + 3 * model.dim * model.intermediate_per_rank(tp)
 
 
+def moe_linear_weights_per_rank(model, tp: int) -> int:
+    """``ModelShape.moe_extra_params_per_rank`` less the routers: the expert weights a quantization
+    stores at its bytes (vLLM and TensorRT-LLM keep the router linear 16-bit). 0 for a dense model."""
+    if model.moe is None:
+        return 0
+    return model.moe_extra_params_per_rank(tp) - len(model.moe.moe_layers) * model.dim * model.moe.n_experts
+
+
 def weight_bytes_per_rank(model, tp: int, layers: int, first: bool, last: bool, dtype_bytes: int,
                           quant: Quantization) -> float:
     """Bytes of the weights one rank of a stage of ``layers`` layers holds (``ModelShape.stage_params_per_rank``),
@@ -81,4 +89,7 @@ def weight_bytes_per_rank(model, tp: int, layers: int, first: bool, last: bool, 
     total = model.stage_params_per_rank(tp, layers, first, last) * dtype_bytes
     if quant.weight_bytes is None:
         return float(total)
-    return float(total - layers * linear_weights_per_layer_per_rank(model, tp) * (dtype_bytes - quant.weight_bytes))
+    # a mixture of experts' expert weights (beyond the dense MLP they replace), at the model's mean per layer
+    linear = layers * linear_weights_per_layer_per_rank(model, tp) + \
+        moe_linear_weights_per_rank(model, tp) * layers // model.n_layers
+    return float(total - linear * (dtype_bytes - quant.weight_bytes))

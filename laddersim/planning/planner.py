@@ -77,6 +77,30 @@ class PlanOption:
     pp: int = 1  # pipeline stages of the replica (each a TP group)
     pp_microbatches: int = 1  # batches in flight through them
     allreduce: str = ""  # the AllReduce implementation its decode step runs (``named_allreduce``)
+    ep: int = 1  # a mixture-of-experts model's expert-parallel ranks in each TP group
+
+
+def candidate_eps(model: ModelShape, tp: int, allowed: list[int] | None = None) -> list[int]:
+    """Expert-parallel degrees of a mixture-of-experts model at ``tp`` (``ModelShape.with_ep``,
+    ``MoESpec.check_tp``: a divisor of ``tp`` and of the experts whose ``tp / ep`` split divides
+    each expert's width); [1] for a dense model."""
+    return [ep for ep, reason in ep_choices(model, tp, allowed) if reason is None]
+
+
+def ep_choices(model: ModelShape, tp: int, allowed: list[int] | None = None) -> list[tuple[int, str | None]]:
+    """Each expert-parallel degree tried at ``tp`` (``allowed``, default the divisors of ``tp``)
+    with why it cannot run there (None: it can); [(1, None)] for a dense model."""
+    if model.moe is None:
+        return [(1, None)]
+    out = []
+    for ep in allowed or [d for d in range(1, tp + 1) if tp % d == 0]:
+        try:
+            model.with_ep(ep).check_tp(tp)
+        except UserInputError as exc:
+            out.append((ep, str(exc)))
+            continue
+        out.append((ep, None))
+    return out
 
 
 def candidate_tps(model: ModelShape, profile: HardwareProfile, allowed: list[int] | None = None,
@@ -115,16 +139,22 @@ def candidate_splits(model: ModelShape, profile: HardwareProfile, tps: list[int]
 def candidate_points(model: str, model_shape: ModelShape, profiles: dict[str, tuple[str, HardwareProfile]],
                      schedules: list[str], batches: list[int], tps: list[int] | None, prompt_len: int,
                      gen_len: int, dtype: str, kv_cache: str, max_nodes: int | None = None,
-                     pps: list[int] | None = None) -> list[Point]:
-    """Every (profile, TP, PP, schedule, batch) to simulate; ``profiles``: name -> (load ref, profile)."""
+                     pps: list[int] | None = None, eps: list[int] | None = None) -> list[Point]:
+    """Every (profile, TP, PP, EP, schedule, batch) to simulate; ``profiles``: name -> (load ref,
+    profile); ``eps``: the expert-parallel degrees a mixture-of-experts model may take (default all
+    ``candidate_eps``)."""
     no_overrides = tuple((c, None) for c in OVERRIDE_COLUMNS)
+    if eps and model_shape.moe is None and set(eps) != {1}:
+        raise UserInputError(f"ep: {' '.join(map(str, eps))} places experts, and {model_shape.name} is dense; allowed: 1")
     points = []
     for name, (ref, profile) in profiles.items():
         for tp, pp in candidate_splits(model_shape, profile, tps, pps, max_nodes):
-            for schedule in schedules:
-                for batch in batches:
-                    points.append(Point(model, name, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache,
-                                        no_overrides, model, ref, pp=pp, pp_microbatches=math.gcd(batch, pp)))
+            for ep in candidate_eps(model_shape, tp, eps):
+                for schedule in schedules:
+                    for batch in batches:
+                        points.append(Point(model, name, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache,
+                                            no_overrides, model, ref, pp=pp, pp_microbatches=math.gcd(batch, pp),
+                                            ep=ep))
     if not points:
         raise UserInputError(no_candidates_message(model_shape, profiles, tps, max_nodes))
     return points
@@ -188,7 +218,7 @@ def option_for(row: dict, usd_per_gpu_hour: float, target: Target) -> PlanOption
         total_tokens_per_s=total, usd_per_gpu_hour=usd_per_gpu_hour, usd_per_hour=usd_per_hour,
         usd_per_million_tokens=usd_per_hour / (total * 3600.0) * 1e6,
         memory_per_gpu_gib=row["memory_per_gpu_gib"], prompt_len=_int_or_none(row.get("prompt_len")),
-        gen_len=_int_or_none(row.get("gen_len")), pp=pp, pp_microbatches=microbatches,
+        gen_len=_int_or_none(row.get("gen_len")), pp=pp, pp_microbatches=microbatches, ep=int(row.get("ep") or 1),
     )
 
 
@@ -219,4 +249,4 @@ def rank_options(rows: list[dict], prices_by_hardware: dict[str, float], target:
     other = RANK_KEYS[1 - RANK_KEYS.index(rank_by)]
     options = [o for r in rows if (o := option_for(r, prices_by_hardware[r["hardware"]], target))]
     return sorted(options, key=lambda o: (getattr(o, rank_by), getattr(o, other), o.gpus, o.hardware,
-                                          o.schedule, o.tp, o.pp, o.batch))
+                                          o.schedule, o.tp, o.pp, o.batch, o.ep))

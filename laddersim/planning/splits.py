@@ -1,6 +1,7 @@
-"""Which TP x PP split of the GPUs meets the target, and why each does or does not.
+"""Which TP x PP (x EP) split of the GPUs meets the target, and why each does or does not.
 
-For every (profile, TP, PP) the plan simulated: its cheapest option meeting the target (schedule,
+For every (profile, TP, PP, EP) the plan simulated (EP: a mixture-of-experts model's experts placed
+over each TP group, ``laddersim.model.moe``): its cheapest option meeting the target (schedule,
 batch) and one reason, from the simulated rows:
 
 * **weights do not fit**: no batch fits in memory (the memory line's need and capacity);
@@ -34,6 +35,7 @@ class SplitVerdict:
     batch: int | None
     usd_per_hour: float | None
     reason: str
+    ep: int = 1
 
 
 def _reason_infeasible(rows: list[dict]) -> str:
@@ -56,35 +58,43 @@ def _reason_ok(row: dict) -> str:
         return (f"stage link {link}: {boundary_us:.0f} us of a {step_s * 1e3:.2f} ms step; bubbles {bubble:.0%} "
                 f"({int(row.get('pp_microbatches') or 1)} micro-batch(es) in flight)")
     exposed = float(row.get("exposed_comm_s") or 0.0) / float(row["total_s"])
-    return f"TP only: exposed AllReduce {exposed:.0%} of the time"
+    ep = int(row.get("ep") or 1)
+    split = "TP only" if ep == 1 else f"experts placed {ep} ways in the TP group"
+    return f"{split}: exposed AllReduce {exposed:.0%} of the time"
 
 
-def split_verdicts(rows: list[dict], options: list[PlanOption]) -> list[SplitVerdict]:
-    """One verdict per (profile, TP, PP) among ``rows`` (the plan's simulated rows), the splits
-    meeting the target first in the order of ``options`` (ranked), then the others."""
-    groups: dict[tuple[str, int, int], list[dict]] = {}
+def split_verdicts(rows: list[dict], options: list[PlanOption],
+                   refused: list[tuple[str, int, int, int, str]] = ()) -> list[SplitVerdict]:
+    """One verdict per (profile, TP, PP, EP) among ``rows`` (the plan's simulated rows), the splits
+    meeting the target first in the order of ``options`` (ranked), then the others, then the
+    ``refused`` splits, (profile, TP, PP, EP, why), not simulated."""
+    groups: dict[tuple[str, int, int, int], list[dict]] = {}
     for row in rows:
-        groups.setdefault((row["hardware"], int(row["tp"]), int(row.get("pp") or 1)), []).append(row)
+        key = (row["hardware"], int(row["tp"]), int(row.get("pp") or 1), int(row.get("ep") or 1))
+        groups.setdefault(key, []).append(row)
     best = {}
     for option in options:
-        best.setdefault((option.hardware, option.tp, option.pp), option)
+        best.setdefault((option.hardware, option.tp, option.pp, option.ep), option)
     verdicts = []
-    for (hardware, tp, pp), part in groups.items():
+    for (hardware, tp, pp, ep), part in groups.items():
         ok = [r for r in part if r["status"] == "ok"]
         nodes = int(ok[0]["nodes"]) if ok else None
-        option = best.get((hardware, tp, pp))
+        option = best.get((hardware, tp, pp, ep))
         if option is not None:
             row = next(r for r in ok if r["schedule"] == option.schedule and r["batch"] == option.batch)
             verdicts.append(SplitVerdict(hardware, tp, pp, nodes, tp * pp, True, option.schedule, option.batch,
-                                         option.usd_per_hour, _reason_ok(row)))
+                                         option.usd_per_hour, _reason_ok(row), ep))
         elif not ok:
             verdicts.append(SplitVerdict(hardware, tp, pp, None, tp * pp, False, None, None, None,
-                                         _reason_infeasible(part)))
+                                         _reason_infeasible(part), ep))
         else:
             fastest = min(ok, key=lambda r: r["tpot_s"])
             verdicts.append(SplitVerdict(
                 hardware, tp, pp, nodes, tp * pp, False, None, None, None,
                 f"misses the target: at most {1 / fastest['tpot_s']:.1f} user tok/s ({fastest['schedule']}, batch "
-                f"{fastest['batch']}; {_reason_ok(fastest)})"))
+                f"{fastest['batch']}; {_reason_ok(fastest)})", ep))
     order = {key: i for i, key in enumerate(best)}
-    return sorted(verdicts, key=lambda v: (not v.meets, order.get((v.hardware, v.tp, v.pp), 0), v.hardware, v.tp, v.pp))
+    verdicts += [SplitVerdict(hardware, tp, pp, None, tp * pp, False, None, None, None, f"cannot run: {why}", ep)
+                 for hardware, tp, pp, ep, why in refused]
+    return sorted(verdicts, key=lambda v: (not v.meets, order.get((v.hardware, v.tp, v.pp, v.ep), 0), v.hardware,
+                                           v.tp, v.pp, v.ep))

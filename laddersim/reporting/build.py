@@ -17,6 +17,7 @@ from laddersim.hardware.provenance_line import provenance_line
 from laddersim.reporting.bandwidth_section import bandwidth_section
 from laddersim.reporting.custom_allreduce_section import custom_allreduce_section
 from laddersim.reporting.markdown import Section
+from laddersim.reporting.moe_section import moe_section
 from laddersim.reporting.multinode_section import multinode_section
 from laddersim.reporting.paper_section import paper_section
 from laddersim.reporting.pipeline_section import pipeline_section
@@ -48,6 +49,7 @@ def build_report(out_dir: str | Path = "reports", quick: bool = False, workers: 
         lambda: serving_section(out_dir, figures_dir),
         lambda: pipeline_section(out_dir, figures_dir),
         lambda: custom_allreduce_section(out_dir, figures_dir),
+        lambda: moe_section(out_dir, figures_dir),
     ]
     steps = list(zip(SECTIONS, makers, strict=True))
     sections: list[Section] = []

@@ -103,6 +103,9 @@ class SweepGrid(BaseModel):
     dtype: list[Literal["bfloat16", "float16", "float32", "fp8"]] = Field(default=["bfloat16"], min_length=1)
     kv_cache: list[Literal["static", "dynamic"]] = Field(default=["static"], min_length=1)
     kv_reads: list[Literal["repeat_interleave", "per_kv_head"]] = Field(default=["repeat_interleave"], min_length=1)
+    # A mixture-of-experts model's expert-parallel ranks in each TP group; None: 1 (not written
+    # to the grid.yaml a sweep keeps, so a grid without it reads as before).
+    ep: list[int] | None = Field(default=None, min_length=1)
     overrides: Overrides = Overrides()
     serving: ServingAxes | None = None  # every point one replica under load (laddersim.traffic.sweep_axes)
 
@@ -110,7 +113,7 @@ class SweepGrid(BaseModel):
     base_dir: str = Field(default="", exclude=True)
 
     @field_validator("models", "hardware", "tp", "pp", "pp_microbatches", "batch", "prompt_len", "gen_len", "schedules", "dtype",
-                     "kv_cache", "kv_reads", mode="before")
+                     "kv_cache", "kv_reads", "ep", mode="before")
     @classmethod
     def _wrap(cls, value):
         return _as_list(value)
@@ -122,12 +125,12 @@ class SweepGrid(BaseModel):
             raise ValueError(FP8_DTYPE_REFUSAL)
         return values
 
-    @field_validator("tp", "pp", "pp_microbatches", "batch", "prompt_len", "gen_len")
+    @field_validator("tp", "pp", "pp_microbatches", "batch", "prompt_len", "gen_len", "ep")
     @classmethod
-    def _positive(cls, values: list[int], info) -> list[int]:
-        maximum = {"tp": MAX_TP, "pp": MAX_TP, "pp_microbatches": MAX_BATCH, "batch": MAX_BATCH}.get(info.field_name,
-                                                                                                   MAX_TOKENS)
-        for value in values:
+    def _positive(cls, values: list[int] | None, info) -> list[int] | None:
+        maximum = {"tp": MAX_TP, "pp": MAX_TP, "ep": MAX_TP, "pp_microbatches": MAX_BATCH,
+                   "batch": MAX_BATCH}.get(info.field_name, MAX_TOKENS)
+        for value in values or ():
             if not 1 <= value <= maximum:
                 raise ValueError(f"must be positive integers up to {maximum}, got {value}")
         return values

@@ -44,10 +44,14 @@ class Point:
     serving: tuple[tuple[str, object], ...] | None = None  # (column, value) of a serving point
     pp: int = 1  # pipeline stages
     pp_microbatches: int = 1  # batches in flight through them
+    ep: int = 1  # a mixture-of-experts model's expert-parallel ranks in each TP group
 
     def inputs(self) -> dict:
-        """The input columns of this point's result row."""
+        """The input columns of this point's result row (``ep`` only where the experts are placed,
+        so a dense point's row and key are what they were)."""
         row = {c: getattr(self, c) for c in SCENARIO_COLUMNS}
+        if self.ep != 1:
+            row["ep"] = self.ep
         row.update(self.overrides)
         row.update(self.serving or ())
         return row
@@ -65,6 +69,7 @@ def point_key(inputs: dict) -> str:
     # The text is json.dumps([[column, value], ...], separators=(",", ":")), put together from
     # each pair's own text (column names are plain ASCII; a grid repeats its values).
     pairs = [_pair_text(c, inputs[c]) for c in INPUT_COLUMNS if _keyed(c, inputs[c])]
+    pairs += [_pair_text("ep", inputs["ep"])] if inputs.get("ep", 1) != 1 else []  # (Point.inputs: only where != 1)
     pairs += [_pair_text(c, inputs[c]) for c in SERVING_COLUMNS if c in inputs]
     return hashlib.sha256(("[" + ",".join(pairs) + "]").encode()).hexdigest()[:20]
 
@@ -135,12 +140,14 @@ def expand_grid(grid: SweepGrid) -> list[Point]:
         head = [text for text in (column[v] for column, v in zip(texts, scenario)) if text is not None]
         model, hw, tp, pp, m, batch, prompt_len, gen_len, schedule, dtype, kv_cache, kv_reads = scenario
         for overrides, override_texts in settings:
-            for load, load_texts in loads:
-                text = "[" + ",".join(head + override_texts + load_texts) + "]"
-                key = hashlib.sha256(text.encode()).hexdigest()[:20]
-                if key not in points:
-                    point = Point(model, hw, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache, overrides,
-                                  model_refs[model], profile_refs[hw], kv_reads, load, pp, m)
-                    point.__dict__["key"] = key  # (Point.key's cached value: point_key(point.inputs()))
-                    points[key] = point
+            for ep in grid.ep or [1]:
+                ep_texts = [_pair_text("ep", ep)] if ep != 1 else []
+                for load, load_texts in loads:
+                    text = "[" + ",".join(head + override_texts + ep_texts + load_texts) + "]"
+                    key = hashlib.sha256(text.encode()).hexdigest()[:20]
+                    if key not in points:
+                        point = Point(model, hw, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache, overrides,
+                                      model_refs[model], profile_refs[hw], kv_reads, load, pp, m, ep)
+                        point.__dict__["key"] = key  # (Point.key's cached value: point_key(point.inputs()))
+                        points[key] = point
     return list(points.values())

@@ -32,12 +32,17 @@ def _unset_as_none(values: list) -> list:
 def _speedups(columns: dict[str, list]) -> list[float | None]:
     """tokens/s over tokens/s of the same point (its inputs but the schedule) under ``standard``,
     where both ran; None elsewhere."""
-    keys = list(zip(*[_unset_as_none(columns[c]) for c in INPUT_COLUMNS if c != "schedule"]))
+    keys = list(zip(*[_unset_as_none(columns[c]) for c in _key_columns(columns) if c != "schedule"]))
     tokens, status = columns["tokens_per_s"], columns["status"]
     standard = {key: t for key, schedule, st, t in zip(keys, columns["schedule"], status, tokens)
                 if schedule == "standard" and st == "ok"}
     return [t / base if (base := standard.get(key)) and st == "ok" else None
             for key, st, t in zip(keys, status, tokens)]
+
+
+def _key_columns(columns) -> list[str]:
+    """The input columns, and ``ep`` where a row places a mixture-of-experts model's experts."""
+    return list(INPUT_COLUMNS) + (["ep"] if "ep" in columns else [])
 
 
 def results_frame(rows: list[dict]) -> pd.DataFrame:
@@ -48,12 +53,14 @@ def results_frame(rows: list[dict]) -> pd.DataFrame:
     # Column by column (each row's values read in one pass over the columns, then transposed).
     data = dict(zip(columns, map(list, zip(*[tuple(map(r.get, columns)) for r in rows])))) if rows else \
         {c: [] for c in columns}
+    if "ep" in data:  # (a point's row names its ep only where it is not 1)
+        data["ep"] = [1 if v is None else int(v) for v in data["ep"]]
     data["speedup_vs_standard"] = _speedups(data)
     # (an empty table: object columns, as from no records; astype below fixes the known ones)
     frame = pd.DataFrame(data, columns=columns + ["speedup_vs_standard"]) if rows else \
         pd.DataFrame([], columns=columns + ["speedup_vs_standard"])
     frame = frame.astype(column_types())
-    frame = frame.sort_values(list(INPUT_COLUMNS), na_position="first", kind="mergesort")
+    frame = frame.sort_values(_key_columns(frame.columns), na_position="first", kind="mergesort")
     return frame.reset_index(drop=True)
 
 

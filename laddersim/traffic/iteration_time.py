@@ -56,7 +56,6 @@ from laddersim.costs.op_costs import Phase, collective_message_bytes, logits_row
 from laddersim.costs.pass_shapes import linear_shapes, splitk_reduce
 from laddersim.costs.rank_skew import skew_wait_per_compute
 from laddersim.engine.entry import run as run_engine
-from laddersim.errors import UserInputError
 from laddersim.model.framework import load_framework
 from laddersim.traffic.attention_cost import AttentionCost
 from laddersim.traffic.attention_intervals import Intervals, interpolate
@@ -135,16 +134,19 @@ class StageTiming:
 
 
 def _reduced_program(schedule: str, layers: int, tp: int, stage: StageTiming | None,
-                     kind_names: tuple[str, ...]) -> CompiledProgram:
+                     kind_names: tuple[str, ...], mlp_kind: str | None) -> CompiledProgram:
     """The program of ``layers`` layers standing for the whole model, or for a stage: a stage of
     ``layers`` layers in the same place of its pipeline (after one layer when it is not the first,
-    whose pending outputs cross into it)."""
+    whose pending outputs cross into it). ``mlp_kind``: every layer's MLP module kind (a
+    mixture-of-experts model whose layers are all alike; None: dense)."""
     if stage is None:
-        return compile_program(schedule, layers, tp, kind_names=kind_names)
+        layout = None if mlp_kind is None else (mlp_kind,) * layers
+        return compile_program(schedule, layers, tp, kind_names=kind_names, mlp_layout=layout)
     s = stage.stage
     first = 0 if s.first else 1
-    return compile_program(schedule, first + layers + (0 if s.last else 1), tp,
-                           Stage(s.index, s.count, first, first + layers), "decode", kind_names)
+    n = first + layers + (0 if s.last else 1)
+    return compile_program(schedule, n, tp, Stage(s.index, s.count, first, first + layers), "decode", kind_names,
+                           None if mlp_kind is None else (mlp_kind,) * n)
 
 
 class IterationTimer:
@@ -165,20 +167,25 @@ class IterationTimer:
         self.points_per_octave = points_per_octave
         self.stage = stage
         model, tp = scenario.model, scenario.tp
-        if model.moe is not None:  # an iteration's tokens change the experts hit: not priced here yet
-            raise UserInputError(f"model: {model.name} is a mixture-of-experts model, whose serving iterations "
-                                 "are not priced; allowed: dense models (simulate and kernels price MoE models)")
-        whole = compile_program(scenario.schedule, model.n_layers, tp, stage and stage.stage, "decode")
+        # A mixture-of-experts model's layers run their own MLP module kinds (ModelShape.mlp_layout);
+        # its MoE ops are priced at the iteration's tokens like every other op (the experts a pass
+        # hits follow its tokens: laddersim.costs.moe_routing), so the grid below holds for it too.
+        layout = model.mlp_layout()
+        whole = compile_program(scenario.schedule, model.n_layers, tp, stage and stage.stage, "decode",
+                                mlp_layout=layout)
         self._kind_names = tuple(sorted(whole.kind_names))
         self._full = compile_program(scenario.schedule, model.n_layers, tp, stage and stage.stage, "decode",
-                                     self._kind_names)
+                                     self._kind_names, layout)
         self.program = self._full.program
         self._reduced: list[CompiledProgram] = []
         self._layers = stage.stage.n_layers if stage else model.n_layers
         k = self.REDUCED_LAYERS
-        if self._layers > 3 * k and not scenario.schedule.startswith("hybrid"):
-            self._reduced = [_reduced_program(scenario.schedule, n, tp, stage, self._kind_names)
-                             for n in (k, 2 * k, 3 * k)]
+        # Reduced runs stand for the model only where every layer is alike (interleaved dense and
+        # MoE layers, or a few dense layers first, run the whole model).
+        uniform = layout is None or len(set(layout)) == 1
+        if self._layers > 3 * k and not scenario.schedule.startswith("hybrid") and uniform:
+            self._reduced = [_reduced_program(scenario.schedule, n, tp, stage, self._kind_names,
+                                              None if layout is None else layout[0]) for n in (k, 2 * k, 3 * k)]
         self._tail_kinds = np.array([name in TAIL_KINDS for name in self._kind_names])
         self._row_kinds = np.array([name in ROW_KINDS for name in self._kind_names])
         self._sample_kinds = self._tail_kinds & ~self._row_kinds

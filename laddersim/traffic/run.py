@@ -48,7 +48,7 @@ class ServingResult:
 
 def serving_scenario(model, hardware, tp: int, schedule: str, dtype: str = "bfloat16",
                      kv_reads: str = "per_kv_head", framework: str = "gpt-fast", pp: int = 1, quant: str = "none",
-                     kv_cache_dtype: str = "auto") -> Scenario:
+                     kv_cache_dtype: str = "auto", ep: int = 1) -> Scenario:
     """A Scenario for serving: a paged (dynamic) KV cache; batch and lengths come per iteration;
     ``pp`` pipeline stages of ``tp`` GPUs (``laddersim.traffic.pipelined``: one batch in flight per stage).
 
@@ -70,12 +70,13 @@ def serving_scenario(model, hardware, tp: int, schedule: str, dtype: str = "bflo
       by its grid over one static batch, which an iteration's mix of sequences does not have.
 
     ``kv_reads`` overrides the framework's (default per_kv_head: a GQA-aware kernel); ``quant`` and
-    ``kv_cache_dtype``: the linears' quantization and the cache's element type (laddersim.model.quantization). A kernel
+    ``kv_cache_dtype``: the linears' quantization and the cache's element type (laddersim.model.quantization);
+    ``ep``: a mixture-of-experts model's experts placed ``ep`` ways over the TP group. A kernel
     calibration file (``laddersim calibrate kernels``) is refused by the iteration timer: it
     prices one static batch's decode steps only."""
     scenario = make_scenario(model=model, hardware=hardware, tp=tp, batch=1, prompt_len=1, gen_len=1, schedule=schedule,
                              dtype=dtype, kv_cache="dynamic", kv_reads=kv_reads, framework=framework, pp=pp,
-                             quant=quant, kv_cache_dtype=kv_cache_dtype)
+                             quant=quant, kv_cache_dtype=kv_cache_dtype, ep=ep)
     if pp > 1:
         place(scenario.hardware, tp, pp)  # the stages fit the profile's nodes, or one line
     return scenario

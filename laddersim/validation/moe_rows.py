@@ -11,9 +11,8 @@ The tables are ``laddersim/data/validation/moe/`` (PROVENANCE.md there). Rows pr
   tuned fused-MoE config: one static batch, prefill plus 50 decode steps; framework ``vllm``.
 * vLLM performance CI static-batch latency (batch 8, 32 in / 128 out, TP 2), mean rows.
 
-Not priced: the online-serving inter-token latencies (PR 2979 / 2913) and the TensorRT-LLM
-max-load throughputs, which need the serving simulator (``laddersim serving``), not yet taught
-mixture-of-experts layers.
+The online-serving rows (vLLM PR 2979) and the TensorRT-LLM max-load throughputs run through the
+serving simulator: ``laddersim.validation.moe_serving``.
 """
 
 from __future__ import annotations

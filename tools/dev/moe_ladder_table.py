@@ -1,9 +1,10 @@
 """What Ladder gives a mixture-of-experts model: decode tokens/s of the standard and ladder schedules for
 Mixtral-8x22B (the Ladder Residual authors' MoE shape) and Qwen3-235B-A22B at TP 8 on 8x H100 and
 8x H200, batch 1-64, as a markdown table (shipped profiles, no fit); and the MoE validation rows
-(laddersim.validation.moe_rows) with each table's median |error|.
+(laddersim.validation.moe_rows) with each table's median |error|; with --serving, the rows priced
+through the serving simulator (laddersim.validation.moe_serving), median |error| per table and GPU.
 
-    PYTHONPATH=$PWD python tools/dev/moe_ladder_table.py [--framework gpt-fast] [--validation]
+    PYTHONPATH=$PWD python tools/dev/moe_ladder_table.py [--framework gpt-fast] [--validation] [--serving [GPU ...]]
 """
 
 from __future__ import annotations
@@ -46,7 +47,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--framework", default="gpt-fast")
     parser.add_argument("--validation", action="store_true", help="print the MoE validation rows instead")
+    parser.add_argument("--serving", nargs="*", metavar="GPU", help="print the serving-priced MoE rows instead "
+                        "(TensorRT-LLM rows of these GPUs as the table names them; none given: all)")
     args = parser.parse_args(argv)
+    if args.serving is not None:
+        from laddersim.validation.moe_serving import moe_serving_rows
+
+        rows, skipped = moe_serving_rows(tuple(args.serving) or None)
+        print(rows.drop(columns=["table", "framework"]).to_string(index=False))
+        for (table, gpu), group in rows.groupby(["table", "gpu"]):
+            print(f"{table} {gpu}: {len(group)} rows priced, median |error| "
+                  f"{100 * float(np.median(np.abs(group['error'].astype(float)))):.1f}%")
+        for reason, group in (skipped.groupby("reason") if len(skipped) else ()):
+            print(f"skipped {len(group)} rows: {reason}")
+        return 0
     if args.validation:
         from laddersim.validation.moe_rows import moe_validation_rows
 

@@ -1,0 +1,154 @@
+"""Published mixture-of-experts serving measurements predicted by the serving simulator
+(``laddersim.traffic``) with the shipped profiles and no fit.
+
+* TensorRT-LLM v0.17 ``trtllm-bench`` throughput (``trtllm_perf_overview_v0.17.csv``): every request
+  of the document's dataset (``DATASET_REQUESTS``: its count for the row's ISL/OSL, every prompt and
+  output exactly ISL and OSL tokens) arriving at once, served under TensorRT-LLM's scheduler
+  (``laddersim.traffic.engines``: in-flight batching, its token budget and batch limit) with
+  chunked context, trtllm-bench's default (``TRTLLM_BENCH_CHUNKED``), on the ``trtllm`` framework's kernels; predicted = output tokens / (last finish). FP8
+  rows run FP8 experts and linears and an FP8 KV cache (the document's engines are built with
+  ``--quantization FP8``, which in v0.17 quantizes the KV cache too), FP16 rows 16-bit ones. The
+  GH200 rows are skipped: no GH200 profile ships.
+* vLLM PR 2979 online serving (``vllm_pr2979_pr2913_mixtral_h100_tp2_itl.csv``, its tuned fused-MoE
+  rows, H100 TP 2, 1000 in / 50 out): Poisson arrivals at the row's rate, ``ITL_REQUESTS`` requests
+  (benchmark_serving.py's default ``--num-prompts``), under vLLM V0's scheduler of early 2024 (whole
+  prompts in iterations of their own ahead of the decodes, ``V0_MAX_RUNNING`` sequences,
+  ``max(context, 2048)`` tokens per iteration); the PR's "ITL" is the benchmark's average latency
+  per output token, mean over requests of end-to-end latency / output tokens (PR 2913 prints
+  "16.9 ms ITL (0.85s end-to-end completion time per request)" for 50 tokens). The untuned and
+  TensorRT-LLM-kernel rows and the superseded PR 2913 rows time other kernel configurations and are
+  left out, as the latency tables' untuned rows are.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from laddersim.errors import UserInputError
+from laddersim.support.resources import data_path
+
+FOLDER = data_path("validation", "moe")
+TRTLLM_TABLE = "trtllm_perf_overview_v0.17.csv"
+ITL_TABLE = "vllm_pr2979_pr2913_mixtral_h100_tp2_itl.csv"
+CONFIGS = {"Mixtral-8x7B": "mistralai--Mixtral-8x7B-v0.1.json", "Mixtral-8x22B": "mistralai--Mixtral-8x22B-v0.1.json"}
+# GPU names as the MoE tables write them -> the shipped profile of that GPU's node.
+PROFILES = {"H200-SXM-141GB": "h200-sxm-nvswitch", "H100-SXM-80GB": "h100-sxm-nvswitch", "H100": "h100-sxm-nvswitch",
+            "A100-SXM4-80GB": "a100-sxm-nvswitch", "L40S": "l40s-pcie"}
+# precision label -> (activations' dtype, quantization, KV cache dtype)
+PRECISIONS = {"FP8": ("float16", "fp8", "fp8"), "FP16": ("float16", "none", "auto"),
+              "BF16": ("bfloat16", "none", "auto")}
+# (ISL, OSL) -> $num_requests: NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md
+# @ 258c7540c03517def55d9a5aadfa9288af474e1b, "Preparing a Dataset" table.
+DATASET_REQUESTS = {(128, 128): 30000, (128, 2048): 3000, (128, 4096): 1500, (2048, 128): 3000, (2048, 2048): 1500,
+                    (5000, 500): 1500, (1000, 1000): 3000, (500, 2000): 3000, (20000, 2000): 1000}
+# NVIDIA/TensorRT-LLM tensorrt_llm/bench/benchmark/throughput.py: ``--enable_chunked_context/
+# --disable_chunked_context`` defaults to enabled: a context is prefilled in chunks beside the generation requests.
+TRTLLM_BENCH_CHUNKED = True
+# vllm-project/vllm benchmarks/benchmark_serving.py (v0.3.x, Feb 2024): --num-prompts default 1000.
+ITL_REQUESTS = 1000
+# vLLM V0 (v0.3.x) SchedulerConfig: max_num_seqs 256 (EngineArgs default); max_num_batched_tokens
+# max(max_model_len, 2048) (vllm/config.py SchedulerConfig.__init__); no chunked prefill.
+V0_MAX_RUNNING = 256
+V0_MIN_BATCHED_TOKENS = 2048
+COLUMNS = ["table", "model", "gpu", "profile", "framework", "tp", "precision", "load", "input_len", "output_len",
+           "requests", "metric", "measured", "predicted", "error"]
+
+
+def _config(model: str) -> str:
+    return str(FOLDER / "models" / next(f for key, f in CONFIGS.items() if model.startswith(key)))
+
+
+def _scenario(cache: dict, model: str, gpu: str, tp: int, framework: str, precision: str):
+    """A serving scenario, its model and profile loaded once per table (so the rows share the
+    iteration timers: laddersim.traffic.run.timer_for)."""
+    from laddersim.hardware.profile import load_profile
+    from laddersim.model.shape import load_model_shape
+    from laddersim.traffic.run import serving_scenario
+
+    if gpu not in PROFILES:
+        raise UserInputError(f"gpu {gpu!r} has no shipped profile; allowed: {', '.join(PROFILES)}")
+    key = (model, gpu)
+    if key not in cache:
+        cache[key] = (load_model_shape(_config(model)), load_profile(PROFILES[gpu]))
+    shape, profile = cache[key]
+    dtype, quant, kv = PRECISIONS[precision]
+    scenario = serving_scenario(shape, profile, tp, "standard", dtype, framework=framework, quant=quant,
+                                kv_cache_dtype=kv)
+    scenario.model.check_tp(tp)
+    return scenario
+
+
+def trtllm_rows(gpus: tuple[str, ...] | None = None,
+                lengths: tuple[tuple[int, int], ...] | None = None) -> tuple[list[list], list[dict]]:
+    """(scored rows, skipped rows with ``reason``) of the TensorRT-LLM throughput table, optionally
+    only the rows of ``gpus`` and of the (ISL, OSL) pairs ``lengths``."""
+    from laddersim.traffic.arrivals import Requests
+    from laddersim.traffic.engines import engine_options
+    from laddersim.traffic.options import ServingOptions
+    from laddersim.traffic.run import serve
+
+    table = pd.read_csv(FOLDER / TRTLLM_TABLE)
+    table["precision"] = table["note"].str.extract(r"precision=(\w+)", expand=False)
+    if gpus is not None:
+        table = table[table["gpu"].isin(gpus)]
+    if lengths is not None:
+        table = table[[(int(i), int(o)) in lengths for i, o in zip(table["input_len"], table["output_len"])]]
+    cache, out, skipped = {}, [], []
+    options = engine_options("trtllm", ServingOptions()).model_copy(update={"split_prompts": TRTLLM_BENCH_CHUNKED})
+    for r in table.itertuples():
+        isl, osl, tp = int(r.input_len), int(r.output_len), int(r.tp)
+        n = DATASET_REQUESTS[(isl, osl)]
+        try:
+            scenario = _scenario(cache, r.model, r.gpu, tp, "trtllm", r.precision)
+            requests = Requests(np.zeros(n), np.full(n, isl, dtype=np.int64), np.full(n, osl, dtype=np.int64))
+            predicted = float(serve(scenario, requests, options).metrics["throughput_tokens_per_s"])
+        except UserInputError as exc:
+            skipped.append({"table": TRTLLM_TABLE, "model": r.model, "gpu": r.gpu, "tp": tp, "input_len": isl,
+                            "output_len": osl, "reason": str(exc)})
+            continue
+        measured = float(r.value)
+        out.append([TRTLLM_TABLE, r.model, r.gpu, PROFILES[r.gpu], "trtllm", tp, r.precision, "max-load", isl, osl,
+                    n, "total_output_throughput", measured, predicted, predicted / measured - 1.0])
+    return out, skipped
+
+
+def v0_scheduler(context: int):
+    """vLLM V0's default scheduler (``V0_MAX_RUNNING``, ``V0_MIN_BATCHED_TOKENS``) for a model of
+    ``context`` positions: whole prompts, in iterations of their own."""
+    from laddersim.traffic.options import ServingOptions
+
+    return ServingOptions(max_running=V0_MAX_RUNNING, max_batched_tokens=max(context, V0_MIN_BATCHED_TOKENS),
+                          chunked_prefill=False)
+
+
+def itl_rows() -> list[list]:
+    """The PR 2979 tuned rows: predicted = mean over requests of E2E / output tokens, in ms."""
+    from laddersim.traffic.arrivals import draw_requests, parse_length
+    from laddersim.traffic.metrics import latencies
+    from laddersim.traffic.run import serve
+
+    table = pd.read_csv(FOLDER / ITL_TABLE)
+    table = table[table["engine"].str.startswith("vLLM PR #2979") & (table["metric"] == "mean_inter_token_latency")]
+    cache, out = {}, []
+    for r in table.itertuples():
+        rate = float(str(r.batch_or_concurrency).removeprefix("qps="))
+        isl, osl = int(str(r.input_len).split()[0]), int(str(r.output_len).split()[0])
+        scenario = _scenario(cache, r.model, r.gpu, int(r.tp), "vllm", "BF16")
+        options = v0_scheduler(scenario.model.max_position_embeddings or 0)
+        requests = draw_requests(ITL_REQUESTS, rate, parse_length(str(isl), "prompt-len"),
+                                 parse_length(str(osl), "gen-len"))
+        run = serve(scenario, requests, options).run
+        predicted = float(np.mean(latencies(run, options)["e2e_s"] / requests.output_len)) * 1e3
+        measured = float(r.value)
+        out.append([ITL_TABLE, r.model, r.gpu, PROFILES[r.gpu], "vllm", int(r.tp), "BF16", f"{rate:g} req/s", isl,
+                    osl, ITL_REQUESTS, "mean_latency_per_output_token_ms", measured, predicted,
+                    predicted / measured - 1.0])
+    return out
+
+
+def moe_serving_rows(gpus: tuple[str, ...] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(priced rows, skipped rows): the TensorRT-LLM throughput rows (of ``gpus``, default all)
+    and the vLLM PR 2979 latency-per-output-token rows; ``error`` = predicted / measured - 1."""
+    trt, skipped = trtllm_rows(gpus)
+    return pd.DataFrame(trt + itl_rows(), columns=COLUMNS), pd.DataFrame(skipped)
