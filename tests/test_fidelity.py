@@ -33,7 +33,8 @@ def test_every_framework_file_loads_with_a_source_for_each_value():
         for field in ("kv_cache", "kv_reads", "single_token_linear", "splitk_reduce_kernel", "collective_input_copy",
                       "allreduce_library", "prefill_attention_speedup", "fused_into_single_token_linear"):
             assert len(getattr(fw, field).source) > 20, (name, field)
-    with pytest.raises(UserInputError, match="allowed: gpt-fast, gpt-fast-flash, gpt-fast-graph, sglang, trtllm, vllm"):
+    with pytest.raises(UserInputError,
+                       match="allowed: gpt-fast, gpt-fast-flash, gpt-fast-graph, sglang, trtllm, trtllm-session, vllm"):
         load_framework("tgi")
 
 

@@ -69,3 +69,12 @@ def test_the_shipped_gemm_tables_give_their_floor(profile, floor_us):
     assert fit["floor_us"] == pytest.approx(floor_us, abs=1e-9)
     assert fit["rows"] == 865
     assert fit["floor_us"] <= prof.gpu.kernel_launch_us.value
+
+
+def test_a100_states_its_fitted_floor_and_the_command():
+    """The A100 profile's ``kernel_launch_us`` is the floor its own GEMM table gives, citing the script."""
+    prof = load_profile("a100-sxm-nvswitch")
+    frame = read_gemm_table_csv(f"{prof.base_dir}/{prof.gpu.gemm_tables[0].file}")
+    stated = prof.gpu.kernel_launch_us
+    assert stated.value == pytest.approx(round(fit_kernel_floor(frame)["floor_us"], 2), abs=1e-9)
+    assert "tools/fits/fit_kernel_floor.py" in stated.source

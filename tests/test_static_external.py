@@ -30,26 +30,34 @@ def table(tmp_path):
 def test_rows_scored_as_their_engine_and_gpu_run(table):
     score = score_static(table)
     assert is_static_table(table)
-    assert list(score.rows["framework"]) == ["trtllm"] * 3
+    # TurboMind 0.1 and TensorRT-LLM 0.6 (the TensorRT-engine flow): the eager-session framework
+    assert list(score.rows["framework"]) == ["trtllm-session"] * 3
     assert list(score.rows["profile"]) == ["a100-sxm-nvswitch", "a100-sxm-nvswitch", "h100-sxm-nvswitch"]
-    expected = simulate(make_scenario(model="llama-3.1-8b", hardware="a100-sxm-nvswitch", tp=1, batch=1, prompt_len=128,
-                                      gen_len=64, schedule="standard", dtype="float16", framework="trtllm")).summary()
-    first = score.rows.iloc[0]
-    assert first["predicted_tpot_s"] == pytest.approx(expected["tpot_s"])
-    assert first["tpot_s_error"] == pytest.approx(expected["tpot_s"] / 0.01 - 1)
-    assert first["tokens_per_s_error"] == pytest.approx(expected["tokens_per_s"] / 100 - 1)
+
+    def run(prompt_len, gen_len, **extra):
+        return simulate(make_scenario(model="llama-3.1-8b", hardware=extra.pop("hardware", "a100-sxm-nvswitch"), tp=1,
+                                      batch=1, prompt_len=prompt_len, gen_len=gen_len, schedule="standard",
+                                      dtype="float16", framework="trtllm-session", **extra)).summary()
+
+    expected, context = run(128, 64), run(127, 2)
+    first = score.rows.iloc[0]  # TurboMind: the first token is a decode step after a 127-token prefill
+    step = expected["decode_step_s"]
+    assert first["predicted_tpot_s"] == pytest.approx(step)
+    assert first["tpot_s_error"] == pytest.approx(step / 0.01 - 1)
+    ttft = context["prefill_s"] + context["decode_step_s"]
+    assert first["predicted_ttft_s"] == pytest.approx(ttft)
+    assert first["tokens_per_s_error"] == pytest.approx(64 / (ttft + expected["decode_s"]) / 100 - 1)
     second = score.rows.iloc[1]  # TTFT only: the other metrics are not scored
+    assert second["predicted_ttft_s"] == pytest.approx(run(128, 1)["ttft_s"])
     assert second["ttft_s_error"] == pytest.approx(second["predicted_ttft_s"] / 0.02 - 1)
     assert second["tokens_per_s_error"] != second["tokens_per_s_error"]  # NaN
     # FP8 serving (FP8 linears and KV cache over float16), TensorRT-LLM 0.6 on Hopper: K/V read per query head
-    fp8 = simulate(make_scenario(model="llama-3.1-8b", hardware="h100-sxm-nvswitch", tp=1, batch=1, prompt_len=128,
-                                 gen_len=64, schedule="standard", dtype="float16", framework="trtllm", quant="fp8",
-                                 kv_cache_dtype="fp8", kv_reads="repeat_interleave")).summary()
+    fp8 = run(128, 64, hardware="h100-sxm-nvswitch", quant="fp8", kv_cache_dtype="fp8", kv_reads="repeat_interleave")
     assert score.rows.iloc[2]["tokens_per_s_error"] == pytest.approx(fp8["tokens_per_s"] / 300 - 1)
     assert score.mappings == [
-        "engine lmdeploy-turbomind -> trtllm kernels; hardware A100-SXM4-80GB -> a100-sxm-nvswitch",
-        "engine trtllm -> trtllm kernels; hardware A100-SXM4-80GB -> a100-sxm-nvswitch",
-        "engine trtllm -> trtllm kernels; hardware H100-SXM5-80GB -> h100-sxm-nvswitch"]
+        "engine lmdeploy-turbomind -> trtllm-session kernels; hardware A100-SXM4-80GB -> a100-sxm-nvswitch",
+        "engine trtllm -> trtllm-session kernels; hardware A100-SXM4-80GB -> a100-sxm-nvswitch",
+        "engine trtllm -> trtllm-session kernels; hardware H100-SXM5-80GB -> h100-sxm-nvswitch"]
     reasons = skipped_reasons(score.skipped)
     assert len(reasons) == 1 and "static batch" in reasons[0]
     summary = score.summary.set_index(["hardware", "engine"])
@@ -61,7 +69,7 @@ def test_rows_scored_as_their_engine_and_gpu_run(table):
 def test_cli_prints_the_mapping_and_the_groups(table):
     run = subprocess.run([sys.executable, "-m", "laddersim", "validate", str(table)], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
-    assert "engine trtllm -> trtllm kernels; hardware A100-SXM4-80GB -> a100-sxm-nvswitch" in run.stdout
+    assert "engine trtllm -> trtllm-session kernels; hardware A100-SXM4-80GB -> a100-sxm-nvswitch" in run.stdout
     assert "tpot_s_median_abs_err_pct" in run.stdout
 
 

@@ -14,7 +14,10 @@ A framework file without ``allreduce`` runs ``nvls`` where its ``allreduce_libra
 
 A table implementation takes the profile's intra-node what-if factors as the NCCL tables do
 (``laddersim.costs.scaling``) and has the table's host launch removed or added as for NCCL's.
-While a custom kernel overlaps compute its CTAs hold their SMs (``allreduce_slowdowns``).
+While a custom kernel overlaps compute its CTAs hold their SMs (``allreduce_slowdowns``). A
+framework that launches its collectives otherwise than the profile simulates (its
+``collective_launch``: eager C++ runtimes without CUDA graphs) has the profile's host launch added
+to each (``launch_correction_s``).
 
 The logits AllGather: from the profile's measured AllGather tables (``collectives.
 allgather_tables``, sized by the gathered bytes; ``calibration/allgather_bench.py``) where one
@@ -79,10 +82,22 @@ def allreduce_time_s(hw: HardwareProfile, tp: int, size_bytes, framework=None, *
     if framework is None and forced is None:
         return nccl_allreduce_s(hw, tp, size_bytes, nodes=nodes, measured=measured)
     _, seconds = implementation_for(hw, framework, tp, size_bytes, custom, dtype=dtype, forced=forced)
+    launch = launch_correction_s(hw, framework) if tp > 1 else 0.0
     if seconds is not None:
-        return seconds
+        return max(seconds + launch, 0.0)
     handoff = framework.collective_handoff_half_s() if tp > 1 and framework is not None else 0.0
-    return float(nccl_allreduce_s(hw, tp, size_bytes)) + handoff
+    return max(float(nccl_allreduce_s(hw, tp, size_bytes)) + handoff + launch, 0.0)
+
+
+def launch_correction_s(hw: HardwareProfile, framework) -> float:
+    """Host launch to add to a collective where ``framework`` launches it otherwise than the profile
+    simulates (its ``collective_launch`` eager on a graph-mode profile: + ``eager_launch_us``; graph
+    on an eager one: -); 0 where it states none or the same."""
+    stated = None if framework is None or framework.collective_launch is None else framework.collective_launch.value
+    if stated is None or stated == hw.collectives.mode:
+        return 0.0
+    sign = 1.0 if stated == "eager" else -1.0
+    return sign * hw.collectives.eager_launch_us.value * 1e-6
 
 
 def allreduce_slowdowns(hw: HardwareProfile, tp: int, size_bytes: float, framework=None, *, custom: bool = True,
@@ -155,7 +170,7 @@ def allgather_time_s(hw: HardwareProfile, tp: int, gathered_bytes: float, framew
     that size only), else the NCCL AllReduce of half the bytes (module docstring)."""
     seconds = _allgather_table_s(hw, tp, gathered_bytes)
     if seconds is not None:
-        return seconds
+        return max(seconds + launch_correction_s(hw, framework), 0.0)
     return allreduce_time_s(hw, tp, gathered_bytes / 2.0, framework, custom=False)
 
 
@@ -181,4 +196,4 @@ def _allgather_table_s(hw: HardwareProfile, tp: int, gathered_bytes: float) -> f
 
 
 __all__ = ["allgather_source", "allgather_time_s", "allreduce_label", "allreduce_source", "allreduce_time_s",
-           "candidates", "allreduce_slowdowns", "implementation_for", "op_slowdowns"]
+           "candidates", "allreduce_slowdowns", "implementation_for", "launch_correction_s", "op_slowdowns"]

@@ -36,8 +36,14 @@ from laddersim.hardware.table_files import read_gemm_table_csv, read_plain_colum
 SILICON, HYBRID, SOL = "SILICON", "HYBRID", "SOL"
 
 
-def model_gemm_table(hw: HardwareProfile) -> MeasuredTable | None:
-    """The profile's GEMM table the simulator interpolates (the first with ``use: model``)."""
+def model_gemm_table(hw: HardwareProfile, library: str | None = None) -> MeasuredTable | None:
+    """The profile's GEMM table the simulator interpolates: the first whose ``library`` starts with
+    ``library`` (a framework's own GEMM library, ``Framework.gemm_library``), else the first with
+    ``use: model``."""
+    if library:
+        own = next((t for t in hw.gpu.gemm_tables if t.library.startswith(library)), None)
+        if own is not None:
+            return own
     return next((t for t in hw.gpu.gemm_tables if t.use == "model"), None)
 
 
@@ -113,13 +119,15 @@ TIMES_KEPT = 8192
 
 
 def library_gemm_time_s(hw: HardwareProfile, m: int, n: int, k: int, dtype_bytes: int,
-                        peak_flops_per_s: float) -> tuple[float, str]:
+                        peak_flops_per_s: float, library: str | None = None) -> tuple[float, str]:
     """Seconds of one library (cuBLAS) GEMM of m x k by k x n, and its source label; a 16-bit GEMM
     runs no faster than the GPU's sustained tensor throughput (``gpu.sustained_tflops``).
+    ``library``: the framework's GEMM library, whose table prices it where the profile has one
+    (``model_gemm_table``).
 
     Remembered per GPU spec, table file (and its modification time) and shape: a sweep asks for
     the same few shapes at every point."""
-    table = model_gemm_table(hw)
+    table = model_gemm_table(hw, library)
     # The tables are 16-bit GEMMs; another dtype (fp8, fp32) keeps the roofline of its own peak.
     path = stamp = None
     if table is not None and dtype_bytes == 2 and hw.base_dir:

@@ -127,6 +127,16 @@ def op_time_sources(model: ModelShape, hw: HardwareProfile, work: Workload, tp: 
     return fixed_op_times(model, hw, work, tp, phase)[1] | {"attention": SOL}
 
 
+def framework_linear_shapes(fw, model: ModelShape, tp: int, phase: Phase) -> dict[str, tuple]:
+    """``linear_shapes`` as ``fw`` runs them: gate and up as two GEMMs where its ``split_gate_up``
+    says so (each its own floor and the library's rate at half the width)."""
+    shapes = linear_shapes(model, tp, phase, logits_rows(fw, phase))
+    if fw.split_gate_up is not None and fw.split_gate_up.value and "gate_up" in shapes:
+        m, n, k, _ = shapes["gate_up"]
+        shapes["gate_up"] = (m, n, k, (n // 2, n // 2))
+    return shapes
+
+
 def fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
                     phase: Phase) -> tuple[dict[str, float], dict[str, str]]:
     """Seconds of every op kind but attention, and each one's source label."""
@@ -158,6 +168,7 @@ def fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: i
         return streamed(2 * rows * d * b, kind)
 
     peak = gpu.peak_flops_per_s_for(work.dtype)
+    gemm_library = fw.gemm_library.value if fw.gemm_library is not None else None
 
     def linear(kind: str, m: int, n: int, k: int, parts: tuple[int, ...] = ()) -> float:
         """One linear layer. ``parts``: the widths of the weights stacked along N into this one
@@ -179,12 +190,12 @@ def fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: i
         if generated_linears and m == 1:
             seconds, sources[kind] = generated_gemv_time_s(hw, n, k, b, peak)
         elif parts:
-            priced = [library_gemm_time_s(hw, m, part, k, b, peak) for part in parts]
+            priced = [library_gemm_time_s(hw, m, part, k, b, peak, gemm_library) for part in parts]
             seconds = sum(s for s, _ in priced)
             labels = {label for _, label in priced}
             sources[kind] = labels.pop() if len(labels) == 1 else HYBRID
         else:
-            seconds, sources[kind] = library_gemm_time_s(hw, m, n, k, b, peak)
+            seconds, sources[kind] = library_gemm_time_s(hw, m, n, k, b, peak, gemm_library)
         if launch is not None:  # a fitted single-token floor replaces the GPU's kernel floor
             seconds += launch - gpu.kernel_launch_s
         if splitk_reduce(fw, gpu, m, n):
@@ -208,12 +219,12 @@ def fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: i
         "norm": norm(t),
         "final_norm": norm(logits_rows(fw, phase)),
         **{kind: linear(kind, m, n, k, parts)
-           for kind, (m, n, k, parts) in linear_shapes(model, tp, phase, logits_rows(fw, phase)).items()},
+           for kind, (m, n, k, parts) in framework_linear_shapes(fw, model, tp, phase).items()},
         # RoPE on q and k, and the new k, v written into the cache (unless the attention path
         # writes them in kernels of its own: laddersim.costs.attention_kernels).
         "rope": streamed(t * (2 * (h_r + kv_r) + (0 if writes_cache(fw, phase) else 2 * kv_r)) * hd * b, "rope"),
         "act": streamed(3 * t * i_r * b, "act"),  # SiLU(gate) * up
-        "residual_add": elementwise_add,
+        "residual_add": streamed(3 * t * d * b, "residual_add"),
         "partial_add": elementwise_add,
         "sampling": hw.framework.sampling_us.value * 1e-6
         + float(memory_bound_time_s(gpu, 4 * phase.batch * model.vocab_size * 4, kernels=0)),

@@ -117,6 +117,17 @@ class Framework(BaseModel):
     # The passes the framework replays as CUDA graphs (a network collective there waits for the
     # host node NCCL adds: laddersim.costs.graph_proxy). None: none.
     cuda_graph_passes: Choice[list[Literal["prefill", "decode"]]] | None = None
+    # How its collectives are launched: graph (replayed inside a CUDA graph: no host launch per
+    # collective) or eager (each one launched from the host, the profile's
+    # ``collectives.eager_launch_us`` on its critical path; laddersim.costs.allreduce). None: as the
+    # profile simulates (its ``collectives.mode``).
+    collective_launch: Choice[Literal["graph", "eager"]] | None = None
+    # The GEMM library its linears run (the prefix of a profile GEMM table's ``library``, e.g.
+    # "TRT-LLM"): that table prices them where the profile ships one (laddersim.costs.gemm_tables).
+    # None: the profile's model table.
+    gemm_library: Choice[str] | None = None
+    # True: the MLP's gate and up projections run as two GEMMs (None/False: one stacked GEMM).
+    split_gate_up: Choice[bool] | None = None
 
     def collective_handoff_s(self) -> float:
         return self.collective_handoff_us.value * 1e-6 if self.collective_handoff_us is not None else 0.0

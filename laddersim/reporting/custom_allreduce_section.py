@@ -9,10 +9,9 @@ from pathlib import Path
 import pandas as pd
 
 from laddersim.costs.allreduce import allreduce_label
-from laddersim.errors import UserInputError
 from laddersim.model.framework import load_framework
 from laddersim.reporting.markdown import Section, code, table
-from laddersim.simulation.simulate import check_memory, make_scenario, simulate
+from laddersim.reporting.schedule_pair import standard_and_ladder
 
 # (profile, model): the 70B on the 80-192 GB SXM GPUs, the 8B on the 48 GB PCIe L40S.
 MACHINES = (("h100-sxm-nvswitch", "llama-3.1-70b"), ("h200-sxm-nvswitch", "llama-3.1-70b"),
@@ -27,19 +26,15 @@ PROMPT_LEN, GEN_LEN = 1024, 128
 
 def _speedup(model: str, hardware: str, tp: int, batch: int, framework: str, forced: str | None):
     """Ladder's tokens/s over standard's, and the decode AllReduce run, or None where it cannot run."""
-    tokens = {}
-    try:
-        for schedule in ("standard", "ladder"):
-            scenario = make_scenario(model=model, hardware=hardware, tp=tp, batch=batch, prompt_len=PROMPT_LEN,
-                                     gen_len=GEN_LEN, schedule=schedule, framework=framework, allreduce=forced)
-            check_memory(scenario)
-            tokens[schedule] = simulate(scenario).summary()["tokens_per_s"]
-    except UserInputError:
+    pair = standard_and_ladder(model=model, hardware=hardware, tp=tp, batch=batch, prompt_len=PROMPT_LEN,
+                               gen_len=GEN_LEN, framework=framework, allreduce=forced)
+    if pair is None:
         return None
+    standard, ladder, scenario = pair
     message = batch * scenario.model.dim * scenario.workload.dtype_bytes  # one decode AllReduce
     label = allreduce_label(scenario.hardware, tp, message, load_framework(framework),
                             dtype=scenario.workload.dtype, forced=forced)
-    return tokens["ladder"] / tokens["standard"], label
+    return ladder["tokens_per_s"] / standard["tokens_per_s"], label
 
 
 def custom_allreduce_section(out_dir: Path, figures_dir: Path) -> Section:

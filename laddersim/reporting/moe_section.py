@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from laddersim.errors import UserInputError
 from laddersim.reporting.markdown import Section, code, table
-from laddersim.simulation.simulate import check_memory, make_scenario, simulate
+from laddersim.reporting.schedule_pair import standard_and_ladder
 
 MODELS = (("Mixtral-8x22B", "mixtral-8x22b"), ("Qwen3-235B-A22B", "qwen3-235b-a22b"))
 MACHINES = ("h100-sxm-nvswitch", "h200-sxm-nvswitch")
@@ -25,16 +24,11 @@ FRAMEWORK = "vllm"
 def _row(model: str, hardware: str, tp: int, ep: int, batch: int) -> dict | None:
     """Decode tokens/s of both schedules and the standard run's exposed communication, or None
     where the setting does not fit."""
-    got = {}
-    try:
-        for schedule in ("standard", "ladder"):
-            scenario = make_scenario(model=model, hardware=hardware, tp=tp, batch=batch, prompt_len=PROMPT_LEN,
-                                     gen_len=GEN_LEN, schedule=schedule, framework=FRAMEWORK, ep=ep)
-            check_memory(scenario)
-            got[schedule] = simulate(scenario).summary()
-    except UserInputError:
+    pair = standard_and_ladder(model=model, hardware=hardware, tp=tp, batch=batch, prompt_len=PROMPT_LEN,
+                               gen_len=GEN_LEN, framework=FRAMEWORK, ep=ep)
+    if pair is None:
         return None
-    standard, ladder = got["standard"], got["ladder"]
+    standard, ladder, _ = pair
     return {"standard decode tok/s": f"{batch / standard['tpot_s']:.0f}",
             "ladder decode tok/s": f"{batch / ladder['tpot_s']:.0f}",
             "ladder speedup": f"{standard['tpot_s'] / ladder['tpot_s']:.3f}x",

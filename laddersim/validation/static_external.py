@@ -4,9 +4,10 @@ tokens_per_s,ttft_s,tpot_s``, empty where not measured).
 
 Each row becomes a scenario of its model, TP, batch, lengths and dtype, on:
 
-* the kernels of the framework laddersim has for its engine (``ENGINE_FRAMEWORKS``): LMDeploy's
-  TurboMind is priced as TensorRT-LLM (it comes from FasterTransformer, TensorRT-LLM's predecessor:
-  paged KV cache, fused attention, a custom all-reduce);
+* the kernels of the framework laddersim has for its engine at its version (``_framework``):
+  TensorRT-LLM before its PyTorch flow (1.0) and LMDeploy's TurboMind 0.1 (from FasterTransformer,
+  TensorRT-LLM's predecessor) run ``trtllm-session``: TensorRT-LLM's kernels launched from a C++
+  loop without CUDA graphs, NCCL all-reduce; TensorRT-LLM from 1.0 runs ``trtllm``;
 * the shipped profile of its GPU (``laddersim.validation.closed_loop.HARDWARE_PROFILES``, the
   mapping the closed-loop tables use: the 8-GPU node of that GPU).
 
@@ -15,13 +16,15 @@ skipped, each with its reason: a dtype neither 16-bit nor quantized serving (``P
 ``QUANTIZED_DTYPES``: a row's ``fp8`` is FP8 weights and KV cache, as TensorRT-LLM's performance
 tables label it, priced with ``--quant fp8 --kv-cache-dtype fp8`` over float16), a batch whose KV
 cache does not fit the GPU as one static batch (the engines then make part of it wait). Errors are
-``predicted / measured - 1`` of ``tokens_per_s``, ``ttft_s`` (the batch's prefill) and ``tpot_s``
-(a decode step), per GPU x engine group.
+``predicted / measured - 1`` of ``tokens_per_s``, ``ttft_s`` (the batch's prefill; TurboMind: the
+prefill of all but the last prompt token and one decode step, ``first_token_from_decode_step``) and
+``tpot_s`` (a decode step), per GPU x engine group.
 """
 
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,9 +38,22 @@ from laddersim.validation.closed_loop import HARDWARE_PROFILES, model_source, sk
 
 STATIC_COLUMNS = ("model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "engine",
                   "engine_version", "hardware", "dtype", "tokens_per_s", "ttft_s", "tpot_s")
-# The framework laddersim prices closest to each engine's kernels.
-ENGINE_FRAMEWORKS = {"trtllm": "trtllm", "tensorrt-llm": "trtllm", "lmdeploy-turbomind": "trtllm",
+# The framework laddersim prices closest to each engine's kernels (before ``_framework``'s
+# version rule).
+ENGINE_FRAMEWORKS = {"trtllm": "trtllm", "tensorrt-llm": "trtllm", "lmdeploy-turbomind": "trtllm-session",
                      "vllm": "vllm", "sglang": "sglang", "gpt-fast": "gpt-fast"}
+# TensorRT-LLM before 1.0 is its TensorRT-engine flow, whose benchmarks ran the C++ session without
+# CUDA graphs and its all-reduce on NCCL unless built otherwise (framework trtllm-session); from
+# 1.0 the PyTorch flow is the default (NVIDIA/TensorRT-LLM docs/source/release-notes.md 'Release
+# 1.0': "the PyTorch-based architecture is now stable and the default experience"), the
+# framework trtllm.
+TRTLLM_PYTORCH_FLOW_VERSION = (1, 0)
+# Engines whose first token comes from a decode step: LMDeploy TurboMind's context pass covers the
+# prompt but its last token, which the first decode step then runs ("subtract input/context len
+# by 1 to skip last input token (will process with decoder later)": InternLM/lmdeploy @ v0.1.0a1
+# 9c46b27ce0358b8bc645633442b7810f715997d7 : src/turbomind/models/llama/LlamaBatch.cc
+# ContextDecode); a one-token prompt has no context pass at all.
+FIRST_TOKEN_FROM_DECODE_STEP = frozenset({"lmdeploy-turbomind"})
 PRICED_DTYPES = {"float16": "float16", "fp16": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16"}
 # A dtype label of quantized serving -> (activations' dtype, quantization, KV cache dtype).
 QUANTIZED_DTYPES = {"fp8": ("float16", "fp8", "fp8")}
@@ -81,6 +97,7 @@ def score_static(path: str | Path, models_dir: str | Path | None = None,
     """Score every priced row of the static table at ``path`` (module docstring); ``models_dir``:
     the model configs its ``model`` column names (default ``models/`` beside it); ``allreduce``:
     an AllReduce implementation forced over each framework's rule."""
+    from laddersim.costs.collective_labels import allreduce_by_phase
     from laddersim.simulation.simulate import check_memory, make_scenario, simulate
 
     frame = read_static(path)
@@ -98,12 +115,17 @@ def score_static(path: str | Path, models_dir: str | Path | None = None,
         if row.hardware not in HARDWARE_PROFILES:
             raise UserInputError(f"measured: hardware {row.hardware!r} has no shipped profile here; allowed: "
                                  f"{', '.join(HARDWARE_PROFILES)}")
-        framework, profile = ENGINE_FRAMEWORKS[engine], HARDWARE_PROFILES[row.hardware]
-        scenario = make_scenario(model=model_source(str(row.model), folder), hardware=profile, tp=int(row.tp),
-                                 batch=int(row.batch), prompt_len=int(row.prompt_len), gen_len=int(row.gen_len),
+        framework = _framework(engine, str(row.engine_version))
+        profile = HARDWARE_PROFILES[row.hardware]
+
+        def scenario_of(prompt_len: int, gen_len: int):
+            return make_scenario(model=model_source(str(row.model), folder), hardware=profile, tp=int(row.tp),
+                                 batch=int(row.batch), prompt_len=prompt_len, gen_len=gen_len,
                                  schedule=str(row.schedule), dtype=activations, framework=framework,
                                  allreduce=allreduce, quant=quant, kv_cache_dtype=kv_cache_dtype,
                                  kv_reads=_kv_reads(engine, str(row.engine_version), str(row.hardware)))
+
+        scenario = scenario_of(int(row.prompt_len), int(row.gen_len))
         try:
             check_memory(scenario)
         except DoesNotFitError:
@@ -112,8 +134,10 @@ def score_static(path: str | Path, models_dir: str | Path | None = None,
             continue
         used[(row.engine, row.hardware)] = (framework, profile)
         summary = simulate(scenario).summary()
-        out = {**row._asdict(), "framework": framework, "profile": profile,
-               "allreduce": summary.get("allreduce", "nccl")}
+        if engine in FIRST_TOKEN_FROM_DECODE_STEP:
+            summary = first_token_from_decode_step(summary, scenario_of, simulate)
+        used_allreduce = allreduce_by_phase(scenario.model, scenario.hardware, scenario.workload, scenario.tp)
+        out = {**row._asdict(), "framework": framework, "profile": profile, "allreduce": used_allreduce["decode"]}
         for metric in METRICS:
             out[f"predicted_{metric}"] = summary[metric]
             measured = getattr(row, metric)
@@ -122,6 +146,37 @@ def score_static(path: str | Path, models_dir: str | Path | None = None,
     rows = pd.DataFrame(scored)
     mappings = [f"engine {e} -> {f} kernels; hardware {h} -> {p}" for (e, h), (f, p) in sorted(used.items())]
     return StaticScore(rows, pd.DataFrame(skipped), static_summary(rows), mappings)
+
+
+def _framework(engine: str, version: str) -> str:
+    """The framework of ``engine`` at ``version`` (``ENGINE_FRAMEWORKS``; TensorRT-LLM before the
+    PyTorch flow: ``trtllm-session``)."""
+    if engine in ("trtllm", "tensorrt-llm") and _version(version) < TRTLLM_PYTORCH_FLOW_VERSION:
+        return "trtllm-session"
+    return ENGINE_FRAMEWORKS[engine]
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """``major.minor`` of a version string as numbers (``1.0.0rc3`` -> (1, 0); () where none)."""
+    found = re.match(r"\s*(\d+)(?:\.(\d+))?", text)
+    return () if found is None else tuple(int(p) for p in found.groups() if p is not None)
+
+
+def first_token_from_decode_step(summary: dict, scenario_of, simulate) -> dict:
+    """``summary`` of a batch whose engine makes the first token in a decode step
+    (``FIRST_TOKEN_FROM_DECODE_STEP``): the prefill of all but the last prompt token and the decode
+    step over that token (``scenario_of(prompt_len - 1, 2)``'s prefill and step; no prefill for a
+    one-token prompt) make the TTFT; the run is that plus ``summary``'s decode steps, the next
+    ``gen_len - 1`` positions."""
+    if summary["decode_step_s"] is None:  # gen_len 1: no decode step simulated; the prefill stands for it
+        return summary
+    prompt_len = summary["prompt_len"]
+    first = simulate(scenario_of(max(prompt_len - 1, 1), 2)).summary()
+    prefill_s = first["prefill_s"] if prompt_len > 1 else 0.0
+    ttft_s = prefill_s + first["decode_step_s"]
+    total_s = ttft_s + summary["decode_s"]
+    return {**summary, "prefill_s": prefill_s, "ttft_s": ttft_s, "total_s": total_s,
+            "tokens_per_s": summary["batch"] * summary["gen_len"] / total_s}
 
 
 # TensorRT-LLM before 0.10 ran Hopper's grouped-query generation attention as its masked
@@ -137,11 +192,8 @@ def _kv_reads(engine: str, version: str, hardware: str) -> str | None:
     differ from its framework's (None: the framework's)."""
     if engine not in ("trtllm", "tensorrt-llm") or not hardware.startswith(HOPPER_GPUS):
         return None
-    try:
-        parts = tuple(int(p) for p in version.split(".")[:2])
-    except ValueError:
-        return None
-    return "repeat_interleave" if parts < TRTLLM_HOPPER_XQA_VERSION else None
+    parts = _version(version)
+    return "repeat_interleave" if parts and parts < TRTLLM_HOPPER_XQA_VERSION else None
 
 
 def static_summary(rows: pd.DataFrame) -> pd.DataFrame:
