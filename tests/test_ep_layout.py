@@ -97,3 +97,26 @@ def test_plan_names_the_data_parallel_attention_layout_when_no_split_fits():
     assert run.returncode == 1 and "no configuration meets the target" in run.stdout  # nothing simulated fits
     line = next(x for x in run.stdout.splitlines() if "EP 16" in x)
     assert "2 replicas of TP 8 on 16 GPUs, 16 whole experts per GPU" in line and "not simulated" in line
+
+
+def test_a_moe_layers_dispatch_and_combine_are_two_table_all_to_alls():
+    from laddersim.costs.moe_alltoall import ep_layer_comm_s
+
+    h200 = load_profile("h200-sxm-nvswitch")
+    # 16 tokens a GPU, top 8, dim 7168, bf16: 16 x 8 x 7168 x 2 = 1835008 B per all-to-all
+    seconds, source = ep_layer_comm_s(h200, 8, 16, 8, 7168, 2)
+    one, _ = alltoall_time_s(h200, 8, 1835008)
+    assert source == SILICON and seconds == 2 * one
+    assert alltoall_time_s(h200, 8, 1 << 20)[0] < one < alltoall_time_s(h200, 8, 1 << 21)[0]
+
+
+def test_plan_prices_a_one_node_layouts_dispatch_and_combine_from_the_table():
+    run = subprocess.run([sys.executable, "-m", "laddersim", "plan", "--model", "qwen3-235b-a22b", "--profiles",
+                          "h200-sxm-nvswitch", "--tp", "1", "--batch", "8", "--schedule", "standard", "--prompt-len",
+                          "1024", "--gen-len", "64", "--no-progress", "--min-user-tokens-per-s", "10"],
+                         capture_output=True, text=True)
+    line = next(x for x in run.stdout.splitlines() if "EP 4" in x)
+    # 2 tokens a GPU (8 sequences over 4 replicas), top 8, dim 4096, bf16: 262144 B, a table row
+    assert "4 replicas of TP 1 on 4 GPUs, 32 whole experts per GPU" in line
+    us = 2 * alltoall_time_s(load_profile("h200-sxm-nvswitch"), 4, 2 * 8 * 4096 * 2)[0] * 1e6
+    assert f"decode dispatch + combine {us:.0f} us per MoE layer (SILICON)" in line

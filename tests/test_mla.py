@@ -128,3 +128,15 @@ def test_bad_mla_field_is_refused_in_one_line(tmp_path):
     with pytest.raises(UserInputError) as err:
         from_hf_config(path)
     assert "qk_rope_head_dim" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_chunked_prefill_up_projects_the_cached_latents():
+    from laddersim.costs.mla_costs import mla_prefill_attention_flops
+
+    mla = load_model_shape("deepseek-v3").mla
+    fresh = mla_prefill_attention_flops(mla, 16, 2, 512)
+    chunk = mla_prefill_attention_flops(mla, 16, 2, 512, cached=1024)
+    attend = 2 * 512 * 1024 * 2 * 16 * (192 + 128)  # the chunk's queries over the cached positions
+    up = 2 * 2 * 1024 * 512 * 16 * (128 + 128)  # kv_b_proj over each sequence's cached latents
+    assert fresh == 2 * 512 * 256 * 2 * 16 * (192 + 128)
+    assert chunk - fresh == attend + up

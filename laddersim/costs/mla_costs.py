@@ -66,9 +66,12 @@ def mla_decode_attention_flops(mla: MLASpec, heads: int, batch: int, kv_lens) ->
 
 def mla_prefill_attention_flops(mla: MLASpec, heads: int, batch: int, new_tokens: int, cached: int = 0) -> float:
     """FLOPs of compute-friendly prefill attention: causal MHA with QK head dim ``P + R`` and V head
-    dim ``V`` over the new tokens, plus the ``cached`` positions each query attends."""
+    dim ``V`` over the new tokens, plus the ``cached`` positions each query attends, whose latents
+    are first up-projected by ``kv_b_proj`` (the new tokens' are the ``kv_b`` GEMM of the op program)."""
     per_pair = 2.0 * heads * (mla.qk_head_dim + mla.v_head_dim)
-    return batch * new_tokens * (new_tokens / 2.0 + cached) * per_pair
+    # the cached latents up-projected to K (nope) and V per chunk of context (vLLM's chunked prefill)
+    up_projection = 2.0 * batch * cached * mla.kv_lora_rank * heads * (mla.qk_nope_head_dim + mla.v_head_dim)
+    return batch * new_tokens * (new_tokens / 2.0 + cached) * per_pair + up_projection
 
 
 def mla_decode_bytes_per_token(model: ModelShape, tp: int, context_len: int, dtype_bytes: float,

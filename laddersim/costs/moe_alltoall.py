@@ -65,3 +65,12 @@ def alltoall_time_s(hw: HardwareProfile, gpus: int, size_bytes: float) -> tuple[
     latency_s = (tier.base_latency_us.value + (gpus - 1) * tier.step_latency_us.value) * 1e-6
     moved = size_bytes * (gpus - 1) / gpus
     return float(latency_s + np.float64(moved) / (tier.bus_bandwidth_gb_per_s.value * 1e9)), SOL
+
+
+def ep_layer_comm_s(hw: HardwareProfile, ep: int, tokens_per_gpu: int, top_k: int, dim: int,
+                    dtype_bytes: float) -> tuple[float, str]:
+    """Seconds of one MoE layer's dispatch and combine over ``ep`` GPUs of one node, each GPU sending
+    ``tokens_per_gpu`` tokens to their ``top_k`` experts and receiving the outputs back (two
+    all-to-alls of ``dispatch_bytes``), and their source."""
+    seconds, source = alltoall_time_s(hw, ep, dispatch_bytes(tokens_per_gpu, top_k, dim, dtype_bytes))
+    return 2.0 * seconds, source

@@ -122,5 +122,18 @@ def layout_verdicts(model_name: str, model: ModelShape, candidates: dict, tps, b
                 out.append((name, tp, 1, layout.ep, (
                     f"fits only with data-parallel attention: {layout.dp} replicas of TP {tp} on {layout.ep} GPUs, "
                     f"{model.moe.n_experts // layout.ep} whole experts per GPU "
-                    f"({bytes_per_gpu(model, layout, work) / gib:.1f} GiB per GPU); that layout's step is not simulated")))
+                    f"({bytes_per_gpu(model, layout, work) / gib:.1f} GiB per GPU){_comm(model, profile, layout, work)}; "
+                    "that layout's step is not simulated")))
     return out
+
+
+def _comm(model: ModelShape, hw, layout: DpAttentionLayout, work: Workload) -> str:
+    """``, decode dispatch + combine N us per MoE layer`` where the EP group is one node (its
+    measured all-to-all or links); empty across nodes."""
+    from laddersim.costs.moe_alltoall import ep_layer_comm_s
+
+    if layout.ep > hw.node.gpus_per_node:
+        return ""
+    tokens = -(-(-(-work.batch // layout.dp)) // layout.attn_tp)  # a decode step's tokens per GPU
+    seconds, source = ep_layer_comm_s(hw, layout.ep, tokens, model.moe.top_k, model.dim, work.dtype_bytes)
+    return f", decode dispatch + combine {seconds * 1e6:.0f} us per MoE layer ({source})"
