@@ -140,3 +140,18 @@ def test_chunked_prefill_up_projects_the_cached_latents():
     up = 2 * 2 * 1024 * 512 * 16 * (128 + 128)  # kv_b_proj over each sequence's cached latents
     assert fresh == 2 * 512 * 256 * 2 * 16 * (192 + 128)
     assert chunk - fresh == attend + up
+
+
+def test_kernel_counts_charge_one_gemm_per_mla_projection():
+    from laddersim.costs.kernel_counts import op_kernels
+    from laddersim.costs.pass_shapes import Phase
+    from laddersim.simulation.scenario import make_scenario
+
+    scenario = make_scenario(model="deepseek-v3", hardware="h200-sxm-nvswitch", tp=8, batch=16, prompt_len=128,
+                             gen_len=8, schedule="standard", framework="vllm", quant="fp8")
+    v3, hw, work = scenario.model, scenario.hardware, scenario.workload
+    decode = op_kernels(v3, hw, work, 8, Phase("decode", 16, 1))
+    prefill = op_kernels(v3, hw, work, 8, Phase("prefill", 16, 128))
+    assert decode["qkv"]["library_gemm"] == 3 and decode["o_proj"]["library_gemm"] == 2  # absorbed W_UK, W_UV
+    assert prefill["qkv"]["library_gemm"] == 3 and prefill["o_proj"]["library_gemm"] == 1  # kv_b up-projection
+    assert decode["attention"] == {"attention": 1}

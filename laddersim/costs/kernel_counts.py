@@ -29,6 +29,7 @@ import collections
 
 from laddersim.costs.attention_kernels import attention_kernels
 from laddersim.costs.quantized_gemm import is_quantized_linear
+from laddersim.costs.mla_costs import mla_op_kernels
 from laddersim.costs.moe_costs import moe_op_kernels
 from laddersim.costs.pass_shapes import Phase, linear_shapes, logits_rows, single_token_path, splitk_reduce
 from laddersim.model.framework import load_framework
@@ -64,6 +65,8 @@ def op_kernels(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
     out["allreduce"] = out["allgather_logits"] = {"collective": 1}
     if model.moe is not None:
         out |= moe_op_kernels(model, work)
+    if model.mla is not None:  # latent attention's projections (laddersim.costs.mla_costs)
+        out |= mla_op_kernels(model, work, phase.tokens, phase.name == "decode", generated)
     return out
 
 

@@ -107,3 +107,20 @@ def mla_attention_time_s(model: ModelShape, hw, work, tp: int, phase, kv_lens, c
     flops = mla_decode_attention_flops(model.mla, heads, phase.batch, kv_lens)
     moved = mla_decode_attention_bytes(model.mla, heads, phase.batch, kv_lens, b, work.kv_bytes)
     return gpu.kernel_launch_s + np.maximum(flops / attn_peak, moved / stream_bw)
+
+
+def mla_op_kernels(model: ModelShape, work, tokens: int, decode: bool, generated: bool) -> dict[str, dict[str, float]]:
+    """``{op kind: {kernel class: kernels}}`` of the MLA ops as ``mla_linear_times_s`` charges them:
+    one GEMM per projection (a generated reduction where the framework lowers a one-row linear,
+    ``generated``), each quantized one after its input's quantize kernels; one attention kernel."""
+    from laddersim.costs.quantized_gemm import is_quantized_linear
+
+    out: dict[str, dict[str, float]] = {"qkv": {}, "o_proj": {}}
+    for g in mla_gemms(model, 1, tokens, decode):
+        kind = "o_proj" if g.name in _O_PROJ_GEMMS else "qkv"
+        cls = "generated" if (generated and tokens == 1) else "library_gemm"
+        counts = out[kind]
+        counts[cls] = counts.get(cls, 0) + 1
+        if is_quantized_linear(work, kind) and work.quantization.quantize_kernels:
+            counts["generated"] = counts.get("generated", 0) + work.quantization.quantize_kernels
+    return out | {"attention": {"attention": 1}}
