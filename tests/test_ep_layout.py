@@ -96,7 +96,7 @@ def test_plan_names_the_data_parallel_attention_layout_when_no_split_fits():
                          capture_output=True, text=True)
     assert run.returncode == 1 and "no configuration meets the target" in run.stdout  # nothing simulated fits
     line = next(x for x in run.stdout.splitlines() if "EP 16" in x)
-    assert "2 replicas of TP 8 on 16 GPUs, 16 whole experts per GPU" in line and "not simulated" in line
+    assert "2 replicas of TP 8 on 16 GPUs, 16 whole experts per GPU" in line and "does not simulate" in line
 
 
 def test_a_moe_layers_dispatch_and_combine_are_two_table_all_to_alls():
@@ -120,3 +120,28 @@ def test_plan_prices_a_one_node_layouts_dispatch_and_combine_from_the_table():
     assert "4 replicas of TP 1 on 4 GPUs, 32 whole experts per GPU" in line
     us = 2 * alltoall_time_s(load_profile("h200-sxm-nvswitch"), 4, 2 * 8 * 4096 * 2)[0] * 1e6
     assert f"decode dispatch + combine {us:.0f} us per MoE layer (SILICON)" in line
+
+
+def test_layout_step_at_one_replica_is_the_engines_tp_ep_step_with_all_to_alls_for_the_allreduce():
+    """With one replica (attention TP = EP) the closed form is the engine's standard decode step at
+    TP 8 x EP 8, the MoE's AllReduce replaced by its dispatch and combine."""
+    import numpy as np
+
+    from laddersim.api import simulate
+    from laddersim.costs.moe_alltoall import ep_layer_comm_s
+    from laddersim.costs.op_costs import op_times_s
+    from laddersim.costs.pass_shapes import Phase
+    from laddersim.planning.ep_step import dp_attention_decode_step_s
+
+    s = make_scenario(model="qwen3-235b-a22b", hardware="h200-sxm-nvswitch", tp=8, batch=16, prompt_len=1024,
+                      gen_len=64, schedule="standard", framework="vllm", kv_cache="dynamic")
+    context = 1024 + 64 // 2
+    step = dp_attention_decode_step_s(s.model, s.hardware, s.workload, DpAttentionLayout(8, 1), context)
+    comm, _ = ep_layer_comm_s(s.hardware, 8, 2, 8, 4096, 2)
+    ops = op_times_s(s.model.with_ep(8), s.hardware, s.workload, 8, Phase("decode", 16, 1), np.array([context]))
+    allreduce = float(ops["allreduce"][0] + ops["collective_launch"][0])
+    engine = simulate("qwen3-235b-a22b", "h200-sxm-nvswitch", tp=8, ep=8, batch=16, prompt_len=1024, gen_len=64,
+                      framework="vllm", kv_cache="dynamic", schedules=["standard"])
+    assert step - 94 * comm + 94 * allreduce == pytest.approx(float(engine["decode_step_s"].iloc[0]), rel=1e-9)
+    # data-parallel attention over 8 replicas of TP 1: the same experts, no attention AllReduce
+    assert dp_attention_decode_step_s(s.model, s.hardware, s.workload, DpAttentionLayout(1, 8), context) > 0

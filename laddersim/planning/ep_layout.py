@@ -123,17 +123,22 @@ def layout_verdicts(model_name: str, model: ModelShape, candidates: dict, tps, b
                     f"fits only with data-parallel attention: {layout.dp} replicas of TP {tp} on {layout.ep} GPUs, "
                     f"{model.moe.n_experts // layout.ep} whole experts per GPU "
                     f"({bytes_per_gpu(model, layout, work) / gib:.1f} GiB per GPU){_comm(model, profile, layout, work)}; "
-                    "that layout's step is not simulated")))
+                    "the engine does not simulate that layout")))
     return out
 
 
 def _comm(model: ModelShape, hw, layout: DpAttentionLayout, work: Workload) -> str:
-    """``, decode dispatch + combine N us per MoE layer`` where the EP group is one node (its
-    measured all-to-all or links); empty across nodes."""
+    """``, decode dispatch + combine N us per MoE layer, estimated decode step M ms`` where the EP
+    group is one node (its measured all-to-all or links; the closed-form step of ``ep_step``);
+    empty across nodes."""
     from laddersim.costs.moe_alltoall import ep_layer_comm_s
+
+    from laddersim.planning.ep_step import dp_attention_decode_step_s
 
     if layout.ep > hw.node.gpus_per_node:
         return ""
     tokens = -(-(-(-work.batch // layout.dp)) // layout.attn_tp)  # a decode step's tokens per GPU
     seconds, source = ep_layer_comm_s(hw, layout.ep, tokens, model.moe.top_k, model.dim, work.dtype_bytes)
-    return f", decode dispatch + combine {seconds * 1e6:.0f} us per MoE layer ({source})"
+    step = dp_attention_decode_step_s(model, hw, work, layout, work.prompt_len + work.gen_len // 2)
+    return (f", decode dispatch + combine {seconds * 1e6:.0f} us per MoE layer ({source}), estimated decode step "
+            f"{step * 1e3:.1f} ms at batch {work.batch} (laddersim.planning.ep_step, standard schedule)")

@@ -1,0 +1,61 @@
+"""A decode step of the data-parallel-attention layout (``laddersim.planning.ep_layout``) in
+closed form: the op costs of ``laddersim.costs`` summed in program order, one replica's attention at
+its TP over its own sequences, the expert layers over all ``ep`` GPUs, no overlap (the standard
+schedule). An estimate for planning, not an event-driven run.
+
+Per layer: the attention module (norm, projections, attention over ``context`` positions, its TP
+AllReduce and residual add) at TP ``attn_tp`` on ``ceil(batch / dp)`` sequences; then a dense MLP
+at the same TP, or the MoE: its ops as vLLM's expert map runs them with ``n_experts / ep`` whole
+experts per GPU over the step's tokens of every replica (``laddersim.costs.moe_costs`` at TP = EP =
+``ep``), plus the dispatch and combine all-to-alls of the replica's tokens
+(``laddersim.costs.moe_alltoall``). Per step: embedding, final norm, LM head and sampling of the
+replica.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from laddersim.costs.moe_alltoall import ep_layer_comm_s
+from laddersim.costs.moe_costs import moe_op_times_s
+from laddersim.costs.op_costs import op_times_s
+from laddersim.costs.pass_shapes import Phase
+from laddersim.model.layer_ops import MODULE_OPS
+from laddersim.model.shape import ModelShape
+from laddersim.model.workload import Workload
+from laddersim.planning.ep_layout import DpAttentionLayout
+
+_STEP_KINDS = ("step_overhead", "embedding", "final_norm", "lm_head", "allgather_logits", "sampling")
+
+
+def dp_attention_decode_step_s(model: ModelShape, hw, work: Workload, layout: DpAttentionLayout,
+                               context: int) -> float:
+    """Seconds of one decode step of the layout at ``context`` cached positions per sequence; the
+    EP group must fit one node (its all-to-all is priced from one node's table or links)."""
+    assert model.moe is not None
+    if layout.ep > hw.node.gpus_per_node:
+        raise ValueError(f"ep {layout.ep} spans nodes: the all-to-all is priced within one node")
+    seqs = -(-work.batch // layout.dp)
+    replica = work.model_copy(update={"batch": seqs})
+    times = {kind: float(np.asarray(value).reshape(-1)[0])
+             for kind, value in op_times_s(model, hw, replica, layout.attn_tp, Phase("decode", seqs, 1),
+                                           np.array([float(context)])).items()}
+    module_tail = ("collective_launch", "allreduce") if layout.attn_tp > 1 else ()
+
+    def module(kinds: tuple[str, ...], costs: dict[str, float]) -> float:
+        return sum(costs.get(kind, 0.0) for kind in kinds) + sum(times.get(k, 0.0) for k in module_tail) \
+            + times.get("residual_add", 0.0)
+
+    placed = model.with_ep(layout.ep)
+    everyone = work.model_copy(update={"batch": seqs * layout.dp})
+    moe_times = moe_op_times_s(placed, hw, everyone, layout.ep, Phase("decode", seqs * layout.dp, 1))
+    moe_kind = "moe_shared" if model.moe.shared_intermediate else "moe"
+    moe_costs = {**moe_times, "mlp_norm": times["mlp_norm"]}
+    tokens_per_gpu = -(-seqs // layout.attn_tp)
+    comm_s, _ = ep_layer_comm_s(hw, layout.ep, tokens_per_gpu, model.moe.top_k, model.dim, work.dtype_bytes)
+    attention = module(MODULE_OPS["attn"], times)
+    dense = module(MODULE_OPS["mlp"], times)
+    moe = sum(moe_costs.get(kind, 0.0) for kind in MODULE_OPS[moe_kind]) + comm_s + times.get("residual_add", 0.0)
+    layers = model.n_layers * attention + len(model.moe.moe_layers) * moe \
+        + (model.n_layers - len(model.moe.moe_layers)) * dense
+    return layers + sum(times.get(kind, 0.0) for kind in _STEP_KINDS)
