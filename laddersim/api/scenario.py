@@ -46,7 +46,6 @@ def scenarios_of(params: ScenarioParams, schedules: Iterable[str]) -> list[Scena
     checked: each schedule's, then TP, the stages' placement on the profile's nodes and the memory
     (the same for every schedule), before the context warning, so a bad input stays one line."""
     from laddersim.errors import DoesNotFitError
-    from laddersim.planning.ep_layout import with_smallest_ep
     from laddersim.simulation.simulate import check_memory, make_scenario, scenario_nodes
 
     profile = scenario_profile(params)
@@ -67,6 +66,8 @@ def scenarios_of(params: ScenarioParams, schedules: Iterable[str]) -> list[Scena
     try:
         check_memory(first)  # every stage's, one line naming the one that does not fit
     except DoesNotFitError as exc:  # an MoE model: name the expert-parallel layout that fits
+        from laddersim.planning.ep_layout import with_smallest_ep
+
         raise with_smallest_ep(exc, first.model, first.hardware, first.workload, params.tp) from None
     first.model.warn_context(params.prompt_len, params.gen_len)
     return scenarios
