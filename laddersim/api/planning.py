@@ -93,7 +93,7 @@ def plan_run(params: PlanParams, *, progress: bool = False) -> PlanAnswer | Rate
                for tp, pp in candidate_splits(shape, profile, p.tps, p.pps, p.max_nodes)
                for ep, why in ep_choices(shape, tp, p.eps) if why is not None]
     if shape.moe is not None and not feasible:  # the expert-parallel layout that would fit, not simulated
-        from laddersim.planning.ep_layout import layout_verdicts
+        from laddersim.planning.ep_step import layout_verdicts
 
         refused += layout_verdicts(str(p.model), shape, candidates, p.tps, max(p.batches), p.prompt_len, p.gen_len,
                                    p.dtype, p.kv_cache)

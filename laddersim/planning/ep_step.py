@@ -9,7 +9,7 @@ at the same TP, or the MoE: its ops as vLLM's expert map runs them with ``n_expe
 experts per GPU over the step's tokens of every replica (``laddersim.costs.moe_costs`` at TP = EP =
 ``ep``), plus the dispatch and combine all-to-alls of the replica's tokens
 (``laddersim.costs.moe_alltoall``). Per step: embedding, final norm, LM head and sampling of the
-replica.
+replica. ``layout_verdicts`` gives ``plan`` the layout where no split of an MoE model fits.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from laddersim.costs.pass_shapes import Phase
 from laddersim.model.layer_ops import MODULE_OPS
 from laddersim.model.shape import ModelShape
 from laddersim.model.workload import Workload
-from laddersim.planning.ep_layout import DpAttentionLayout
+from laddersim.planning.ep_layout import DpAttentionLayout, bytes_per_gpu, smallest_fitting_layout
 
 _STEP_KINDS = ("step_overhead", "embedding", "final_norm", "lm_head", "allgather_logits", "sampling")
 
@@ -59,3 +59,40 @@ def dp_attention_decode_step_s(model: ModelShape, hw, work: Workload, layout: Dp
     layers = model.n_layers * attention + len(model.moe.moe_layers) * moe \
         + (model.n_layers - len(model.moe.moe_layers)) * dense
     return layers + sum(times.get(kind, 0.0) for kind in _STEP_KINDS)
+
+
+def layout_verdicts(model_name: str, model: ModelShape, candidates: dict, tps, batch: int, prompt_len: int,
+                    gen_len: int, dtype: str, kv_cache: str) -> list[tuple[str, int, int, int, str]]:
+    """For a plan in which no split fits: per candidate profile and TP (one node), the smallest
+    layout with data-parallel attention that fits, as (profile, TP, PP 1, EP, why) verdicts; its
+    step time is not simulated."""
+    from laddersim.simulation.scenario import make_scenario
+
+    gib, out = 2**30, []
+    for name, (_, profile) in candidates.items():
+        for tp in (tps or model.allowed_tps()):
+            if tp > profile.node.gpus_per_node or model.n_heads % tp:
+                continue
+            work = make_scenario(model=model_name, hardware=profile, tp=tp, batch=batch, prompt_len=prompt_len,
+                                 gen_len=gen_len, schedule="standard", dtype=dtype, kv_cache=kv_cache).workload
+            layout = smallest_fitting_layout(model, profile, work, tp)
+            if layout is not None and layout.ep > 1:
+                out.append((name, tp, 1, layout.ep, (
+                    f"fits only with data-parallel attention: {layout.dp} replicas of TP {tp} on {layout.ep} GPUs, "
+                    f"{model.moe.n_experts // layout.ep} whole experts per GPU "
+                    f"({bytes_per_gpu(model, layout, work) / gib:.1f} GiB per GPU){_comm(model, profile, layout, work)}; "
+                    "the engine does not simulate that layout")))
+    return out
+
+
+def _comm(model: ModelShape, hw, layout: DpAttentionLayout, work: Workload) -> str:
+    """``, decode dispatch + combine N us per MoE layer, estimated decode step M ms`` where the EP
+    group is one node (its measured all-to-all or links; ``dp_attention_decode_step_s``);
+    empty across nodes."""
+    if layout.ep > hw.node.gpus_per_node:
+        return ""
+    tokens = -(-(-(-work.batch // layout.dp)) // layout.attn_tp)  # a decode step's tokens per GPU
+    seconds, source = ep_layer_comm_s(hw, layout.ep, tokens, model.moe.top_k, model.dim, work.dtype_bytes)
+    step = dp_attention_decode_step_s(model, hw, work, layout, work.prompt_len + work.gen_len // 2)
+    return (f", decode dispatch + combine {seconds * 1e6:.0f} us per MoE layer ({source}), estimated decode step "
+            f"{step * 1e3:.1f} ms at batch {work.batch} (laddersim.planning.ep_step, standard schedule)")
