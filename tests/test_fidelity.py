@@ -34,7 +34,7 @@ def test_every_framework_file_loads_with_a_source_for_each_value():
                       "allreduce_library", "prefill_attention_speedup", "fused_into_single_token_linear"):
             assert len(getattr(fw, field).source) > 20, (name, field)
     with pytest.raises(UserInputError,
-                       match="allowed: gpt-fast, gpt-fast-flash, gpt-fast-graph, sglang, trtllm, trtllm-session, vllm"):
+                       match="allowed: gpt-fast, gpt-fast-flash, gpt-fast-graph, sglang, trtllm, trtllm-session, vllm, vllm-v0"):
         load_framework("tgi")
 
 

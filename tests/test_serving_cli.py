@@ -169,4 +169,4 @@ def test_a_grid_priced_attention_is_refused_in_one_line(capsys):
     iteration timer adds up: one line naming --framework and the frameworks it can serve, exit 2."""
     code, _, err = run_cli(BASE + ["--rate", "1", "--framework", "gpt-fast-graph"], capsys)
     assert code == 2 and err.count("\n") == 1 and err.startswith("error: framework: 'gpt-fast-graph'")
-    assert err.rstrip().endswith("allowed: gpt-fast, gpt-fast-flash, sglang, trtllm, trtllm-session, vllm")
+    assert err.rstrip().endswith("allowed: gpt-fast, gpt-fast-flash, sglang, trtllm, trtllm-session, vllm, vllm-v0")

@@ -228,7 +228,7 @@ def fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: i
         "partial_add": elementwise_add,
         "sampling": hw.framework.sampling_us.value * 1e-6
         + float(memory_bound_time_s(gpu, 4 * phase.batch * model.vocab_size * 4, kernels=0)),
-        "step_overhead": hw.framework.step_overhead_us.value * 1e-6,
+        "step_overhead": hw.framework.step_overhead_us.value * 1e-6 + fw.step_host_s(),
         # the compute stream's half of the framework's stream hand-off (framework_collectives), and
         # the host node NCCL adds for a network collective inside a CUDA graph (graph_proxy)
         "collective_launch": sync_bytes_s + copy_s + handoff_half_s + host_node_s,

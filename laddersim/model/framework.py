@@ -128,6 +128,14 @@ class Framework(BaseModel):
     gemm_library: Choice[str] | None = None
     # True: the MLP's gate and up projections run as two GEMMs (None/False: one stacked GEMM).
     split_gate_up: Choice[bool] | None = None
+    # Host time per forward pass the GPU waits through, beyond the profile's
+    # ``framework.step_overhead_us``: an engine whose scheduler, input preparation, sampler output
+    # and detokenization run between steps, not overlapped with them (vLLM's V0 engine before
+    # multi-step scheduling). None: nothing beyond the profile's.
+    step_host_us: NonNegative | None = None
+
+    def step_host_s(self) -> float:
+        return self.step_host_us.value * 1e-6 if self.step_host_us is not None else 0.0
 
     def collective_handoff_s(self) -> float:
         return self.collective_handoff_us.value * 1e-6 if self.collective_handoff_us is not None else 0.0

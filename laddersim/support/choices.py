@@ -21,7 +21,7 @@ KV_CACHES = ("static", "dynamic")
 # K/V copied to every query head (gpt-fast's repeat_interleave) or read once per KV head (GQA-aware).
 KV_READS = ("repeat_interleave", "per_kv_head")
 # laddersim/data/frameworks/*.yaml (checked by a test); a framework .yaml path is accepted too.
-FRAMEWORKS = ("gpt-fast", "gpt-fast-flash", "gpt-fast-graph", "sglang", "trtllm", "trtllm-session", "vllm")
+FRAMEWORKS = ("gpt-fast", "gpt-fast-flash", "gpt-fast-graph", "sglang", "trtllm", "trtllm-session", "vllm", "vllm-v0")
 # AllReduce implementations a scenario may force over its framework's rule (laddersim.costs.allreduce_impls;
 # a test checks that the records and laddersim.model.framework.AllReduceName name the same ones).
 ALLREDUCES = ("nccl", "nvls", "pytorch-intra-node", "vllm-custom", "trtllm-custom", "sglang-custom")

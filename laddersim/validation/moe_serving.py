@@ -31,6 +31,7 @@ from laddersim.support.resources import data_path
 FOLDER = data_path("validation", "moe")
 TRTLLM_TABLE = "trtllm_perf_overview_v0.17.csv"
 ITL_TABLE = "vllm_pr2979_pr2913_mixtral_h100_tp2_itl.csv"
+ITL_FRAMEWORK = "vllm-v0"  # February 2024: vLLM's V0 engine (laddersim/data/frameworks/vllm-v0.yaml)
 CONFIGS = {"Mixtral-8x7B": "mistralai--Mixtral-8x7B-v0.1.json", "Mixtral-8x22B": "mistralai--Mixtral-8x22B-v0.1.json"}
 # GPU names as the MoE tables write them -> the shipped profile of that GPU's node.
 PROFILES = {"H200-SXM-141GB": "h200-sxm-nvswitch", "H100-SXM-80GB": "h100-sxm-nvswitch", "H100": "h100-sxm-nvswitch",
@@ -134,14 +135,14 @@ def itl_rows() -> list[list]:
     for r in table.itertuples():
         rate = float(str(r.batch_or_concurrency).removeprefix("qps="))
         isl, osl = int(str(r.input_len).split()[0]), int(str(r.output_len).split()[0])
-        scenario = _scenario(cache, r.model, r.gpu, int(r.tp), "vllm", "BF16")
+        scenario = _scenario(cache, r.model, r.gpu, int(r.tp), ITL_FRAMEWORK, "BF16")
         options = v0_scheduler(scenario.model.max_position_embeddings or 0)
         requests = draw_requests(ITL_REQUESTS, rate, parse_length(str(isl), "prompt-len"),
                                  parse_length(str(osl), "gen-len"))
         run = serve(scenario, requests, options).run
         predicted = float(np.mean(latencies(run, options)["e2e_s"] / requests.output_len)) * 1e3
         measured = float(r.value)
-        out.append([ITL_TABLE, r.model, r.gpu, PROFILES[r.gpu], "vllm", int(r.tp), "BF16", f"{rate:g} req/s", isl,
+        out.append([ITL_TABLE, r.model, r.gpu, PROFILES[r.gpu], ITL_FRAMEWORK, int(r.tp), "BF16", f"{rate:g} req/s", isl,
                     osl, ITL_REQUESTS, "mean_latency_per_output_token_ms", measured, predicted,
                     predicted / measured - 1.0])
     return out
