@@ -126,15 +126,20 @@ AICONFIGURATOR_LIMITS: dict[str, BenchmarkLimits] = {
 LIMITS = ("engine-defaults", "aiconfigurator")
 
 
+def check_limits(limits: str) -> str:
+    """``limits`` if it names a deployment's limits (``LIMITS``), else one line naming them."""
+    if limits not in LIMITS:
+        raise UserInputError(f"limits: {limits!r}; allowed: {', '.join(LIMITS)}")
+    return limits
+
+
 def benchmark_options(name: str, options: ServingOptions, concurrency: int, prompt_len: int,
                       limits: str = "engine-defaults") -> ServingOptions:
     """``options`` under engine ``name``'s scheduler (``engine_options``) with the limits a
     ``limits`` deployment sets for a closed loop of ``concurrency`` requests with ``prompt_len``-token
     prompts: ``engine-defaults`` the engine's own, ``aiconfigurator`` AICONFIGURATOR_LIMITS; one
     line naming the choices for any other."""
-    if limits not in LIMITS:
-        raise UserInputError(f"limits: {limits!r}; allowed: {', '.join(LIMITS)}")
-    if limits == "engine-defaults":
+    if check_limits(limits) == "engine-defaults":
         return engine_options(name, options)
     rule = AICONFIGURATOR_LIMITS[engine_scheduler(name).name]
     tuned = engine_options(name, options, max_running=concurrency,

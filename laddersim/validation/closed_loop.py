@@ -121,12 +121,11 @@ def score_closed_loop(path: str | Path, models_dir: str | Path | None = None,
     from laddersim.hardware.profile import load_profile
     from laddersim.model.shape import load_model_shape
     from laddersim.traffic.arrivals import Requests
-    from laddersim.traffic.engines import LIMITS, benchmark_options
+    from laddersim.traffic.engines import benchmark_options, check_limits
     from laddersim.traffic.options import ServingOptions
     from laddersim.traffic.run import serve_closed_loop, serving_scenario
 
-    if limits not in LIMITS:
-        raise UserInputError(f"limits: {limits!r}; allowed: {', '.join(LIMITS)}")
+    check_limits(limits)  # before any row: a bad choice is one line, not a table of skipped rows
     path = Path(path)
     frame = read_closed_loop(path)
     models = Path(models_dir) if models_dir is not None else path.parent / "models"
