@@ -32,6 +32,14 @@ class DpAttentionLayout:
     def ep(self) -> int:
         return self.attn_tp * self.dp
 
+    def seqs_per_replica(self, batch: int) -> int:
+        """Sequences of one replica when ``batch`` are spread over the replicas (rounded up)."""
+        return -(-batch // self.dp)
+
+    def decode_tokens_per_gpu(self, batch: int) -> int:
+        """A decode step's tokens one GPU of a replica dispatches (its share of the replica's, rounded up)."""
+        return -(-self.seqs_per_replica(batch) // self.attn_tp)
+
 
 def params_per_gpu(model: ModelShape, layout: DpAttentionLayout) -> tuple[int, int]:
     """(all parameters one GPU holds, of which routed-expert weights): the replica's share of
@@ -65,7 +73,7 @@ def bytes_per_gpu(model: ModelShape, layout: DpAttentionLayout, work: Workload) 
     """Weights plus the KV cache of the replica's ``batch / dp`` sequences (rounded up) at
     ``max_seq_len`` positions, plus the prefill's largest transient of those sequences (the hidden
     states and the gate/up output of the widest MLP the replica runs)."""
-    seqs = -(-work.batch // layout.dp)
+    seqs = layout.seqs_per_replica(work.batch)
     kv = seqs * work.max_seq_len * model.kv_bytes_per_token_per_rank(layout.attn_tp, work.kv_bytes)
     tokens = seqs * work.prompt_len
     width = max(model.intermediate_per_rank(layout.attn_tp), model.moe.expert_intermediate)

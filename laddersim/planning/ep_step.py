@@ -35,7 +35,7 @@ def dp_attention_decode_step_s(model: ModelShape, hw, work: Workload, layout: Dp
     assert model.moe is not None
     if layout.ep > hw.node.gpus_per_node:
         raise ValueError(f"ep {layout.ep} spans nodes: the all-to-all is priced within one node")
-    seqs = -(-work.batch // layout.dp)
+    seqs = layout.seqs_per_replica(work.batch)
     replica = work.model_copy(update={"batch": seqs})
     times = {kind: float(np.asarray(value).reshape(-1)[0])
              for kind, value in op_times_s(model, hw, replica, layout.attn_tp, Phase("decode", seqs, 1),
@@ -51,8 +51,8 @@ def dp_attention_decode_step_s(model: ModelShape, hw, work: Workload, layout: Dp
     moe_times = moe_op_times_s(placed, hw, everyone, layout.ep, Phase("decode", seqs * layout.dp, 1))
     moe_kind = "moe_shared" if model.moe.shared_intermediate else "moe"
     moe_costs = {**moe_times, "mlp_norm": times["mlp_norm"]}
-    tokens_per_gpu = -(-seqs // layout.attn_tp)
-    comm_s, _ = ep_layer_comm_s(hw, layout.ep, tokens_per_gpu, model.moe.top_k, model.dim, work.dtype_bytes)
+    comm_s, _ = ep_layer_comm_s(hw, layout.ep, layout.decode_tokens_per_gpu(work.batch), model.moe.top_k,
+                                model.dim, work.dtype_bytes)
     attention = module(MODULE_OPS["attn"], times)
     dense = module(MODULE_OPS["mlp"], times)
     moe = sum(moe_costs.get(kind, 0.0) for kind in MODULE_OPS[moe_kind]) + comm_s + times.get("residual_add", 0.0)
@@ -91,8 +91,8 @@ def _comm(model: ModelShape, hw, layout: DpAttentionLayout, work: Workload) -> s
     empty across nodes."""
     if layout.ep > hw.node.gpus_per_node:
         return ""
-    tokens = -(-(-(-work.batch // layout.dp)) // layout.attn_tp)  # a decode step's tokens per GPU
-    seconds, source = ep_layer_comm_s(hw, layout.ep, tokens, model.moe.top_k, model.dim, work.dtype_bytes)
+    seconds, source = ep_layer_comm_s(hw, layout.ep, layout.decode_tokens_per_gpu(work.batch), model.moe.top_k,
+                                      model.dim, work.dtype_bytes)
     step = dp_attention_decode_step_s(model, hw, work, layout, work.prompt_len + work.gen_len // 2)
     return (f", decode dispatch + combine {seconds * 1e6:.0f} us per MoE layer ({source}), estimated decode step "
             f"{step * 1e3:.1f} ms at batch {work.batch} (laddersim.planning.ep_step, standard schedule)")
