@@ -8,7 +8,8 @@ whole buffer, ``(n - 1) / n`` of it leaving the rank). Combine moves the same by
 
 Time: the profile's measured all-to-all table (``<its model all-reduce table>_alltoall.csv``
 beside it: ``tools/dev/alltoall_table.py`` from AIConfigurator's nccl-tests rows), interpolated
-log-log at the group's GPU count, one node; else its links, NCCL's all-to-all as ``n - 1``
+log-log at the group's GPU count, one node; else its links (both through the intra-node tier's
+what-if factors, ``laddersim.costs.scaling``), NCCL's all-to-all as ``n - 1``
 point-to-point exchanges over the intra-node tier: ``base + (n - 1) step`` latency plus
 ``(n - 1) / n`` of the buffer at the tier's bus bandwidth (one note on stderr that the links price it).
 """
@@ -20,8 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from laddersim.costs.collectives import interpolate_table_s
+from laddersim.costs.collectives import scaled_table_s
 from laddersim.costs.gemm_tables import SILICON, SOL
+from laddersim.costs.scaling.view import links
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.hardware.table_files import read_table_arrays
 
@@ -51,20 +53,21 @@ def alltoall_time_s(hw: HardwareProfile, gpus: int, size_bytes: float) -> tuple[
     source (``SILICON``: the measured table; ``SOL``: the links)."""
     if gpus <= 1:
         return 0.0, SOL
+    intra = links(hw).intra  # the intra-node tier's what-if factors, as the AllReduce tables take them
     path = alltoall_table_path(hw)
     if path is not None:
         cols = read_table_arrays(path)
         rows = (cols["gpus"] == gpus) & (cols["nodes"] == 1)
         if rows.any():
-            return float(interpolate_table_s(cols["size_bytes"][rows], cols["time_s"][rows], size_bytes)), SILICON
+            return float(scaled_table_s(cols["size_bytes"][rows], cols["time_s"][rows], size_bytes, intra)), SILICON
     if hw.name not in _noted:
         _noted.add(hw.name)
         print(f"note: {hw.name} has no measured all-to-all table for {gpus} GPUs; the EP dispatch and combine "
               "are priced from its intra-node links", file=sys.stderr)
     tier = hw.collectives.intra_node
-    latency_s = (tier.base_latency_us.value + (gpus - 1) * tier.step_latency_us.value) * 1e-6
+    latency_s = intra.latency_s(tier.base_latency_us.value + (gpus - 1) * tier.step_latency_us.value)
     moved = size_bytes * (gpus - 1) / gpus
-    return float(latency_s + np.float64(moved) / (tier.bus_bandwidth_gb_per_s.value * 1e9)), SOL
+    return float(latency_s + np.float64(moved) / intra.bytes_per_s(tier.bus_bandwidth_gb_per_s.value)), SOL
 
 
 def ep_layer_comm_s(hw: HardwareProfile, ep: int, tokens_per_gpu: int, top_k: int, dim: int,
