@@ -63,12 +63,14 @@ def test_trtllm_max_load_throughput_rows_through_serving():
 
 def test_vllm_latency_per_output_token_rows_are_priced_and_grow_with_the_rate():
     """vLLM PR 2979 (H100 TP 2, 1000 in / 50 out, tuned fused MoE): served at 1-6 requests/s under
-    vLLM V0's scheduler with V0's host step between decode steps (``vllm-v0``, a flat 4 ms where the
-    measured bubble grows with the load): the latency grows with the rate, as measured; each row
-    within 35%, and the median within 20% (without the host step every row was 16-40% fast)."""
+    vLLM V0's scheduler with V0's host step between steps (``vllm-v0``: 2 ms, plus 100 us per
+    sequence for the engine and 400 us per request for the API server sharing its thread), so the
+    host time grows with the load as the measured latency does: the latency grows with the rate,
+    as measured; each row within 25%, and the median within 10% (a flat 4 ms host step: 18%, the
+    high-rate rows 6-17% fast)."""
     from laddersim.validation.moe_serving import COLUMNS, itl_rows
 
     frame = pd.DataFrame(itl_rows(), columns=COLUMNS).sort_values("measured")
     assert len(frame) == 4 and (frame.framework == "vllm-v0").all()
     assert list(frame.predicted) == sorted(frame.predicted)
-    assert (frame.error.abs() < 0.35).all() and frame.error.abs().median() < 0.20
+    assert (frame.error.abs() < 0.25).all() and frame.error.abs().median() < 0.10
