@@ -12,7 +12,7 @@ them). Each row is priced with:
   ``aiconfigurator``: the limits AIConfigurator's generator writes for a benchmark at the row's
   concurrency and prompt length, ``traffic.engines.AICONFIGURATOR_LIMITS``), and a row's own
   ``max_running`` / ``max_batched_tokens`` columns where the table has them (LIMIT_COLUMNS);
-* the shipped profile of its GPU (HARDWARE_PROFILES);
+* the shipped profile of its GPU (``laddersim.validation.gpu_profiles``);
 * its dtype (DTYPES), or for a quantized row its quantization (QUANTIZED_DTYPES);
 * the model's config from the table folder's ``models/`` (``org--name.json`` for ``org/name``),
   or a shipped preset of that name.
@@ -33,6 +33,7 @@ import pandas as pd
 from laddersim.errors import UserInputError
 from laddersim.support.choices import FRAMEWORKS
 from laddersim.support.io_read import read_text
+from laddersim.validation.gpu_profiles import require_profile
 
 CLOSED_LOOP_COLUMNS = ("model", "tp", "hardware", "engine", "engine_version", "dtype", "prompt_len", "gen_len",
                        "concurrency", "ttft_ms", "tpot_ms")
@@ -43,9 +44,6 @@ CLOSED_LOOP_COLUMNS = ("model", "tp", "hardware", "engine", "engine_version", "d
 CLOSEST_FRAMEWORK = "vllm"
 ENGINE_FRAMEWORKS = {engine: engine if engine in FRAMEWORKS else CLOSEST_FRAMEWORK
                      for engine in ("vllm", "sglang", "trtllm")}
-# GPU names as the tables write them -> the shipped profile of that GPU in its 8-GPU NVSwitch node.
-HARDWARE_PROFILES = {"H100-SXM5-80GB": "h100-sxm-nvswitch", "H200-SXM-141GB": "h200-sxm-nvswitch",
-                     "A100-SXM4-80GB": "a100-sxm-nvswitch", "B200": "b200-sxm-nvswitch", "L40S": "l40s-pcie"}
 DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16"}
 # A dtype the tables name for quantized serving -> (the activations' dtype, laddersim's quantization,
 # the KV cache's dtype): AIConfigurator's fp8 rows are its ``precision fp8, gemm_quant_mode fp8``
@@ -151,13 +149,11 @@ def score_closed_loop(path: str | Path, models_dir: str | Path | None = None,
             if dtype not in DTYPES and dtype not in QUANTIZED_DTYPES:
                 raise UserInputError(f"dtype {row.dtype!r}; allowed: {', '.join([*DTYPES, *QUANTIZED_DTYPES])}")
             activations, quant, kv_cache_dtype = QUANTIZED_DTYPES.get(dtype, (DTYPES.get(dtype), "none", "auto"))
-            if row.hardware not in HARDWARE_PROFILES:
-                raise UserInputError(f"hardware {row.hardware!r} has no shipped profile; allowed: "
-                                     f"{', '.join(HARDWARE_PROFILES)}")
+            profile_name = require_profile(row.hardware)
             if row.model not in shapes:
                 shapes[row.model] = load_model_shape(model_source(str(row.model), models))
             if row.hardware not in profiles:
-                profiles[row.hardware] = load_profile(HARDWARE_PROFILES[row.hardware])
+                profiles[row.hardware] = load_profile(profile_name)
             framework = ENGINE_FRAMEWORKS[engine]
             scenario = serving_scenario(shapes[row.model], profiles[row.hardware], int(row.tp), "standard",
                                         activations, framework=framework, quant=quant, kv_cache_dtype=kv_cache_dtype)
@@ -171,7 +167,7 @@ def score_closed_loop(path: str | Path, models_dir: str | Path | None = None,
                                 np.full(n, int(row.gen_len), dtype=np.int64))
             metrics = serve_closed_loop(scenario, requests, options, c, warmup=0).metrics
             predicted = (metrics["ttft_mean_s"] * 1e3, metrics["tpot_mean_s"] * 1e3)
-            used.add((row.engine, framework, row.hardware, HARDWARE_PROFILES[row.hardware]))
+            used.add((row.engine, framework, row.hardware, profile_name))
         except UserInputError as exc:
             reason = str(exc)
         progress()
@@ -180,7 +176,7 @@ def score_closed_loop(path: str | Path, models_dir: str | Path | None = None,
             continue
         scored.append({**record, "predicted_ttft_ms": predicted[0], "predicted_tpot_ms": predicted[1],
                        "ttft_error": predicted[0] / row.ttft_ms - 1, "tpot_error": predicted[1] / row.tpot_ms - 1,
-                       "framework": ENGINE_FRAMEWORKS[engine], "profile": HARDWARE_PROFILES[row.hardware]})
+                       "framework": ENGINE_FRAMEWORKS[engine], "profile": profile_name})
     rows = pd.DataFrame(scored)
     mappings = [f"engine {e} -> {f} kernels{'' if f == e else ' (the closest priced)'} and the {e} scheduler; "
                 f"hardware {h} -> {p}" for e, f, h, p in sorted(used)]

@@ -24,10 +24,10 @@ import pandas as pd
 
 from laddersim.errors import UserInputError
 from laddersim.support.resources import data_path
+from laddersim.validation.gpu_profiles import require_profile
 
 FOLDER = data_path("validation", "moe")
 CONFIGS = {"Mixtral-8x7B": "mistralai--Mixtral-8x7B-v0.1.json", "dbrx": "databricks--dbrx-instruct.json"}
-PROFILES = (("H200", "h200-sxm-nvswitch"), ("H100", "h100-sxm-nvswitch"), ("A100", "a100-sxm-nvswitch"))
 # pytorch-labs/gpt-fast mixtral-moe/README.md @ 4f98fe01976600edec013e9ae7e799744f971d9f (and the DBRX
 # branch @ 7f9d8c822730a967741391cc9ef3157b162bed42), "Tensor Parallelism": ENABLE_INTRA_NODE_COMM=1 torchrun
 # --nproc_per_node=8 generate.py --compile --compile_prefill: PyTorch's intra-node all-reduce (bf16).
@@ -43,7 +43,7 @@ def _config(model: str) -> str:
 
 
 def _profile(gpu: str) -> str:
-    return next(profile for key, profile in PROFILES if gpu.startswith(key))
+    return require_profile(gpu, "gpu")
 
 
 def _simulate(model: str, profile: str, framework: str, tp: int, batch: int, prompt_len: int, gen_len: int,

@@ -30,15 +30,13 @@ import pandas as pd
 
 from laddersim.errors import UserInputError
 from laddersim.support.resources import data_path
+from laddersim.validation.gpu_profiles import require_profile
 
 FOLDER = data_path("validation", "moe")
 TRTLLM_TABLE = "trtllm_perf_overview_v0.17.csv"
 ITL_TABLE = "vllm_pr2979_pr2913_mixtral_h100_tp2_itl.csv"
 ITL_FRAMEWORK = "vllm-v0"  # February 2024: vLLM's V0 engine (laddersim/data/frameworks/vllm-v0.yaml)
 CONFIGS = {"Mixtral-8x7B": "mistralai--Mixtral-8x7B-v0.1.json", "Mixtral-8x22B": "mistralai--Mixtral-8x22B-v0.1.json"}
-# GPU names as the MoE tables write them -> the shipped profile of that GPU's node.
-PROFILES = {"H200-SXM-141GB": "h200-sxm-nvswitch", "H100-SXM-80GB": "h100-sxm-nvswitch", "H100": "h100-sxm-nvswitch",
-            "A100-SXM4-80GB": "a100-sxm-nvswitch", "L40S": "l40s-pcie"}
 # precision label -> (activations' dtype, quantization, KV cache dtype)
 PRECISIONS = {"FP8": ("float16", "fp8", "fp8"), "FP16": ("float16", "none", "auto"),
               "BF16": ("bfloat16", "none", "auto")}
@@ -97,11 +95,9 @@ def _scenario(cache: dict, model: str, gpu: str, tp: int, framework: str, precis
     from laddersim.model.shape import load_model_shape
     from laddersim.traffic.run import serving_scenario
 
-    if gpu not in PROFILES:
-        raise UserInputError(f"gpu {gpu!r} has no shipped profile; allowed: {', '.join(PROFILES)}")
     key = (model, gpu, framework)
     if key not in cache:
-        profile = load_profile(PROFILES[gpu])
+        profile = load_profile(require_profile(gpu, "gpu"))
         cache[key] = (load_model_shape(_config(model)), trtllm_node(profile) if framework == "trtllm" else profile)
     shape, profile = cache[key]
     dtype, quant, kv = PRECISIONS[precision]
@@ -140,7 +136,7 @@ def trtllm_rows(gpus: tuple[str, ...] | None = None,
                             "output_len": osl, "reason": str(exc)})
             continue
         measured = float(r.value)
-        out.append([TRTLLM_TABLE, r.model, r.gpu, PROFILES[r.gpu], "trtllm", tp, r.precision, "max-load", isl, osl,
+        out.append([TRTLLM_TABLE, r.model, r.gpu, require_profile(r.gpu, "gpu"), "trtllm", tp, r.precision, "max-load", isl, osl,
                     n, "total_output_throughput", measured, predicted, predicted / measured - 1.0])
     return out, skipped
 
@@ -173,7 +169,7 @@ def itl_rows() -> list[list]:
         run = serve(scenario, requests, options).run
         predicted = float(np.mean(latencies(run, options)["e2e_s"] / requests.output_len)) * 1e3
         measured = float(r.value)
-        out.append([ITL_TABLE, r.model, r.gpu, PROFILES[r.gpu], ITL_FRAMEWORK, int(r.tp), "BF16", f"{rate:g} req/s", isl,
+        out.append([ITL_TABLE, r.model, r.gpu, require_profile(r.gpu, "gpu"), ITL_FRAMEWORK, int(r.tp), "BF16", f"{rate:g} req/s", isl,
                     osl, ITL_REQUESTS, "mean_latency_per_output_token_ms", measured, predicted,
                     predicted / measured - 1.0])
     return out

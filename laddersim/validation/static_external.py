@@ -8,7 +8,7 @@ Each row becomes a scenario of its model, TP, batch, lengths and dtype, on:
   TensorRT-LLM before its PyTorch flow (1.0) and LMDeploy's TurboMind 0.1 (from FasterTransformer,
   TensorRT-LLM's predecessor) run ``trtllm-session``: TensorRT-LLM's kernels launched from a C++
   loop without CUDA graphs, NCCL all-reduce; TensorRT-LLM from 1.0 runs ``trtllm``;
-* the shipped profile of its GPU (``laddersim.validation.closed_loop.HARDWARE_PROFILES``, the
+* the shipped profile of its GPU (``laddersim.validation.gpu_profiles``, the
   mapping the closed-loop tables use: the 8-GPU node of that GPU).
 
 The mapping used is returned with the scores. Rows laddersim does not price as they ran are
@@ -35,7 +35,8 @@ import pandas as pd
 from laddersim.errors import DoesNotFitError, UserInputError
 from laddersim.support.io_read import read_text
 # One mapping of GPU names to shipped profiles, one model lookup, one list of skipped rows for every external table.
-from laddersim.validation.closed_loop import HARDWARE_PROFILES, model_source, skipped_reasons
+from laddersim.validation.closed_loop import model_source, skipped_reasons
+from laddersim.validation.gpu_profiles import require_profile
 
 STATIC_COLUMNS = ("model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "engine",
                   "engine_version", "hardware", "dtype", "tokens_per_s", "ttft_s", "tpot_s")
@@ -113,11 +114,8 @@ def score_static(path: str | Path, models_dir: str | Path | None = None,
         if engine not in ENGINE_FRAMEWORKS:
             raise UserInputError(f"measured: engine {row.engine!r} has no framework here; allowed: "
                                  f"{', '.join(ENGINE_FRAMEWORKS)}")
-        if row.hardware not in HARDWARE_PROFILES:
-            raise UserInputError(f"measured: hardware {row.hardware!r} has no shipped profile here; allowed: "
-                                 f"{', '.join(HARDWARE_PROFILES)}")
         framework = _framework(engine, str(row.engine_version))
-        profile = HARDWARE_PROFILES[row.hardware]
+        profile = require_profile(row.hardware, "measured: hardware")
 
         def scenario_of(prompt_len: int, gen_len: int):
             return make_scenario(model=model_source(str(row.model), folder), hardware=profile, tp=int(row.tp),
@@ -254,6 +252,6 @@ def static_summary(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-__all__ = ["ENGINE_FRAMEWORKS", "HARDWARE_PROFILES", "SESSION_CALL_S", "STATIC_COLUMNS", "StaticScore",
+__all__ = ["ENGINE_FRAMEWORKS", "SESSION_CALL_S", "STATIC_COLUMNS", "StaticScore",
            "harness_call_s", "is_static_table", "read_static", "score_static", "session_call_fit_s", "skipped_reasons",
            "static_summary", "with_call_overhead"]
