@@ -33,6 +33,7 @@ import pandas as pd
 from laddersim.errors import UserInputError
 from laddersim.support.choices import FRAMEWORKS
 from laddersim.support.io_read import read_text
+from laddersim.validation.error_stats import error_stats
 from laddersim.validation.gpu_profiles import require_profile
 
 CLOSED_LOOP_COLUMNS = ("model", "tp", "hardware", "engine", "engine_version", "dtype", "prompt_len", "gen_len",
@@ -195,10 +196,7 @@ def error_summary(rows: pd.DataFrame) -> pd.DataFrame:
     out = []
     for (engine, dtype), part in rows.groupby(["engine", "dtype"], sort=True):
         out.append({"engine": engine, "dtype": dtype, "rows": len(part),
-                    **{f"{k}_{stat}": v for k in ("ttft", "tpot") for stat, v in (
-                        ("median_abs_err_pct", float(part[f"{k}_error"].abs().median() * 100)),
-                        ("median_err_pct", float(part[f"{k}_error"].median() * 100)),
-                        ("worst_abs_err_pct", float(part[f"{k}_error"].abs().max() * 100)))}})
+                    **{k: v for m in ("ttft", "tpot") for k, v in error_stats(part[f"{m}_error"], m, signed=True).items()}})
     return pd.DataFrame(out, columns=columns)
 
 

@@ -39,6 +39,7 @@ from laddersim.support.io_read import read_text
 from laddersim.model.workload import DTYPE_BYTES
 from laddersim.hardware.profile import HardwareProfile, load_profile
 from laddersim.simulation.simulate import check_memory, make_scenario, scenario_nodes, simulate
+from laddersim.validation.error_stats import error_stats
 
 BUILTIN_MEASURED = data_path("validation", "ladder_70b_tp_sweep.csv")
 REQUIRED_COLUMNS = ("model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "tokens_per_s")
@@ -349,13 +350,8 @@ def error_summary(frame: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
     """Median and worst absolute tokens/s error (%) and speedup error (points), overall or by a column."""
     def summarize(part: pd.DataFrame) -> dict:
         other = part[part["schedule"] != "standard"].dropna(subset=["speedup_error_pp"])
-        return {
-            "rows": len(part),
-            "tokens_per_s_median_abs_err_pct": float(part["rel_error"].abs().median() * 100),
-            "tokens_per_s_worst_abs_err_pct": float(part["rel_error"].abs().max() * 100),
-            "speedup_median_abs_err_pp": float(other["speedup_error_pp"].abs().median()) if len(other) else np.nan,
-            "speedup_worst_abs_err_pp": float(other["speedup_error_pp"].abs().max()) if len(other) else np.nan,
-        }
+        return {"rows": len(part), **error_stats(part["rel_error"], "tokens_per_s"),
+                **error_stats(other["speedup_error_pp"], "speedup", scale=1.0, unit="pp")}
     if by is None:
         return pd.DataFrame([{"group": "all", **summarize(frame)}])
     rows = [{"group": f"{by}={value}", **summarize(part)} for value, part in frame.groupby(by, sort=True)]

@@ -36,6 +36,7 @@ from laddersim.errors import DoesNotFitError, UserInputError
 from laddersim.support.io_read import read_text
 # One mapping of GPU names to shipped profiles, one model lookup, one list of skipped rows for every external table.
 from laddersim.validation.closed_loop import model_source, skipped_reasons
+from laddersim.validation.error_stats import error_stats
 from laddersim.validation.gpu_profiles import require_profile
 
 STATIC_COLUMNS = ("model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "engine",
@@ -244,10 +245,7 @@ def static_summary(rows: pd.DataFrame) -> pd.DataFrame:
     for (hardware, engine), part in rows.groupby(["hardware", "engine"], sort=True):
         line = {"hardware": hardware, "engine": engine, "rows": len(part)}
         for metric in METRICS:
-            errors = part[f"{metric}_error"].dropna().abs() * 100
-            line[f"{metric}_n"] = len(errors)
-            line[f"{metric}_median_abs_err_pct"] = float(errors.median()) if len(errors) else np.nan
-            line[f"{metric}_worst_abs_err_pct"] = float(errors.max()) if len(errors) else np.nan
+            line.update(error_stats(part[f"{metric}_error"], metric, count=True))
         out.append(line)
     return pd.DataFrame(out)
 
