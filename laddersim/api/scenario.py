@@ -54,7 +54,7 @@ def scenarios_of(params: ScenarioParams, schedules: Iterable[str]) -> list[Scena
                                dtype=params.dtype, kv_cache=params.kv_cache, kv_reads=params.kv_reads,
                                framework=params.framework, pp=params.pp, microbatches=params.pp_microbatches,
                                allreduce=params.allreduce, quant=params.quant, kv_cache_dtype=params.kv_cache_dtype,
-                               ep=params.ep)
+                               ep=params.ep, dp_attention=params.dp_attention)
                  for schedule in dict.fromkeys([schedules] if isinstance(schedules, str) else schedules)]
     if not scenarios:
         from laddersim.errors import UserInputError
@@ -68,6 +68,8 @@ def scenarios_of(params: ScenarioParams, schedules: Iterable[str]) -> list[Scena
     except DoesNotFitError as exc:  # an MoE model: name the expert-parallel layout that fits
         from laddersim.planning.ep_layout import with_smallest_ep
 
+        if params.dp_attention:
+            raise
         raise with_smallest_ep(exc, first.model, first.hardware, first.workload, params.tp) from None
     first.model.warn_context(params.prompt_len, params.gen_len)
     return scenarios
@@ -125,6 +127,7 @@ def simulate(model: str | Path | ModelShape, hardware: str | Path | HardwareProf
              out: str | Path | None = None, trace: str | Path | None = None,
              trace_steps: int | str = DEFAULT_TRACE_STEPS, progress: bool = False, pp: int = SCENARIO.pp,
              pp_microbatches: int = SCENARIO.pp_microbatches, ep: int = SCENARIO.ep,
+             dp_attention: bool = SCENARIO.dp_attention,
              intra_bandwidth_scale: float | None = None, intra_bandwidth_gbps: float | None = None,
              intra_latency_scale: float | None = None, intra_latency_us: float | None = None,
              inter_bandwidth_scale: float | None = None, inter_bandwidth_gbps: float | None = None,
@@ -163,6 +166,13 @@ def simulate(model: str | Path | ModelShape, hardware: str | Path | HardwareProf
     and what they cross). ``ep``: a mixture-of-experts model's experts placed ``ep`` ways over
     each TP group, each expert split ``tp / ep`` ways (default 1: every expert split ``tp`` ways);
     the attention stays TP, the tokens reach every rank, the AllReduce is the TP one.
+    ``dp_attention``: instead, data-parallel attention (vLLM ``--data-parallel-size ep/tp
+    --tensor-parallel-size tp --enable-expert-parallel``; SGLang ``--tp ep --dp ep/tp
+    --enable-dp-attention``): ``ep / tp`` attention replicas of TP ``tp``, the ``batch`` sequences
+    spread over them, each GPU holding ``n_experts / ep`` whole experts, each MoE layer's tokens
+    dispatched to their experts and combined back by all-to-alls within one node (the combine
+    overlapped with the next attention under ladder); rows add ``ep`` and ``attention_replicas``,
+    ``tokens_per_s`` is all replicas' (``ep`` GPUs).
 
     What-if changes of the profile, as a sweep grid's ``overrides`` (the row equals the sweep's
     at the same point): ``intra_bandwidth_scale``, ``intra_latency_scale``,
@@ -226,6 +236,12 @@ def time_sources(result: SimResult) -> dict[str, dict[str, str]]:
     out = {}
     for phase in (Phase("prefill", w.batch, w.prompt_len), Phase("decode", w.batch, 1)):
         sources = op_time_sources(s.model, s.hardware, w, s.tp, phase) | receives
+        if s.layout is not None:  # data-parallel attention's all-to-alls
+            from laddersim.costs.dp_attention_costs import alltoall_source
+            from laddersim.model.layer_ops import EP_ALLTOALL_KINDS
+
+            source = alltoall_source(s.model, s.hardware, w, s.layout, phase)
+            sources |= {kind: source for kind in EP_ALLTOALL_KINDS}
         out[phase.name] = {k: sources[k] for k in kinds if k in sources}
     return out
 

@@ -69,6 +69,13 @@ def dp_attention_op_times_s(model: ModelShape, hw: HardwareProfile, work: Worklo
     return times
 
 
+def alltoall_source(model: ModelShape, hw: HardwareProfile, work: Workload, layout: DpAttentionLayout,
+                    phase: Phase) -> str:
+    """Where the dispatch's and combine's seconds come from: ``SILICON`` (the profile's all-to-all
+    table) or ``SOL`` (its links)."""
+    return alltoall_time_s(hw, layout.ep, alltoall_bytes(model, work, layout, phase))[1]
+
+
 def dp_attention_memory(model: ModelShape, hw: HardwareProfile, work: Workload,
                         layout: DpAttentionLayout) -> MemoryUse:
     """What one GPU of ``layout`` holds (``laddersim.model.dp_attention.memory_parts_per_gpu``), or

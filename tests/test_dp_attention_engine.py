@@ -1,0 +1,127 @@
+"""The data-parallel-attention layout in the event engine: its program (dispatch and combine as
+communication-stream all-to-alls), the standard schedule's decode step equal to the closed form,
+ladder never slower and equal where the all-to-all is free, the one-line refusals, and the dense
+and TP x EP programs untouched."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from laddersim.model.dp_attention import DpAttentionLayout
+from laddersim.planning.ep_step import dp_attention_decode_step_s
+from laddersim.schedules.program import build_program
+from laddersim.simulation.simulate import make_scenario, simulate
+
+QWEN = "qwen3-235b-a22b"  # 94 layers, every one MoE, 128 experts top 8, no shared expert
+H200 = "h200-sxm-nvswitch"
+
+
+def _scenario(tp: int, ep: int, schedule: str = "standard", batch: int = 16, model: str = QWEN, **kw):
+    return make_scenario(model=model, hardware=H200, tp=tp, ep=ep, batch=batch, prompt_len=1024, gen_len=64,
+                         schedule=schedule, framework="vllm", kv_cache="dynamic", dp_attention=True, **kw)
+
+
+def test_program_sends_each_moe_layers_tokens_out_and_back_by_all_to_all():
+    layers = ("mlp", "moe", "moe_shared")
+    program = build_program("standard", 3, 2, mlp_layout=layers, expert_alltoall=True)
+    ops = program.ops
+    dispatch = [op for op in ops if op.kind == "ep_dispatch"]
+    combine = [op for op in ops if op.kind == "ep_combine"]
+    assert [op.layer for op in dispatch] == [1, 2] and [op.layer for op in combine] == [1, 2]
+    assert all(op.stream == "comm" for op in dispatch + combine)
+    for op in dispatch:  # sent once routed; the next op (the experts') waits for it
+        assert ops[op.deps[0]].kind == "moe_topk" and ops[op.index + 1].deps == (op.index,)
+    for op in combine:  # after the weighted sum; the residual add waits for it
+        assert ops[op.deps[0]].kind == "moe_combine"
+        assert ops[op.index + 1].kind == "residual_add" and ops[op.index + 1].deps == (op.index,)
+    # the MoE modules have no AllReduce; attention and the dense MLP keep theirs at the replica's TP
+    assert sorted(op.layer for op in ops if op.kind == "allreduce") == [0, 0, 1, 2]
+    # no experts, or the layout off: the program is the one without all-to-alls
+    assert build_program("ladder", 3, 2, expert_alltoall=True) == build_program("ladder", 3, 2)
+    assert not any(op.kind.startswith("ep_") for op in build_program("ladder", 3, 2, mlp_layout=layers).ops)
+
+
+@pytest.mark.parametrize("tp, ep", [(8, 8), (1, 8), (2, 8), (4, 4)])
+def test_standard_decode_step_is_the_closed_form(tp, ep):
+    s = _scenario(tp, ep)
+    assert s.layout == DpAttentionLayout(tp, ep // tp)
+    row = simulate(s).summary()
+    # the decode steps' mean KV length: attention is affine in it
+    closed = dp_attention_decode_step_s(s.model, s.hardware, s.workload, s.layout, 1024 + 64 // 2)
+    assert row["decode_step_s"] == pytest.approx(closed, rel=1e-9)
+    assert (row["ep"], row["attention_replicas"], row["tp"]) == (ep, ep // tp, tp)
+
+
+def test_standard_decode_step_is_the_closed_form_with_shared_experts_and_dense_layers():
+    s = _scenario(1, 8, model="deepseek-v3", batch=8, quant="fp8")  # MLA, 3 dense layers, a shared expert
+    row = simulate(s).summary()
+    closed = dp_attention_decode_step_s(s.model, s.hardware, s.workload, s.layout, 1024 + 64 // 2)
+    assert row["decode_step_s"] == pytest.approx(closed, rel=1e-9)
+
+
+@pytest.mark.parametrize("tp, ep", [(8, 8), (1, 8), (2, 4)])
+def test_ladder_is_never_slower_and_hides_part_of_the_combine(tp, ep):
+    standard = simulate(_scenario(tp, ep)).summary()
+    ladder = simulate(_scenario(tp, ep, "ladder")).summary()
+    assert ladder["decode_step_s"] <= standard["decode_step_s"]
+    assert ladder["exposed_comm_s"] < standard["exposed_comm_s"]
+
+
+def test_ladder_equals_standard_when_the_all_to_all_is_free(monkeypatch):
+    """One GPU per replica: the all-to-alls are the only communication; at zero cost ladder only
+    reorders the residual adds."""
+    import laddersim.costs.dp_attention_costs as costs
+
+    monkeypatch.setattr(costs, "alltoall_time_s", lambda hw, gpus, size: (0.0, "SOL"))
+    standard = simulate(_scenario(1, 8)).summary()
+    ladder = simulate(_scenario(1, 8, "ladder")).summary()
+    assert ladder["decode_step_s"] == pytest.approx(standard["decode_step_s"], rel=1e-12)
+    assert standard["exposed_comm_s"] == 0.0
+
+
+def test_tp_x_ep_without_the_layout_is_unchanged():
+    plain = make_scenario(model=QWEN, hardware=H200, tp=8, ep=8, batch=16, prompt_len=1024, gen_len=64,
+                          schedule="standard", framework="vllm", kv_cache="dynamic")
+    assert plain.layout is None
+    row = simulate(plain).summary()
+    assert "ep" not in row and "dp_attention" not in row
+
+
+@pytest.mark.parametrize("args, field", [
+    (["--model", "llama-3.1-8b", "--tp", "1", "--ep", "8"], "dp-attention"),
+    (["--model", QWEN, "--tp", "4", "--ep", "6"], "ep"),
+    (["--model", QWEN, "--tp", "4", "--ep", "2"], "ep"),
+    (["--model", QWEN, "--tp", "4", "--ep", "16"], "ep"),
+    (["--model", QWEN, "--tp", "2", "--ep", "8", "--pp", "2"], "pp"),
+    (["--model", QWEN, "--tp", "2", "--ep", "8", "--schedule", "parallel"], "schedule"),
+    (["--model", "deepseek-v3", "--tp", "8", "--ep", "8"], "memory"),
+])
+def test_cli_refuses_what_the_layout_cannot_run_in_one_line(args, field):
+    run = subprocess.run([sys.executable, "-m", "laddersim", "simulate", "--hardware", H200, "--dp-attention",
+                          "--framework", "vllm", *args], capture_output=True, text=True)
+    assert run.returncode == 2 and run.stdout == "" and "Traceback" not in run.stderr
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith(f"error: {field}:")
+
+
+def test_cli_and_api_run_the_layout_alike():
+    from laddersim.api import simulate as api_simulate
+
+    frame = api_simulate(QWEN, H200, tp=2, ep=8, dp_attention=True, batch=16, prompt_len=1024, gen_len=64,
+                         framework="vllm", kv_cache="dynamic", schedules=["standard", "ladder"])
+    run = subprocess.run([sys.executable, "-m", "laddersim", "simulate", "--model", QWEN, "--hardware", H200,
+                          "--tp", "2", "--ep", "8", "--dp-attention", "--batch", "16", "--prompt-len", "1024",
+                          "--gen-len", "64", "--framework", "vllm", "--kv-cache", "dynamic", "--schedule", "standard",
+                          "--schedule", "ladder", "--json"], capture_output=True, text=True)
+    import json
+
+    rows = json.loads(run.stdout)
+    assert [r["tokens_per_s"] for r in rows] == list(frame["tokens_per_s"])
+    assert rows[1]["speedup_vs_standard"] > 1.0 and rows[0]["ep"] == 8 and rows[0]["attention_replicas"] == 4
+    import os
+
+    help_text = subprocess.run([sys.executable, "-m", "laddersim", "simulate", "--help"], capture_output=True,
+                               text=True, env={**os.environ, "COLUMNS": "400"}).stdout
+    assert "--enable-dp-attention" in help_text and "--data-parallel-size" in help_text
