@@ -125,3 +125,17 @@ def test_cli_and_api_run_the_layout_alike():
     help_text = subprocess.run([sys.executable, "-m", "laddersim", "simulate", "--help"], capture_output=True,
                                text=True, env={**os.environ, "COLUMNS": "400"}).stdout
     assert "--enable-dp-attention" in help_text and "--data-parallel-size" in help_text
+
+
+def test_sweep_points_with_the_layout_are_simulates_rows(tmp_path):
+    from laddersim.api import simulate as api_simulate
+    from laddersim.api import sweep
+
+    frame = sweep(None, tmp_path / "out", workers=1, models=[QWEN], hardware=[H200], tp=[2], ep=[8], batch=[16],
+                  gen_len=[16], kv_cache=["dynamic"], schedules=["standard", "ladder"], dp_attention=True)
+    direct = api_simulate(QWEN, H200, tp=2, ep=8, dp_attention=True, batch=16, gen_len=16, kv_cache="dynamic",
+                          schedules=["standard", "ladder"])
+    rows = frame.set_index("schedule")
+    assert list(rows["status"]) == ["ok", "ok"] and set(rows["attention_replicas"]) == {4}
+    for _, row in direct.iterrows():
+        assert rows.loc[row["schedule"], "tokens_per_s"] == row["tokens_per_s"]
