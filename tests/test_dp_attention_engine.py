@@ -139,3 +139,36 @@ def test_sweep_points_with_the_layout_are_simulates_rows(tmp_path):
     assert list(rows["status"]) == ["ok", "ok"] and set(rows["attention_replicas"]) == {4}
     for _, row in direct.iterrows():
         assert rows.loc[row["schedule"], "tokens_per_s"] == row["tokens_per_s"]
+
+
+def test_plan_ranks_the_layout_beside_the_tp_x_ep_splits():
+    """TP 1 cannot hold Qwen3-235B on one H200; its layouts of 4 and 8 replicas can, and are ranked
+    with their GPUs (ep) priced and their step simulated, each replica serving the plan's batch."""
+    from laddersim.api import plan
+    from laddersim.api import simulate as api_simulate
+
+    frame = plan(QWEN, profiles=[H200], tps=[1], batches=[8], schedules=["standard", "ladder"], prompt_len=1024,
+                 gen_len=64, min_user_tokens_per_s=1.0, workers=1)
+    layouts = frame[frame["dp_attention"]]
+    assert set(layouts["ep"]) == {4, 8} and len(layouts) == 4 and (layouts["gpus"] == layouts["ep"]).all()
+    assert (layouts["batch"] == 8 * layouts["ep"]).all()  # 8 sequences per attention replica
+    row = layouts[(layouts["ep"] == 4) & (layouts["schedule"] == "ladder")].iloc[0]
+    direct = api_simulate(QWEN, H200, tp=1, ep=4, dp_attention=True, batch=32, prompt_len=1024, gen_len=64,
+                          schedules=["ladder"], kv_cache="static")
+    assert row["tpot_s"] == direct["tpot_s"].iloc[0]
+    assert row["usd_per_hour"] == 4 * row["usd_per_gpu_hour"]
+    splits = frame.attrs["splits"]
+    verdicts = {(v.tp, v.ep, v.dp_attention): v for v in splits.itertuples()}
+    assert verdicts[(1, 4, True)].meets and verdicts[(1, 4, True)].gpus_per_replica == 4
+    assert verdicts[(1, 2, True)].reason.startswith("weights do not fit")  # 2 replicas: 64 experts a GPU
+    assert verdicts[(1, 1, False)].reason.startswith("weights do not fit")
+
+
+def test_plan_of_a_dense_model_has_no_layout():
+    from laddersim.model.shape import load_model_shape
+    from laddersim.hardware.profile import load_profile
+    from laddersim.planning.planner import candidate_layouts
+
+    assert candidate_layouts(load_model_shape("llama-3.1-70b"), load_profile(H200)) == []
+    assert candidate_layouts(load_model_shape(QWEN), load_profile(H200), [2], [8]) == [(2, 8)]
+    assert candidate_layouts(load_model_shape(QWEN), load_profile(H200), [2]) == [(2, 4), (2, 8)]
