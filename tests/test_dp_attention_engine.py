@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from laddersim.model.dp_attention import DpAttentionLayout
+from laddersim.model.layer_ops import MODULE_OPS
 from laddersim.planning.ep_step import dp_attention_decode_step_s
 from laddersim.schedules.program import build_program
 from laddersim.simulation.simulate import make_scenario, simulate
@@ -172,3 +173,33 @@ def test_plan_of_a_dense_model_has_no_layout():
     assert candidate_layouts(load_model_shape("llama-3.1-70b"), load_profile(H200)) == []
     assert candidate_layouts(load_model_shape(QWEN), load_profile(H200), [2], [8]) == [(2, 8)]
     assert candidate_layouts(load_model_shape(QWEN), load_profile(H200), [2]) == [(2, 4), (2, 8)]
+
+
+def test_ladder_overlaps_each_combine_with_the_next_layers_attention():
+    """Under ladder the combine of layer i runs beside the attention of layer i + 1 (its residual
+    add waits for it only before the MoE of layer i + 1); under standard nothing overlaps it."""
+    from laddersim.api import timeline
+
+    def overlapped(schedule: str) -> int:
+        spans = timeline(QWEN, H200, tp=2, ep=8, dp_attention=True, batch=16, prompt_len=256, gen_len=3,
+                         schedules=[schedule], steps=[0], ranks=[0], framework="vllm", kv_cache="dynamic")
+        spans = spans[spans["phase"] == "decode"]
+        combine = spans[spans["kind"] == "ep_combine"].set_index("layer")
+        module = spans[spans["kind"].isin(MODULE_OPS["attn"])].groupby("layer")  # the attention module's ops
+        start, end = module["start_s"].min(), module["end_s"].max()
+        return sum(bool(combine.loc[i, "start_s"] < end[i + 1] and start[i + 1] < combine.loc[i, "end_s"])
+                   for i in combine.index[:-1])
+
+    assert overlapped("standard") == 0
+    assert overlapped("ladder") == 93  # every MoE layer but the last
+
+
+def test_fast_paths_are_the_reference_engine_for_the_layout():
+    from laddersim.simulation.scenario import SimOptions
+
+    for schedule in ("standard", "ladder"):
+        s = _scenario(2, 8, schedule, batch=8)
+        fast = simulate(s).summary()
+        reference = simulate(s, SimOptions(reference=True)).summary()
+        every_rank = simulate(s, SimOptions(all_ranks=True)).summary()
+        assert fast == reference == every_rank

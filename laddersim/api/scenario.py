@@ -198,7 +198,8 @@ def timeline(model: str | Path | ModelShape, hardware: str | Path | HardwareProf
              kv_cache: str | None = SCENARIO.kv_cache, kv_reads: str | None = SCENARIO.kv_reads,
              allreduce: str | None = SCENARIO.allreduce, jitter: float = RUN.jitter, seed: int = RUN.seed,
              pp: int = SCENARIO.pp,
-             pp_microbatches: int = SCENARIO.pp_microbatches,
+             pp_microbatches: int = SCENARIO.pp_microbatches, ep: int = SCENARIO.ep,
+             dp_attention: bool = SCENARIO.dp_attention,
              intra_bandwidth_scale: float | None = None, intra_bandwidth_gbps: float | None = None,
              intra_latency_scale: float | None = None, intra_latency_us: float | None = None,
              inter_bandwidth_scale: float | None = None, inter_bandwidth_gbps: float | None = None,
@@ -210,8 +211,9 @@ def timeline(model: str | Path | ModelShape, hardware: str | Path | HardwareProf
     (seconds from the start of the prefill; a pipeline's ranks numbered over its stages, stage s
     holding ranks s*tp to s*tp+tp-1, and a ``microbatch`` column). ``steps``: "all", "prefill", or
     a list of decode step indices; ``ranks``: default all. ``framework``: {FRAMEWORKS} (default
-    gpt-fast) or a framework .yaml. The other parameters (the scenario, ``jitter``, ``seed`` and
-    the what-if changes of the profile): as ``simulate``'s."""
+    gpt-fast) or a framework .yaml. The other parameters (the scenario, ``ep`` and
+    ``dp_attention`` included, ``jitter``, ``seed`` and the what-if changes of the profile): as
+    ``simulate``'s."""
     import pandas as pd
 
     _, results = simulate_schedules(ScenarioParams.pick(locals()), schedules, RunOptions.pick(locals()))
