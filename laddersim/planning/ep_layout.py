@@ -49,4 +49,5 @@ def with_smallest_ep(error: DoesNotFitError, model: ModelShape, hw, work: Worklo
         f"{error}; with data-parallel attention it fits at ep {layout.ep} ({layout.dp} attention replicas of tp "
         f"{tp}, {model.moe.n_experts // layout.ep} whole experts per GPU: vLLM --data-parallel-size {layout.dp} "
         f"--tensor-parallel-size {tp} --enable-expert-parallel, SGLang --tp {layout.ep} --dp {layout.dp} "
-        "--enable-dp-attention)")
+        "--enable-dp-attention" + (f"; laddersim simulate --dp-attention --tp {tp} --ep {layout.ep})"
+                                   if layout.ep <= hw.node.gpus_per_node else ")"))

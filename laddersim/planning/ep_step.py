@@ -53,7 +53,8 @@ def layout_verdicts(model_name: str, model: ModelShape, candidates: dict, tps, b
                     gen_len: int, dtype: str, kv_cache: str) -> list[tuple[str, int, int, int, str]]:
     """For a plan in which no split fits: per candidate profile and TP (one node), the smallest
     layout with data-parallel attention that fits, as (profile, TP, PP 1, EP, why) verdicts; its
-    step time is not simulated."""
+    step time is not simulated (the plan simulates the one-node layouts among its EP choices:
+    ``laddersim.planning.planner.candidate_layouts``)."""
     from laddersim.simulation.scenario import make_scenario
 
     gib, out = 2**30, []
@@ -68,8 +69,10 @@ def layout_verdicts(model_name: str, model: ModelShape, candidates: dict, tps, b
                 out.append((name, tp, 1, layout.ep, (
                     f"fits only with data-parallel attention: {layout.dp} replicas of TP {tp} on {layout.ep} GPUs, "
                     f"{model.moe.n_experts // layout.ep} whole experts per GPU "
-                    f"({bytes_per_gpu(model, layout, work) / gib:.1f} GiB per GPU){_comm(model, profile, layout, work)}; "
-                    "the engine does not simulate that layout")))
+                    f"({bytes_per_gpu(model, layout, work) / gib:.1f} GiB per GPU){_comm(model, profile, layout, work)}"
+                    + ("; not simulated here (laddersim simulate --dp-attention "
+                       f"--tp {tp} --ep {layout.ep} runs it)" if layout.ep <= profile.node.gpus_per_node
+                       else "; the engine does not simulate a layout across nodes"))))
     return out
 
 
