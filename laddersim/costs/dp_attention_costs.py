@@ -10,6 +10,11 @@ by ``op_costs.op_times_s`` at TP ``attn_tp`` over the replica's sequences. Its r
 activation are ``moe_costs.moe_op_times_s`` at TP = EP = ``ep`` over the tokens of all ``dp``
 replicas (the busiest GPU's share), as is the top-k's sort of the (token, slot) pairs by expert. The dispatch and the combine are each one all-to-all of the
 GPU's share of its replica's tokens, each sent to ``top_k`` experts (``moe_alltoall``).
+
+Every replica steps with ``ceil(batch / dp)`` sequences, also where the batch leaves some without
+one: vLLM runs "empty dummy forward passes ... in all ranks that don't currently have any requests
+scheduled" so the expert layers synchronize every step (vllm-project/vllm @ 624b7aff3e99,
+docs/serving/data_parallel_deployment.md).
 """
 
 from __future__ import annotations

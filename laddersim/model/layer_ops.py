@@ -26,8 +26,9 @@ MODULE_OPS: dict[str, tuple[str, ...]] = {
 # experts' tokens leave for the GPUs holding their experts by an all-to-all once routed
 # (``ep_dispatch``, after ``EP_DISPATCH_AFTER``; the expert GEMMs wait for it) and come back by
 # another (``ep_combine``), which takes the place of the module's AllReduce: vLLM's modular fused
-# MoE runs prepare (dispatch), the experts, then finalize (combine, the top-k weighted sum applied)
-# (vllm-project/vllm @ b863fe5bf4e1, model_executor/layers/fused_moe/modular_kernel.py).
+# MoE runs "[Router] -> [Quantize-Dispatch] -> [Permute-Experts-Unpermute] -> [Combine]", its
+# finalize doing "any combine plus apply weights and perform a reduction" (vllm-project/vllm @
+# 003d383eb3f3, vllm/model_executor/layers/fused_moe/modular_kernel.py).
 EP_DISPATCH_KIND = "ep_dispatch"
 EP_COMBINE_KIND = "ep_combine"
 EP_ALLTOALL_KINDS = (EP_DISPATCH_KIND, EP_COMBINE_KIND)
