@@ -203,3 +203,21 @@ def test_fast_paths_are_the_reference_engine_for_the_layout():
         reference = simulate(s, SimOptions(reference=True)).summary()
         every_rank = simulate(s, SimOptions(all_ranks=True)).summary()
         assert fast == reference == every_rank
+
+
+def test_all_to_alls_interfere_as_nccl_collectives_over_the_expert_group():
+    """Each all-to-all slows compute beside it as an NCCL collective over the EP GPUs moving as many
+    bytes per rank (half its buffer as an AllReduce message); the replica's AllReduce keeps its own."""
+    from laddersim.costs.collectives import slowdowns
+    from laddersim.costs.pass_shapes import Phase
+    from laddersim.simulation.engine_inputs import collective_slowdowns, layout_slowdowns
+
+    s = _scenario(2, 8)
+    kinds = ("qkv", "allreduce", "ep_dispatch", "ep_combine")
+    compute, comm = layout_slowdowns(s.model, s.hardware, s.workload, s.layout, Phase("decode", 16, 1), kinds)
+    buffer = 16 // 4 // 2 * 8 * 4096 * 2  # 2 tokens a GPU, top 8, dim 4096, bf16
+    expected = slowdowns(s.hardware, 8, buffer / 2)
+    assert (compute[2], comm[2]) == (compute[3], comm[3]) == pytest.approx(expected, rel=1e-12)
+    replica = collective_slowdowns(s.hardware, 2, {"allreduce": 4 * 4096 * 2.0}, s.workload)["allreduce"]
+    assert (compute[1], comm[1]) == pytest.approx(replica, rel=1e-12)
+    assert (compute[0], comm[0]) == (0.0, 0.0) and expected[1] > 0.0
