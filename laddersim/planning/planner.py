@@ -160,7 +160,8 @@ def candidate_points(model: str, model_shape: ModelShape, profiles: dict[str, tu
     """Every (profile, TP, PP, EP, schedule, batch) to simulate; ``profiles``: name -> (load ref,
     profile); ``eps``: the expert-parallel degrees a mixture-of-experts model may take (default all
     ``candidate_eps``). A mixture-of-experts model's data-parallel-attention layouts of one node
-    (``candidate_layouts``) join them, each attention replica serving ``batch`` sequences."""
+    (``candidate_layouts``, without a pipeline: where ``pps`` allows 1) join them, each attention
+    replica serving ``batch`` sequences."""
     no_overrides = tuple((c, None) for c in OVERRIDE_COLUMNS)
     if eps and model_shape.moe is None and set(eps) != {1}:
         raise UserInputError(f"ep: {' '.join(map(str, eps))} places experts, and {model_shape.name} is dense; allowed: 1")
@@ -173,7 +174,7 @@ def candidate_points(model: str, model_shape: ModelShape, profiles: dict[str, tu
                         points.append(Point(model, name, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache,
                                             no_overrides, model, ref, pp=pp, pp_microbatches=math.gcd(batch, pp),
                                             ep=ep))
-        for tp, ep in candidate_layouts(model_shape, profile, tps, eps):
+        for tp, ep in candidate_layouts(model_shape, profile, tps, eps) if not pps or 1 in pps else ():
             for schedule in schedules:
                 for batch in batches:
                     points.append(Point(model, name, tp, batch * (ep // tp), prompt_len, gen_len, schedule, dtype,
