@@ -221,3 +221,19 @@ def test_all_to_alls_interfere_as_nccl_collectives_over_the_expert_group():
     replica = collective_slowdowns(s.hardware, 2, {"allreduce": 4 * 4096 * 2.0}, s.workload)["allreduce"]
     assert (compute[1], comm[1]) == pytest.approx(replica, rel=1e-12)
     assert (compute[0], comm[0]) == (0.0, 0.0) and expected[1] > 0.0
+
+
+def test_kernels_of_a_layout_layer_list_its_all_to_alls_as_collectives():
+    from laddersim.api import kernels
+    from laddersim.costs.moe_alltoall import alltoall_time_s
+    from laddersim.hardware.profile import load_profile
+
+    frame = kernels(QWEN, H200, tp=2, ep=8, dp_attention=True, batch=16, framework="vllm")
+    rows = frame.set_index("kernel")
+    one = alltoall_time_s(load_profile(H200), 8, 2 * 8 * 4096 * 2)[0]  # 2 tokens a GPU, top 8, dim 4096, bf16
+    for kind in ("ep_dispatch", "ep_combine"):
+        assert rows.loc[kind, "class"] == "collective" and rows.loc[kind, "us"] == round(one * 1e6, 3)
+    assert list(frame["kernel"]).count("allreduce") == 1  # the attention's; the MoE has none
+    order = list(frame["kernel"])
+    assert order.index("moe_topk") < order.index("ep_dispatch") < order.index("moe_gate_up")
+    assert order.index("moe_combine") < order.index("ep_combine")
