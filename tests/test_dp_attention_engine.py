@@ -237,3 +237,31 @@ def test_kernels_of_a_layout_layer_list_its_all_to_alls_as_collectives():
     order = list(frame["kernel"])
     assert order.index("moe_topk") < order.index("ep_dispatch") < order.index("moe_gate_up")
     assert order.index("moe_combine") < order.index("ep_combine")
+
+
+from hypothesis import assume, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=12, deadline=None)
+@given(model=st.sampled_from(["mixtral-8x7b", "qwen3-30b-a3b"]),
+       hardware=st.sampled_from(["h100-sxm-nvswitch", "h200-sxm-nvswitch", "a100-sxm-nvswitch"]),
+       tp=st.sampled_from([1, 2, 4]), replicas=st.sampled_from([1, 2, 4, 8]), batch=st.integers(1, 48))
+def test_any_layout_standard_step_is_the_closed_form_and_ladder_no_slower(model, hardware, tp, replicas, batch):
+    from laddersim.errors import DoesNotFitError
+    from laddersim.simulation.simulate import check_memory
+
+    ep = tp * replicas
+    assume(ep <= 8)
+    kw = dict(model=model, hardware=hardware, tp=tp, ep=ep, batch=batch, prompt_len=256, gen_len=8,
+              framework="vllm", kv_cache="dynamic", dp_attention=True)
+    standard = make_scenario(schedule="standard", **kw)
+    try:
+        check_memory(standard)
+    except DoesNotFitError:
+        assume(False)
+    row = simulate(standard).summary()
+    closed = dp_attention_decode_step_s(standard.model, standard.hardware, standard.workload, standard.layout,
+                                        256 + 8 // 2)
+    assert row["decode_step_s"] == pytest.approx(closed, rel=1e-9)
+    assert simulate(make_scenario(schedule="ladder", **kw)).summary()["decode_step_s"] <= row["decode_step_s"] * (1 + 1e-12)
