@@ -235,9 +235,11 @@ def time_sources(result: SimResult) -> dict[str, dict[str, str]]:
     stages = getattr(result, "stages", (result,))
     kinds = list(dict.fromkeys(kind for stage in stages for kind in stage.program.kinds))
     receives = result.receive_sources() if hasattr(result, "receive_sources") else {}
+    own = _replica_workload(s)
     out = {}
     for phase in (Phase("prefill", w.batch, w.prompt_len), Phase("decode", w.batch, 1)):
-        sources = op_time_sources(s.model, s.hardware, w, s.tp, phase) | receives
+        mine = Phase(phase.name, own.batch, phase.new_tokens_per_seq)
+        sources = op_time_sources(s.model, s.hardware, own, s.tp, mine) | receives
         if s.layout is not None:  # data-parallel attention's all-to-alls
             from laddersim.costs.dp_attention_costs import alltoall_source
             from laddersim.model.layer_ops import EP_ALLTOALL_KINDS
@@ -248,6 +250,13 @@ def time_sources(result: SimResult) -> dict[str, dict[str, str]]:
     return out
 
 
+def _replica_workload(scenario: Scenario):
+    """The workload one TP group runs: the scenario's, or with data-parallel attention one
+    replica's share of the batch (``DpAttentionLayout.seqs_per_replica``)."""
+    w, layout = scenario.workload, scenario.layout
+    return w if layout is None else w.model_copy(update={"batch": layout.seqs_per_replica(w.batch)})
+
+
 def allreduce_used(result: SimResult) -> dict[str, str]:
     """The AllReduce implementation (and kernel) each phase's AllReduce runs, per phase (``prefill``,
     ``decode``): ``nccl``, ``nvls``, ``vllm-custom one-shot``, ... (``laddersim.costs.collective_labels.
@@ -255,7 +264,7 @@ def allreduce_used(result: SimResult) -> dict[str, str]:
     from laddersim.costs.collective_labels import allreduce_by_phase
 
     s = result.scenario
-    return allreduce_by_phase(s.model, s.hardware, s.workload, s.tp)
+    return allreduce_by_phase(s.model, s.hardware, _replica_workload(s), s.tp)  # (a replica's, with DP attention)
 
 
 def load_profile(name_or_path: str | Path) -> HardwareProfile:
