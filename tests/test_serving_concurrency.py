@@ -232,7 +232,8 @@ def test_validate_scores_closed_loop_rows_and_lists_what_it_cannot_price(capsys,
     assert "GPTNeoXForCausalLM" in reasons and "Z9" in reasons
     by_hand = serve_closed_loop(serving_scenario(load_model_shape(MODEL), "h100-sxm-nvswitch", 1, "standard",
                                                  framework="trtllm"),
-                                _fixed(8 + 32, 1024, 64), engine_options("trtllm", ServingOptions()), 8).metrics
+                                _fixed(20 * 8, 1024, 64), engine_options("trtllm", ServingOptions()), 8,
+                                warmup=0).metrics
     assert row["predicted_ttft_ms"] == pytest.approx(by_hand["ttft_mean_s"] * 1e3)
     code, out, err = run_cli(["validate", str(table)], capsys)
     assert code == 0, err

@@ -21,6 +21,11 @@ name). Here the first ``warmup`` requests of the loop (default C, one per slot: 
 start together at time 0) are simulated and excluded, so the measured ones find the slots
 staggered as in a running benchmark; after the measured ones, C more requests keep the loop full
 until the last measured one finishes (a long benchmark's middle, not its drain), and are left out.
+aiperf itself runs the warm-up as a phase of its own and starts the measured phase only once every
+warm-up request has returned (ai-dynamo/aiperf @ db4f6397d11ee2d4cfbb41f70b2327315163dcf0
+aiperf/timing/credit_issuing_strategy.py, ``_execute_phases``): its measured requests start as a
+burst of C on an idle engine, which ``warmup=0`` reproduces (``laddersim.validation.closed_loop``
+scores its tables so).
 """
 
 from __future__ import annotations

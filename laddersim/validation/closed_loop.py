@@ -53,7 +53,17 @@ DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp1
 # (``--kv-cache-dtype auto``: the model's dtype), as the rows name no KV quantization.
 QUANTIZED_DTYPES = {"fp8": ("bfloat16", "fp8", "auto")}
 LIMIT_COLUMNS = ("max_running", "max_batched_tokens")  # optional: the deployment's own limits, per row
-MEASURED_MIN = 32  # measured requests per row at the least (and 2 per slot): steady-state means
+# The benchmark each row reproduces: AIConfigurator's aiperf run (ai-dynamo/aiconfigurator @
+# 095f58a51c4ca8e61b66ec108d86f223f8d559ce src/aiconfigurator/generator/config/backend_templates/benchmark/
+# bench_run.sh.j2: ``--num-requests`` C x 20 measured, ``--warmup-request-count`` C x 2). aiperf runs its
+# phases one after another, each waiting until its last request has returned before the next starts
+# (ai-dynamo/aiperf @ db4f6397d11ee2d4cfbb41f70b2327315163dcf0 aiperf/timing/credit_issuing_strategy.py,
+# ``_execute_phases``), so the warm-up leaves the engine idle and the measured phase starts as a burst of C
+# (aiperf/timing/request_rate_strategy.py: the concurrency semaphore, no interval between credits):
+# every row is simulated as C x AIPERF_ROUNDS requests from that burst, none of them left out (the C
+# that ``laddersim.traffic.closed_loop`` runs after them keep the loop full where aiperf lets the last
+# ones drain: with the rows' fixed lengths the requests landing together finish together either way).
+AIPERF_ROUNDS = 20
 
 
 def is_closed_loop_table(path: str | Path) -> bool:
@@ -156,10 +166,10 @@ def score_closed_loop(path: str | Path, models_dir: str | Path | None = None,
             options = benchmark_options(engine, ServingOptions(), c, int(row.prompt_len), limits)
             given = {k: int(record[k]) for k in LIMIT_COLUMNS if record.get(k) is not None}
             options = options.model_copy(update=given) if given else options
-            n = c + max(MEASURED_MIN, 2 * c)
+            n = AIPERF_ROUNDS * c
             requests = Requests(np.zeros(n), np.full(n, int(row.prompt_len), dtype=np.int64),
                                 np.full(n, int(row.gen_len), dtype=np.int64))
-            metrics = serve_closed_loop(scenario, requests, options, c).metrics
+            metrics = serve_closed_loop(scenario, requests, options, c, warmup=0).metrics
             predicted = (metrics["ttft_mean_s"] * 1e3, metrics["tpot_mean_s"] * 1e3)
             used.add((row.engine, framework, row.hardware, HARDWARE_PROFILES[row.hardware]))
         except UserInputError as exc:
