@@ -63,12 +63,53 @@ def test_trtllm_max_load_throughput_rows_through_serving():
 
 def test_vllm_latency_per_output_token_rows_are_priced_and_grow_with_the_rate():
     """vLLM PR 2979 (H100 TP 2, 1000 in / 50 out, tuned fused MoE): served at 1-6 requests/s under
-    vLLM V0's scheduler with V0's host step between decode steps (``vllm-v0``, a flat 4 ms where the
-    measured bubble grows with the load): the latency grows with the rate, as measured; each row
-    within 35%, and the median within 20% (without the host step every row was 16-40% fast)."""
+    vLLM V0's scheduler with V0's host step between steps (``vllm-v0``: 2 ms, plus 100 us per
+    sequence for the engine and 400 us per request for the API server sharing its thread), so the
+    host time grows with the load as the measured latency does: the latency grows with the rate,
+    as measured; each row within 25%, and the median within 10% (a flat 4 ms host step: 18%, the
+    high-rate rows 6-17% fast)."""
     from laddersim.validation.moe_serving import COLUMNS, itl_rows
 
     frame = pd.DataFrame(itl_rows(), columns=COLUMNS).sort_values("measured")
     assert len(frame) == 4 and (frame.framework == "vllm-v0").all()
     assert list(frame.predicted) == sorted(frame.predicted)
-    assert (frame.error.abs() < 0.35).all() and frame.error.abs().median() < 0.20
+    assert (frame.error.abs() < 0.25).all() and frame.error.abs().median() < 0.10
+
+
+def test_the_trtllm_node_runs_every_pcie_ring_over_p2p():
+    """TensorRT-LLM's document ran NCCL with NCCL_P2P_LEVEL=SYS: on the L40S node every ring runs
+    P2P over PCIe (by hand, the profile's P2P ring line at 4 GPUs and 16 MiB: 3.65 + 6 x 1.28 us +
+    1.5 x 16 MiB / 20 GB/s = 1269.62 us, where the default level's SHM ring takes 1893 us); an
+    NVSwitch node is left as it is."""
+    from laddersim.costs.allreduce import allreduce_time_s
+    from laddersim.costs.transport import ring_transport
+    from laddersim.hardware.profile import load_profile
+    from laddersim.validation.moe_serving import trtllm_node
+
+    l40s = load_profile("l40s-pcie")
+    node = trtllm_node(l40s)
+    assert [ring_transport(l40s.collectives.transport, n) for n in (2, 4, 8)] == ["p2p_pcie", "shm", "shm"]
+    assert [ring_transport(node.collectives.transport, n) for n in (2, 4, 8)] == ["p2p_pcie"] * 3
+    size = 16 << 20
+    by_hand_s = (3.65 + 6 * 1.28) * 1e-6 + 1.5 * size / 20e9
+    assert float(allreduce_time_s(node, 4, size)) == pytest.approx(by_hand_s, rel=1e-9)
+    assert float(allreduce_time_s(l40s, 4, size)) > 1.4 * by_hand_s
+    assert float(allreduce_time_s(node, 2, size)) == float(allreduce_time_s(l40s, 2, size))  # a pair: P2P already
+    for name in ("h100-sxm-nvswitch", "h200-sxm-nvswitch", "a100-sxm-nvswitch"):
+        profile = load_profile(name)
+        assert trtllm_node(profile) is profile
+
+
+def test_l40s_trtllm_rows_within_15_percent():
+    """TensorRT-LLM v0.17 Mixtral-8x7B FP8 on L40S TP 4 and 8 at 128/128 and 2048/128, its rings
+    P2P: each within 15% (with SHM rings 19-23% too slow); TP 8 serves about what TP 4 does, as
+    measured (the all-reduce over PCIe eats what the halved compute saves)."""
+    from laddersim.validation.moe_serving import COLUMNS, trtllm_rows
+
+    rows, skipped = trtllm_rows(("L40S",), ((128, 128), (2048, 128)))
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    assert not skipped and len(frame) == 4 and set(frame.tp) == {4, 8}
+    assert (frame.error.abs() < 0.15).all()
+    for isl, group in frame.groupby("input_len"):
+        tp4, tp8 = (float(group[group.tp == tp].predicted.iloc[0]) for tp in (4, 8))
+        assert 0.8 < tp8 / tp4 < 1.25, isl

@@ -21,16 +21,61 @@ def _decode_s(framework: str) -> float:
     return simulate(scenario).summary()["decode_s"]
 
 
-def test_every_decode_step_waits_the_host_step(tmp_path: Path):
-    """The same engine without its host step: 32 decode steps take 32 x 4 ms less (issue 6854's
-    4 ms bubble per decode step), nothing else changes."""
+def _without(tmp_path: Path, *fields: str) -> str:
+    """The V0 framework file without ``fields`` (each then None: nothing beyond the profile's)."""
     data = yaml.safe_load(Path(V0).read_text())
-    assert data["step_host_us"]["value"] == 4000
-    del data["step_host_us"]
-    no_host = tmp_path / "vllm-v0-no-host.yaml"
-    no_host.write_text(yaml.safe_dump(data))
-    assert load_framework("vllm-v0").step_host_s() == 0.004 and load_framework(str(no_host)).step_host_s() == 0.0
-    assert _decode_s("vllm-v0") - _decode_s(str(no_host)) == pytest.approx(32 * 0.004, rel=1e-9)
+    for field in fields:
+        del data[field]
+    path = tmp_path / f"vllm-v0-without-{'-'.join(fields)}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def _summary(framework: str) -> dict:
+    scenario = make_scenario(model="llama-3.1-8b", hardware="a100-sxm-nvswitch", tp=1, batch=4, prompt_len=64,
+                             gen_len=33, schedule="standard", framework=framework)
+    return simulate(scenario).summary()
+
+
+def test_every_decode_step_waits_the_host_step(tmp_path: Path):
+    """The same engine without its fixed host step: 32 decode steps take 32 x 2 ms less, nothing
+    else changes."""
+    fw = load_framework("vllm-v0")
+    assert fw.step_host_s() == pytest.approx(0.002, rel=1e-12)
+    no_host = _without(tmp_path, "step_host_us")
+    assert load_framework(no_host).step_host_s() == 0.0
+    assert _decode_s("vllm-v0") - _decode_s(no_host) == pytest.approx(32 * 0.002, rel=1e-9)
+
+
+def test_the_host_step_grows_by_its_per_sequence_part(tmp_path: Path):
+    """Batch 4, 64-token prompts, 33 tokens: without the per-sequence part (100 us a sampling
+    sequence) the prefill takes 4 x 100 us less and the 32 decode steps 32 x 4 x 100 us less (by hand:
+    0.4 ms and 12.8 ms); the online server's part is not paid by a static batch."""
+    fw = load_framework("vllm-v0")
+    assert fw.step_host_per_sequence_s() == pytest.approx(100e-6, rel=1e-12)
+    assert fw.server_host_per_sequence_s() == pytest.approx(400e-6, rel=1e-12)
+    full, no_seq = _summary("vllm-v0"), _summary(_without(tmp_path, "step_host_per_sequence_us"))
+    assert full["prefill_s"] - no_seq["prefill_s"] == pytest.approx(0.4e-3, rel=1e-9)
+    assert full["decode_s"] - no_seq["decode_s"] == pytest.approx(12.8e-3, rel=1e-9)
+    no_server = _summary(_without(tmp_path, "server_host_per_sequence_us"))
+    assert {k: v for k, v in no_server.items() if k != "framework"} == {k: v for k, v in full.items() if k != "framework"}
+
+
+def test_a_served_iteration_pays_the_host_work_per_sampling_sequence(tmp_path: Path):
+    """In the serving simulator an iteration pays (100 + 400) us per sequence that samples: a
+    decode iteration of 8 sequences 8 x 0.5 ms = 4 ms more than without both parts, a prefill
+    iteration of one 1000-token prompt 0.5 ms more (per sequence, not per prompt token)."""
+    from laddersim.traffic.iteration_time import IterationTimer
+    from laddersim.traffic.run import serving_scenario
+
+    def timer(framework: str) -> IterationTimer:
+        return IterationTimer(serving_scenario("llama-3.1-8b", "a100-sxm-nvswitch", 1, "standard", framework=framework))
+
+    full = timer("vllm-v0")
+    bare = timer(_without(tmp_path, "step_host_per_sequence_us", "server_host_per_sequence_us"))
+    assert full.seconds(8, 8, 20e-6) - bare.seconds(8, 8, 20e-6) == pytest.approx(8 * 500e-6, rel=1e-6)
+    assert full.seconds(1000, 1, 1e-3, prefill=True) - bare.seconds(1000, 1, 1e-3, prefill=True) == \
+        pytest.approx(500e-6, rel=1e-6)
 
 
 def test_the_v0_engine_runs_nccl_at_every_size():

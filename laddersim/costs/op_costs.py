@@ -231,7 +231,8 @@ def fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: i
         "residual_add": streamed(3 * t * d * b, "residual_add"),
         "partial_add": elementwise_add,
         "sampling": hw.framework.sampling_us.value * 1e-6
-        + float(memory_bound_time_s(gpu, 4 * phase.batch * model.vocab_size * 4, kernels=0)),
+        + float(memory_bound_time_s(gpu, 4 * phase.batch * model.vocab_size * 4, kernels=0))
+        + phase.batch * fw.step_host_per_sequence_s(),  # the host's per-sequence work between steps
         "step_overhead": hw.framework.step_overhead_us.value * 1e-6 + fw.step_host_s(),
         # the compute stream's half of the framework's stream hand-off (framework_collectives), and
         # the host node NCCL adds for a network collective inside a CUDA graph (graph_proxy)

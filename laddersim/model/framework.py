@@ -162,6 +162,25 @@ class Framework(BaseModel):
         return self.op_kernels.bytes_factor.get(kind, 1.0) if self.op_kernels is not None else 1.0
     # A traced stack's kernels per class (``laddersim calibrate kernels``): laddersim.model.kernel_calibration.
     kernel_calibration: KernelCalibration | None = None
+    # Host time per sequence that samples in a step, beyond ``step_host_us``, with the GPU idle: an
+    # engine whose scheduler, per-sequence input metadata, sampler output (each sequence's token
+    # copied to the host and turned into Python objects) and detokenization run between steps in
+    # Python, one sequence at a time (vLLM's V0 engine). Priced with the step's sampling op, the
+    # op the serving simulator prices at the iteration's sampling sequences. None: nothing.
+    step_host_per_sequence_us: NonNegative | None = None
+
+    # Host time per sequence that samples in an iteration of the online server (the serving
+    # simulator, laddersim.traffic), beyond ``step_host_per_sequence_us``, with the GPU idle: an API
+    # server sharing the engine's thread, whose per-request work (each request's output object, its
+    # stream, its handler woken) runs between steps (vLLM V0's AsyncLLMEngine in the API server's
+    # asyncio event loop). ``simulate``'s static batch is the offline engine and does not pay it.
+    server_host_per_sequence_us: NonNegative | None = None
+
+    def step_host_per_sequence_s(self) -> float:
+        return self.step_host_per_sequence_us.value * 1e-6 if self.step_host_per_sequence_us is not None else 0.0
+
+    def server_host_per_sequence_s(self) -> float:
+        return self.server_host_per_sequence_us.value * 1e-6 if self.server_host_per_sequence_us is not None else 0.0
 
     @property
     def prefill_attention_path(self) -> str:

@@ -236,7 +236,8 @@ class IterationTimer:
         if key not in self._tails_s:
             rows = logits_rows(self._framework, _phase(tokens, logits, prefill))
             self._tails_s[key] = self._tail_part(self._rows_s, self._row_kinds, tokens, rows) + \
-                self._tail_part(self._samples_s, self._sample_kinds, tokens, logits)
+                self._tail_part(self._samples_s, self._sample_kinds, tokens, logits) + \
+                logits * self._framework.server_host_per_sequence_s()  # the online server's host work
         return self._tails_s[key]
 
     def _tail_part(self, cache: dict, kinds: np.ndarray, tokens: int, count: int) -> float:

@@ -8,7 +8,10 @@
   chunked context, trtllm-bench's default (``TRTLLM_BENCH_CHUNKED``), on the ``trtllm`` framework's kernels; predicted = output tokens / (last finish). FP8
   rows run FP8 experts and linears and an FP8 KV cache (the document's engines are built with
   ``--quantization FP8``, which in v0.17 quantizes the KV cache too), FP16 rows 16-bit ones. The
-  GH200 rows are skipped: no GH200 profile ships.
+  GH200 rows are skipped: no GH200 profile ships. On a PCIe node (the L40S rows) NCCL runs with
+  ``NCCL_P2P_LEVEL=SYS`` (``TRTLLM_NCCL_P2P_LEVEL``, ``trtllm_node``): P2P between every pair of
+  the node's GPUs, so a 4- or 8-GPU ring runs P2P over PCIe where NCCL's default level (P2P only
+  behind one PCIe switch) would stage it through host memory (SHM).
 * vLLM PR 2979 online serving (``vllm_pr2979_pr2913_mixtral_h100_tp2_itl.csv``, its tuned fused-MoE
   rows, H100 TP 2, 1000 in / 50 out): Poisson arrivals at the row's rate, ``ITL_REQUESTS`` requests
   (benchmark_serving.py's default ``--num-prompts``), under vLLM V0's scheduler of early 2024 (whole
@@ -46,6 +49,15 @@ DATASET_REQUESTS = {(128, 128): 30000, (128, 2048): 3000, (128, 4096): 1500, (20
 # NVIDIA/TensorRT-LLM tensorrt_llm/bench/benchmark/throughput.py: ``--enable_chunked_context/
 # --disable_chunked_context`` defaults to enabled: a context is prefilled in chunks beside the generation requests.
 TRTLLM_BENCH_CHUNKED = True
+# NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md @ 258c7540c03517def55d9a5aadfa9288af474e1b,
+# "Known AllReduce performance issue on AMD-based CPU platforms": "export NCCL_P2P_LEVEL=SYS" for the
+# document's multi-GPU runs (NCCL 2.23.4). Under it NCCL allows P2P across host bridges and sockets
+# (NVIDIA/nccl src/graph/paths.cc ncclTopoCheckP2p: the path type must not exceed the P2P level).
+# The document's own rows agree: its L40S TP 1 rows (Llama 3.1 8B, dense, no collective) price 8-17%
+# slow on the shipped profile, its TP 4 and 8 Mixtral-8x7B rows 16-27% slow with SHM rings (median 22%)
+# and median 8.0% with P2P ones (tools/dev/moe_ladder_table.py --serving L40S; the 20000/2000 rows
+# are 45-71% slow either way, as on every GPU).
+TRTLLM_NCCL_P2P_LEVEL = "SYS"
 # vllm-project/vllm benchmarks/benchmark_serving.py (v0.3.x, Feb 2024): --num-prompts default 1000.
 ITL_REQUESTS = 1000
 # vLLM V0 (v0.3.x) SchedulerConfig: max_num_seqs 256 (EngineArgs default); max_num_batched_tokens
@@ -60,18 +72,37 @@ def _config(model: str) -> str:
     return str(FOLDER / "models" / next(f for key, f in CONFIGS.items() if model.startswith(key)))
 
 
+def trtllm_node(profile):
+    """``profile`` as the TensorRT-LLM document's runs saw its node: on a PCIe node whose profile
+    states NCCL's transports, P2P allowed between every pair of GPUs (``TRTLLM_NCCL_P2P_LEVEL``:
+    as if every GPU sat behind one PCIe switch, so laddersim.costs.transport runs a ring of any
+    size over P2P); any other profile unchanged."""
+    from laddersim.hardware.sourced import Sourced
+
+    spec = profile.collectives.transport
+    if spec is None or spec.topology.gpu_links != "pcie" or spec.topology.p2p != "enabled":
+        return profile
+    gpus = Sourced(value=profile.node.gpus_per_node, source=f"NCCL_P2P_LEVEL={TRTLLM_NCCL_P2P_LEVEL}: P2P between "
+                   "every pair of the node's GPUs (laddersim.validation.moe_serving.TRTLLM_NCCL_P2P_LEVEL)")
+    topology = spec.topology.model_copy(update={"gpus_per_pcie_switch": gpus})
+    transport = spec.model_copy(update={"topology": topology})
+    return profile.model_copy(update={"collectives": profile.collectives.model_copy(update={"transport": transport})})
+
+
 def _scenario(cache: dict, model: str, gpu: str, tp: int, framework: str, precision: str):
     """A serving scenario, its model and profile loaded once per table (so the rows share the
-    iteration timers: laddersim.traffic.run.timer_for)."""
+    iteration timers: laddersim.traffic.run.timer_for); under ``trtllm`` the profile's node as
+    the TensorRT-LLM document ran it (``trtllm_node``)."""
     from laddersim.hardware.profile import load_profile
     from laddersim.model.shape import load_model_shape
     from laddersim.traffic.run import serving_scenario
 
     if gpu not in PROFILES:
         raise UserInputError(f"gpu {gpu!r} has no shipped profile; allowed: {', '.join(PROFILES)}")
-    key = (model, gpu)
+    key = (model, gpu, framework)
     if key not in cache:
-        cache[key] = (load_model_shape(_config(model)), load_profile(PROFILES[gpu]))
+        profile = load_profile(PROFILES[gpu])
+        cache[key] = (load_model_shape(_config(model)), trtllm_node(profile) if framework == "trtllm" else profile)
     shape, profile = cache[key]
     dtype, quant, kv = PRECISIONS[precision]
     scenario = serving_scenario(shape, profile, tp, "standard", dtype, framework=framework, quant=quant,
