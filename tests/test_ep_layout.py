@@ -111,9 +111,10 @@ def test_a_moe_layers_dispatch_and_combine_are_two_table_all_to_alls():
 
 
 def test_plan_prices_a_one_node_layouts_dispatch_and_combine_from_the_table():
+    # --ep 1: no expert-parallel split, nor layout, is simulated; the verdict names the layout that fits
     run = subprocess.run([sys.executable, "-m", "laddersim", "plan", "--model", "qwen3-235b-a22b", "--profiles",
                           "h200-sxm-nvswitch", "--tp", "1", "--batch", "8", "--schedule", "standard", "--prompt-len",
-                          "1024", "--gen-len", "64", "--no-progress", "--min-user-tokens-per-s", "10"],
+                          "1024", "--gen-len", "64", "--no-progress", "--min-user-tokens-per-s", "10", "--ep", "1"],
                          capture_output=True, text=True)
     line = next(x for x in run.stdout.splitlines() if "EP 4" in x)
     # 2 tokens a GPU (8 sequences over 4 replicas), top 8, dim 4096, bf16: 262144 B, a table row

@@ -75,8 +75,12 @@ def test_plan_enumerates_tp_x_ep_and_says_why_a_split_is_out(capsys):
             "--price-per-gpu-hour", "2"]
     assert main(args + ["--ep", "1", "3", "4", "8"]) == 0
     out = capsys.readouterr().out
-    splits = [line.strip() for line in out.splitlines() if line.startswith("  h100-sxm-nvswitch TP 4 x PP 1 x EP")]
+    splits = [line.strip() for line in out.splitlines() if line.startswith("  h100-sxm-nvswitch TP 4 x PP 1 x EP")
+              and "data-parallel attention" not in line]
     assert len(splits) == 4
+    # and the one-node data-parallel-attention layout the EP choices allow: 2 replicas of TP 4, EP 8
+    assert sum(line.startswith("  h100-sxm-nvswitch TP 4 x PP 1 x EP 8 data-parallel attention (1 node, 8 GPUs)")
+               for line in out.splitlines()) == 1
     assert any(line.startswith("h100-sxm-nvswitch TP 4 x PP 1 x EP 4 (1 node, 4 GPUs): meets it") for line in splits)
     assert any("EP 3: cannot run: ep: 3 does not divide the 128 experts" in line for line in splits)
     assert any("EP 8: cannot run: ep: 8 does not divide tp 4" in line for line in splits)

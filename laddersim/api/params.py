@@ -269,6 +269,9 @@ class ScenarioParams(Params):
     pp: Tp = 1
     pp_microbatches: Batch = 1
     ep: Tp = 1  # a mixture-of-experts model's expert-parallel ranks within each TP group
+    # Data-parallel attention (vLLM --data-parallel-size ep/tp --enable-expert-parallel, SGLang
+    # --enable-dp-attention --dp-size ep/tp): ep/tp attention replicas of TP tp, experts over all ep GPUs.
+    dp_attention: Switch = False
     batch: Batch = 1
     prompt_len: Tokens = DEFAULT_PROMPT_LEN
     gen_len: Tokens = DEFAULT_GEN_LEN

@@ -149,7 +149,11 @@ def plan(model: str | Path, *, profiles: Sequence[str] | None = PLAN.profiles, p
     meets the target, with which schedule and batch, and why (weights do not fit, misses the
     target, the stage link and bubbles). ``eps``: a mixture-of-experts model's expert-parallel
     degrees to consider in each TP group (default every one its experts allow at each TP:
-    ``laddersim.planning.planner.candidate_eps``); each (TP, EP) split gets its verdict."""
+    ``laddersim.planning.planner.candidate_eps``); each (TP, EP) split gets its verdict. A
+    mixture-of-experts model's data-parallel-attention layouts of one node are ranked beside them
+    (``laddersim.planning.planner.candidate_layouts``: EP/TP attention replicas of TP ``tps``, each
+    serving ``batches`` sequences, the experts over all EP GPUs, as ``simulate(dp_attention=True)``;
+    the option's ``dp_attention`` is True, its ``batch`` every replica's sequences, its GPUs EP)."""
     from dataclasses import asdict
 
     import pandas as pd

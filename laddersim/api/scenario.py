@@ -54,7 +54,7 @@ def scenarios_of(params: ScenarioParams, schedules: Iterable[str]) -> list[Scena
                                dtype=params.dtype, kv_cache=params.kv_cache, kv_reads=params.kv_reads,
                                framework=params.framework, pp=params.pp, microbatches=params.pp_microbatches,
                                allreduce=params.allreduce, quant=params.quant, kv_cache_dtype=params.kv_cache_dtype,
-                               ep=params.ep)
+                               ep=params.ep, dp_attention=params.dp_attention)
                  for schedule in dict.fromkeys([schedules] if isinstance(schedules, str) else schedules)]
     if not scenarios:
         from laddersim.errors import UserInputError
@@ -68,6 +68,8 @@ def scenarios_of(params: ScenarioParams, schedules: Iterable[str]) -> list[Scena
     except DoesNotFitError as exc:  # an MoE model: name the expert-parallel layout that fits
         from laddersim.planning.ep_layout import with_smallest_ep
 
+        if params.dp_attention:
+            raise
         raise with_smallest_ep(exc, first.model, first.hardware, first.workload, params.tp) from None
     first.model.warn_context(params.prompt_len, params.gen_len)
     return scenarios
@@ -125,6 +127,7 @@ def simulate(model: str | Path | ModelShape, hardware: str | Path | HardwareProf
              out: str | Path | None = None, trace: str | Path | None = None,
              trace_steps: int | str = DEFAULT_TRACE_STEPS, progress: bool = False, pp: int = SCENARIO.pp,
              pp_microbatches: int = SCENARIO.pp_microbatches, ep: int = SCENARIO.ep,
+             dp_attention: bool = SCENARIO.dp_attention,
              intra_bandwidth_scale: float | None = None, intra_bandwidth_gbps: float | None = None,
              intra_latency_scale: float | None = None, intra_latency_us: float | None = None,
              inter_bandwidth_scale: float | None = None, inter_bandwidth_gbps: float | None = None,
@@ -163,6 +166,13 @@ def simulate(model: str | Path | ModelShape, hardware: str | Path | HardwareProf
     and what they cross). ``ep``: a mixture-of-experts model's experts placed ``ep`` ways over
     each TP group, each expert split ``tp / ep`` ways (default 1: every expert split ``tp`` ways);
     the attention stays TP, the tokens reach every rank, the AllReduce is the TP one.
+    ``dp_attention``: instead, data-parallel attention (vLLM ``--data-parallel-size ep/tp
+    --tensor-parallel-size tp --enable-expert-parallel``; SGLang ``--tp ep --dp ep/tp
+    --enable-dp-attention``): ``ep / tp`` attention replicas of TP ``tp``, the ``batch`` sequences
+    spread over them, each GPU holding ``n_experts / ep`` whole experts, each MoE layer's tokens
+    dispatched to their experts and combined back by all-to-alls within one node (the combine
+    overlapped with the next attention under ladder); rows add ``ep`` and ``attention_replicas``,
+    ``tokens_per_s`` is all replicas' (``ep`` GPUs).
 
     What-if changes of the profile, as a sweep grid's ``overrides`` (the row equals the sweep's
     at the same point): ``intra_bandwidth_scale``, ``intra_latency_scale``,
@@ -188,7 +198,8 @@ def timeline(model: str | Path | ModelShape, hardware: str | Path | HardwareProf
              kv_cache: str | None = SCENARIO.kv_cache, kv_reads: str | None = SCENARIO.kv_reads,
              allreduce: str | None = SCENARIO.allreduce, jitter: float = RUN.jitter, seed: int = RUN.seed,
              pp: int = SCENARIO.pp,
-             pp_microbatches: int = SCENARIO.pp_microbatches,
+             pp_microbatches: int = SCENARIO.pp_microbatches, ep: int = SCENARIO.ep,
+             dp_attention: bool = SCENARIO.dp_attention,
              intra_bandwidth_scale: float | None = None, intra_bandwidth_gbps: float | None = None,
              intra_latency_scale: float | None = None, intra_latency_us: float | None = None,
              inter_bandwidth_scale: float | None = None, inter_bandwidth_gbps: float | None = None,
@@ -200,8 +211,9 @@ def timeline(model: str | Path | ModelShape, hardware: str | Path | HardwareProf
     (seconds from the start of the prefill; a pipeline's ranks numbered over its stages, stage s
     holding ranks s*tp to s*tp+tp-1, and a ``microbatch`` column). ``steps``: "all", "prefill", or
     a list of decode step indices; ``ranks``: default all. ``framework``: {FRAMEWORKS} (default
-    gpt-fast) or a framework .yaml. The other parameters (the scenario, ``jitter``, ``seed`` and
-    the what-if changes of the profile): as ``simulate``'s."""
+    gpt-fast) or a framework .yaml. The other parameters (the scenario, ``ep`` and
+    ``dp_attention`` included, ``jitter``, ``seed`` and the what-if changes of the profile): as
+    ``simulate``'s."""
     import pandas as pd
 
     _, results = simulate_schedules(ScenarioParams.pick(locals()), schedules, RunOptions.pick(locals()))
@@ -223,11 +235,26 @@ def time_sources(result: SimResult) -> dict[str, dict[str, str]]:
     stages = getattr(result, "stages", (result,))
     kinds = list(dict.fromkeys(kind for stage in stages for kind in stage.program.kinds))
     receives = result.receive_sources() if hasattr(result, "receive_sources") else {}
+    own = _replica_workload(s)
     out = {}
     for phase in (Phase("prefill", w.batch, w.prompt_len), Phase("decode", w.batch, 1)):
-        sources = op_time_sources(s.model, s.hardware, w, s.tp, phase) | receives
+        mine = Phase(phase.name, own.batch, phase.new_tokens_per_seq)
+        sources = op_time_sources(s.model, s.hardware, own, s.tp, mine) | receives
+        if s.layout is not None:  # data-parallel attention's all-to-alls
+            from laddersim.costs.dp_attention_costs import alltoall_source
+            from laddersim.model.layer_ops import EP_ALLTOALL_KINDS
+
+            source = alltoall_source(s.model, s.hardware, w, s.layout, phase)
+            sources |= {kind: source for kind in EP_ALLTOALL_KINDS}
         out[phase.name] = {k: sources[k] for k in kinds if k in sources}
     return out
+
+
+def _replica_workload(scenario: Scenario):
+    """The workload one TP group runs: the scenario's, or with data-parallel attention one
+    replica's share of the batch (``DpAttentionLayout.seqs_per_replica``)."""
+    w, layout = scenario.workload, scenario.layout
+    return w if layout is None else w.model_copy(update={"batch": layout.seqs_per_replica(w.batch)})
 
 
 def allreduce_used(result: SimResult) -> dict[str, str]:
@@ -237,7 +264,7 @@ def allreduce_used(result: SimResult) -> dict[str, str]:
     from laddersim.costs.collective_labels import allreduce_by_phase
 
     s = result.scenario
-    return allreduce_by_phase(s.model, s.hardware, s.workload, s.tp)
+    return allreduce_by_phase(s.model, s.hardware, _replica_workload(s), s.tp)  # (a replica's, with DP attention)
 
 
 def load_profile(name_or_path: str | Path) -> HardwareProfile:

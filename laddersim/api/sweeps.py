@@ -21,7 +21,8 @@ def sweep(grid: str | Path | dict | None, out: str | Path, workers: int | None =
           prompt_len: Sequence[int] | None = None, gen_len: Sequence[int] | None = None,
           schedules: Sequence[str] | None = None, dtype: Sequence[str] | None = None,
           kv_cache: Sequence[str] | None = None, kv_reads: Sequence[str] | None = None,
-          overrides: dict[str, Sequence[float]] | None = None, ep: Sequence[int] | None = None) -> pd.DataFrame:
+          overrides: dict[str, Sequence[float]] | None = None, ep: Sequence[int] | None = None,
+          dp_attention: bool = False) -> pd.DataFrame:
     """``laddersim sweep``: every point of a grid simulated into ``out`` (a directory, created:
     ``results.parquet``, ``results.csv``, the store it resumes from), returned as one row per point
     and schedule (``status`` ok, oom or error; the simulate columns; the overrides).
@@ -36,7 +37,9 @@ def sweep(grid: str | Path | dict | None, out: str | Path, workers: int | None =
     [1]), ``batch`` (default [1]), ``prompt_len`` ([1024]), ``gen_len`` ([512]), ``schedules`` ([standard, ladder]),
     ``dtype`` ([bfloat16]), ``kv_cache`` ([static]), ``kv_reads`` ([repeat_interleave]), ``ep``
     (a mixture-of-experts model's expert-parallel ranks in each TP group, default [1]; a column
-    ``ep`` where a point's is not 1) and ``overrides`` (what-if columns to lists of values). A re-run into the same ``out`` reuses the
+    ``ep`` where a point's is not 1), ``dp_attention`` (every point with data-parallel attention,
+    as ``simulate``'s: ``tp`` each attention replica's, ``ep`` all GPUs'; a column ``dp_attention``
+    where on) and ``overrides`` (what-if columns to lists of values). A re-run into the same ``out`` reuses the
     points stored there. ``workers``: local processes (default: all cores); ``scheduler``: a Dask
     scheduler address (tcp://host:8786) instead; ``progress``: a bar on stderr.
 
@@ -53,6 +56,8 @@ def sweep(grid: str | Path | dict | None, out: str | Path, workers: int | None =
               "batch": batch, "prompt_len": prompt_len, "gen_len": gen_len, "schedules": schedules, "dtype": dtype,
               "kv_cache": kv_cache, "kv_reads": kv_reads, "ep": ep}
     flags = {key: list(v) for key, v in values.items() if v is not None}
+    if dp_attention:
+        flags["dp_attention"] = True
     overrides = {k: list(v) for k, v in (overrides or {}).items()}
     if grid is not None:
         if flags or overrides:

@@ -76,7 +76,13 @@ def add_parallel_args(parser: argparse.ArgumentParser, function=None, *, require
     if "ep" in takes:
         parser.add_argument("--ep", type=integer, default=default_of(ScenarioParams, "ep"),
                             help="a mixture-of-experts model's expert-parallel ranks in each TP group (default 1: "
-                                 "every expert split --tp ways)")
+                                 "every expert split --tp ways; with --dp-attention: the experts over all ep GPUs)")
+    if "dp_attention" in takes:
+        parser.add_argument("--dp-attention", action="store_true",
+                            help="data-parallel attention: ep/tp attention replicas of --tp GPUs, each over its "
+                                 "share of the batch, experts spread over all --ep GPUs, dispatch and combine as "
+                                 "all-to-alls in one node (vLLM --data-parallel-size ep/tp --tensor-parallel-size tp "
+                                 "--enable-expert-parallel; SGLang --tp ep --dp ep/tp --enable-dp-attention)")
     if "pp_microbatches" in takes:
         parser.add_argument("--pp-microbatches", type=integer, default=microbatches,
                             help="batches of batch/M in flight through the stages, one per stage as serving engines "

@@ -38,7 +38,9 @@ def _run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return 0
     columns = [("kernel", "kernel", "{}"), ("class", "class", "{}"), ("count", "count", "{:g}"), ("us", "us", "{:.2f}")]
-    sys.stdout.write(f"{args.model} on {args.hardware}, TP {args.tp}, batch {args.batch}, {args.schedule}, "
+    layout = (f" with data-parallel attention ({args.ep // args.tp} replicas, EP {args.ep})"
+              if getattr(args, "dp_attention", False) else "")
+    sys.stdout.write(f"{args.model} on {args.hardware}, TP {args.tp}{layout}, batch {args.batch}, {args.schedule}, "
                      f"{args.framework}, {args.phase}: one layer on one rank\n")
     sys.stdout.write(format_table(frame.to_dict("records"), columns) + "\n")
     collectives = frame.loc[frame["class"] == "collective", "us"].sum()

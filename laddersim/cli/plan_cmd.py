@@ -155,6 +155,8 @@ def run_plan(args: argparse.Namespace) -> int:
     pipeline = [("pp", "pp", "{}")] if args.pps else []
     if any(o.ep > 1 for o in options):  # a mixture-of-experts model's expert-parallel split
         pipeline.append(("ep", "ep", "{}"))
+    if any(o.dp_attention for o in options):  # tp each attention replica's, ep all GPUs'
+        pipeline.append(("dp_attention", "dp-attn", "{}"))
     print(format_table(table, [
         ("rank", "#", "{}"), ("hardware", "profile", "{}"), ("schedule", "schedule", "{}"), ("tp", "tp", "{}"),
         *pipeline, ("nodes", "nodes", "{}"), ("batch", "batch", "{}"), ("replicas", "replicas", "{}"),
@@ -174,11 +176,14 @@ def _print_splits(splits, args: argparse.Namespace) -> None:
     if not args.pps and not experts:
         return
     print("TP x PP splits (a pipeline runs gcd(batch, PP) micro-batches in flight):" if not experts else
-          "TP x PP x EP splits (EP: the experts placed EP ways in each TP group):")
+          "TP x PP x EP splits (EP: the experts placed EP ways in each TP group; with data-parallel attention "
+          "over all EP GPUs, EP/TP attention replicas of TP each):")
     for v in splits:
         where = f" ({v.nodes} node{'s' if v.nodes != 1 else ''}, {v.gpus_per_replica} GPUs)" if v.nodes else ""
         verdict = (f"meets it with {v.schedule} at batch {v.batch}, ${v.usd_per_hour:.2f}/h; " if v.meets else "")
-        print(f"  {v.hardware} TP {v.tp} x PP {v.pp}{f' x EP {v.ep}' if experts else ''}{where}: {verdict}{v.reason}")
+        layout = " data-parallel attention" if v.dp_attention else ""
+        print(f"  {v.hardware} TP {v.tp} x PP {v.pp}{f' x EP {v.ep}' if experts else ''}{layout}{where}: "
+              f"{verdict}{v.reason}")
 
 
 def _none_line(plan_answer, rule: str) -> str:

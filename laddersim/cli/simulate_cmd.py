@@ -44,8 +44,10 @@ def run(args: argparse.Namespace) -> int:
     used = allreduce_used(results[0])
     print(f"AllReduce: prefill {used['prefill']}, decode {used['decode']}", file=sys.stderr)
     pipeline = any(row["pp"] > 1 for row in rows)
+    dp = any(row.get("dp_attention") for row in rows)  # tp each replica's, ep all GPUs'
     print(format_table(rows, [
         ("schedule", "schedule", "{}"), ("tp", "tp", "{}"), *([("pp", "pp", "{}")] if pipeline else []),
+        *([("ep", "ep", "{}"), ("attention_replicas", "replicas", "{}")] if dp else []),
         ("nodes", "nodes", "{}"), ("batch", "batch", "{}"), ("prefill_s", "prefill s", "{:.3f}"),
         ("decode_s", "decode s", "{:.3f}"), ("tpot_s", "ms/token", "{:.3f}", 1e3), ("tokens_per_s", "tokens/s", "{:.1f}"),
         ("speedup_vs_standard", "vs standard", "{:.3f}x"),

@@ -38,6 +38,10 @@ def register(sub) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (created; reused to resume)")
     for flag, key, kind, text in _GRID_FLAGS:
         p.add_argument(flag, nargs="+", type=kind, help=text, dest=key, metavar=flag[2:].upper().replace("-", "_"))
+    p.add_argument("--dp-attention", action="store_true",
+                   help="every point with data-parallel attention: ep/tp attention replicas of --tp GPUs, experts "
+                        "over all --ep GPUs (vLLM --data-parallel-size ep/tp --enable-expert-parallel; SGLang "
+                        "--enable-dp-attention)")
     add_what_if_args(p, many=True)
     p.add_argument("--workers", type=integer, default=None,
                    help="local worker processes (default: all cores)")

@@ -22,6 +22,19 @@ MODULE_OPS: dict[str, tuple[str, ...]] = {
     "parallel": ("norm", "qkv_gate_up", "rope", "attention", "act", "o_proj", "down", "partial_add"),
 }
 
+# Expert parallelism over data-parallel attention (laddersim.model.dp_attention): a mixture of
+# experts' tokens leave for the GPUs holding their experts by an all-to-all once routed
+# (``ep_dispatch``, after ``EP_DISPATCH_AFTER``; the expert GEMMs wait for it) and come back by
+# another (``ep_combine``), which takes the place of the module's AllReduce: vLLM's modular fused
+# MoE runs "[Router] -> [Quantize-Dispatch] -> [Permute-Experts-Unpermute] -> [Combine]", its
+# finalize doing "any combine plus apply weights and perform a reduction" (vllm-project/vllm @
+# 003d383eb3f3, vllm/model_executor/layers/fused_moe/modular_kernel.py).
+EP_DISPATCH_KIND = "ep_dispatch"
+EP_COMBINE_KIND = "ep_combine"
+EP_ALLTOALL_KINDS = (EP_DISPATCH_KIND, EP_COMBINE_KIND)
+EP_DISPATCH_AFTER = "moe_topk"
+EXPERT_MODULES = ("moe", "moe_shared")
+
 # The modules of one standard layer, bottom first.
 STANDARD_LAYER = ("attn", "mlp")
 

@@ -16,56 +16,45 @@ from __future__ import annotations
 
 import numpy as np
 
+from laddersim.costs.dp_attention_costs import dp_attention_op_times_s
 from laddersim.costs.moe_alltoall import ep_layer_comm_s
-from laddersim.costs.moe_costs import moe_op_times_s
-from laddersim.costs.op_costs import op_times_s
 from laddersim.costs.pass_shapes import Phase
-from laddersim.model.layer_ops import MODULE_OPS
+from laddersim.model.layer_ops import EP_ALLTOALL_KINDS, MODULE_OPS
 from laddersim.model.shape import ModelShape
 from laddersim.model.workload import Workload
 from laddersim.planning.ep_layout import DpAttentionLayout, bytes_per_gpu, smallest_fitting_layout
 
-_STEP_KINDS = ("step_overhead", "embedding", "final_norm", "lm_head", "allgather_logits", "sampling")
-
-
 def dp_attention_decode_step_s(model: ModelShape, hw, work: Workload, layout: DpAttentionLayout,
                                context: int) -> float:
-    """Seconds of one decode step of the layout at ``context`` cached positions per sequence; the
-    EP group must fit one node (its all-to-all is priced from one node's table or links)."""
+    """Seconds of one decode step of the layout at ``context`` cached positions per sequence: every
+    op of one GPU in program order, none overlapped; the EP group must fit one node (its
+    all-to-all is priced from one node's table or links)."""
     assert model.moe is not None
-    if layout.ep > hw.node.gpus_per_node:
-        raise ValueError(f"ep {layout.ep} spans nodes: the all-to-all is priced within one node")
-    seqs = layout.seqs_per_replica(work.batch)
-    replica = work.model_copy(update={"batch": seqs})
-    times = {kind: float(np.asarray(value).reshape(-1)[0])
-             for kind, value in op_times_s(model, hw, replica, layout.attn_tp, Phase("decode", seqs, 1),
-                                           np.array([float(context)])).items()}
-    module_tail = ("collective_launch", "allreduce") if layout.attn_tp > 1 else ()
+    per_kind = dp_attention_op_times_s(model, hw, work, layout, Phase("decode", work.batch, 1),
+                                       np.array([float(context)]))
+    times = {kind: float(np.asarray(value).reshape(-1)[0]) for kind, value in per_kind.items()}
+    allreduce = ("collective_launch", "allreduce") if layout.attn_tp > 1 else ()
 
-    def module(kinds: tuple[str, ...], costs: dict[str, float]) -> float:
-        return sum(costs.get(kind, 0.0) for kind in kinds) + sum(times.get(k, 0.0) for k in module_tail) \
-            + times.get("residual_add", 0.0)
+    def module(kinds: tuple[str, ...]) -> float:
+        return sum(times.get(kind, 0.0) for kind in kinds) + times["residual_add"]
 
-    placed = model.with_ep(layout.ep)
-    everyone = work.model_copy(update={"batch": seqs * layout.dp})
-    moe_times = moe_op_times_s(placed, hw, everyone, layout.ep, Phase("decode", seqs * layout.dp, 1))
     moe_kind = "moe_shared" if model.moe.shared_intermediate else "moe"
-    moe_costs = {**moe_times, "mlp_norm": times["mlp_norm"]}
-    comm_s, _ = ep_layer_comm_s(hw, layout.ep, layout.decode_tokens_per_gpu(work.batch), model.moe.top_k,
-                                model.dim, work.dtype_bytes)
-    attention = module(MODULE_OPS["attn"], times)
-    dense = module(MODULE_OPS["mlp"], times)
-    moe = sum(moe_costs.get(kind, 0.0) for kind in MODULE_OPS[moe_kind]) + comm_s + times.get("residual_add", 0.0)
-    layers = model.n_layers * attention + len(model.moe.moe_layers) * moe \
-        + (model.n_layers - len(model.moe.moe_layers)) * dense
-    return layers + sum(times.get(kind, 0.0) for kind in _STEP_KINDS)
+    attention = module(MODULE_OPS["attn"] + allreduce)
+    dense = module(MODULE_OPS["mlp"] + allreduce)
+    moe = module(MODULE_OPS[moe_kind] + EP_ALLTOALL_KINDS)
+    n_moe = len(model.moe.moe_layers)
+    step = ("step_overhead", "embedding", "final_norm", "lm_head", "sampling") \
+        + (("collective_launch", "allgather_logits") if layout.attn_tp > 1 else ())
+    return model.n_layers * attention + n_moe * moe + (model.n_layers - n_moe) * dense \
+        + sum(times[kind] for kind in step)
 
 
 def layout_verdicts(model_name: str, model: ModelShape, candidates: dict, tps, batch: int, prompt_len: int,
                     gen_len: int, dtype: str, kv_cache: str) -> list[tuple[str, int, int, int, str]]:
     """For a plan in which no split fits: per candidate profile and TP (one node), the smallest
     layout with data-parallel attention that fits, as (profile, TP, PP 1, EP, why) verdicts; its
-    step time is not simulated."""
+    step time is not simulated (the plan simulates the one-node layouts among its EP choices:
+    ``laddersim.planning.planner.candidate_layouts``)."""
     from laddersim.simulation.scenario import make_scenario
 
     gib, out = 2**30, []
@@ -80,8 +69,10 @@ def layout_verdicts(model_name: str, model: ModelShape, candidates: dict, tps, b
                 out.append((name, tp, 1, layout.ep, (
                     f"fits only with data-parallel attention: {layout.dp} replicas of TP {tp} on {layout.ep} GPUs, "
                     f"{model.moe.n_experts // layout.ep} whole experts per GPU "
-                    f"({bytes_per_gpu(model, layout, work) / gib:.1f} GiB per GPU){_comm(model, profile, layout, work)}; "
-                    "the engine does not simulate that layout")))
+                    f"({bytes_per_gpu(model, layout, work) / gib:.1f} GiB per GPU){_comm(model, profile, layout, work)}"
+                    + ("; not simulated here (laddersim simulate --dp-attention "
+                       f"--tp {tp} --ep {layout.ep} runs it)" if layout.ep <= profile.node.gpus_per_node
+                       else "; the engine does not simulate a layout across nodes"))))
     return out
 
 

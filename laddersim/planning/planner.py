@@ -10,7 +10,8 @@ steady state (the prefill excluded), from the simulated time per output token ``
 * aggregate tokens/s = replicas * batch / tpot_s;
 * replicas = the fewest that meet an aggregate target (1 without one);
 * cost per hour = replicas * TP * PP * price per GPU-hour (a replica smaller than a node pays only for
-  its GPUs: the rest of the node serves other replicas);
+  its GPUs: the rest of the node serves other replicas); a mixture-of-experts model's
+  data-parallel-attention layout (``candidate_layouts``) is one replica of EP GPUs;
 * cost per million tokens = cost per hour / (aggregate tokens/s * 3600) * 1e6.
 
 Candidates that do not fit in memory, or whose TP the model or profile does not allow, are left
@@ -78,6 +79,9 @@ class PlanOption:
     pp_microbatches: int = 1  # batches in flight through them
     allreduce: str = ""  # the AllReduce implementation its decode step runs (``named_allreduce``)
     ep: int = 1  # a mixture-of-experts model's expert-parallel ranks in each TP group
+    # Data-parallel attention (laddersim.model.dp_attention): ep / tp attention replicas of TP tp,
+    # the experts over all ep GPUs; ``batch`` is then every attention replica's sequences together.
+    dp_attention: bool = False
 
 
 def candidate_eps(model: ModelShape, tp: int, allowed: list[int] | None = None) -> list[int]:
@@ -101,6 +105,19 @@ def ep_choices(model: ModelShape, tp: int, allowed: list[int] | None = None) -> 
             continue
         out.append((ep, None))
     return out
+
+
+def candidate_layouts(model: ModelShape, profile: HardwareProfile, tps: list[int] | None = None,
+                      eps: list[int] | None = None) -> list[tuple[int, int]]:
+    """(attention TP, EP) of the data-parallel-attention layouts of a mixture-of-experts model on
+    one node of ``profile`` (the all-to-all is priced within one): two or more replicas of an
+    allowed TP whose ``ep`` divides the experts (and is among ``eps`` where given); [] for a
+    dense model."""
+    if model.moe is None:
+        return []
+    per_node = profile.node.gpus_per_node
+    return [(tp, ep) for tp in candidate_tps(model, profile, tps, 1) for ep in range(2 * tp, per_node + 1, tp)
+            if model.moe.n_experts % ep == 0 and (not eps or ep in eps)]
 
 
 def candidate_tps(model: ModelShape, profile: HardwareProfile, allowed: list[int] | None = None,
@@ -142,7 +159,9 @@ def candidate_points(model: str, model_shape: ModelShape, profiles: dict[str, tu
                      pps: list[int] | None = None, eps: list[int] | None = None) -> list[Point]:
     """Every (profile, TP, PP, EP, schedule, batch) to simulate; ``profiles``: name -> (load ref,
     profile); ``eps``: the expert-parallel degrees a mixture-of-experts model may take (default all
-    ``candidate_eps``)."""
+    ``candidate_eps``). A mixture-of-experts model's data-parallel-attention layouts of one node
+    (``candidate_layouts``, without a pipeline: where ``pps`` allows 1) join them, each attention
+    replica serving ``batch`` sequences."""
     no_overrides = tuple((c, None) for c in OVERRIDE_COLUMNS)
     if eps and model_shape.moe is None and set(eps) != {1}:
         raise UserInputError(f"ep: {' '.join(map(str, eps))} places experts, and {model_shape.name} is dense; allowed: 1")
@@ -155,6 +174,11 @@ def candidate_points(model: str, model_shape: ModelShape, profiles: dict[str, tu
                         points.append(Point(model, name, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache,
                                             no_overrides, model, ref, pp=pp, pp_microbatches=math.gcd(batch, pp),
                                             ep=ep))
+        for tp, ep in candidate_layouts(model_shape, profile, tps, eps) if not pps or 1 in pps else ():
+            for schedule in schedules:
+                for batch in batches:
+                    points.append(Point(model, name, tp, batch * (ep // tp), prompt_len, gen_len, schedule, dtype,
+                                        kv_cache, no_overrides, model, ref, ep=ep, dp_attention=True))
     if not points:
         raise UserInputError(no_candidates_message(model_shape, profiles, tps, max_nodes))
     return points
@@ -210,7 +234,8 @@ def option_for(row: dict, usd_per_gpu_hour: float, target: Target) -> PlanOption
     replicas = fewest_replicas(target.min_total_tokens_per_s, replica_tokens_per_s)
     total = replicas * replica_tokens_per_s
     pp, microbatches = int(row.get("pp") or 1), int(row.get("pp_microbatches") or 1)
-    gpus = replicas * row["tp"] * pp
+    layout = row.get("dp_attention") in (True,)  # (not a NaN of a table of mixed rows)
+    gpus = replicas * (int(row["ep"]) if layout else row["tp"] * pp)
     usd_per_hour = gpus * usd_per_gpu_hour
     return PlanOption(
         hardware=row["hardware"], schedule=row["schedule"], tp=row["tp"], nodes=int(row["nodes"]),
@@ -219,6 +244,7 @@ def option_for(row: dict, usd_per_gpu_hour: float, target: Target) -> PlanOption
         usd_per_million_tokens=usd_per_hour / (total * 3600.0) * 1e6,
         memory_per_gpu_gib=row["memory_per_gpu_gib"], prompt_len=_int_or_none(row.get("prompt_len")),
         gen_len=_int_or_none(row.get("gen_len")), pp=pp, pp_microbatches=microbatches, ep=int(row.get("ep") or 1),
+        dp_attention=layout,
     )
 
 
@@ -249,4 +275,4 @@ def rank_options(rows: list[dict], prices_by_hardware: dict[str, float], target:
     other = RANK_KEYS[1 - RANK_KEYS.index(rank_by)]
     options = [o for r in rows if (o := option_for(r, prices_by_hardware[r["hardware"]], target))]
     return sorted(options, key=lambda o: (getattr(o, rank_by), getattr(o, other), o.gpus, o.hardware,
-                                          o.schedule, o.tp, o.pp, o.batch, o.ep))
+                                          o.schedule, o.tp, o.pp, o.batch, o.ep, o.dp_attention))

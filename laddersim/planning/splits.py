@@ -36,6 +36,7 @@ class SplitVerdict:
     usd_per_hour: float | None
     reason: str
     ep: int = 1
+    dp_attention: bool = False  # ep / tp attention replicas of TP tp, experts over all ep GPUs
 
 
 def _reason_infeasible(rows: list[dict]) -> str:
@@ -59,8 +60,15 @@ def _reason_ok(row: dict) -> str:
                 f"({int(row.get('pp_microbatches') or 1)} micro-batch(es) in flight)")
     exposed = float(row.get("exposed_comm_s") or 0.0) / float(row["total_s"])
     ep = int(row.get("ep") or 1)
+    if _layout(row):
+        return (f"data-parallel attention, {ep // int(row['tp'])} replicas of TP {row['tp']}: exposed all-to-all"
+                f"{' and AllReduce' if int(row['tp']) > 1 else ''} {exposed:.0%} of the time")
     split = "TP only" if ep == 1 else f"experts placed {ep} ways in the TP group"
     return f"{split}: exposed AllReduce {exposed:.0%} of the time"
+
+
+def _layout(row: dict) -> bool:
+    return row.get("dp_attention") in (True,)  # (not a NaN of a table of mixed rows)
 
 
 def split_verdicts(rows: list[dict], options: list[PlanOption],
@@ -68,33 +76,34 @@ def split_verdicts(rows: list[dict], options: list[PlanOption],
     """One verdict per (profile, TP, PP, EP) among ``rows`` (the plan's simulated rows), the splits
     meeting the target first in the order of ``options`` (ranked), then the others, then the
     ``refused`` splits, (profile, TP, PP, EP, why), not simulated."""
-    groups: dict[tuple[str, int, int, int], list[dict]] = {}
+    groups: dict[tuple[str, int, int, int, bool], list[dict]] = {}
     for row in rows:
-        key = (row["hardware"], int(row["tp"]), int(row.get("pp") or 1), int(row.get("ep") or 1))
+        key = (row["hardware"], int(row["tp"]), int(row.get("pp") or 1), int(row.get("ep") or 1), _layout(row))
         groups.setdefault(key, []).append(row)
     best = {}
     for option in options:
-        best.setdefault((option.hardware, option.tp, option.pp, option.ep), option)
+        best.setdefault((option.hardware, option.tp, option.pp, option.ep, option.dp_attention), option)
     verdicts = []
-    for (hardware, tp, pp, ep), part in groups.items():
+    for (hardware, tp, pp, ep, layout), part in groups.items():
         ok = [r for r in part if r["status"] == "ok"]
         nodes = int(ok[0]["nodes"]) if ok else None
-        option = best.get((hardware, tp, pp, ep))
+        gpus = ep if layout else tp * pp
+        option = best.get((hardware, tp, pp, ep, layout))
         if option is not None:
             row = next(r for r in ok if r["schedule"] == option.schedule and r["batch"] == option.batch)
-            verdicts.append(SplitVerdict(hardware, tp, pp, nodes, tp * pp, True, option.schedule, option.batch,
-                                         option.usd_per_hour, _reason_ok(row), ep))
+            verdicts.append(SplitVerdict(hardware, tp, pp, nodes, gpus, True, option.schedule, option.batch,
+                                         option.usd_per_hour, _reason_ok(row), ep, layout))
         elif not ok:
-            verdicts.append(SplitVerdict(hardware, tp, pp, None, tp * pp, False, None, None, None,
-                                         _reason_infeasible(part), ep))
+            verdicts.append(SplitVerdict(hardware, tp, pp, None, gpus, False, None, None, None,
+                                         _reason_infeasible(part), ep, layout))
         else:
             fastest = min(ok, key=lambda r: r["tpot_s"])
             verdicts.append(SplitVerdict(
-                hardware, tp, pp, nodes, tp * pp, False, None, None, None,
+                hardware, tp, pp, nodes, gpus, False, None, None, None,
                 f"misses the target: at most {1 / fastest['tpot_s']:.1f} user tok/s ({fastest['schedule']}, batch "
-                f"{fastest['batch']}; {_reason_ok(fastest)})", ep))
+                f"{fastest['batch']}; {_reason_ok(fastest)})", ep, layout))
     order = {key: i for i, key in enumerate(best)}
     verdicts += [SplitVerdict(hardware, tp, pp, None, tp * pp, False, None, None, None, f"cannot run: {why}", ep)
                  for hardware, tp, pp, ep, why in refused]
-    return sorted(verdicts, key=lambda v: (not v.meets, order.get((v.hardware, v.tp, v.pp, v.ep), 0), v.hardware,
-                                           v.tp, v.pp, v.ep))
+    return sorted(verdicts, key=lambda v: (not v.meets, order.get((v.hardware, v.tp, v.pp, v.ep, v.dp_attention), 0),
+                                           v.hardware, v.tp, v.pp, v.ep, v.dp_attention))

@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from laddersim.model.layer_ops import MODULE_OPS
+from laddersim.model.layer_ops import (EP_COMBINE_KIND, EP_DISPATCH_AFTER, EP_DISPATCH_KIND, EXPERT_MODULES,
+                                       MODULE_OPS)
 from laddersim.schedules.plan import Module, module_plan
 from laddersim.schedules.stages import Stage, crossing_modules, stage_modules, whole_model
 
@@ -60,7 +61,7 @@ class _Builder:
 
 
 def build_program(schedule: str, n_layers: int, tp: int, phase: str = "decode", stage: Stage | None = None,
-                  mlp_layout: tuple[str, ...] | None = None) -> Program:
+                  mlp_layout: tuple[str, ...] | None = None, expert_alltoall: bool = False) -> Program:
     """Ops of one forward pass on one rank of ``stage`` (default: the whole model, no pipeline).
     With ``tp == 1`` there are no collectives.
 
@@ -72,7 +73,15 @@ def build_program(schedule: str, n_layers: int, tp: int, phase: str = "decode", 
     sampled (``recv_tokens``) before its embedding. A stage other than the last ends with its
     layers: its pending AllReduces end before its pass does, which is when it sends. The transfer
     is the receiving stage's op (one NCCL send/recv pair, counted once). ``mlp_layout``: each
-    layer's MLP module kind (``laddersim.schedules.plan.module_plan``; None: dense)."""
+    layer's MLP module kind (``laddersim.schedules.plan.module_plan``; None: dense).
+
+    ``expert_alltoall``: the data-parallel-attention layout (``laddersim.model.dp_attention``;
+    ``tp`` is then the attention's TP). Each mixture-of-experts module sends its routed tokens out by
+    an ``ep_dispatch`` all-to-all on the communication stream, which its expert GEMMs wait for, and
+    brings them back by an ``ep_combine`` all-to-all in place of its AllReduce (whatever ``tp``):
+    the residual stream takes the combine in as it takes an AllReduce, so under ladder the combine
+    of layer i overlaps the attention of layer i + 1. A schedule that drops the module's AllReduce
+    (``upper_bound``) drops both all-to-alls."""
     modules = module_plan(schedule, n_layers, mlp_layout)
     stage = stage or whole_model(n_layers)
     start, end = stage_modules(modules, stage)
@@ -100,10 +109,17 @@ def build_program(schedule: str, n_layers: int, tp: int, phase: str = "decode", 
         module = modules[i]
         take_in(pending.pop(i, []))
         last = -1
+        alltoall = expert_alltoall and module.allreduce and module.kind in EXPERT_MODULES
         for kind in MODULE_OPS[module.kind]:
             last = b.add(f"L{module.layer}.{module.kind}.{kind}", kind, "compute", module.layer, first_deps)
             first_deps = ()
-        if module.allreduce and tp > 1:
+            if alltoall and kind == EP_DISPATCH_AFTER:
+                first_deps = (b.add(f"L{module.layer}.{module.kind}.{EP_DISPATCH_KIND}", EP_DISPATCH_KIND, "comm",
+                                    module.layer, (last,)),)
+        if alltoall:
+            last = b.add(f"L{module.layer}.{module.kind}.{EP_COMBINE_KIND}", EP_COMBINE_KIND, "comm", module.layer,
+                         (last,))
+        elif module.allreduce and tp > 1:
             launch = b.add(f"L{module.layer}.{module.kind}.collective_launch", "collective_launch", "compute",
                            module.layer)
             last = b.add(f"L{module.layer}.{module.kind}.allreduce", "allreduce", "comm", module.layer, (launch,))

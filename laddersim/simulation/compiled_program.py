@@ -42,13 +42,14 @@ class CompiledProgram:
 @lru_cache(maxsize=128)
 def compile_program(schedule: str, n_layers: int, tp: int, stage: Stage | None = None, phase: str = "decode",
                     kind_names: tuple[str, ...] | None = None,
-                    mlp_layout: tuple[str, ...] | None = None) -> CompiledProgram:
+                    mlp_layout: tuple[str, ...] | None = None, expert_alltoall: bool = False) -> CompiledProgram:
     """The program of ``schedule`` over ``n_layers`` layers at ``tp`` (a pipeline ``stage``'s
     prefill runs other ops than its decode step: no token ids to receive). ``kind_names``: the
     order of the per-kind arrays (a superset of the program's kinds shared by several programs);
     by default the program's kinds in order of first use. ``mlp_layout``: each layer's MLP module
-    kind (``ModelShape.mlp_layout``; None: dense)."""
-    program = build_program(schedule, n_layers, tp, phase, stage, mlp_layout)
+    kind (``ModelShape.mlp_layout``; None: dense). ``expert_alltoall``: the data-parallel-attention
+    layout's program (``build_program``; ``tp`` the attention's)."""
+    program = build_program(schedule, n_layers, tp, phase, stage, mlp_layout, expert_alltoall)
     names = tuple(dict.fromkeys(program.kinds)) if kind_names is None else kind_names
     index = {name: i for i, name in enumerate(names)}
     kind_of_op = np.array([index[k] for k in program.kinds], dtype=int)

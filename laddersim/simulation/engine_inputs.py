@@ -9,6 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from laddersim.costs.allreduce import op_slowdowns
+from laddersim.costs.dp_attention_costs import alltoall_bytes, dp_attention_op_times_s, replica_phase
+from laddersim.costs.op_costs import collective_message_bytes
+from laddersim.model.dp_attention import DpAttentionLayout
+from laddersim.model.layer_ops import EP_ALLTOALL_KINDS
 from laddersim.engine.work import EngineRun, RankWork
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.simulation.compiled_program import CompiledProgram
@@ -48,6 +52,29 @@ def kind_slowdowns(hw: HardwareProfile, tp: int, message_bytes: dict[str, float]
     pairs = np.array(slowdown_pairs(collective_slowdowns(hw, tp, message_bytes, work), kind_names), dtype=float)
     pairs = pairs.reshape(-1, 2)
     return pairs[:, 0], pairs[:, 1]
+
+
+def layout_times_s(layout: DpAttentionLayout):
+    """``op_costs.op_times_s``'s signature for one GPU of the data-parallel-attention ``layout``
+    (``tp`` is the replica's, ``layout.attn_tp``): ``dp_attention_costs.dp_attention_op_times_s``."""
+    def times_s(model, hw, work, tp, phase, kv_lens):
+        return dp_attention_op_times_s(model, hw, work, layout, phase, kv_lens)
+    return times_s
+
+
+def layout_slowdowns(model, hw: HardwareProfile, work, layout: DpAttentionLayout, phase,
+                     kind_names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(compute, comm) slowdowns per kind of one GPU of ``layout``: the replica's AllReduce and
+    logits AllGather over its ``attn_tp`` GPUs (``collective_slowdowns``), and each all-to-all as
+    NCCL's collective over the ``ep`` GPUs of the message an AllReduce moving as many bytes per
+    rank has (``(n - 1) / n`` of the buffer leaves each rank, half what an AllReduce of it moves:
+    the logits AllGather's rule, ``op_costs.collective_message_bytes``)."""
+    own = replica_phase(layout, phase)
+    pairs = collective_slowdowns(hw, layout.attn_tp, collective_message_bytes(model, work, layout.attn_tp, own), work)
+    half = alltoall_bytes(model, work, layout, phase) / 2.0
+    pairs.update(collective_slowdowns(hw, layout.ep, {kind: half for kind in EP_ALLTOALL_KINDS}, work))
+    out = np.array(slowdown_pairs(pairs, kind_names), dtype=float).reshape(-1, 2)
+    return out[:, 0], out[:, 1]
 
 
 def op_seconds(compiled: CompiledProgram, per_kind_s: np.ndarray, skew: float) -> np.ndarray:

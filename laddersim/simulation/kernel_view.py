@@ -23,12 +23,14 @@ import pandas as pd
 
 from laddersim.costs.attention_kernels import attention_kernels
 from laddersim.costs.calibrated_kernels import class_split_s, schedule_layer
+from laddersim.costs.dp_attention_costs import dp_attention_op_times_s, replica_phase
 from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.kernel_counts import op_kernels
 from laddersim.costs.op_costs import Phase, fixed_op_times, attention_time_s, linear_shapes, logits_rows
 from laddersim.costs.pass_shapes import first_decode_positions
 from laddersim.costs.quantized_gemm import is_quantized_linear, quantized_class_split_s
 from laddersim.model.framework import load_framework
+from laddersim.model.layer_ops import EP_ALLTOALL_KINDS
 from laddersim.support.limits import DEFAULT_GEN_LEN, DEFAULT_PROMPT_LEN
 from laddersim.schedules.program import build_program
 from laddersim.simulation.simulate import make_scenario
@@ -39,7 +41,7 @@ COLUMNS = ["kernel", "class", "count", "us"]
 def kernel_table(model, hardware, tp: int, batch: int, schedule: str = "standard", framework: str | None = None,
                  prompt_len: int = DEFAULT_PROMPT_LEN, phase: str = "decode", gen_len: int = DEFAULT_GEN_LEN,
                  dtype: str = "bfloat16", quant: str = "none", kv_cache_dtype: str = "auto",
-                 ep: int = 1) -> pd.DataFrame:
+                 ep: int = 1, dp_attention: bool = False) -> pd.DataFrame:
     """One layer's kernels as laddersim prices them: a DataFrame with columns ``kernel`` (the op
     kind, ``op.part`` for a kernel within an op), ``class`` (library_gemm, splitk_reduce,
     generated, attention, copy, other, collective), ``count`` (kernels in the layer) and ``us``
@@ -51,17 +53,20 @@ def kernel_table(model, hardware, tp: int, batch: int, schedule: str = "standard
     a shipped framework or a framework .yaml (default gpt-fast); ``phase``: ``decode`` (the first
     decode step after a ``prompt_len`` prompt: a static cache attends all ``prompt_len + gen_len``
     positions) or ``prefill`` (the prompt of ``batch`` sequences); ``quant``, ``kv_cache_dtype``: the
-    linears' quantization and the KV cache's element type (laddersim.model.quantization)."""
+    linears' quantization and the KV cache's element type (laddersim.model.quantization);
+    ``dp_attention``: one GPU of the data-parallel-attention layout (``tp`` each replica's, ``ep``
+    all GPUs', ``batch`` every replica's sequences; the cost model's kernels, its dispatch and
+    combine listed as collectives)."""
     scenario = make_scenario(model=model, hardware=hardware, tp=tp, batch=batch, prompt_len=prompt_len, gen_len=gen_len,
                              schedule=schedule, dtype=dtype, framework=framework or "gpt-fast", quant=quant,
-                             kv_cache_dtype=kv_cache_dtype, ep=ep)
+                             kv_cache_dtype=kv_cache_dtype, ep=ep, dp_attention=dp_attention)
     scenario.model.check_tp(tp)
     fw = load_framework(scenario.workload.framework)
     if phase not in ("decode", "prefill"):
         from laddersim.errors import UserInputError
         raise UserInputError(f"phase: '{phase}' is not a phase; allowed: decode, prefill")
     the_phase = Phase(phase, batch, prompt_len if phase == "prefill" else 1)
-    if fw.kernel_calibration is not None and phase == "decode":
+    if fw.kernel_calibration is not None and phase == "decode" and scenario.layout is None:
         rows = _calibrated_rows(scenario, fw.kernel_calibration, the_phase)
     else:
         rows = _priced_rows(scenario, fw, the_phase)
@@ -73,7 +78,7 @@ def kernel_table(model, hardware, tp: int, batch: int, schedule: str = "standard
 
 def _layer_kinds(scenario, phase_name: str) -> collections.Counter:
     program = build_program(scenario.schedule, scenario.model.n_layers, scenario.tp, phase_name,
-                            mlp_layout=scenario.model.mlp_layout())
+                            mlp_layout=scenario.model.mlp_layout(), expert_alltoall=scenario.layout is not None)
     layer = scenario.model.n_layers // 2
     return collections.Counter(op.kind for op in program.ops if op.layer == layer)
 
@@ -81,13 +86,22 @@ def _layer_kinds(scenario, phase_name: str) -> collections.Counter:
 def _priced_rows(scenario, fw, phase: Phase) -> list[tuple]:
     model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
     gpu = hw.gpu
-    times, _ = fixed_op_times(model, hw, work, tp, phase)
     kv_len = first_decode_positions(work) if phase.name == "decode" else work.prompt_len
-    times["attention"] = float(attention_time_s(model, hw, work, tp, phase, np.array([kv_len]))[0])
+    if scenario.layout is not None:  # one GPU of a replica: its own sequences, the experts over everyone's
+        times = {kind: float(np.asarray(seconds).reshape(-1)[0]) for kind, seconds in
+                 dp_attention_op_times_s(model, hw, work, scenario.layout, phase, np.array([kv_len])).items()}
+        phase = replica_phase(scenario.layout, phase)
+        work = work.model_copy(update={"batch": phase.batch})
+    else:
+        times, _ = fixed_op_times(model, hw, work, tp, phase)
+        times["attention"] = float(attention_time_s(model, hw, work, tp, phase, np.array([kv_len]))[0])
     classes = op_kernels(model, hw, work, tp, phase)
     shapes = linear_shapes(model, tp, phase, logits_rows(fw, phase))
     rows = []
     for kind, ops in _layer_kinds(scenario, phase.name).items():  # program order
+        if kind in EP_ALLTOALL_KINDS:  # the layout's all-to-alls, on the communication stream
+            rows.append((kind, "collective", ops, times[kind] * ops * 1e6))
+            continue
         per_class = classes.get(kind, {})
         if kind == "attention" and fw.attention_path(phase.name) != "fused":
             for k in attention_kernels(model, hw, work, tp, phase):

@@ -39,7 +39,8 @@ from laddersim.engine import entry as engine
 from laddersim.engine.work import EngineResult, EngineRun
 from laddersim.schedules.stages import Stage
 from laddersim.simulation.compiled_program import CompiledProgram, compile_program
-from laddersim.simulation.engine_inputs import engine_run, group_links, kind_slowdowns, op_seconds
+from laddersim.simulation.engine_inputs import (engine_run, group_links, kind_slowdowns, layout_slowdowns,
+                                                layout_times_s, op_seconds)
 from laddersim.simulation.results import METRICS, SimResult, StreamMasks, step_metrics
 from laddersim.simulation.scenario import Scenario, SimOptions
 from laddersim.simulation.step_sampling import choose_steps, estimate, sample_size
@@ -114,10 +115,12 @@ def pass_simulation(scenario: Scenario, setup: PassSetup, memory: MemoryUse, opt
     options = options or SimOptions()
     model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
     stage, nodes = setup.stage, setup.nodes
-    layout = model.mlp_layout()
-    decode_pass = compile_program(scenario.schedule, model.n_layers, tp, stage, "decode", mlp_layout=layout)
+    layout, dp = model.mlp_layout(), scenario.layout
+    decode_pass = compile_program(scenario.schedule, model.n_layers, tp, stage, "decode", mlp_layout=layout,
+                                  expert_alltoall=dp is not None)
     prefill_pass = compile_program(scenario.schedule, model.n_layers, tp, stage, "prefill", mlp_layout=layout) \
         if stage is not None else decode_pass
+    times_s = op_times_s if dp is None else layout_times_s(dp)
     program, masks, kind_names = decode_pass.program, decode_pass.masks, decode_pass.kind_names
     skew = skew_wait_per_compute(hw, tp)
     ops_per_pass = decode_pass.n_ops
@@ -127,6 +130,8 @@ def pass_simulation(scenario: Scenario, setup: PassSetup, memory: MemoryUse, opt
     links = group_links(setup.group_nodes)
 
     def interference(phase: Phase, compiled: CompiledProgram = decode_pass) -> tuple[np.ndarray, np.ndarray]:
+        if dp is not None:
+            return layout_slowdowns(model, hw, work, dp, phase, compiled.kind_names)
         return kind_slowdowns(hw, tp, collective_message_bytes(model, work, tp, phase), compiled.kind_names, work)
 
     cached = options.replay and not stochastic and not options.reference  # jittered runs rarely share an order
@@ -141,7 +146,7 @@ def pass_simulation(scenario: Scenario, setup: PassSetup, memory: MemoryUse, opt
 
     # Prefill (its run asked for with the first decode steps'; its noise drawn first, as before them).
     prefill_phase = Phase("prefill", work.batch, work.prompt_len)
-    prefill_costs = with_boundary(op_times_s(model, hw, work, tp, prefill_phase, np.array([work.prompt_len])),
+    prefill_costs = with_boundary(times_s(model, hw, work, tp, prefill_phase, np.array([work.prompt_len])),
                                   "prefill", (1,))
     prefill_run = ask(np.array([prefill_costs[k][0] for k in prefill_pass.kind_names]),
                       interference(prefill_phase, prefill_pass), "prefill", prefill_pass)
@@ -152,7 +157,7 @@ def pass_simulation(scenario: Scenario, setup: PassSetup, memory: MemoryUse, opt
     kv_lens = np.broadcast_to(work.kv_len_at_decode_step(np.arange(n_steps)), (n_steps,))  # every step at once
     decode_phase = Phase("decode", work.batch, 1)
     decode_slowdowns = interference(decode_phase)
-    costs = with_boundary(op_times_s(model, hw, work, tp, decode_phase, kv_lens), "decode", (n_steps,))
+    costs = with_boundary(times_s(model, hw, work, tp, decode_phase, kv_lens), "decode", (n_steps,))
     # Durations per (step, op kind), not per (step, op): ops of one kind cost the same, and a
     # (steps x ops) matrix of a long generation would not fit in memory. A step's row per op is
     # ``by_kind[step][kind_of_op]``.

@@ -189,6 +189,8 @@ def summarize(result) -> dict:
         "exposed_comm_s": float(both[4]),
         "memory_per_gpu_gib": result.memory.total_bytes / 2**30,
     }
+    if s.layout is not None:  # data-parallel attention: tp is each replica's, batch all replicas'
+        summary.update(dp_attention=True, ep=s.layout.ep, attention_replicas=s.layout.dp)
     if result.decode_half_width_s is not None:
         summary.update(_intervals(result, summary))
     return summary

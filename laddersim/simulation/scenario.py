@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from laddersim.costs.allreduce_impls import require_runs
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import HardwareProfile, load_profile
+from laddersim.model.dp_attention import DpAttentionLayout
 from laddersim.model.framework import load_framework
 from laddersim.model.shape import ModelShape, load_model_shape
 from laddersim.model.workload import Workload
@@ -30,6 +31,9 @@ class Scenario:
     schedule: str
     pp: int = 1  # pipeline stages, each a TP group of ``tp`` GPUs (laddersim.simulation.pipeline)
     microbatches: int = 1  # batches in flight through the pipeline, ``workload.batch`` split evenly
+    # Data-parallel attention (None: not): ``tp`` is then the attention's TP of each replica, the
+    # experts spread over all ``layout.ep`` GPUs, ``workload.batch`` the sequences of all replicas.
+    layout: DpAttentionLayout | None = None
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,7 @@ def make_scenario(*, model, hardware, tp: int, batch: int, prompt_len: int, gen_
                   dtype: str = "bfloat16", kv_cache: str | None = None, kv_reads: str | None = None,
                   framework: str = "gpt-fast", pp: int = 1, microbatches: int = 1,
                   allreduce: str | None = None, quant: str = "none", kv_cache_dtype: str = "auto",
-                  ep: int = 1) -> Scenario:
+                  ep: int = 1, dp_attention: bool = False) -> Scenario:
     """A Scenario from names or objects (model preset / config.json path, profile name / path);
     ``kv_cache`` and ``kv_reads`` default to the ``framework``'s (laddersim/data/frameworks). ``pp``
     stages of ``tp`` GPUs each, ``microbatches`` batches of ``batch / microbatches`` in flight
@@ -60,10 +64,13 @@ def make_scenario(*, model, hardware, tp: int, batch: int, prompt_len: int, gen_
     forced over the framework's rule (one line where this group, machine or dtype cannot run it).
     ``quant`` and ``kv_cache_dtype``: the linear layers' quantization and the KV cache's element
     type (``laddersim.model.quantization``); a mixture-of-experts model's experts placed ``ep`` ways
-    over each TP group (``ModelShape.with_ep``)."""
+    over each TP group (``ModelShape.with_ep``). ``dp_attention``: instead, ``ep / tp`` replicas of
+    the attention at TP ``tp``, each over its share of the ``batch`` sequences, the experts placed
+    ``ep`` ways over all their GPUs (``laddersim.model.dp_attention``; ``check_dp_attention``)."""
     shape = model if isinstance(model, ModelShape) else load_model_shape(model)
-    shape = shape.with_ep(ep)
     profile = hardware if isinstance(hardware, HardwareProfile) else load_profile(hardware)
+    layout = check_dp_attention(shape, profile, tp, ep, pp, schedule) if dp_attention else None
+    shape = shape.with_ep(1 if dp_attention else ep)
     fw = load_framework(framework)
     try:
         work = _workload(batch, prompt_len, gen_len, dtype, kv_cache or fw.kv_cache.value,
@@ -79,7 +86,32 @@ def make_scenario(*, model, hardware, tp: int, batch: int, prompt_len: int, gen_
     check_quantization(work, profile, fw)
     shape.check_window(work.prompt_len, work.gen_len)
     check_pipeline(shape, batch, pp, microbatches)
-    return Scenario(shape, profile, work, tp, schedule, pp, microbatches)
+    return Scenario(shape, profile, work, tp, schedule, pp, microbatches, layout)
+
+
+def check_dp_attention(model: ModelShape, profile: HardwareProfile, tp: int, ep: int, pp: int,
+                       schedule: str) -> DpAttentionLayout:
+    """The layout of ``ep / tp`` attention replicas of TP ``tp`` with the experts over all ``ep``
+    GPUs, or one line naming what cannot run it: a dense model, an ``ep`` that is not a multiple of
+    ``tp`` or does not divide the experts, an expert group larger than a node (its all-to-all is
+    priced within one), a pipeline, the ``parallel`` schedule."""
+    if model.moe is None:
+        raise UserInputError(f"dp-attention: {model.name} has no experts to spread over the replicas; "
+                             "allowed: a mixture-of-experts model")
+    model.moe.placed(ep, model.name)  # ep divides the experts, or one line naming the counts allowed
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1 or ep % tp:
+        raise UserInputError(f"ep: {ep} is not a multiple of tp {tp} (with dp-attention, ep is every GPU's "
+                             f"count and tp each attention replica's); allowed: ep = tp x replicas, e.g. {tp * 2}")
+    if ep > profile.node.gpus_per_node:
+        raise UserInputError(f"ep: {ep} spans nodes of {profile.name}; with dp-attention the all-to-all is priced "
+                             f"within one node; allowed: up to {profile.node.gpus_per_node}")
+    if pp != 1:
+        raise UserInputError(f"pp: {pp} with dp-attention is not simulated; allowed: 1")
+    if schedule == "parallel":
+        raise UserInputError("schedule: parallel fuses the attention's and the MLP's GEMMs, which a "
+                             "mixture-of-experts layer does not have; allowed: standard, ladder, hybrid:N, "
+                             "upper_bound, desync_half")
+    return DpAttentionLayout(tp, ep // tp)
 
 
 @lru_cache(maxsize=4096)

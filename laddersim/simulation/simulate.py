@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 
+from laddersim.costs.dp_attention_costs import dp_attention_memory
 from laddersim.costs.memory_fit import MemoryUse, check_fits
 from laddersim.hardware.placement import place
 from laddersim.schedules.plan import parse_schedule
@@ -36,7 +37,7 @@ def simulation(scenario: Scenario, options: SimOptions | None = None,
     model.check_tp(tp)
     nodes = hw.nodes_for(tp)
     parse_schedule(scenario.schedule, model.n_layers)
-    memory = check_fits(model, hw, work, tp)
+    memory = check_memory(scenario)
     return (yield from pass_simulation(scenario, PassSetup(nodes, tuple(range(nodes))), memory, options, progress))
 
 
@@ -45,6 +46,8 @@ def check_memory(scenario: Scenario) -> MemoryUse:
     does not fit (``DoesNotFitError``)."""
     if scenario.pp > 1 or scenario.microbatches > 1:
         return max(stage_memories(scenario), key=lambda use: use.total_bytes)
+    if scenario.layout is not None:  # data-parallel attention: a replica's share and ep whole experts
+        return dp_attention_memory(scenario.model, scenario.hardware, scenario.workload, scenario.layout)
     return check_fits(scenario.model, scenario.hardware, scenario.workload, scenario.tp)
 
 

@@ -145,8 +145,8 @@ _kept_costs = IdentityMemo(16384)
 def _prepare(index: int, scenario: Scenario) -> _Point | None:
     """``simulation``'s checks (raising as it does, in its order), costs and passes of one
     scenario; None where its collectives wait for the slowest rank (a profile's rank skew) or it
-    is a pipeline: left to ``simulate``."""
-    if scenario.pp > 1 or scenario.microbatches > 1:
+    is a pipeline or data-parallel attention: left to ``simulate``."""
+    if scenario.pp > 1 or scenario.microbatches > 1 or scenario.layout is not None:
         return None
     model, hw, work, tp = scenario.model, scenario.hardware, scenario.workload, scenario.tp
     fw = load_framework(work.framework)

@@ -58,7 +58,7 @@ def _scenario(point: Point) -> Scenario:
     return make_scenario(model=_model(point.model_ref), hardware=profile, tp=point.tp, batch=point.batch,
                          prompt_len=point.prompt_len, gen_len=point.gen_len, schedule=point.schedule, dtype=point.dtype,
                          kv_cache=point.kv_cache, kv_reads=point.kv_reads, pp=point.pp,
-                         microbatches=point.pp_microbatches, ep=point.ep)
+                         microbatches=point.pp_microbatches, ep=point.ep, dp_attention=point.dp_attention)
 
 
 def simulate_point(point: Point) -> dict:

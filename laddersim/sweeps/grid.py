@@ -106,6 +106,9 @@ class SweepGrid(BaseModel):
     # A mixture-of-experts model's expert-parallel ranks in each TP group; None: 1 (not written
     # to the grid.yaml a sweep keeps, so a grid without it reads as before).
     ep: list[int] | None = Field(default=None, min_length=1)
+    # Every point with data-parallel attention (laddersim.model.dp_attention: tp each attention
+    # replica's, ep all GPUs'); None: off (not written to the grid.yaml a sweep keeps).
+    dp_attention: bool | None = None
     overrides: Overrides = Overrides()
     serving: ServingAxes | None = None  # every point one replica under load (laddersim.traffic.sweep_axes)
 

@@ -45,13 +45,16 @@ class Point:
     pp: int = 1  # pipeline stages
     pp_microbatches: int = 1  # batches in flight through them
     ep: int = 1  # a mixture-of-experts model's expert-parallel ranks in each TP group
+    dp_attention: bool = False  # data-parallel attention: tp each replica's, ep all GPUs'
 
     def inputs(self) -> dict:
         """The input columns of this point's result row (``ep`` only where the experts are placed,
-        so a dense point's row and key are what they were)."""
+        ``dp_attention`` only where on, so a dense point's row and key are what they were)."""
         row = {c: getattr(self, c) for c in SCENARIO_COLUMNS}
         if self.ep != 1:
             row["ep"] = self.ep
+        if self.dp_attention:
+            row["dp_attention"] = True
         row.update(self.overrides)
         row.update(self.serving or ())
         return row
@@ -70,6 +73,7 @@ def point_key(inputs: dict) -> str:
     # each pair's own text (column names are plain ASCII; a grid repeats its values).
     pairs = [_pair_text(c, inputs[c]) for c in INPUT_COLUMNS if _keyed(c, inputs[c])]
     pairs += [_pair_text("ep", inputs["ep"])] if inputs.get("ep", 1) != 1 else []  # (Point.inputs: only where != 1)
+    pairs += [_pair_text("dp_attention", True)] if inputs.get("dp_attention") else []  # (only where on)
     pairs += [_pair_text(c, inputs[c]) for c in SERVING_COLUMNS if c in inputs]
     return hashlib.sha256(("[" + ",".join(pairs) + "]").encode()).hexdigest()[:20]
 
@@ -142,12 +146,14 @@ def expand_grid(grid: SweepGrid) -> list[Point]:
         for overrides, override_texts in settings:
             for ep in grid.ep or [1]:
                 ep_texts = [_pair_text("ep", ep)] if ep != 1 else []
+                ep_texts += [_pair_text("dp_attention", True)] if grid.dp_attention else []
                 for load, load_texts in loads:
                     text = "[" + ",".join(head + override_texts + ep_texts + load_texts) + "]"
                     key = hashlib.sha256(text.encode()).hexdigest()[:20]
                     if key not in points:
                         point = Point(model, hw, tp, batch, prompt_len, gen_len, schedule, dtype, kv_cache, overrides,
-                                      model_refs[model], profile_refs[hw], kv_reads, load, pp, m, ep)
+                                      model_refs[model], profile_refs[hw], kv_reads, load, pp, m, ep,
+                                      bool(grid.dp_attention))
                         point.__dict__["key"] = key  # (Point.key's cached value: point_key(point.inputs()))
                         points[key] = point
     return list(points.values())
