@@ -153,6 +153,26 @@ class Framework(BaseModel):
         return self.op_kernels.bytes_factor.get(kind, 1.0) if self.op_kernels is not None else 1.0
     # A traced stack's kernels per class (``laddersim calibrate kernels``): laddersim.model.kernel_calibration.
     kernel_calibration: KernelCalibration | None = None
+    # The host side of a serving engine's step (laddersim.costs.host_bound). A decode-only step of
+    # up to ``cuda_graph_max_batch`` sequences replays a captured CUDA graph (its launch is in the
+    # profile's ``framework.step_overhead_us``); a larger decode step, and every step with prompt
+    # tokens, launches its kernels one by one from the host, ``eager_kernel_host_us`` each, while
+    # the GPU runs those already launched. None: no host side priced (the step is its GPU time).
+    cuda_graph_max_batch: Choice[int] | None = None
+    # Host time to launch one kernel of an eager step. None: the profile's
+    # ``collectives.eager_launch_us`` (an eager call's host launch, measured as eager minus graph).
+    eager_kernel_host_us: NonNegative | None = None
+    # True: the scheduler prepares step N+1 (and processes step N-1's outputs) while the GPU runs
+    # step N, so a step takes the longer of its GPU time and its host time; False: the host's
+    # per-step work runs with the GPU idle, after the step. None: as False.
+    scheduler_overlap: Choice[bool] | None = None
+    # Host work per sequence of a step (scheduling it, its input metadata, its sampled token back to
+    # the host and into its request), overlapped with the GPU or not by ``scheduler_overlap``.
+    host_per_sequence_us: NonNegative | None = None
+
+    def prices_host_side(self) -> bool:
+        """Does the framework price its steps' host side (laddersim.costs.host_bound)?"""
+        return self.cuda_graph_max_batch is not None or self.host_per_sequence_us is not None
 
     @property
     def prefill_attention_path(self) -> str:

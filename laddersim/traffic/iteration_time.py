@@ -52,6 +52,8 @@ from typing import Callable
 import numpy as np
 
 from laddersim.costs.collectives import collective_choice
+from laddersim.costs.host_bound import bounded_step_s, host_parts_s
+from laddersim.costs.kernel_counts import op_kernels
 from laddersim.costs.op_costs import Phase, collective_message_bytes, logits_rows, op_times_s
 from laddersim.costs.pass_shapes import linear_shapes, splitk_reduce
 from laddersim.costs.rank_skew import skew_wait_per_compute
@@ -210,6 +212,7 @@ class IterationTimer:
         self._segments: dict[int, Intervals] = {}  # tokens -> resolved intervals of ``a``
         self._brackets: dict[int, tuple[int, int]] = {}  # tokens -> ``_bracket``
         self._tails_s: dict[tuple[int, int, bool], float] = {}  # (tokens, logits, prefill) -> ``_tail_seconds``
+        self._pass_kernels: dict[tuple[int, bool], float] = {}  # (tokens, prefill) -> kernels a pass launches
         self.engine_runs = 0
         self.whole_model_runs = 0
         self.max_error_bound = 0.0
@@ -368,7 +371,29 @@ class IterationTimer:
             saved = saved_lo + (saved_hi - saved_lo) * (tokens - lo) / (hi - lo)
             body = self._serial_seconds(tokens) + self._n_attention * attention_s - saved
             self.max_error_bound = max(self.max_error_bound, abs(saved_hi - saved_lo) / body)
-        return body + self._tail_seconds(tokens, max(1, logits), prefill)
+        return self._host_bound(body + self._tail_seconds(tokens, max(1, logits), prefill), tokens, max(1, logits), prefill)
+
+    def _kernels(self, tokens: int, logits: int, prefill: bool) -> float:
+        """Kernels a pass of ``tokens`` new tokens launches (laddersim.costs.kernel_counts, over the
+        program's ops of each kind)."""
+        key = (tokens, prefill)
+        if key not in self._pass_kernels:
+            s = self.scenario
+            per_kind = op_kernels(s.model, s.hardware, s.workload, s.tp, _phase(tokens, logits, prefill))
+            counts = dict(zip(self._kind_names, self._kind_counts.tolist()))
+            self._pass_kernels[key] = float(sum(counts.get(kind, 0) * sum(classes.values())
+                                                for kind, classes in per_kind.items()))
+        return self._pass_kernels[key]
+
+    def _host_bound(self, gpu_s, tokens: int, logits: int, prefill: bool):
+        """The step's seconds with its host side (laddersim.costs.host_bound) where the framework
+        prices it; ``gpu_s`` (a float or an array of steps of the same shape) otherwise."""
+        fw = self._framework
+        if not fw.prices_host_side():
+            return gpu_s
+        launch_s, work_s = host_parts_s(fw, self.scenario.hardware, self._kernels(tokens, logits, prefill),
+                                        logits, prefill)
+        return bounded_step_s(fw, gpu_s, launch_s, work_s)
 
     def decode_steps(self, tokens: int, attention_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``seconds(tokens, tokens, a)`` for each ``a`` of ``attention_s`` (iterations of ``tokens``
@@ -389,4 +414,5 @@ class IterationTimer:
             saved = saved_lo + (saved_hi - saved_lo) * (tokens - lo) / (hi - lo)
             body = self._serial_seconds(tokens) + self._n_attention * a - saved
             bound = np.maximum(np.maximum(bound_lo, bound_hi), np.abs(saved_hi - saved_lo) / body)
-        return body + self._tail_seconds(tokens, max(1, tokens), False), bound
+        return self._host_bound(body + self._tail_seconds(tokens, max(1, tokens), False), tokens, max(1, tokens),
+                                False), bound
