@@ -360,9 +360,14 @@ class IterationTimer:
         return self._brackets[tokens]
 
     def seconds(self, tokens: int, logits: int, attention_s: float, prefill: bool = False) -> float:
-        """Makespan of an iteration of ``tokens`` new tokens, ``logits`` sampling sequences and
+        """Duration of an iteration of ``tokens`` new tokens, ``logits`` sampling sequences and
         ``attention_s`` per-layer attention (AttentionCost.seconds); ``prefill``: it has prompt
-        tokens (the LM head's rows then follow the framework's ``prefill_logits``)."""
+        tokens (the LM head's rows then follow the framework's ``prefill_logits``): its GPU
+        makespan (``gpu_seconds``) with the framework's host side (laddersim.costs.host_bound)."""
+        return self._host_bound(self.gpu_seconds(tokens, logits, attention_s, prefill), tokens, max(1, logits), prefill)
+
+    def gpu_seconds(self, tokens: int, logits: int, attention_s: float, prefill: bool = False) -> float:
+        """The GPU makespan of that iteration (``seconds`` without the host side)."""
         lo, hi = self._bracket(tokens)
         if hi == lo:
             body = self.body_seconds(lo, attention_s)
@@ -371,7 +376,7 @@ class IterationTimer:
             saved = saved_lo + (saved_hi - saved_lo) * (tokens - lo) / (hi - lo)
             body = self._serial_seconds(tokens) + self._n_attention * attention_s - saved
             self.max_error_bound = max(self.max_error_bound, abs(saved_hi - saved_lo) / body)
-        return self._host_bound(body + self._tail_seconds(tokens, max(1, logits), prefill), tokens, max(1, logits), prefill)
+        return body + self._tail_seconds(tokens, max(1, logits), prefill)
 
     def _kernels(self, tokens: int, logits: int, prefill: bool) -> float:
         """Kernels a pass of ``tokens`` new tokens launches (laddersim.costs.kernel_counts, over the
