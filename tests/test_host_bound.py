@@ -12,6 +12,7 @@ import yaml
 
 from laddersim.costs.host_bound import bounded_step_s, graph_replayed, host_parts_s
 from laddersim.hardware import load_profile
+from laddersim.hardware.sourced import Sourced
 from laddersim.model.framework import FRAMEWORKS_DIR, framework_names, load_framework
 from laddersim.model.shape import ModelShape
 from laddersim.traffic.iteration_time import IterationTimer
@@ -41,9 +42,10 @@ def _without_host_side(name: str, tmp_path: Path) -> str:
 
 
 def test_hand_computed_host_bound_step(h100):
-    # TensorRT-LLM: overlap scheduler; 420 kernels of an eager step at the profile's 16 us launch and
-    # 32 sequences at 55 us: host 6.72 + 1.76 = 8.48 ms
-    fw = load_framework("trtllm")
+    # TensorRT-LLM: overlap scheduler; an eager step of 420 kernels at the profile's 16 us launch
+    # and, in a copy of its record, 32 sequences at 55 us of host work each: host 6.72 + 1.76 ms
+    fw = load_framework("trtllm").model_copy(
+        update={"host_per_sequence_us": Sourced(value=55.0, source="test: a hand-computed case")})
     launch_s, work_s = host_parts_s(fw, h100, 420, 32, prefill=True)
     assert launch_s == pytest.approx(420 * 16e-6)
     assert work_s == pytest.approx(32 * 55e-6)
