@@ -132,19 +132,24 @@ LMDEPLOY_A100_ROWS = [("llama-2-7b", 1, 1, 128, 128, 102.21, 0.022, 0.010),
                       ("llama-2-70b", 4, 16, 128, 2048, 482.99, 0.403, 0.033)]
 
 
-def test_turbomind_a100_rows_within_6_percent(tmp_path):
-    """Cited batch-1 and batch-16 TurboMind rows at TP 1 and TP 4, shipped A100 profile, no fit:
-    tokens/s and TTFT within 6%, TPOT within 6% plus the source's 1 ms rounding."""
+def write_llama_2_models(folder) -> None:
+    """``LLAMA_2``'s configs as ``<name>.json`` files in ``folder``."""
     import json
-
-    from laddersim.validation.static_external import score_static
 
     base = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 32000,
             "max_position_embeddings": 4096, "tie_word_embeddings": False, "rms_norm_eps": 1e-05,
             "rope_theta": 10000.0, "torch_dtype": "float16", "hidden_act": "silu", "head_dim": 128}
-    (tmp_path / "models").mkdir()
+    folder.mkdir(parents=True, exist_ok=True)
     for name, fields in LLAMA_2.items():
-        (tmp_path / "models" / f"{name}.json").write_text(json.dumps({**base, **fields}))
+        (folder / f"{name}.json").write_text(json.dumps({**base, **fields}))
+
+
+def test_turbomind_a100_rows_within_6_percent(tmp_path):
+    """Cited batch-1 and batch-16 TurboMind rows at TP 1 and TP 4, shipped A100 profile, no fit:
+    tokens/s and TTFT within 6%, TPOT within 6% plus the source's 1 ms rounding."""
+    from laddersim.validation.static_external import score_static
+
+    write_llama_2_models(tmp_path / "models")
     lines = ["model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,engine,engine_version,hardware,dtype,"
              "tokens_per_s,ttft_s,tpot_s,source"]
     lines += [f"{m},{tp},1,{b},{p},{g},on,standard,lmdeploy-turbomind,0.1.0a1,A100-SXM4-80GB,float16,"

@@ -51,7 +51,7 @@ def op_kernels(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int,
                                        for kind in MEMORY_BOUND_KINDS}
     for kind, (m, n, _, _) in linear_shapes(model, tp, phase, logits_rows(fw, phase)).items():
         if is_quantized_linear(work, kind):  # the quantization's GEMM after its input's quantize kernels
-            quantize = work.quantization.quantize_kernels
+            quantize = 0 if fw.quantize_fused_into(kind) else work.quantization.quantize_kernels
             out[kind] = {"library_gemm": 1, **({"generated": quantize} if quantize else {})}
             continue
         out[kind] = {"generated" if (generated and m == 1) else "library_gemm": 1}

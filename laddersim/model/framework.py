@@ -133,6 +133,15 @@ class Framework(BaseModel):
     # and detokenization run between steps, not overlapped with them (vLLM's V0 engine before
     # multi-step scheduling). None: nothing beyond the profile's.
     step_host_us: NonNegative | None = None
+    # The quantized linears (``--quant fp8``) whose input the producing kernel writes already
+    # quantized (TensorRT fuses a quantize layer into the layer before it): no quantize kernels of
+    # their own where the GEMM is priced without a measured table (laddersim.costs.op_costs). None:
+    # every quantized linear quantizes its input in its own kernels.
+    quantize_fused: Choice[list[Literal["qkv", "o_proj", "gate_up", "qkv_gate_up", "down"]]] | None = None
+
+    def quantize_fused_into(self, kind: str) -> bool:
+        """Does the kernel producing ``kind``'s input write it quantized (``quantize_fused``)?"""
+        return self.quantize_fused is not None and kind in self.quantize_fused.value
 
     def step_host_s(self) -> float:
         return self.step_host_us.value * 1e-6 if self.step_host_us is not None else 0.0
