@@ -20,8 +20,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from laddersim.costs.kernel_counts import op_kernels
+from laddersim.costs.pass_shapes import Phase
 from laddersim.hardware.profile import HardwareProfile
 from laddersim.model.framework import Framework
+from laddersim.model.shape import ModelShape
+from laddersim.model.workload import Workload
 
 
 def graph_replayed(fw: Framework, prefill: bool, sequences: int) -> bool:
@@ -30,6 +34,14 @@ def graph_replayed(fw: Framework, prefill: bool, sequences: int) -> bool:
     if fw.cuda_graph_max_batch is None or prefill:
         return False
     return sequences <= fw.cuda_graph_max_batch.value
+
+
+def pass_kernels(model: ModelShape, hw: HardwareProfile, work: Workload, tp: int, phase: Phase,
+                 kind_counts: dict[str, int]) -> float:
+    """Kernels a pass launches: each op kind's kernels (laddersim.costs.kernel_counts) times the
+    program's ops of that kind (``kind_counts``)."""
+    per_kind = op_kernels(model, hw, work, tp, phase)
+    return float(sum(kind_counts.get(kind, 0) * sum(classes.values()) for kind, classes in per_kind.items()))
 
 
 def eager_kernel_host_s(fw: Framework, hw: HardwareProfile) -> float:

@@ -40,6 +40,9 @@ dimensions need them:
   grows with the tokens (messages and compute both do), so the error is at most the difference
   of the savings at the two grid points. :class:`IterationTimer` keeps the largest such bound,
   relative to the iteration's time, in ``max_error_bound``.
+
+``seconds`` is that makespan (``gpu_seconds``) with the framework's host side where it prices one
+(laddersim.costs.host_bound: eager launches past its CUDA graphs, per-sequence host work).
 """
 
 from __future__ import annotations
@@ -52,8 +55,7 @@ from typing import Callable
 import numpy as np
 
 from laddersim.costs.collectives import collective_choice
-from laddersim.costs.host_bound import bounded_step_s, host_parts_s
-from laddersim.costs.kernel_counts import op_kernels
+from laddersim.costs.host_bound import bounded_step_s, host_parts_s, pass_kernels
 from laddersim.costs.op_costs import Phase, collective_message_bytes, logits_rows, op_times_s
 from laddersim.costs.pass_shapes import linear_shapes, splitk_reduce
 from laddersim.costs.rank_skew import skew_wait_per_compute
@@ -384,10 +386,8 @@ class IterationTimer:
         key = (tokens, prefill)
         if key not in self._pass_kernels:
             s = self.scenario
-            per_kind = op_kernels(s.model, s.hardware, s.workload, s.tp, _phase(tokens, logits, prefill))
-            counts = dict(zip(self._kind_names, self._kind_counts.tolist()))
-            self._pass_kernels[key] = float(sum(counts.get(kind, 0) * sum(classes.values())
-                                                for kind, classes in per_kind.items()))
+            self._pass_kernels[key] = pass_kernels(s.model, s.hardware, s.workload, s.tp, _phase(tokens, logits, prefill),
+                                                   dict(zip(self._kind_names, self._kind_counts.tolist())))
         return self._pass_kernels[key]
 
     def _host_bound(self, gpu_s, tokens: int, logits: int, prefill: bool):
