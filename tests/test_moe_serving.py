@@ -11,7 +11,8 @@ import pytest
 
 from laddersim.cli import main
 from laddersim.costs.op_costs import op_times_s
-from laddersim.traffic.iteration_time import IterationTimer, MixedPhase
+from laddersim.traffic.iteration_shape import MixedPhase
+from laddersim.traffic.iteration_time import IterationTimer
 from laddersim.traffic.run import serving_scenario
 
 
@@ -26,7 +27,7 @@ def test_moe_iteration_extrapolated_from_reduced_runs_equals_the_whole_model(sch
     timer = IterationTimer(serving_scenario("mixtral-8x7b", "h100-sxm-nvswitch", 2, schedule, framework="vllm"))
     assert "moe_gate_up" in timer._kind_names and "gate_up" not in timer._kind_names
     for tokens, logits, a_s in ((1, 1, 2e-5), (24, 10, 1.3e-4), (2048, 3, 9e-4)):
-        assert timer.seconds(tokens, logits, a_s) == pytest.approx(_whole_model(timer, tokens, logits, a_s), rel=1e-9)
+        assert timer.gpu_seconds(tokens, logits, a_s) == pytest.approx(_whole_model(timer, tokens, logits, a_s), rel=1e-9)
     assert timer.whole_model_runs == 0
 
 
@@ -35,7 +36,7 @@ def test_interleaved_dense_and_moe_layers_run_the_whole_model():
     scenario = serving_scenario("llama-4-maverick", "h200-sxm-nvswitch", 8, "ladder", framework="vllm")
     timer = IterationTimer(scenario)
     assert timer._reduced == [] and {"moe_gate_up", "gate_up"} <= set(timer._kind_names)
-    got = timer.seconds(8, 8, 1e-4)
+    got = timer.gpu_seconds(8, 8, 1e-4)
     assert got == pytest.approx(_whole_model(timer, 8, 8, 1e-4), rel=1e-12) and timer.whole_model_runs > 0
 
 
@@ -47,7 +48,7 @@ def test_moe_iteration_follows_the_experts_its_tokens_hit():
     times = [op_times_s(s.model, s.hardware, s.workload, 2, MixedPhase("decode", t, 1, t), np.ones(1)) for t in (1, 64)]
     grouped = [float(t["moe_gate_up"][0] + t["moe_down"][0]) for t in times]
     assert 3.0 < grouped[1] / grouped[0] < 4.2  # ~ 8 / 2 experts' weights streamed
-    one, many = timer.seconds(1, 1, 1e-5), timer.seconds(64, 64, 1e-5)
+    one, many = timer.gpu_seconds(1, 1, 1e-5), timer.gpu_seconds(64, 64, 1e-5)
     # the grouped GEMMs' growth, plus a little from the rest of the pass (its 64 rows)
     assert 1.0 <= (many - one) / (s.model.n_layers * (grouped[1] - grouped[0])) < 1.2
 
@@ -123,6 +124,6 @@ def test_moe_pipeline_stage_timers_extrapolate_exactly():
     for timer in stage_timers(scenario, ServingOptions()):
         assert timer._reduced and "moe_down" in timer._kind_names
         for tokens, logits, a_s in ((1, 1, 2e-5), (40, 8, 2e-4)):
-            assert timer.seconds(tokens, logits, a_s) == pytest.approx(_whole_model(timer, tokens, logits, a_s),
+            assert timer.gpu_seconds(tokens, logits, a_s) == pytest.approx(_whole_model(timer, tokens, logits, a_s),
                                                                        rel=1e-9)
         assert timer.whole_model_runs == 0

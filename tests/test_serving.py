@@ -258,7 +258,7 @@ def test_prefill_iteration_tail_follows_the_frameworks_prefill_logits(framework)
     (prefill_logits: all), on the sampling sequences under vLLM: the timer equals a whole-model
     engine run with op_costs' durations of that pass."""
     from laddersim.costs.op_costs import op_times_s
-    from laddersim.traffic.iteration_time import MixedPhase
+    from laddersim.traffic.iteration_shape import MixedPhase
     s = serving_scenario(MODEL, "h100-sxm-p2p-off", TP, "ladder", framework=framework)
     timer = IterationTimer(s)
     for tokens, logits, a_s in ((512, 1, 4e-4), (2048, 3, 2e-3), (16, 2, 5e-5)):
@@ -266,9 +266,9 @@ def test_prefill_iteration_tail_follows_the_frameworks_prefill_logits(framework)
         seconds = np.array([float(times[k][0]) for k in timer._kind_names])
         _, compute, comm, _ = timer._base_at(tokens)
         whole, _ = timer._run(timer._full, seconds, compute, comm, a_s)
-        assert timer.seconds(tokens, logits, a_s, prefill=True) == pytest.approx(whole, rel=1e-9)
+        assert timer.gpu_seconds(tokens, logits, a_s, prefill=True) == pytest.approx(whole, rel=1e-9)
         if tokens >= 512:  # the LM head over every prompt token costs more than over the samples (a GEMV)
-            every_token = timer.seconds(tokens, logits, a_s, prefill=True) > timer.seconds(tokens, logits, a_s)
+            every_token = timer.gpu_seconds(tokens, logits, a_s, prefill=True) > timer.gpu_seconds(tokens, logits, a_s)
             assert every_token == (framework == "gpt-fast")
 
 

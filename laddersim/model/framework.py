@@ -162,11 +162,13 @@ class Framework(BaseModel):
         return self.op_kernels.bytes_factor.get(kind, 1.0) if self.op_kernels is not None else 1.0
     # A traced stack's kernels per class (``laddersim calibrate kernels``): laddersim.model.kernel_calibration.
     kernel_calibration: KernelCalibration | None = None
-    # Host time per sequence that samples in a step, beyond ``step_host_us``, with the GPU idle: an
-    # engine whose scheduler, per-sequence input metadata, sampler output (each sequence's token
-    # copied to the host and turned into Python objects) and detokenization run between steps in
-    # Python, one sequence at a time (vLLM's V0 engine). Priced with the step's sampling op, the
-    # op the serving simulator prices at the iteration's sampling sequences. None: nothing.
+    # Host time per sequence that samples in a step, beyond ``step_host_us``: the scheduler, the
+    # sequence's input metadata, its sampled token copied to the host and turned into Python
+    # objects, detokenization. Where the scheduler does not overlap the GPU (``scheduler_overlap``
+    # not true: vLLM's V0 engine, V1 without async scheduling) the GPU idles through it, priced with
+    # the step's sampling op (the op the serving simulator prices at the iteration's sampling
+    # sequences); where it overlaps, the serving step takes the longer of its GPU and host times
+    # (laddersim.costs.host_bound). None: nothing.
     step_host_per_sequence_us: NonNegative | None = None
 
     # Host time per sequence that samples in an iteration of the online server (the serving
@@ -176,11 +178,35 @@ class Framework(BaseModel):
     # asyncio event loop). ``simulate``'s static batch is the offline engine and does not pay it.
     server_host_per_sequence_us: NonNegative | None = None
 
-    def step_host_per_sequence_s(self) -> float:
+    def host_per_sequence_s(self) -> float:
+        """Per-sequence host seconds of a step, overlapped with the GPU or not."""
         return self.step_host_per_sequence_us.value * 1e-6 if self.step_host_per_sequence_us is not None else 0.0
+
+    def step_host_per_sequence_s(self) -> float:
+        """Per-sequence host seconds the GPU idles through (the scheduler does not overlap them)."""
+        return 0.0 if self.overlaps_host() else self.host_per_sequence_s()
 
     def server_host_per_sequence_s(self) -> float:
         return self.server_host_per_sequence_us.value * 1e-6 if self.server_host_per_sequence_us is not None else 0.0
+    # The host side of a serving engine's step (laddersim.costs.host_bound). A decode-only step of
+    # up to ``cuda_graph_max_batch`` sequences replays a captured CUDA graph (its launch is in the
+    # profile's ``framework.step_overhead_us``); a larger decode step, and every step with prompt
+    # tokens, launches its kernels one by one from the host, ``eager_kernel_host_us`` each, while
+    # the GPU runs those already launched. None: no host side priced (the step is its GPU time).
+    cuda_graph_max_batch: Choice[int] | None = None
+    # Host time to launch one kernel of an eager step. None: the profile's
+    # ``collectives.eager_launch_us`` (an eager call's host launch, measured as eager minus graph).
+    eager_kernel_host_us: NonNegative | None = None
+    # True: the scheduler prepares step N+1 (and processes step N-1's outputs) while the GPU runs
+    # step N, so a step takes the longer of its GPU time and its host time; False: the host's
+    # per-step work runs with the GPU idle, after the step. None: as False.
+    scheduler_overlap: Choice[bool] | None = None
+    def overlaps_host(self) -> bool:
+        return self.scheduler_overlap is not None and bool(self.scheduler_overlap.value)
+
+    def prices_host_side(self) -> bool:
+        """Does the framework price its steps' host side (laddersim.costs.host_bound)?"""
+        return self.cuda_graph_max_batch is not None or (self.overlaps_host() and self.host_per_sequence_s() > 0.0)
 
     @property
     def prefill_attention_path(self) -> str:

@@ -172,7 +172,7 @@ def _evaluate(split: _Split) -> list[tuple]:
 
 def _splits(candidates: list[tuple]) -> list[list[tuple]]:
     """The candidates grouped by (profile, TP, PP), in order: one task each (its schedules share
-    the costs of their iterations, laddersim.traffic.iteration_time.shared_op_times_s)."""
+    the costs of their iterations, laddersim.traffic.iteration_shape.shared_op_times_s)."""
     groups: list[list[tuple]] = []
     for candidate in candidates:
         name, _, tp, _, *stages = candidate

@@ -40,25 +40,29 @@ dimensions need them:
   grows with the tokens (messages and compute both do), so the error is at most the difference
   of the savings at the two grid points. :class:`IterationTimer` keeps the largest such bound,
   relative to the iteration's time, in ``max_error_bound``.
+
+``seconds`` is that makespan (``gpu_seconds``) with the framework's host side where it prices one
+(laddersim.costs.host_bound: eager launches past its CUDA graphs, per-sequence host work).
 """
 
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from laddersim.costs.collectives import collective_choice
-from laddersim.costs.op_costs import Phase, collective_message_bytes, logits_rows, op_times_s
+from laddersim.costs.host_bound import HostSide
+from laddersim.costs.op_costs import collective_message_bytes, logits_rows
 from laddersim.costs.pass_shapes import linear_shapes, splitk_reduce
 from laddersim.costs.rank_skew import skew_wait_per_compute
 from laddersim.engine.entry import run as run_engine
 from laddersim.model.framework import load_framework
 from laddersim.traffic.attention_cost import AttentionCost
 from laddersim.traffic.attention_intervals import Intervals, interpolate
+from laddersim.traffic.iteration_shape import MixedPhase, phase_of, shared_op_times_s, token_bracket
 from laddersim.simulation.compiled_program import CompiledProgram, compile_program
 from laddersim.simulation.engine_inputs import engine_run, group_links, kind_slowdowns, op_seconds
 from laddersim.simulation.simulate import Scenario
@@ -67,59 +71,9 @@ from laddersim.schedules.stages import Stage
 # Ops after the last hidden-state AllReduce whose durations depend on the sampling sequences.
 TAIL_KINDS = frozenset({"final_norm", "lm_head", "allgather_logits", "sampling"})
 ROW_KINDS = frozenset({"final_norm", "lm_head"})  # of them, those that run on the LM head's rows
-EXACT_TOKENS = 16  # every token count up to this is its own grid point
 A_GRID_BASE_S = 1e-6  # attention anchors at 1 us * A_GRID_FACTOR**k
 A_GRID_FACTOR = 8.0
 A_TOLERANCE = 1e-3  # stop bisecting an attention interval once its ends differ by this share
-
-
-@dataclass(frozen=True)
-class MixedPhase(Phase):
-    """A forward pass of ``total_tokens`` new tokens of which ``batch`` sequences sample (a
-    continuous-batching iteration); op_costs reads ``tokens`` and ``batch``, and the name: a
-    ``prefill`` (the iteration has prompt tokens) runs the LM head on every new token where the
-    framework's prefill does (``prefill_logits: all``), a ``decode`` on each sampling sequence."""
-
-    total_tokens: int = 0
-
-    @property
-    def tokens(self) -> int:
-        return self.total_tokens
-
-
-def _phase(tokens: int, logits: int, prefill: bool) -> MixedPhase:
-    return MixedPhase("prefill" if prefill else "decode", logits, 1, tokens)
-
-
-def token_bracket(tokens: int, points_per_octave: int) -> tuple[int, int]:
-    """The grid points (lo, hi) around ``tokens`` (equal when it is one)."""
-    if tokens <= EXACT_TOKENS:
-        return tokens, tokens
-    octave = 1 << (tokens.bit_length() - 1)
-    step = max(1, octave // points_per_octave)
-    lo = tokens - tokens % step
-    return (lo, lo) if lo == tokens else (lo, lo + step)
-
-
-_OP_TIMES: OrderedDict[tuple, tuple[Scenario, dict[str, np.ndarray]]] = OrderedDict()
-OP_TIMES_KEPT = 4096  # passes' op costs kept (a scenario's iterations need a few hundred)
-
-
-def shared_op_times_s(scenario: Scenario, tokens: int, logits: int) -> dict[str, np.ndarray]:
-    """``op_times_s`` of a pass of ``tokens`` new tokens and ``logits`` sampling sequences on
-    ``scenario``'s model, profile, TP and workload, shared by the iteration timers of every
-    schedule (and pipeline stage) of them in this process: the costs do not depend on the
-    schedule. Keyed by the identity of the model and profile objects (kept alive with the entry)."""
-    s = scenario
-    key = (id(s.model), id(s.hardware), s.workload, s.tp, tokens, logits)
-    if key in _OP_TIMES:
-        _OP_TIMES.move_to_end(key)
-        return _OP_TIMES[key][1]
-    times = op_times_s(s.model, s.hardware, s.workload, s.tp, _phase(tokens, logits, False), np.ones(1))
-    _OP_TIMES[key] = (s, times)
-    if len(_OP_TIMES) > OP_TIMES_KEPT:
-        _OP_TIMES.popitem(last=False)
-    return times
 
 
 @dataclass(frozen=True)
@@ -197,6 +151,8 @@ class IterationTimer:
         self.attention = AttentionCost(scenario)
         self._base: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, float]] = {}
         self._framework = load_framework(scenario.workload.framework)
+        self._host = HostSide(scenario.model, scenario.hardware, scenario.workload, scenario.tp, self._framework,
+                              dict(zip(self._kind_names, self._kind_counts.tolist())))
         self._rows_s: dict[tuple[bool, int], float] = {}  # (one token, rows) -> final norm + LM head
         self._samples_s: dict[tuple[bool, int], float] = {}  # (one token, samples) -> gather + sampling
         self._serial_s: dict[int, float] = {}
@@ -234,7 +190,7 @@ class IterationTimer:
         # priced at those tokens (the body's, whose LM head runs on every token): no new op_times_s.
         key = (tokens, logits, prefill)
         if key not in self._tails_s:
-            rows = logits_rows(self._framework, _phase(tokens, logits, prefill))
+            rows = logits_rows(self._framework, phase_of(tokens, logits, prefill))
             self._tails_s[key] = self._tail_part(self._rows_s, self._row_kinds, tokens, rows) + \
                 self._tail_part(self._samples_s, self._sample_kinds, tokens, logits) + \
                 logits * self._framework.server_host_per_sequence_s()  # the online server's host work
@@ -333,7 +289,7 @@ class IterationTimer:
         and each collective's (algorithm, protocol), NCCL's tuner choice by message size."""
         if tokens not in self._paths:
             s = self.scenario
-            phase = _phase(tokens, tokens, False)
+            phase = phase_of(tokens, tokens, False)
             splits = tuple(splitk_reduce(self._framework, s.hardware.gpu, m, n)
                            for m, n, _, _ in linear_shapes(s.model, s.tp, phase).values())
             choices = tuple(collective_choice(s.hardware, s.tp, float(size)) for size in
@@ -358,9 +314,14 @@ class IterationTimer:
         return self._brackets[tokens]
 
     def seconds(self, tokens: int, logits: int, attention_s: float, prefill: bool = False) -> float:
-        """Makespan of an iteration of ``tokens`` new tokens, ``logits`` sampling sequences and
+        """Duration of an iteration of ``tokens`` new tokens, ``logits`` sampling sequences and
         ``attention_s`` per-layer attention (AttentionCost.seconds); ``prefill``: it has prompt
-        tokens (the LM head's rows then follow the framework's ``prefill_logits``)."""
+        tokens (the LM head's rows then follow the framework's ``prefill_logits``): its GPU
+        makespan (``gpu_seconds``) with the framework's host side (laddersim.costs.host_bound)."""
+        return self._host_bound(self.gpu_seconds(tokens, logits, attention_s, prefill), tokens, max(1, logits), prefill)
+
+    def gpu_seconds(self, tokens: int, logits: int, attention_s: float, prefill: bool = False) -> float:
+        """The GPU makespan of that iteration (``seconds`` without the host side)."""
         lo, hi = self._bracket(tokens)
         if hi == lo:
             body = self.body_seconds(lo, attention_s)
@@ -370,6 +331,10 @@ class IterationTimer:
             body = self._serial_seconds(tokens) + self._n_attention * attention_s - saved
             self.max_error_bound = max(self.max_error_bound, abs(saved_hi - saved_lo) / body)
         return body + self._tail_seconds(tokens, max(1, logits), prefill)
+
+    def _host_bound(self, gpu_s, tokens: int, logits: int, prefill: bool):
+        """``gpu_s`` with the step's host side (laddersim.costs.host_bound.HostSide)."""
+        return self._host.step_s(gpu_s, phase_of(tokens, logits, prefill), logits, prefill)
 
     def decode_steps(self, tokens: int, attention_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``seconds(tokens, tokens, a)`` for each ``a`` of ``attention_s`` (iterations of ``tokens``
@@ -390,4 +355,5 @@ class IterationTimer:
             saved = saved_lo + (saved_hi - saved_lo) * (tokens - lo) / (hi - lo)
             body = self._serial_seconds(tokens) + self._n_attention * a - saved
             bound = np.maximum(np.maximum(bound_lo, bound_hi), np.abs(saved_hi - saved_lo) / body)
-        return body + self._tail_seconds(tokens, max(1, tokens), False), bound
+        return self._host_bound(body + self._tail_seconds(tokens, max(1, tokens), False), tokens, max(1, tokens),
+                                False), bound
