@@ -1,14 +1,6 @@
-"""Expert parallelism over data-parallel attention: the layout that lets an MoE model too big for
-one TP group fit, what each GPU holds in it, and the smallest expert-parallel size that fits.
-
-The layout (vLLM docs ``serving/data_parallel_deployment.md`` and ``expert_parallel_deployment.md``,
-vllm-project/vllm @ b863fe5bf4e1: ``--data-parallel-size D --tensor-parallel-size T
---enable-expert-parallel``; SGLang ``--tp N --dp D --enable-dp-attention``, attention TP ``N / D``):
-``dp`` attention replicas, each a TP group of ``attn_tp`` GPUs with its own sequences and their KV
-cache; the expert layers span all ``ep = dp x attn_tp`` GPUs, each holding ``n_experts / ep`` whole
-experts; the router, the shared experts and the dense layers stay with the replica (TP
-``attn_tp``). Tokens reach their experts by an all-to-all dispatch and come back by an all-to-all
-combine (``laddersim.costs.moe_alltoall``).
+"""Expert parallelism over data-parallel attention: the smallest expert-parallel size at which an
+MoE model too big for one TP group fits. The layout itself and what each of its GPUs holds are
+``laddersim.model.dp_attention``'s (re-exported here).
 """
 
 from __future__ import annotations
