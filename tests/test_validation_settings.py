@@ -240,3 +240,25 @@ def test_the_report_and_the_printed_rows_name_a_config_model_as_the_table_does(t
     assert "tiny-lm" in out and "tiny-lm" in report and set(written["model"]) == {"tiny-lm"}
     for text in (out, report):
         assert "tiny-lm.json" not in text and str(tmp_path) not in text
+
+
+def test_an_ep_column_gives_each_row_its_expert_parallel_degree(tmp_path):
+    """A mixture-of-experts row's ``ep`` is read as ``--ep`` is: the prediction equals simulate's at
+    that EP, and the rows of one setting at two EPs are two settings (no repeated-row refusal)."""
+    from laddersim.simulation.simulate import make_scenario, simulate
+
+    models = tmp_path / "models"
+    models.mkdir()
+    config = data_path("validation", "moe", "models", "mistralai--Mixtral-8x7B-v0.1.json")
+    (models / "mixtral.json").write_text(Path(config).read_text())
+    path = tmp_path / "measured.csv"
+    path.write_text("model,tp,ep,nodes,batch,prompt_len,gen_len,p2p,schedule,hardware,framework,tokens_per_s\n"
+                    "mixtral,2,1,1,4,128,16,on,standard,h100-sxm-nvswitch,vllm,500\n"
+                    "mixtral,2,2,1,4,128,16,on,standard,h100-sxm-nvswitch,vllm,500\n")
+    rows = validate(read_measured(path))
+    for ep, row in zip((1, 2), rows.itertuples()):
+        want = simulate(make_scenario(model=str(models / "mixtral.json"), hardware="h100-sxm-nvswitch", tp=2, ep=ep,
+                                      batch=4, prompt_len=128, gen_len=16, schedule="standard", dtype="float16",
+                                      framework="vllm")).summary()["tokens_per_s"]
+        assert row.predicted_tokens_per_s == pytest.approx(want, rel=1e-12)
+    assert rows["predicted_tokens_per_s"].iloc[0] != rows["predicted_tokens_per_s"].iloc[1]

@@ -8,7 +8,9 @@ An optional ``framework`` column names each row's framework (``laddersim/data/fr
 the setup's). A model that is neither a preset nor a path is looked up as ``<name>.json`` in the
 models folder (``--models DIR``; default: ``models/`` beside the table), and optional
 ``prefill_s`` / ``decode_s`` columns are compared with the predicted phase times. An optional
-``pp`` column (default 1) gives each row's pipeline stages, each a TP group of ``tp`` GPUs; an
+``pp`` column (default 1) gives each row's pipeline stages, each a TP group of ``tp`` GPUs, an
+optional ``ep`` column (default 1) a mixture-of-experts row's expert-parallel degree within the TP
+group (``--ep``); an
 optional ``allreduce`` column the AllReduce implementation forced over the row's framework rule
 (``laddersim.costs.allreduce_impls``; blank: the framework's). Optional ``quant`` and
 ``kv_cache_dtype`` columns give each row's quantization of the linears and KV cache element type
@@ -44,10 +46,10 @@ from laddersim.validation.error_stats import error_stats
 BUILTIN_MEASURED = data_path("validation", "ladder_70b_tp_sweep.csv")
 REQUIRED_COLUMNS = ("model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "tokens_per_s")
 INTEGER_COLUMNS = ("tp", "nodes", "batch", "prompt_len", "gen_len")
-OPTIONAL_INTEGER_COLUMNS = ("pp",)  # a pipeline's stages; a table without the column: 1
+OPTIONAL_INTEGER_COLUMNS = ("pp", "ep")  # pipeline stages, expert-parallel degree; without the column: 1
 # A measured setting; ``hardware`` and ``dtype`` count where the table has them (ladder_bench
 # writes dtype: a float32 and a bfloat16 run of one setting are two settings).
-SETTING = ["model", "hardware", "framework", "allreduce", "tp", "pp", "nodes", "batch", "prompt_len", "gen_len",
+SETTING = ["model", "hardware", "framework", "allreduce", "tp", "pp", "ep", "nodes", "batch", "prompt_len", "gen_len",
            "dtype", "quant", "kv_cache_dtype"]
 # A table's dtype label for FP8 serving: its quantization, KV cache and activations' dtype.
 FP8_LABEL = {"quant": "fp8", "kv_cache_dtype": "fp8", "dtype": "float16"}
@@ -172,8 +174,9 @@ def combined_tables(frames: list[pd.DataFrame]) -> pd.DataFrame:
     if len(frames) == 1:
         return frames[0]
     frame = pd.concat(frames, ignore_index=True)
-    if "pp" in frame.columns:  # a table without the column ran no pipeline
-        frame["pp"] = frame["pp"].fillna(1).astype(int)
+    for column in OPTIONAL_INTEGER_COLUMNS:  # a table without the column ran no pipeline / no EP
+        if column in frame.columns:
+            frame[column] = frame[column].fillna(1).astype(int)
     keys = [c for c in SETTING + ["p2p", "schedule"] if c in frame.columns]
     repeated = frame[frame.duplicated(keys, keep=False)]
     if len(repeated):
@@ -282,8 +285,8 @@ def check_rows(frame: pd.DataFrame, setup: ValidationSetup) -> list:
         scenario = make_scenario(model=row.model, hardware=profile, tp=int(row.tp), batch=int(row.batch),
                                  prompt_len=int(row.prompt_len), gen_len=int(row.gen_len), schedule=row.schedule,
                                  dtype=dtype, kv_cache=setup.kv_cache, kv_reads=setup.kv_reads, framework=framework,
-                                 pp=int(getattr(row, "pp", 1)), allreduce=allreduce, quant=quant,
-                                 kv_cache_dtype=kv_cache_dtype)
+                                 pp=int(getattr(row, "pp", 1)), ep=int(getattr(row, "ep", 1)), allreduce=allreduce,
+                                 quant=quant, kv_cache_dtype=kv_cache_dtype)
         scenario.model.check_tp(scenario.tp)
         check_memory(scenario)
         if scenario_nodes(scenario) != int(row.nodes):

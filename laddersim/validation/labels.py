@@ -11,7 +11,7 @@ import pandas as pd
 from laddersim.model.shape import config_file_name
 
 # The setting columns a figure panel or a trend holds fixed besides TP, batch and P2P.
-OTHER_SETTING = ["model", "framework", "pp", "prompt_len", "gen_len", "dtype"]
+OTHER_SETTING = ["model", "framework", "pp", "ep", "prompt_len", "gen_len", "dtype"]
 # The column naming each row's model x P2P x framework group (the groups validate reports errors by).
 MODEL_P2P = "model_p2p"
 
