@@ -19,7 +19,7 @@ from laddersim.costs.generated_gemv import generated_gemv_time_s
 from laddersim.costs.graph_proxy import graph_host_node_s
 from laddersim.costs.l2_reuse import group_reads_s
 from laddersim.costs.family_ops import qk_norm_bytes, qkv_bias_bytes
-from laddersim.costs.quantized_gemm import is_quantized_linear, quantize_time_s, quantized_linear_time_s
+from laddersim.costs.quantized_gemm import is_quantized_linear, quantized_linear_time_s
 from laddersim.costs.moe_costs import moe_op_times_s
 from laddersim.costs.mla_costs import mla_attention_time_s, mla_linear_times_s, mla_rope_bytes
 from laddersim.costs.pass_shapes import (  # noqa: F401  (re-exported: the pass's shapes and kernel paths)
@@ -183,14 +183,12 @@ def fixed_op_times(model: ModelShape, hw: HardwareProfile, work: Workload, tp: i
         stacked or not, at the best streaming the profile's GEMM table shows for those bytes
         (laddersim.costs.generated_gemv)."""
         if is_quantized_linear(work, kind):  # its own GEMM and input quantization (quantized_gemm)
-            priced = [quantized_linear_time_s(hw, work, m, part, k, peak) for part in (parts or (n,))]
+            fused = fw.quantize_fused_into(kind)  # the input already quantized by its producer
+            priced = [quantized_linear_time_s(hw, work, m, part, k, peak, input_quantized=fused)
+                      for part in (parts or (n,))]
             labels = {label for _, label in priced}
             sources[kind] = labels.pop() if len(labels) == 1 else HYBRID
-            # the input already quantized by its producer (Framework.quantize_fused): a roofline-priced
-            # GEMM drops the quantize kernels quantized_gemm added (a measured table's time stays)
-            fused_quantize_s = sum(quantize_time_s(hw, work, m, k) for _, label in priced
-                                   if label == SOL and fw.quantize_fused_into(kind))
-            return sum(s for s, _ in priced) - fused_quantize_s
+            return sum(s for s, _ in priced)
         if generated_linears and m == 1:
             seconds, sources[kind] = generated_gemv_time_s(hw, n, k, b, peak)
         elif parts:

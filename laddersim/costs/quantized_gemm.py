@@ -56,8 +56,11 @@ def quantize_time_s(hw: HardwareProfile, work: Workload, m: int, k: int) -> floa
 
 
 def quantized_linear_time_s(hw: HardwareProfile, work: Workload, m: int, n: int, k: int,
-                            peak_16bit_flops_per_s: float) -> tuple[float, str]:
-    """Seconds of one quantized linear (its input's quantization included) and the source label."""
+                            peak_16bit_flops_per_s: float, input_quantized: bool = False) -> tuple[float, str]:
+    """Seconds of one quantized linear (its input's quantization included) and the source label.
+    ``input_quantized``: the kernel producing the input writes it quantized already (a framework's
+    ``quantize_fused``), so a GEMM priced by its roofline runs no quantize kernels of its own (a
+    measured table's time is the call's as measured)."""
     quant = work.quantization
     if quant.gemm == "weight_only":
         return _weight_only_time_s(hw, work, m, n, k, peak_16bit_flops_per_s)
@@ -69,7 +72,7 @@ def quantized_linear_time_s(hw: HardwareProfile, work: Workload, m: int, n: int,
     if measured is not None:
         return measured
     seconds = float(gemm_time_s(hw.gpu, m, n, k, FP8_BYTES, None, hw.gpu.peak_flops_per_s_for("fp8")))
-    return seconds + quantize_time_s(hw, work, m, k), SOL
+    return seconds + (0.0 if input_quantized else quantize_time_s(hw, work, m, k)), SOL
 
 
 def _fp8_table_time_s(hw: HardwareProfile, gemm_dtype: str, m: int, n: int, k: int) -> tuple[float, str] | None:
