@@ -71,25 +71,25 @@ def bounded_step_s(gpu_s, launch_s: float, work_s: float):
 
 
 class HostSide:
-    """The host side of one scenario's steps (``model``, ``hw``, ``work`` at ``tp`` under ``fw``;
-    ``kind_counts``: the program's ops of each kind), its kernels per pass memoized."""
+    """The host side of one scenario's steps (``model``, ``hw``, ``work`` at ``tp`` under ``fw``, a
+    framework that prices one: ``Framework.prices_host_side``; ``kind_counts``: the program's ops
+    of each kind), its kernels per pass memoized."""
 
     def __init__(self, model: ModelShape, hw: HardwareProfile, work: Workload, tp: int, fw: Framework,
                  kind_counts: dict[str, int]):
-        self._args, self._fw, self._kind_counts = (model, hw, work, tp), fw, kind_counts
+        self._model, self._hw, self._work, self._tp, self._fw = model, hw, work, tp, fw
+        self._kind_counts = kind_counts
         self._kernels: dict[tuple[int, bool], float] = {}  # (tokens, prefill) -> kernels a pass launches
 
     def kernels(self, phase: Phase, prefill: bool) -> float:
         """Kernels a pass of ``phase`` launches (memoized by its tokens and ``prefill``)."""
         key = (phase.tokens, prefill)
         if key not in self._kernels:
-            self._kernels[key] = pass_kernels(*self._args, phase, self._kind_counts)
+            self._kernels[key] = pass_kernels(self._model, self._hw, self._work, self._tp, phase, self._kind_counts)
         return self._kernels[key]
 
     def step_s(self, gpu_s, phase: Phase, sequences: int, prefill: bool):
-        """The step's seconds with its host side where the framework prices one; ``gpu_s`` (a
-        float or an array of steps of the same shape) otherwise."""
-        if not self._fw.prices_host_side():
-            return gpu_s
-        launch_s, work_s = host_parts_s(self._fw, self._args[1], self.kernels(phase, prefill), sequences, prefill)
+        """The step's seconds (``gpu_s``: a float or an array of steps of the same shape) with its
+        host side."""
+        launch_s, work_s = host_parts_s(self._fw, self._hw, self.kernels(phase, prefill), sequences, prefill)
         return bounded_step_s(gpu_s, launch_s, work_s)

@@ -152,8 +152,8 @@ class IterationTimer:
         self._base: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, float]] = {}
         self._framework = load_framework(scenario.workload.framework)
         self._host = HostSide(scenario.model, scenario.hardware, scenario.workload, scenario.tp, self._framework,
-                              dict(zip(self._kind_names, self._kind_counts.tolist())))
-        self._prices_host = self._framework.prices_host_side()
+                              dict(zip(self._kind_names, self._kind_counts.tolist()))) \
+            if self._framework.prices_host_side() else None
         self._rows_s: dict[tuple[bool, int], float] = {}  # (one token, rows) -> final norm + LM head
         self._samples_s: dict[tuple[bool, int], float] = {}  # (one token, samples) -> gather + sampling
         self._serial_s: dict[int, float] = {}
@@ -335,7 +335,7 @@ class IterationTimer:
 
     def _host_bound(self, gpu_s, tokens: int, logits: int, prefill: bool):
         """``gpu_s`` with the step's host side (laddersim.costs.host_bound.HostSide), where priced."""
-        if not self._prices_host:
+        if self._host is None:
             return gpu_s
         return self._host.step_s(gpu_s, phase_of(tokens, logits, prefill), logits, prefill)
 
