@@ -59,6 +59,11 @@ class OpKernels(BaseModel):
     source: str = Field(min_length=3)
 
 
+def _seconds(us) -> float:
+    """Seconds of an optional microseconds field (None: 0)."""
+    return us.value * 1e-6 if us is not None else 0.0
+
+
 class Framework(BaseModel):
     """One framework's kernel-path and cache settings (see the module docstring)."""
 
@@ -144,10 +149,10 @@ class Framework(BaseModel):
         return self.quantize_fused is not None and kind in self.quantize_fused.value
 
     def step_host_s(self) -> float:
-        return self.step_host_us.value * 1e-6 if self.step_host_us is not None else 0.0
+        return _seconds(self.step_host_us)
 
     def collective_handoff_s(self) -> float:
-        return self.collective_handoff_us.value * 1e-6 if self.collective_handoff_us is not None else 0.0
+        return _seconds(self.collective_handoff_us)
 
     def collective_handoff_half_s(self) -> float:
         """One side's share of the hand-off: the collective's stream's, or the compute stream's."""
@@ -180,14 +185,14 @@ class Framework(BaseModel):
 
     def host_per_sequence_s(self) -> float:
         """Per-sequence host seconds of a step, overlapped with the GPU or not."""
-        return self.step_host_per_sequence_us.value * 1e-6 if self.step_host_per_sequence_us is not None else 0.0
+        return _seconds(self.step_host_per_sequence_us)
 
     def step_host_per_sequence_s(self) -> float:
         """Per-sequence host seconds the GPU idles through (the scheduler does not overlap them)."""
         return 0.0 if self.overlaps_host() else self.host_per_sequence_s()
 
     def server_host_per_sequence_s(self) -> float:
-        return self.server_host_per_sequence_us.value * 1e-6 if self.server_host_per_sequence_us is not None else 0.0
+        return _seconds(self.server_host_per_sequence_us)
     # The host side of a serving engine's step (laddersim.costs.host_bound). A decode-only step of
     # up to ``cuda_graph_max_batch`` sequences replays a captured CUDA graph (its launch is in the
     # profile's ``framework.step_overhead_us``); a larger decode step, and every step with prompt
@@ -201,6 +206,7 @@ class Framework(BaseModel):
     # step N, so a step takes the longer of its GPU time and its host time; False: the host's
     # per-step work runs with the GPU idle, after the step. None: as False.
     scheduler_overlap: Choice[bool] | None = None
+
     def overlaps_host(self) -> bool:
         return self.scheduler_overlap is not None and bool(self.scheduler_overlap.value)
 
