@@ -220,6 +220,12 @@ def fewest_replicas(target_tokens_per_s: float | None, replica_tokens_per_s: flo
     return replicas
 
 
+def is_dp_attention_row(row: dict) -> bool:
+    """Did the simulated ``row`` run the data-parallel-attention layout? (True only: a row of a
+    table mixing layouts and splits holds NaN where it did not.)"""
+    return row.get("dp_attention") in (True,)
+
+
 def option_for(row: dict, usd_per_gpu_hour: float, target: Target) -> PlanOption | None:
     """The deployment a simulated row gives, or None if it misses a per-user target."""
     if row["status"] != "ok":
@@ -234,7 +240,7 @@ def option_for(row: dict, usd_per_gpu_hour: float, target: Target) -> PlanOption
     replicas = fewest_replicas(target.min_total_tokens_per_s, replica_tokens_per_s)
     total = replicas * replica_tokens_per_s
     pp, microbatches = int(row.get("pp") or 1), int(row.get("pp_microbatches") or 1)
-    layout = row.get("dp_attention") in (True,)  # (not a NaN of a table of mixed rows)
+    layout = is_dp_attention_row(row)
     gpus = replicas * (int(row["ep"]) if layout else row["tp"] * pp)
     usd_per_hour = gpus * usd_per_gpu_hour
     return PlanOption(

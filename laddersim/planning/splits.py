@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from laddersim.planning.planner import PlanOption
+from laddersim.planning.planner import PlanOption, is_dp_attention_row
 
 _NEEDS = re.compile(r"needs ([0-9.]+) GiB per GPU.* has ([0-9.]+) GiB usable")
 
@@ -60,15 +60,11 @@ def _reason_ok(row: dict) -> str:
                 f"({int(row.get('pp_microbatches') or 1)} micro-batch(es) in flight)")
     exposed = float(row.get("exposed_comm_s") or 0.0) / float(row["total_s"])
     ep = int(row.get("ep") or 1)
-    if _layout(row):
+    if is_dp_attention_row(row):
         return (f"data-parallel attention, {ep // int(row['tp'])} replicas of TP {row['tp']}: exposed all-to-all"
                 f"{' and AllReduce' if int(row['tp']) > 1 else ''} {exposed:.0%} of the time")
     split = "TP only" if ep == 1 else f"experts placed {ep} ways in the TP group"
     return f"{split}: exposed AllReduce {exposed:.0%} of the time"
-
-
-def _layout(row: dict) -> bool:
-    return row.get("dp_attention") in (True,)  # (not a NaN of a table of mixed rows)
 
 
 def split_verdicts(rows: list[dict], options: list[PlanOption],
@@ -78,7 +74,7 @@ def split_verdicts(rows: list[dict], options: list[PlanOption],
     ``refused`` splits, (profile, TP, PP, EP, why), not simulated."""
     groups: dict[tuple[str, int, int, int, bool], list[dict]] = {}
     for row in rows:
-        key = (row["hardware"], int(row["tp"]), int(row.get("pp") or 1), int(row.get("ep") or 1), _layout(row))
+        key = (row["hardware"], int(row["tp"]), int(row.get("pp") or 1), int(row.get("ep") or 1), is_dp_attention_row(row))
         groups.setdefault(key, []).append(row)
     best = {}
     for option in options:
