@@ -74,7 +74,8 @@ def split_verdicts(rows: list[dict], options: list[PlanOption],
     ``refused`` splits, (profile, TP, PP, EP, why), not simulated."""
     groups: dict[tuple[str, int, int, int, bool], list[dict]] = {}
     for row in rows:
-        key = (row["hardware"], int(row["tp"]), int(row.get("pp") or 1), int(row.get("ep") or 1), is_dp_attention_row(row))
+        key = (row["hardware"], int(row["tp"]), int(row.get("pp") or 1), int(row.get("ep") or 1),
+               is_dp_attention_row(row))
         groups.setdefault(key, []).append(row)
     best = {}
     for option in options:
