@@ -42,10 +42,6 @@ def _config(model: str) -> str:
     return str(FOLDER / "models" / next(f for key, f in CONFIGS.items() if model.startswith(key)))
 
 
-def _profile(gpu: str) -> str:
-    return require_profile(gpu, "gpu")
-
-
 def _simulate(model: str, profile: str, framework: str, tp: int, batch: int, prompt_len: int, gen_len: int,
               schedule: str = "standard", allreduce: str | None = None) -> dict:
     """``simulate --json``'s row of one scenario."""
@@ -63,7 +59,7 @@ def _gptfast_rows() -> list[list]:
     keep = table["note"].str.startswith("bf16") & ~table["note"].str.contains("SUPERSEDED")
     out = []
     for r in table[keep].itertuples():
-        tp, profile = int(r.tp), _profile("A100")
+        tp, profile = int(r.tp), require_profile("A100", "gpu")
         try:
             row = _simulate(r.model, profile, "gpt-fast", tp, 1, 5, 200, allreduce=GPTFAST_ALLREDUCE)
             predicted = float(row["tokens_per_s"])
@@ -88,7 +84,7 @@ def _latency_rows() -> list[list]:
                               ("vllm_nightly_buildkite_mixtral_tp2.csv", ci, 1e-3)):
         for r in rows.itertuples():
             batch, prompt_len, gen_len = int(r.batch_or_concurrency), int(r.input_len), int(r.output_len)
-            profile = _profile(r.gpu)
+            profile = require_profile(r.gpu, "gpu")
             framework = LATENCY_FRAMEWORKS[name]
             row = _simulate(r.model, profile, framework, int(r.tp), batch, prompt_len, gen_len)
             measured = float(r.value) * scale

@@ -41,6 +41,8 @@ from laddersim.validation.gpu_profiles import require_profile
 
 STATIC_COLUMNS = ("model", "tp", "nodes", "batch", "prompt_len", "gen_len", "p2p", "schedule", "engine",
                   "engine_version", "hardware", "dtype", "tokens_per_s", "ttft_s", "tpot_s")
+# The names tables give TensorRT-LLM.
+TRTLLM_ENGINES = ("trtllm", "tensorrt-llm")
 # The framework laddersim prices closest to each engine's kernels (before ``_framework``'s
 # version rule).
 ENGINE_FRAMEWORKS = {"trtllm": "trtllm", "tensorrt-llm": "trtllm", "lmdeploy-turbomind": "trtllm-session",
@@ -152,7 +154,7 @@ def score_static(path: str | Path, models_dir: str | Path | None = None,
 def _framework(engine: str, version: str) -> str:
     """The framework of ``engine`` at ``version`` (``ENGINE_FRAMEWORKS``; TensorRT-LLM before the
     PyTorch flow: ``trtllm-session``)."""
-    if engine in ("trtllm", "tensorrt-llm") and _version(version) < TRTLLM_PYTORCH_FLOW_VERSION:
+    if engine in TRTLLM_ENGINES and _version(version) < TRTLLM_PYTORCH_FLOW_VERSION:
         return "trtllm-session"
     return ENGINE_FRAMEWORKS[engine]
 
@@ -199,7 +201,7 @@ SESSION_CALL_S = 2.1e-3
 def harness_call_s(engine: str, framework: str) -> float:
     """Seconds the benchmark of ``engine`` times per call beyond the passes (``SESSION_CALL_S`` for
     TensorRT-LLM's session benchmark, else 0)."""
-    return SESSION_CALL_S if engine in ("trtllm", "tensorrt-llm") and framework == "trtllm-session" else 0.0
+    return SESSION_CALL_S if engine in TRTLLM_ENGINES and framework == "trtllm-session" else 0.0
 
 
 def with_call_overhead(summary: dict, call_s: float) -> dict:
@@ -215,7 +217,7 @@ def session_call_fit_s(rows: pd.DataFrame) -> float:
     """The median of measured minus predicted TTFT, the call overhead taken out of the prediction,
     over scored rows (``score_static(...).rows``) of TensorRT-LLM's session benchmark: the fit behind
     ``SESSION_CALL_S``."""
-    timed = rows[(rows["framework"] == "trtllm-session") & rows["engine"].str.lower().isin(["trtllm", "tensorrt-llm"])
+    timed = rows[(rows["framework"] == "trtllm-session") & rows["engine"].str.lower().isin(TRTLLM_ENGINES)
                  & rows["ttft_s"].notna()]
     return float(np.median(timed["ttft_s"] - (timed["predicted_ttft_s"] - SESSION_CALL_S)))
 
@@ -231,7 +233,7 @@ HOPPER_GPUS = ("H100", "H200")
 def _kv_reads(engine: str, version: str, hardware: str) -> str | None:
     """The decode attention's K/V reads of ``engine`` at ``version`` on ``hardware`` where they
     differ from its framework's (None: the framework's)."""
-    if engine not in ("trtllm", "tensorrt-llm") or not hardware.startswith(HOPPER_GPUS):
+    if engine not in TRTLLM_ENGINES or not hardware.startswith(HOPPER_GPUS):
         return None
     parts = _version(version)
     return "repeat_interleave" if parts and parts < TRTLLM_HOPPER_XQA_VERSION else None
