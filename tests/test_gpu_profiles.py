@@ -12,14 +12,14 @@ from laddersim.validation.gpu_profiles import FAMILY_PROFILES, PCIE_PROFILES, pr
     ("H200-SXM-141GB", "h200-sxm-nvswitch"), ("H200", "h200-sxm-nvswitch"),
     ("A100-SXM4-80GB", "a100-sxm-nvswitch"), ("A100-80GB", "a100-sxm-nvswitch"),
     ("A100-SXM-80GB (330W cap)", "a100-sxm-nvswitch"), ("A100-PCIE-40GB", "a100-pcie"),
-    ("B200", "b200-sxm-nvswitch"), ("L40S", "l40s-pcie"), ("l40s", "l40s-pcie")])
+    ("B200", "b200-sxm-nvswitch"), ("GH200-480GB", "gh200-480gb"), ("L40S", "l40s-pcie"), ("l40s", "l40s-pcie")])
 def test_each_table_spelling_maps_to_its_node(name, profile):
     assert profile_for_gpu(name) == profile
 
 
 def test_a_gpu_without_a_profile_is_one_line_naming_the_field():
     assert profile_for_gpu("H100-PCIe-80GB") is None and profile_for_gpu("MI300X") is None
-    with pytest.raises(UserInputError, match=r"^gpu 'MI300X' has no shipped profile; allowed: H200, H100"):
+    with pytest.raises(UserInputError, match=r"^gpu 'MI300X' has no shipped profile; allowed: GH200, H200, H100"):
         require_profile("MI300X", "gpu")
 
 

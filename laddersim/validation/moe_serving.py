@@ -8,7 +8,7 @@
   chunked context, trtllm-bench's default (``TRTLLM_BENCH_CHUNKED``), on the ``trtllm`` framework's kernels; predicted = output tokens / (last finish). FP8
   rows run FP8 experts and linears and an FP8 KV cache (the document's engines are built with
   ``--quantization FP8``, which in v0.17 quantizes the KV cache too), FP16 rows 16-bit ones. The
-  GH200 rows are skipped: no GH200 profile ships. On a PCIe node (the L40S rows) NCCL runs with
+  GH200 rows run on ``gh200-480gb`` (datasheet HBM, H100's fits; measured: false). On a PCIe node (the L40S rows) NCCL runs with
   ``NCCL_P2P_LEVEL=SYS`` (``TRTLLM_NCCL_P2P_LEVEL``, ``trtllm_node``): P2P between every pair of
   the node's GPUs, so a 4- or 8-GPU ring runs P2P over PCIe where NCCL's default level (P2P only
   behind one PCIe switch) would stage it through host memory (SHM).
