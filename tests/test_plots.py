@@ -187,6 +187,28 @@ def test_cli_timeline_from_scenario_flags(tmp_path, capsys):
     assert any(t.startswith("standard: step") for t in texts) and any(t.startswith("ladder: step") for t in texts)
 
 
+
+def test_cli_timeline_takes_the_expert_layout(tmp_path, capsys):
+    """--ep and --dp-attention reach the drawn step as simulate's: the spans are that scenario's own
+    step, and the expert-parallel step differs from the TP-only one."""
+    from laddersim.plots.step_spans import decode_step_spans
+    from laddersim.simulation.simulate import make_scenario, simulate
+
+    common = dict(model="mixtral-8x7b", hardware="h100-sxm-nvswitch", tp=2, batch=4, prompt_len=64, gen_len=4)
+    tp_only, _ = decode_step_spans(**common, schedules=["ladder"], step=1, n_ranks=2)
+    with_ep, results = decode_step_spans(**common, schedules=["ladder"], step=1, n_ranks=2, ep=2)
+    own = simulate(make_scenario(**common, ep=2, schedule="ladder")).timeline([1], ranks=[0, 1])
+    assert with_ep.drop(columns="schedule").equals(own)
+    assert not with_ep.drop(columns="schedule").equals(tp_only.drop(columns="schedule"))
+    out = tmp_path / "ep"
+    assert main(["plot", "--kind", "timeline", "--model", "mixtral-8x7b", "--hardware", "h100-sxm-nvswitch", "--tp",
+                 "1", "--ep", "4", "--dp-attention", "--prompt-len", "64", "--gen-len", "4", "--out", str(out)]) == 0
+    assert capsys.readouterr().out.split() == [str(out) + ".png", str(out) + ".svg"]
+    assert main(["plot", "--kind", "timeline", "--model", "mixtral-8x7b", "--hardware", "h100-sxm-nvswitch", "--tp",
+                 "2", "--ep", "3", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "error: ep: 3 does not divide the 8 experts of mistralai--Mixtral-8x7B-v0.1; allowed: 1, 2, 4, 8"]
+
 @pytest.mark.parametrize("argv, message", [
     (["--kind", "heatmap"], "error: results: --kind heatmap needs a RESULTS table"),
     (["{csv}", "--kind", "throughput", "--schedule", "ladder"], "error: schedule: not used by --kind throughput"),

@@ -66,6 +66,7 @@ def plot_timeline(model: str | Path | ModelShape, hardware: str | Path | Hardwar
                   batch: int = SCENARIO.batch, prompt_len: int = SCENARIO.prompt_len, gen_len: int = SCENARIO.gen_len,
                   schedules: Sequence[str] = DEFAULT_SCHEDULES, step: int = 0, ranks: int | None = None,
                   zoom_layers: int = 2, dtype: str = SCENARIO.dtype, kv_cache: str = "static",
+                  ep: int = SCENARIO.ep, dp_attention: bool = SCENARIO.dp_attention,
                   out: str | Path | None = None, title: str | None = None) -> list[Path]:
     """``laddersim plot --kind timeline``: one decode step's per-rank compute and communication
     lanes for every schedule, written as ``out``.png and ``out``.svg (default
@@ -76,6 +77,7 @@ def plot_timeline(model: str | Path | ModelShape, hardware: str | Path | Hardwar
     ``simulate``'s; ``schedules``: default standard and ladder; ``step``: the decode step drawn
     (default 0, the first after the prefill); ``ranks``: draw ranks 0..N-1 (default 2, or all of
     them when TP is smaller); ``zoom_layers``: a zoom panel on layers 0..N-1 (0: none; default 2);
+    ``ep`` and ``dp_attention``: a mixture-of-experts model's expert placement, as ``simulate``'s;
     ``title``: the figure's (default: the step, model, TP, batch and profile)."""
     from laddersim.costs.collective_labels import collective_args, label
     from laddersim.support.io_write import check_output
@@ -92,7 +94,7 @@ def plot_timeline(model: str | Path | ModelShape, hardware: str | Path | Hardwar
     prompt_len, gen_len, dtype, kv_cache = params.prompt_len, params.gen_len, params.dtype, params.kv_cache
     ranks = ranks if ranks is not None else min(DEFAULT_RANKS, tp)
     spans, results = decode_step_spans(model, hardware, tp, batch, prompt_len, gen_len, list(schedules), step, ranks,
-                                       dtype, kv_cache)
+                                       dtype, kv_cache, ep=params.ep, dp_attention=params.dp_attention)
     scenario = next(iter(results.values())).scenario
     title = title or (f"Decode step {step}: {scenario.model.name}, TP {tp}, batch {batch}, {scenario.hardware.name}")
     out = out or f"{TIMELINE_DIR}/timeline-{scenario.model.name}-tp{tp}"

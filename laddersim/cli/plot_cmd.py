@@ -42,7 +42,7 @@ def register(sub) -> None:
     timeline = p.add_argument_group("timeline scenario (with --kind timeline)")
     timeline.add_argument("--model", help="preset (llama-3.1-8b/70b/405b) or path to a HF config.json")
     timeline.add_argument("--hardware", help="profile name (laddersim profiles list) or path")
-    add_parallel_args(timeline, required=False)
+    add_parallel_args(timeline, plot_timeline, required=False)
     timeline.add_argument("--batch", type=integer, default=default_of(plot_timeline, "batch"))
     timeline.add_argument("--prompt-len", type=integer, default=default_of(plot_timeline, "prompt_len"))
     timeline.add_argument("--gen-len", type=integer, default=default_of(plot_timeline, "gen_len"))
