@@ -177,8 +177,12 @@ def first_token_from_decode_step(summary: dict, scenario_of, simulate) -> dict:
     first = simulate(scenario_of(max(prompt_len - 1, 1), 2)).summary()
     prefill_s = first["prefill_s"] if prompt_len > 1 else 0.0
     ttft_s = prefill_s + first["decode_step_s"]
-    total_s = ttft_s + summary["decode_s"]
-    return {**summary, "prefill_s": prefill_s, "ttft_s": ttft_s, "total_s": total_s,
+    return {**_with_times(summary, ttft_s, ttft_s + summary["decode_s"]), "prefill_s": prefill_s}
+
+
+def _with_times(summary: dict, ttft_s: float, total_s: float) -> dict:
+    """``summary`` with this TTFT and run time, its tokens/s the batch's tokens over the run."""
+    return {**summary, "ttft_s": ttft_s, "total_s": total_s,
             "tokens_per_s": summary["batch"] * summary["gen_len"] / total_s}
 
 
@@ -208,9 +212,7 @@ def with_call_overhead(summary: dict, call_s: float) -> dict:
     """``summary`` with ``call_s`` of host time before the first token: TTFT and the run longer by it."""
     if call_s == 0.0:
         return summary
-    total_s = summary["total_s"] + call_s
-    return {**summary, "ttft_s": summary["ttft_s"] + call_s, "total_s": total_s,
-            "tokens_per_s": summary["batch"] * summary["gen_len"] / total_s}
+    return _with_times(summary, summary["ttft_s"] + call_s, summary["total_s"] + call_s)
 
 
 def session_call_fit_s(rows: pd.DataFrame) -> float:
