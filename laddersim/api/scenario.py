@@ -228,6 +228,7 @@ def time_sources(result: SimResult) -> dict[str, dict[str, str]]:
     SOL = the roofline/bandwidth model; the kinds in the program's order (a pipeline's: its
     stages' in turn, their receives priced from the profile's send/recv table or the transport
     model)."""
+    from laddersim.costs.dp_attention_costs import replica_workload
     from laddersim.costs.op_costs import Phase, op_time_sources
 
     s = result.scenario
@@ -235,7 +236,7 @@ def time_sources(result: SimResult) -> dict[str, dict[str, str]]:
     stages = getattr(result, "stages", (result,))
     kinds = list(dict.fromkeys(kind for stage in stages for kind in stage.program.kinds))
     receives = result.receive_sources() if hasattr(result, "receive_sources") else {}
-    own = _replica_workload(s)
+    own = replica_workload(s.layout, w)
     out = {}
     for phase in (Phase("prefill", w.batch, w.prompt_len), Phase("decode", w.batch, 1)):
         mine = Phase(phase.name, own.batch, phase.new_tokens_per_seq)
@@ -250,21 +251,15 @@ def time_sources(result: SimResult) -> dict[str, dict[str, str]]:
     return out
 
 
-def _replica_workload(scenario: Scenario):
-    """The workload one TP group runs: the scenario's, or with data-parallel attention one
-    replica's share of the batch (``DpAttentionLayout.seqs_per_replica``)."""
-    w, layout = scenario.workload, scenario.layout
-    return w if layout is None else w.model_copy(update={"batch": layout.seqs_per_replica(w.batch)})
-
-
 def allreduce_used(result: SimResult) -> dict[str, str]:
     """The AllReduce implementation (and kernel) each phase's AllReduce runs, per phase (``prefill``,
     ``decode``): ``nccl``, ``nvls``, ``vllm-custom one-shot``, ... (``laddersim.costs.collective_labels.
     allreduce_by_phase``: the framework's rule, or the scenario's forced ``allreduce``)."""
     from laddersim.costs.collective_labels import allreduce_by_phase
+    from laddersim.costs.dp_attention_costs import replica_workload
 
     s = result.scenario
-    return allreduce_by_phase(s.model, s.hardware, _replica_workload(s), s.tp)  # (a replica's, with DP attention)
+    return allreduce_by_phase(s.model, s.hardware, replica_workload(s.layout, s.workload), s.tp)  # a replica's
 
 
 def load_profile(name_or_path: str | Path) -> HardwareProfile:

@@ -45,6 +45,12 @@ def replica_phase(layout: DpAttentionLayout, phase: Phase) -> Phase:
     return Phase(phase.name, layout.seqs_per_replica(phase.batch), phase.new_tokens_per_seq)
 
 
+def replica_workload(layout: DpAttentionLayout | None, work: Workload) -> Workload:
+    """The workload one TP group runs: ``work``, or with data-parallel attention (``layout``) one
+    replica's share of its batch (``DpAttentionLayout.seqs_per_replica``)."""
+    return work if layout is None else work.model_copy(update={"batch": layout.seqs_per_replica(work.batch)})
+
+
 def alltoall_bytes(model: ModelShape, work: Workload, layout: DpAttentionLayout, phase: Phase) -> float:
     """One GPU's send buffer of one dispatch (or combine): its share of the replica's tokens
     (rounded up), each sent to ``top_k`` experts."""

@@ -23,7 +23,7 @@ import pandas as pd
 
 from laddersim.costs.attention_kernels import attention_kernels
 from laddersim.costs.calibrated_kernels import class_split_s, schedule_layer
-from laddersim.costs.dp_attention_costs import dp_attention_op_times_s, replica_phase
+from laddersim.costs.dp_attention_costs import dp_attention_op_times_s, replica_phase, replica_workload
 from laddersim.costs.gemm import memory_bound_time_s
 from laddersim.costs.kernel_counts import op_kernels
 from laddersim.costs.op_costs import Phase, fixed_op_times, attention_time_s, linear_shapes, logits_rows
@@ -90,8 +90,7 @@ def _priced_rows(scenario, fw, phase: Phase) -> list[tuple]:
     if scenario.layout is not None:  # one GPU of a replica: its own sequences, the experts over everyone's
         times = {kind: float(np.asarray(seconds).reshape(-1)[0]) for kind, seconds in
                  dp_attention_op_times_s(model, hw, work, scenario.layout, phase, np.array([kv_len])).items()}
-        phase = replica_phase(scenario.layout, phase)
-        work = work.model_copy(update={"batch": phase.batch})
+        phase, work = replica_phase(scenario.layout, phase), replica_workload(scenario.layout, work)
     else:
         times, _ = fixed_op_times(model, hw, work, tp, phase)
         times["attention"] = float(attention_time_s(model, hw, work, tp, phase, np.array([kv_len]))[0])
