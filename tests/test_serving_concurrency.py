@@ -235,9 +235,12 @@ def test_validate_scores_closed_loop_rows_and_lists_what_it_cannot_price(capsys,
                                 _fixed(20 * 8, 1024, 64), engine_options("trtllm", ServingOptions()), 8,
                                 warmup=0).metrics
     assert row["predicted_ttft_ms"] == pytest.approx(by_hand["ttft_mean_s"] * 1e3)
-    code, out, err = run_cli(["validate", str(table)], capsys)
+    code, out, err = run_cli(["validate", str(table), "--report", str(tmp_path / "report")], capsys)
     assert code == 0, err
     assert "2 rows scored, 2 skipped" in out and "engine trtllm -> " in out and "trtllm scheduler" in out
+    written = pd.read_csv(tmp_path / "report" / "closed_rows.csv")  # the scored rows, for the user's other tools
+    assert list(written["predicted_ttft_ms"]) == pytest.approx(list(score.rows["predicted_ttft_ms"]), rel=1e-5)
+    assert len(pd.read_csv(tmp_path / "report" / "closed_skipped.csv")) == 2
     assert "H100-SXM5-80GB -> h100-sxm-nvswitch" in out
     summary = score.summary.iloc[0]
     assert (summary["engine"], summary["dtype"], summary["rows"]) == ("trtllm", "bfloat16", 1)

@@ -68,11 +68,30 @@ def test_rows_scored_as_their_engine_and_gpu_run(table):
     assert summary.loc[("H100-SXM5-80GB", "trtllm"), "tokens_per_s_n"] == 1
 
 
-def test_cli_prints_the_mapping_and_the_groups(table):
-    run = subprocess.run([sys.executable, "-m", "laddersim", "validate", str(table)], capture_output=True, text=True)
+def test_cli_prints_the_mapping_and_the_groups_and_writes_the_scores(table, tmp_path):
+    import pandas as pd
+
+    report = tmp_path / "report"
+    run = subprocess.run([sys.executable, "-m", "laddersim", "validate", str(table), "--report", str(report)],
+                         capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert "engine trtllm -> trtllm-session kernels; hardware A100-SXM4-80GB -> a100-sxm-nvswitch" in run.stdout
     assert "tpot_s_median_abs_err_pct" in run.stdout
+    assert run.stderr.strip().splitlines()[-1] == f"report: {report}"
+    score = score_static(table)  # the files are the score's frames, for the user's other tools
+    rows, skipped = pd.read_csv(report / "static_rows.csv"), pd.read_csv(report / "static_skipped.csv")
+    assert list(rows["predicted_ttft_s"]) == pytest.approx(list(score.rows["predicted_ttft_s"]), rel=1e-5)
+    assert len(skipped) == 1 and list(rows.columns) == list(score.rows.columns)
+    summary = pd.read_csv(report / "static_summary.csv")
+    assert list(summary["rows"]) == list(score.summary["rows"])
+    again = (report / "static_rows.csv").read_bytes()
+    assert subprocess.run([sys.executable, "-m", "laddersim", "validate", str(table), "--report", str(report)],
+                          capture_output=True).returncode == 0
+    assert (report / "static_rows.csv").read_bytes() == again  # deterministic
+    bad = subprocess.run([sys.executable, "-m", "laddersim", "validate", str(table), "--report", str(table)],
+                         capture_output=True, text=True)  # a file, not a folder: one line, before any pricing
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [bad.stderr.strip().splitlines()[-1]]
+    assert bad.stderr.startswith("error: report:")
 
 
 def test_an_unknown_engine_is_one_line(tmp_path):

@@ -11,6 +11,7 @@ from laddersim.api.static_validation import is_static_table, validate_static
 from laddersim.api.validation_task import SCORED_EXTRA_SHARE, groups_markdown, model_label, setting_columns, validate
 from laddersim.cli.args import add_measured_workload_args, call_api, default_of
 from laddersim.support.choices import VALIDATION_REPORT_DIR
+from laddersim.support.io_write import check_output
 from laddersim.support.text_tables import format_table
 
 
@@ -35,8 +36,10 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.measured and all(is_closed_loop_table(path) for path in args.measured):
+        check_output(args.report, "report", "dir")  # before the rows are priced
         return run_closed_loop(args)
     if args.measured and all(is_static_table(path) for path in args.measured):
+        check_output(args.report, "report", "dir")
         return run_static(args)
     frame = call_api(validate, args, progress=True)
     if (groups := frame.attrs["development_groups"]) is not None:  # no table given: the README's table
@@ -64,18 +67,22 @@ def run_closed_loop(args: argparse.Namespace) -> int:
     """Tables measured at a fixed concurrency: TTFT and TPOT errors per engine x dtype group."""
     scores = validate_closed_loop(args.measured, args.models, progress=True)
     return _print_scores(args.measured, scores, "closed loop at the row's concurrency, its engine's scheduler; "
-                         "mean TTFT and TPOT")
+                         "mean TTFT and TPOT", args.report)
 
 
 def run_static(args: argparse.Namespace) -> int:
     """Static-batch tables of other engines and GPUs: tokens/s, TTFT and TPOT errors per GPU x engine."""
     scores = validate_static(args.measured, args.models, args.allreduce, progress=True)
     return _print_scores(args.measured, scores, "one static batch per row, standard schedule; TTFT = the batch's "
-                         "prefill, TPOT = a decode step")
+                         "prefill, TPOT = a decode step", args.report)
 
 
-def _print_scores(paths, scores, how: str) -> int:
-    """Each table's rows scored and skipped, the mappings it used, and its error summary."""
+def _print_scores(paths, scores, how: str, report: str) -> int:
+    """Each table's rows scored and skipped, the mappings it used, and its error summary, printed
+    and written under ``report`` (``external_report.write_scores``)."""
+    from laddersim.validation.external_report import write_scores
+
+    written = write_scores(paths, scores, report)
     for path, score in zip(paths, scores):
         print(f"{path}: {len(score.rows)} rows scored, {len(score.skipped)} skipped ({how})")
         for line in score.mappings:
@@ -84,4 +91,5 @@ def _print_scores(paths, scores, how: str) -> int:
             print(f"  skipped: {line}")
         if not score.summary.empty:
             print(score.summary.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+    print(f"\nreport: {written}", file=sys.stderr)
     return 0
