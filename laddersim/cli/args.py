@@ -113,7 +113,8 @@ def add_quant_args(parser: argparse.ArgumentParser) -> None:
     """--quant and --kv-cache-dtype, with ScenarioParams' defaults."""
     parser.add_argument("--quant", metavar=choices_metavar(QUANTS), default=default_of(ScenarioParams, "quant"),
                         help="linear layers' quantization: fp8 = FP8 weights and per-tensor FP8 activations, fp8-block = "
-                             "128x128 block-scaled FP8, int8-weight / int4-weight = weight-only (default none)")
+                             "128x128 block-scaled FP8, nvfp4 = FP4 weights and activations with an FP8 scale per 16 (Blackwell), "
+                             "int8-weight / int4-weight = weight-only (default none)")
     parser.add_argument("--kv-cache-dtype", metavar=choices_metavar(KV_CACHE_DTYPES),
                         default=default_of(ScenarioParams, "kv_cache_dtype"),
                         help="KV cache element type: auto = the dtype's, fp8 = one byte (default auto)")

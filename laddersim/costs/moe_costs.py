@@ -113,12 +113,12 @@ def moe_op_times_s(model: ModelShape, hw: HardwareProfile, work: Workload, tp: i
     i_r = moe.expert_intermediate // (tp // ep)
     peak = gpu.peak_flops_per_s_for(work.dtype)
     # A quantization (laddersim.model.quantization) stores the experts at its bytes per weight; an
-    # FP8 one runs the grouped GEMMs on FP8 tensor cores after quantizing each one's input (vLLM
+    # FP8 (NVFP4) one runs the grouped GEMMs on those tensor cores after quantizing each one's input (vLLM
     # fused_experts with Fp8MoEMethod: scaled_fp8_quant of the hidden states and of the activation;
     # TensorRT-LLM's FP8 MoE plugin likewise). The router stays 16-bit.
     quant = work.quantization
     w_bytes = quant.linear_weight_bytes(b)
-    gemm_peak = gpu.peak_flops_per_s_for("fp8") if quant.needs_fp8 else peak
+    gemm_peak = gpu.peak_flops_per_s_for(quant.tensor_cores) if quant.tensor_cores else peak
     load = rank_load(t, moe.n_experts, moe.top_k, routing, ep)
     rows = load.rows
     # Every rank sorts all tokens x top_k (token, slot) pairs; under expert parallelism the pairs

@@ -16,6 +16,12 @@ kernels that quantize its input.
   per-tensor FP8 GEMM: both stream the same one-byte weights, and where the block table is
   reliable the two are close (AIConfigurator vLLM 0.24.0, rows of at least 0.3 ms: median block /
   per-tensor time 0.905 on H100 (3640 rows), 0.992 on H200 (3543), 1.027 on B200 (2306)).
+* NVFP4 (``nvfp4``) from the profile's ``nvfp4`` table (AIConfigurator's vLLM 0.24.0 NVFP4 rows:
+  the compressed-tensors W4A4 layer, its activation quantization included, under a CUDA graph),
+  outside its grid the FP4 roofline anchored to its nearest point. Without the table: the FP4
+  roofline (the GPU's GEMM efficiencies at its FP4 peak, every operand at the NVFP4 bytes,
+  0.5 + 1/16 per element, as the FP8 roofline takes one byte) plus its one quantize kernel
+  (reading the 16-bit input, writing the FP4 copy and its scales).
 * Weight-only (``int8-weight``, ``int4-weight``): the 16-bit GEMM's time (its table or roofline)
   with the part above the kernel floor scaled by the bytes moved at the quantized weights' size
   over the bytes at 16 bit, never below the 16-bit compute roofline: the dequantization runs inside
@@ -39,18 +45,20 @@ BLOCK_TABLE_MIN_M = 1024  # the block tables' least m (laddersim.profiles_check.
 
 
 def quantized_gemm_table(hw: HardwareProfile, gemm_dtype: str) -> QuantizedGemmTable | None:
-    """The profile's measured table of ``gemm_dtype`` GEMMs (``fp8``, ``fp8_block``), if any."""
+    """The profile's measured table of ``gemm_dtype`` GEMMs (``fp8``, ``fp8_block``, ``nvfp4``), if any."""
     return next((t for t in hw.gpu.quantized_gemm_tables if t.gemm_dtype == gemm_dtype and t.use == "model"), None)
 
 
 def quantize_time_s(hw: HardwareProfile, work: Workload, m: int, k: int) -> float:
-    """Seconds of the kernels quantizing one linear's ``m x k`` 16-bit input to FP8: the first
-    reads it (a dynamic scale's max reduction; a per-token-group kernel also writes), the second
-    reads it and writes one byte per element."""
-    kernels = work.quantization.quantize_kernels
+    """Seconds of the kernels quantizing one linear's ``m x k`` 16-bit input: the first reads it
+    (a dynamic scale's max reduction; a per-token-group or NVFP4 kernel also writes), the last
+    reads it and writes the quantized copy (``activation_bytes`` per element: FP8 one byte, NVFP4
+    half a byte and its block scales)."""
+    quant = work.quantization
+    kernels = quant.quantize_kernels
     if kernels == 0:
         return 0.0
-    read, write = m * k * work.dtype_bytes, m * k * FP8_BYTES
+    read, write = m * k * work.dtype_bytes, m * k * quant.activation_bytes
     moved = read + (kernels - 1) * read + write
     return float(memory_bound_time_s(hw.gpu, moved, kernels=kernels))
 
@@ -64,24 +72,32 @@ def quantized_linear_time_s(hw: HardwareProfile, work: Workload, m: int, n: int,
     quant = work.quantization
     if quant.gemm == "weight_only":
         return _weight_only_time_s(hw, work, m, n, k, peak_16bit_flops_per_s)
+    if quant.gemm == "fp4":
+        measured = _table_time_s(hw, "nvfp4", m, n, k, quant.weight_bytes, "fp4")
+        if measured is not None:
+            return measured
+        seconds = float(gemm_time_s(hw.gpu, m, n, k, quant.weight_bytes, None, hw.gpu.peak_flops_per_s_for("fp4")))
+        return seconds + (0.0 if input_quantized else quantize_time_s(hw, work, m, k)), SOL
     if quant.gemm == "fp8_block":
-        block = _fp8_table_time_s(hw, "fp8_block", m, n, k)
+        block = _table_time_s(hw, "fp8_block", m, n, k, FP8_BYTES, "fp8")
         if block is not None and m >= BLOCK_TABLE_MIN_M and block[0] >= BLOCK_TABLE_MIN_S:
             return block
-    measured = _fp8_table_time_s(hw, "fp8", m, n, k)
+    measured = _table_time_s(hw, "fp8", m, n, k, FP8_BYTES, "fp8")
     if measured is not None:
         return measured
     seconds = float(gemm_time_s(hw.gpu, m, n, k, FP8_BYTES, None, hw.gpu.peak_flops_per_s_for("fp8")))
     return seconds + (0.0 if input_quantized else quantize_time_s(hw, work, m, k)), SOL
 
 
-def _fp8_table_time_s(hw: HardwareProfile, gemm_dtype: str, m: int, n: int, k: int) -> tuple[float, str] | None:
-    """The GEMM's time and label from the profile's ``gemm_dtype`` table; None without one."""
+def _table_time_s(hw: HardwareProfile, gemm_dtype: str, m: int, n: int, k: int, operand_bytes: float,
+                  tensor_cores: str) -> tuple[float, str] | None:
+    """The GEMM's time and label from the profile's ``gemm_dtype`` table (outside its grid the
+    roofline at ``operand_bytes`` and the ``tensor_cores`` peak, anchored); None without one."""
     table = quantized_gemm_table(hw, gemm_dtype)
     if table is None or not hw.base_dir:
         return None
-    peak = hw.gpu.peak_flops_per_s_for("fp8")
-    return table_time_s(hw.gpu, table_path(hw.base_dir, table.file), m, n, k, FP8_BYTES, peak)
+    peak = hw.gpu.peak_flops_per_s_for(tensor_cores)
+    return table_time_s(hw.gpu, table_path(hw.base_dir, table.file), m, n, k, operand_bytes, peak)
 
 
 def _weight_only_time_s(hw: HardwareProfile, work: Workload, m: int, n: int, k: int,

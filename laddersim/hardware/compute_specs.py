@@ -13,6 +13,9 @@ from laddersim.hardware.sourced import FROZEN_CONFIG, MeasuredTable, NonNegative
 # The GpuSpec field holding each Workload dtype's compute peak.
 PEAK_FIELD_BY_DTYPE = {"bfloat16": "peak_tflops", "float16": "peak_tflops", "float32": "peak_tflops_fp32",
                        "fp8": "peak_tflops_fp8"}
+# The GpuSpec field holding a quantized GEMM's tensor-core peak (laddersim.model.quantization
+# ``tensor_cores``); FP4 is no Workload dtype, so it is not among the GPU's ``dtypes()``.
+TENSOR_CORE_PEAK_FIELD = {"fp8": "peak_tflops_fp8", "fp4": "peak_tflops_fp4"}
 
 
 class TableRates(BaseModel):
@@ -38,9 +41,10 @@ class MeasuredDtype(BaseModel):
 
 class QuantizedGemmTable(MeasuredTable):
     """A measured table of one quantized GEMM kind (CSV ``m,n,k,time_us``; laddersim.costs.quantized_gemm):
-    ``fp8`` per-tensor scaled FP8, ``fp8_block`` block-scaled FP8 (128 x 128 weight blocks)."""
+    ``fp8`` per-tensor scaled FP8, ``fp8_block`` block-scaled FP8 (128 x 128 weight blocks), ``nvfp4``
+    FP4 with an FP8 scale per 16 elements."""
 
-    gemm_dtype: Literal["fp8", "fp8_block"]
+    gemm_dtype: Literal["fp8", "fp8_block", "nvfp4"]
 
 
 class GpuSpec(BaseModel):
@@ -51,6 +55,9 @@ class GpuSpec(BaseModel):
     name: str
     peak_tflops: Positive  # dense fp16/bf16 tensor-core peak, 1e12 FLOP/s
     peak_tflops_fp8: Positive | None = None  # dense FP8 tensor-core peak; None: the GPU has no FP8
+    # dense FP4 (NVFP4) tensor-core peak; None: the GPU has no FP4 tensor cores (left out of the
+    # dump when None, so a profile without it dumps and hashes as it did before the field existed)
+    peak_tflops_fp4: Positive | None = None
     peak_tflops_fp32: Positive | None = None  # FP32 peak (torch matmuls run in FP32 unless TF32 is on)
     memory_bandwidth_gb_per_s: Positive  # HBM/GDDR peak, GB/s
     memory_gb: Positive  # capacity, 1e9 bytes
@@ -110,6 +117,8 @@ class GpuSpec(BaseModel):
             data.pop("table_rates", None)
         if not self.quantized_gemm_tables:
             data.pop("quantized_gemm_tables", None)
+        if self.peak_tflops_fp4 is None:
+            data.pop("peak_tflops_fp4", None)
         return data
 
     def memory_rate_over_tables(self) -> float:
@@ -135,12 +144,13 @@ class GpuSpec(BaseModel):
         return [dtype for dtype, field in PEAK_FIELD_BY_DTYPE.items() if getattr(self, field) is not None]
 
     def peak_flops_per_s_for(self, dtype: str) -> float:
-        """Peak FLOP/s of GEMMs and attention in ``dtype`` (a Workload dtype)."""
+        """Peak FLOP/s of GEMMs and attention in ``dtype`` (a Workload dtype, or a quantized GEMM's
+        tensor cores: ``TENSOR_CORE_PEAK_FIELD``)."""
         measured = self.measured_dtype
         if measured is not None and dtype != measured.value:
             raise UserInputError(f"dtype: {dtype}, but {self.name}'s compute was calibrated in {measured.value} "
                                  f"(its GEMM rates hold for that dtype only); allowed: {measured.value}")
-        field = PEAK_FIELD_BY_DTYPE[dtype]
+        field = PEAK_FIELD_BY_DTYPE.get(dtype) or TENSOR_CORE_PEAK_FIELD[dtype]
         peak = getattr(self, field)
         if peak is None:
             raise UserInputError(f"dtype: {dtype} needs gpu.{field} and {self.name} gives none; "

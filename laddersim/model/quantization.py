@@ -18,6 +18,20 @@ is a new record here (and, for a new GEMM kind, a profile table for it).
   vllm-project/vllm @ 364d01925de309b50c726941ad93a2c0a2487df8
   vllm/model_executor/layers/quantization/utils/fp8_utils.py (``per_token_group_quant_fp8``),
   the block-scaled GEMM (DeepGEMM / CUTLASS).
+* ``nvfp4``: FP4 (E2M1) weights, two to a byte, with one FP8 (E4M3) scale per 16 elements along k
+  and one FP32 scale per tensor: 0.5 + 1/16 byte per weight (the per-tensor scale negligible):
+  vllm-project/vllm @ 85f1f913cf8d26e0c6ca0ad09792cb45470069bf
+  vllm/model_executor/layers/quantization/compressed_tensors/schemes/compressed_tensors_w4a4_nvfp4.py
+  (``weight_packed`` uint8 [n, k / 2], ``weight_scale`` float8_e4m3fn [n, k / group_size 16],
+  ``weight_global_scale`` float32). Activations are quantized to NVFP4 per block of 16 with a
+  static (calibrated) global scale in one kernel before each linear (``apply_weights``:
+  ``scaled_fp4_quant``, then the FP4 GEMM, ``flashinfer_scaled_fp4_mm`` / ``cutlass_scaled_fp4_mm``),
+  which writes half a byte per element and one FP8 scale per 16. TensorRT-LLM runs the same kernel
+  (``torch.ops.trtllm.fp4_quantize``) unless the producer wrote its output in FP4 already
+  (NVIDIA/TensorRT-LLM @ 00bbf71e796406ea8593a77cbfb828356182db16 tensorrt_llm/_torch/modules/linear.py,
+  ``NVFP4LinearMethod._input_prepare``: an ``Fp4QuantizedTensor`` input is used as is; a framework
+  states that as ``quantize_fused``). The GEMM runs on Blackwell's FP4 tensor cores (a GPU with
+  ``peak_tflops_fp4``); vLLM requires compute capability 10.0 (``get_min_capability`` 100).
 * ``int8-weight`` / ``int4-weight``: weight-only (W8A16 / W4A16, e.g. GPTQ or AWQ checkpoints on
   Marlin kernels): weights streamed at 1 byte / half a byte plus their scales, dequantized inside the
   GEMM, which computes at 16 bit; activations are not quantized (no extra kernel). int4 carries one
@@ -32,7 +46,11 @@ from typing import Literal
 
 from laddersim.support.choices import KV_CACHE_DTYPES, QUANTS  # noqa: F401  (the names; records below)
 
-GemmKind = Literal["16bit", "fp8", "fp8_block", "weight_only"]
+GemmKind = Literal["16bit", "fp8", "fp8_block", "fp4", "weight_only"]
+# The tensor cores a quantization's GEMM runs on: the GPU needs that peak (``GpuSpec.peak_flops_per_s_for``).
+TensorCores = Literal["fp8", "fp4"]
+# Bytes of one NVFP4 element: an E2M1 nibble and a sixteenth of its block's E4M3 scale (module docstring).
+NVFP4_BYTES = 0.5 + 1.0 / 16
 
 
 @dataclass(frozen=True)
@@ -44,7 +62,8 @@ class Quantization:
     gemm: GemmKind  # which GEMM runs the linears: its table kind (laddersim.costs.quantized_gemm)
     weight_bytes: float | None  # bytes per weight element, scales included; None: the dtype's
     quantize_kernels: int  # kernels quantizing each linear's input activations
-    needs_fp8: bool  # runs FP8 tensor-core GEMMs (a GPU with an FP8 peak)
+    tensor_cores: TensorCores | None  # the low-precision tensor cores its GEMMs run on; None: 16-bit
+    activation_bytes: float = 1.0  # bytes per element of a quantized input (FP8: 1)
 
     def linear_weight_bytes(self, dtype_bytes: int) -> float:
         """Bytes of one linear-layer weight element."""
@@ -52,12 +71,13 @@ class Quantization:
 
 
 QUANTIZATIONS: dict[str, Quantization] = {q.name: q for q in (
-    Quantization("none", "16bit", None, 0, False),
-    Quantization("fp8", "fp8", 1.0, 2, True),
+    Quantization("none", "16bit", None, 0, None),
+    Quantization("fp8", "fp8", 1.0, 2, "fp8"),
     # One float32 scale per 128 x 128 block: 4 / 16384 byte per weight.
-    Quantization("fp8-block", "fp8_block", 1.0 + 4.0 / (128 * 128), 1, True),
-    Quantization("int8-weight", "weight_only", 1.0, 0, False),
-    Quantization("int4-weight", "weight_only", 0.5 + 2.0 / 128, 0, False),
+    Quantization("fp8-block", "fp8_block", 1.0 + 4.0 / (128 * 128), 1, "fp8"),
+    Quantization("nvfp4", "fp4", NVFP4_BYTES, 1, "fp4", activation_bytes=NVFP4_BYTES),
+    Quantization("int8-weight", "weight_only", 1.0, 0, None),
+    Quantization("int4-weight", "weight_only", 0.5 + 2.0 / 128, 0, None),
 )}
 
 

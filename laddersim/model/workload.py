@@ -42,7 +42,7 @@ class Workload(BaseModel):
     prompt_len: int = Field(gt=0, le=MAX_TOKENS)
     gen_len: int = Field(gt=0, le=MAX_TOKENS)
     dtype: Literal["float16", "bfloat16", "float32"] = "bfloat16"
-    quant: Literal["none", "fp8", "fp8-block", "int8-weight", "int4-weight"] = "none"
+    quant: Literal["none", "fp8", "fp8-block", "nvfp4", "int8-weight", "int4-weight"] = "none"
     kv_cache_dtype: Literal["auto", "fp8"] = "auto"
     kv_cache: Literal["static", "dynamic"] = "static"
     kv_reads: Literal["repeat_interleave", "per_kv_head"] = "repeat_interleave"

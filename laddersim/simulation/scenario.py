@@ -127,11 +127,17 @@ def _workload(batch: int, prompt_len: int, gen_len: int, dtype: str, kv_cache: s
 
 def check_quantization(work: Workload, profile: HardwareProfile, fw) -> None:
     """One line where the GPU cannot run the quantization's GEMMs (FP8 needs an FP8 tensor-core
-    peak: Hopper, Ada, Blackwell; not Ampere), or where the framework's attention path cannot read
-    an FP8 KV cache (only fused attention kernels, as vLLM's and TensorRT-LLM's, are priced so)."""
-    if work.quantization.needs_fp8 and profile.gpu.peak_tflops_fp8 is None:
-        raise UserInputError(f"quant: {profile.gpu.name} has no FP8 tensor cores (no peak_tflops_fp8 in {profile.name}); "
+    peak: Hopper, Ada, Blackwell; not Ampere; NVFP4 an FP4 one: Blackwell, not Hopper or Ampere), or
+    where the framework's attention path cannot read an FP8 KV cache (only fused attention kernels,
+    as vLLM's and TensorRT-LLM's, are priced so)."""
+    gpu, cores = profile.gpu, work.quantization.tensor_cores
+    fp8 = "fp8, fp8-block, " if gpu.peak_tflops_fp8 is not None else ""
+    if cores == "fp8" and gpu.peak_tflops_fp8 is None:
+        raise UserInputError(f"quant: {gpu.name} has no FP8 tensor cores (no peak_tflops_fp8 in {profile.name}); "
                              "allowed: none, int8-weight, int4-weight")
+    if cores == "fp4" and gpu.peak_tflops_fp4 is None:
+        raise UserInputError(f"quant: {work.quant} runs FP4 tensor-core GEMMs and {gpu.name} has none (no "
+                             f"peak_tflops_fp4 in {profile.name}); allowed: none, {fp8}int8-weight, int4-weight")
     paths = {"prefill": fw.prefill_attention_path, "decode": fw.decode_attention_path}
     other = {phase: path for phase, path in paths.items() if path != "fused"}
     if work.kv_cache_dtype == "fp8" and other:

@@ -11,7 +11,7 @@ nothing, so every layer may read it and ``import laddersim`` stays cheap.
 DTYPES = ("bfloat16", "float16", "float32")
 # How the linear layers are quantized, and the KV cache's element type (laddersim.model.quantization
 # has their records; a test checks that the names agree). FP8 is a quantization, not a dtype.
-QUANTS = ("none", "fp8", "fp8-block", "int8-weight", "int4-weight")
+QUANTS = ("none", "fp8", "fp8-block", "nvfp4", "int8-weight", "int4-weight")
 KV_CACHE_DTYPES = ("auto", "fp8")
 # FP8 serving quantizes the linear layers (and optionally the KV cache), not every tensor.
 FP8_DTYPE_REFUSAL = ("fp8 is not an element type of the whole pass; allowed: bfloat16, float16, float32, with "

@@ -18,6 +18,11 @@ better taken as the typical value of its neighbourhood than as a single row.
 Each file starts with ``#`` lines naming the public origin of the source file (repository @
 commit : file, ``laddersim.profiles_check.origins``), the rows taken, the library version and
 the timing method. Output is deterministic. Usage: ``python tools/fits/resample_reference.py``.
+
+The NVFP4 GEMM rows are not among the local originals; ``--nvfp4-parquet PATH`` names AIConfigurator's
+B200 vLLM 0.24.0 ``gemm_perf.parquet`` (``NVFP4_ORIGIN``, read from that commit, e.g. ``git show
+<commit>:<path> > PATH``) and writes only ``aic_gemm_nvfp4_b200_sxm_vllm_0.24.0.csv``, resampled as
+the FP8 rows are: ``python tools/fits/resample_reference.py --nvfp4-parquet PATH``.
 """
 
 from __future__ import annotations
@@ -38,6 +43,12 @@ OUT = Path(__file__).resolve().parents[2] / "hardware_profiles" / "tables"
 TARGET_SIZES = [2.0**e for e in range(9, 31)]  # 512 B .. 1 GiB
 GEMM_M = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 GEMM_WINDOW_MAX_M = 64  # decode sizes: median over m within a factor sqrt(2)
+NVFP4_KEY = "aic_gemm_nvfp4_b200_sxm_vllm_0.24.0"
+NVFP4_ORIGIN = ("ai-dynamo/aiconfigurator @ 095f58a51c4ca8e61b66ec108d86f223f8d559ce : "
+                "aic-core/src/aiconfigurator_core/systems/data/b200_sxm/gemm/vllm/0.24.0/gemm_perf.parquet (nvfp4, m <= 8192)")
+NVFP4_NOTE = ("vllm 0.24.0 NVFP4 GEMM (compressed-tensors W4A4, FP4 weights with an FP8 scale per 16, "
+              "FlashInferCuteDslNvFp4LinearKernel for every row, per-16 activation quantization included) under a "
+              "CUDA graph, 1 weight copy (collector/vllm/collect_gemm.py at that commit: outside_loop_count 1 for nvfp4)")
 
 
 def resample_gemm(frame: pd.DataFrame) -> pd.DataFrame:
@@ -70,7 +81,31 @@ def _write(path: Path, header: list[str], frame: pd.DataFrame) -> None:
     path.write_text(text)
 
 
+def read_nvfp4_parquet(path: Path) -> pd.DataFrame:
+    """Rows ``m, n, k, time_us`` of the NVFP4 GEMMs in AIConfigurator's GEMM parquet (m <= 8192)."""
+    raw = pd.read_parquet(path, columns=["gemm_dtype", "m", "n", "k", "latency"])
+    raw = raw[(raw["gemm_dtype"] == "nvfp4") & (raw["m"] <= GEMM_M[-1])]
+    frame = pd.DataFrame({"m": raw["m"].astype(int), "n": raw["n"].astype(int), "k": raw["k"].astype(int),
+                          "time_us": raw["latency"] * 1e3})
+    return frame.sort_values(["n", "k", "m"], kind="stable").reset_index(drop=True)
+
+
+def write_nvfp4(path: Path) -> int:
+    frame = resample_gemm(read_nvfp4_parquet(path))
+    _write(OUT / f"{NVFP4_KEY}.csv", [
+        f"source: {NVFP4_ORIGIN}",
+        f"rows: gemm_dtype == 'nvfp4', m <= 8192; us = latency*1e3; m in {{{', '.join(map(str, GEMM_M))}}}: up to "
+        f"m = {GEMM_WINDOW_MAX_M} the median of the rows with m within a factor sqrt(2), above it the rows at that m",
+        f"note: {NVFP4_NOTE}",
+        "resampled by tools/fits/resample_reference.py --nvfp4-parquet",
+    ], frame)
+    print(f"{NVFP4_KEY}: {len(frame)} rows")
+    return 0
+
+
 def main() -> int:
+    if len(sys.argv) == 3 and sys.argv[1] == "--nvfp4-parquet":
+        return write_nvfp4(Path(sys.argv[2]))
     root = reference_data_root()
     if root is None:
         print("error: no original measurement files: set LADDERSIM_SHARED to the folder holding reference_data/",
