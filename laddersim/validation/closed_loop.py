@@ -57,8 +57,9 @@ DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp1
 # task_v1_compat.py _PROFILE_TO_QUANT["fp8"]: kvcache_quant_mode fp8; its generator writes it as vLLM's
 # ``--kv-cache-dtype fp8_e4m3``, rule_plugin/benchmark/vllm.rule, and TensorRT-LLM reads it from the
 # FP8 checkpoint, aic-core/src/aiconfigurator_core/sdk/models/helpers.py: an fp8 checkpoint's KV cache
-# is taken as fp8).
-QUANTIZED_DTYPES = {"fp8": ("bfloat16", "fp8", "fp8")}
+# is taken as fp8). Its nvfp4 precision (gemm_quant_mode nvfp4) keeps the KV cache in FP8 too
+# (the same _PROFILE_TO_QUANT["nvfp4"]: kvcache_quant_mode fp8).
+QUANTIZED_DTYPES = {"fp8": ("bfloat16", "fp8", "fp8"), "nvfp4": ("bfloat16", "nvfp4", "fp8"), "fp4": ("bfloat16", "nvfp4", "fp8")}
 LIMIT_COLUMNS = ("max_running", "max_batched_tokens")  # optional: the deployment's own limits, per row
 DEFAULT_LIMITS = "aiconfigurator"  # see the module docstring
 # The benchmark each row reproduces: AIConfigurator's aiperf run (ai-dynamo/aiconfigurator @
