@@ -67,7 +67,7 @@ CASES = [
      "dtype: fp8 is not an element type of the whole pass; allowed: bfloat16, float16, float32, with --quant fp8 "
      "(FP8 linear layers) and --kv-cache-dtype fp8 (FP8 KV cache)"),
     ("quant", laddersim.simulate, {**S8, "quant": "int3"}, ["simulate", *S8_FLAGS, "--quant", "int3"],
-     "quant: must be one of none, fp8, fp8-block, int8-weight, int4-weight, got 'int3'"),
+     "quant: must be one of none, fp8, fp8-block, nvfp4, int8-weight, int4-weight, got 'int3'"),
     ("kv-cache-dtype", laddersim.simulate, {**S8, "kv_cache_dtype": "int8"},
      ["simulate", *S8_FLAGS, "--kv-cache-dtype", "int8"], "kv-cache-dtype: must be one of auto, fp8, got 'int8'"),
     ("what-if", laddersim.simulate, {**S8, "intra_bandwidth_gbps": 0},
