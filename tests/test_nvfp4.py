@@ -131,3 +131,21 @@ def test_a_closed_loop_rows_nvfp4_is_nvfp4_linears_and_an_fp8_kv_cache(tmp_path)
                                 requests, benchmark_options("vllm", ServingOptions(), 4, 1024, "aiconfigurator"), 4,
                                 warmup=0).metrics
     assert score.rows.iloc[0]["predicted_tpot_ms"] == pytest.approx(by_hand["tpot_mean_s"] * 1e3)
+
+
+def test_the_resampling_tool_takes_the_nvfp4_rows_of_the_parquet(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    import pandas as pd
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "fits" / "resample_reference.py"
+    spec = importlib.util.spec_from_file_location("resample_reference", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    parquet = tmp_path / "gemm_perf.parquet"
+    pd.DataFrame({"gemm_dtype": ["nvfp4", "fp8", "nvfp4", "nvfp4"], "m": [128, 128, 16384, 1024],
+                  "n": [4096] * 4, "k": [4096] * 4, "latency": [0.01, 0.5, 9.0, 0.016]}).to_parquet(parquet)
+    rows = tool.read_nvfp4_parquet(parquet)  # the nvfp4 rows up to m = 8192, milliseconds to microseconds
+    assert rows.to_dict("list") == {"m": [128, 1024], "n": [4096, 4096], "k": [4096, 4096],
+                                    "time_us": pytest.approx([10.0, 16.0])}
