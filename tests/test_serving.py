@@ -132,13 +132,52 @@ def test_preemption_by_recompute_completes_every_request(scenarios):
     assert run.finish_s.max() > roomy.finish_s.max()  # recomputation and a smaller batch cost time
 
 
+def _drain(batcher) -> list[tuple[int, list[int], list[tuple[int, int, int]]]]:
+    """Every iteration the batcher plans until it has nothing left: (step, decoding requests,
+    prompt chunks as (request, cached, tokens))."""
+    steps = []
+    for step in range(1000):
+        it = batcher.plan()
+        if it is None:
+            return steps
+        steps.append((step, [batcher.seq[s] for s in it.decode], [(batcher.seq[s], c, t) for s, c, t in it.chunks]))
+        batcher.complete(it, float(step))
+    raise AssertionError("the batcher did not drain")
+
+
+def test_whole_request_admission_reserves_the_output_and_never_preempts():
+    """TensorRT-LLM's GUARANTEED_NO_EVICT by hand: two requests of a 16-token prompt and 16 output
+    tokens, 8-token blocks, 5 blocks in all. Admitted on demand, both start (2 blocks each), the
+    first needs its third block at its 9th token and the second its third at once: one free block
+    is not enough for both, so the newer one is preempted and prefilled again later. Admitted
+    whole, the first takes 4 blocks (16 + 16 tokens) at once, the second waits until it finishes,
+    and nothing is preempted."""
+    prompt, output = np.array([16, 16]), np.array([16, 16])
+    on_demand = ContinuousBatcher(prompt, output, 5, serving_options(chunked_prefill=True, block_size=8))
+    whole = ContinuousBatcher(prompt, output, 5, serving_options(chunked_prefill=True, block_size=8,
+                                                                 kv_admission="whole_request"))
+    for batcher in (on_demand, whole):
+        batcher.add(0)
+        batcher.add(1)
+    assert _drain(on_demand)[0][2] == [(0, 0, 16), (1, 0, 16)]
+    assert on_demand.preemptions.sum() > 0
+    steps = _drain(whole)
+    assert steps[0][2] == [(0, 0, 16)]  # the second request's 4 blocks are not free
+    # the first request's 16 tokens: its prompt's step, then 15 decode steps; the second enters after
+    assert [s for s, decode, chunks in steps if (1, 0, 16) in chunks] == [16]
+    assert all(decode == [0] for _, decode, _ in steps[1:16])
+    assert whole.preemptions.sum() == 0 and whole.free_blocks == 5
+    assert whole.generated_by_request.tolist() == [16, 16]
+
+
 @settings(max_examples=25, deadline=None)
 @given(chunked=st.booleans(), max_running=st.integers(1, 8), budget=st.integers(64, 600),
-       blocks=st.integers(30, 120), seed=st.integers(0, 10_000), runs=st.booleans())
-def test_scheduler_invariants(chunked, max_running, budget, blocks, seed, runs):
+       blocks=st.integers(30, 120), seed=st.integers(0, 10_000), runs=st.booleans(), reserve=st.booleans())
+def test_scheduler_invariants(chunked, max_running, budget, blocks, seed, runs, reserve):
     """Budget, batch and blocks hold at every iteration, every request ends with its output, all
     blocks come back; with ``runs``, stretches of decode-only iterations go through decode runs
-    (laddersim.traffic.decode_run) and keep the same invariants."""
+    (laddersim.traffic.decode_run) and keep the same invariants; with ``reserve`` (each request
+    admitted holding its whole length's blocks) nothing is ever preempted."""
     rng = np.random.default_rng(seed)
     n = 12
     prompt = rng.integers(1, 200, n)
@@ -149,7 +188,8 @@ def test_scheduler_invariants(chunked, max_running, budget, blocks, seed, runs):
     prompt, output = prompt[keep], output[keep]
     if len(prompt) == 0:
         return
-    opts = serving_options(chunked_prefill=chunked, max_running=max_running, max_batched_tokens=budget, block_size=8)
+    opts = serving_options(chunked_prefill=chunked, max_running=max_running, max_batched_tokens=budget, block_size=8,
+                           kv_admission="whole_request" if reserve else "on_demand")
     batcher = ContinuousBatcher(prompt, output, blocks, opts)
     for i in range(len(prompt)):
         batcher.add(i)
@@ -173,6 +213,7 @@ def test_scheduler_invariants(chunked, max_running, budget, blocks, seed, runs):
     assert done == len(prompt)
     assert batcher.free_blocks == blocks
     assert batcher.generated_by_request.tolist() == [int(x) for x in output]
+    assert not reserve or batcher.preemptions.sum() == 0
 
 
 @pytest.mark.parametrize("framework", ["gpt-fast", "vllm", "gpt-fast-flash"])

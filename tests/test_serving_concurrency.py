@@ -235,6 +235,11 @@ def test_validate_scores_closed_loop_rows_and_lists_what_it_cannot_price(capsys,
                                 _fixed(20 * 8, 1024, 64), engine_options("trtllm", ServingOptions()), 8,
                                 warmup=0).metrics
     assert row["predicted_ttft_ms"] == pytest.approx(by_hand["ttft_mean_s"] * 1e3)
+    # an fp8 row: FP8 linears and an FP8 KV cache (AIConfigurator's fp8 precision)
+    fp8 = serve_closed_loop(serving_scenario(load_model_shape(MODEL), "h100-sxm-nvswitch", 2, "standard", "bfloat16",
+                                             framework="vllm", quant="fp8", kv_cache_dtype="fp8"),
+                            _fixed(20 * 8, 1024, 64), engine_options("vllm", ServingOptions()), 8, warmup=0).metrics
+    assert score.rows.iloc[1]["predicted_tpot_ms"] == pytest.approx(fp8["tpot_mean_s"] * 1e3)
     code, out, err = run_cli(["validate", str(table), "--report", str(tmp_path / "report")], capsys)
     assert code == 0, err
     assert "2 rows scored, 2 skipped" in out and "engine trtllm -> " in out and "trtllm scheduler" in out

@@ -23,7 +23,8 @@ class EngineScheduler:
     ``max_running``: sequences in the running batch; ``split_prompts``: a prompt is prefilled in
     chunks (chunked prefill), or admitted whole; ``mix_decodes``: prompt tokens share an iteration
     with the running decodes (filling what they leave of the budget), or run in iterations of
-    their own ahead of them; ``source``: where each default is read."""
+    their own ahead of them; ``kv_admission``: the KV-cache blocks a request must find free to be
+    admitted (``ServingOptions.kv_admission``); ``source``: where each default is read."""
 
     name: str
     token_budget: int
@@ -31,12 +32,14 @@ class EngineScheduler:
     split_prompts: bool
     mix_decodes: bool
     source: str
+    kv_admission: str = "on_demand"
 
     def describe(self) -> str:
         prompts = "prompts in chunks" if self.split_prompts else "whole prompts"
         where = "beside the decodes" if self.mix_decodes else "in iterations of their own, ahead of the decodes"
+        kv = "; KV blocks reserved for each request's whole length" if self.kv_admission == "whole_request" else ""
         return (f"{self.name} scheduler: {self.token_budget} tokens per iteration, up to {self.max_running} "
-                f"running, {prompts} {where}")
+                f"running, {prompts} {where}{kv}")
 
 
 ENGINES: dict[str, EngineScheduler] = {
@@ -58,7 +61,12 @@ ENGINES: dict[str, EngineScheduler] = {
         source="NVIDIA/TensorRT-LLM tensorrt_llm/commands/serve.py @ 00209af149e7774406881a37283dce303571eb11: "
                "trtllm-serve takes BuildConfig's max_num_tokens (8192) and max_batch_size (2048) and "
                "enable_chunked_prefill=False, so a context is admitted whole beside the generation requests "
-               "(inflight batching)"),
+               "(inflight batching); the capacity scheduler's policy defaults to GUARANTEED_NO_EVICT "
+               "(tensorrt_llm/llmapi/llm_args.py SchedulerConfig.capacity_scheduler_policy @ "
+               "0004396720054fd8e205cbf616f21f0b57c6b412), which admits a request only when the KV-cache blocks "
+               "of its prompt and its maximum new tokens are free and reserves them, so it never evicts "
+               "(cpp/tensorrt_llm/batch_manager/capacityScheduler.cpp GuaranteedNoEvictScheduler)",
+        kv_admission="whole_request"),
 }
 
 
@@ -77,7 +85,7 @@ def engine_options(name: str, options: ServingOptions, **given) -> ServingOption
     engine = engine_scheduler(name)
     limits = {"max_batched_tokens": engine.token_budget, "max_running": engine.max_running, **given}
     return options.model_copy(update={**limits, "chunked_prefill": True, "split_prompts": engine.split_prompts,
-                                      "mix_decodes": engine.mix_decodes})
+                                      "mix_decodes": engine.mix_decodes, "kv_admission": engine.kv_admission})
 
 
 # ---- the limits a benchmark deployment sets --------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from laddersim.errors import UserInputError
@@ -20,7 +22,12 @@ class ServingOptions(BaseModel):
     whole beside the decodes, never split across iterations (TensorRT-LLM's inflight batching
     without chunked context); ``mix_decodes`` off runs the prompt chunks in iterations of their
     own, ahead of the decodes, which wait (SGLang without ``--enable-mixed-chunk``).
-    ``block_size``: tokens per KV-cache block.
+    ``block_size``: tokens per KV-cache block. ``kv_admission``: ``on_demand`` admits a prompt when
+    the blocks for the tokens it computes now are free and gives a running sequence blocks as it
+    grows, preempting the newest when none are left (vLLM, SGLang, TensorRT-LLM's
+    ``MAX_UTILIZATION``); ``whole_request`` admits a request only when the blocks for its prompt
+    and its whole output are free and reserves them at once, so nothing is ever preempted
+    (TensorRT-LLM's default ``GUARANTEED_NO_EVICT``).
     A request meets its SLOs when its time to first token is at most ``ttft_slo_s`` and its mean
     time per output token at most ``tpot_slo_s`` (an unset SLO always holds); a rate is
     sustained when at least ``slo_attainment`` of the requests meet them.
@@ -34,6 +41,7 @@ class ServingOptions(BaseModel):
     split_prompts: bool = True
     mix_decodes: bool = True
     block_size: int = Field(default=16, gt=0, le=MAX_BLOCK_SIZE)
+    kv_admission: Literal["on_demand", "whole_request"] = "on_demand"
     ttft_slo_s: float | None = Field(default=None, gt=0, le=MAX_SLO_S, allow_inf_nan=False)
     tpot_slo_s: float | None = Field(default=None, gt=0, le=MAX_SLO_S, allow_inf_nan=False)
     slo_attainment: float = Field(default=0.9, gt=0, le=1, allow_inf_nan=False)

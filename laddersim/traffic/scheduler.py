@@ -19,6 +19,8 @@ batch, ``complete()`` applies its outcome. Sequences are request indices.
 * **Preemption by recompute**: when a running sequence needs a block and none is free, the most
   recently admitted running sequence gives all its blocks back and returns to the head of the
   queue; readmitted, it prefills its prompt and the tokens it had generated, then goes on.
+  With ``kv_admission`` ``whole_request`` a sequence is admitted holding the blocks of its prompt
+  and whole output, so it never needs another one and nothing is preempted.
 
 State is kept where it is used, so that a million requests cost arrays, not Python objects: the
 requests' lengths and outcomes (first token, finish, preemptions, tokens generated) are arrays
@@ -152,12 +154,19 @@ class ContinuousBatcher:
             it = self._plan_prefill_first()
         return it if (it.decode or it.chunks) else None
 
+    def _admission_blocks(self, seq: int, chunk: int) -> int:
+        """The blocks ``seq`` takes when admitted computing ``chunk`` tokens: those tokens'
+        (``on_demand``), or its prompt's and whole output's (``whole_request``)."""
+        if self.options.kv_admission == "whole_request":
+            return self._blocks_for(int(self.prompt_len[seq]) + int(self.output_len[seq]))
+        return self._blocks_for(chunk)
+
     def head_admits(self, budget: int, free_blocks: int, whole: bool) -> bool:
         """Would ``_admit`` take the queue's head (the queue not empty, the batch not full)?"""
         seq = self.waiting.head()
         target = int(self.prompt_len[seq]) + int(self.generated_by_request[seq])
         chunk = target if whole and target <= self.options.max_batched_tokens else min(target, budget)
-        return chunk <= budget and self._blocks_for(chunk) <= free_blocks
+        return chunk <= budget and self._admission_blocks(seq, chunk) <= free_blocks
 
     def _admit(self, it: Iteration, budget: int, whole: bool) -> int:
         """Admit waiting sequences (FCFS) into ``it``; returns the budget left. A waiting sequence
@@ -170,7 +179,7 @@ class ContinuousBatcher:
             generated = int(self.generated_by_request[seq])
             target = int(self.prompt_len[seq]) + generated
             chunk = target if whole and target <= self.options.max_batched_tokens else min(target, budget)
-            need = self._blocks_for(chunk)
+            need = self._admission_blocks(seq, chunk)
             if chunk > budget or need > self.free_blocks:
                 break
             self.waiting.popleft()

@@ -48,9 +48,13 @@ ENGINE_FRAMEWORKS = {engine: engine if engine in FRAMEWORKS else CLOSEST_FRAMEWO
 DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16"}
 # A dtype the tables name for quantized serving -> (the activations' dtype, laddersim's quantization,
 # the KV cache's dtype): AIConfigurator's fp8 rows are its ``precision fp8, gemm_quant_mode fp8``
-# (FP8 linears, laddersim.model.quantization); the KV cache is at vLLM's default
-# (``--kv-cache-dtype auto``: the model's dtype), as the rows name no KV quantization.
-QUANTIZED_DTYPES = {"fp8": ("bfloat16", "fp8", "auto")}
+# (FP8 linears, laddersim.model.quantization), and its fp8 precision keeps the KV cache in FP8 too
+# (ai-dynamo/aiconfigurator @ 095f58a51c4ca8e61b66ec108d86f223f8d559ce src/aiconfigurator/sdk/
+# task_v1_compat.py _PROFILE_TO_QUANT["fp8"]: kvcache_quant_mode fp8; its generator writes it as vLLM's
+# ``--kv-cache-dtype fp8_e4m3``, rule_plugin/benchmark/vllm.rule, and TensorRT-LLM reads it from the
+# FP8 checkpoint, aic-core/src/aiconfigurator_core/sdk/models/helpers.py: an fp8 checkpoint's KV cache
+# is taken as fp8).
+QUANTIZED_DTYPES = {"fp8": ("bfloat16", "fp8", "fp8")}
 LIMIT_COLUMNS = ("max_running", "max_batched_tokens")  # optional: the deployment's own limits, per row
 # The benchmark each row reproduces: AIConfigurator's aiperf run (ai-dynamo/aiconfigurator @
 # 095f58a51c4ca8e61b66ec108d86f223f8d559ce src/aiconfigurator/generator/config/backend_templates/benchmark/
