@@ -71,13 +71,17 @@ def test_validate_prices_a_row_under_the_limits_named_or_its_own_columns(tmp_pat
     expected = by_hand(benchmark_options("vllm", ServingOptions(), 4, 1024, "aiconfigurator"))
     assert aic.rows["predicted_ttft_ms"].iloc[0] == pytest.approx(expected, rel=1e-12)
     assert "engine limits: aiconfigurator" in aic.mappings[-1]
-    default = validate_closed_loop(table)[0].rows["predicted_ttft_ms"].iloc[0]
+    assert validate_closed_loop(table)[0].rows["predicted_ttft_ms"].iloc[0] == aic.rows["predicted_ttft_ms"].iloc[0]
+    own_defaults = validate_closed_loop(table, limits="engine-defaults")[0]
+    default = own_defaults.rows["predicted_ttft_ms"].iloc[0]
     assert default == pytest.approx(by_hand(engine_options("vllm", ServingOptions())), rel=1e-12)
     assert default != pytest.approx(expected, rel=1e-3)  # the budget changes how the burst is prefilled
+    assert own_defaults.mappings[-1] == "engine limits: engine-defaults (each engine's own)"
     own = tmp_path / "own.csv"
     own.write_text(head + ",max_running,max_batched_tokens\n"
                           "llama-3.1-8b,1,H100-SXM5-80GB,vllm,0.1,bfloat16,1024,32,4,100,8,x,4,2528\n")
-    assert validate_closed_loop(own)[0].rows["predicted_ttft_ms"].iloc[0] == pytest.approx(expected, rel=1e-12)
+    own_ttft = validate_closed_loop(own, limits="engine-defaults")[0].rows["predicted_ttft_ms"].iloc[0]
+    assert own_ttft == pytest.approx(expected, rel=1e-12)
     with pytest.raises(UserInputError, match="limits: 'x'; allowed"):
         validate_closed_loop(table, limits="x")
     bad = tmp_path / "bad.csv"

@@ -17,7 +17,7 @@ from laddersim.model.shape import load_model_shape
 from laddersim.planning.serving_plan import plan_for_rate
 from laddersim.traffic.arrivals import LengthSpec, Requests, draw_requests
 from laddersim.traffic.capacity import OfferedLoad
-from laddersim.traffic.engines import ENGINES, engine_options
+from laddersim.traffic.engines import ENGINES, benchmark_options, engine_options
 from laddersim.traffic.options import ServingOptions, serving_options
 from laddersim.traffic.run import serve, serve_closed_loop, serving_scenario, timer_for
 from laddersim.traffic.scheduler import ContinuousBatcher
@@ -230,15 +230,17 @@ def test_validate_scores_closed_loop_rows_and_lists_what_it_cannot_price(capsys,
     assert row["tpot_error"] == pytest.approx(row["predicted_tpot_ms"] / 8 - 1)
     reasons = " | ".join(score.skipped["reason"])
     assert "GPTNeoXForCausalLM" in reasons and "Z9" in reasons
+    def deployed(engine):  # the deployment AIConfigurator's generator writes (validate's default)
+        return benchmark_options(engine, ServingOptions(), 8, 1024, "aiconfigurator")
+
     by_hand = serve_closed_loop(serving_scenario(load_model_shape(MODEL), "h100-sxm-nvswitch", 1, "standard",
                                                  framework="trtllm"),
-                                _fixed(20 * 8, 1024, 64), engine_options("trtllm", ServingOptions()), 8,
-                                warmup=0).metrics
+                                _fixed(20 * 8, 1024, 64), deployed("trtllm"), 8, warmup=0).metrics
     assert row["predicted_ttft_ms"] == pytest.approx(by_hand["ttft_mean_s"] * 1e3)
     # an fp8 row: FP8 linears and an FP8 KV cache (AIConfigurator's fp8 precision)
     fp8 = serve_closed_loop(serving_scenario(load_model_shape(MODEL), "h100-sxm-nvswitch", 2, "standard", "bfloat16",
                                              framework="vllm", quant="fp8", kv_cache_dtype="fp8"),
-                            _fixed(20 * 8, 1024, 64), engine_options("vllm", ServingOptions()), 8, warmup=0).metrics
+                            _fixed(20 * 8, 1024, 64), deployed("vllm"), 8, warmup=0).metrics
     assert score.rows.iloc[1]["predicted_tpot_ms"] == pytest.approx(fp8["tpot_mean_s"] * 1e3)
     code, out, err = run_cli(["validate", str(table), "--report", str(tmp_path / "report")], capsys)
     assert code == 0, err

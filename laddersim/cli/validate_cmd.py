@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from laddersim.api.closed_loop_validation import is_closed_loop_table, skipped_reasons, validate_closed_loop
+from laddersim.api.closed_loop_validation import (DEFAULT_LIMITS, LIMITS, is_closed_loop_table, skipped_reasons,
+                                                   validate_closed_loop, write_scores)
 from laddersim.api.static_validation import is_static_table, validate_static
 from laddersim.api.validation_task import SCORED_EXTRA_SHARE, groups_markdown, model_label, setting_columns, validate
 from laddersim.cli.args import add_measured_workload_args, call_api, default_of
@@ -28,6 +29,11 @@ def register(sub) -> None:
                    help="folder of <name>.json model configs the tables' model column names "
                         "(default: models/ beside each table)")
     add_measured_workload_args(p, validate)
+    p.add_argument("--limits", choices=LIMITS, default=DEFAULT_LIMITS,
+                   help="closed-loop tables: the engines' limits, aiconfigurator (default: max batch = the row's "
+                        "concurrency, token budget = concurrency + prompt + 1500, as AIConfigurator's generator "
+                        "writes them for its benchmark) or engine-defaults (each engine's own); a table's "
+                        "max_running / max_batched_tokens columns override either")
     p.add_argument("--report", "--out", dest="report", metavar="OUT", default=VALIDATION_REPORT_DIR,
                    help=f"report directory (default {VALIDATION_REPORT_DIR}, under runs/ so that a run in a checkout "
                         "never replaces the committed reports/; --out is the older name)")
@@ -65,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
 
 def run_closed_loop(args: argparse.Namespace) -> int:
     """Tables measured at a fixed concurrency: TTFT and TPOT errors per engine x dtype group."""
-    scores = validate_closed_loop(args.measured, args.models, progress=True)
+    scores = validate_closed_loop(args.measured, args.models, progress=True, limits=args.limits)
     return _print_scores(args.measured, scores, "closed loop at the row's concurrency, its engine's scheduler; "
                          "mean TTFT and TPOT", args.report)
 
@@ -80,8 +86,6 @@ def run_static(args: argparse.Namespace) -> int:
 def _print_scores(paths, scores, how: str, report: str) -> int:
     """Each table's rows scored and skipped, the mappings it used, and its error summary, printed
     and written under ``report`` (``external_report.write_scores``)."""
-    from laddersim.validation.external_report import write_scores
-
     written = write_scores(paths, scores, report)
     for path, score in zip(paths, scores):
         print(f"{path}: {len(score.rows)} rows scored, {len(score.skipped)} skipped ({how})")

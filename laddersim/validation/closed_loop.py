@@ -8,10 +8,14 @@ them). Each row is priced with:
 
 * the engine's scheduler (``laddersim.traffic.engines``: its token budget, running limit and
   prompt chunking) and the kernels of the closest framework laddersim has (ENGINE_FRAMEWORKS);
-* the engine's limits as the measured deployment set them: ``limits`` (``engine-defaults``, or
-  ``aiconfigurator``: the limits AIConfigurator's generator writes for a benchmark at the row's
-  concurrency and prompt length, ``traffic.engines.AICONFIGURATOR_LIMITS``), and a row's own
-  ``max_running`` / ``max_batched_tokens`` columns where the table has them (LIMIT_COLUMNS);
+* the engine's limits as the measured deployment set them: ``limits`` (default ``aiconfigurator``:
+  the limits AIConfigurator's generator writes for a benchmark at the row's concurrency and prompt
+  length, ``traffic.engines.AICONFIGURATOR_LIMITS``, as the rows this module reproduces were run:
+  its measured sample records each row's ``batch_size``, the engine's max batch size, equal to the
+  row's concurrency, ai-dynamo/aiconfigurator @ 095f58a51c4ca8e61b66ec108d86f223f8d559ce
+  aic-core/src/aiconfigurator_core/systems/silicon_sample.csv; or ``engine-defaults``: each
+  engine's own defaults, for a deployment left at them), and a row's own ``max_running`` /
+  ``max_batched_tokens`` columns where the table has them (LIMIT_COLUMNS);
 * the shipped profile of its GPU (``laddersim.validation.gpu_profiles``);
 * its dtype (DTYPES), or for a quantized row its quantization (QUANTIZED_DTYPES);
 * the model's config from the table folder's ``models/`` (``org--name.json`` for ``org/name``),
@@ -56,6 +60,7 @@ DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp1
 # is taken as fp8).
 QUANTIZED_DTYPES = {"fp8": ("bfloat16", "fp8", "fp8")}
 LIMIT_COLUMNS = ("max_running", "max_batched_tokens")  # optional: the deployment's own limits, per row
+DEFAULT_LIMITS = "aiconfigurator"  # see the module docstring
 # The benchmark each row reproduces: AIConfigurator's aiperf run (ai-dynamo/aiconfigurator @
 # 095f58a51c4ca8e61b66ec108d86f223f8d559ce src/aiconfigurator/generator/config/backend_templates/benchmark/
 # bench_run.sh.j2: ``--num-requests`` C x 20 measured, ``--warmup-request-count`` C x 2). aiperf runs its
@@ -128,7 +133,7 @@ def model_source(model: str, models_dir: Path) -> str:
 
 
 def score_closed_loop(path: str | Path, models_dir: str | Path | None = None,
-                      progress=lambda: None, limits: str = "engine-defaults") -> ClosedLoopScore:
+                      progress=lambda: None, limits: str = DEFAULT_LIMITS) -> ClosedLoopScore:
     """Every row of the table at ``path`` simulated and scored (module docstring) under the
     ``limits`` deployment; ``progress`` is called once per row."""
     from laddersim.hardware.profile import load_profile
@@ -185,8 +190,9 @@ def score_closed_loop(path: str | Path, models_dir: str | Path | None = None,
     rows = pd.DataFrame(scored)
     mappings = [f"engine {e} -> {f} kernels{'' if f == e else ' (the closest priced)'} and the {e} scheduler; "
                 f"hardware {h} -> {p}" for e, f, h, p in sorted(used)]
-    if limits != "engine-defaults" and used:
-        mappings.append(f"engine limits: {limits} (per row, from its concurrency and prompt length)")
+    if used:
+        mappings.append(f"engine limits: {limits} " + ("(each engine's own)" if limits == "engine-defaults" else
+                                                       "(per row, from its concurrency and prompt length)"))
     return ClosedLoopScore(rows, pd.DataFrame(skipped), error_summary(rows), mappings)
 
 
