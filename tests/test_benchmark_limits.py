@@ -115,3 +115,24 @@ def test_a_closed_loop_row_names_its_experts_layout_and_block_fp8(tmp_path):
     bad.write_text(head + "\nqwen3-30b-a3b,2,0,H100-SXM5-80GB,sglang,0.5,fp8_block,256,16,2,100,8,x\n")
     with pytest.raises(UserInputError, match="column ep: allowed: positive integers or empty"):
         validate_closed_loop(bad)
+
+
+def test_the_command_line_names_the_limits_and_refuses_them_for_other_tables(tmp_path, capsys):
+    from cli_run import run_cli
+
+    head = "model,tp,hardware,engine,engine_version,dtype,prompt_len,gen_len,concurrency,ttft_ms,tpot_ms,source"
+    table = tmp_path / "closed.csv"
+    table.write_text(head + "\nllama-3.1-8b,1,H100-SXM5-80GB,vllm,0.1,bfloat16,1024,32,4,100,8,x\n")
+    code, out, err = run_cli(["validate", str(table), "--limits", "engine-defaults", "--report", str(tmp_path / "r")],
+                             capsys)
+    assert code == 0, err
+    assert "engine limits: engine-defaults (each engine's own)" in out
+    code, out, err = run_cli(["validate", str(table), "--report", str(tmp_path / "r")], capsys)
+    assert "engine limits: aiconfigurator (per row" in out  # the default
+    dev = tmp_path / "dev.csv"
+    dev.write_text("model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s\n"
+                   "llama-3.1-8b,1,1,1,128,8,on,standard,100\n")
+    code, out, err = run_cli(["validate", str(dev), "--limits", "aiconfigurator", "--report", str(tmp_path / "d")],
+                             capsys)
+    assert code == 2 and err.strip().splitlines() == [err.strip().splitlines()[-1]]
+    assert err.strip().startswith("error: limits: 'aiconfigurator' sets the engines' limits of closed-loop tables")
