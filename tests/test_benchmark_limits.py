@@ -88,3 +88,51 @@ def test_validate_prices_a_row_under_the_limits_named_or_its_own_columns(tmp_pat
     bad.write_text(head + ",max_running\nllama-3.1-8b,1,H100-SXM5-80GB,vllm,0.1,bfloat16,1024,32,4,100,8,x,0\n")
     with pytest.raises(UserInputError, match="column max_running: allowed: positive integers or empty"):
         validate_closed_loop(bad)
+
+
+def test_a_closed_loop_row_names_its_experts_layout_and_block_fp8(tmp_path):
+    """An ``ep`` column places a mixture-of-experts row's experts as ``--ep`` does, and a
+    ``fp8_block`` dtype (AIConfigurator's block-scaled FP8) is laddersim's ``fp8-block`` with an FP8
+    KV cache: the row's TPOT is that closed loop's, by hand."""
+    from laddersim.api.closed_loop_validation import validate_closed_loop
+
+    head = "model,tp,ep,hardware,engine,engine_version,dtype,prompt_len,gen_len,concurrency,ttft_ms,tpot_ms,source"
+    table = tmp_path / "moe.csv"
+    table.write_text(head + "\nqwen3-30b-a3b,2,2,H100-SXM5-80GB,sglang,0.5,fp8_block,256,16,2,100,8,x\n"
+                            "qwen3-30b-a3b,2,,H100-SXM5-80GB,sglang,0.5,fp8_block,256,16,2,100,8,x\n")
+    rows = validate_closed_loop(table)[0].rows
+    requests = Requests(np.zeros(40), np.full(40, 256, dtype=np.int64), np.full(40, 16, dtype=np.int64))
+
+    def by_hand(ep):
+        scenario = serving_scenario(load_model_shape("qwen3-30b-a3b"), "h100-sxm-nvswitch", 2, "standard", "bfloat16",
+                                    framework="sglang", quant="fp8-block", kv_cache_dtype="fp8", ep=ep)
+        options = benchmark_options("sglang", ServingOptions(), 2, 256, "aiconfigurator")
+        return serve_closed_loop(scenario, requests, options, 2, warmup=0).metrics["tpot_mean_s"] * 1e3
+
+    assert list(rows["predicted_tpot_ms"]) == pytest.approx([by_hand(2), by_hand(1)], rel=1e-12)
+    assert rows["predicted_tpot_ms"].iloc[0] != pytest.approx(rows["predicted_tpot_ms"].iloc[1], rel=1e-4)
+    bad = tmp_path / "bad.csv"
+    bad.write_text(head + "\nqwen3-30b-a3b,2,0,H100-SXM5-80GB,sglang,0.5,fp8_block,256,16,2,100,8,x\n")
+    with pytest.raises(UserInputError, match="column ep: allowed: positive integers or empty"):
+        validate_closed_loop(bad)
+
+
+def test_the_command_line_names_the_limits_and_refuses_them_for_other_tables(tmp_path, capsys):
+    from cli_run import run_cli
+
+    head = "model,tp,hardware,engine,engine_version,dtype,prompt_len,gen_len,concurrency,ttft_ms,tpot_ms,source"
+    table = tmp_path / "closed.csv"
+    table.write_text(head + "\nllama-3.1-8b,1,H100-SXM5-80GB,vllm,0.1,bfloat16,1024,32,4,100,8,x\n")
+    code, out, err = run_cli(["validate", str(table), "--limits", "engine-defaults", "--report", str(tmp_path / "r")],
+                             capsys)
+    assert code == 0, err
+    assert "engine limits: engine-defaults (each engine's own)" in out
+    code, out, err = run_cli(["validate", str(table), "--report", str(tmp_path / "r")], capsys)
+    assert "engine limits: aiconfigurator (per row" in out  # the default
+    dev = tmp_path / "dev.csv"
+    dev.write_text("model,tp,nodes,batch,prompt_len,gen_len,p2p,schedule,tokens_per_s\n"
+                   "llama-3.1-8b,1,1,1,128,8,on,standard,100\n")
+    code, out, err = run_cli(["validate", str(dev), "--limits", "aiconfigurator", "--report", str(tmp_path / "d")],
+                             capsys)
+    assert code == 2 and err.strip().splitlines() == [err.strip().splitlines()[-1]]
+    assert err.strip().startswith("error: limits: 'aiconfigurator' sets the engines' limits of closed-loop tables")

@@ -35,6 +35,8 @@ def _group(profile_name: str, table_stem: str, gpus: int, nodes: int):
     ("h100-sxm-nvswitch", "tokenweave_h100_fig5", 8, 1),
     ("h200-sxm-nvswitch", "apex_h200_sxm", 8, 1),
     ("h200-sxm-nvswitch", "stas00_h200_1node", 8, 1),
+    ("b200-sxm-nvswitch", "aic_b200_sxm_nccl_2.29.2", 8, 1),
+    ("b200-sxm-nvswitch", "aic_b200_sxm_nccl_2.29.2", 2, 1),
     ("a100-sxm-nvswitch", "aic_a100_sxm_nccl_2.27.3", 4, 1),
     ("l40s-pcie", "aic_l40s_nccl_2.27.3", 2, 1),
 ])
@@ -61,12 +63,45 @@ def test_p2p_off_point_and_slowdown():
 
 def test_expected_misses_stay_explained():
     """A table that misses must carry its reason (the report shows it); the EFA table misses."""
-    for name in ("h100-sxm-nvswitch", "a100-sxm-nvswitch"):
+    for name in ("h100-sxm-nvswitch", "a100-sxm-nvswitch", "b200-sxm-nvswitch"):
         for c in check_allreduce(load_profile(name), force_shipped=True):
             if len(c.rows) and not c.outside_window and not c.passes:
                 assert c.table.expect_miss, (name, c.table.file, c.gpus, c.nodes)
     efa = _group("h100-sxm-nvswitch", "nccltests_aws_p5_h100_2node_efa", 16, 2)
     assert not efa.passes and "EFA" in efa.table.expect_miss
+
+
+@pytest.mark.parametrize("name", ["h200-sxm-nvswitch", "b200-sxm-nvswitch"])
+def test_intra_node_fits_are_what_profiles_fit_prints(name):
+    """The shipped protocol lines are the fit ``laddersim profiles fit NAME`` makes to the
+    profile's own NCCL table (to the digits each states: busbw within 0.2% or 0.005 GB/s)."""
+    from laddersim.fitting.public_tables import fit_intra_node
+
+    profile = load_profile(name)
+    fitted = {f.gpus: f for f in fit_intra_node(profile)}
+    assert sorted(fitted) == [f.gpus for f in profile.collectives.intra_node_fits] == [2, 4, 8]
+    for stated in profile.collectives.intra_node_fits:
+        assert stated.source == fitted[stated.gpus].source
+        pairs = list(zip(stated.terms, fitted[stated.gpus].terms, strict=True))
+        for a, b in pairs:
+            assert a.protocol == b.protocol
+            assert a.latency_us == pytest.approx(b.latency_us, abs=5e-3)
+            assert a.bus_bandwidth_gb_per_s == pytest.approx(b.bus_bandwidth_gb_per_s, rel=2e-3, abs=5e-3)
+
+
+def test_b200_nccl_allreduce_is_its_table_at_the_tables_sizes():
+    """Golden, AIConfigurator b200_sxm nccl_perf 2.29.2 (tables/aic_b200_sxm_nccl_2.29.2.csv, an
+    nccl-tests loop: no launch to add on a graph-mode profile): 8 GPUs 1 MiB 30.14 us, 2 GPUs 4 KiB
+    10.27 us, 4 GPUs 8 MiB 84.91 us (a step the fitted lines miss: 57.5 us)."""
+    from laddersim.costs.allreduce import allreduce_source
+    from laddersim.costs.gemm_tables import SILICON
+    from laddersim.model.framework import load_framework
+
+    b200 = load_profile("b200-sxm-nvswitch")
+    for gpus, size, table_us in ((8, MIB, 30.14), (2, 4096, 10.27), (4, 8 * MIB, 84.91)):
+        assert allreduce_time_s(b200, gpus, size) == pytest.approx(table_us * 1e-6, rel=1e-9)
+        assert allreduce_source(b200, gpus, size, load_framework("gpt-fast")) == SILICON
+    assert allreduce_time_s(b200, 4, 8 * MIB, measured=False) == pytest.approx(57.47e-6, rel=1e-3)
 
 
 def test_fit_time_is_min_of_protocol_lines():

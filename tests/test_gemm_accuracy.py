@@ -11,7 +11,8 @@ from laddersim.hardware.profile import load_profile
 from laddersim.profiles_check.compare import check_gemm
 
 
-@pytest.mark.parametrize("name", ["h100-sxm-nvswitch", "h200-sxm-nvswitch", "a100-sxm-nvswitch", "l40s-pcie"])
+@pytest.mark.parametrize("name", ["h100-sxm-nvswitch", "h200-sxm-nvswitch", "a100-sxm-nvswitch", "l40s-pcie",
+                                  "b200-sxm-nvswitch"])
 def test_gemm_tables_median_error_within_10pct(name):
     """Acceptance of issue 3 on the llama subset (n, k >= 512); every table the profile measures."""
     checks = check_gemm(load_profile(name), force_shipped=True)
@@ -134,3 +135,40 @@ def test_sustained_tflops_is_the_tables_longest_gemms_median():
     for name in ("h100-sxm-nvswitch", "h200-sxm-nvswitch", "a100-sxm-nvswitch", "l40s-pcie", "b200-sxm-nvswitch"):
         profile = load_profile(name)  # the shipped value is what `laddersim profiles fit NAME` prints
         assert profile.gpu.sustained_tflops.value == fit_gemm(profile)["sustained_tflops"]
+
+
+# The GEMM fields ``laddersim profiles fit NAME`` prints under ``gemm`` (besides sustained_tflops).
+FITTED_GEMM_FIELDS = ("gemm_compute_efficiency", "gemm_memory_efficiency", "gemm_blend_order", "kernel_launch_us")
+
+
+@pytest.mark.parametrize("name", ["h200-sxm-nvswitch", "b200-sxm-nvswitch"])
+def test_gemm_fields_are_what_profiles_fit_prints(name):
+    """Each GEMM field whose source is ``laddersim profiles fit NAME`` holds what that command
+    prints for it today (the fit to the profile's own bf16 table); all four do on these profiles."""
+    from laddersim.fitting.public_tables import fit_gemm
+
+    profile = load_profile(name)
+    fitted = fit_gemm(profile)
+    for field in FITTED_GEMM_FIELDS:
+        stated = getattr(profile.gpu, field)
+        assert stated.source.startswith(f"fit: laddersim profiles fit {name} -> gemm"), (field, stated.source)
+        assert profile.gpu.gemm_tables[0].file in stated.source
+        assert stated.value == fitted[field], (field, stated.value, fitted[field])
+
+
+def test_b200_bf16_gemm_at_a_table_point_is_the_tables_time():
+    """Golden, AIConfigurator b200_sxm vllm 0.24.0 gemm_perf (bf16, CUDA graph), rows of
+    tables/aic_gemm_b200_sxm_vllm_0.24.0.csv: m=8 n=1024 k=8192 8.7702 us and m=16 n=8192 k=1024
+    4.8867 us (weight-streaming decode shapes: the table's time); m=n=k=8192 651.88 us, faster than
+    the sustained rate a long run of such GEMMs settles at, so 2 x 8192^3 flop / 1536.2 TFLOP/s."""
+    from laddersim.costs.gemm_tables import SILICON, library_gemm_time_s, model_gemm_table
+
+    hw = load_profile("b200-sxm-nvswitch")
+    assert model_gemm_table(hw).file == "tables/aic_gemm_b200_sxm_vllm_0.24.0.csv"
+    peak = hw.gpu.peak_flops_per_s
+    for (m, n, k), table_us in {(8, 1024, 8192): 8.7702, (16, 8192, 1024): 4.8867}.items():
+        seconds, source = library_gemm_time_s(hw, m, n, k, 2, peak)
+        assert source == SILICON and seconds == pytest.approx(table_us * 1e-6, rel=1e-9)
+    seconds, source = library_gemm_time_s(hw, 8192, 8192, 8192, 2, peak)
+    assert source == SILICON and seconds == pytest.approx(2.0 * 8192**3 / 1536.2e12, rel=1e-9)
+    assert seconds > 651.8818e-6

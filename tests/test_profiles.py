@@ -144,7 +144,8 @@ def test_cli_list_show():
     assert proc.returncode == 0
     for name in REQUIRED:
         assert name in proc.stdout
-    assert re.search(r"b200-sxm-nvswitch\s+no \(what-if\)", proc.stdout)
+    assert re.search(r"h100-pcie\s+no \(what-if\)", proc.stdout)
+    assert re.search(r"b200-sxm-nvswitch\s+yes", proc.stdout)  # priced from its own GEMM and NCCL tables
     proc = _cli("profiles", "show", "h100-sxm-nvswitch")
     assert proc.returncode == 0
     line = next(l for l in proc.stdout.splitlines() if l.startswith("gpu.peak_tflops"))

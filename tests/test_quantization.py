@@ -101,6 +101,27 @@ def test_the_kernels_table_lists_the_quantize_kernels(capsys):
         assert any(line.split()[:3] == [f"{kind}.quantize", "generated", "2"] for line in out.splitlines())
 
 
+def test_a_measured_linear_shorter_than_its_parts_shares_its_time_between_them():
+    """H200, Llama-3.1-70B at TP 8, batch 4: the measured FP8 o_proj (8192 x 1024, the vLLM table's
+    time includes its input's quantization) is shorter than its two quantize kernels and the FP8
+    GEMM's roofline together, so the kernels view shares that time in their proportion: both
+    parts shown, their sum the linear's time."""
+    from laddersim.costs.gemm import gemm_time_s
+    from laddersim.costs.quantized_gemm import quantize_time_s, quantized_class_split_s
+
+    h200 = load_profile("h200-sxm-nvswitch")
+    w = work(quant="fp8")
+    seconds, source = quantized_linear_time_s(h200, w, 4, 8192, 1024, h200.gpu.peak_flops_per_s)
+    quantize = quantize_time_s(h200, w, 4, 1024)
+    gemm = float(gemm_time_s(h200.gpu, 4, 8192, 1024, 1, None, h200.gpu.peak_flops_per_s_for("fp8")))
+    assert source != "SOL" and quantize + gemm > seconds
+    split = quantized_class_split_s(h200, w, seconds, (4, 8192, 1024, None))
+    assert split["generated"] == pytest.approx(seconds * quantize / (quantize + gemm))
+    assert split["library_gemm"] > 0 and sum(split.values()) == pytest.approx(seconds)
+    roomy = quantized_class_split_s(h200, w, 10 * (quantize + gemm), (4, 8192, 1024, None))
+    assert roomy["generated"] == pytest.approx(quantize)  # a longer time: the quantize kernels at their price
+
+
 def test_weight_only_streams_fewer_bytes_and_computes_at_16_bit():
     w16, w4 = work(), work(quant="int4-weight")
     peak = H100.gpu.peak_flops_per_s

@@ -11,6 +11,7 @@ from laddersim.api.closed_loop_validation import (DEFAULT_LIMITS, LIMITS, is_clo
 from laddersim.api.static_validation import is_static_table, validate_static
 from laddersim.api.validation_task import SCORED_EXTRA_SHARE, groups_markdown, model_label, setting_columns, validate
 from laddersim.cli.args import add_measured_workload_args, call_api, default_of
+from laddersim.errors import UserInputError
 from laddersim.support.choices import VALIDATION_REPORT_DIR
 from laddersim.support.io_write import check_output
 from laddersim.support.text_tables import format_table
@@ -29,7 +30,7 @@ def register(sub) -> None:
                    help="folder of <name>.json model configs the tables' model column names "
                         "(default: models/ beside each table)")
     add_measured_workload_args(p, validate)
-    p.add_argument("--limits", choices=LIMITS, default=DEFAULT_LIMITS,
+    p.add_argument("--limits", choices=LIMITS, default=None,
                    help="closed-loop tables: the engines' limits, aiconfigurator (default: max batch = the row's "
                         "concurrency, token budget = concurrency + prompt + 1500, as AIConfigurator's generator "
                         "writes them for its benchmark) or engine-defaults (each engine's own); a table's "
@@ -44,6 +45,9 @@ def run(args: argparse.Namespace) -> int:
     if args.measured and all(is_closed_loop_table(path) for path in args.measured):
         check_output(args.report, "report", "dir")  # before the rows are priced
         return run_closed_loop(args)
+    if args.limits is not None:
+        raise UserInputError(f"limits: {args.limits!r} sets the engines' limits of closed-loop tables (columns "
+                             "concurrency, ttft_ms, tpot_ms); allowed: leave it out for these tables")
     if args.measured and all(is_static_table(path) for path in args.measured):
         check_output(args.report, "report", "dir")
         return run_static(args)
@@ -71,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
 def run_closed_loop(args: argparse.Namespace) -> int:
     """Tables measured at a fixed concurrency: TTFT and TPOT errors per engine x dtype group."""
-    scores = validate_closed_loop(args.measured, args.models, progress=True, limits=args.limits)
+    scores = validate_closed_loop(args.measured, args.models, progress=True, limits=args.limits or DEFAULT_LIMITS)
     return _print_scores(args.measured, scores, "closed loop at the row's concurrency, its engine's scheduler; "
                          "mean TTFT and TPOT", args.report)
 

@@ -125,7 +125,17 @@ def is_quantized_linear(work: Workload, kind: str) -> bool:
 def quantized_class_split_s(hw: HardwareProfile, work: Workload, seconds: float, shape) -> dict[str, float]:
     """A quantized linear's ``seconds`` by kernel class (laddersim.costs.kernel_counts): its input's
     quantize kernels (``generated``, priced as ``quantize_time_s``) apart from its GEMM
-    (``library_gemm``, the rest). ``shape``: the linear's (m, n, k, parts)."""
-    quantize_s = quantize_time_s(hw, work, shape[0], shape[2]) if work.quantization.quantize_kernels else 0.0
-    quantize_s = min(quantize_s, seconds)
-    return {**({"generated": quantize_s} if work.quantization.quantize_kernels else {}), "library_gemm": seconds - quantize_s}
+    (``library_gemm``, the rest). Where a measured time (a table's, the quantization included)
+    is shorter than those kernels and the GEMM's roofline together, it is shared in their
+    proportion, so neither part shows as nothing. ``shape``: the linear's (m, n, k, parts)."""
+    if not work.quantization.quantize_kernels:
+        return {"library_gemm": seconds}
+    m, n, k = shape[0], shape[1], shape[2]
+    quant = work.quantization
+    quantize_s = quantize_time_s(hw, work, m, k)
+    # the GEMM's roofline as quantized_linear_time_s prices it: FP8 operands one byte, NVFP4 its bytes
+    operand_bytes = FP8_BYTES if quant.tensor_cores == "fp8" else quant.weight_bytes
+    gemm_s = float(gemm_time_s(hw.gpu, m, n, k, operand_bytes, None, hw.gpu.peak_flops_per_s_for(quant.tensor_cores)))
+    if quantize_s + gemm_s > seconds:
+        quantize_s = seconds * quantize_s / (quantize_s + gemm_s)
+    return {"generated": quantize_s, "library_gemm": seconds - quantize_s}

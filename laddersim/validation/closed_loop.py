@@ -18,6 +18,7 @@ them). Each row is priced with:
   ``max_batched_tokens`` columns where the table has them (LIMIT_COLUMNS);
 * the shipped profile of its GPU (``laddersim.validation.gpu_profiles``);
 * its dtype (DTYPES), or for a quantized row its quantization (QUANTIZED_DTYPES);
+* a mixture-of-experts row's expert-parallel ranks, where the table has an ``ep`` column (EP_COLUMN);
 * the model's config from the table folder's ``models/`` (``org--name.json`` for ``org/name``),
   or a shipped preset of that name.
 
@@ -57,9 +58,17 @@ DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp1
 # task_v1_compat.py _PROFILE_TO_QUANT["fp8"]: kvcache_quant_mode fp8; its generator writes it as vLLM's
 # ``--kv-cache-dtype fp8_e4m3``, rule_plugin/benchmark/vllm.rule, and TensorRT-LLM reads it from the
 # FP8 checkpoint, aic-core/src/aiconfigurator_core/sdk/models/helpers.py: an fp8 checkpoint's KV cache
-# is taken as fp8). Its nvfp4 precision (gemm_quant_mode nvfp4) keeps the KV cache in FP8 too
-# (the same _PROFILE_TO_QUANT["nvfp4"]: kvcache_quant_mode fp8).
-QUANTIZED_DTYPES = {"fp8": ("bfloat16", "fp8", "fp8"), "nvfp4": ("bfloat16", "nvfp4", "fp8"), "fp4": ("bfloat16", "nvfp4", "fp8")}
+# is taken as fp8).
+# AIConfigurator's fp8_block rows (``gemm_quant_mode fp8_block``: 128 x 128 weight blocks, the DeepSeek /
+# Qwen3 FP8 checkpoints) are laddersim's ``fp8-block``, with the same FP8 KV cache. Its nvfp4 precision
+# (gemm_quant_mode nvfp4) keeps the KV cache in FP8 too (the same _PROFILE_TO_QUANT["nvfp4"]:
+# kvcache_quant_mode fp8).
+QUANTIZED_DTYPES = {"fp8": ("bfloat16", "fp8", "fp8"), "fp8_block": ("bfloat16", "fp8-block", "fp8"),
+                    "fp8-block": ("bfloat16", "fp8-block", "fp8"), "nvfp4": ("bfloat16", "nvfp4", "fp8"),
+                    "fp4": ("bfloat16", "nvfp4", "fp8")}
+# Optional: a mixture-of-experts row's expert-parallel ranks in each TP group (laddersim's ``ep``,
+# AIConfigurator's moe_ep_size; default 1: every expert split over the TP ranks).
+EP_COLUMN = "ep"
 LIMIT_COLUMNS = ("max_running", "max_batched_tokens")  # optional: the deployment's own limits, per row
 DEFAULT_LIMITS = "aiconfigurator"  # see the module docstring
 # The benchmark each row reproduces: AIConfigurator's aiperf run (ai-dynamo/aiconfigurator @
@@ -110,6 +119,11 @@ def read_closed_loop(path: str | Path) -> pd.DataFrame:
         if values.isna().any() or (values < 1).any() or (values != values.round()).any():
             raise UserInputError(f"measured: {path} column {column}: allowed: positive integers in every row")
         frame[column] = values.astype(int)
+    if EP_COLUMN in frame.columns:
+        values = pd.to_numeric(frame[EP_COLUMN], errors="coerce").fillna(1)
+        if (values < 1).any() or (values != values.round()).any():
+            raise UserInputError(f"measured: {path} column {EP_COLUMN}: allowed: positive integers or empty (1)")
+        frame[EP_COLUMN] = values.astype(int)
     for column in (c for c in LIMIT_COLUMNS if c in frame.columns):
         values = pd.to_numeric(frame[column], errors="coerce")
         given = values.notna()
@@ -167,7 +181,8 @@ def score_closed_loop(path: str | Path, models_dir: str | Path | None = None,
                 profiles[row.hardware] = load_profile(profile_name)
             framework = ENGINE_FRAMEWORKS[engine]
             scenario = serving_scenario(shapes[row.model], profiles[row.hardware], int(row.tp), "standard",
-                                        activations, framework=framework, quant=quant, kv_cache_dtype=kv_cache_dtype)
+                                        activations, framework=framework, quant=quant, kv_cache_dtype=kv_cache_dtype,
+                                        ep=int(record.get(EP_COLUMN, 1)))
             scenario.model.check_tp(int(row.tp))
             c = int(row.concurrency)
             options = benchmark_options(engine, ServingOptions(), c, int(row.prompt_len), limits)
