@@ -16,18 +16,14 @@ from laddersim.costs.quantized_gemm import quantize_time_s, quantized_linear_tim
 from laddersim.errors import UserInputError
 from laddersim.hardware.profile import load_profile
 from laddersim.model.shape import PRESETS
-from laddersim.model.workload import Workload
 from laddersim.simulation.simulate import make_scenario
 
 B200 = load_profile("b200-sxm-nvswitch")
 LLAMA_8B = PRESETS["llama-3.1-8b"]
 DECODE = Phase("decode", 1, 1)
+from test_quantization import work  # noqa: E402  (the same one-sequence vLLM workload)
+
 NVFP4_BYTES = 0.5 + 1 / 16  # an E2M1 nibble and a sixteenth of an E4M3 block scale
-
-
-def work(**kw) -> Workload:
-    return Workload(batch=1, prompt_len=128, gen_len=8, framework="vllm", kv_cache="dynamic",
-                    kv_reads="per_kv_head", **kw)
 
 
 @pytest.mark.parametrize("m, n, k, original_ms", [
