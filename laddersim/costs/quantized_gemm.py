@@ -37,6 +37,7 @@ from laddersim.costs.gemm import gemm_time_s, memory_bound_time_s
 from laddersim.costs.gemm_tables import SOL, library_gemm_time_s, table_path, table_time_s
 from laddersim.hardware.compute_specs import QuantizedGemmTable
 from laddersim.hardware.profile import HardwareProfile
+from laddersim.model.quantization import Quantization
 from laddersim.model.workload import Workload
 
 FP8_BYTES = 1
@@ -72,32 +73,38 @@ def quantized_linear_time_s(hw: HardwareProfile, work: Workload, m: int, n: int,
     quant = work.quantization
     if quant.gemm == "weight_only":
         return _weight_only_time_s(hw, work, m, n, k, peak_16bit_flops_per_s)
-    if quant.gemm == "fp4":
-        measured = _table_time_s(hw, "nvfp4", m, n, k, quant.weight_bytes, "fp4")
-        if measured is not None:
-            return measured
-        seconds = float(gemm_time_s(hw.gpu, m, n, k, quant.weight_bytes, None, hw.gpu.peak_flops_per_s_for("fp4")))
-        return seconds + (0.0 if input_quantized else quantize_time_s(hw, work, m, k)), SOL
     if quant.gemm == "fp8_block":
-        block = _table_time_s(hw, "fp8_block", m, n, k, FP8_BYTES, "fp8")
+        block = _table_time_s(hw, "fp8_block", quant, m, n, k)
         if block is not None and m >= BLOCK_TABLE_MIN_M and block[0] >= BLOCK_TABLE_MIN_S:
             return block
-    measured = _table_time_s(hw, "fp8", m, n, k, FP8_BYTES, "fp8")
+    # Elsewhere a block-scaled FP8 GEMM is priced as the per-tensor one (the module docstring).
+    measured = _table_time_s(hw, "nvfp4" if quant.gemm == "fp4" else "fp8", quant, m, n, k)
     if measured is not None:
         return measured
-    seconds = float(gemm_time_s(hw.gpu, m, n, k, FP8_BYTES, None, hw.gpu.peak_flops_per_s_for("fp8")))
-    return seconds + (0.0 if input_quantized else quantize_time_s(hw, work, m, k)), SOL
+    return _roofline_s(hw, quant, m, n, k) + (0.0 if input_quantized else quantize_time_s(hw, work, m, k)), SOL
 
 
-def _table_time_s(hw: HardwareProfile, gemm_dtype: str, m: int, n: int, k: int, operand_bytes: float,
-                  tensor_cores: str) -> tuple[float, str] | None:
+def _operand_bytes(quant: Quantization) -> float:
+    """Bytes per element of a low-precision GEMM's operands: FP8 one byte, NVFP4 its nibble and
+    block scale (``weight_bytes``)."""
+    return FP8_BYTES if quant.tensor_cores == "fp8" else quant.weight_bytes
+
+
+def _roofline_s(hw: HardwareProfile, quant: Quantization, m: int, n: int, k: int) -> float:
+    """The GEMM's roofline at its operands' bytes and its tensor cores' peak."""
+    return float(gemm_time_s(hw.gpu, m, n, k, _operand_bytes(quant), None,
+                             hw.gpu.peak_flops_per_s_for(quant.tensor_cores)))
+
+
+def _table_time_s(hw: HardwareProfile, gemm_dtype: str, quant: Quantization, m: int, n: int,
+                  k: int) -> tuple[float, str] | None:
     """The GEMM's time and label from the profile's ``gemm_dtype`` table (outside its grid the
-    roofline at ``operand_bytes`` and the ``tensor_cores`` peak, anchored); None without one."""
+    quantization's roofline, anchored); None without one."""
     table = quantized_gemm_table(hw, gemm_dtype)
     if table is None or not hw.base_dir:
         return None
-    peak = hw.gpu.peak_flops_per_s_for(tensor_cores)
-    return table_time_s(hw.gpu, table_path(hw.base_dir, table.file), m, n, k, operand_bytes, peak)
+    peak = hw.gpu.peak_flops_per_s_for(quant.tensor_cores)
+    return table_time_s(hw.gpu, table_path(hw.base_dir, table.file), m, n, k, _operand_bytes(quant), peak)
 
 
 def _weight_only_time_s(hw: HardwareProfile, work: Workload, m: int, n: int, k: int,
@@ -131,11 +138,8 @@ def quantized_class_split_s(hw: HardwareProfile, work: Workload, seconds: float,
     if not work.quantization.quantize_kernels:
         return {"library_gemm": seconds}
     m, n, k = shape[0], shape[1], shape[2]
-    quant = work.quantization
     quantize_s = quantize_time_s(hw, work, m, k)
-    # the GEMM's roofline as quantized_linear_time_s prices it: FP8 operands one byte, NVFP4 its bytes
-    operand_bytes = FP8_BYTES if quant.tensor_cores == "fp8" else quant.weight_bytes
-    gemm_s = float(gemm_time_s(hw.gpu, m, n, k, operand_bytes, None, hw.gpu.peak_flops_per_s_for(quant.tensor_cores)))
+    gemm_s = _roofline_s(hw, work.quantization, m, n, k)  # as quantized_linear_time_s prices it
     if quantize_s + gemm_s > seconds:
         quantize_s = seconds * quantize_s / (quantize_s + gemm_s)
     return {"generated": quantize_s, "library_gemm": seconds - quantize_s}
