@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from laddersim.errors import UserInputError
-from laddersim.traffic.options import ServingOptions
+from laddersim.traffic.options import KvAdmission, ServingOptions
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class EngineScheduler:
     split_prompts: bool
     mix_decodes: bool
     source: str
-    kv_admission: str = "on_demand"
+    kv_admission: KvAdmission = "on_demand"
 
     def describe(self) -> str:
         prompts = "prompts in chunks" if self.split_prompts else "whole prompts"

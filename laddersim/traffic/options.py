@@ -10,6 +10,9 @@ from laddersim.errors import UserInputError
 from laddersim.support.limits import MAX_BATCH, MAX_BLOCK_SIZE, MAX_SLO_S, MAX_TOKENS
 
 
+KvAdmission = Literal["on_demand", "whole_request"]  # ServingOptions.kv_admission's choices
+
+
 class ServingOptions(BaseModel):
     """A vLLM-style engine's limits and the latency targets requests are judged by.
 
@@ -41,7 +44,7 @@ class ServingOptions(BaseModel):
     split_prompts: bool = True
     mix_decodes: bool = True
     block_size: int = Field(default=16, gt=0, le=MAX_BLOCK_SIZE)
-    kv_admission: Literal["on_demand", "whole_request"] = "on_demand"
+    kv_admission: KvAdmission = "on_demand"
     ttft_slo_s: float | None = Field(default=None, gt=0, le=MAX_SLO_S, allow_inf_nan=False)
     tpot_slo_s: float | None = Field(default=None, gt=0, le=MAX_SLO_S, allow_inf_nan=False)
     slo_attainment: float = Field(default=0.9, gt=0, le=1, allow_inf_nan=False)
